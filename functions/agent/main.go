@@ -1,0 +1,7 @@
+// Command agent is the agent Lambda function. It is a placeholder until the
+// pipeline issue lands: it exits with an error rather than pretending to work.
+package main
+
+import "log"
+
+func main() { log.Fatal("agent: not built yet (see the pipeline issue)") }

@@ -1,0 +1,170 @@
+package sas
+
+import (
+	"context"
+	"time"
+)
+
+// Clock is the only thing that reads the time.
+type Clock interface{ Now() time.Time }
+
+// SystemClock reads the wall clock.
+type SystemClock struct{}
+
+func (SystemClock) Now() time.Time { return time.Now().UTC() }
+
+// StateStore is the durable state store (DESIGN §2, §4). Every method that
+// moves a step is one conditional write; a write that finds the record not as
+// the caller saw it returns an error that errors.Is ErrLostRace.
+type StateStore interface {
+	// Submit writes the order and all its state records atomically. The same
+	// order again is a no-op (Created false, the stored view returned); the
+	// same id with other content is ErrOrderConflict.
+	Submit(ctx context.Context, p SubmitParams) (SubmitResult, error)
+	Claim(ctx context.Context, p ClaimParams) (StepRecord, error)
+	// Complete finishes a step and, with p.Next, claims the following one in
+	// the same atomic write. The returned slice holds the completed record and,
+	// with p.Next, the claimed one.
+	Complete(ctx context.Context, p CompleteParams) ([]StepRecord, error)
+	Fail(ctx context.Context, p FailParams) (StepRecord, error)
+	// FindDue returns records in the given state whose DueAt is at or before
+	// p.Now, from the sparse index: the work grows with what is due, never
+	// with the table.
+	FindDue(ctx context.Context, p FindDueParams) (FindDueResult, error)
+	Rescue(ctx context.Context, p RescueParams) (StepRecord, error)
+	GiveUp(ctx context.Context, p GiveUpParams) (StepRecord, error)
+	Resubmit(ctx context.Context, p ResubmitParams) (StepRecord, error)
+	GetOrder(ctx context.Context, orderID string) (OrderView, error)
+	ListByState(ctx context.Context, p ListByStateParams) (ListByStateResult, error)
+}
+
+// SubmitParams creates an order. PickupBy is when a scheduler must have
+// claimed the first step; Claim, when set, creates the first step already
+// claimed by Claim.Owner until Claim.CompleteBy (its Key/Attempt/Now are
+// filled in by the store).
+type SubmitParams struct {
+	Order    Order
+	Now      time.Time
+	PickupBy time.Time
+	Claim    *ClaimParams
+}
+
+// SubmitResult reports whether this call created the order.
+type SubmitResult struct {
+	Created bool
+	View    OrderView
+}
+
+// FindDueParams asks for up to Limit due records per index shard.
+type FindDueParams struct {
+	State ProcessState // Processing, Pending or Compensating
+	Now   time.Time
+	Limit int
+}
+
+// ReadStats is what a query cost: requests sent and items the store read.
+type ReadStats struct {
+	Requests  int
+	ItemsRead int
+}
+
+// FindDueResult holds due records (as projected by the index: no history)
+// oldest deadline first.
+type FindDueResult struct {
+	Records []StepRecord
+	Stats   ReadStats
+}
+
+// ListByStateParams pages through the records in one state. Processed and
+// Compensated records are not indexed (the index holds only what is in flight
+// or needs an operator); asking for them is ErrInvalid.
+type ListByStateParams struct {
+	State  ProcessState
+	Limit  int    // per index shard
+	Cursor string // from the previous page; "" for the first
+}
+
+// ListByStateResult is one page, oldest first.
+type ListByStateResult struct {
+	Records    []StepRecord
+	NextCursor string // "" when there is no more
+	Stats      ReadStats
+}
+
+// Listable reports whether ListByState can list a state.
+func Listable(s ProcessState) bool {
+	switch s {
+	case Pending, Processing, Error, Compensating, CompensationFailed:
+		return true
+	}
+	return false
+}
+
+// Queue is a message queue (SQS). Bodies are this package's JSON envelopes.
+type Queue interface {
+	// Send sends messages, batching where it pays. Entries that failed are
+	// reported in the result; err is for a failure of the whole call.
+	Send(ctx context.Context, p SendParams) (SendResult, error)
+	Receive(ctx context.Context, p ReceiveParams) ([]InboundMessage, error)
+	// Delete deletes messages by receipt handle, batching where it pays.
+	Delete(ctx context.Context, p DeleteParams) (DeleteResult, error)
+	ChangeVisibility(ctx context.Context, p ChangeVisibilityParams) error
+}
+
+// OutboundMessage is one message to send. ID identifies it within one Send.
+type OutboundMessage struct {
+	ID    string
+	Body  string
+	Delay time.Duration // at most 15 minutes (SQS)
+}
+
+type SendParams struct {
+	QueueURL string
+	Messages []OutboundMessage
+}
+
+// SendFailure is one message that was not sent.
+type SendFailure struct {
+	ID          string
+	Code        string
+	Message     string
+	SenderFault bool // retrying the same message will not help
+}
+
+type SendResult struct {
+	Failed   []SendFailure
+	Requests int // SQS requests the send took
+}
+
+type ReceiveParams struct {
+	QueueURL   string
+	Max        int           // 1..10
+	Wait       time.Duration // long polling, at most 20s
+	Visibility time.Duration // 0: the queue's default
+}
+
+// InboundMessage is a received message. ReceiveCount comes from the emulator
+// or SQS and is not trustworthy on every emulator (DESIGN §7): informational.
+type InboundMessage struct {
+	MessageID    string
+	Receipt      string
+	Body         string
+	ReceiveCount int
+	SentAt       time.Time
+}
+
+type DeleteParams struct {
+	QueueURL string
+	Receipts []string
+}
+
+type DeleteResult struct {
+	Failed   []SendFailure // ID is the receipt handle
+	Requests int
+}
+
+type ChangeVisibilityParams struct {
+	QueueURL string
+	Receipt  string
+	Timeout  time.Duration
+}

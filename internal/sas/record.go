@@ -1,0 +1,189 @@
+package sas
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"hash/fnv"
+	"sort"
+	"time"
+)
+
+// StepKey names one step's state record.
+type StepKey struct {
+	OrderID string
+	Step    int // 0-based index in the workflow
+}
+
+func (k StepKey) String() string { return fmt.Sprintf("%s/%d", k.OrderID, k.Step) }
+
+// StepRecord is the state record of one step (DESIGN §4.2).
+//
+// Zero times mean null: a new record has no LockedBy, no CompleteBy.
+type StepRecord struct {
+	OrderID      string
+	Step         int
+	StepName     string
+	ProcessState ProcessState
+	LockedBy     string    // the instance holding the lease; "" when none
+	CompleteBy   time.Time // the lease deadline; zero when not leased
+	FailureCount int       // times the supervisor found the step stuck or stranded
+	// Attempt is the fencing token: each claim increments it, and every write
+	// of a running step is conditional on the attempt the writer holds.
+	Attempt int
+	// DueAt is when the supervisor must look at the record: CompleteBy while
+	// leased, the pick-up deadline while Pending and ready. Zero for a Pending
+	// step that waits on an earlier step, and for terminal records.
+	DueAt     time.Time
+	Shard     int // index write shard, fixed at creation
+	LastError string
+	CreatedAt time.Time
+	UpdatedAt time.Time
+	History   []HistoryEntry
+}
+
+// Key returns the record's key.
+func (r StepRecord) Key() StepKey { return StepKey{OrderID: r.OrderID, Step: r.Step} }
+
+// HistoryEntry is one transition of a step: who moved it, what, when and why.
+type HistoryEntry struct {
+	At      time.Time
+	Step    int
+	Actor   string
+	From    ProcessState // "" for creation
+	To      ProcessState
+	Attempt int
+	Reason  string
+}
+
+// HistoryLimit bounds a step's history. Transitions per attempt are bounded
+// (claim, then one of complete/fail/rescue), attempts per resubmission are
+// bounded by the supervisor's failure threshold, and Resubmit trims the
+// history to the newest HistoryLimit-1 entries before it appends.
+const HistoryLimit = 64
+
+// Order is the business item of the orders table.
+type Order struct {
+	OrderID   string
+	Workflow  string
+	Payload   json.RawMessage // a JSON object, or nil
+	ReplyTo   string
+	Priority  int
+	Steps     []string // step names in workflow order
+	CreatedAt time.Time
+}
+
+// ContentHash fingerprints what the submitter asked for, so a redelivered
+// intake message is told apart from a different order reusing the id.
+func (o Order) ContentHash() string {
+	canon := struct {
+		W string          `json:"w"`
+		P json.RawMessage `json:"p,omitempty"`
+		R string          `json:"r,omitempty"`
+		Q int             `json:"q,omitempty"`
+		S []string        `json:"s"`
+	}{o.Workflow, compactJSON(o.Payload), o.ReplyTo, o.Priority, o.Steps}
+	b, _ := json.Marshal(canon) // cannot fail: only strings, ints and valid raw JSON
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+func compactJSON(raw json.RawMessage) json.RawMessage {
+	if len(raw) == 0 {
+		return nil
+	}
+	var v any
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return raw
+	}
+	b, err := json.Marshal(v) // map keys sorted: canonical enough for equality
+	if err != nil {
+		return raw
+	}
+	return b
+}
+
+// OrderView is an order with its step records and merged history.
+type OrderView struct {
+	Order   Order
+	Steps   []StepRecord
+	History []HistoryEntry // all steps, oldest first
+}
+
+// State summarises the order from its steps.
+func (v OrderView) State() ProcessState {
+	all := func(s ProcessState) bool {
+		for _, r := range v.Steps {
+			if r.ProcessState != s {
+				return false
+			}
+		}
+		return len(v.Steps) > 0
+	}
+	for _, s := range []ProcessState{CompensationFailed, Error, Compensating} {
+		for _, r := range v.Steps {
+			if r.ProcessState == s {
+				return s
+			}
+		}
+	}
+	switch {
+	case all(Processed):
+		return Processed
+	case all(Pending):
+		return Pending
+	}
+	for _, r := range v.Steps {
+		if r.ProcessState == Compensated {
+			return Compensated
+		}
+	}
+	return Processing
+}
+
+// MergeHistory merges the steps' histories, oldest first, stable by step.
+func MergeHistory(steps []StepRecord) []HistoryEntry {
+	var out []HistoryEntry
+	for _, s := range steps {
+		out = append(out, s.History...)
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		if !out[i].At.Equal(out[j].At) {
+			return out[i].At.Before(out[j].At)
+		}
+		return out[i].Step < out[j].Step
+	})
+	return out
+}
+
+// ShardFor spreads records over the deadline index's write shards. The shard
+// is stored on the record at creation, so changing the shard count later only
+// affects new records; only ever increase it.
+func ShardFor(k StepKey, shards int) int {
+	if shards <= 1 {
+		return 0
+	}
+	h := fnv.New32a()
+	fmt.Fprintf(h, "%s#%d", k.OrderID, k.Step)
+	return int(h.Sum32() % uint32(shards))
+}
+
+// Indexed reports whether a record in this state belongs in the sparse
+// state/deadline index, and under which time. Processed and Compensated
+// records, and Pending steps waiting on an earlier step, stay out of it, so
+// the index holds only what is in flight or needs an operator.
+func (r StepRecord) Indexed() (at time.Time, ok bool) {
+	switch r.ProcessState {
+	case Pending:
+		return r.DueAt, !r.DueAt.IsZero()
+	case Processing, Compensating:
+		return r.DueAt, true
+	case Error, CompensationFailed:
+		return r.UpdatedAt, true
+	}
+	return time.Time{}, false
+}
+
+// IndexPartition is the partition key of a record's index entry: state and shard.
+func IndexPartition(s ProcessState, shard int) string { return fmt.Sprintf("%s#%d", s, shard) }

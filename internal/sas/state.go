@@ -1,0 +1,85 @@
+// Package sas is the domain of the Scheduler Agent Supervisor system: the
+// state record of an order step, its legal transitions as pure functions of
+// "now", the sentinel errors, the message contracts, and the ports (state
+// store, queue, clock) the adapters implement. It never imports the AWS SDK.
+package sas
+
+import "fmt"
+
+// ProcessState is the state of one step's state record (DESIGN §2, §4.2).
+type ProcessState string
+
+const (
+	// Pending: not started, or handed back by the supervisor for another attempt.
+	Pending ProcessState = "Pending"
+	// Processing: claimed by a scheduler; the agent has until CompleteBy.
+	Processing ProcessState = "Processing"
+	// Processed: done. Terminal unless the order is compensated.
+	Processed ProcessState = "Processed"
+	// Error: failed permanently or past the failure threshold; an operator was told.
+	Error ProcessState = "Error"
+	// Compensating: the undo of a Processed step is running (supervised like Processing).
+	Compensating ProcessState = "Compensating"
+	// Compensated: the undo finished. Terminal.
+	Compensated ProcessState = "Compensated"
+	// CompensationFailed: the undo itself gave up; an operator was told.
+	CompensationFailed ProcessState = "CompensationFailed"
+)
+
+// States lists every state, in lifecycle order.
+var States = []ProcessState{Pending, Processing, Processed, Error, Compensating, Compensated, CompensationFailed}
+
+// Valid reports whether s is a known state.
+func (s ProcessState) Valid() bool {
+	for _, k := range States {
+		if s == k {
+			return true
+		}
+	}
+	return false
+}
+
+// Terminal reports whether no actor will move a record in this state on its own.
+// Error and CompensationFailed wait for an operator.
+func (s ProcessState) Terminal() bool {
+	switch s {
+	case Processed, Error, Compensated, CompensationFailed:
+		return true
+	}
+	return false
+}
+
+// Leased reports whether a record in this state is held by an owner with a deadline.
+func (s ProcessState) Leased() bool { return s == Processing || s == Compensating }
+
+// ParseState parses a state name as written in the store and on the wire.
+func ParseState(v string) (ProcessState, error) {
+	s := ProcessState(v)
+	if !s.Valid() {
+		return "", fmt.Errorf("unknown process state %q: %w", v, ErrInvalid)
+	}
+	return s, nil
+}
+
+// legal is the transition table. Anything absent is illegal; tests replay
+// every order's history through Legal to prove no illegal transition happened.
+var legal = map[ProcessState][]ProcessState{
+	"":                 {Pending, Processing},                   // created (Processing: claimed at submission)
+	Pending:            {Processing, Pending, Error},            // claim; supervisor re-drive; give up
+	Processing:         {Processed, Pending, Error, Processing}, // complete; rescue; fail/give up; lease extension
+	Processed:          {Compensating},                          // order is being undone
+	Error:              {Pending, Compensating},                 // operator resubmit; compensate the failed step's side effects
+	Compensating:       {Compensated, Compensating, CompensationFailed, Processed},
+	CompensationFailed: {Compensating},                          // operator retries the undo
+	Compensated:        {},
+}
+
+// Legal reports whether a record may move from one state to another.
+func Legal(from, to ProcessState) bool {
+	for _, s := range legal[from] {
+		if s == to {
+			return true
+		}
+	}
+	return false
+}

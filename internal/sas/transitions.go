@@ -1,0 +1,233 @@
+package sas
+
+import (
+	"fmt"
+	"time"
+)
+
+// The transitions below are pure functions of the record a writer last saw
+// and the time it was given. The in-memory store applies them directly; the
+// DynamoDB store encodes the same guards as condition expressions, and one
+// contract suite holds both to the same behaviour.
+
+// ClaimParams takes a Pending step with no holder (DESIGN §4.3).
+type ClaimParams struct {
+	Key        StepKey
+	Attempt    int // the attempt the claimer saw; the claim makes it Attempt+1
+	Owner      string
+	Now        time.Time
+	CompleteBy time.Time
+}
+
+func (p ClaimParams) validate() error {
+	switch {
+	case p.Owner == "":
+		return &ValidationError{Field: "owner", Reason: "a claim needs an owner"}
+	case !p.CompleteBy.After(p.Now):
+		return &ValidationError{Field: "completeBy", Reason: "the deadline must be after now"}
+	}
+	return nil
+}
+
+// Claim moves Pending → Processing, fenced on no holder and the attempt seen.
+func Claim(r StepRecord, p ClaimParams) (StepRecord, error) {
+	if err := p.validate(); err != nil {
+		return r, err
+	}
+	if r.ProcessState != Pending || r.LockedBy != "" || r.Attempt != p.Attempt {
+		return r, race("claim", r)
+	}
+	r.Attempt++
+	r.LockedBy, r.CompleteBy, r.DueAt = p.Owner, p.CompleteBy, p.CompleteBy
+	return move(r, Processing, p.Owner, "claimed", p.Now), nil
+}
+
+// CompleteParams reports a step done by the holder of a given attempt. Next,
+// when set, claims the following step in the same atomic write, so that no
+// crash can leave an order with a finished step and a successor nobody owns.
+type CompleteParams struct {
+	Key     StepKey
+	Owner   string
+	Attempt int
+	Now     time.Time
+	Next    *ClaimParams
+}
+
+// Complete moves Processing → Processed, fenced on holder and attempt. A reply
+// that arrives after the deadline is still accepted while nobody has taken the
+// step away: the work is done and the attempt is still the current one.
+func Complete(r StepRecord, p CompleteParams) (StepRecord, error) {
+	if r.ProcessState != Processing || r.LockedBy != p.Owner || r.Attempt != p.Attempt {
+		return r, race("complete", r)
+	}
+	r = unlease(r)
+	return move(r, Processed, p.Owner, "completed", p.Now), nil
+}
+
+// FailParams reports a permanent failure of the holder's attempt.
+type FailParams struct {
+	Key     StepKey
+	Owner   string
+	Attempt int
+	Now     time.Time
+	Reason  string
+}
+
+// Fail moves Processing → Error, fenced on holder and attempt.
+func Fail(r StepRecord, p FailParams) (StepRecord, error) {
+	if r.ProcessState != Processing || r.LockedBy != p.Owner || r.Attempt != p.Attempt {
+		return r, race("fail", r)
+	}
+	r = unlease(r)
+	r.LastError = p.Reason
+	return move(r, Error, p.Owner, p.Reason, p.Now), nil
+}
+
+// RescueParams is the supervisor handing a stuck or stranded step back for
+// another attempt (DESIGN §4.6). From is the state the supervisor saw:
+// Processing past CompleteBy, or Pending past its pick-up deadline.
+type RescueParams struct {
+	Key      StepKey
+	From     ProcessState
+	Attempt  int
+	Now      time.Time
+	PickupBy time.Time // the new deadline by which a scheduler must claim it
+	Actor    string
+	Reason   string
+}
+
+// Rescue moves an expired Processing (or stranded Pending) step to Pending,
+// bumps FailureCount and sets a pick-up deadline. It re-checks state, attempt
+// and expiry, so it can never overwrite a step that completed meanwhile.
+func Rescue(r StepRecord, p RescueParams) (StepRecord, error) {
+	if err := checkDue("rescue", r, p.From, p.Attempt, p.Now); err != nil {
+		return r, err
+	}
+	if !p.PickupBy.After(p.Now) {
+		return r, &ValidationError{Field: "pickupBy", Reason: "the pick-up deadline must be after now"}
+	}
+	r = unlease(r)
+	r.FailureCount++
+	r.DueAt = p.PickupBy
+	r.LastError = p.Reason
+	return move(r, Pending, p.Actor, p.Reason, p.Now), nil
+}
+
+// GiveUpParams is the supervisor giving up on a step past the threshold.
+type GiveUpParams struct {
+	Key     StepKey
+	From    ProcessState
+	Attempt int
+	Now     time.Time
+	Actor   string
+	Reason  string
+}
+
+// GiveUp moves an expired step to Error, with the same guard as Rescue.
+func GiveUp(r StepRecord, p GiveUpParams) (StepRecord, error) {
+	if err := checkDue("give up", r, p.From, p.Attempt, p.Now); err != nil {
+		return r, err
+	}
+	r = unlease(r)
+	r.FailureCount++
+	r.LastError = p.Reason
+	return move(r, Error, p.Actor, p.Reason, p.Now), nil
+}
+
+// ResubmitParams is an operator sending a failed step round again (DESIGN §4.7).
+type ResubmitParams struct {
+	Key      StepKey
+	Attempt  int
+	Now      time.Time
+	PickupBy time.Time
+	Actor    string
+	Reason   string
+}
+
+// Resubmit moves Error → Pending with FailureCount reset, fenced on attempt.
+func Resubmit(r StepRecord, p ResubmitParams) (StepRecord, error) {
+	if r.ProcessState != Error || r.Attempt != p.Attempt {
+		return r, race("resubmit", r)
+	}
+	if !p.PickupBy.After(p.Now) {
+		return r, &ValidationError{Field: "pickupBy", Reason: "the pick-up deadline must be after now"}
+	}
+	if n := len(r.History) - (HistoryLimit - 1); n > 0 {
+		r.History = append([]HistoryEntry(nil), r.History[n:]...)
+	}
+	r.FailureCount = 0
+	r.DueAt = p.PickupBy
+	return move(r, Pending, p.Actor, p.Reason, p.Now), nil
+}
+
+// Due reports whether the supervisor should act on the record at now.
+func Due(r StepRecord, now time.Time) bool {
+	switch r.ProcessState {
+	case Pending, Processing, Compensating:
+		return !r.DueAt.IsZero() && !r.DueAt.After(now)
+	}
+	return false
+}
+
+func checkDue(op string, r StepRecord, from ProcessState, attempt int, now time.Time) error {
+	if from != Processing && from != Pending {
+		return &ValidationError{Field: "from", Reason: fmt.Sprintf("cannot %s a %s step", op, from)}
+	}
+	if r.ProcessState != from || r.Attempt != attempt || !Due(r, now) {
+		return race(op, r)
+	}
+	return nil
+}
+
+func unlease(r StepRecord) StepRecord {
+	r.LockedBy, r.CompleteBy, r.DueAt = "", time.Time{}, time.Time{}
+	return r
+}
+
+func move(r StepRecord, to ProcessState, actor, reason string, now time.Time) StepRecord {
+	r.History = append(append([]HistoryEntry(nil), r.History...), HistoryEntry{
+		At: now, Step: r.Step, Actor: actor, From: r.ProcessState, To: to, Attempt: r.Attempt, Reason: reason,
+	})
+	r.ProcessState = to
+	r.UpdatedAt = now
+	return r
+}
+
+func race(op string, r StepRecord) error {
+	if r.ProcessState == "" {
+		return &RaceError{Op: op, Key: r.Key()}
+	}
+	cur := r
+	return &RaceError{Op: op, Key: r.Key(), Current: &cur}
+}
+
+// NewRecords builds the state records of a new order: every step Pending with
+// no holder and FailureCount 0. The first step is ready (due for pick-up by
+// pickupBy); later steps wait on their predecessor and stay out of the index.
+// With a lease, the first step is created already claimed (attempt 1), which
+// saves the separate claim write on the hot path and is the same transition
+// a claim would make.
+func NewRecords(o Order, now, pickupBy time.Time, shards int, lease *ClaimParams) ([]StepRecord, error) {
+	if len(o.Steps) == 0 {
+		return nil, &ValidationError{Field: "steps", Reason: "an order needs at least one step"}
+	}
+	out := make([]StepRecord, len(o.Steps))
+	for i, name := range o.Steps {
+		k := StepKey{OrderID: o.OrderID, Step: i}
+		r := StepRecord{OrderID: o.OrderID, Step: i, StepName: name, Shard: ShardFor(k, shards), CreatedAt: now}
+		if i == 0 {
+			r.DueAt = pickupBy
+		}
+		r = move(r, Pending, "submit", "submitted", now)
+		if i == 0 && lease != nil {
+			var err error
+			lp := *lease
+			lp.Key, lp.Attempt, lp.Now = k, 0, now
+			if r, err = Claim(r, lp); err != nil {
+				return nil, err
+			}
+		}
+		out[i] = r
+	}
+	return out, nil
+}
