@@ -35,8 +35,10 @@ type StepRecord struct {
 	// DueAt is when the supervisor must look at the record: CompleteBy while
 	// leased, the pick-up deadline while Pending and ready. Zero for a Pending
 	// step that waits on an earlier step, and for terminal records.
-	DueAt     time.Time
-	Shard     int // index write shard, fixed at creation
+	DueAt time.Time
+	// Shard is the index write shard, ShardFor(key, shards) as computed by the
+	// last writer: every write can compute it from the key alone, without a read.
+	Shard     int
 	LastError string
 	CreatedAt time.Time
 	UpdatedAt time.Time
@@ -157,9 +159,11 @@ func MergeHistory(steps []StepRecord) []HistoryEntry {
 	return out
 }
 
-// ShardFor spreads records over the deadline index's write shards. The shard
-// is stored on the record at creation, so changing the shard count later only
-// affects new records; only ever increase it.
+// ShardFor spreads records over the deadline index's write shards. Writers
+// compute it from the key, so after the shard count grows a record moves to
+// its new shard on its next write and sweeps (which query every shard below
+// the new count) still find it. Never decrease the count while records are in
+// flight: entries in the dropped shards would not be swept.
 func ShardFor(k StepKey, shards int) int {
 	if shards <= 1 {
 		return 0

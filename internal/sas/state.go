@@ -70,7 +70,7 @@ var legal = map[ProcessState][]ProcessState{
 	Processed:          {Compensating},                          // order is being undone
 	Error:              {Pending, Compensating},                 // operator resubmit; compensate the failed step's side effects
 	Compensating:       {Compensated, Compensating, CompensationFailed, Processed},
-	CompensationFailed: {Compensating},                          // operator retries the undo
+	CompensationFailed: {Compensating}, // operator retries the undo
 	Compensated:        {},
 }
 

@@ -1,0 +1,240 @@
+package dynamostore
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/sas-go/sas/internal/sas"
+)
+
+// Attribute names; docs/state-store.md is the schema, infra/ builds it.
+const (
+	attrOrderID      = "OrderID"
+	attrStep         = "Step"
+	attrStepName     = "StepName"
+	attrState        = "ProcessState"
+	attrLockedBy     = "LockedBy"
+	attrCompleteBy   = "CompleteBy"
+	attrFailureCount = "FailureCount"
+	attrAttempt      = "Attempt"
+	attrShard        = "Shard"
+	attrLastError    = "LastError"
+	attrCreatedAt    = "CreatedAt"
+	attrUpdatedAt    = "UpdatedAt"
+	attrHistory      = "History"
+	attrIdxPK        = "IdxPK"
+	attrIdxSK        = "IdxSK"
+
+	attrWorkflow    = "Workflow"
+	attrPayload     = "Payload"
+	attrReplyTo     = "ReplyTo"
+	attrPriority    = "Priority"
+	attrSteps       = "Steps"
+	attrContentHash = "ContentHash"
+)
+
+// IndexProjection is what the state-due index projects besides the keys.
+var IndexProjection = []string{attrStepName, attrState, attrLockedBy, attrCompleteBy, attrFailureCount, attrAttempt, attrUpdatedAt, attrLastError, attrShard}
+
+type av = types.AttributeValue
+
+func s(v string) av { return &types.AttributeValueMemberS{Value: v} }
+func n(v int64) av  { return &types.AttributeValueMemberN{Value: strconv.FormatInt(v, 10)} }
+func ni(v int) av   { return n(int64(v)) }
+func ms(t time.Time) av {
+	return n(t.UnixMilli())
+}
+
+func stepKey(k sas.StepKey) map[string]av {
+	return map[string]av{attrOrderID: s(k.OrderID), attrStep: ni(k.Step)}
+}
+
+func historyEntry(h sas.HistoryEntry) av {
+	m := map[string]av{
+		"At": ms(h.At), "Actor": s(h.Actor), "To": s(string(h.To)), "Attempt": ni(h.Attempt),
+	}
+	if h.From != "" {
+		m["From"] = s(string(h.From))
+	}
+	if h.Reason != "" {
+		m["Reason"] = s(h.Reason)
+	}
+	return &types.AttributeValueMemberM{Value: m}
+}
+
+func historyList(hs []sas.HistoryEntry) av {
+	l := make([]av, len(hs))
+	for i, h := range hs {
+		l[i] = historyEntry(h)
+	}
+	return &types.AttributeValueMemberL{Value: l}
+}
+
+// stepItem encodes a whole record (for creation and rewrites).
+func stepItem(r sas.StepRecord) map[string]av {
+	it := stepKey(r.Key())
+	it[attrStepName] = s(r.StepName)
+	it[attrState] = s(string(r.ProcessState))
+	it[attrFailureCount] = ni(r.FailureCount)
+	it[attrAttempt] = ni(r.Attempt)
+	it[attrShard] = ni(r.Shard)
+	it[attrCreatedAt] = ms(r.CreatedAt)
+	it[attrUpdatedAt] = ms(r.UpdatedAt)
+	it[attrHistory] = historyList(r.History)
+	if r.LockedBy != "" {
+		it[attrLockedBy] = s(r.LockedBy)
+	}
+	if !r.CompleteBy.IsZero() {
+		it[attrCompleteBy] = ms(r.CompleteBy)
+	}
+	if r.LastError != "" {
+		it[attrLastError] = s(r.LastError)
+	}
+	if at, ok := r.Indexed(); ok {
+		it[attrIdxPK] = s(sas.IndexPartition(r.ProcessState, r.Shard))
+		it[attrIdxSK] = ms(at)
+	}
+	return it
+}
+
+func orderItem(o sas.Order) map[string]av {
+	steps := make([]av, len(o.Steps))
+	for i, st := range o.Steps {
+		steps[i] = s(st)
+	}
+	it := map[string]av{
+		attrOrderID:     s(o.OrderID),
+		attrWorkflow:    s(o.Workflow),
+		attrSteps:       &types.AttributeValueMemberL{Value: steps},
+		attrContentHash: s(o.ContentHash()),
+		attrCreatedAt:   ms(o.CreatedAt),
+	}
+	if len(o.Payload) > 0 {
+		it[attrPayload] = s(string(o.Payload))
+	}
+	if o.ReplyTo != "" {
+		it[attrReplyTo] = s(o.ReplyTo)
+	}
+	if o.Priority != 0 {
+		it[attrPriority] = ni(o.Priority)
+	}
+	return it
+}
+
+// decoding
+
+type decoder struct {
+	item map[string]av
+	err  error
+}
+
+func (d *decoder) str(k string) string {
+	switch v := d.item[k].(type) {
+	case nil:
+		return ""
+	case *types.AttributeValueMemberS:
+		return v.Value
+	default:
+		d.fail(k, "a string")
+		return ""
+	}
+}
+
+func (d *decoder) num(k string) int64 {
+	switch v := d.item[k].(type) {
+	case nil:
+		return 0
+	case *types.AttributeValueMemberN:
+		x, err := strconv.ParseInt(v.Value, 10, 64)
+		if err != nil {
+			d.fail(k, "an integer")
+		}
+		return x
+	default:
+		d.fail(k, "a number")
+		return 0
+	}
+}
+
+func (d *decoder) time(k string) time.Time {
+	if _, ok := d.item[k]; !ok {
+		return time.Time{}
+	}
+	return time.UnixMilli(d.num(k)).UTC()
+}
+
+func (d *decoder) fail(k, want string) {
+	if d.err == nil {
+		d.err = fmt.Errorf("decoding attribute %s: not %s", k, want)
+	}
+}
+
+func decodeStep(it map[string]av) (sas.StepRecord, error) {
+	d := &decoder{item: it}
+	r := sas.StepRecord{
+		OrderID:      d.str(attrOrderID),
+		Step:         int(d.num(attrStep)),
+		StepName:     d.str(attrStepName),
+		ProcessState: sas.ProcessState(d.str(attrState)),
+		LockedBy:     d.str(attrLockedBy),
+		CompleteBy:   d.time(attrCompleteBy),
+		FailureCount: int(d.num(attrFailureCount)),
+		Attempt:      int(d.num(attrAttempt)),
+		Shard:        int(d.num(attrShard)),
+		LastError:    d.str(attrLastError),
+		CreatedAt:    d.time(attrCreatedAt),
+		UpdatedAt:    d.time(attrUpdatedAt),
+	}
+	switch r.ProcessState {
+	case sas.Pending, sas.Processing, sas.Compensating:
+		r.DueAt = d.time(attrIdxSK)
+	}
+	if l, ok := it[attrHistory].(*types.AttributeValueMemberL); ok {
+		for _, e := range l.Value {
+			m, ok := e.(*types.AttributeValueMemberM)
+			if !ok {
+				d.fail(attrHistory, "a list of maps")
+				break
+			}
+			hd := &decoder{item: m.Value}
+			r.History = append(r.History, sas.HistoryEntry{
+				At: hd.time("At"), Step: r.Step, Actor: hd.str("Actor"),
+				From: sas.ProcessState(hd.str("From")), To: sas.ProcessState(hd.str("To")),
+				Attempt: int(hd.num("Attempt")), Reason: hd.str("Reason"),
+			})
+			if hd.err != nil && d.err == nil {
+				d.err = hd.err
+			}
+		}
+	}
+	if d.err == nil && !r.ProcessState.Valid() {
+		d.err = fmt.Errorf("decoding step %s: unknown state %q", r.Key(), r.ProcessState)
+	}
+	return r, d.err
+}
+
+func decodeOrder(it map[string]av) (sas.Order, string, error) {
+	d := &decoder{item: it}
+	o := sas.Order{
+		OrderID:   d.str(attrOrderID),
+		Workflow:  d.str(attrWorkflow),
+		ReplyTo:   d.str(attrReplyTo),
+		Priority:  int(d.num(attrPriority)),
+		CreatedAt: d.time(attrCreatedAt),
+	}
+	if p := d.str(attrPayload); p != "" {
+		o.Payload = json.RawMessage(p)
+	}
+	if l, ok := it[attrSteps].(*types.AttributeValueMemberL); ok {
+		for _, e := range l.Value {
+			if v, ok := e.(*types.AttributeValueMemberS); ok {
+				o.Steps = append(o.Steps, v.Value)
+			}
+		}
+	}
+	return o, d.str(attrContentHash), d.err
+}

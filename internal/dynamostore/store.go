@@ -1,0 +1,479 @@
+// Package dynamostore is the DynamoDB sas.StateStore: an orders table, a
+// state table, and the sparse, write-sharded state-due index. Every step
+// transition is one conditional write; vendor errors become the domain's
+// sentinel errors here and nowhere else.
+package dynamostore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/sas-go/sas/internal/sas"
+)
+
+// API is the part of the DynamoDB client the store uses. Tests wrap it to
+// count requests and items read.
+type API interface {
+	GetItem(ctx context.Context, in *dynamodb.GetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
+	UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
+	Query(ctx context.Context, in *dynamodb.QueryInput, opts ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error)
+	TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, opts ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error)
+}
+
+var _ API = (*dynamodb.Client)(nil)
+
+// Config names the tables. Defaults are applied and checked in New.
+type Config struct {
+	OrdersTable string
+	StateTable  string
+	IndexName   string // default "state-due"
+	Shards      int    // default 8
+}
+
+// DefaultIndexName is the state-due index's name.
+const DefaultIndexName = "state-due"
+
+// Store is the DynamoDB state store.
+type Store struct {
+	db  API
+	cfg Config
+}
+
+var _ sas.StateStore = (*Store)(nil)
+
+// New checks the configuration and returns a store.
+func New(db API, cfg Config) (*Store, error) {
+	if cfg.IndexName == "" {
+		cfg.IndexName = DefaultIndexName
+	}
+	if cfg.Shards <= 0 {
+		cfg.Shards = 8
+	}
+	if cfg.OrdersTable == "" || cfg.StateTable == "" {
+		return nil, &sas.ValidationError{Field: "tables", Reason: "both the orders and the state table must be named"}
+	}
+	return &Store{db: db, cfg: cfg}, nil
+}
+
+// Config returns the configuration in force.
+func (st *Store) Config() Config { return st.cfg }
+
+func (st *Store) shard(k sas.StepKey) int { return sas.ShardFor(k, st.cfg.Shards) }
+
+// Submit writes the order and its state records in one TransactWriteItems,
+// each put conditional on the item not existing.
+func (st *Store) Submit(ctx context.Context, p sas.SubmitParams) (sas.SubmitResult, error) {
+	o := p.Order
+	if o.OrderID == "" {
+		return sas.SubmitResult{}, &sas.ValidationError{Field: "orderId", Reason: "empty"}
+	}
+	o.CreatedAt = p.Now
+	recs, err := sas.NewRecords(o, p.Now, p.PickupBy, st.cfg.Shards, p.Claim)
+	if err != nil {
+		return sas.SubmitResult{}, fmt.Errorf("submitting order %s: %w", o.OrderID, err)
+	}
+	items := []types.TransactWriteItem{{Put: &types.Put{
+		TableName:                           &st.cfg.OrdersTable,
+		Item:                                orderItem(o),
+		ConditionExpression:                 aws.String("attribute_not_exists(OrderID)"),
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	}}}
+	for i := range recs {
+		recs[i].Shard = st.shard(recs[i].Key())
+		items = append(items, types.TransactWriteItem{Put: &types.Put{
+			TableName:           &st.cfg.StateTable,
+			Item:                stepItem(recs[i]),
+			ConditionExpression: aws.String("attribute_not_exists(OrderID)"),
+		}})
+	}
+	_, err = st.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
+	if err == nil {
+		return sas.SubmitResult{Created: true, View: sas.OrderView{Order: o, Steps: recs, History: sas.MergeHistory(recs)}}, nil
+	}
+	var tce *types.TransactionCanceledException
+	if !errors.As(err, &tce) || len(tce.CancellationReasons) == 0 {
+		return sas.SubmitResult{}, fmt.Errorf("submitting order %s: %w", o.OrderID, translate(err))
+	}
+	if r := tce.CancellationReasons[0]; aws.ToString(r.Code) == "ConditionalCheckFailed" {
+		_, hash, derr := decodeOrder(r.Item)
+		if derr == nil && hash != "" && hash != o.ContentHash() {
+			return sas.SubmitResult{}, fmt.Errorf("submitting order %s: %w", o.OrderID, sas.ErrOrderConflict)
+		}
+		view, gerr := st.GetOrder(ctx, o.OrderID)
+		if gerr != nil {
+			return sas.SubmitResult{}, fmt.Errorf("submitting order %s (already there): %w", o.OrderID, gerr)
+		}
+		return sas.SubmitResult{Created: false, View: view}, nil
+	}
+	// A concurrent submission of the same order (TransactionConflict) and the
+	// like: the caller retries, and the retry takes the branch above.
+	return sas.SubmitResult{}, fmt.Errorf("submitting order %s: %s: %w", o.OrderID, reasons(tce), sas.ErrLostRace)
+}
+
+// update runs one conditional UpdateItem and decodes the new record, or
+// turns a failed condition into a RaceError carrying the record as it was.
+func (st *Store) update(ctx context.Context, op string, k sas.StepKey, u updateExpr) (sas.StepRecord, error) {
+	in := u.input(st.cfg.StateTable, k)
+	in.ReturnValues = types.ReturnValueAllNew
+	in.ReturnValuesOnConditionCheckFailure = types.ReturnValuesOnConditionCheckFailureAllOld
+	out, err := st.db.UpdateItem(ctx, in)
+	if err != nil {
+		return sas.StepRecord{}, fmt.Errorf("%s step %s: %w", op, k, raceOrTranslate(op, k, err))
+	}
+	r, err := decodeStep(out.Attributes)
+	if err != nil {
+		return sas.StepRecord{}, fmt.Errorf("%s step %s: %w", op, k, err)
+	}
+	return r, nil
+}
+
+func raceOrTranslate(op string, k sas.StepKey, err error) error {
+	var ccf *types.ConditionalCheckFailedException
+	if errors.As(err, &ccf) {
+		return raceFromItem(op, k, ccf.Item)
+	}
+	return translate(err)
+}
+
+func raceFromItem(op string, k sas.StepKey, item map[string]av) error {
+	if len(item) == 0 {
+		// Every condition requires the record to exist in some state: a
+		// failure with no old item means there is no such record.
+		return fmt.Errorf("no state record: %w", sas.ErrNotFound)
+	}
+	cur, derr := decodeStep(item)
+	if derr != nil {
+		return &sas.RaceError{Op: op, Key: k}
+	}
+	return &sas.RaceError{Op: op, Key: k, Current: &cur}
+}
+
+func (st *Store) Claim(ctx context.Context, p sas.ClaimParams) (sas.StepRecord, error) {
+	if _, err := sas.Claim(sas.StepRecord{ProcessState: sas.Pending, Attempt: p.Attempt}, p); err != nil {
+		return sas.StepRecord{}, fmt.Errorf("claiming step %s: %w", p.Key, err) // parameter errors only
+	}
+	return st.update(ctx, "claiming", p.Key, st.claimExpr(p))
+}
+
+func (st *Store) claimExpr(p sas.ClaimParams) updateExpr {
+	u := newUpdate()
+	u.cond("#st = :pending AND attribute_not_exists(#lb) AND #at = :seen",
+		"#st", attrState, "#lb", attrLockedBy, "#at", attrAttempt,
+		":pending", s(string(sas.Pending)), ":seen", ni(p.Attempt))
+	u.set(attrState, s(string(sas.Processing)))
+	u.set(attrLockedBy, s(p.Owner))
+	u.set(attrCompleteBy, ms(p.CompleteBy))
+	u.set(attrAttempt, ni(p.Attempt+1))
+	st.index(&u, p.Key, sas.Processing, ms(p.CompleteBy))
+	u.touch(p.Now, sas.HistoryEntry{At: p.Now, Step: p.Key.Step, Actor: p.Owner, From: sas.Pending, To: sas.Processing, Attempt: p.Attempt + 1, Reason: "claimed"})
+	return u
+}
+
+func (st *Store) Complete(ctx context.Context, p sas.CompleteParams) ([]sas.StepRecord, error) {
+	u := newUpdate()
+	u.cond("#st = :processing AND #lb = :owner AND #at = :attempt",
+		"#st", attrState, "#lb", attrLockedBy, "#at", attrAttempt,
+		":processing", s(string(sas.Processing)), ":owner", s(p.Owner), ":attempt", ni(p.Attempt))
+	u.set(attrState, s(string(sas.Processed)))
+	u.remove(attrLockedBy, attrCompleteBy, attrIdxPK, attrIdxSK)
+	u.touch(p.Now, sas.HistoryEntry{At: p.Now, Step: p.Key.Step, Actor: p.Owner, From: sas.Processing, To: sas.Processed, Attempt: p.Attempt, Reason: "completed"})
+	if p.Next == nil {
+		r, err := st.update(ctx, "completing", p.Key, u)
+		if err != nil {
+			return nil, err
+		}
+		return []sas.StepRecord{r}, nil
+	}
+	if _, err := sas.Claim(sas.StepRecord{ProcessState: sas.Pending, Attempt: p.Next.Attempt}, *p.Next); err != nil {
+		return nil, fmt.Errorf("claiming next step %s: %w", p.Next.Key, err)
+	}
+	first := u.input(st.cfg.StateTable, p.Key)
+	second := st.claimExpr(*p.Next).input(st.cfg.StateTable, p.Next.Key)
+	_, err := st.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
+		{Update: asTransactUpdate(first)}, {Update: asTransactUpdate(second)},
+	}})
+	if err != nil {
+		var tce *types.TransactionCanceledException
+		if errors.As(err, &tce) && len(tce.CancellationReasons) == 2 {
+			for i, r := range tce.CancellationReasons {
+				if aws.ToString(r.Code) == "ConditionalCheckFailed" {
+					op, k := "completing", p.Key
+					if i == 1 {
+						op, k = "claiming next", p.Next.Key
+					}
+					return nil, fmt.Errorf("%s step %s: %w", op, k, raceFromItem(op, k, r.Item))
+				}
+			}
+			return nil, fmt.Errorf("completing step %s: %s: %w", p.Key, reasons(tce), sas.ErrLostRace)
+		}
+		return nil, fmt.Errorf("completing step %s: %w", p.Key, translate(err))
+	}
+	// A transaction returns no items: report what the write set. History
+	// and failure counts are not read back (that would cost a read per step).
+	done := sas.StepRecord{OrderID: p.Key.OrderID, Step: p.Key.Step, ProcessState: sas.Processed, Attempt: p.Attempt, UpdatedAt: p.Now, Shard: st.shard(p.Key)}
+	next := sas.StepRecord{OrderID: p.Next.Key.OrderID, Step: p.Next.Key.Step, ProcessState: sas.Processing,
+		LockedBy: p.Next.Owner, CompleteBy: p.Next.CompleteBy, DueAt: p.Next.CompleteBy, Attempt: p.Next.Attempt + 1,
+		UpdatedAt: p.Now, Shard: st.shard(p.Next.Key)}
+	return []sas.StepRecord{done, next}, nil
+}
+
+func (st *Store) Fail(ctx context.Context, p sas.FailParams) (sas.StepRecord, error) {
+	u := newUpdate()
+	u.cond("#st = :processing AND #lb = :owner AND #at = :attempt",
+		"#st", attrState, "#lb", attrLockedBy, "#at", attrAttempt,
+		":processing", s(string(sas.Processing)), ":owner", s(p.Owner), ":attempt", ni(p.Attempt))
+	u.set(attrState, s(string(sas.Error)))
+	u.set(attrLastError, s(p.Reason))
+	u.remove(attrLockedBy, attrCompleteBy)
+	st.index(&u, p.Key, sas.Error, ms(p.Now))
+	u.touch(p.Now, sas.HistoryEntry{At: p.Now, Step: p.Key.Step, Actor: p.Owner, From: sas.Processing, To: sas.Error, Attempt: p.Attempt, Reason: p.Reason})
+	return st.update(ctx, "failing", p.Key, u)
+}
+
+// dueCondition is the supervisor's fence: the state and attempt it saw, and
+// the deadline still passed (IdxSK is CompleteBy or the pick-up deadline).
+func dueCondition(u *updateExpr, from sas.ProcessState, attempt int, now av) {
+	u.cond("#st = :from AND #at = :attempt AND #due <= :now",
+		"#st", attrState, "#at", attrAttempt, "#due", attrIdxSK,
+		":from", s(string(from)), ":attempt", ni(attempt), ":now", now)
+}
+
+func (st *Store) Rescue(ctx context.Context, p sas.RescueParams) (sas.StepRecord, error) {
+	probe := sas.StepRecord{ProcessState: p.From, Attempt: p.Attempt, DueAt: p.Now}
+	if _, err := sas.Rescue(probe, p); err != nil {
+		return sas.StepRecord{}, fmt.Errorf("rescuing step %s: %w", p.Key, err)
+	}
+	u := newUpdate()
+	dueCondition(&u, p.From, p.Attempt, ms(p.Now))
+	u.set(attrState, s(string(sas.Pending)))
+	u.add(attrFailureCount, 1)
+	u.set(attrLastError, s(p.Reason))
+	u.remove(attrLockedBy, attrCompleteBy)
+	st.index(&u, p.Key, sas.Pending, ms(p.PickupBy))
+	u.touch(p.Now, sas.HistoryEntry{At: p.Now, Step: p.Key.Step, Actor: p.Actor, From: p.From, To: sas.Pending, Attempt: p.Attempt, Reason: p.Reason})
+	return st.update(ctx, "rescuing", p.Key, u)
+}
+
+func (st *Store) GiveUp(ctx context.Context, p sas.GiveUpParams) (sas.StepRecord, error) {
+	probe := sas.StepRecord{ProcessState: p.From, Attempt: p.Attempt, DueAt: p.Now}
+	if _, err := sas.GiveUp(probe, p); err != nil {
+		return sas.StepRecord{}, fmt.Errorf("giving up step %s: %w", p.Key, err)
+	}
+	u := newUpdate()
+	dueCondition(&u, p.From, p.Attempt, ms(p.Now))
+	u.set(attrState, s(string(sas.Error)))
+	u.add(attrFailureCount, 1)
+	u.set(attrLastError, s(p.Reason))
+	u.remove(attrLockedBy, attrCompleteBy)
+	st.index(&u, p.Key, sas.Error, ms(p.Now))
+	u.touch(p.Now, sas.HistoryEntry{At: p.Now, Step: p.Key.Step, Actor: p.Actor, From: p.From, To: sas.Error, Attempt: p.Attempt, Reason: p.Reason})
+	return st.update(ctx, "giving up", p.Key, u)
+}
+
+// Resubmit reads the record (an operator action, off the hot path) so it can
+// trim the history, then rewrites it fenced on state and attempt.
+func (st *Store) Resubmit(ctx context.Context, p sas.ResubmitParams) (sas.StepRecord, error) {
+	out, err := st.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: &st.cfg.StateTable, Key: stepKey(p.Key), ConsistentRead: aws.Bool(true)})
+	if err != nil {
+		return sas.StepRecord{}, fmt.Errorf("resubmitting step %s: %w", p.Key, translate(err))
+	}
+	if len(out.Item) == 0 {
+		return sas.StepRecord{}, fmt.Errorf("resubmitting step %s: %w", p.Key, sas.ErrNotFound)
+	}
+	cur, err := decodeStep(out.Item)
+	if err != nil {
+		return sas.StepRecord{}, fmt.Errorf("resubmitting step %s: %w", p.Key, err)
+	}
+	next, err := sas.Resubmit(cur, p)
+	if err != nil {
+		return sas.StepRecord{}, fmt.Errorf("resubmitting step %s: %w", p.Key, err)
+	}
+	u := newUpdate()
+	u.cond("#st = :error AND #at = :attempt", "#st", attrState, "#at", attrAttempt,
+		":error", s(string(sas.Error)), ":attempt", ni(p.Attempt))
+	u.set(attrState, s(string(sas.Pending)))
+	u.set(attrFailureCount, ni(0))
+	u.set(attrHistory, historyList(next.History))
+	u.set(attrUpdatedAt, ms(p.Now))
+	st.index(&u, p.Key, sas.Pending, ms(p.PickupBy))
+	return st.update(ctx, "resubmitting", p.Key, u)
+}
+
+// index points the record's index entry at a state partition and time.
+func (st *Store) index(u *updateExpr, k sas.StepKey, state sas.ProcessState, at av) {
+	shard := st.shard(k)
+	u.set(attrShard, ni(shard))
+	u.set(attrIdxPK, s(sas.IndexPartition(state, shard)))
+	u.set(attrIdxSK, at)
+}
+
+func (st *Store) GetOrder(ctx context.Context, orderID string) (sas.OrderView, error) {
+	out, err := st.db.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName: &st.cfg.OrdersTable, Key: map[string]av{attrOrderID: s(orderID)}, ConsistentRead: aws.Bool(true),
+	})
+	if err != nil {
+		return sas.OrderView{}, fmt.Errorf("getting order %s: %w", orderID, translate(err))
+	}
+	if len(out.Item) == 0 {
+		return sas.OrderView{}, fmt.Errorf("getting order %s: %w", orderID, sas.ErrNotFound)
+	}
+	o, _, err := decodeOrder(out.Item)
+	if err != nil {
+		return sas.OrderView{}, fmt.Errorf("getting order %s: %w", orderID, err)
+	}
+	v := sas.OrderView{Order: o}
+	var start map[string]av
+	for {
+		q, err := st.db.Query(ctx, &dynamodb.QueryInput{
+			TableName:                 &st.cfg.StateTable,
+			KeyConditionExpression:    aws.String("#id = :id"),
+			ExpressionAttributeNames:  map[string]string{"#id": attrOrderID},
+			ExpressionAttributeValues: map[string]av{":id": s(orderID)},
+			ConsistentRead:            aws.Bool(true),
+			ExclusiveStartKey:         start,
+		})
+		if err != nil {
+			return sas.OrderView{}, fmt.Errorf("getting steps of order %s: %w", orderID, translate(err))
+		}
+		for _, it := range q.Items {
+			r, err := decodeStep(it)
+			if err != nil {
+				return sas.OrderView{}, fmt.Errorf("getting steps of order %s: %w", orderID, err)
+			}
+			v.Steps = append(v.Steps, r)
+		}
+		if start = q.LastEvaluatedKey; len(start) == 0 {
+			break
+		}
+	}
+	v.History = sas.MergeHistory(v.Steps)
+	return v, nil
+}
+
+// FindDue queries every shard's partition of the state-due index for
+// IdxSK <= now. Only due records are read: the key condition, not a filter,
+// bounds the reads, so a sweep costs Shards requests plus the due records.
+func (st *Store) FindDue(ctx context.Context, p sas.FindDueParams) (sas.FindDueResult, error) {
+	switch p.State {
+	case sas.Pending, sas.Processing, sas.Compensating:
+	default:
+		return sas.FindDueResult{}, &sas.ValidationError{Field: "state", Reason: fmt.Sprintf("%s records are never due", p.State)}
+	}
+	if p.Limit <= 0 {
+		p.Limit = 100
+	}
+	var res sas.FindDueResult
+	for shard := 0; shard < st.cfg.Shards; shard++ {
+		q, err := st.db.Query(ctx, &dynamodb.QueryInput{
+			TableName:                 &st.cfg.StateTable,
+			IndexName:                 &st.cfg.IndexName,
+			KeyConditionExpression:    aws.String("#pk = :pk AND #sk <= :now"),
+			ExpressionAttributeNames:  map[string]string{"#pk": attrIdxPK, "#sk": attrIdxSK},
+			ExpressionAttributeValues: map[string]av{":pk": s(sas.IndexPartition(p.State, shard)), ":now": ms(p.Now)},
+			Limit:                     aws.Int32(int32(p.Limit)),
+		})
+		if err != nil {
+			return res, fmt.Errorf("finding due %s steps in shard %d: %w", p.State, shard, translate(err))
+		}
+		res.Stats.Requests++
+		res.Stats.ItemsRead += int(q.ScannedCount)
+		for _, it := range q.Items {
+			r, err := decodeStep(it)
+			if err != nil {
+				return res, fmt.Errorf("finding due %s steps in shard %d: %w", p.State, shard, err)
+			}
+			res.Records = append(res.Records, r)
+		}
+	}
+	sort.SliceStable(res.Records, func(i, j int) bool { return res.Records[i].DueAt.Before(res.Records[j].DueAt) })
+	return res, nil
+}
+
+// ListByState pages through one state's partitions of the index.
+func (st *Store) ListByState(ctx context.Context, p sas.ListByStateParams) (sas.ListByStateResult, error) {
+	if !sas.Listable(p.State) {
+		return sas.ListByStateResult{}, &sas.ValidationError{Field: "state", Reason: fmt.Sprintf("%s records are not indexed; list Pending, Processing, Error, Compensating or CompensationFailed", p.State)}
+	}
+	if p.Limit <= 0 {
+		p.Limit = 100
+	}
+	after, err := decodeCursor(p.Cursor)
+	if err != nil {
+		return sas.ListByStateResult{}, err
+	}
+	var res sas.ListByStateResult
+	next := map[int]cursorKey{}
+	for shard := 0; shard < st.cfg.Shards; shard++ {
+		start, resumed := after[shard]
+		if p.Cursor != "" && !resumed {
+			continue // exhausted on an earlier page
+		}
+		pk := sas.IndexPartition(p.State, shard)
+		in := &dynamodb.QueryInput{
+			TableName:                 &st.cfg.StateTable,
+			IndexName:                 &st.cfg.IndexName,
+			KeyConditionExpression:    aws.String("#pk = :pk"),
+			ExpressionAttributeNames:  map[string]string{"#pk": attrIdxPK},
+			ExpressionAttributeValues: map[string]av{":pk": s(pk)},
+			Limit:                     aws.Int32(int32(p.Limit)),
+		}
+		if resumed {
+			in.ExclusiveStartKey = start.key(pk)
+		}
+		q, err := st.db.Query(ctx, in)
+		if err != nil {
+			return res, fmt.Errorf("listing %s steps in shard %d: %w", p.State, shard, translate(err))
+		}
+		res.Stats.Requests++
+		res.Stats.ItemsRead += int(q.ScannedCount)
+		for _, it := range q.Items {
+			r, err := decodeStep(it)
+			if err != nil {
+				return res, fmt.Errorf("listing %s steps: %w", p.State, err)
+			}
+			res.Records = append(res.Records, r)
+		}
+		if len(q.LastEvaluatedKey) > 0 {
+			d := &decoder{item: q.LastEvaluatedKey}
+			next[shard] = cursorKey{At: d.num(attrIdxSK), Order: d.str(attrOrderID), Step: int(d.num(attrStep))}
+		}
+	}
+	res.NextCursor = encodeCursor(next)
+	sort.SliceStable(res.Records, func(i, j int) bool {
+		a, _ := res.Records[i].Indexed()
+		b, _ := res.Records[j].Indexed()
+		return a.Before(b)
+	})
+	return res, nil
+}
+
+func reasons(tce *types.TransactionCanceledException) string {
+	var out []string
+	for _, r := range tce.CancellationReasons {
+		out = append(out, aws.ToString(r.Code))
+	}
+	return fmt.Sprintf("transaction cancelled %v", out)
+}
+
+// translate maps vendor errors onto the domain's sentinels.
+func translate(err error) error {
+	var rnf *types.ResourceNotFoundException
+	if errors.As(err, &rnf) {
+		return fmt.Errorf("table or index missing (%s): %w", aws.ToString(rnf.Message), sas.ErrNotFound)
+	}
+	var ccf *types.ConditionalCheckFailedException
+	if errors.As(err, &ccf) {
+		return fmt.Errorf("%s: %w", aws.ToString(ccf.Message), sas.ErrLostRace)
+	}
+	var api interface{ ErrorCode() string }
+	if errors.As(err, &api) && api.ErrorCode() == "ValidationException" {
+		return fmt.Errorf("%v: %w", err, sas.ErrInvalid)
+	}
+	return err
+}

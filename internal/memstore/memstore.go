@@ -1,0 +1,364 @@
+// Package memstore is an in-memory sas.StateStore with the same semantics as
+// the DynamoDB store, for fast unit tests of what is built on top. It applies
+// the domain's transition functions under one lock, and keeps the same
+// sparse state/deadline index so that FindDue and ListByState read (and
+// count) only what DynamoDB would.
+package memstore
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/sas-go/sas/internal/sas"
+)
+
+// Config configures a Store.
+type Config struct {
+	Shards int // write shards of the index; default 8
+}
+
+// Store is an in-memory state store.
+type Store struct {
+	mu     sync.Mutex
+	shards int
+	orders map[string]sas.Order
+	hashes map[string]string
+	steps  map[sas.StepKey]sas.StepRecord
+	byID   map[string][]sas.StepKey
+}
+
+var _ sas.StateStore = (*Store)(nil)
+
+// New returns an empty store.
+func New(cfg Config) *Store {
+	if cfg.Shards <= 0 {
+		cfg.Shards = 8
+	}
+	return &Store{
+		shards: cfg.Shards,
+		orders: map[string]sas.Order{},
+		hashes: map[string]string{},
+		steps:  map[sas.StepKey]sas.StepRecord{},
+		byID:   map[string][]sas.StepKey{},
+	}
+}
+
+// Shards returns the index shard count.
+func (s *Store) Shards() int { return s.shards }
+
+func (s *Store) Submit(_ context.Context, p sas.SubmitParams) (sas.SubmitResult, error) {
+	o := p.Order
+	if o.OrderID == "" {
+		return sas.SubmitResult{}, &sas.ValidationError{Field: "orderId", Reason: "empty"}
+	}
+	recs, err := sas.NewRecords(o, p.Now, p.PickupBy, s.shards, p.Claim)
+	if err != nil {
+		return sas.SubmitResult{}, fmt.Errorf("submitting order %s: %w", o.OrderID, err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if h, ok := s.hashes[o.OrderID]; ok {
+		if h != o.ContentHash() {
+			return sas.SubmitResult{}, fmt.Errorf("submitting order %s: %w", o.OrderID, sas.ErrOrderConflict)
+		}
+		return sas.SubmitResult{Created: false, View: s.viewLocked(o.OrderID)}, nil
+	}
+	o.CreatedAt = ms(p.Now)
+	s.orders[o.OrderID] = cloneOrder(o)
+	s.hashes[o.OrderID] = o.ContentHash()
+	for _, r := range recs {
+		r = s.normalize(r)
+		s.steps[r.Key()] = r
+		s.byID[o.OrderID] = append(s.byID[o.OrderID], r.Key())
+	}
+	return sas.SubmitResult{Created: true, View: s.viewLocked(o.OrderID)}, nil
+}
+
+// update applies a transition to one record under the lock.
+func (s *Store) update(op string, k sas.StepKey, f func(sas.StepRecord) (sas.StepRecord, error)) (sas.StepRecord, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.updateLocked(op, k, f)
+}
+
+func (s *Store) updateLocked(op string, k sas.StepKey, f func(sas.StepRecord) (sas.StepRecord, error)) (sas.StepRecord, error) {
+	cur, ok := s.steps[k]
+	if !ok {
+		cur = sas.StepRecord{OrderID: k.OrderID, Step: k.Step}
+	}
+	if !ok {
+		return sas.StepRecord{}, fmt.Errorf("%s step %s: %w", op, k, sas.ErrNotFound)
+	}
+	next, err := f(cur)
+	if err != nil {
+		return sas.StepRecord{}, fmt.Errorf("%s step %s: %w", op, k, err)
+	}
+	next = s.normalize(next)
+	s.steps[k] = next
+	return cloneRecord(next), nil
+}
+
+func (s *Store) Claim(_ context.Context, p sas.ClaimParams) (sas.StepRecord, error) {
+	return s.update("claiming", p.Key, func(r sas.StepRecord) (sas.StepRecord, error) { return sas.Claim(r, p) })
+}
+
+func (s *Store) Complete(_ context.Context, p sas.CompleteParams) ([]sas.StepRecord, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cur, ok := s.steps[p.Key]
+	if !ok {
+		return nil, fmt.Errorf("completing step %s: %w", p.Key, sas.ErrNotFound)
+	}
+	done, err := sas.Complete(cur, p)
+	if err != nil {
+		return nil, fmt.Errorf("completing step %s: %w", p.Key, err)
+	}
+	out := []sas.StepRecord{done}
+	if p.Next != nil {
+		nk := p.Next.Key
+		nxt, ok := s.steps[nk]
+		if !ok {
+			return nil, fmt.Errorf("claiming next step %s: %w", nk, sas.ErrNotFound)
+		}
+		claimed, err := sas.Claim(nxt, *p.Next)
+		if err != nil {
+			return nil, fmt.Errorf("claiming next step %s: %w", nk, err)
+		}
+		claimed = s.normalize(claimed)
+		s.steps[nk] = claimed
+		out = append(out, claimed)
+	}
+	done = s.normalize(done)
+	out[0] = done
+	s.steps[p.Key] = done
+	for i := range out {
+		out[i] = cloneRecord(out[i])
+	}
+	return out, nil
+}
+
+func (s *Store) Fail(_ context.Context, p sas.FailParams) (sas.StepRecord, error) {
+	return s.update("failing", p.Key, func(r sas.StepRecord) (sas.StepRecord, error) { return sas.Fail(r, p) })
+}
+
+func (s *Store) Rescue(_ context.Context, p sas.RescueParams) (sas.StepRecord, error) {
+	return s.update("rescuing", p.Key, func(r sas.StepRecord) (sas.StepRecord, error) { return sas.Rescue(r, p) })
+}
+
+func (s *Store) GiveUp(_ context.Context, p sas.GiveUpParams) (sas.StepRecord, error) {
+	return s.update("giving up", p.Key, func(r sas.StepRecord) (sas.StepRecord, error) { return sas.GiveUp(r, p) })
+}
+
+func (s *Store) Resubmit(_ context.Context, p sas.ResubmitParams) (sas.StepRecord, error) {
+	return s.update("resubmitting", p.Key, func(r sas.StepRecord) (sas.StepRecord, error) { return sas.Resubmit(r, p) })
+}
+
+func (s *Store) GetOrder(_ context.Context, orderID string) (sas.OrderView, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.orders[orderID]; !ok {
+		return sas.OrderView{}, fmt.Errorf("getting order %s: %w", orderID, sas.ErrNotFound)
+	}
+	return s.viewLocked(orderID), nil
+}
+
+func (s *Store) viewLocked(orderID string) sas.OrderView {
+	v := sas.OrderView{Order: cloneOrder(s.orders[orderID])}
+	for _, k := range s.byID[orderID] {
+		v.Steps = append(v.Steps, cloneRecord(s.steps[k]))
+	}
+	v.History = sas.MergeHistory(v.Steps)
+	return v
+}
+
+// indexEntry is one row of the simulated sparse index.
+type indexEntry struct {
+	at  int64
+	key sas.StepKey
+}
+
+func less(a, b indexEntry) bool {
+	if a.at != b.at {
+		return a.at < b.at
+	}
+	if a.key.OrderID != b.key.OrderID {
+		return a.key.OrderID < b.key.OrderID
+	}
+	return a.key.Step < b.key.Step
+}
+
+// partitionLocked returns one index partition, sorted as DynamoDB sorts it.
+// (Building it walks the map: that is CPU in memory, not reads; the stats
+// count what a DynamoDB query would read.)
+func (s *Store) partitionLocked(state sas.ProcessState, shard int) []indexEntry {
+	var out []indexEntry
+	for k, r := range s.steps {
+		at, ok := r.Indexed()
+		if !ok || r.ProcessState != state || r.Shard != shard {
+			continue
+		}
+		out = append(out, indexEntry{at: at.UnixMilli(), key: k})
+	}
+	sort.Slice(out, func(i, j int) bool { return less(out[i], out[j]) })
+	return out
+}
+
+func (s *Store) FindDue(_ context.Context, p sas.FindDueParams) (sas.FindDueResult, error) {
+	switch p.State {
+	case sas.Pending, sas.Processing, sas.Compensating:
+	default:
+		return sas.FindDueResult{}, &sas.ValidationError{Field: "state", Reason: fmt.Sprintf("%s records are never due", p.State)}
+	}
+	if p.Limit <= 0 {
+		p.Limit = 100
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var res sas.FindDueResult
+	now := p.Now.UnixMilli()
+	for shard := 0; shard < s.shards; shard++ {
+		res.Stats.Requests++
+		n := 0
+		for _, e := range s.partitionLocked(p.State, shard) {
+			if e.at > now || n == p.Limit {
+				break
+			}
+			n++
+			res.Stats.ItemsRead++
+			res.Records = append(res.Records, projected(s.steps[e.key]))
+		}
+	}
+	sortByDue(res.Records)
+	return res, nil
+}
+
+func (s *Store) ListByState(_ context.Context, p sas.ListByStateParams) (sas.ListByStateResult, error) {
+	if !sas.Listable(p.State) {
+		return sas.ListByStateResult{}, &sas.ValidationError{Field: "state", Reason: fmt.Sprintf("%s records are not indexed; list Pending, Processing, Error, Compensating or CompensationFailed", p.State)}
+	}
+	if p.Limit <= 0 {
+		p.Limit = 100
+	}
+	after := map[int]indexEntry{}
+	if p.Cursor != "" {
+		if err := decodeCursor(p.Cursor, &after); err != nil {
+			return sas.ListByStateResult{}, err
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var res sas.ListByStateResult
+	next := map[int]indexEntry{}
+	for shard := 0; shard < s.shards; shard++ {
+		last, resumed := after[shard]
+		if p.Cursor != "" && !resumed {
+			continue // this shard was exhausted on an earlier page
+		}
+		res.Stats.Requests++
+		n := 0
+		for _, e := range s.partitionLocked(p.State, shard) {
+			if resumed && !less(last, e) {
+				continue
+			}
+			if n == p.Limit {
+				next[shard] = last
+				break
+			}
+			n++
+			last = e
+			res.Stats.ItemsRead++
+			res.Records = append(res.Records, projected(s.steps[e.key]))
+		}
+	}
+	if len(next) > 0 {
+		res.NextCursor = encodeCursor(next)
+	}
+	sortByIndexTime(res.Records)
+	return res, nil
+}
+
+type cursorEntry struct {
+	At    int64  `json:"t"`
+	Order string `json:"o"`
+	Step  int    `json:"s"`
+}
+
+func encodeCursor(m map[int]indexEntry) string {
+	out := map[int]cursorEntry{}
+	for shard, e := range m {
+		out[shard] = cursorEntry{At: e.at, Order: e.key.OrderID, Step: e.key.Step}
+	}
+	b, _ := json.Marshal(out) // ints and strings only
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+func decodeCursor(c string, into *map[int]indexEntry) error {
+	b, err := base64.RawURLEncoding.DecodeString(c)
+	var m map[int]cursorEntry
+	if err == nil {
+		err = json.Unmarshal(b, &m)
+	}
+	if err != nil {
+		return &sas.ValidationError{Field: "cursor", Reason: "not a cursor from a previous page"}
+	}
+	for shard, e := range m {
+		(*into)[shard] = indexEntry{at: e.At, key: sas.StepKey{OrderID: e.Order, Step: e.Step}}
+	}
+	return nil
+}
+
+// projected drops what the index does not project (the history).
+func projected(r sas.StepRecord) sas.StepRecord {
+	r.History = nil
+	return r
+}
+
+func sortByDue(rs []sas.StepRecord) {
+	sort.SliceStable(rs, func(i, j int) bool { return rs[i].DueAt.Before(rs[j].DueAt) })
+}
+
+func sortByIndexTime(rs []sas.StepRecord) {
+	sort.SliceStable(rs, func(i, j int) bool {
+		a, _ := rs[i].Indexed()
+		b, _ := rs[j].Indexed()
+		return a.Before(b)
+	})
+}
+
+func cloneRecord(r sas.StepRecord) sas.StepRecord {
+	r.History = append([]sas.HistoryEntry(nil), r.History...)
+	return r
+}
+
+func cloneOrder(o sas.Order) sas.Order {
+	o.Steps = append([]string(nil), o.Steps...)
+	o.Payload = append([]byte(nil), o.Payload...)
+	if len(o.Payload) == 0 {
+		o.Payload = nil
+	}
+	return o
+}
+
+// normalize stores what DynamoDB would: times at millisecond precision in
+// UTC, and the shard the writer computes from the key.
+func (s *Store) normalize(r sas.StepRecord) sas.StepRecord {
+	r.Shard = sas.ShardFor(r.Key(), s.shards)
+	r.CompleteBy, r.DueAt = ms(r.CompleteBy), ms(r.DueAt)
+	r.CreatedAt, r.UpdatedAt = ms(r.CreatedAt), ms(r.UpdatedAt)
+	for i := range r.History {
+		r.History[i].At = ms(r.History[i].At)
+	}
+	return r
+}
+
+func ms(t time.Time) time.Time {
+	if t.IsZero() {
+		return t
+	}
+	return time.UnixMilli(t.UnixMilli()).UTC()
+}

@@ -1,0 +1,233 @@
+package sas
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"regexp"
+	"strings"
+	"time"
+)
+
+// MessageVersion is the version of every message this build writes and the
+// only one it accepts. A message without "v" is taken as version 1.
+const MessageVersion = 1
+
+// Kind tells the scheduler's queue messages apart.
+type Kind string
+
+const (
+	KindIntake       Kind = "intake"        // an application's order (intake queue)
+	KindAgentRequest Kind = "agent.request" // scheduler → agent
+	KindAgentReply   Kind = "agent.reply"   // agent → scheduler
+	KindRetry        Kind = "retry"         // supervisor → scheduler: claim and dispatch again
+	KindStatus       Kind = "status"        // scheduler → the submitter's replyTo queue
+)
+
+// Header is what every message carries; decode it first to route.
+type Header struct {
+	V       int    `json:"v"`
+	Kind    Kind   `json:"kind,omitempty"`
+	OrderID string `json:"orderId"`
+}
+
+// Intake is an application's order request (DESIGN §6).
+type Intake struct {
+	V        int             `json:"v,omitempty"`
+	Kind     Kind            `json:"kind,omitempty"`
+	OrderID  string          `json:"orderId"`
+	Workflow string          `json:"workflow"`
+	Payload  json.RawMessage `json:"payload,omitempty"`
+	ReplyTo  string          `json:"replyTo,omitempty"`
+	Priority int             `json:"priority,omitempty"`
+}
+
+// AgentRequest asks an agent to run one attempt of one step.
+type AgentRequest struct {
+	V              int             `json:"v"`
+	Kind           Kind            `json:"kind"`
+	OrderID        string          `json:"orderId"`
+	Step           int             `json:"step"`
+	StepName       string          `json:"stepName"`
+	Agent          string          `json:"agent"`
+	Attempt        int             `json:"attempt"`
+	LockedBy       string          `json:"lockedBy"`
+	CompleteBy     time.Time       `json:"completeBy"`
+	IdempotencyKey string          `json:"idempotencyKey"`
+	Payload        json.RawMessage `json:"payload,omitempty"`
+	Compensation   bool            `json:"compensation,omitempty"`
+}
+
+// Outcome is what an agent reports.
+type Outcome string
+
+const (
+	OutcomeDone   Outcome = "done"
+	OutcomeFailed Outcome = "failed" // permanent: retrying cannot help
+)
+
+// AgentReply is an agent's answer for one attempt. It echoes the fencing
+// fields of the request so the scheduler's write is conditional on them.
+type AgentReply struct {
+	V        int             `json:"v"`
+	Kind     Kind            `json:"kind"`
+	OrderID  string          `json:"orderId"`
+	Step     int             `json:"step"`
+	Attempt  int             `json:"attempt"`
+	LockedBy string          `json:"lockedBy"`
+	Outcome  Outcome         `json:"outcome"`
+	Result   json.RawMessage `json:"result,omitempty"`
+	Reason   string          `json:"reason,omitempty"`
+	Agent    string          `json:"agent,omitempty"`
+}
+
+// Retry is the supervisor handing a step back to the schedulers.
+type Retry struct {
+	V       int    `json:"v"`
+	Kind    Kind   `json:"kind"`
+	OrderID string `json:"orderId"`
+	Step    int    `json:"step"`
+	Attempt int    `json:"attempt"` // the attempt a claim must see
+	Reason  string `json:"reason,omitempty"`
+}
+
+// Status values posted to a submitter's replyTo queue.
+const (
+	StatusReceived    = "received"
+	StatusRejected    = "rejected"
+	StatusStepDone    = "step-done"
+	StatusProcessed   = "processed"
+	StatusFailed      = "failed"
+	StatusCompensated = "compensated"
+)
+
+// Status tells the submitter how its order is doing (DESIGN §6, §4.9).
+type Status struct {
+	V        int       `json:"v"`
+	Kind     Kind      `json:"kind"`
+	OrderID  string    `json:"orderId"`
+	Status   string    `json:"status"`
+	Step     string    `json:"step,omitempty"`
+	Sequence int64     `json:"seq"`
+	At       time.Time `json:"at"`
+	Reason   string    `json:"reason,omitempty"`
+}
+
+// IdempotencyKey is the stable key an agent sends the remote service for one
+// order step: the same on every retry and every attempt.
+func IdempotencyKey(orderID string, step int, compensation bool) string {
+	if compensation {
+		return fmt.Sprintf("%s:%d:undo", orderID, step)
+	}
+	return fmt.Sprintf("%s:%d", orderID, step)
+}
+
+var orderIDPattern = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,128}$`)
+
+// ValidOrderID reports whether id is a legal order id (DESIGN §6).
+func ValidOrderID(id string) bool { return orderIDPattern.MatchString(id) }
+
+// IntakeRules are what ParseIntake checks beyond the shape of the message.
+type IntakeRules struct {
+	Workflows      func(name string) bool // registered workflow names
+	ReplyToAllowed func(url string) bool  // queues the deployment allows
+	MaxPayload     int                    // bytes; default 64 KiB
+}
+
+// ParseIntake decodes and validates an intake message. On error it returns
+// what it could read (so a rejection can still be told to a valid replyTo)
+// and a *ValidationError whose reason an operator can read.
+func ParseIntake(body []byte, rules IntakeRules) (Intake, error) {
+	var in Intake
+	if rules.MaxPayload == 0 {
+		rules.MaxPayload = 64 << 10
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&in); err != nil {
+		// Salvage the routing fields for the rejection notice.
+		var loose Intake
+		_ = json.Unmarshal(body, &loose)
+		return loose, &ValidationError{Reason: "malformed intake message: " + jsonReason(err)}
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return in, &ValidationError{Reason: "malformed intake message: trailing data after the JSON object"}
+	}
+	switch {
+	case in.V != 0 && in.V != MessageVersion:
+		return in, &ValidationError{Field: "v", Reason: fmt.Sprintf("unsupported message version %d (this deployment reads %d)", in.V, MessageVersion)}
+	case in.Kind != "" && in.Kind != KindIntake:
+		return in, &ValidationError{Field: "kind", Reason: fmt.Sprintf("%q is not an intake message", in.Kind)}
+	case in.OrderID == "":
+		return in, &ValidationError{Field: "orderId", Reason: "required"}
+	case !ValidOrderID(in.OrderID):
+		return in, &ValidationError{Field: "orderId", Reason: "must be 1-128 characters of A-Z a-z 0-9 . _ : -"}
+	case in.Workflow == "":
+		return in, &ValidationError{Field: "workflow", Reason: "required"}
+	case rules.Workflows != nil && !rules.Workflows(in.Workflow):
+		return in, &ValidationError{Field: "workflow", Reason: fmt.Sprintf("%q is not a registered workflow", in.Workflow)}
+	case in.ReplyTo != "" && (rules.ReplyToAllowed == nil || !rules.ReplyToAllowed(in.ReplyTo)):
+		bad := in.ReplyTo
+		in.ReplyTo = "" // never post to a queue the deployment does not allow
+		return in, &ValidationError{Field: "replyTo", Reason: fmt.Sprintf("%q is not a queue this deployment may reply to", bad)}
+	case in.Priority < 0 || in.Priority > 9:
+		return in, &ValidationError{Field: "priority", Reason: "must be between 0 and 9"}
+	}
+	if len(in.Payload) > 0 {
+		if len(in.Payload) > rules.MaxPayload {
+			return in, &ValidationError{Field: "payload", Reason: fmt.Sprintf("%d bytes, over the %d-byte limit", len(in.Payload), rules.MaxPayload)}
+		}
+		trimmed := bytes.TrimSpace(in.Payload)
+		if bytes.Equal(trimmed, []byte("null")) {
+			in.Payload = nil
+		} else if len(trimmed) == 0 || trimmed[0] != '{' {
+			return in, &ValidationError{Field: "payload", Reason: "must be a JSON object"}
+		}
+	}
+	in.V, in.Kind = MessageVersion, KindIntake
+	return in, nil
+}
+
+func jsonReason(err error) string {
+	var se *json.SyntaxError
+	var te *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &se):
+		return fmt.Sprintf("not valid JSON at byte %d", se.Offset)
+	case errors.As(err, &te):
+		return fmt.Sprintf("field %q must be %s, not %s", te.Field, te.Type, te.Value)
+	case errors.Is(err, io.EOF):
+		return "empty body"
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return "not valid JSON: truncated"
+	case strings.HasPrefix(err.Error(), "json: unknown field"):
+		return strings.TrimPrefix(err.Error(), "json: ")
+	}
+	return err.Error()
+}
+
+// DecodeHeader reads the routing fields of any message.
+func DecodeHeader(body []byte) (Header, error) {
+	var h Header
+	if err := json.Unmarshal(body, &h); err != nil {
+		return h, &ValidationError{Reason: "malformed message: " + jsonReason(err)}
+	}
+	if h.V == 0 {
+		h.V = MessageVersion
+	}
+	if h.V != MessageVersion {
+		return h, &ValidationError{Field: "v", Reason: fmt.Sprintf("unsupported message version %d", h.V)}
+	}
+	return h, nil
+}
+
+// Encode marshals a message. The message types here cannot fail to encode.
+func Encode(m any) string {
+	b, err := json.Marshal(m)
+	if err != nil {
+		panic(fmt.Sprintf("encoding %T: %v", m, err)) // a programming error, not input
+	}
+	return string(b)
+}

@@ -1,0 +1,86 @@
+package sas
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestParseIntake(t *testing.T) {
+	t.Parallel()
+	rules := IntakeRules{
+		Workflows:      func(n string) bool { return n == "order" },
+		ReplyToAllowed: func(u string) bool { return strings.HasPrefix(u, "http://sqs.local/000000000000/replies") },
+	}
+	tests := []struct {
+		name, body, field, reason string
+	}{
+		{"minimal", `{"orderId":"o-1","workflow":"order"}`, "", ""},
+		{"full", `{"v":1,"orderId":"A.b_c:d-1","workflow":"order","payload":{"amount":5},"replyTo":"http://sqs.local/000000000000/replies-a","priority":3}`, "", ""},
+		{"null payload", `{"orderId":"o","workflow":"order","payload":null}`, "", ""},
+		{"not json", `{"orderId":`, "", "not valid JSON"},
+		{"empty", ``, "", "empty body"},
+		{"array", `[1,2]`, "", "must be"},
+		{"trailing", `{"orderId":"o","workflow":"order"} {}`, "", "trailing data"},
+		{"unknown field", `{"orderId":"o","workflow":"order","amount":5}`, "", `unknown field "amount"`},
+		{"missing orderId", `{"workflow":"order"}`, "orderId", "required"},
+		{"orderId too long", `{"orderId":"` + strings.Repeat("a", 129) + `","workflow":"order"}`, "orderId", "1-128"},
+		{"orderId bad chars", `{"orderId":"a b","workflow":"order"}`, "orderId", "1-128"},
+		{"orderId a number", `{"orderId":12,"workflow":"order"}`, "", `"orderId" must be string`},
+		{"missing workflow", `{"orderId":"o"}`, "workflow", "required"},
+		{"unknown workflow", `{"orderId":"o","workflow":"refund"}`, "workflow", "not a registered workflow"},
+		{"payload not object", `{"orderId":"o","workflow":"order","payload":[1]}`, "payload", "JSON object"},
+		{"payload string", `{"orderId":"o","workflow":"order","payload":"x"}`, "payload", "JSON object"},
+		{"replyTo not allowed", `{"orderId":"o","workflow":"order","replyTo":"http://evil/q"}`, "replyTo", "not a queue"},
+		{"priority out of range", `{"orderId":"o","workflow":"order","priority":99}`, "priority", "between 0 and 9"},
+		{"future version", `{"v":2,"orderId":"o","workflow":"order"}`, "v", "unsupported message version 2"},
+		{"wrong kind", `{"kind":"agent.reply","orderId":"o","workflow":"order"}`, "kind", "not an intake"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			in, err := ParseIntake([]byte(tc.body), rules)
+			if tc.reason == "" {
+				require.NoError(t, err)
+				require.Equal(t, MessageVersion, in.V)
+				require.Equal(t, KindIntake, in.Kind)
+				return
+			}
+			require.ErrorIs(t, err, ErrInvalid)
+			var ve *ValidationError
+			require.ErrorAs(t, err, &ve)
+			require.Equal(t, tc.field, ve.Field)
+			require.Contains(t, ve.Error(), tc.reason)
+		})
+	}
+}
+
+func TestParseIntakeSalvagesReplyTo(t *testing.T) {
+	t.Parallel()
+	rules := IntakeRules{Workflows: func(string) bool { return false }, ReplyToAllowed: func(string) bool { return true }}
+	in, err := ParseIntake([]byte(`{"orderId":"o","workflow":"nope","replyTo":"http://q"}`), rules)
+	require.ErrorIs(t, err, ErrInvalid)
+	require.Equal(t, "http://q", in.ReplyTo, "a rejection can still be told to a valid replyTo")
+	in, err = ParseIntake([]byte(`{"orderId":"o","workflow":"w","replyTo":"http://evil"}`), IntakeRules{})
+	require.ErrorIs(t, err, ErrInvalid)
+	require.Empty(t, in.ReplyTo, "never to one that is not allowed")
+}
+
+func TestIdempotencyKeyStable(t *testing.T) {
+	t.Parallel()
+	require.Equal(t, IdempotencyKey("o-1", 2, false), IdempotencyKey("o-1", 2, false))
+	require.NotEqual(t, IdempotencyKey("o-1", 2, false), IdempotencyKey("o-1", 2, true))
+	require.NotEqual(t, IdempotencyKey("o-1", 2, false), IdempotencyKey("o-1", 3, false))
+}
+
+func TestDecodeHeader(t *testing.T) {
+	t.Parallel()
+	h, err := DecodeHeader([]byte(Encode(AgentReply{V: 1, Kind: KindAgentReply, OrderID: "o", Outcome: OutcomeDone})))
+	require.NoError(t, err)
+	require.Equal(t, KindAgentReply, h.Kind)
+	_, err = DecodeHeader([]byte(`{"v":7}`))
+	require.ErrorIs(t, err, ErrInvalid)
+	_, err = DecodeHeader([]byte(`nope`))
+	require.ErrorIs(t, err, ErrInvalid)
+}
