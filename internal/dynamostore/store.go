@@ -155,34 +155,58 @@ func raceFromItem(op string, k sas.StepKey, item map[string]av) error {
 }
 
 func (st *Store) Claim(ctx context.Context, p sas.ClaimParams) (sas.StepRecord, error) {
-	if _, err := sas.Claim(sas.StepRecord{ProcessState: sas.Pending, Attempt: p.Attempt}, p); err != nil {
-		return sas.StepRecord{}, fmt.Errorf("claiming step %s: %w", p.Key, err) // parameter errors only
+	if err := checkClaim(p); err != nil {
+		return sas.StepRecord{}, fmt.Errorf("claiming step %s: %w", p.Key, err)
 	}
 	return st.update(ctx, "claiming", p.Key, st.claimExpr(p))
 }
 
 func (st *Store) claimExpr(p sas.ClaimParams) updateExpr {
+	from, to, _ := p.Target() // checked by the caller
 	u := newUpdate()
-	u.cond("#st = :pending AND attribute_not_exists(#lb) AND #at = :seen",
+	u.cond("#st = :from AND attribute_not_exists(#lb) AND #at = :seen",
 		"#st", attrState, "#lb", attrLockedBy, "#at", attrAttempt,
-		":pending", s(string(sas.Pending)), ":seen", ni(p.Attempt))
-	u.set(attrState, s(string(sas.Processing)))
+		":from", s(string(from)), ":seen", ni(p.Attempt))
+	u.set(attrState, s(string(to)))
+	reason := "claimed"
+	if to == sas.Compensating {
+		reason = "compensation claimed"
+		if from != sas.Compensating {
+			u.set(attrFailureCount, ni(0))
+		}
+	}
 	u.set(attrLockedBy, s(p.Owner))
 	u.set(attrCompleteBy, ms(p.CompleteBy))
 	u.set(attrAttempt, ni(p.Attempt+1))
-	st.index(&u, p.Key, sas.Processing, ms(p.CompleteBy))
-	u.touch(p.Now, sas.HistoryEntry{At: p.Now, Step: p.Key.Step, Actor: p.Owner, From: sas.Pending, To: sas.Processing, Attempt: p.Attempt + 1, Reason: "claimed"})
+	st.index(&u, p.Key, to, ms(p.CompleteBy))
+	u.touch(p.Now, sas.HistoryEntry{At: p.Now, Step: p.Key.Step, Actor: p.Owner, From: from, To: to, Attempt: p.Attempt + 1, Reason: reason})
 	return u
 }
 
-func (st *Store) Complete(ctx context.Context, p sas.CompleteParams) ([]sas.StepRecord, error) {
-	u := newUpdate()
-	u.cond("#st = :processing AND #lb = :owner AND #at = :attempt",
+// checkClaim rejects parameters no record could satisfy, before any request.
+func checkClaim(p sas.ClaimParams) error {
+	from, _, err := p.Target()
+	if err != nil {
+		return err
+	}
+	_, err = sas.Claim(sas.StepRecord{ProcessState: from, Attempt: p.Attempt}, p)
+	return err
+}
+
+// held is the fence of the holder's writes: state, owner and attempt.
+func held(u *updateExpr, state sas.ProcessState, owner string, attempt int) {
+	u.cond("#st = :running AND #lb = :owner AND #at = :attempt",
 		"#st", attrState, "#lb", attrLockedBy, "#at", attrAttempt,
-		":processing", s(string(sas.Processing)), ":owner", s(p.Owner), ":attempt", ni(p.Attempt))
-	u.set(attrState, s(string(sas.Processed)))
+		":running", s(string(state)), ":owner", s(owner), ":attempt", ni(attempt))
+}
+
+func (st *Store) Complete(ctx context.Context, p sas.CompleteParams) ([]sas.StepRecord, error) {
+	running, done, _ := sas.Leg(p.Compensation)
+	u := newUpdate()
+	held(&u, running, p.Owner, p.Attempt)
+	u.set(attrState, s(string(done)))
 	u.remove(attrLockedBy, attrCompleteBy, attrIdxPK, attrIdxSK)
-	u.touch(p.Now, sas.HistoryEntry{At: p.Now, Step: p.Key.Step, Actor: p.Owner, From: sas.Processing, To: sas.Processed, Attempt: p.Attempt, Reason: "completed"})
+	u.touch(p.Now, sas.HistoryEntry{At: p.Now, Step: p.Key.Step, Actor: p.Owner, From: running, To: done, Attempt: p.Attempt, Reason: "completed"})
 	if p.Next == nil {
 		r, err := st.update(ctx, "completing", p.Key, u)
 		if err != nil {
@@ -190,13 +214,12 @@ func (st *Store) Complete(ctx context.Context, p sas.CompleteParams) ([]sas.Step
 		}
 		return []sas.StepRecord{r}, nil
 	}
-	if _, err := sas.Claim(sas.StepRecord{ProcessState: sas.Pending, Attempt: p.Next.Attempt}, *p.Next); err != nil {
+	if err := checkClaim(*p.Next); err != nil {
 		return nil, fmt.Errorf("claiming next step %s: %w", p.Next.Key, err)
 	}
-	first := u.input(st.cfg.StateTable, p.Key)
-	second := st.claimExpr(*p.Next).input(st.cfg.StateTable, p.Next.Key)
 	_, err := st.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
-		{Update: asTransactUpdate(first)}, {Update: asTransactUpdate(second)},
+		{Update: asTransactUpdate(u.input(st.cfg.StateTable, p.Key))},
+		{Update: asTransactUpdate(st.claimExpr(*p.Next).input(st.cfg.StateTable, p.Next.Key))},
 	}})
 	if err != nil {
 		var tce *types.TransactionCanceledException
@@ -216,23 +239,23 @@ func (st *Store) Complete(ctx context.Context, p sas.CompleteParams) ([]sas.Step
 	}
 	// A transaction returns no items: report what the write set. History
 	// and failure counts are not read back (that would cost a read per step).
-	done := sas.StepRecord{OrderID: p.Key.OrderID, Step: p.Key.Step, ProcessState: sas.Processed, Attempt: p.Attempt, UpdatedAt: p.Now, Shard: st.shard(p.Key)}
-	next := sas.StepRecord{OrderID: p.Next.Key.OrderID, Step: p.Next.Key.Step, ProcessState: sas.Processing,
+	_, nextState, _ := p.Next.Target()
+	first := sas.StepRecord{OrderID: p.Key.OrderID, Step: p.Key.Step, ProcessState: done, Attempt: p.Attempt, UpdatedAt: p.Now, Shard: st.shard(p.Key)}
+	next := sas.StepRecord{OrderID: p.Next.Key.OrderID, Step: p.Next.Key.Step, ProcessState: nextState,
 		LockedBy: p.Next.Owner, CompleteBy: p.Next.CompleteBy, DueAt: p.Next.CompleteBy, Attempt: p.Next.Attempt + 1,
 		UpdatedAt: p.Now, Shard: st.shard(p.Next.Key)}
-	return []sas.StepRecord{done, next}, nil
+	return []sas.StepRecord{first, next}, nil
 }
 
 func (st *Store) Fail(ctx context.Context, p sas.FailParams) (sas.StepRecord, error) {
+	running, _, failed := sas.Leg(p.Compensation)
 	u := newUpdate()
-	u.cond("#st = :processing AND #lb = :owner AND #at = :attempt",
-		"#st", attrState, "#lb", attrLockedBy, "#at", attrAttempt,
-		":processing", s(string(sas.Processing)), ":owner", s(p.Owner), ":attempt", ni(p.Attempt))
-	u.set(attrState, s(string(sas.Error)))
+	held(&u, running, p.Owner, p.Attempt)
+	u.set(attrState, s(string(failed)))
 	u.set(attrLastError, s(p.Reason))
 	u.remove(attrLockedBy, attrCompleteBy)
-	st.index(&u, p.Key, sas.Error, ms(p.Now))
-	u.touch(p.Now, sas.HistoryEntry{At: p.Now, Step: p.Key.Step, Actor: p.Owner, From: sas.Processing, To: sas.Error, Attempt: p.Attempt, Reason: p.Reason})
+	st.index(&u, p.Key, failed, ms(p.Now))
+	u.touch(p.Now, sas.HistoryEntry{At: p.Now, Step: p.Key.Step, Actor: p.Owner, From: running, To: failed, Attempt: p.Attempt, Reason: p.Reason})
 	return st.update(ctx, "failing", p.Key, u)
 }
 
@@ -251,12 +274,13 @@ func (st *Store) Rescue(ctx context.Context, p sas.RescueParams) (sas.StepRecord
 	}
 	u := newUpdate()
 	dueCondition(&u, p.From, p.Attempt, ms(p.Now))
-	u.set(attrState, s(string(sas.Pending)))
+	to := sas.RescueTarget(p.From)
+	u.set(attrState, s(string(to)))
 	u.add(attrFailureCount, 1)
 	u.set(attrLastError, s(p.Reason))
 	u.remove(attrLockedBy, attrCompleteBy)
-	st.index(&u, p.Key, sas.Pending, ms(p.PickupBy))
-	u.touch(p.Now, sas.HistoryEntry{At: p.Now, Step: p.Key.Step, Actor: p.Actor, From: p.From, To: sas.Pending, Attempt: p.Attempt, Reason: p.Reason})
+	st.index(&u, p.Key, to, ms(p.PickupBy))
+	u.touch(p.Now, sas.HistoryEntry{At: p.Now, Step: p.Key.Step, Actor: p.Actor, From: p.From, To: to, Attempt: p.Attempt, Reason: p.Reason})
 	return st.update(ctx, "rescuing", p.Key, u)
 }
 
@@ -267,12 +291,13 @@ func (st *Store) GiveUp(ctx context.Context, p sas.GiveUpParams) (sas.StepRecord
 	}
 	u := newUpdate()
 	dueCondition(&u, p.From, p.Attempt, ms(p.Now))
-	u.set(attrState, s(string(sas.Error)))
+	to := sas.GiveUpTarget(p.From)
+	u.set(attrState, s(string(to)))
 	u.add(attrFailureCount, 1)
 	u.set(attrLastError, s(p.Reason))
 	u.remove(attrLockedBy, attrCompleteBy)
-	st.index(&u, p.Key, sas.Error, ms(p.Now))
-	u.touch(p.Now, sas.HistoryEntry{At: p.Now, Step: p.Key.Step, Actor: p.Actor, From: p.From, To: sas.Error, Attempt: p.Attempt, Reason: p.Reason})
+	st.index(&u, p.Key, to, ms(p.Now))
+	u.touch(p.Now, sas.HistoryEntry{At: p.Now, Step: p.Key.Step, Actor: p.Actor, From: p.From, To: to, Attempt: p.Attempt, Reason: p.Reason})
 	return st.update(ctx, "giving up", p.Key, u)
 }
 

@@ -50,10 +50,17 @@ func Name() string {
 }
 
 // UniqueName returns a resource name unique to this test run, so tests can
-// share one emulator (and one real account) without colliding.
+// share one emulator (and one real account) without colliding. It is legal
+// as a table name and as a queue name: [A-Za-z0-9_-], at most 80 characters.
 func UniqueName(tb testing.TB, prefix string) string {
 	tb.Helper()
-	n := strings.NewReplacer("/", "-", "_", "-", " ", "-").Replace(tb.Name())
+	n := strings.Map(func(r rune) rune {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '-', r == '_':
+			return r
+		}
+		return '-'
+	}, tb.Name())
 	if len(n) > 40 {
 		n = n[len(n)-40:]
 	}

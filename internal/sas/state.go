@@ -64,13 +64,13 @@ func ParseState(v string) (ProcessState, error) {
 // legal is the transition table. Anything absent is illegal; tests replay
 // every order's history through Legal to prove no illegal transition happened.
 var legal = map[ProcessState][]ProcessState{
-	"":                 {Pending, Processing},                   // created (Processing: claimed at submission)
-	Pending:            {Processing, Pending, Error},            // claim; supervisor re-drive; give up
-	Processing:         {Processed, Pending, Error, Processing}, // complete; rescue; fail/give up; lease extension
-	Processed:          {Compensating},                          // order is being undone
-	Error:              {Pending, Compensating},                 // operator resubmit; compensate the failed step's side effects
-	Compensating:       {Compensated, Compensating, CompensationFailed, Processed},
-	CompensationFailed: {Compensating}, // operator retries the undo
+	"":                 {Pending, Processing},                           // created (Processing: claimed at submission)
+	Pending:            {Processing, Pending, Error},                    // claim; supervisor re-drive; give up
+	Processing:         {Processed, Pending, Error, Processing},         // complete; rescue; fail/give up; lease extension
+	Processed:          {Compensating},                                  // order is being undone
+	Error:              {Pending, Compensating},                         // operator resubmit; compensate the failed step's side effects
+	Compensating:       {Compensated, Compensating, CompensationFailed}, // done; rescued or re-claimed; gave up
+	CompensationFailed: {Compensating},                                  // operator retries the undo
 	Compensated:        {},
 }
 

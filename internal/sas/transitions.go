@@ -10,14 +10,32 @@ import (
 // DynamoDB store encodes the same guards as condition expressions, and one
 // contract suite holds both to the same behaviour.
 
-// ClaimParams takes a Pending step with no holder (DESIGN §4.3).
+// ClaimParams takes a Pending step with no holder (DESIGN §4.3). With From
+// set to Processed, Error or CompensationFailed it starts the step's undo
+// instead (Compensating Transaction pattern), and with From Compensating it
+// re-claims an undo the supervisor handed back.
 type ClaimParams struct {
 	Key        StepKey
-	Attempt    int // the attempt the claimer saw; the claim makes it Attempt+1
+	From       ProcessState // the state the claimer saw; "" means Pending
+	Attempt    int          // the attempt the claimer saw; the claim makes it Attempt+1
 	Owner      string
 	Now        time.Time
 	CompleteBy time.Time
 }
+
+// Target returns the state a claim requires and the state it leaves.
+func (p ClaimParams) Target() (from, to ProcessState, err error) {
+	switch p.From {
+	case "", Pending:
+		return Pending, Processing, nil
+	case Processed, Error, CompensationFailed, Compensating:
+		return p.From, Compensating, nil
+	}
+	return "", "", &ValidationError{Field: "from", Reason: fmt.Sprintf("cannot claim a %s step", p.From)}
+}
+
+// Compensating reports whether the claim starts or resumes an undo.
+func (p ClaimParams) Compensating() bool { _, to, _ := p.Target(); return to == Compensating }
 
 func (p ClaimParams) validate() error {
 	switch {
@@ -30,62 +48,89 @@ func (p ClaimParams) validate() error {
 }
 
 // Claim moves Pending → Processing, fenced on no holder and the attempt seen.
+// A compensation claim from a settled state starts a fresh failure count.
 func Claim(r StepRecord, p ClaimParams) (StepRecord, error) {
 	if err := p.validate(); err != nil {
 		return r, err
 	}
-	if r.ProcessState != Pending || r.LockedBy != "" || r.Attempt != p.Attempt {
+	from, to, err := p.Target()
+	if err != nil {
+		return r, err
+	}
+	if r.ProcessState != from || r.LockedBy != "" || r.Attempt != p.Attempt {
 		return r, race("claim", r)
+	}
+	reason := "claimed"
+	if to == Compensating {
+		reason = "compensation claimed"
+		if from != Compensating {
+			r.FailureCount = 0
+		}
 	}
 	r.Attempt++
 	r.LockedBy, r.CompleteBy, r.DueAt = p.Owner, p.CompleteBy, p.CompleteBy
-	return move(r, Processing, p.Owner, "claimed", p.Now), nil
+	return move(r, to, p.Owner, reason, p.Now), nil
 }
 
 // CompleteParams reports a step done by the holder of a given attempt. Next,
 // when set, claims the following step in the same atomic write, so that no
 // crash can leave an order with a finished step and a successor nobody owns.
 type CompleteParams struct {
-	Key     StepKey
-	Owner   string
-	Attempt int
-	Now     time.Time
-	Next    *ClaimParams
+	Key          StepKey
+	Owner        string
+	Attempt      int
+	Now          time.Time
+	Compensation bool // finishing an undo: Compensating → Compensated
+	Next         *ClaimParams
+}
+
+// Leg returns the leased state a completion or failure requires, and the
+// states it leaves on success and on failure.
+func Leg(compensation bool) (running, done, failed ProcessState) {
+	if compensation {
+		return Compensating, Compensated, CompensationFailed
+	}
+	return Processing, Processed, Error
 }
 
 // Complete moves Processing → Processed, fenced on holder and attempt. A reply
 // that arrives after the deadline is still accepted while nobody has taken the
 // step away: the work is done and the attempt is still the current one.
 func Complete(r StepRecord, p CompleteParams) (StepRecord, error) {
-	if r.ProcessState != Processing || r.LockedBy != p.Owner || r.Attempt != p.Attempt {
+	running, done, _ := Leg(p.Compensation)
+	if r.ProcessState != running || r.LockedBy != p.Owner || r.Attempt != p.Attempt {
 		return r, race("complete", r)
 	}
 	r = unlease(r)
-	return move(r, Processed, p.Owner, "completed", p.Now), nil
+	return move(r, done, p.Owner, "completed", p.Now), nil
 }
 
 // FailParams reports a permanent failure of the holder's attempt.
 type FailParams struct {
-	Key     StepKey
-	Owner   string
-	Attempt int
-	Now     time.Time
-	Reason  string
+	Key          StepKey
+	Owner        string
+	Attempt      int
+	Now          time.Time
+	Reason       string
+	Compensation bool // the undo failed: Compensating → CompensationFailed
 }
 
-// Fail moves Processing → Error, fenced on holder and attempt.
+// Fail moves Processing → Error (or Compensating → CompensationFailed),
+// fenced on holder and attempt.
 func Fail(r StepRecord, p FailParams) (StepRecord, error) {
-	if r.ProcessState != Processing || r.LockedBy != p.Owner || r.Attempt != p.Attempt {
+	running, _, failed := Leg(p.Compensation)
+	if r.ProcessState != running || r.LockedBy != p.Owner || r.Attempt != p.Attempt {
 		return r, race("fail", r)
 	}
 	r = unlease(r)
 	r.LastError = p.Reason
-	return move(r, Error, p.Owner, p.Reason, p.Now), nil
+	return move(r, failed, p.Owner, p.Reason, p.Now), nil
 }
 
 // RescueParams is the supervisor handing a stuck or stranded step back for
 // another attempt (DESIGN §4.6). From is the state the supervisor saw:
-// Processing past CompleteBy, or Pending past its pick-up deadline.
+// Processing past CompleteBy, Pending past its pick-up deadline, or
+// Compensating (held or not) past its deadline.
 type RescueParams struct {
 	Key      StepKey
 	From     ProcessState
@@ -110,7 +155,24 @@ func Rescue(r StepRecord, p RescueParams) (StepRecord, error) {
 	r.FailureCount++
 	r.DueAt = p.PickupBy
 	r.LastError = p.Reason
-	return move(r, Pending, p.Actor, p.Reason, p.Now), nil
+	return move(r, RescueTarget(p.From), p.Actor, p.Reason, p.Now), nil
+}
+
+// RescueTarget is where a rescue leaves a step: Pending for the forward
+// leg, Compensating with no holder for an undo.
+func RescueTarget(from ProcessState) ProcessState {
+	if from == Compensating {
+		return Compensating
+	}
+	return Pending
+}
+
+// GiveUpTarget is where giving up leaves a step.
+func GiveUpTarget(from ProcessState) ProcessState {
+	if from == Compensating {
+		return CompensationFailed
+	}
+	return Error
 }
 
 // GiveUpParams is the supervisor giving up on a step past the threshold.
@@ -131,7 +193,7 @@ func GiveUp(r StepRecord, p GiveUpParams) (StepRecord, error) {
 	r = unlease(r)
 	r.FailureCount++
 	r.LastError = p.Reason
-	return move(r, Error, p.Actor, p.Reason, p.Now), nil
+	return move(r, GiveUpTarget(p.From), p.Actor, p.Reason, p.Now), nil
 }
 
 // ResubmitParams is an operator sending a failed step round again (DESIGN §4.7).
@@ -170,7 +232,7 @@ func Due(r StepRecord, now time.Time) bool {
 }
 
 func checkDue(op string, r StepRecord, from ProcessState, attempt int, now time.Time) error {
-	if from != Processing && from != Pending {
+	if from != Processing && from != Pending && from != Compensating {
 		return &ValidationError{Field: "from", Reason: fmt.Sprintf("cannot %s a %s step", op, from)}
 	}
 	if r.ProcessState != from || r.Attempt != attempt || !Due(r, now) {

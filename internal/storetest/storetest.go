@@ -73,6 +73,8 @@ func Run(t *testing.T, h Harness) {
 		{"SweepCostIndependentOfTable", testSweepCost},
 		{"ListByStatePages", testListByState},
 		{"GetOrderNotFound", testNotFound},
+		{"Compensation", testCompensation},
+		{"CompensationFails", testCompensationFails},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
