@@ -24,6 +24,7 @@ const (
 	KindAgentReply   Kind = "agent.reply"   // agent → scheduler
 	KindRetry        Kind = "retry"         // supervisor → scheduler: claim and dispatch again
 	KindStatus       Kind = "status"        // scheduler → the submitter's replyTo queue
+	KindCompensate   Kind = "compensate"    // supervisor or operator → scheduler: undo the order
 )
 
 // Header is what every message carries; decode it first to route.
@@ -91,6 +92,16 @@ type Retry struct {
 	Step    int    `json:"step"`
 	Attempt int    `json:"attempt"` // the attempt a claim must see
 	Reason  string `json:"reason,omitempty"`
+}
+
+// Compensate asks the scheduler to undo an order's completed steps, newest
+// first (the supervisor gave up on a step, or an operator asked).
+type Compensate struct {
+	V       int    `json:"v"`
+	Kind    Kind   `json:"kind"`
+	OrderID string `json:"orderId"`
+	Reason  string `json:"reason,omitempty"`
+	Actor   string `json:"actor,omitempty"`
 }
 
 // Status values posted to a submitter's replyTo queue.

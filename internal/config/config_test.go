@@ -1,0 +1,40 @@
+package config
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+func env(m map[string]string) Getenv { return func(k string) string { return m[k] } }
+
+func TestLoadDefaults(t *testing.T) {
+	t.Parallel()
+	c, err := Load(env(nil))
+	require.NoError(t, err)
+	require.Equal(t, 8, c.IndexShards)
+	require.Equal(t, 3, c.MaxFailures)
+	require.Equal(t, 30*time.Second, c.StepTimeout)
+	require.Equal(t, time.Minute, c.PickupTimeout)
+}
+
+func TestLoadErrorsNameTheVariable(t *testing.T) {
+	t.Parallel()
+	_, err := Load(env(map[string]string{"SAS_STEP_TIMEOUT": "soon"}))
+	require.ErrorContains(t, err, "SAS_STEP_TIMEOUT")
+	_, err = Load(env(map[string]string{"SAS_MAX_FAILURES": "-1"}))
+	require.ErrorContains(t, err, "SAS_MAX_FAILURES")
+	require.ErrorContains(t, Require(env(nil), "SAS_STATE_TABLE", "SAS_ORDERS_TABLE"), "SAS_STATE_TABLE, SAS_ORDERS_TABLE")
+}
+
+func TestReplyToAllowed(t *testing.T) {
+	t.Parallel()
+	c, err := Load(env(map[string]string{"SAS_ALLOWED_REPLY_QUEUES": "http://q/1/exact, http://q/1/team-*"}))
+	require.NoError(t, err)
+	require.True(t, c.ReplyToAllowed("http://q/1/exact"))
+	require.False(t, c.ReplyToAllowed("http://q/1/exact2"))
+	require.True(t, c.ReplyToAllowed("http://q/1/team-a"))
+	require.False(t, c.ReplyToAllowed("http://q/2/team-a"))
+	require.False(t, c.ReplyToAllowed(""))
+}
