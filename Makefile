@@ -21,11 +21,51 @@ vet: ## go vet and gofmt
 run: ## the whole system end to end on local emulators (not built yet)
 	@echo "make run: the order pipeline is not built yet (see the pipeline issue)."; exit 1
 
-synth: ## cdk synth, offline (not built yet)
-	@echo "not built yet"; exit 1
+# --- Lambda build and infrastructure (infra/ is its own Go module) ---
+# ARCH is the Lambda architecture: arm64 (what AWS runs) or x86_64 (emulators
+# that run the bootstrap on an x86 host). Bootstraps land in
+# dist/<GOARCH>/<function>/bootstrap, where the CDK app picks them up.
+ARCH ?= arm64
+LAMBDA_GOARCH_arm64 := arm64
+LAMBDA_GOARCH_x86_64 := amd64
+LAMBDA_GOARCH_amd64 := amd64
+LAMBDA_GOARCH = $(or $(LAMBDA_GOARCH_$(ARCH)),$(error ARCH=$(ARCH): want arm64 or x86_64))
+FUNCTIONS := scheduler agent supervisor
+# Extra CDK arguments, e.g. CDK_ARGS='-c allowedReplyQueues=arn:aws:sqs:eu-west-1:123456789012:replies-*'
+CDK_ARGS ?=
+# No version check or notices (both go to the network). jsii warns on every
+# start that Node 20 is past its support date; CDK still works on it, and
+# docs/deploy.md asks for Node 22+ (the silence names only version 20).
+CDK_ENV := CDK_DISABLE_VERSION_CHECK=1 JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION=20
+# Synth needs no credentials: skip the instance-metadata probe, and skip
+# aws-cdk-lib's built-in template validation (about 30 s of WASM per synth
+# here) because lint-infra runs cfn-lint on the same template.
+SYNTH_ENV := $(CDK_ENV) AWS_EC2_METADATA_DISABLED=true CDK_VALIDATION=false
 
-deploy: ## cdk deploy to a real AWS account (not built yet)
-	@echo "not built yet"; exit 1
+build: ## cross-compile the Lambda bootstraps (ARCH=arm64|x86_64)
+	@for f in $(FUNCTIONS); do \
+		echo "build dist/$(LAMBDA_GOARCH)/$$f/bootstrap"; \
+		GOOS=linux GOARCH=$(LAMBDA_GOARCH) CGO_ENABLED=0 $(GO) build -tags lambda.norpc -trimpath -ldflags='-s -w' \
+			-o dist/$(LAMBDA_GOARCH)/$$f/bootstrap ./functions/$$f || exit 1; \
+	done
+
+# The CDK CLI is pinned in infra/package-lock.json; npm ci runs once per lock change.
+infra/node_modules/.package-lock.json: infra/package-lock.json
+	cd infra && npm ci --no-audit --no-fund
+
+synth: build infra/node_modules/.package-lock.json ## cdk synth to infra/cdk.out, offline (ARCH=, CDK_ARGS=)
+	cd infra && $(SYNTH_ENV) npx --no-install cdk synth --quiet --no-notices -c arch=$(ARCH) $(CDK_ARGS)
+
+deploy: build infra/node_modules/.package-lock.json ## build (arm64 unless ARCH=) and cdk deploy with your AWS credentials (docs/deploy.md)
+	cd infra && $(CDK_ENV) npx --no-install cdk deploy --no-notices -c arch=$(ARCH) $(CDK_ARGS)
+
+test-infra: ## CDK assertion tests and cfn-lint on the synthesized template
+	cd infra && $(SYNTH_ENV) $(GO) test -count=1 .
+	$(MAKE) lint-infra
+
+lint-infra: synth ## go vet the CDK app and cfn-lint the synthesized template (pinned, own venv)
+	cd infra && $(GO) vet .
+	infra/scripts/cfn-lint.sh infra/cdk.out/*.template.json
 
 bench: ## benchmarks on the local rig
 	$(RIG) exec -- $(GO) test -run '^$$' -bench . -benchtime 1x ./...
@@ -33,4 +73,4 @@ bench: ## benchmarks on the local rig
 chaos: ## fault-injection runs (not built yet)
 	@echo "not built yet"; exit 1
 
-.PHONY: help test test-unit vet run synth deploy bench chaos
+.PHONY: help test test-unit vet run synth deploy bench chaos build test-infra lint-infra
