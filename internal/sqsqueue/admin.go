@@ -1,0 +1,128 @@
+package sqsqueue
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/sas-go/sas/internal/sas"
+)
+
+// CreateQueueParams describes a queue for tests and the local runtime; the
+// deployed queues come from the infrastructure code.
+type CreateQueueParams struct {
+	Name string
+	// Attributes are SQS queue attributes by their API names, e.g.
+	// "VisibilityTimeout": "30".
+	Attributes map[string]string
+	// MaxReceiveCount > 0 also creates a dead-letter queue, named Name with
+	// "-dlq" (before any ".fifo"), and a redrive policy that moves a message
+	// there once it has been received this many times without being deleted.
+	MaxReceiveCount int
+}
+
+// CreatedQueue is what CreateQueue made.
+type CreatedQueue struct {
+	URL    string
+	DLQURL string // "" without a dead-letter queue
+}
+
+// CreateQueue creates the queue (and its dead-letter queue). Creating a queue
+// that exists with the same attributes returns its URL, as SQS does.
+func (q *Queue) CreateQueue(ctx context.Context, p CreateQueueParams) (CreatedQueue, error) {
+	if p.Name == "" {
+		return CreatedQueue{}, fmt.Errorf("creating queue: %w", &sas.ValidationError{Field: "Name", Reason: "empty"})
+	}
+	if p.MaxReceiveCount < 0 {
+		return CreatedQueue{}, fmt.Errorf("creating queue %s: %w", p.Name,
+			&sas.ValidationError{Field: "MaxReceiveCount", Reason: "negative"})
+	}
+	attrs := make(map[string]string, len(p.Attributes)+1)
+	for k, v := range p.Attributes {
+		attrs[k] = v
+	}
+	var created CreatedQueue
+	if p.MaxReceiveCount > 0 {
+		dlqName := DLQName(p.Name)
+		dlqAttrs := map[string]string{}
+		if strings.HasSuffix(p.Name, ".fifo") {
+			dlqAttrs["FifoQueue"] = "true"
+		}
+		dlqURL, err := q.createOne(ctx, dlqName, dlqAttrs)
+		if err != nil {
+			return CreatedQueue{}, err
+		}
+		arn, err := q.QueueARN(ctx, dlqURL)
+		if err != nil {
+			return CreatedQueue{}, err
+		}
+		policy, err := json.Marshal(map[string]string{
+			"deadLetterTargetArn": arn,
+			"maxReceiveCount":     strconv.Itoa(p.MaxReceiveCount),
+		})
+		if err != nil {
+			return CreatedQueue{}, fmt.Errorf("creating queue %s: %w", p.Name, err)
+		}
+		attrs[string(types.QueueAttributeNameRedrivePolicy)] = string(policy)
+		created.DLQURL = dlqURL
+	}
+	url, err := q.createOne(ctx, p.Name, attrs)
+	if err != nil {
+		return CreatedQueue{}, err
+	}
+	created.URL = url
+	return created, nil
+}
+
+// DLQName is the name CreateQueue gives a queue's dead-letter queue.
+func DLQName(name string) string {
+	if base, ok := strings.CutSuffix(name, ".fifo"); ok {
+		return base + "-dlq.fifo"
+	}
+	return name + "-dlq"
+}
+
+func (q *Queue) createOne(ctx context.Context, name string, attrs map[string]string) (string, error) {
+	in := &sqs.CreateQueueInput{QueueName: aws.String(name)}
+	if len(attrs) > 0 {
+		in.Attributes = attrs
+	}
+	out, err := q.api.CreateQueue(ctx, in)
+	if err != nil {
+		return "", fmt.Errorf("creating queue %s: %w", name, translate(err))
+	}
+	if aws.ToString(out.QueueUrl) == "" {
+		return "", fmt.Errorf("creating queue %s: the service returned no queue URL", name)
+	}
+	return aws.ToString(out.QueueUrl), nil
+}
+
+// QueueARN returns a queue's ARN, which redrive policies and IAM name it by.
+func (q *Queue) QueueARN(ctx context.Context, url string) (string, error) {
+	out, err := q.api.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{
+		QueueUrl:       aws.String(url),
+		AttributeNames: []types.QueueAttributeName{types.QueueAttributeNameQueueArn},
+	})
+	if err != nil {
+		return "", fmt.Errorf("reading the ARN of %s: %w", url, translate(err))
+	}
+	arn := out.Attributes[string(types.QueueAttributeNameQueueArn)]
+	if arn == "" {
+		return "", fmt.Errorf("reading the ARN of %s: the service returned none", url)
+	}
+	return arn, nil
+}
+
+// DeleteQueue deletes a queue; one that does not exist is ErrNotFound.
+func (q *Queue) DeleteQueue(ctx context.Context, url string) error {
+	if _, err := q.api.DeleteQueue(ctx, &sqs.DeleteQueueInput{QueueUrl: aws.String(url)}); err != nil {
+		return fmt.Errorf("deleting queue %s: %w", url, translate(err))
+	}
+	return nil
+}

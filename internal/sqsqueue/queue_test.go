@@ -1,0 +1,317 @@
+package sqsqueue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/aws/smithy-go"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sas-go/sas/internal/sas"
+)
+
+// fakeAPI answers the calls a test sets; any other call panics (the nil
+// embedded interface), which shows up as a test failure.
+type fakeAPI struct {
+	API
+	sendOne   func(*sqs.SendMessageInput) (*sqs.SendMessageOutput, error)
+	sendBatch func(*sqs.SendMessageBatchInput) (*sqs.SendMessageBatchOutput, error)
+	receive   func(*sqs.ReceiveMessageInput) (*sqs.ReceiveMessageOutput, error)
+	delBatch  func(*sqs.DeleteMessageBatchInput) (*sqs.DeleteMessageBatchOutput, error)
+	changeVis func(*sqs.ChangeMessageVisibilityInput) (*sqs.ChangeMessageVisibilityOutput, error)
+}
+
+func (f *fakeAPI) SendMessage(_ context.Context, in *sqs.SendMessageInput, _ ...func(*sqs.Options)) (*sqs.SendMessageOutput, error) {
+	return f.sendOne(in)
+}
+
+func (f *fakeAPI) SendMessageBatch(_ context.Context, in *sqs.SendMessageBatchInput, _ ...func(*sqs.Options)) (*sqs.SendMessageBatchOutput, error) {
+	return f.sendBatch(in)
+}
+
+func (f *fakeAPI) ReceiveMessage(_ context.Context, in *sqs.ReceiveMessageInput, _ ...func(*sqs.Options)) (*sqs.ReceiveMessageOutput, error) {
+	return f.receive(in)
+}
+
+func (f *fakeAPI) DeleteMessageBatch(_ context.Context, in *sqs.DeleteMessageBatchInput, _ ...func(*sqs.Options)) (*sqs.DeleteMessageBatchOutput, error) {
+	return f.delBatch(in)
+}
+
+func (f *fakeAPI) ChangeMessageVisibility(_ context.Context, in *sqs.ChangeMessageVisibilityInput, _ ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityOutput, error) {
+	return f.changeVis(in)
+}
+
+func apiErr(code, msg string, fault smithy.ErrorFault) error {
+	return &smithy.GenericAPIError{Code: code, Message: msg, Fault: fault}
+}
+
+func outbound(n, size int) []sas.OutboundMessage {
+	msgs := make([]sas.OutboundMessage, n)
+	for i := range msgs {
+		msgs[i] = sas.OutboundMessage{ID: fmt.Sprintf("m%d", i), Body: strings.Repeat("x", size)}
+	}
+	return msgs
+}
+
+func TestChunks(t *testing.T) {
+	t.Parallel()
+	sizes := func(batches [][]sas.OutboundMessage) []int {
+		var out []int
+		for _, b := range batches {
+			out = append(out, len(b))
+		}
+		return out
+	}
+	kib := 1024
+	for _, tc := range []struct {
+		name string
+		msgs []sas.OutboundMessage
+		want []int
+	}{
+		{"25 small", outbound(25, 10), []int{10, 10, 5}},
+		{"10 small", outbound(10, 10), []int{10}},
+		{"3 of 100 KiB", outbound(3, 100*kib), []int{2, 1}},
+		{"2 of 128 KiB fit exactly", outbound(2, 128*kib), []int{2}},
+		{"one byte over", append(outbound(2, 128*kib), sas.OutboundMessage{ID: "x", Body: "y"}), []int{2, 1}},
+		{"max bodies", outbound(3, MaxBodyBytes), []int{1, 1, 1}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			got := chunks(tc.msgs)
+			assert.Equal(t, tc.want, sizes(got))
+			for _, b := range got {
+				size := 0
+				for _, m := range b {
+					size += len(m.Body)
+				}
+				assert.LessOrEqual(t, size, MaxBatchBytes)
+			}
+		})
+	}
+	assert.Equal(t, []int{10, 10, 5}, func() []int {
+		var out []int
+		for _, c := range receiptChunks(make([]string, 25)) {
+			out = append(out, len(c))
+		}
+		return out
+	}())
+}
+
+func TestCheckMessage(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name  string
+		m     sas.OutboundMessage
+		valid bool
+	}{
+		{"plain", sas.OutboundMessage{Body: "x"}, true},
+		{"tab newline return", sas.OutboundMessage{Body: "\t\n\r"}, true},
+		{"replacement character", sas.OutboundMessage{Body: "\uFFFD"}, true},
+		{"emoji", sas.OutboundMessage{Body: "\U0001F600"}, true},
+		{"max body", sas.OutboundMessage{Body: strings.Repeat("x", MaxBodyBytes)}, true},
+		{"max delay", sas.OutboundMessage{Body: "x", Delay: MaxDelay}, true},
+		{"delay rounds up within 15 min", sas.OutboundMessage{Body: "x", Delay: MaxDelay - 500*time.Millisecond}, true},
+		{"empty", sas.OutboundMessage{}, false},
+		{"one byte too big", sas.OutboundMessage{Body: strings.Repeat("x", MaxBodyBytes+1)}, false},
+		{"delay rounds up past 15 min", sas.OutboundMessage{Body: "x", Delay: MaxDelay + time.Millisecond}, false},
+		{"negative delay", sas.OutboundMessage{Body: "x", Delay: -time.Second}, false},
+		{"NUL", sas.OutboundMessage{Body: "a\x00"}, false},
+		{"control", sas.OutboundMessage{Body: "\x1f"}, false},
+		{"U+FFFE", sas.OutboundMessage{Body: "\uFFFE"}, false},
+		{"not UTF-8", sas.OutboundMessage{Body: "a\xff"}, false},
+	} {
+		f := checkMessage(tc.m)
+		if tc.valid {
+			assert.Nil(t, f, tc.name)
+		} else if assert.NotNil(t, f, tc.name) {
+			assert.True(t, f.SenderFault, tc.name)
+		}
+	}
+}
+
+// When a later batch fails as a whole, the earlier ones were sent: the call
+// succeeds and lists exactly the messages not sent, as retryable.
+func TestSendLaterBatchFails(t *testing.T) {
+	t.Parallel()
+	calls := 0
+	api := &fakeAPI{sendBatch: func(in *sqs.SendMessageBatchInput) (*sqs.SendMessageBatchOutput, error) {
+		calls++
+		if calls == 2 {
+			return nil, apiErr("RequestThrottled", "slow down", smithy.FaultClient)
+		}
+		out := &sqs.SendMessageBatchOutput{}
+		for _, e := range in.Entries {
+			out.Successful = append(out.Successful, types.SendMessageBatchResultEntry{Id: e.Id})
+		}
+		return out, nil
+	}}
+	res, err := New(api).Send(t.Context(), sas.SendParams{QueueURL: "u", Messages: outbound(25, 1)})
+	require.NoError(t, err)
+	assert.Equal(t, 2, res.Requests, "it stops at the failed request")
+	require.Len(t, res.Failed, 15)
+	assert.Equal(t, "m10", res.Failed[0].ID)
+	assert.Equal(t, "m24", res.Failed[14].ID)
+	assert.Equal(t, "RequestThrottled", res.Failed[0].Code)
+	assert.False(t, res.Failed[0].SenderFault, "throttling is worth a retry")
+}
+
+func TestSendFirstBatchFails(t *testing.T) {
+	t.Parallel()
+	api := &fakeAPI{sendBatch: func(*sqs.SendMessageBatchInput) (*sqs.SendMessageBatchOutput, error) {
+		return nil, apiErr("AWS.SimpleQueueService.NonExistentQueue", "no queue", smithy.FaultClient)
+	}}
+	res, err := New(api).Send(t.Context(), sas.SendParams{QueueURL: "u", Messages: outbound(3, 1)})
+	require.ErrorIs(t, err, sas.ErrNotFound)
+	assert.Contains(t, err.Error(), "sending to u")
+	assert.Empty(t, res.Failed, "nothing was sent, so the error says it all")
+}
+
+func TestSendBatchEntryResults(t *testing.T) {
+	t.Parallel()
+	api := &fakeAPI{sendBatch: func(in *sqs.SendMessageBatchInput) (*sqs.SendMessageBatchOutput, error) {
+		require.Len(t, in.Entries, 3)
+		assert.Equal(t, int32(2), in.Entries[1].DelaySeconds, "1.2 s rounds up to 2")
+		return &sqs.SendMessageBatchOutput{
+			Successful: []types.SendMessageBatchResultEntry{{Id: aws.String("0")}},
+			Failed: []types.BatchResultErrorEntry{{
+				Id: aws.String("1"), Code: aws.String("KmsThrottled"), Message: aws.String("later"), SenderFault: false,
+			}},
+			// Entry 2 reported neither way.
+		}, nil
+	}}
+	msgs := outbound(3, 1)
+	msgs[1].Delay = 1200 * time.Millisecond
+	res, err := New(api).Send(t.Context(), sas.SendParams{QueueURL: "u", Messages: msgs})
+	require.NoError(t, err)
+	assert.Equal(t, []sas.SendFailure{
+		{ID: "m1", Code: "KmsThrottled", Message: "later"},
+		{ID: "m2", Code: "MissingResult", Message: "the service reported neither success nor failure"},
+	}, res.Failed)
+}
+
+func TestSendOneServiceRefuses(t *testing.T) {
+	t.Parallel()
+	api := &fakeAPI{sendOne: func(*sqs.SendMessageInput) (*sqs.SendMessageOutput, error) {
+		return nil, &types.InvalidMessageContents{Message: aws.String("bad")}
+	}}
+	res, err := New(api).Send(t.Context(), sas.SendParams{QueueURL: "u", Messages: outbound(1, 1)})
+	require.NoError(t, err, "a refused message is a failed entry, as in a batch")
+	require.Len(t, res.Failed, 1)
+	assert.Equal(t, sas.SendFailure{ID: "m0", Code: "InvalidMessageContents", Message: "bad", SenderFault: true}, res.Failed[0])
+}
+
+func TestDeleteBatchResults(t *testing.T) {
+	t.Parallel()
+	api := &fakeAPI{delBatch: func(in *sqs.DeleteMessageBatchInput) (*sqs.DeleteMessageBatchOutput, error) {
+		out := &sqs.DeleteMessageBatchOutput{}
+		for _, e := range in.Entries {
+			if aws.ToString(e.ReceiptHandle) == "bad" {
+				out.Failed = append(out.Failed, types.BatchResultErrorEntry{Id: e.Id, Code: aws.String("ReceiptHandleIsInvalid"), SenderFault: true})
+				continue
+			}
+			out.Successful = append(out.Successful, types.DeleteMessageBatchResultEntry{Id: e.Id})
+		}
+		return out, nil
+	}}
+	receipts := make([]string, 12)
+	for i := range receipts {
+		receipts[i] = fmt.Sprint("r", i)
+	}
+	receipts[11] = "bad"
+	res, err := New(api).Delete(t.Context(), sas.DeleteParams{QueueURL: "u", Receipts: receipts})
+	require.NoError(t, err)
+	assert.Equal(t, 2, res.Requests)
+	assert.Equal(t, []sas.SendFailure{{ID: "bad", Code: "ReceiptHandleIsInvalid", SenderFault: true}}, res.Failed)
+}
+
+func TestReceiveInput(t *testing.T) {
+	t.Parallel()
+	var got *sqs.ReceiveMessageInput
+	api := &fakeAPI{receive: func(in *sqs.ReceiveMessageInput) (*sqs.ReceiveMessageOutput, error) {
+		got = in
+		return &sqs.ReceiveMessageOutput{Messages: []types.Message{{
+			MessageId: aws.String("id"), ReceiptHandle: aws.String("r"), Body: aws.String("b"),
+			Attributes: map[string]string{"SentTimestamp": "1767323045000", "ApproximateReceiveCount": "3"},
+		}, {
+			MessageId: aws.String("id2"), ReceiptHandle: aws.String("r2"), Body: aws.String("b2"),
+		}}}, nil
+	}}
+	msgs, err := New(api).Receive(t.Context(), sas.ReceiveParams{QueueURL: "u", Wait: 1500 * time.Millisecond, Visibility: 30 * time.Second})
+	require.NoError(t, err)
+	assert.Equal(t, int32(1), got.MaxNumberOfMessages, "0 means 1")
+	assert.Equal(t, int32(2), got.WaitTimeSeconds)
+	assert.Equal(t, int32(30), got.VisibilityTimeout)
+	assert.ElementsMatch(t, []types.MessageSystemAttributeName{"SentTimestamp", "ApproximateReceiveCount"}, got.MessageSystemAttributeNames)
+	assert.Equal(t, []sas.InboundMessage{
+		{MessageID: "id", Receipt: "r", Body: "b", ReceiveCount: 3, SentAt: time.UnixMilli(1767323045000).UTC()},
+		{MessageID: "id2", Receipt: "r2", Body: "b2"},
+	}, msgs)
+}
+
+func TestErrorTranslation(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		err  error
+		want error
+	}{
+		{"modelled not found", &types.QueueDoesNotExist{}, sas.ErrNotFound},
+		{"query-compatible not found", apiErr("AWS.SimpleQueueService.NonExistentQueue", "", smithy.FaultClient), sas.ErrNotFound},
+		{"invalid parameter", apiErr("InvalidParameterValue", "bad", smithy.FaultClient), sas.ErrInvalid},
+		{"batch too long", apiErr("AWS.SimpleQueueService.BatchRequestTooLong", "", smithy.FaultClient), sas.ErrInvalid},
+		{"throttled stays itself", apiErr("RequestThrottled", "", smithy.FaultClient), nil},
+	} {
+		got := translate(tc.err)
+		assert.ErrorIs(t, got, tc.err, tc.name)
+		if tc.want != nil {
+			assert.ErrorIs(t, got, tc.want, tc.name)
+		} else {
+			assert.NotErrorIs(t, got, sas.ErrInvalid, tc.name)
+			assert.NotErrorIs(t, got, sas.ErrNotFound, tc.name)
+		}
+	}
+}
+
+func TestChangeVisibilityStaleReceipt(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		err  error
+		want error
+	}{
+		// What SQS answers for a receipt superseded by a later receive.
+		{"superseded", apiErr("InvalidParameterValue",
+			"Value AQEB for parameter ReceiptHandle is invalid. Reason: Message does not exist or is not available for visibility timeout change.",
+			smithy.FaultClient), sas.ErrLostRace},
+		{"not in flight", &types.MessageNotInflight{}, sas.ErrLostRace},
+		{"malformed", &types.ReceiptHandleIsInvalid{}, sas.ErrInvalid},
+		{"other invalid parameter", apiErr("InvalidParameterValue", "VisibilityTimeout too large", smithy.FaultClient), sas.ErrInvalid},
+	} {
+		api := &fakeAPI{changeVis: func(*sqs.ChangeMessageVisibilityInput) (*sqs.ChangeMessageVisibilityOutput, error) {
+			return nil, tc.err
+		}}
+		err := New(api).ChangeVisibility(t.Context(), sas.ChangeVisibilityParams{QueueURL: "u", Receipt: "r", Timeout: time.Second})
+		assert.ErrorIs(t, err, tc.want, tc.name)
+		assert.ErrorIs(t, err, tc.err, tc.name)
+		if tc.want == sas.ErrLostRace {
+			assert.NotErrorIs(t, err, sas.ErrInvalid, tc.name)
+		}
+	}
+}
+
+func TestNetworkErrorIsNotTranslated(t *testing.T) {
+	t.Parallel()
+	down := errors.New("connection refused")
+	api := &fakeAPI{sendOne: func(*sqs.SendMessageInput) (*sqs.SendMessageOutput, error) { return nil, down }}
+	_, err := New(api).Send(t.Context(), sas.SendParams{QueueURL: "u", Messages: outbound(1, 1)})
+	require.ErrorIs(t, err, down)
+	assert.NotErrorIs(t, err, sas.ErrInvalid)
+}
