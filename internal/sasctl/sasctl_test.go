@@ -1,0 +1,158 @@
+package sasctl
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/sas-go/sas/internal/memqueue"
+	"github.com/sas-go/sas/internal/memstore"
+	"github.com/sas-go/sas/internal/sas"
+)
+
+type fixedClock struct{ t time.Time }
+
+func (c fixedClock) Now() time.Time { return c.t }
+
+var t0 = time.UnixMilli(1_800_000_000_000).UTC()
+
+type fixture struct {
+	app          *App
+	out          *bytes.Buffer
+	store        *memstore.Store
+	queue        *memqueue.Queue
+	intake, schq string
+}
+
+func setup(t *testing.T) fixture {
+	t.Helper()
+	ctx := context.Background()
+	q := memqueue.New(memqueue.Options{Clock: fixedClock{t0}})
+	in, err := q.CreateQueue(ctx, memqueue.CreateQueueParams{Name: "intake"})
+	require.NoError(t, err)
+	sq, err := q.CreateQueue(ctx, memqueue.CreateQueueParams{Name: "scheduler"})
+	require.NoError(t, err)
+	out := &bytes.Buffer{}
+	st := memstore.New(memstore.Config{Shards: 4})
+	return fixture{app: &App{Store: st, Queue: q, Clock: fixedClock{t0.Add(time.Hour)}, IntakeQueueURL: in.URL, SchedulerQueueURL: sq.URL,
+		Actor: "operator:test", Out: out}, out: out, store: st, queue: q, intake: in.URL, schq: sq.URL}
+}
+
+func (f fixture) receive(t *testing.T, url string) []string {
+	t.Helper()
+	msgs, err := f.queue.Receive(context.Background(), sas.ReceiveParams{QueueURL: url, Max: 10})
+	require.NoError(t, err)
+	var bodies []string
+	for _, m := range msgs {
+		bodies = append(bodies, m.Body)
+	}
+	return bodies
+}
+
+// failedOrder makes an order whose only step went to Error.
+func (f fixture) failedOrder(t *testing.T, id string) {
+	t.Helper()
+	ctx := context.Background()
+	_, err := f.store.Submit(ctx, sas.SubmitParams{Order: sas.Order{OrderID: id, Workflow: "payment", Steps: []string{"charge"}}, Now: t0, PickupBy: t0.Add(time.Minute),
+		Claim: &sas.ClaimParams{Owner: "s", CompleteBy: t0.Add(30 * time.Second)}})
+	require.NoError(t, err)
+	_, err = f.store.Fail(ctx, sas.FailParams{Key: sas.StepKey{OrderID: id}, Owner: "s", Attempt: 1, Now: t0.Add(time.Second), Reason: "card declined (402)"})
+	require.NoError(t, err)
+}
+
+func TestSubmitSendsAValidIntake(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	require.NoError(t, f.app.Run(context.Background(), []string{"submit", "-order", "o-1", "-workflow", "payment", "-payload", `{"amount":5}`}))
+	bodies := f.receive(t, f.intake)
+	require.Len(t, bodies, 1)
+	in, err := sas.ParseIntake([]byte(bodies[0]), sas.IntakeRules{})
+	require.NoError(t, err)
+	require.Equal(t, "o-1", in.OrderID)
+	err = f.app.Run(context.Background(), []string{"submit", "-order", "bad id", "-workflow", "payment"})
+	require.ErrorIs(t, err, sas.ErrInvalid, "an operator's typo is caught before sending")
+	require.Empty(t, f.receive(t, f.intake))
+}
+
+func TestShowAndList(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	f.failedOrder(t, "o-2")
+	require.NoError(t, f.app.Run(context.Background(), []string{"show", "o-2"}))
+	require.Contains(t, f.out.String(), "state Error")
+	require.Contains(t, f.out.String(), "card declined (402)")
+	require.Contains(t, f.out.String(), "Processing -> Error")
+	f.out.Reset()
+	require.NoError(t, f.app.Run(context.Background(), []string{"show", "o-2", "-json"}))
+	var v sas.OrderView
+	require.NoError(t, json.Unmarshal(f.out.Bytes(), &v))
+	require.Equal(t, sas.Error, v.Steps[0].ProcessState)
+	f.out.Reset()
+	require.NoError(t, f.app.Run(context.Background(), []string{"list", "Error"}))
+	require.Contains(t, f.out.String(), "o-2")
+	require.Contains(t, f.out.String(), "1 Error step(s)")
+	require.ErrorIs(t, f.app.Run(context.Background(), []string{"show", "nope"}), sas.ErrNotFound)
+	require.ErrorIs(t, f.app.Run(context.Background(), []string{"list", "Done"}), sas.ErrInvalid)
+	require.ErrorIs(t, f.app.Run(context.Background(), []string{"frobnicate"}), ErrUsage)
+}
+
+func TestResubmitOneAndBulk(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	for _, id := range []string{"o-a", "o-b", "o-c"} {
+		f.failedOrder(t, id)
+	}
+	ctx := context.Background()
+	require.NoError(t, f.app.Run(ctx, []string{"resubmit", "-all", "-dry-run"}))
+	require.Contains(t, f.out.String(), "would resubmit (dry run) 3 step(s)")
+	require.Empty(t, f.receive(t, f.schq), "a dry run sends nothing")
+	l, err := f.store.ListByState(ctx, sas.ListByStateParams{State: sas.Error})
+	require.NoError(t, err)
+	require.Len(t, l.Records, 3, "and changes nothing")
+
+	require.NoError(t, f.app.Run(ctx, []string{"resubmit", "o-a"}))
+	v, err := f.store.GetOrder(ctx, "o-a")
+	require.NoError(t, err)
+	require.Equal(t, sas.Pending, v.Steps[0].ProcessState)
+	require.Equal(t, "operator:test", v.History[len(v.History)-1].Actor)
+	bodies := f.receive(t, f.schq)
+	require.Len(t, bodies, 1)
+	var r sas.Retry
+	require.NoError(t, json.Unmarshal([]byte(bodies[0]), &r))
+	require.Equal(t, sas.Retry{V: 1, Kind: sas.KindRetry, OrderID: "o-a", Step: 0, Attempt: 1, Reason: "resubmitted by operator:test"}, r)
+	require.ErrorIs(t, f.app.Run(ctx, []string{"resubmit", "o-a"}), sas.ErrNotFound, "nothing left in Error")
+
+	f.out.Reset()
+	require.NoError(t, f.app.Run(ctx, []string{"resubmit", "-all"}))
+	require.Contains(t, f.out.String(), "resubmitted 2 step(s), 0 failed")
+	require.Len(t, f.receive(t, f.schq), 2)
+}
+
+func TestCompensateAndWatch(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	f.failedOrder(t, "o-x")
+	ctx := context.Background()
+	require.NoError(t, f.app.Run(ctx, []string{"compensate", "o-x", "-reason", "customer cancelled"}))
+	bodies := f.receive(t, f.schq)
+	require.Len(t, bodies, 1)
+	require.JSONEq(t, `{"v":1,"kind":"compensate","orderId":"o-x","reason":"customer cancelled","actor":"operator:test"}`, bodies[0])
+	require.ErrorIs(t, f.app.Run(ctx, []string{"compensate", "o-missing"}), sas.ErrNotFound)
+
+	// A stuck step shows up as overdue in the live view.
+	_, err := f.store.Submit(ctx, sas.SubmitParams{Order: sas.Order{OrderID: "o-stuck", Workflow: "payment", Steps: []string{"charge"}}, Now: t0, PickupBy: t0.Add(time.Minute),
+		Claim: &sas.ClaimParams{Owner: "s", CompleteBy: t0.Add(30 * time.Second)}})
+	require.NoError(t, err)
+	f.out.Reset()
+	slept := 0
+	f.app.Sleep = func(context.Context, time.Duration) error { slept++; return nil }
+	require.NoError(t, f.app.Run(ctx, []string{"watch", "-count", "2"}))
+	require.Equal(t, 1, slept)
+	require.Contains(t, f.out.String(), "Processing 1")
+	require.Contains(t, f.out.String(), "Error 1")
+	require.Contains(t, f.out.String(), "overdue 1  oldest stuck 59m30s")
+}
