@@ -34,6 +34,10 @@ func main() {
 }
 
 func run(ctx context.Context, args []string) error {
+	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
+		fmt.Fprint(os.Stdout, sasctl.Usage)
+		return sasctl.ErrUsage
+	}
 	cfg, err := config.Load(os.Getenv)
 	if err != nil {
 		return err
