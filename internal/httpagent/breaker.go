@@ -1,0 +1,177 @@
+package httpagent
+
+import (
+	"sync"
+	"time"
+)
+
+// BreakerConfig sets the circuit breaker each endpoint gets.
+//
+// The breaker counts consecutive unhealthy tries to the endpoint across every
+// Call of one Caller, not a failure ratio over a window: one number, easy to
+// reason about, and an agent calls one service so the traffic is homogeneous.
+// Unhealthy means a transient outcome (network error, a try's timeout, 408,
+// 429, 5xx) or a try cut short by the step's deadline, since a service that
+// hangs must open the breaker too. Any other answer, a permanent 4xx
+// included, shows the service is up and resets the count.
+type BreakerConfig struct {
+	// FailureThreshold is how many unhealthy tries in a row open the breaker.
+	// Default 5.
+	FailureThreshold int
+	// OpenFor is how long an open breaker rejects tries before it lets one
+	// probe through (half-open). Default 30s.
+	OpenFor time.Duration
+}
+
+// BreakerState is the state of one endpoint's breaker.
+type BreakerState int
+
+const (
+	// BreakerClosed lets every try through and counts failures.
+	BreakerClosed BreakerState = iota
+	// BreakerOpen rejects every try until its open period ends.
+	BreakerOpen
+	// BreakerHalfOpen lets one probe through; its outcome closes or reopens.
+	BreakerHalfOpen
+)
+
+func (s BreakerState) String() string {
+	switch s {
+	case BreakerClosed:
+		return "closed"
+	case BreakerOpen:
+		return "open"
+	case BreakerHalfOpen:
+		return "half-open"
+	}
+	return "unknown"
+}
+
+// health is what one try says about the endpoint.
+type health int
+
+const (
+	// neutral: the try says nothing (the caller's own context ended).
+	neutral health = iota
+	healthy
+	unhealthy
+)
+
+// breaker is one endpoint's breaker. Every state change bumps gen, and a
+// report carries the gen its try was admitted under: a slow try admitted while
+// closed must not close a breaker that has opened since, nor reopen one that a
+// probe has just closed.
+type breaker struct {
+	cfg BreakerConfig
+
+	mu        sync.Mutex
+	state     BreakerState
+	gen       uint64
+	failures  int       // consecutive unhealthy tries while closed
+	openUntil time.Time // while open
+	probing   bool      // while half-open: the probe is out
+}
+
+// ticket admits one try.
+type ticket struct {
+	gen uint64
+}
+
+// allow admits a try or rejects it. On rejection, retryAt is when the open
+// period ends, or zero when a half-open probe is already out (nobody can know
+// when it will come back).
+func (b *breaker) allow(now time.Time) (t ticket, retryAt time.Time, ok bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	switch b.state {
+	case BreakerClosed:
+		return ticket{gen: b.gen}, time.Time{}, true
+	case BreakerOpen:
+		if now.Before(b.openUntil) {
+			return ticket{}, b.openUntil, false
+		}
+		b.setState(BreakerHalfOpen)
+	}
+	// Half-open.
+	if b.probing {
+		return ticket{}, time.Time{}, false
+	}
+	b.probing = true
+	return ticket{gen: b.gen}, time.Time{}, true
+}
+
+// report records the outcome of an admitted try.
+func (b *breaker) report(t ticket, h health, now time.Time) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if t.gen != b.gen {
+		return // admitted before the last state change: stale news
+	}
+	switch b.state {
+	case BreakerClosed:
+		switch h {
+		case healthy:
+			b.failures = 0
+		case unhealthy:
+			b.failures++
+			if b.failures >= b.cfg.FailureThreshold {
+				b.open(now)
+			}
+		}
+	case BreakerHalfOpen:
+		// Only the probe holds a ticket of this generation.
+		b.probing = false
+		switch h {
+		case healthy:
+			b.setState(BreakerClosed)
+		case unhealthy:
+			b.open(now)
+		}
+		// neutral: stay half-open so the next try probes instead.
+	}
+}
+
+func (b *breaker) open(now time.Time) {
+	b.setState(BreakerOpen)
+	b.openUntil = now.Add(b.cfg.OpenFor)
+}
+
+func (b *breaker) setState(s BreakerState) {
+	b.state = s
+	b.gen++
+	b.failures = 0
+	b.probing = false
+}
+
+// current reports the state as a try at now would find it.
+func (b *breaker) current(now time.Time) BreakerState {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.state == BreakerOpen && !now.Before(b.openUntil) {
+		return BreakerHalfOpen
+	}
+	return b.state
+}
+
+// breakers holds one breaker per endpoint, created on first use. The map
+// grows with the number of distinct endpoints, which an agent takes from its
+// configuration: a handful.
+type breakers struct {
+	cfg BreakerConfig
+	mu  sync.Mutex
+	m   map[string]*breaker
+}
+
+func (bs *breakers) get(endpoint string) *breaker {
+	bs.mu.Lock()
+	defer bs.mu.Unlock()
+	b, ok := bs.m[endpoint]
+	if !ok {
+		if bs.m == nil {
+			bs.m = make(map[string]*breaker)
+		}
+		b = &breaker{cfg: bs.cfg}
+		bs.m[endpoint] = b
+	}
+	return b
+}

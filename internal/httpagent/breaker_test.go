@@ -1,0 +1,319 @@
+package httpagent_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sas-go/sas/internal/httpagent"
+	"github.com/sas-go/sas/internal/sas"
+)
+
+// breakerConfig opens after 3 failures for 30s; each Call makes at most 3
+// tries, so one failing Call opens the breaker.
+func breakerConfig(clock *fakeClock) httpagent.Config {
+	cfg := testConfig(clock)
+	cfg.MaxAttempts = 3
+	cfg.Breaker = httpagent.BreakerConfig{FailureThreshold: 3, OpenFor: 30 * time.Second}
+	return cfg
+}
+
+// openBreaker makes one Call that fails three times against svc.
+func openBreaker(t *testing.T, c *httpagent.Caller, svc *service, clock *fakeClock) {
+	t.Helper()
+	svc.SetScript(reply{Status: 503})
+	before := len(svc.Requests())
+	res, err := c.Call(context.Background(), newRequest(svc.URL(), clock))
+	require.ErrorIs(t, err, httpagent.ErrTransient)
+	require.Equal(t, 3, res.Attempts)
+	require.Len(t, svc.Requests(), before+3)
+	require.Equal(t, httpagent.BreakerOpen, c.BreakerState(svc.URL()))
+}
+
+func TestBreakerLifecycle(t *testing.T) {
+	t.Parallel()
+	svc := newService(t)
+	clock := newFakeClock()
+	c := newCaller(t, breakerConfig(clock))
+
+	require.Equal(t, httpagent.BreakerClosed, c.BreakerState(svc.URL()))
+	openBreaker(t, c, svc, clock)
+	openedAt := clock.Now()
+	sent := len(svc.Requests())
+
+	// Open, with a deadline before the open period ends: rejected at once,
+	// nothing sent, no wait.
+	svc.SetScript(reply{Status: 200})
+	sleepsBefore := len(clock.Sleeps())
+	req := newRequest(svc.URL(), clock)
+	req.Deadline = clock.Now().Add(10 * time.Second)
+	res, err := c.Call(context.Background(), req)
+	require.ErrorIs(t, err, httpagent.ErrCircuitOpen)
+	assert.Equal(t, httpagent.ErrDeadline, classOf(t, err), "the breaker reopens after the deadline")
+	assert.Zero(t, res.Attempts)
+	assert.Len(t, svc.Requests(), sent)
+	assert.Len(t, clock.Sleeps(), sleepsBefore)
+
+	// Still open just before the cool-down ends.
+	clock.Advance(openedAt.Add(30*time.Second - time.Nanosecond).Sub(clock.Now()))
+	assert.Equal(t, httpagent.BreakerOpen, c.BreakerState(svc.URL()))
+
+	// Half-open at the end of the cool-down; a failed probe reopens it.
+	clock.Advance(time.Nanosecond)
+	assert.Equal(t, httpagent.BreakerHalfOpen, c.BreakerState(svc.URL()))
+	svc.SetScript(reply{Status: 503})
+	req = newRequest(svc.URL(), clock)
+	req.Deadline = clock.Now().Add(10 * time.Second)
+	res, err = c.Call(context.Background(), req)
+	require.ErrorIs(t, err, httpagent.ErrCircuitOpen, "after the probe failed the next try was rejected")
+	assert.Equal(t, httpagent.ErrDeadline, classOf(t, err))
+	assert.Equal(t, 1, res.Attempts, "exactly one probe")
+	assert.Equal(t, 503, res.Status)
+	assert.Equal(t, httpagent.BreakerOpen, c.BreakerState(svc.URL()))
+
+	// A successful probe closes it.
+	clock.Advance(30 * time.Second)
+	svc.SetScript(reply{Status: 200, Body: "ok"})
+	res, err = c.Call(context.Background(), newRequest(svc.URL(), clock))
+	require.NoError(t, err)
+	assert.Equal(t, 1, res.Attempts)
+	assert.Equal(t, httpagent.BreakerClosed, c.BreakerState(svc.URL()))
+
+	// Closed again: failures are counted from zero.
+	svc.SetScript(reply{Status: 503}, reply{Status: 503}, reply{Status: 200})
+	res, err = c.Call(context.Background(), newRequest(svc.URL(), clock))
+	require.NoError(t, err)
+	assert.Equal(t, 3, res.Attempts)
+	assert.Equal(t, httpagent.BreakerClosed, c.BreakerState(svc.URL()))
+}
+
+func TestBreakerRejectsWithoutRequestWhenOutOfTries(t *testing.T) {
+	t.Parallel()
+	svc := newService(t, reply{Status: 503})
+	clock := newFakeClock()
+	cfg := breakerConfig(clock)
+	cfg.MaxAttempts = 1
+	c := newCaller(t, cfg)
+	for range 3 {
+		_, err := c.Call(context.Background(), newRequest(svc.URL(), clock))
+		require.ErrorIs(t, err, httpagent.ErrTransient)
+	}
+	require.Equal(t, httpagent.BreakerOpen, c.BreakerState(svc.URL()))
+
+	// With one try allowed, the rejection is the last cause of an ErrTransient.
+	res, err := c.Call(context.Background(), newRequest(svc.URL(), clock))
+
+	require.ErrorIs(t, err, httpagent.ErrCircuitOpen)
+	assert.Equal(t, httpagent.ErrTransient, classOf(t, err))
+	assert.Zero(t, res.Attempts)
+	assert.Len(t, svc.Requests(), 3)
+	assert.Empty(t, clock.Sleeps())
+}
+
+func TestBreakerCallWaitsOutOpenPeriodWithinDeadline(t *testing.T) {
+	t.Parallel()
+	svc := newService(t)
+	clock := newFakeClock()
+	c := newCaller(t, breakerConfig(clock))
+	openBreaker(t, c, svc, clock)
+	reopenAt := clock.Now().Add(30 * time.Second)
+	svc.SetScript(reply{Status: 200, Body: "ok"})
+	sleepsBefore := len(clock.Sleeps())
+
+	// A minute of budget: the Call waits for the cool-down, then probes.
+	res, err := c.Call(context.Background(), newRequest(svc.URL(), clock))
+
+	require.NoError(t, err)
+	assert.Equal(t, 1, res.Attempts)
+	assert.Equal(t, "ok", string(res.Body))
+	assert.Equal(t, []time.Duration{30 * time.Second}, clock.Sleeps()[sleepsBefore:],
+		"waited exactly the rest of the open period")
+	assert.False(t, clock.Now().Before(reopenAt))
+	assert.Equal(t, httpagent.BreakerClosed, c.BreakerState(svc.URL()))
+}
+
+func TestBreakerIsPerEndpoint(t *testing.T) {
+	t.Parallel()
+	bad := newService(t)
+	good := newService(t, reply{Status: 200, Body: "fine"})
+	clock := newFakeClock()
+	c := newCaller(t, breakerConfig(clock))
+	openBreaker(t, c, bad, clock)
+
+	res, err := c.Call(context.Background(), newRequest(good.URL(), clock))
+
+	require.NoError(t, err)
+	assert.Equal(t, 1, res.Attempts)
+	assert.Equal(t, httpagent.BreakerClosed, c.BreakerState(good.URL()))
+	assert.Equal(t, httpagent.BreakerOpen, c.BreakerState(bad.URL()))
+	assert.Equal(t, httpagent.BreakerOpen, c.BreakerState(bad.URL()+"/"), "a trailing slash names the same endpoint")
+}
+
+func TestBreakerPermanentAnswersKeepItClosed(t *testing.T) {
+	t.Parallel()
+	svc := newService(t, reply{Status: 422})
+	clock := newFakeClock()
+	c := newCaller(t, breakerConfig(clock))
+
+	for range 10 {
+		_, err := c.Call(context.Background(), newRequest(svc.URL(), clock))
+		require.ErrorIs(t, err, httpagent.ErrPermanent)
+	}
+	assert.Equal(t, httpagent.BreakerClosed, c.BreakerState(svc.URL()))
+	assert.Len(t, svc.Requests(), 10)
+}
+
+func TestBreakerHalfOpenAdmitsOneProbe(t *testing.T) {
+	t.Parallel()
+	svc := newService(t)
+	clock := newFakeClock()
+	c := newCaller(t, breakerConfig(clock))
+	openBreaker(t, c, svc, clock)
+	clock.Advance(30 * time.Second)
+
+	arrived := make(chan struct{})
+	release := make(chan struct{})
+	svc.SetHandler(func(w http.ResponseWriter, r *http.Request, _ int) {
+		close(arrived) // only one request may arrive
+		<-release
+		_, _ = w.Write([]byte("probe ok"))
+	})
+	sent := len(svc.Requests())
+
+	type result struct {
+		res httpagent.Result
+		err error
+	}
+	probe := make(chan result, 1)
+	go func() {
+		res, err := c.Call(context.Background(), newRequest(svc.URL(), clock))
+		probe <- result{res, err}
+	}()
+	<-arrived
+
+	// While the probe is out every try is rejected; this Call runs out of
+	// tries (waiting only its jitter, as nobody knows when the probe returns).
+	res, err := c.Call(context.Background(), newRequest(svc.URL(), clock))
+	require.ErrorIs(t, err, httpagent.ErrCircuitOpen)
+	assert.Equal(t, httpagent.ErrTransient, classOf(t, err))
+	assert.Zero(t, res.Attempts)
+	assert.Equal(t, httpagent.BreakerHalfOpen, c.BreakerState(svc.URL()))
+
+	close(release)
+	p := <-probe
+	require.NoError(t, p.err)
+	assert.Equal(t, 1, p.res.Attempts)
+	assert.Len(t, svc.Requests(), sent+1)
+	assert.Equal(t, httpagent.BreakerClosed, c.BreakerState(svc.URL()))
+}
+
+func TestBreakerOpensOnHangs(t *testing.T) {
+	t.Parallel()
+	svc := hangingService(t)
+	c := newCaller(t, httpagent.Config{
+		SafetyMargin: 10 * time.Millisecond,
+		Breaker:      httpagent.BreakerConfig{FailureThreshold: 2, OpenFor: time.Hour},
+	})
+	for range 2 {
+		req := newRequest(svc.URL(), sas.SystemClock{})
+		req.Deadline = time.Now().Add(300 * time.Millisecond)
+		_, err := c.Call(context.Background(), req)
+		require.ErrorIs(t, err, httpagent.ErrDeadline)
+	}
+	assert.Equal(t, httpagent.BreakerOpen, c.BreakerState(svc.URL()))
+}
+
+// TestConcurrentCallsShareOneCaller runs many Calls at once through one
+// Caller (run with -race). Each order's first try fails; every Call must
+// succeed on its second try with its own key, never another's.
+func TestConcurrentCallsShareOneCaller(t *testing.T) {
+	t.Parallel()
+	const calls = 64
+	svc := newService(t)
+	var mu sync.Mutex
+	perKey := map[string]int{}
+	svc.SetHandler(func(w http.ResponseWriter, r *http.Request, _ int) {
+		key := r.Header.Get("Idempotency-Key")
+		mu.Lock()
+		perKey[key]++
+		n := perKey[key]
+		mu.Unlock()
+		if n == 1 {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = fmt.Fprint(w, key)
+	})
+	clock := newFakeClock()
+	cfg := testConfig(clock)
+	cfg.Rand = nil // the default, safe for concurrent use
+	c := newCaller(t, cfg)
+
+	var wg sync.WaitGroup
+	errs := make([]error, calls)
+	results := make([]httpagent.Result, calls)
+	for i := range calls {
+		wg.Go(func() {
+			req := newRequest(svc.URL(), clock)
+			req.IdempotencyKey = fmt.Sprintf("order-%d/step-0", i)
+			results[i], errs[i] = c.Call(context.Background(), req)
+		})
+	}
+	wg.Wait()
+
+	for i := range calls {
+		key := fmt.Sprintf("order-%d/step-0", i)
+		require.NoError(t, errs[i], key)
+		assert.Equal(t, 2, results[i].Attempts, key)
+		assert.Equal(t, key, string(results[i].Body))
+		assert.Equal(t, 2, perKey[key], key)
+	}
+	assert.Len(t, perKey, calls)
+	assert.Equal(t, httpagent.BreakerClosed, c.BreakerState(svc.URL()))
+}
+
+// TestConcurrentCallsOpenTheBreaker hammers a failing endpoint from many
+// goroutines: the breaker must open, and once open it sends nothing more.
+func TestConcurrentCallsOpenTheBreaker(t *testing.T) {
+	t.Parallel()
+	const calls = 32
+	svc := newService(t, reply{Status: 503})
+	clock := newFakeClock()
+	cfg := breakerConfig(clock)
+	cfg.Rand = nil
+	c := newCaller(t, cfg)
+
+	var wg sync.WaitGroup
+	var attempts atomic.Int64
+	for range calls {
+		wg.Go(func() {
+			req := newRequest(svc.URL(), clock)
+			req.Deadline = clock.Now().Add(10 * time.Second) // shorter than OpenFor
+			res, err := c.Call(context.Background(), req)
+			attempts.Add(int64(res.Attempts))
+			if !errors.Is(err, httpagent.ErrTransient) && !errors.Is(err, httpagent.ErrDeadline) {
+				t.Errorf("unexpected outcome: %v", err)
+			}
+		})
+	}
+	wg.Wait()
+
+	assert.Equal(t, httpagent.BreakerOpen, c.BreakerState(svc.URL()))
+	assert.Equal(t, int(attempts.Load()), len(svc.Requests()))
+	assert.LessOrEqual(t, len(svc.Requests()), calls*3)
+
+	sent := len(svc.Requests())
+	req := newRequest(svc.URL(), clock)
+	req.Deadline = clock.Now().Add(10 * time.Second)
+	_, err := c.Call(context.Background(), req)
+	require.ErrorIs(t, err, httpagent.ErrCircuitOpen)
+	assert.Len(t, svc.Requests(), sent)
+}

@@ -1,0 +1,79 @@
+package httpagent
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+)
+
+// The outcome classes of a Call. A failed Call's error matches exactly one of
+// ErrPermanent, ErrTransient and ErrDeadline (or sas.ErrInvalid for a request
+// that could never be sent). ErrCircuitOpen is a cause, not a class: it sits
+// under ErrTransient or ErrDeadline when an open breaker was the last thing
+// that stopped the Call.
+var (
+	// ErrPermanent: the service answered and retrying the same request will not
+	// change its answer (400, 401, 402, 403, 404, 409, 422, ...). The agent
+	// reports it back as an error reply (DESIGN §2). A *StatusError in the
+	// chain carries the status and a body excerpt for the reason.
+	ErrPermanent = errors.New("permanent failure")
+	// ErrTransient: every try allowed by MaxAttempts failed in a way a later try
+	// might not, or the caller's own context ended. The last cause is wrapped.
+	ErrTransient = errors.New("transient failure")
+	// ErrDeadline: the step's deadline (less the safety margin) arrived, or the
+	// next wait would cross it. The agent sends nothing back: another agent may
+	// already own the step (DESIGN §2).
+	ErrDeadline = errors.New("step deadline reached")
+	// ErrCircuitOpen: the endpoint's breaker rejected the try without sending it.
+	ErrCircuitOpen = errors.New("circuit open")
+)
+
+// excerptBytes bounds the body excerpt kept in a StatusError: enough for a
+// service's error code and message, short enough for a status reason field.
+const excerptBytes = 200
+
+// StatusError is an HTTP answer that was not a success. It is wrapped under
+// ErrPermanent or ErrTransient depending on the status.
+type StatusError struct {
+	Status  int
+	Excerpt string // start of the body, one line, valid UTF-8; "" when empty
+}
+
+func (e *StatusError) Error() string {
+	s := fmt.Sprintf("HTTP %d", e.Status)
+	if t := http.StatusText(e.Status); t != "" {
+		s += " " + t
+	}
+	if e.Excerpt != "" {
+		s += ": " + e.Excerpt
+	}
+	return s
+}
+
+// excerpt makes a body fit a one-line reason: valid UTF-8, control characters
+// and runs of white space folded to one space, cut at a rune boundary.
+func excerpt(body []byte) string {
+	var b strings.Builder
+	space := false
+	for _, r := range strings.ToValidUTF8(string(body), "\uFFFD") {
+		if unicode.IsSpace(r) || unicode.IsControl(r) {
+			space = b.Len() > 0
+			continue
+		}
+		if space {
+			if b.Len()+1 > excerptBytes {
+				return b.String() + "…"
+			}
+			b.WriteByte(' ')
+			space = false
+		}
+		if b.Len()+utf8.RuneLen(r) > excerptBytes {
+			return b.String() + "…"
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
