@@ -49,7 +49,7 @@ func run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	store, err := dynamostore.New(dynamodb.NewFromConfig(awsCfg), dynamostore.Config{
+	store, err := dynamostore.New(dynamodb.NewFromConfig(awsCfg, awsenv.DynamoDBOptions), dynamostore.Config{
 		OrdersTable: cfg.OrdersTable, StateTable: cfg.StateTable, Shards: cfg.IndexShards,
 	})
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sas-go/sas/internal/dynamostore"
+	"github.com/sas-go/sas/internal/awsenv"
 	"github.com/sas-go/sas/internal/emulator"
 	"github.com/sas-go/sas/internal/sas"
 )
@@ -21,7 +22,7 @@ func TestCountsDynamoDBRequestsAndCapacity(t *testing.T) {
 	ctx := context.Background()
 	c := New("IdxPK", "IdxSK")
 	c.Attach(&cfg)
-	db := dynamodb.NewFromConfig(cfg)
+	db := dynamodb.NewFromConfig(cfg, awsenv.DynamoDBOptions)
 	tc := dynamostore.Config{OrdersTable: emulator.UniqueName(t, "orders"), StateTable: emulator.UniqueName(t, "state"), Shards: 8}
 	require.NoError(t, dynamostore.CreateTables(ctx, db, tc))
 	st, err := dynamostore.New(db, tc)

@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 )
 
 // Emulated reports whether any AWS endpoint is overridden (an emulator or LocalStack).
@@ -41,4 +42,13 @@ func Load(ctx context.Context, opts ...func(*config.LoadOptions) error) (aws.Con
 		return aws.Config{}, fmt.Errorf("loading AWS configuration: %w", err)
 	}
 	return cfg, nil
+}
+
+// DynamoDBOptions turns off the DynamoDB client's own CRC32 response check
+// against an emulator: DynamoDB Local's error responses fail it and the SDK
+// logs a warning for each. Real DynamoDB keeps the check.
+func DynamoDBOptions(o *dynamodb.Options) {
+	if Emulated() {
+		o.DisableValidateResponseChecksum = true
+	}
 }

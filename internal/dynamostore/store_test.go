@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sas-go/sas/internal/awsenv"
 	"github.com/sas-go/sas/internal/emulator"
 	"github.com/sas-go/sas/internal/sas"
 	"github.com/sas-go/sas/internal/storetest"
@@ -39,7 +40,7 @@ func (c *counting) stats() sas.ReadStats {
 
 func TestContract(t *testing.T) {
 	cfg := emulator.Require(t)
-	client := dynamodb.NewFromConfig(cfg)
+	client := dynamodb.NewFromConfig(cfg, awsenv.DynamoDBOptions)
 	t.Run(emulatorName(), func(t *testing.T) {
 		storetest.Run(t, storetest.Harness{New: func(t *testing.T) storetest.Fixture {
 			tc := Config{OrdersTable: emulator.UniqueName(t, "orders"), StateTable: emulator.UniqueName(t, "state"), Shards: 8}

@@ -1,0 +1,216 @@
+// Command rig installs and runs the local AWS emulators the tests use
+// (DynamoDB Local and moto's SQS, see internal/rig and DESIGN §7).
+//
+//	rig exec -- CMD [ARGS...]  start the emulators, run CMD with the AWS SDK
+//	                           pointed at them, stop them, exit with CMD's status
+//	rig up                     start them, print export lines, run until
+//	                           SIGINT/SIGTERM
+//	rig install                install them (pinned versions) and exit
+//
+// Installs go to $SAS_RIG_HOME (default ~/.cache/sas-rig). When
+// AWS_ENDPOINT_URL is set (LocalStack, MiniStack) exec starts nothing and
+// runs CMD as it is.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/sas-go/sas/internal/rig"
+)
+
+const usage = `usage:
+  rig exec [--] CMD [ARGS...]   run CMD against fresh emulators; exit with its status
+  rig up                        start the emulators, print export lines, run until Ctrl-C
+  rig install                   install the pinned emulators and exit
+
+DynamoDB Local ` + rig.DynamoDBLocalVersion + ` (Maven Central) and moto ` + rig.MotoVersion + ` (PyPI) are installed
+into $SAS_RIG_HOME (default ~/.cache/sas-rig). If AWS_ENDPOINT_URL is set, nothing is started.
+`
+
+func main() {
+	log.SetFlags(0)
+	log.SetPrefix("rig: ")
+	if len(os.Args) < 2 {
+		fmt.Fprint(os.Stderr, usage)
+		os.Exit(2)
+	}
+	var code int
+	var err error
+	switch os.Args[1] {
+	case "exec":
+		code, err = runExec(os.Args[2:])
+	case "up":
+		code, err = runUp()
+	case "install":
+		code, err = runInstall()
+	case "help", "-h", "-help", "--help":
+		fmt.Print(usage)
+	default:
+		fmt.Fprintf(os.Stderr, "rig: unknown command %q\n%s", os.Args[1], usage)
+		code = 2
+	}
+	if err != nil {
+		log.Print(err)
+		if code == 0 {
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// runExec starts the emulators, runs the command and returns its exit code.
+// A first SIGINT/SIGTERM is passed on to the command (or cancels the start);
+// a second one kills the command. The emulators are stopped in every case.
+func runExec(args []string) (int, error) {
+	if len(args) > 0 && args[0] == "--" {
+		args = args[1:]
+	}
+	if len(args) == 0 {
+		return 2, errors.New("exec: no command given\n" + usage)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var (
+		mu      sync.Mutex
+		child   *os.Process
+		signals int
+	)
+	sigc := make(chan os.Signal, 4)
+	signal.Notify(sigc, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sigc)
+	go func() {
+		for s := range sigc {
+			mu.Lock()
+			signals++
+			cancel()
+			switch {
+			case child == nil:
+			case signals == 1:
+				// A terminal's Ctrl-C already reached the command (it
+				// shares our process group); a kill aimed at the rig
+				// alone did not, so pass it on either way.
+				_ = child.Signal(s)
+			default:
+				fmt.Fprintf(os.Stderr, "rig: %v again: killing %s\n", s, args[0])
+				_ = child.Kill()
+			}
+			mu.Unlock()
+		}
+	}()
+
+	r, err := rig.Start(ctx, rig.Options{})
+	if err != nil {
+		if ctx.Err() != nil {
+			return 130, fmt.Errorf("interrupted while starting the emulators: %w", err)
+		}
+		return 1, fmt.Errorf("starting the emulators: %w", err)
+	}
+	defer r.Stop()
+	if reason := r.ExternalReason(); reason != "" {
+		fmt.Fprintf(os.Stderr, "rig: %s: starting no emulators, running %s against those endpoints\n", reason, args[0])
+	}
+
+	cmd := exec.Command(args[0], args[1:]...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	cmd.Env = rig.MergeEnv(os.Environ(), r.Env())
+	mu.Lock()
+	if ctx.Err() != nil {
+		mu.Unlock()
+		return 130, errors.New("interrupted before the command started")
+	}
+	if err := cmd.Start(); err != nil {
+		mu.Unlock()
+		code := 126
+		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist) {
+			code = 127
+		}
+		fmt.Fprintf(os.Stderr, "rig: %v\n", err)
+		return code, nil
+	}
+	child = cmd.Process
+	mu.Unlock()
+
+	code := exitCode(cmd.Wait())
+	if err := r.Err(); err != nil {
+		// The command ran against a broken rig: never report that as a
+		// success.
+		fmt.Fprintf(os.Stderr, "rig: an emulator died while %s ran: %v\n", args[0], err)
+		if code == 0 {
+			code = 1
+		}
+	}
+	r.Stop()
+	return code, nil
+}
+
+// exitCode maps a command's end to a shell-style exit status.
+func exitCode(err error) int {
+	if err == nil {
+		return 0
+	}
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			return 128 + int(ws.Signal())
+		}
+		return ee.ExitCode()
+	}
+	fmt.Fprintf(os.Stderr, "rig: %v\n", err)
+	return 1
+}
+
+// runUp starts the emulators, prints the environment as export lines on
+// stdout (for eval or copying) and runs until SIGINT/SIGTERM, or exits
+// non-zero if an emulator dies.
+func runUp() (int, error) {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	r, err := rig.Start(ctx, rig.Options{})
+	if err != nil {
+		if ctx.Err() != nil {
+			return 130, fmt.Errorf("interrupted while starting the emulators: %w", err)
+		}
+		return 1, fmt.Errorf("starting the emulators: %w", err)
+	}
+	defer r.Stop()
+	if reason := r.ExternalReason(); reason != "" {
+		fmt.Fprintf(os.Stderr, "rig: %s: starting no emulators\n", reason)
+		return 0, nil
+	}
+	fmt.Println(strings.Join(rig.ExportLines(r.Env()), "\n"))
+	fmt.Fprintf(os.Stderr, "rig: emulators running (pids %v, logs in %s); Ctrl-C or SIGTERM stops them\n", r.PIDs(), r.LogDir())
+	select {
+	case <-ctx.Done():
+		fmt.Fprintln(os.Stderr, "rig: stopping the emulators")
+		r.Stop()
+		return 0, nil
+	case <-r.Done():
+		err := r.Err()
+		r.Stop()
+		return 1, err
+	}
+}
+
+func runInstall() (int, error) {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	begin := time.Now()
+	inst, err := rig.Install(ctx, rig.Options{})
+	if err != nil {
+		return 1, fmt.Errorf("install: %w", err)
+	}
+	fmt.Printf("DynamoDB Local %s: %s\nmoto %s: %s\n", rig.DynamoDBLocalVersion, inst.DynamoDBLocalLib, rig.MotoVersion, inst.MotoServer)
+	fmt.Fprintf(os.Stderr, "rig: installed in %s (took %s)\n", inst.Home, time.Since(begin).Round(100*time.Millisecond))
+	return 0, nil
+}

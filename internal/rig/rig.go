@@ -1,0 +1,462 @@
+// Package rig installs and runs the local AWS emulators the tests use:
+// DynamoDB Local (from Maven Central) and moto's server for SQS (from PyPI),
+// on free 127.0.0.1 ports, and gives the environment that points the AWS SDK
+// at them (DESIGN §7). cmd/rig wraps it for the command line; other code
+// (a local runtime, benchmarks, tests) uses Start directly.
+//
+// When the environment already names endpoints (AWS_ENDPOINT_URL, for
+// LocalStack or MiniStack, or both service endpoints, for an outer rig),
+// Start starts nothing and the caller uses those.
+package rig
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Options configure Install and Start. The zero value is ready to use.
+type Options struct {
+	// Home is where the emulators are installed. Default: $SAS_RIG_HOME,
+	// else $HOME/.cache/sas-rig.
+	Home string
+	// Log receives one-line progress reports. Default: os.Stderr; use
+	// io.Discard to silence them.
+	Log io.Writer
+	// ReadyTimeout bounds how long Start waits for each emulator to answer
+	// its first API call. Default: 2 minutes (a cold JVM on a busy 2-core
+	// machine has taken 30s).
+	ReadyTimeout time.Duration
+	// IgnoreEnvironment makes Start run its own emulators even when the
+	// environment already names endpoints.
+	IgnoreEnvironment bool
+}
+
+func (o Options) withDefaults() (Options, error) {
+	if o.Home == "" {
+		o.Home = os.Getenv(EnvHome)
+	}
+	if o.Home == "" {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			return o, fmt.Errorf("finding the rig home (set %s): %w", EnvHome, err)
+		}
+		o.Home = filepath.Join(home, ".cache", "sas-rig")
+	}
+	abs, err := filepath.Abs(o.Home)
+	if err != nil {
+		return o, fmt.Errorf("rig home %q: %w", o.Home, err)
+	}
+	o.Home = abs
+	if o.Log == nil {
+		o.Log = os.Stderr
+	}
+	if o.ReadyTimeout <= 0 {
+		o.ReadyTimeout = 2 * time.Minute
+	}
+	return o, nil
+}
+
+// Rig is a running pair of emulators, or a note that the environment already
+// names endpoints and nothing was started.
+type Rig struct {
+	// DynamoDBEndpoint and SQSEndpoint are the emulators' base URLs, ""
+	// when the rig started nothing.
+	DynamoDBEndpoint string
+	SQSEndpoint      string
+
+	external string
+	procs    []*process
+	logDir   string
+
+	stopping  chan struct{}
+	stopOnce  sync.Once
+	done      chan struct{}
+	doneOnce  sync.Once
+	exitedErr error
+}
+
+// Start installs what is missing and starts DynamoDB Local and moto, each on
+// a free 127.0.0.1 port, returning once both answer API calls. ctx bounds the
+// install and the start; the emulators then run until Stop, or until the rig
+// process dies (on Linux the kernel kills them then).
+//
+// If the environment already names endpoints (see the package comment) and
+// opts.IgnoreEnvironment is false, Start starts nothing: ExternalReason says
+// why and Env is empty.
+func Start(ctx context.Context, opts Options) (*Rig, error) {
+	opts, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	if !opts.IgnoreEnvironment {
+		if reason := externalReason(os.Getenv); reason != "" {
+			r := newRig()
+			r.external = reason
+			r.doneOnce.Do(func() { close(r.done) })
+			return r, nil
+		}
+	}
+	inst, err := Install(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	logDir, err := os.MkdirTemp("", "sas-rig-")
+	if err != nil {
+		return nil, fmt.Errorf("creating the emulator log directory: %w", err)
+	}
+
+	ddb := dynamoDBLocalSpec(inst)
+	moto := motoSpec(inst)
+	if inst.DynamoDBLocalLauncher == "" {
+		fmt.Fprintln(opts.Log, "rig: WARNING: no DynamoDB Local launcher was compiled (no javac at install time): DynamoDB Local listens on all interfaces")
+	}
+
+	type result struct {
+		p        *process
+		endpoint string
+		err      error
+	}
+	// Start both at once; the first failure cancels the other's start.
+	startCtx, cancelStart := context.WithCancel(ctx)
+	defer cancelStart()
+	results := make([]result, 2)
+	var wg sync.WaitGroup
+	for i, spec := range []emulatorSpec{ddb, moto} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p, endpoint, err := startEmulator(startCtx, spec, logDir, opts)
+			if err != nil {
+				cancelStart()
+			}
+			results[i] = result{p, endpoint, err}
+		}()
+	}
+	wg.Wait()
+
+	r := newRig()
+	r.logDir = logDir
+	var all, causes []error
+	for _, res := range results {
+		if res.p != nil {
+			r.procs = append(r.procs, res.p)
+		}
+		if res.err != nil {
+			all = append(all, res.err)
+			if ctx.Err() != nil || !errors.Is(res.err, context.Canceled) {
+				causes = append(causes, res.err) // not merely cancelled by its sibling's failure
+			}
+		}
+	}
+	if len(all) > 0 {
+		r.stopProcesses()
+		if ctx.Err() != nil {
+			_ = os.RemoveAll(logDir)
+		} // else keep the logs: the error names them
+		if len(causes) == 0 {
+			causes = all
+		}
+		return nil, errors.Join(causes...)
+	}
+	r.DynamoDBEndpoint, r.SQSEndpoint = results[0].endpoint, results[1].endpoint
+	go r.watch()
+	return r, nil
+}
+
+func newRig() *Rig {
+	return &Rig{stopping: make(chan struct{}), done: make(chan struct{})}
+}
+
+// ExternalReason says why Start started nothing ("AWS_ENDPOINT_URL=... is
+// set"), or "" when the rig runs its own emulators.
+func (r *Rig) ExternalReason() string { return r.external }
+
+// Env returns the variables that point the AWS SDK at the emulators
+// (AWS_ENDPOINT_URL_DYNAMODB, AWS_ENDPOINT_URL_SQS, AWS_REGION, dummy
+// credentials, SAS_EMULATOR_NAME), or nil when the rig started nothing. Use
+// MergeEnv to lay them over os.Environ().
+func (r *Rig) Env() []string {
+	if r.external != "" || r.DynamoDBEndpoint == "" {
+		return nil
+	}
+	return buildEnv(r.DynamoDBEndpoint, r.SQSEndpoint)
+}
+
+// PIDs returns the process ids of the running emulators.
+func (r *Rig) PIDs() []int {
+	pids := make([]int, 0, len(r.procs))
+	for _, p := range r.procs {
+		pids = append(pids, p.pid())
+	}
+	return pids
+}
+
+// LogDir is the directory with the emulators' output; Stop removes it
+// unless an emulator died.
+func (r *Rig) LogDir() string { return r.logDir }
+
+// Done is closed when the emulators are no longer running: after Stop, or
+// when one of them exited on its own (then Err says which and why).
+func (r *Rig) Done() <-chan struct{} { return r.done }
+
+// Err reports an emulator that exited on its own; nil otherwise.
+func (r *Rig) Err() error {
+	select {
+	case <-r.done:
+		return r.exitedErr
+	default:
+		return nil
+	}
+}
+
+// Stop stops the emulators (SIGTERM to each process group, SIGKILL after a
+// grace period), waits until they are gone and removes their logs, unless
+// one of them had died (Err names its log). It is safe to call more than
+// once and on a rig that started nothing.
+func (r *Rig) Stop() {
+	r.stopOnce.Do(func() {
+		close(r.stopping)
+		r.stopProcesses()
+		r.doneOnce.Do(func() { close(r.done) })
+		if r.logDir != "" && r.exitedErr == nil {
+			_ = os.RemoveAll(r.logDir)
+		}
+	})
+}
+
+func (r *Rig) stopProcesses() {
+	var wg sync.WaitGroup
+	for _, p := range r.procs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p.stop(10 * time.Second)
+		}()
+	}
+	wg.Wait()
+}
+
+// watch reports the first emulator that exits before Stop.
+func (r *Rig) watch() {
+	cases := make(chan *process, len(r.procs))
+	for _, p := range r.procs {
+		go func() {
+			select {
+			case <-p.done:
+				cases <- p
+			case <-r.stopping:
+			}
+		}()
+	}
+	select {
+	case p := <-cases:
+		select {
+		case <-r.stopping:
+			return
+		default:
+		}
+		err := p.exitError()
+		r.doneOnce.Do(func() {
+			r.exitedErr = err
+			close(r.done)
+		})
+	case <-r.stopping:
+	}
+}
+
+// emulatorSpec says how to start one emulator and how to tell it is ready.
+type emulatorSpec struct {
+	name  string
+	argv  func(port int) []string
+	dir   string
+	env   []string
+	probe func(ctx context.Context, endpoint string) error
+}
+
+func dynamoDBLocalSpec(inst *Installation) emulatorSpec {
+	return emulatorSpec{
+		name: "DynamoDB Local",
+		argv: func(port int) []string {
+			java, err := javaTool("java")
+			if err != nil {
+				java = "java" // the start then fails with exec's own "not found"
+			}
+			classpath := filepath.Join(inst.DynamoDBLocalLib, "*")
+			main := "com.amazonaws.services.dynamodbv2.local.main.ServerRunner"
+			if inst.DynamoDBLocalLauncher != "" {
+				classpath = inst.DynamoDBLocalLauncher + string(os.PathListSeparator) + classpath
+				main = launcherClass
+			}
+			// The jars are started by class path, not -jar: Maven names
+			// them differently from the DynamoDBLocal_lib/ layout that
+			// the jar's manifest expects.
+			return []string{java,
+				"-Djava.library.path=" + inst.DynamoDBLocalLib,
+				"-Dsas.rig.host=127.0.0.1",
+				"-cp", classpath, main,
+				"-inMemory", "-sharedDb", "-disableTelemetry",
+				"-port", fmt.Sprint(port)}
+		},
+		dir:   inst.DynamoDBLocalLib,
+		env:   os.Environ(),
+		probe: probeDynamoDB,
+	}
+}
+
+func motoSpec(inst *Installation) emulatorSpec {
+	return emulatorSpec{
+		name: "moto (SQS)",
+		argv: func(port int) []string {
+			return []string{inst.MotoServer, "-H", "127.0.0.1", "-p", fmt.Sprint(port)}
+		},
+		dir:   filepath.Dir(inst.MotoServer),
+		env:   append(os.Environ(), "PYTHONUNBUFFERED=1"),
+		probe: probeSQS,
+	}
+}
+
+// startEmulator starts spec on a free port and waits until it answers. A
+// free port can be taken by someone else between the check and the
+// emulator's bind, so a start that fails on a taken port is retried on
+// another one.
+func startEmulator(ctx context.Context, spec emulatorSpec, logDir string, opts Options) (*process, string, error) {
+	logPath := filepath.Join(logDir, strings.NewReplacer(" ", "-", "(", "", ")", "").Replace(strings.ToLower(spec.name))+".log")
+	const attempts = 3
+	for attempt := 1; ; attempt++ {
+		ports, err := freePorts(1)
+		if err != nil {
+			return nil, "", fmt.Errorf("starting %s: %w", spec.name, err)
+		}
+		begin := time.Now()
+		p, err := startProcess(spec.name, spec.argv(ports[0]), spec.dir, spec.env, logPath)
+		if err != nil {
+			return nil, "", err
+		}
+		endpoint := fmt.Sprintf("http://127.0.0.1:%d", ports[0])
+		err = waitReady(ctx, p, endpoint, spec.probe, opts.ReadyTimeout)
+		if err == nil {
+			fmt.Fprintf(opts.Log, "rig: %s ready on %s in %s (pid %d)\n", spec.name, endpoint, time.Since(begin).Round(10*time.Millisecond), p.pid())
+			return p, endpoint, nil
+		}
+		p.stop(5 * time.Second)
+		if attempt < attempts && portTaken(logPath) && ctx.Err() == nil {
+			fmt.Fprintf(opts.Log, "rig: %s: port %d was taken meanwhile; trying another\n", spec.name, ports[0])
+			continue
+		}
+		return nil, "", fmt.Errorf("starting %s: %w", spec.name, err)
+	}
+}
+
+func portTaken(logPath string) bool {
+	b, _ := os.ReadFile(logPath)
+	s := string(b)
+	return strings.Contains(s, "Address already in use") || strings.Contains(s, "BindException")
+}
+
+// waitReady polls probe until it succeeds, the process exits, or timeout.
+func waitReady(parent context.Context, p *process, endpoint string, probe func(context.Context, string) error, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(parent, timeout)
+	defer cancel()
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	var last error
+	for {
+		if p.exited() {
+			return p.exitError()
+		}
+		pctx, pcancel := context.WithTimeout(ctx, 5*time.Second)
+		last = probe(pctx, endpoint)
+		pcancel()
+		if last == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			if p.exited() {
+				return p.exitError()
+			}
+			if parent.Err() != nil {
+				return fmt.Errorf("waiting for %s: %w", endpoint, parent.Err())
+			}
+			return fmt.Errorf("no answer on %s within %s (last probe: %v); last lines of %s:\n%s",
+				endpoint, timeout, last, p.logPath, tailFile(p.logPath, 30))
+		case <-p.done:
+		case <-tick.C:
+		}
+	}
+}
+
+// freePorts returns n distinct ports that were free on 127.0.0.1. All n
+// listeners are open at once so the kernel cannot hand out one port twice.
+func freePorts(n int) ([]int, error) {
+	ports := make([]int, 0, n)
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, fmt.Errorf("finding a free port: %w", err)
+		}
+		defer l.Close()
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
+}
+
+// The readiness probes make a real API call with stdlib HTTP (the rig needs
+// no SDK). Neither emulator checks signatures, but both read the region and
+// service from the Authorization header's credential scope.
+var probeClient = &http.Client{Timeout: 5 * time.Second}
+
+func awsJSONCall(ctx context.Context, endpoint, service, target string) (string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, endpoint+"/", strings.NewReader("{}"))
+	if err != nil {
+		return "", err
+	}
+	now := time.Now().UTC()
+	req.Header.Set("Content-Type", "application/x-amz-json-1.0")
+	req.Header.Set("X-Amz-Target", target)
+	req.Header.Set("X-Amz-Date", now.Format("20060102T150405Z"))
+	req.Header.Set("Authorization", fmt.Sprintf(
+		"AWS4-HMAC-SHA256 Credential=%s/%s/%s/%s/aws4_request, SignedHeaders=content-type;host;x-amz-date;x-amz-target, Signature=%s",
+		AccessKeyID, now.Format("20060102"), Region, service, strings.Repeat("0", 64)))
+	resp, err := probeClient.Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("%s: HTTP %d: %s", target, resp.StatusCode, strings.TrimSpace(string(body)))
+	}
+	return string(body), nil
+}
+
+func probeDynamoDB(ctx context.Context, endpoint string) error {
+	body, err := awsJSONCall(ctx, endpoint, "dynamodb", "DynamoDB_20120810.ListTables")
+	if err != nil {
+		return err
+	}
+	if !strings.Contains(body, "TableNames") {
+		return fmt.Errorf("ListTables: unexpected answer %q", body)
+	}
+	return nil
+}
+
+func probeSQS(ctx context.Context, endpoint string) error {
+	body, err := awsJSONCall(ctx, endpoint, "sqs", "AmazonSQS.ListQueues")
+	if err != nil {
+		return err
+	}
+	if !strings.HasPrefix(strings.TrimSpace(body), "{") {
+		return fmt.Errorf("ListQueues: unexpected answer %q", body)
+	}
+	return nil
+}
