@@ -8,8 +8,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/stretchr/testify/require"
 
-	"github.com/sas-go/sas/internal/dynamostore"
 	"github.com/sas-go/sas/internal/awsenv"
+	"github.com/sas-go/sas/internal/dynamostore"
 	"github.com/sas-go/sas/internal/emulator"
 	"github.com/sas-go/sas/internal/sas"
 )
