@@ -1,7 +1,106 @@
-// Command supervisor is the supervisor Lambda function. It is a placeholder until the
-// pipeline issue lands: it exits with an error rather than pretending to work.
+// Command supervisor is the supervisor Lambda function, run by an
+// EventBridge schedule (DESIGN §3). It only wires: environment → SDK clients
+// → adapters → supervisor → handler → lambda.Start.
 package main
 
-import "log"
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"log"
+	"log/slog"
+	"os"
 
-func main() { log.Fatal("supervisor: not built yet (see the pipeline issue)") }
+	"github.com/aws/aws-lambda-go/lambda"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
+	"github.com/aws/aws-sdk-go-v2/service/sns"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/sas-go/sas/internal/alerts"
+	"github.com/sas-go/sas/internal/awsenv"
+	"github.com/sas-go/sas/internal/config"
+	"github.com/sas-go/sas/internal/dynamostore"
+	"github.com/sas-go/sas/internal/sas"
+	"github.com/sas-go/sas/internal/sqsqueue"
+	"github.com/sas-go/sas/internal/supervisor"
+)
+
+func main() {
+	logger := slog.New(slog.NewJSONHandler(os.Stdout, nil))
+	h, err := setup(context.Background(), os.Getenv, logger)
+	if err != nil {
+		log.Fatalf("supervisor: %v", err)
+	}
+	lambda.Start(h.Handle)
+}
+
+// required are the variables without which the supervisor cannot work.
+var required = []string{"SAS_ORDERS_TABLE", "SAS_STATE_TABLE", "SAS_SCHEDULER_QUEUE_URL"}
+
+// setup builds the handler from the environment.
+func setup(ctx context.Context, getenv config.Getenv, logger *slog.Logger) (*supervisor.Handler, error) {
+	if err := config.Require(getenv, required...); err != nil {
+		return nil, err
+	}
+	cfg, err := config.Load(getenv)
+	if err != nil {
+		return nil, err
+	}
+	aws, err := awsenv.Load(ctx)
+	if err != nil {
+		return nil, err
+	}
+	store, err := dynamostore.New(dynamodb.NewFromConfig(aws), dynamostore.Config{
+		OrdersTable: cfg.OrdersTable, StateTable: cfg.StateTable, Shards: cfg.IndexShards,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("state store: %w", err)
+	}
+
+	// The log alerter is always there: it cannot fail, so an alert reaches
+	// at least the logs when SNS and EventBridge are both unreachable.
+	alerters := []sas.Alerter{alerts.NewLog(logger)}
+	if cfg.AlertTopicARN != "" {
+		a, err := alerts.NewSNS(sns.NewFromConfig(aws), cfg.AlertTopicARN)
+		if err != nil {
+			return nil, fmt.Errorf("SNS alerts: %w", err)
+		}
+		alerters = append(alerters, a)
+	}
+	if cfg.EventBusName != "" {
+		a, err := alerts.NewEventBridge(eventbridge.NewFromConfig(aws), cfg.EventBusName)
+		if err != nil {
+			return nil, fmt.Errorf("EventBridge alerts: %w", err)
+		}
+		alerters = append(alerters, a)
+	}
+
+	sup, err := supervisor.New(supervisor.Config{
+		Store:             store,
+		Queue:             sqsqueue.New(sqs.NewFromConfig(aws)),
+		Alerter:           alerts.NewMulti(alerters...),
+		SchedulerQueueURL: cfg.SchedulerQueueURL,
+		MaxFailures:       cfg.MaxFailures,
+		PickupTimeout:     cfg.PickupTimeout,
+		Actor:             actor(getenv),
+		Logger:            logger,
+		Metrics:           os.Stdout, // EMF: Lambda ships stdout to CloudWatch Logs
+	})
+	if err != nil {
+		return nil, err
+	}
+	return supervisor.NewHandler(sup), nil
+}
+
+// actor names this instance in the records' history: the Lambda log stream,
+// so a history entry leads to the logs of the run that wrote it.
+func actor(getenv config.Getenv) string {
+	if s := getenv("AWS_LAMBDA_LOG_STREAM_NAME"); s != "" {
+		return "supervisor:" + s
+	}
+	var b [6]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
+	return "supervisor:" + hex.EncodeToString(b[:])
+}

@@ -342,6 +342,15 @@ func (c *Caller) try(ctx context.Context, stop time.Time, r Request, target stri
 		out.retryAfter, _ = retryAfter(resp.Header, c.cfg.Clock.Now())
 		return out
 	}
+	// 409 with Retry-After is the Idempotency-Key draft's "a request with this
+	// key is still in progress" (a duplicate delivery overlapping the first):
+	// wait and ask again for the stored answer. The server is healthy, so the
+	// breaker does not count it. A bare 409 is a real conflict: permanent.
+	if resp.StatusCode == http.StatusConflict && resp.Header.Get("Retry-After") != "" {
+		out.class, out.health = ErrTransient, healthy
+		out.retryAfter, _ = retryAfter(resp.Header, c.cfg.Clock.Now())
+		return out
+	}
 	out.class, out.health = ErrPermanent, healthy
 	return out
 }

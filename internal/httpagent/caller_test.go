@@ -122,6 +122,12 @@ func TestCallOutcomes(t *testing.T) {
 		{name: "403 is permanent", replies: []reply{{Status: 403}, {Status: 200}}, want: httpagent.ErrPermanent, wantAttempts: 1, wantStatus: 403},
 		{name: "404 is permanent", replies: []reply{{Status: 404}, {Status: 200}}, want: httpagent.ErrPermanent, wantAttempts: 1, wantStatus: 404},
 		{name: "409 is permanent", replies: []reply{{Status: 409}, {Status: 200}}, want: httpagent.ErrPermanent, wantAttempts: 1, wantStatus: 409},
+		{
+			name:         "409 with Retry-After is a busy idempotency key: asked again",
+			replies:      []reply{{Status: 409, Header: map[string]string{"Retry-After": "1"}}, {Status: 200}},
+			wantAttempts: 2, wantStatus: 200,
+			wantSleeps: []time.Duration{time.Second},
+		},
 		{name: "422 is permanent", replies: []reply{{Status: 422}, {Status: 200}}, want: httpagent.ErrPermanent, wantAttempts: 1, wantStatus: 422},
 		{name: "501 is permanent", replies: []reply{{Status: 501}, {Status: 200}}, want: httpagent.ErrPermanent, wantAttempts: 1, wantStatus: 501},
 		{

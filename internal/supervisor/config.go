@@ -1,0 +1,151 @@
+package supervisor
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/sas-go/sas/internal/sas"
+)
+
+// Defaults and limits of Config.
+const (
+	DefaultMaxFailures   = 3
+	DefaultPickupTimeout = time.Minute
+	DefaultBaseBackoff   = 5 * time.Second
+	DefaultMaxBackoff    = MaxDelay
+	DefaultPageSize      = 100
+	MaxPageSize          = 1000
+	// DefaultBudget leaves a 60-second Lambda ample room to finish the page
+	// in hand, send its messages and flush its logs after the budget ends.
+	DefaultBudget = 20 * time.Second
+	DefaultActor  = "supervisor"
+
+	// MaxDelay is the longest SQS message delay: the backoff cannot be longer,
+	// because the backoff is the retry message's delay.
+	MaxDelay = 15 * time.Minute
+)
+
+// Config configures a Supervisor. Zero values take the defaults above; New
+// checks the result.
+type Config struct {
+	Store sas.StateStore // required
+	Queue sas.Queue      // required
+	// Alerter tells operators about given-up steps. Required: a supervisor
+	// that gives up silently is worse than one that does not start.
+	Alerter sas.Alerter
+	// SchedulerQueueURL receives retry and compensate messages. Required.
+	SchedulerQueueURL string
+	Clock             sas.Clock // default sas.SystemClock
+
+	// MaxFailures is the failure count at which the supervisor gives up: a
+	// step found stuck for the MaxFailures-th time goes to Error (or
+	// CompensationFailed). 1 gives up at the first stall.
+	MaxFailures int
+	// PickupTimeout is how long a handed-back step may wait, after its retry
+	// message becomes visible, before a later sweep re-drives it.
+	PickupTimeout time.Duration
+	// BaseBackoff is the retry delay after the first failure; it doubles with
+	// every further failure up to MaxBackoff (at most 15 minutes, SQS's
+	// maximum delay). Both are whole seconds, as SQS counts delays.
+	BaseBackoff time.Duration
+	MaxBackoff  time.Duration
+
+	// PageSize bounds the records one page acts on (and FindDue's per-shard
+	// limit): the unit between budget checks and of one batch of sends.
+	PageSize int
+	// Budget bounds one RunOnce by the Clock: no new page or record is
+	// started after it. Keep it well inside the Lambda timeout.
+	Budget time.Duration
+
+	// Actor names this supervisor in the records' history.
+	Actor  string
+	Logger *slog.Logger // default slog.Default()
+	// Metrics receives one CloudWatch Embedded Metric Format line per run
+	// (default os.Stdout, which Lambda ships to CloudWatch Logs; io.Discard
+	// turns it off).
+	Metrics io.Writer
+}
+
+// withDefaults fills in the defaults and checks the result, naming every
+// problem at once.
+func (c Config) withDefaults() (Config, error) {
+	if c.Clock == nil {
+		c.Clock = sas.SystemClock{}
+	}
+	if c.MaxFailures == 0 {
+		c.MaxFailures = DefaultMaxFailures
+	}
+	if c.PickupTimeout == 0 {
+		c.PickupTimeout = DefaultPickupTimeout
+	}
+	if c.BaseBackoff == 0 {
+		c.BaseBackoff = DefaultBaseBackoff
+	}
+	if c.MaxBackoff == 0 {
+		c.MaxBackoff = DefaultMaxBackoff
+	}
+	if c.PageSize == 0 {
+		c.PageSize = DefaultPageSize
+	}
+	if c.Budget == 0 {
+		c.Budget = DefaultBudget
+	}
+	if c.Actor == "" {
+		c.Actor = DefaultActor
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.Metrics == nil {
+		c.Metrics = os.Stdout
+	}
+
+	var errs []error
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, &sas.ValidationError{Field: field, Reason: fmt.Sprintf(format, args...)})
+	}
+	if c.Store == nil {
+		bad("Store", "required")
+	}
+	if c.Queue == nil {
+		bad("Queue", "required")
+	}
+	if c.Alerter == nil {
+		bad("Alerter", "required: given-up steps must reach an operator")
+	}
+	if c.SchedulerQueueURL == "" {
+		bad("SchedulerQueueURL", "required")
+	}
+	if c.MaxFailures < 1 {
+		bad("MaxFailures", "%d: want at least 1", c.MaxFailures)
+	}
+	if c.PickupTimeout < time.Second {
+		bad("PickupTimeout", "%s: want at least 1s", c.PickupTimeout)
+	}
+	if c.BaseBackoff < 0 {
+		bad("BaseBackoff", "%s is negative", c.BaseBackoff)
+	}
+	if c.MaxBackoff < 0 || c.MaxBackoff > MaxDelay {
+		bad("MaxBackoff", "%s is outside 0..%s (the SQS delay limit)", c.MaxBackoff, MaxDelay)
+	}
+	if c.BaseBackoff%time.Second != 0 || c.MaxBackoff%time.Second != 0 {
+		bad("BaseBackoff", "%s and MaxBackoff %s: want whole seconds (the unit of an SQS delay)", c.BaseBackoff, c.MaxBackoff)
+	}
+	if c.BaseBackoff > c.MaxBackoff {
+		bad("BaseBackoff", "%s is more than MaxBackoff %s", c.BaseBackoff, c.MaxBackoff)
+	}
+	if c.PageSize < 1 || c.PageSize > MaxPageSize {
+		bad("PageSize", "%d is outside 1..%d", c.PageSize, MaxPageSize)
+	}
+	if c.Budget < 0 {
+		bad("Budget", "%s is negative", c.Budget)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return c, fmt.Errorf("configuring the supervisor: %w", err)
+	}
+	return c, nil
+}

@@ -1,0 +1,98 @@
+package supervisor
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/sas-go/sas/internal/sas"
+)
+
+// action is what the supervisor does with one record.
+type action int
+
+const (
+	skip   action = iota // not due (a stale index entry, or a state the supervisor does not own)
+	rescue               // hand back for another attempt after a backoff
+	giveUp               // Error or CompensationFailed, alert an operator
+)
+
+func (a action) String() string {
+	switch a {
+	case rescue:
+		return "rescue"
+	case giveUp:
+		return "give up"
+	}
+	return "skip"
+}
+
+// decision is the outcome of decide: everything the write and the messages
+// need, computed without touching the store, the queue or the clock.
+type decision struct {
+	Action   action
+	Failures int           // the FailureCount the write leaves
+	Backoff  time.Duration // rescue only: the retry message's delay
+	Reason   string        // for the history, LastError, the retry message and the alert
+}
+
+// policy is the part of Config the decision reads.
+type policy struct {
+	MaxFailures int
+	BaseBackoff time.Duration
+	MaxBackoff  time.Duration
+}
+
+// decide is the supervisor's only judgement (DESIGN §2: "failed or stuck?",
+// "retry or give up?"). It is a pure function of the record as the index
+// showed it and the time: the write that follows is fenced on that view, so
+// a decision made on a stale view loses the race instead of doing harm.
+func (p policy) decide(rec sas.StepRecord, now time.Time) decision {
+	if !sas.Due(rec, now) {
+		return decision{Action: skip}
+	}
+	failures := rec.FailureCount + 1
+	why := stall(rec)
+	if failures >= p.MaxFailures {
+		return decision{
+			Action:   giveUp,
+			Failures: failures,
+			Reason:   fmt.Sprintf("%s (failure %d of %d: giving up)", why, failures, p.MaxFailures),
+		}
+	}
+	b := backoff(failures, p.BaseBackoff, p.MaxBackoff)
+	return decision{
+		Action:   rescue,
+		Failures: failures,
+		Backoff:  b,
+		Reason:   fmt.Sprintf("%s (failure %d of %d: retry in %s)", why, failures, p.MaxFailures, b),
+	}
+}
+
+// stall says what kind of stall the record shows. A leased record's agent
+// died or timed out (the pattern cannot tell which); an unleased one was
+// handed out and nobody claimed it (its message was lost, or every
+// scheduler was busy or down).
+func stall(rec sas.StepRecord) string {
+	due := rec.DueAt.UTC().Format(time.RFC3339)
+	switch {
+	case rec.ProcessState == sas.Processing:
+		return fmt.Sprintf("attempt %d not finished by its deadline %s", rec.Attempt, due)
+	case rec.ProcessState == sas.Compensating && rec.LockedBy != "":
+		return fmt.Sprintf("undo attempt %d not finished by its deadline %s", rec.Attempt, due)
+	case rec.ProcessState == sas.Compensating:
+		return fmt.Sprintf("undo not re-claimed by its pick-up deadline %s", due)
+	}
+	return fmt.Sprintf("not claimed by its pick-up deadline %s", due)
+}
+
+// backoff is base·2^(failures-1), capped at max. New checks that both are
+// whole seconds, the unit of an SQS delay, so the pick-up deadline counts
+// the delay the message really gets. It doubles step by step rather than
+// shifting, so a large failure count cannot overflow.
+func backoff(failures int, base, max time.Duration) time.Duration {
+	d := base
+	for i := 1; i < failures && d < max; i++ {
+		d *= 2
+	}
+	return min(d, max)
+}

@@ -1,0 +1,186 @@
+package supervisor
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/sas-go/sas/internal/sas"
+)
+
+// Stop says why a run ended.
+type Stop string
+
+const (
+	StopDrained  Stop = "drained"  // nothing due was left that this run had not looked at
+	StopBudget   Stop = "budget"   // the time budget ran out; the next run continues
+	StopCanceled Stop = "canceled" // the context ended
+)
+
+// StateCounts are one state's share of a run.
+type StateCounts struct {
+	Due       int `json:"due"`
+	Rescued   int `json:"rescued"`
+	GaveUp    int `json:"gaveUp"`
+	LostRaces int `json:"lostRaces"`
+	Errors    int `json:"errors"`
+}
+
+// Report is what one RunOnce did (DESIGN §5: the age of the oldest stuck
+// step, rescues, failures).
+type Report struct {
+	Actor   string        `json:"actor"`
+	Started time.Time     `json:"started"`
+	Elapsed time.Duration `json:"-"` // by the Clock
+	Stopped Stop          `json:"stopped"`
+	// Pages counts FindDue queries, the empty ones that end a state included.
+	Pages int `json:"pages"`
+	// DueFound counts the due records the run decided on (each once).
+	DueFound int `json:"dueFound"`
+	Rescued  int `json:"rescued"`
+	GaveUp   int `json:"gaveUp"`
+	// LostRaces counts fenced writes that found the record changed since the
+	// index showed it: another supervisor, a late reply, a claim. Normal.
+	LostRaces int `json:"lostRaces"`
+	// Errors counts everything that went wrong, including the two below.
+	Errors int `json:"errors"`
+	// SendFailures: retry or compensate messages not sent. A rescued step
+	// stays Pending with a pick-up deadline, so a later sweep re-drives it.
+	SendFailures int `json:"sendFailures"`
+	// AlertFailures: alerts the Alerter reported as not delivered.
+	AlertFailures int `json:"alertFailures"`
+	// OldestStuckAge is now minus the oldest DueAt among the due records the
+	// run saw; zero when nothing was due.
+	OldestStuckAge time.Duration                    `json:"-"`
+	ByState        map[sas.ProcessState]StateCounts `json:"byState"`
+	Reads          sas.ReadStats                    `json:"reads"`
+}
+
+// MarshalJSON writes durations as seconds, for people reading the Lambda
+// result or the log.
+func (r Report) MarshalJSON() ([]byte, error) {
+	type plain Report // no methods: no recursion
+	return json.Marshal(struct {
+		plain
+		ElapsedSeconds        float64 `json:"elapsedSeconds"`
+		OldestStuckAgeSeconds float64 `json:"oldestStuckAgeSeconds"`
+	}{plain(r), r.Elapsed.Seconds(), r.OldestStuckAge.Seconds()})
+}
+
+func (r *Report) count(state sas.ProcessState, f func(*StateCounts)) {
+	c := r.ByState[state]
+	f(&c)
+	r.ByState[state] = c
+}
+
+func (r *Report) observeDue(now, dueAt time.Time) {
+	if age := now.Sub(dueAt); age > r.OldestStuckAge {
+		r.OldestStuckAge = age
+	}
+}
+
+// log writes the report as one structured line.
+func (r Report) log(ctx context.Context, logger *slog.Logger) {
+	level := slog.LevelInfo
+	if r.Errors > 0 {
+		level = slog.LevelWarn
+	}
+	attrs := []slog.Attr{
+		slog.String("actor", r.Actor),
+		slog.String("stopped", string(r.Stopped)),
+		slog.Float64("elapsedSeconds", r.Elapsed.Seconds()),
+		slog.Int("pages", r.Pages),
+		slog.Int("dueFound", r.DueFound),
+		slog.Int("rescued", r.Rescued),
+		slog.Int("gaveUp", r.GaveUp),
+		slog.Int("lostRaces", r.LostRaces),
+		slog.Int("errors", r.Errors),
+		slog.Int("sendFailures", r.SendFailures),
+		slog.Int("alertFailures", r.AlertFailures),
+		slog.Float64("oldestStuckAgeSeconds", r.OldestStuckAge.Seconds()),
+		slog.Int("readRequests", r.Reads.Requests),
+		slog.Int("itemsRead", r.Reads.ItemsRead),
+	}
+	for _, s := range sweptStates {
+		c := r.ByState[s]
+		attrs = append(attrs, slog.Group(string(s),
+			slog.Int("due", c.Due), slog.Int("rescued", c.Rescued), slog.Int("gaveUp", c.GaveUp),
+			slog.Int("lostRaces", c.LostRaces), slog.Int("errors", c.Errors)))
+	}
+	logger.LogAttrs(ctx, level, "supervisor sweep", attrs...)
+}
+
+// The metrics are published as CloudWatch Embedded Metric Format: one JSON
+// line on stdout, which Lambda ships to CloudWatch Logs, which extracts the
+// metrics. Unlike PutMetricData this costs no API call, no latency, no
+// throttling and no extra failure mode in the sweep, and the same line is a
+// searchable log record. The metrics have no dimensions (an empty dimension
+// set), which is what the OldestStuckStep alarm in infra/ reads; the line's
+// other members (actor, counts) are log properties, not metrics.
+const metricNamespace = "SAS"
+
+type emfMetric struct {
+	Name string `json:"Name"`
+	Unit string `json:"Unit"`
+}
+
+type emfDirective struct {
+	Namespace  string      `json:"Namespace"`
+	Dimensions [][]string  `json:"Dimensions"`
+	Metrics    []emfMetric `json:"Metrics"`
+}
+
+type emfMeta struct {
+	Timestamp         int64          `json:"Timestamp"`
+	CloudWatchMetrics []emfDirective `json:"CloudWatchMetrics"`
+}
+
+type emfLine struct {
+	AWS emfMeta `json:"_aws"`
+
+	OldestStuckStepAgeSeconds float64 `json:"OldestStuckStepAgeSeconds"`
+	Rescues                   int     `json:"Rescues"`
+	GiveUps                   int     `json:"GiveUps"`
+	LostRaces                 int     `json:"LostRaces"`
+
+	Actor    string `json:"actor"`
+	Stopped  Stop   `json:"stopped"`
+	DueFound int    `json:"dueFound"`
+	Errors   int    `json:"errors"`
+}
+
+// emf renders the report as one EMF line, newline included.
+func (r Report) emf() []byte {
+	line := emfLine{
+		AWS: emfMeta{
+			Timestamp: r.Started.UnixMilli(),
+			CloudWatchMetrics: []emfDirective{{
+				Namespace:  metricNamespace,
+				Dimensions: [][]string{{}},
+				Metrics: []emfMetric{
+					{Name: "OldestStuckStepAgeSeconds", Unit: "Seconds"},
+					{Name: "Rescues", Unit: "Count"},
+					{Name: "GiveUps", Unit: "Count"},
+					{Name: "LostRaces", Unit: "Count"},
+				},
+			}},
+		},
+		// Zero is published too: an alarm then sees "nothing stuck" rather
+		// than missing data.
+		OldestStuckStepAgeSeconds: r.OldestStuckAge.Seconds(),
+		Rescues:                   r.Rescued,
+		GiveUps:                   r.GaveUp,
+		LostRaces:                 r.LostRaces,
+		Actor:                     r.Actor,
+		Stopped:                   r.Stopped,
+		DueFound:                  r.DueFound,
+		Errors:                    r.Errors,
+	}
+	b, err := json.Marshal(line)
+	if err != nil {
+		panic(fmt.Sprintf("encoding the metrics line: %v", err)) // numbers and strings only
+	}
+	return append(b, '\n')
+}

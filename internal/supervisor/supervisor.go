@@ -1,0 +1,394 @@
+// Package supervisor is the Supervisor of the Scheduler Agent Supervisor
+// pattern (DESIGN §2, §4.6; docs/protocol.md "Supervisor"). Each run finds
+// the steps whose deadline has passed (Processing and Compensating past
+// CompleteBy, Pending past its pick-up deadline), and for each one either
+// hands it back to the schedulers after a growing delay or, at the failure
+// threshold, gives up on it, alerts an operator and, for a forward step, asks
+// the scheduler to compensate the order.
+//
+// Several supervisors may run at once: every write is fenced on the record
+// as the index showed it, so exactly one of them acts on a stuck step and
+// the others lose the race, which is counted, not treated as an error.
+//
+// The shape follows river's job rescuer: RunOnce does one bounded sweep and
+// is what tests and the Lambda handler call; Run is a ticker around it.
+//
+// Each run's Report is logged as one structured line and published as
+// CloudWatch Embedded Metric Format on stdout (see report.go for why EMF
+// rather than PutMetricData).
+package supervisor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sas-go/sas/internal/sas"
+)
+
+// AlertSource is the Source of the alerts the supervisor raises.
+const AlertSource = "supervisor"
+
+// sweptStates are the states that carry a deadline, in the order a run
+// visits them.
+var sweptStates = []sas.ProcessState{sas.Processing, sas.Pending, sas.Compensating}
+
+// maxReportedErrors bounds the errors RunOnce returns in full; the report
+// counts them all.
+const maxReportedErrors = 10
+
+// Supervisor sweeps for stuck steps. It is safe for concurrent use.
+type Supervisor struct {
+	cfg    Config
+	policy policy
+	mu     sync.Mutex // one metrics line at a time
+}
+
+// New fills in the configuration's defaults, checks it and returns a
+// supervisor.
+func New(cfg Config) (*Supervisor, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	return &Supervisor{
+		cfg:    cfg,
+		policy: policy{MaxFailures: cfg.MaxFailures, BaseBackoff: cfg.BaseBackoff, MaxBackoff: cfg.MaxBackoff},
+	}, nil
+}
+
+// Config returns the configuration in force, defaults included.
+func (s *Supervisor) Config() Config { return s.cfg }
+
+// Run runs a sweep at once and then every interval until ctx ends, for the
+// local runtime (in Lambda the EventBridge schedule is the ticker). A sweep's
+// errors are in its logged report and do not stop the loop. It returns
+// ctx.Err().
+func (s *Supervisor) Run(ctx context.Context, interval time.Duration) error {
+	if interval <= 0 {
+		return fmt.Errorf("running the supervisor: %w", &sas.ValidationError{Field: "interval", Reason: fmt.Sprintf("%s: want a positive interval", interval)})
+	}
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	return s.run(ctx, t.C)
+}
+
+func (s *Supervisor) run(ctx context.Context, ticks <-chan time.Time) error {
+	for {
+		_, _ = s.RunOnce(ctx) // logged and published by RunOnce
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-ticks:
+		}
+	}
+}
+
+// RunOnce does one sweep: page by page through every swept state, until
+// nothing due is left that it has not looked at, the time budget is spent, or
+// ctx ends. It logs the report as one line, publishes it as metrics, and
+// returns it; the error is non-nil when something failed (a query, a write, a
+// send, an alert) or ctx ended, and the report says what was done anyway.
+func (s *Supervisor) RunOnce(ctx context.Context) (Report, error) {
+	start := s.cfg.Clock.Now()
+	r := &sweep{
+		s:        s,
+		ctx:      ctx,
+		deadline: start.Add(s.cfg.Budget),
+		seen:     map[sas.StepKey]bool{},
+		rep:      Report{Actor: s.cfg.Actor, Started: start, ByState: map[sas.ProcessState]StateCounts{}},
+	}
+	r.all()
+	r.rep.Elapsed = s.cfg.Clock.Now().Sub(start)
+	r.rep.log(ctx, s.cfg.Logger)
+	s.publish(r.rep)
+	return r.rep, r.err()
+}
+
+func (s *Supervisor) publish(rep Report) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, err := s.cfg.Metrics.Write(rep.emf()); err != nil {
+		s.cfg.Logger.Warn("writing the metrics line", slog.String("error", err.Error()))
+	}
+}
+
+// sweep is the state of one RunOnce.
+type sweep struct {
+	s        *Supervisor
+	ctx      context.Context
+	deadline time.Time
+	// seen holds every record this run has decided on. A record is acted on
+	// at most once per run: a stale index entry (DynamoDB's index is
+	// eventually consistent) is not written twice, and a step handed back
+	// with a short pick-up deadline is not run through all its failures
+	// within one sweep before any scheduler had the chance to claim it.
+	seen map[sas.StepKey]bool
+	rep  Report
+	errs []error
+}
+
+func (r *sweep) all() {
+	active := append([]sas.ProcessState(nil), sweptStates...)
+	// One page per state per round, so that a flood of one kind (say,
+	// thousands of expired Processing steps after an agent outage) cannot
+	// starve the others until the budget runs out.
+	for len(active) > 0 {
+		var next []sas.ProcessState
+		for _, state := range active {
+			if stop := r.stop(); stop != "" {
+				r.rep.Stopped = stop
+				return
+			}
+			if r.page(state) {
+				next = append(next, state)
+			}
+		}
+		active = next
+	}
+	r.rep.Stopped = StopDrained
+}
+
+// stop says whether the run must end, and why.
+func (r *sweep) stop() Stop {
+	switch {
+	case r.ctx.Err() != nil:
+		return StopCanceled
+	case !r.s.cfg.Clock.Now().Before(r.deadline):
+		return StopBudget
+	}
+	return ""
+}
+
+// page acts on one page of due records in one state. It reports whether
+// another page may hold more: false once a query returns nothing this run
+// has not already seen.
+func (r *sweep) page(state sas.ProcessState) bool {
+	cfg := r.s.cfg
+	now := cfg.Clock.Now()
+	res, err := cfg.Store.FindDue(r.ctx, sas.FindDueParams{State: state, Now: now, Limit: cfg.PageSize})
+	r.rep.Pages++
+	if err != nil {
+		r.fail(state, fmt.Errorf("finding due %s steps: %w", state, err))
+		return false
+	}
+	r.rep.Reads.Requests += res.Stats.Requests
+	r.rep.Reads.ItemsRead += res.Stats.ItemsRead
+
+	fresh := make([]sas.StepRecord, 0, len(res.Records))
+	for _, rec := range res.Records {
+		if !rec.DueAt.After(now) {
+			r.rep.observeDue(now, rec.DueAt)
+		}
+		if !r.seen[rec.Key()] {
+			fresh = append(fresh, rec)
+		}
+	}
+	if len(fresh) == 0 {
+		return false
+	}
+	// FindDue's limit is per index shard, so a page can hold up to
+	// shards×PageSize records. The oldest PageSize of them are exactly the
+	// oldest PageSize due overall; the rest come back on the next page.
+	sort.SliceStable(fresh, func(i, j int) bool { return fresh[i].DueAt.Before(fresh[j].DueAt) })
+	if len(fresh) > cfg.PageSize {
+		fresh = fresh[:cfg.PageSize]
+	}
+
+	var out outbox
+	for _, rec := range fresh {
+		if r.stop() != "" {
+			break // what was done so far is still sent below
+		}
+		r.seen[rec.Key()] = true
+		r.act(rec, &out)
+	}
+	r.flush(&out)
+	return true
+}
+
+// act decides on one record and makes the fenced write. Messages and alerts
+// wait in out until the page is done, so that one page costs one batched send.
+func (r *sweep) act(rec sas.StepRecord, out *outbox) {
+	cfg := r.s.cfg
+	now := cfg.Clock.Now()
+	d := r.s.policy.decide(rec, now)
+	if d.Action == skip {
+		return
+	}
+	state, key := rec.ProcessState, rec.Key()
+	r.rep.DueFound++
+	r.rep.count(state, func(c *StateCounts) { c.Due++ })
+
+	switch d.Action {
+	case rescue:
+		// The message becomes visible after the backoff; a scheduler then
+		// has PickupTimeout to claim the step before a sweep re-drives it.
+		got, err := cfg.Store.Rescue(r.ctx, sas.RescueParams{
+			Key: key, From: state, Attempt: rec.Attempt, Now: now,
+			PickupBy: now.Add(d.Backoff + cfg.PickupTimeout), Actor: cfg.Actor, Reason: d.Reason,
+		})
+		if err != nil {
+			r.writeFailed(rec, "rescuing", err)
+			return
+		}
+		r.rep.Rescued++
+		r.rep.count(state, func(c *StateCounts) { c.Rescued++ })
+		cfg.Logger.LogAttrs(r.ctx, slog.LevelDebug, "rescued step", stepAttrs(got, slog.String("from", string(state)),
+			slog.Duration("backoff", d.Backoff), slog.String("reason", d.Reason))...)
+		out.add(state, key, sas.KindRetry, d.Backoff, sas.Encode(sas.Retry{
+			V: sas.MessageVersion, Kind: sas.KindRetry, OrderID: key.OrderID, Step: key.Step,
+			Attempt: got.Attempt, Reason: d.Reason,
+		}))
+
+	case giveUp:
+		got, err := cfg.Store.GiveUp(r.ctx, sas.GiveUpParams{
+			Key: key, From: state, Attempt: rec.Attempt, Now: now, Actor: cfg.Actor, Reason: d.Reason,
+		})
+		if err != nil {
+			r.writeFailed(rec, "giving up on", err)
+			return
+		}
+		r.rep.GaveUp++
+		r.rep.count(state, func(c *StateCounts) { c.GaveUp++ })
+		cfg.Logger.LogAttrs(r.ctx, slog.LevelWarn, "gave up on step", stepAttrs(got, slog.String("from", string(state)),
+			slog.String("reason", d.Reason))...)
+		compensate := -1
+		// A forward step that cannot finish fails the order: the scheduler
+		// undoes what was done (it alone knows how). A failed undo has
+		// nothing left to undo it; a person has to look.
+		if state != sas.Compensating {
+			compensate = out.add(state, key, sas.KindCompensate, 0, sas.Encode(sas.Compensate{
+				V: sas.MessageVersion, Kind: sas.KindCompensate, OrderID: key.OrderID,
+				Reason: fmt.Sprintf("step %d (%s) gave up: %s", key.Step, got.StepName, d.Reason), Actor: cfg.Actor,
+			}))
+		}
+		out.alerts = append(out.alerts, pendingAlert{
+			state: state, compensate: compensate,
+			alert: sas.Alert{
+				OrderID: key.OrderID, Step: key.Step, StepName: got.StepName, State: got.ProcessState,
+				Reason: d.Reason, Attempts: got.Attempt, Failures: got.FailureCount, At: now, Source: AlertSource,
+			},
+		})
+	}
+}
+
+func (r *sweep) writeFailed(rec sas.StepRecord, op string, err error) {
+	if errors.Is(err, sas.ErrLostRace) {
+		// Another supervisor acted first, the agent's reply landed, or a
+		// scheduler claimed the step: the fenced write changed nothing.
+		r.rep.LostRaces++
+		r.rep.count(rec.ProcessState, func(c *StateCounts) { c.LostRaces++ })
+		r.s.cfg.Logger.LogAttrs(r.ctx, slog.LevelDebug, "lost the race for step", stepAttrs(rec, slog.String("error", err.Error()))...)
+		return
+	}
+	r.fail(rec.ProcessState, fmt.Errorf("%s step %s: %w", op, rec.Key(), err))
+}
+
+// fail counts and logs an error and keeps the first few for RunOnce's error.
+func (r *sweep) fail(state sas.ProcessState, err error) {
+	r.rep.Errors++
+	r.rep.count(state, func(c *StateCounts) { c.Errors++ })
+	r.s.cfg.Logger.LogAttrs(r.ctx, slog.LevelError, "supervisor error", slog.String("state", string(state)), slog.String("error", err.Error()))
+	if len(r.errs) < maxReportedErrors {
+		r.errs = append(r.errs, err)
+	}
+}
+
+func (r *sweep) err() error {
+	errs := r.errs
+	if r.rep.Stopped == StopCanceled {
+		errs = append(errs, fmt.Errorf("sweep interrupted: %w", r.ctx.Err()))
+	}
+	if len(errs) == 0 {
+		return nil
+	}
+	return fmt.Errorf("supervisor %s: %d errors in the sweep: %w", r.s.cfg.Actor, r.rep.Errors, errors.Join(errs...))
+}
+
+// outbox holds what one page sends once its writes are done.
+type outbox struct {
+	msgs   []sas.OutboundMessage
+	meta   []outMeta
+	alerts []pendingAlert
+	failed map[int]string // message index → why it was not sent
+}
+
+type outMeta struct {
+	state sas.ProcessState
+	key   sas.StepKey
+	kind  sas.Kind
+}
+
+type pendingAlert struct {
+	alert      sas.Alert
+	state      sas.ProcessState
+	compensate int // index of the compensate message; -1 for none
+}
+
+func (o *outbox) add(state sas.ProcessState, key sas.StepKey, kind sas.Kind, delay time.Duration, body string) int {
+	i := len(o.msgs)
+	o.msgs = append(o.msgs, sas.OutboundMessage{ID: "m" + strconv.Itoa(i), Body: body, Delay: delay})
+	o.meta = append(o.meta, outMeta{state: state, key: key, kind: kind})
+	return i
+}
+
+// flush sends the page's messages in one batched Send, then raises its
+// alerts. A retry that was not sent loses nothing: the step is Pending with a
+// pick-up deadline and a later sweep re-drives it. A compensate request that
+// was not sent cannot be found again that way, so its alert says so.
+func (r *sweep) flush(o *outbox) {
+	cfg := r.s.cfg
+	o.failed = map[int]string{}
+	if len(o.msgs) > 0 {
+		res, err := cfg.Queue.Send(r.ctx, sas.SendParams{QueueURL: cfg.SchedulerQueueURL, Messages: o.msgs})
+		if err != nil {
+			for i := range o.msgs {
+				o.failed[i] = err.Error()
+			}
+		} else {
+			for _, f := range res.Failed {
+				n, _ := strings.CutPrefix(f.ID, "m")
+				if i, convErr := strconv.Atoi(n); convErr == nil && i >= 0 && i < len(o.msgs) {
+					o.failed[i] = f.Code + ": " + f.Message
+				}
+			}
+		}
+		for i := range o.msgs {
+			why, bad := o.failed[i]
+			if !bad {
+				continue
+			}
+			m := o.meta[i]
+			r.rep.SendFailures++
+			r.fail(m.state, fmt.Errorf("sending %s message for step %s: %s", m.kind, m.key, why))
+		}
+	}
+	for _, p := range o.alerts {
+		a := p.alert
+		if why, bad := o.failed[p.compensate]; p.compensate >= 0 && bad {
+			a.Reason += "; the request to compensate the order could not be sent (" + why + "): compensate it by hand"
+		}
+		if err := cfg.Alerter.Alert(r.ctx, a); err != nil {
+			r.rep.AlertFailures++
+			r.fail(p.state, fmt.Errorf("alerting an operator about step %s: %w", sas.StepKey{OrderID: a.OrderID, Step: a.Step}, err))
+		}
+	}
+}
+
+func stepAttrs(rec sas.StepRecord, more ...slog.Attr) []slog.Attr {
+	return append([]slog.Attr{
+		slog.String("orderId", rec.OrderID),
+		slog.Int("step", rec.Step),
+		slog.String("stepName", rec.StepName),
+		slog.String("state", string(rec.ProcessState)),
+		slog.Int("attempt", rec.Attempt),
+		slog.Int("failures", rec.FailureCount),
+	}, more...)
+}
