@@ -1,7 +1,115 @@
-// Command scheduler is the scheduler Lambda function. It is a placeholder until the
-// pipeline issue lands: it exits with an error rather than pretending to work.
+// Command scheduler is the scheduler Lambda function, triggered by the intake
+// queue and the scheduler queue (agent replies, retries, compensation
+// requests). It only wires: environment → SDK clients → adapters → scheduler
+// → handler → lambda.Start.
 package main
 
-import "log"
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"log"
+	"log/slog"
+	"os"
 
-func main() { log.Fatal("scheduler: not built yet (see the pipeline issue)") }
+	"github.com/aws/aws-lambda-go/lambda"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
+	"github.com/aws/aws-sdk-go-v2/service/sns"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/sas-go/sas/internal/alerts"
+	"github.com/sas-go/sas/internal/awsenv"
+	"github.com/sas-go/sas/internal/config"
+	"github.com/sas-go/sas/internal/dynamostore"
+	"github.com/sas-go/sas/internal/sas"
+	"github.com/sas-go/sas/internal/scheduler"
+	"github.com/sas-go/sas/internal/sqsqueue"
+	"github.com/sas-go/sas/internal/workflows"
+)
+
+func main() {
+	owner := instanceID()
+	logger := slog.New(slog.NewJSONHandler(os.Stdout, nil)).With("owner", owner)
+	h, err := setup(context.Background(), os.Getenv, logger, owner)
+	if err != nil {
+		log.Fatalf("scheduler: %v", err)
+	}
+	lambda.Start(h.Handle)
+}
+
+// required are the variables without which the scheduler cannot work.
+var required = []string{"SAS_ORDERS_TABLE", "SAS_STATE_TABLE", "SAS_AGENT_QUEUE_URL"}
+
+// setup builds the handler from the environment.
+func setup(ctx context.Context, getenv config.Getenv, logger *slog.Logger, owner string) (*scheduler.Handler, error) {
+	if err := config.Require(getenv, required...); err != nil {
+		return nil, err
+	}
+	cfg, err := config.Load(getenv)
+	if err != nil {
+		return nil, err
+	}
+	aws, err := awsenv.Load(ctx)
+	if err != nil {
+		return nil, err
+	}
+	store, err := dynamostore.New(dynamodb.NewFromConfig(aws), dynamostore.Config{
+		OrdersTable: cfg.OrdersTable, StateTable: cfg.StateTable, Shards: cfg.IndexShards,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("state store: %w", err)
+	}
+	reg, err := workflows.Default(cfg.StepTimeout)
+	if err != nil {
+		return nil, err
+	}
+
+	// The log alerter is always there: it cannot fail, so an alert reaches
+	// at least the logs when SNS and EventBridge are both unreachable.
+	alerters := []sas.Alerter{alerts.NewLog(logger)}
+	if cfg.AlertTopicARN != "" {
+		a, err := alerts.NewSNS(sns.NewFromConfig(aws), cfg.AlertTopicARN)
+		if err != nil {
+			return nil, fmt.Errorf("SNS alerts: %w", err)
+		}
+		alerters = append(alerters, a)
+	}
+	if cfg.EventBusName != "" {
+		a, err := alerts.NewEventBridge(eventbridge.NewFromConfig(aws), cfg.EventBusName)
+		if err != nil {
+			return nil, fmt.Errorf("EventBridge alerts: %w", err)
+		}
+		alerters = append(alerters, a)
+	}
+
+	svc, err := scheduler.New(scheduler.Config{
+		Store:          store,
+		Queue:          sqsqueue.New(sqs.NewFromConfig(aws)),
+		Clock:          sas.SystemClock{},
+		Alerter:        alerts.NewMulti(alerters...),
+		Workflows:      reg,
+		Owner:          owner,
+		AgentQueueURL:  cfg.AgentQueueURL,
+		IntakeQueueURL: cfg.IntakeQueueURL,
+		StepTimeout:    cfg.StepTimeout,
+		PickupTimeout:  cfg.PickupTimeout,
+		ReplyToAllowed: cfg.ReplyToAllowed,
+		Logger:         logger,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return scheduler.NewHandler(svc), nil
+}
+
+// instanceID is this process's LockedBy: random per cold start, so that two
+// execution environments never hold a lease under the same name (a log
+// stream name is not guaranteed unique across concurrent environments'
+// restarts, a 128-bit random id is).
+func instanceID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
+	return "scheduler-" + hex.EncodeToString(b[:])
+}

@@ -1,0 +1,379 @@
+package agent_test
+
+import (
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/sas-go/sas/internal/httpagent"
+	"github.com/sas-go/sas/internal/remotesim"
+	"github.com/sas-go/sas/internal/sas"
+)
+
+// These tests run the agent as deployed (agent.FromConfig, the default
+// workflows, httpagent) against the remote simulator on 127.0.0.1.
+
+func TestSuccessRepliesDoneWithOneEffect(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, rigOptions{})
+	req := request("order-1")
+
+	resp := r.handle(event(req))
+	require.Empty(t, resp.BatchItemFailures)
+
+	reps := r.replies()
+	require.Len(t, reps, 1)
+	requireEcho(t, req, reps[0])
+	require.Equal(t, sas.OutcomeDone, reps[0].Outcome)
+	require.Empty(t, reps[0].Reason)
+	require.Equal(t, "captured", resultField(t, reps[0], "status"))
+	require.Equal(t, "order-1", resultField(t, reps[0], "orderId"))
+
+	effects := r.effectsFor("order-1:0")
+	require.Len(t, effects, 1)
+	require.Equal(t, "/payments", effects[0].Path)
+	require.JSONEq(t, `{"amount":1250,"currency":"EUR","orderId":"order-1","step":"charge"}`, string(effects[0].Body))
+	require.Equal(t, effects[0].ID, resultField(t, reps[0], "effectId"))
+}
+
+func TestTransientErrorsThenSuccess(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, rigOptions{faults: script("order-2:0",
+		remotesim.ScriptStep{Fault: remotesim.FaultTransient, Times: 2},
+	)})
+	req := request("order-2")
+
+	resp := r.handle(event(req))
+	require.Empty(t, resp.BatchItemFailures)
+
+	reps := r.replies()
+	require.Len(t, reps, 1)
+	require.Equal(t, sas.OutcomeDone, reps[0].Outcome)
+	require.Len(t, r.effectsFor("order-2:0"), 1)
+	st := r.sim.Stats()
+	require.EqualValues(t, 2, st.Transient)
+	require.EqualValues(t, 3, st.Calls)
+}
+
+func TestPermanentFailureRepliesFailedWithReason(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, rigOptions{faults: script("order-3:0",
+		remotesim.ScriptStep{Fault: remotesim.FaultPermanent, Status: 402},
+	)})
+	req := request("order-3", func(q *sas.AgentRequest) { q.Attempt, q.LockedBy = 2, "scheduler-b" })
+
+	resp := r.handle(event(req))
+	require.Empty(t, resp.BatchItemFailures)
+
+	reps := r.replies()
+	require.Len(t, reps, 1)
+	requireEcho(t, req, reps[0])
+	require.Equal(t, sas.OutcomeFailed, reps[0].Outcome)
+	require.Empty(t, reps[0].Result)
+	// Readable: who, what, and the service's own words.
+	require.Equal(t, "payments POST /payments answered HTTP 402 Payment Required: payment_declined: simulated permanent failure of /payments", reps[0].Reason)
+	require.Empty(t, r.sim.Ledger().Effects)
+	require.EqualValues(t, 1, r.sim.Stats().Calls, "a permanent answer is not retried")
+}
+
+func TestHangSendsNothingAndAcknowledges(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, rigOptions{
+		faults: script("order-4:0", remotesim.ScriptStep{Fault: remotesim.FaultHang}),
+		// Each try gives up after 50ms of real time; the fake clock moves
+		// only through the backoff sleeps.
+		caller: httpagent.Config{AttemptTimeout: 50 * time.Millisecond, MaxAttempts: 3},
+	})
+
+	resp := r.handle(event(request("order-4")))
+	require.Empty(t, resp.BatchItemFailures, "a step that ran out of tries is acknowledged")
+	require.Empty(t, r.replies(), "no reply: the supervisor will notice")
+	require.Empty(t, r.sim.Ledger().Effects)
+	require.EqualValues(t, 3, r.sim.Stats().Hangs)
+	require.Contains(t, r.logs.String(), "retries exhausted")
+}
+
+func TestHangUntilDeadlineSendsNothing(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, rigOptions{
+		faults: script("order-4b:0", remotesim.ScriptStep{Fault: remotesim.FaultHang}),
+	})
+	// 1s margin (the caller's default) leaves 200ms for the one try.
+	resp := r.handle(event(request("order-4b", completeBy(epoch.Add(1200*time.Millisecond)))))
+	require.Empty(t, resp.BatchItemFailures)
+	require.Empty(t, r.replies())
+	require.Contains(t, r.logs.String(), "deadline reached")
+}
+
+func TestLostResponseAfterEffectIsReplayed(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, rigOptions{faults: script("order-5:0",
+		remotesim.ScriptStep{Fault: remotesim.FaultLost, Times: 1, Mode: remotesim.LostDrop},
+	)})
+
+	resp := r.handle(event(request("order-5")))
+	require.Empty(t, resp.BatchItemFailures)
+
+	reps := r.replies()
+	require.Len(t, reps, 1)
+	require.Equal(t, sas.OutcomeDone, reps[0].Outcome)
+	effects := r.effectsFor("order-5:0")
+	require.Len(t, effects, 1, "the retry must not charge again")
+	require.Equal(t, effects[0].ID, resultField(t, reps[0], "effectId"), "the reply carries the stored response")
+	st := r.sim.Stats()
+	require.EqualValues(t, 1, st.Lost)
+	require.EqualValues(t, 1, st.Replays)
+}
+
+func TestDuplicateDeliveryInOneBatchHasOneEffect(t *testing.T) {
+	t.Parallel()
+	// Processing time holds the key long enough that two concurrent calls
+	// would collide on it.
+	r := newRig(t, rigOptions{faults: remotesim.Faults{Profile: remotesim.Profile{LatencyBase: 20 * time.Millisecond}}})
+	req := request("order-6")
+
+	resp := r.handle(event(req, req))
+	require.Empty(t, resp.BatchItemFailures)
+
+	reps := r.replies()
+	require.LessOrEqual(t, len(reps), 2)
+	require.NotEmpty(t, reps)
+	for _, rep := range reps {
+		require.Equal(t, sas.OutcomeDone, rep.Outcome)
+		require.JSONEq(t, string(reps[0].Result), string(rep.Result), "both replies report the same effect")
+	}
+	require.Len(t, r.effectsFor("order-6:0"), 1)
+	require.Empty(t, r.sim.Ledger().Duplicates)
+	require.Zero(t, r.sim.Stats().Busy, "same-key requests of a batch run one after the other")
+}
+
+func TestDuplicateDeliveryAcrossInvocationsHasOneEffect(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, rigOptions{})
+	req := request("order-7")
+
+	r.handle(event(req))
+	// Redelivered later, to another instance, under a new attempt of the
+	// same step (the supervisor re-drove it): same key, same body.
+	again := req
+	again.Attempt, again.LockedBy = 2, "scheduler-b"
+	r.fake.Advance(time.Second)
+	handleWith(t, r.newService(), event(again))
+
+	reps := r.replies()
+	require.Len(t, reps, 2)
+	requireEcho(t, req, reps[0])
+	requireEcho(t, again, reps[1])
+	require.JSONEq(t, string(reps[0].Result), string(reps[1].Result))
+	require.Len(t, r.effectsFor("order-7:0"), 1)
+	require.EqualValues(t, 1, r.sim.Stats().Replays)
+}
+
+// Two instances get the same request at once: the second finds the key in
+// use (409) while the first is being processed, waits, and gets the stored
+// answer. Real time: the simulator's processing takes real time.
+func TestConcurrentDuplicateWaitsForBusyKey(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, rigOptions{
+		realClock: true,
+		faults:    remotesim.Faults{Profile: remotesim.Profile{LatencyBase: 300 * time.Millisecond}},
+	})
+	req := request("order-8", completeBy(time.Now().Add(20*time.Second)))
+
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		handleWith(t, r.svc, event(req))
+	}()
+	require.Eventually(t, func() bool {
+		for _, k := range r.sim.Ledger().Keys {
+			if k.Key == "order-8:0" && k.State == "inFlight" {
+				return true
+			}
+		}
+		return false
+	}, 5*time.Second, time.Millisecond, "the first call never reached the simulator")
+	resp := handleWith(t, r.newService(), event(req))
+	wg.Wait()
+
+	require.Empty(t, resp.BatchItemFailures)
+	reps := r.replies()
+	require.Len(t, reps, 2)
+	for _, rep := range reps {
+		require.Equal(t, sas.OutcomeDone, rep.Outcome, "a busy key is not a failure: %s", rep.Reason)
+	}
+	require.Len(t, r.effectsFor("order-8:0"), 1)
+	require.GreaterOrEqual(t, r.sim.Stats().Busy, int64(1), "the second call should have met the key in use")
+}
+
+func TestCompensationCallsUndoWithItsOwnKey(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, rigOptions{})
+	fwd := request("order-9")
+	undo := request("order-9", compensation, func(q *sas.AgentRequest) { q.Attempt = 2 })
+
+	r.handle(event(fwd))
+	r.handle(event(undo))
+
+	reps := r.replies()
+	require.Len(t, reps, 2)
+	require.Equal(t, sas.OutcomeDone, reps[1].Outcome)
+	require.Equal(t, "refunded", resultField(t, reps[1], "status"))
+
+	charge, refund := r.effectsFor("order-9:0"), r.effectsFor("order-9:0:undo")
+	require.Len(t, charge, 1)
+	require.Len(t, refund, 1)
+	require.Equal(t, "/payments", charge[0].Path)
+	require.Equal(t, "/refunds", refund[0].Path)
+	require.JSONEq(t, `{"amount":1250,"currency":"EUR","orderId":"order-9","step":"charge"}`, string(refund[0].Body))
+}
+
+func TestCompensationOfStepWithoutUndoIsDoneWithoutACall(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, rigOptions{})
+	// "ship" (order workflow, step 2) has no Undo.
+	req := request("order-10", compensation, func(q *sas.AgentRequest) {
+		q.Step, q.StepName = 2, "ship"
+		q.IdempotencyKey = sas.IdempotencyKey(q.OrderID, 2, true)
+	})
+
+	r.handle(event(req))
+	reps := r.replies()
+	require.Len(t, reps, 1)
+	require.Equal(t, sas.OutcomeDone, reps[0].Outcome)
+	require.Empty(t, reps[0].Result)
+	require.Zero(t, r.sim.Stats().Calls)
+}
+
+func TestOrderWorkflowStepsUseTheirActions(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, rigOptions{})
+	reserve := request("order-11", func(q *sas.AgentRequest) { q.StepName = "reserve" })
+	ship := request("order-11", func(q *sas.AgentRequest) {
+		q.Step, q.StepName, q.IdempotencyKey = 2, "ship", sas.IdempotencyKey("order-11", 2, false)
+	})
+
+	resp := r.handle(event(reserve, ship))
+	require.Empty(t, resp.BatchItemFailures)
+	require.Len(t, r.replies(), 2)
+	require.Equal(t, "/reservations", r.effectsFor("order-11:0")[0].Path)
+	require.Equal(t, "/shipments", r.effectsFor("order-11:2")[0].Path)
+}
+
+func TestCircuitOpenMakesNoCallAndNoReply(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, rigOptions{
+		faults: remotesim.Faults{Scripts: []remotesim.Script{
+			{OrderID: "order-12a", Plan: []remotesim.ScriptStep{{Fault: remotesim.FaultTransient}}},
+		}},
+		caller: httpagent.Config{MaxAttempts: 2, Breaker: httpagent.BreakerConfig{FailureThreshold: 2, OpenFor: time.Minute}},
+	})
+
+	// Two 503s in a row open the breaker; the step runs out of tries.
+	resp := r.handle(event(request("order-12a")))
+	require.Empty(t, resp.BatchItemFailures)
+	require.Equal(t, httpagent.BreakerOpen, r.caller.BreakerState(r.simURL))
+	callsBefore := r.sim.Stats().Calls
+
+	// The next step's deadline comes before the breaker would let a probe
+	// through: the agent gives up without calling.
+	resp = r.handle(event(request("order-12b")))
+	require.Empty(t, resp.BatchItemFailures, "acknowledged")
+	require.Empty(t, r.replies(), "no reply for either")
+	require.Equal(t, callsBefore, r.sim.Stats().Calls, "no call while the circuit is open")
+	require.Contains(t, r.logs.String(), "circuit open")
+}
+
+func TestExpiredOnArrivalMakesNoCall(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, rigOptions{})
+	resp := r.handle(event(
+		request("order-13", completeBy(epoch.Add(-time.Second))),
+		request("order-14", completeBy(epoch)), // due exactly now: expired too
+	))
+	require.Empty(t, resp.BatchItemFailures)
+	require.Empty(t, r.replies())
+	require.Zero(t, r.sim.Stats().Calls)
+	require.Contains(t, r.logs.String(), "expired on arrival")
+}
+
+func TestMalformedMessageIsRejectedAlone(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, rigOptions{})
+	noLock := request("order-16")
+	noLock.LockedBy = ""
+	resp := r.handle(event(
+		request("order-15"),
+		"{not json",
+		`{"v":1,"kind":"agent.reply","orderId":"order-x"}`,
+		noLock,
+		request("order-17"),
+	))
+	require.Empty(t, resp.BatchItemFailures, "a poison message is acknowledged, never retried")
+
+	reps := r.replies()
+	require.Len(t, reps, 2)
+	got := []string{reps[0].OrderID, reps[1].OrderID}
+	require.ElementsMatch(t, []string{"order-15", "order-17"}, got)
+
+	logs := r.logs.String()
+	require.Equal(t, 3, strings.Count(logs, "malformed request"), logs)
+	require.Contains(t, logs, "not valid JSON")
+	require.Contains(t, logs, `\"agent.reply\" is not \"agent.request\"`)
+	require.Contains(t, logs, "invalid lockedBy")
+}
+
+func TestReplySendFailureFailsOnlyThatMessage(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	broken := true
+	r := newRig(t, rigOptions{sendFault: func(_ string, m sas.OutboundMessage) *sas.SendFailure {
+		mu.Lock()
+		defer mu.Unlock()
+		if broken && strings.Contains(m.Body, `"orderId":"order-19"`) {
+			return &sas.SendFailure{Code: "InternalError", Message: "simulated"}
+		}
+		return nil
+	}})
+	ev := event(request("order-18"), request("order-19"), request("order-20"))
+
+	resp := r.handle(ev)
+	require.Equal(t, []string{"m2"}, failedIDs(resp))
+	require.Len(t, r.replies(), 2)
+
+	// SQS redelivers m2; the call repeats under the same key: a replay.
+	mu.Lock()
+	broken = false
+	mu.Unlock()
+	resp = r.handle(event(request("order-19")))
+	require.Empty(t, resp.BatchItemFailures)
+	reps := r.replies()
+	require.Len(t, reps, 1)
+	require.Equal(t, sas.OutcomeDone, reps[0].Outcome)
+	require.Len(t, r.effectsFor("order-19:0"), 1)
+}
+
+func TestUnknownAgentOrStepRepliesFailed(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, rigOptions{})
+	resp := r.handle(event(
+		request("order-21", func(q *sas.AgentRequest) { q.Agent = "inventory" }),
+		request("order-22", func(q *sas.AgentRequest) { q.StepName = "gift-wrap" }),
+	))
+	require.Empty(t, resp.BatchItemFailures)
+
+	reps := r.replies()
+	require.Len(t, reps, 2)
+	reasons := map[string]string{}
+	for _, rep := range reps {
+		require.Equal(t, sas.OutcomeFailed, rep.Outcome)
+		reasons[rep.OrderID] = rep.Reason
+	}
+	require.Equal(t, `no agent "inventory" in this deployment (it hosts: payments)`, reasons["order-21"])
+	require.Equal(t, `agent "payments" has no action for step "gift-wrap" (it serves: charge, reserve, ship)`, reasons["order-22"])
+	require.Zero(t, r.sim.Stats().Calls)
+}

@@ -1,0 +1,62 @@
+package agent
+
+import (
+	"errors"
+	"unicode/utf8"
+)
+
+// ErrPermanent marks a Run failure that retrying the same request cannot fix:
+// the service answered no for good, or the request asks for something this
+// deployment cannot do. The Service reports it to the scheduler as an
+// agent.reply with outcome "failed" (DESIGN §2). Every other Run error means
+// "no outcome": the Service sends nothing and the supervisor re-drives the
+// step after its deadline.
+var ErrPermanent = errors.New("permanent failure")
+
+// PermanentError is an ErrPermanent with the reason the reply carries, written
+// for the operator who reads the order's status.
+type PermanentError struct {
+	Reason string
+	Err    error // the underlying error, for logs and errors.As; may be nil
+}
+
+func (e *PermanentError) Error() string {
+	if e.Err == nil {
+		return e.Reason
+	}
+	return e.Reason + ": " + e.Err.Error()
+}
+
+// Unwrap lets errors.Is find both ErrPermanent and the cause.
+func (e *PermanentError) Unwrap() []error {
+	if e.Err == nil {
+		return []error{ErrPermanent}
+	}
+	return []error{ErrPermanent, e.Err}
+}
+
+// maxReasonBytes bounds a reply's reason: it travels on to a status message
+// and an operator alert, where a whole error page would only get in the way.
+const maxReasonBytes = 1000
+
+// reasonOf is the text a failed reply carries for err.
+func reasonOf(err error) string {
+	var pe *PermanentError
+	r := err.Error()
+	if errors.As(err, &pe) && pe.Reason != "" {
+		r = pe.Reason
+	}
+	return truncate(r, maxReasonBytes)
+}
+
+// truncate cuts s to at most n bytes on a rune boundary, marking the cut.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	cut := n - len("…")
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
+}

@@ -1,0 +1,282 @@
+package agent_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sas-go/sas/internal/agent"
+	"github.com/sas-go/sas/internal/config"
+	"github.com/sas-go/sas/internal/httpagent"
+	"github.com/sas-go/sas/internal/memqueue"
+	"github.com/sas-go/sas/internal/remotesim"
+	"github.com/sas-go/sas/internal/sas"
+)
+
+// epoch is on a whole second, like the golden event's timestamps.
+var epoch = time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+
+// fakeClock is the Clock and the Sleep of everything under test: sleeping
+// advances it at once.
+type fakeClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func newFakeClock() *fakeClock { return &fakeClock{now: epoch} }
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+func (c *fakeClock) Sleep(ctx context.Context, d time.Duration) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	c.Advance(d)
+	return nil
+}
+
+// logBuffer collects log lines from concurrent goroutines.
+type logBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// rig is one agent Service wired as in production (agent.FromConfig, the
+// default workflows) against a remote simulator on 127.0.0.1 and an
+// in-memory scheduler queue.
+type rig struct {
+	t        *testing.T
+	clock    sas.Clock
+	fake     *fakeClock // nil with the real clock
+	sim      *remotesim.Sim
+	simURL   string
+	queue    *memqueue.Queue
+	replyURL string
+	caller   *httpagent.Caller
+	svc      *agent.Service
+	logs     *logBuffer
+}
+
+type rigOptions struct {
+	faults    remotesim.Faults
+	caller    httpagent.Config // Clock, Sleep and Client are filled in
+	sendFault func(queueURL string, m sas.OutboundMessage) *sas.SendFailure
+	realClock bool
+}
+
+func newRig(t *testing.T, o rigOptions) *rig {
+	t.Helper()
+	r := &rig{t: t, logs: &logBuffer{}}
+	if o.realClock {
+		r.clock = sas.SystemClock{}
+	} else {
+		r.fake = newFakeClock()
+		r.clock = r.fake
+	}
+
+	sim, err := remotesim.New(remotesim.Config{Seed: 1, Faults: o.faults})
+	require.NoError(t, err)
+	srv := httptest.NewServer(sim) // 127.0.0.1
+	// Cleanups run last first: release hanging handlers, then close.
+	t.Cleanup(srv.Close)
+	t.Cleanup(sim.Close)
+	r.sim, r.simURL = sim, srv.URL
+
+	r.queue = memqueue.New(memqueue.Options{Clock: r.clock, SendFault: o.sendFault})
+	q, err := r.queue.CreateQueue(t.Context(), memqueue.CreateQueueParams{Name: "scheduler"})
+	require.NoError(t, err)
+	r.replyURL = q.URL
+
+	cc := o.caller
+	cc.Clock = r.clock
+	if r.fake != nil {
+		cc.Sleep = r.fake.Sleep
+		cc.Rand = func() float64 { return 0.5 }
+	}
+	// No keep-alive: Go's transport silently resends a request with an
+	// Idempotency-Key when a reused connection drops, which would hide the
+	// lost-response fault from the caller's own retry.
+	cc.Client = &http.Client{
+		Transport:     &http.Transport{DisableKeepAlives: true},
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+	r.caller, err = httpagent.New(cc)
+	require.NoError(t, err)
+
+	r.svc = r.newService()
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("agent logs:\n%s", r.logs.String())
+		}
+	})
+	return r
+}
+
+// newService builds another Service (another Lambda instance) on the same
+// simulator, queue and caller.
+func (r *rig) newService() *agent.Service {
+	r.t.Helper()
+	svc, err := agent.FromConfig(
+		config.Config{SchedulerQueueURL: r.replyURL, PaymentsURL: r.simURL, StepTimeout: 30 * time.Second},
+		agent.Deps{
+			Queue: r.queue, Caller: r.caller, Clock: r.clock,
+			Logger: slog.New(slog.NewJSONHandler(r.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		})
+	require.NoError(r.t, err)
+	return svc
+}
+
+// handle runs one event and requires the handler to succeed as a whole.
+func (r *rig) handle(ev events.SQSEvent) events.SQSEventResponse {
+	r.t.Helper()
+	return handleWith(r.t, r.svc, ev)
+}
+
+func handleWith(t *testing.T, svc *agent.Service, ev events.SQSEvent) events.SQSEventResponse {
+	t.Helper()
+	resp, err := svc.Handle(t.Context(), ev)
+	require.NoError(t, err)
+	require.NotNil(t, resp.BatchItemFailures, "batchItemFailures must be a list, never null")
+	return resp
+}
+
+// replies drains the scheduler queue.
+func (r *rig) replies() []sas.AgentReply {
+	r.t.Helper()
+	var out []sas.AgentReply
+	for {
+		msgs, err := r.queue.Receive(r.t.Context(), sas.ReceiveParams{QueueURL: r.replyURL, Max: 10, Visibility: time.Hour})
+		require.NoError(r.t, err)
+		if len(msgs) == 0 {
+			return out
+		}
+		for _, m := range msgs {
+			var rep sas.AgentReply
+			dec := json.NewDecoder(strings.NewReader(m.Body))
+			dec.DisallowUnknownFields() // the reply is exactly the contract
+			require.NoError(r.t, dec.Decode(&rep), m.Body)
+			out = append(out, rep)
+		}
+	}
+}
+
+// effectsFor lists the ledger's effects for one idempotency key.
+func (r *rig) effectsFor(key string) []remotesim.Effect {
+	var out []remotesim.Effect
+	for _, e := range r.sim.Ledger().Effects {
+		if e.Key == key {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// request is a valid agent.request for the "payment" workflow's charge step.
+func request(orderID string, opts ...func(*sas.AgentRequest)) sas.AgentRequest {
+	req := sas.AgentRequest{
+		V: sas.MessageVersion, Kind: sas.KindAgentRequest,
+		OrderID: orderID, Step: 0, StepName: "charge", Agent: "payments",
+		Attempt: 1, LockedBy: "scheduler-a", CompleteBy: epoch.Add(30 * time.Second),
+		IdempotencyKey: sas.IdempotencyKey(orderID, 0, false),
+		Payload:        json.RawMessage(`{"amount":1250,"currency":"EUR"}`),
+	}
+	for _, o := range opts {
+		o(&req)
+	}
+	return req
+}
+
+// compensation makes the request the undo of its step.
+func compensation(req *sas.AgentRequest) {
+	req.Compensation = true
+	req.IdempotencyKey = sas.IdempotencyKey(req.OrderID, req.Step, true)
+}
+
+func completeBy(t time.Time) func(*sas.AgentRequest) {
+	return func(r *sas.AgentRequest) { r.CompleteBy = t }
+}
+
+// event makes an SQS event; a message is a sas.AgentRequest (encoded) or a
+// raw body string. Message ids are m1, m2, ...
+func event(msgs ...any) events.SQSEvent {
+	ev := events.SQSEvent{}
+	for i, m := range msgs {
+		var body string
+		switch v := m.(type) {
+		case string:
+			body = v
+		default:
+			body = sas.Encode(v)
+		}
+		ev.Records = append(ev.Records, events.SQSMessage{
+			MessageId: fmt.Sprintf("m%d", i+1), ReceiptHandle: fmt.Sprintf("rh-%d", i+1), Body: body,
+			EventSource: "aws:sqs", EventSourceARN: "arn:aws:sqs:us-east-1:000000000000:agent", AWSRegion: "us-east-1",
+		})
+	}
+	return ev
+}
+
+func failedIDs(resp events.SQSEventResponse) []string {
+	ids := []string{}
+	for _, f := range resp.BatchItemFailures {
+		ids = append(ids, f.ItemIdentifier)
+	}
+	return ids
+}
+
+// requireEcho checks the fencing fields a reply must echo.
+func requireEcho(t *testing.T, req sas.AgentRequest, rep sas.AgentReply) {
+	t.Helper()
+	require.Equal(t, sas.MessageVersion, rep.V)
+	require.Equal(t, sas.KindAgentReply, rep.Kind)
+	require.Equal(t, req.OrderID, rep.OrderID)
+	require.Equal(t, req.Step, rep.Step)
+	require.Equal(t, req.Attempt, rep.Attempt)
+	require.Equal(t, req.LockedBy, rep.LockedBy)
+	require.Equal(t, req.Agent, rep.Agent)
+}
+
+func resultField(t *testing.T, rep sas.AgentReply, field string) any {
+	t.Helper()
+	var m map[string]any
+	require.NoError(t, json.Unmarshal(rep.Result, &m), "result %s", rep.Result)
+	return m[field]
+}
+
+// script returns faults that apply plan to calls with key.
+func script(key string, plan ...remotesim.ScriptStep) remotesim.Faults {
+	return remotesim.Faults{Scripts: []remotesim.Script{{Key: key, Plan: plan}}}
+}

@@ -1,0 +1,105 @@
+package agent
+
+import (
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/sas-go/sas/internal/httpagent"
+	"github.com/sas-go/sas/internal/sas"
+)
+
+// The body must be byte-identical for the same order step whatever the
+// attempt, or an idempotent service answers 422 (key reused with another
+// body) on a re-drive.
+func TestRequestBodyIsStablePerOrderStep(t *testing.T) {
+	t.Parallel()
+	base := sas.AgentRequest{OrderID: "o-1", Step: 1, StepName: "charge", Attempt: 1, LockedBy: "a",
+		CompleteBy: time.Unix(100, 0), Payload: json.RawMessage(`{"currency":"EUR","amount":1250}`)}
+	want := `{"amount":1250,"currency":"EUR","orderId":"o-1","step":"charge"}`
+
+	b, err := requestBody(base)
+	require.NoError(t, err)
+	require.Equal(t, want, string(b))
+
+	other := base
+	other.Attempt, other.LockedBy, other.CompleteBy = 3, "b", time.Unix(999, 0)
+	other.Payload = json.RawMessage("{ \"amount\" : 1250,\n \"currency\":\"EUR\" }")
+	b, err = requestBody(other)
+	require.NoError(t, err)
+	require.Equal(t, want, string(b), "attempt, owner, deadline and spacing do not change the body")
+}
+
+func TestRequestBodyAgentFieldsWin(t *testing.T) {
+	t.Parallel()
+	b, err := requestBody(sas.AgentRequest{OrderID: "o-1", StepName: "charge",
+		Payload: json.RawMessage(`{"orderId":"someone-else","step":7,"note":{"b":1,"a":2}}`)})
+	require.NoError(t, err)
+	require.Equal(t, `{"note":{"b":1,"a":2},"orderId":"o-1","step":"charge"}`, string(b))
+
+	for _, p := range []string{``, `null`, ` null `} {
+		b, err := requestBody(sas.AgentRequest{OrderID: "o-1", StepName: "charge", Payload: json.RawMessage(p)})
+		require.NoError(t, err, p)
+		require.Equal(t, `{"orderId":"o-1","step":"charge"}`, string(b), p)
+	}
+	for _, p := range []string{`[1]`, `"x"`, `{"a":`} {
+		_, err := requestBody(sas.AgentRequest{OrderID: "o-1", StepName: "charge", Payload: json.RawMessage(p)})
+		require.Error(t, err, p)
+	}
+}
+
+func TestParseAction(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]endpointAction{
+		"POST /payments":              {"POST", "/payments"},
+		"  PUT   /a/b?x=1 ":           {"PUT", "/a/b?x=1"},
+		"POST /reservations/cancel":   {"POST", "/reservations/cancel"},
+		"DELETE /holds/current?f=all": {"DELETE", "/holds/current?f=all"},
+	} {
+		got, err := parseAction(in)
+		require.NoError(t, err, in)
+		require.Equal(t, want, got, in)
+	}
+	for _, in := range []string{"", "POST", "/payments", "post /payments", "GET /payments", "POST payments", "POST /a /b"} {
+		_, err := parseAction(in)
+		require.ErrorIs(t, err, sas.ErrInvalid, in)
+	}
+}
+
+func TestDescribeAnswer(t *testing.T) {
+	t.Parallel()
+	se := &httpagent.StatusError{Status: 402, Excerpt: "raw excerpt"}
+	for body, want := range map[string]string{
+		`{"error":{"type":"payment_declined","message":"card expired"}}`: "HTTP 402 Payment Required: payment_declined: card expired",
+		`{"error":{"code":"E42"}}`:                                       "HTTP 402 Payment Required: E42",
+		`{"error":"insufficient funds"}`:                                 "HTTP 402 Payment Required: insufficient funds",
+		`{"message":"no"}`:                                               "HTTP 402 Payment Required: no",
+		`<html>declined</html>`:                                          "HTTP 402 Payment Required: raw excerpt",
+		`{}`:                                                             "HTTP 402 Payment Required: raw excerpt",
+		``:                                                               "HTTP 402 Payment Required: raw excerpt",
+	} {
+		require.Equal(t, want, describeAnswer(se, []byte(body)), body)
+	}
+}
+
+func TestBusyWaitGrowsWithinBounds(t *testing.T) {
+	t.Parallel()
+	for n := range 10 {
+		ceiling := min(DefaultKeyBusyBackoff<<n, maxKeyBusyBackoff)
+		for range 50 {
+			w := busyWait(DefaultKeyBusyBackoff, n)
+			require.GreaterOrEqual(t, w, ceiling/2, "n=%d", n)
+			require.LessOrEqual(t, w, ceiling, "n=%d", n)
+		}
+	}
+}
+
+func TestResultOf(t *testing.T) {
+	t.Parallel()
+	require.Nil(t, resultOf(nil))
+	require.Nil(t, resultOf([]byte(" \n")))
+	require.Equal(t, `{"a":1}`, string(resultOf([]byte(`{"a":1}`))))
+	require.Equal(t, `"plain text"`, string(resultOf([]byte("plain text\n"))))
+}

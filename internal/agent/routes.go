@@ -1,0 +1,88 @@
+package agent
+
+import (
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+
+	"github.com/sas-go/sas/internal/sas"
+)
+
+// Route is what an HTTP agent does for one step: the step's Action and the
+// Undo that compensates it, each "METHOD /path" as in sas.StepDef. An empty
+// Undo means there is nothing to undo.
+type Route struct {
+	Action string
+	Undo   string
+}
+
+// Routes maps a step name to its Route, for one agent.
+//
+// Why by step name: an agent.request carries the agent and the step's name
+// but not the workflow, so (agent, step name) is the key the agent can look
+// up. RoutesFromRegistry refuses a registry where that key is ambiguous.
+type Routes map[string]Route
+
+// RoutesFromRegistry collects the routes of one agent's steps from the
+// workflow registry. Two workflows may share a step name only if they give it
+// the same Action and Undo: the request does not say which workflow it came
+// from, so anything else is refused here, at start-up, rather than guessed at
+// run time.
+func RoutesFromRegistry(reg sas.Registry, agent string) (Routes, error) {
+	names := make([]string, 0, len(reg))
+	for n := range reg {
+		names = append(names, n)
+	}
+	slices.Sort(names) // a stable error message
+	out := Routes{}
+	from := map[string]string{} // step name → the workflow that defined it first
+	for _, wn := range names {
+		for _, s := range reg[wn].Steps {
+			if s.Agent != agent {
+				continue
+			}
+			r := Route{Action: s.Action, Undo: s.Undo}
+			if prev, ok := out[s.Name]; ok && prev != r {
+				return nil, fmt.Errorf("routes of agent %q: step %q is %+v in workflow %q but %+v in %q; an agent request names no workflow, so step names must agree: %w",
+					agent, s.Name, prev, from[s.Name], r, wn, sas.ErrInvalid)
+			}
+			out[s.Name], from[s.Name] = r, wn
+		}
+	}
+	return out, nil
+}
+
+// endpointAction is a parsed "METHOD /path".
+type endpointAction struct {
+	Method string
+	Path   string
+}
+
+func (a endpointAction) String() string { return a.Method + " " + a.Path }
+
+// parseAction reads "METHOD /path" (the path may carry a query).
+func parseAction(s string) (endpointAction, error) {
+	f := strings.Fields(s)
+	if len(f) != 2 {
+		return endpointAction{}, &sas.ValidationError{Field: "action", Reason: fmt.Sprintf("%q: want \"METHOD /path\", e.g. \"POST /payments\"", s)}
+	}
+	m, p := f[0], f[1]
+	if m != strings.ToUpper(m) || !validMethod(m) {
+		return endpointAction{}, &sas.ValidationError{Field: "action", Reason: fmt.Sprintf("%q: %q is not an upper-case HTTP method", s, m)}
+	}
+	if !strings.HasPrefix(p, "/") {
+		return endpointAction{}, &sas.ValidationError{Field: "action", Reason: fmt.Sprintf("%q: the path must start with /", s)}
+	}
+	return endpointAction{Method: m, Path: p}, nil
+}
+
+// validMethod accepts the methods a remote call can sensibly use. GET and
+// HEAD are left out on purpose: the agent always sends a body.
+func validMethod(m string) bool {
+	switch m {
+	case http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete:
+		return true
+	}
+	return false
+}

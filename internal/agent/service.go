@@ -1,0 +1,400 @@
+// Package agent is the Agent of the Scheduler Agent Supervisor pattern
+// (DESIGN §2, docs/protocol.md "Agent"): it takes agent.request messages from
+// its queue, runs each through the named agent's Runner, and answers the
+// scheduler with an agent.reply.
+//
+// Outcomes, per request:
+//
+//	Run succeeded                    → agent.reply {outcome: done, result}
+//	Run failed with ErrPermanent     → agent.reply {outcome: failed, reason}
+//	CompleteBy passed on arrival     → no call, nothing sent
+//	anything else (deadline reached, → nothing sent: another agent may own the
+//	  tries exhausted, breaker open)   step by now; the supervisor notices
+//	the outcome came after CompleteBy → nothing sent, for the same reason
+//
+// A reply echoes the request's orderId, step, attempt and lockedBy, which
+// fence the scheduler's write: a late or duplicate reply loses cleanly there.
+//
+// How the agent knows what to call: the scheduler's agent.request names the
+// agent ("payments") and the step ("stepName"); the agent's Routes map that
+// step name to the step's Action and Undo ("POST /payments", "POST /refunds"),
+// taken at start-up from the same workflow registry the scheduler runs
+// (RoutesFromRegistry over internal/workflows), so a bad action fails the
+// cold start, not an order. The request carries no workflow name, so a step
+// name must mean the same call in every workflow that gives it to the same
+// agent; RoutesFromRegistry refuses a registry where it does not.
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/sas-go/sas/internal/httpagent"
+	"github.com/sas-go/sas/internal/sas"
+)
+
+// Runner runs one attempt of one step for one agent. It returns the result
+// to report, an error wrapping ErrPermanent for a failure to report, or any
+// other error for "no outcome" (the Service then sends nothing).
+type Runner interface {
+	Run(ctx context.Context, req sas.AgentRequest) (result json.RawMessage, err error)
+}
+
+// RunnerFunc adapts a function to Runner.
+type RunnerFunc func(ctx context.Context, req sas.AgentRequest) (json.RawMessage, error)
+
+// Run calls f.
+func (f RunnerFunc) Run(ctx context.Context, req sas.AgentRequest) (json.RawMessage, error) {
+	return f(ctx, req)
+}
+
+// Defaults for zero Config fields.
+const (
+	// DefaultConcurrency matches the event source's batch size, so a whole
+	// batch runs at once and no request waits behind another's deadline.
+	DefaultConcurrency = 10
+	// DefaultReplyReserve is kept back from the invocation's own deadline
+	// (the Lambda timeout), so a call still running then is cut off in time
+	// for the others' replies to be sent and the batch to be answered.
+	DefaultReplyReserve = 2 * time.Second
+)
+
+// Config configures a Service.
+type Config struct {
+	// Queue sends the replies. Required.
+	Queue sas.Queue
+	// ReplyQueueURL is the scheduler's queue (SAS_SCHEDULER_QUEUE_URL). Required.
+	ReplyQueueURL string
+	// Agents maps an agent name (AgentRequest.Agent) to its Runner. At least one.
+	Agents map[string]Runner
+	// Clock is the only source of "now". Default sas.SystemClock.
+	Clock sas.Clock
+	// Logger receives one line per request. Default slog.Default().
+	Logger *slog.Logger
+	// Concurrency bounds the requests of one batch run at once. Default 10.
+	Concurrency int
+	// ReplyReserve: see DefaultReplyReserve. Default 2s.
+	ReplyReserve time.Duration
+}
+
+// Service hosts named agents. It is safe for concurrent use.
+type Service struct {
+	queue       sas.Queue
+	replyURL    string
+	agents      map[string]Runner
+	clock       sas.Clock
+	log         *slog.Logger
+	concurrency int
+	reserve     time.Duration
+}
+
+// New checks cfg and returns a Service.
+func New(cfg Config) (*Service, error) {
+	invalid := func(field, reason string) (*Service, error) {
+		return nil, fmt.Errorf("configuring agent service: %w", &sas.ValidationError{Field: field, Reason: reason})
+	}
+	switch {
+	case cfg.Queue == nil:
+		return invalid("Queue", "required")
+	case cfg.ReplyQueueURL == "":
+		return invalid("ReplyQueueURL", "required (SAS_SCHEDULER_QUEUE_URL)")
+	case len(cfg.Agents) == 0:
+		return invalid("Agents", "at least one agent")
+	case cfg.Concurrency < 0:
+		return invalid("Concurrency", "must not be negative")
+	case cfg.ReplyReserve < 0:
+		return invalid("ReplyReserve", "must not be negative")
+	}
+	for name, r := range cfg.Agents {
+		if name == "" || r == nil {
+			return invalid("Agents", fmt.Sprintf("agent %q: a name and a runner", name))
+		}
+	}
+	s := &Service{
+		queue: cfg.Queue, replyURL: cfg.ReplyQueueURL, agents: cfg.Agents,
+		clock: cfg.Clock, log: cfg.Logger, concurrency: cfg.Concurrency, reserve: cfg.ReplyReserve,
+	}
+	if s.clock == nil {
+		s.clock = sas.SystemClock{}
+	}
+	if s.log == nil {
+		s.log = slog.Default()
+	}
+	if s.concurrency == 0 {
+		s.concurrency = DefaultConcurrency
+	}
+	if s.reserve == 0 {
+		s.reserve = DefaultReplyReserve
+	}
+	return s, nil
+}
+
+// Handle is the typed Lambda handler for the agent request queue. It never
+// fails the whole batch: a malformed message is logged and acknowledged
+// alone; a message whose reply could not be sent is listed in
+// BatchItemFailures so SQS redelivers it (the remote call is idempotent by
+// key, so repeating it is safe). The list is empty, never nil, when all went
+// well: some pollers redeliver forever on a null list (DESIGN §7).
+func (s *Service) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
+	failed := make([]bool, len(ev.Records))
+	groups := s.parse(ev.Records)
+
+	// Requests with the same idempotency key (a duplicate delivery in one
+	// batch) run one after the other, so the second finds the first's stored
+	// answer instead of colliding with it in flight. Distinct keys run
+	// concurrently, bounded: the work is waiting on remote services.
+	sem := make(chan struct{}, s.concurrency)
+	var wg sync.WaitGroup
+	for _, g := range groups {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			for _, m := range g {
+				failed[m.index] = !s.handleOne(ctx, m)
+			}
+		}()
+	}
+	wg.Wait()
+
+	resp := events.SQSEventResponse{BatchItemFailures: []events.SQSBatchItemFailure{}}
+	for i, f := range failed {
+		if f {
+			resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: ev.Records[i].MessageId})
+		}
+	}
+	return resp, nil
+}
+
+// inbound is one well-formed request of a batch.
+type inbound struct {
+	index     int
+	messageID string
+	req       sas.AgentRequest
+}
+
+// parse decodes the batch, logs and drops malformed messages (acknowledged:
+// a poison message is never retried), and groups the rest by idempotency key
+// in batch order.
+func (s *Service) parse(records []events.SQSMessage) [][]inbound {
+	var groups [][]inbound
+	byKey := map[string]int{}
+	for i, rec := range records {
+		req, err := DecodeRequest([]byte(rec.Body))
+		if err != nil {
+			attrs := []any{"messageId", rec.MessageId, "reason", err.Error()}
+			if req.OrderID != "" {
+				attrs = append(attrs, "orderId", req.OrderID) // whatever could be read, to find the order
+			}
+			s.log.Error("agent: malformed request acknowledged without a reply", attrs...)
+			continue
+		}
+		m := inbound{index: i, messageID: rec.MessageId, req: req}
+		if g, ok := byKey[req.IdempotencyKey]; ok {
+			groups[g] = append(groups[g], m)
+			continue
+		}
+		byKey[req.IdempotencyKey] = len(groups)
+		groups = append(groups, []inbound{m})
+	}
+	return groups
+}
+
+// handleOne runs one request and reports whether its message may be
+// acknowledged. A panic is contained to its message, which is redelivered
+// (and dead-lettered if it keeps panicking).
+func (s *Service) handleOne(ctx context.Context, m inbound) (ok bool) {
+	log := s.log.With("messageId", m.messageID, "agent", m.req.Agent, "orderId", m.req.OrderID,
+		"step", m.req.Step, "stepName", m.req.StepName, "attempt", m.req.Attempt,
+		"compensation", m.req.Compensation, "idempotencyKey", m.req.IdempotencyKey)
+	defer func() {
+		if p := recover(); p != nil {
+			log.Error("agent: panic while handling a request; message left for redelivery",
+				"panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+			ok = false
+		}
+	}()
+	return s.process(ctx, log, m.req)
+}
+
+func (s *Service) process(ctx context.Context, log *slog.Logger, req sas.AgentRequest) bool {
+	start := s.clock.Now()
+	if !start.Before(req.CompleteBy) {
+		log.Warn("agent: request expired on arrival; no call, no reply",
+			"completeBy", req.CompleteBy, "lateBy", start.Sub(req.CompleteBy).String())
+		return true
+	}
+
+	callCtx := ctx
+	if dl, ok := ctx.Deadline(); ok {
+		var cancel context.CancelFunc
+		callCtx, cancel = context.WithDeadline(ctx, dl.Add(-s.reserve))
+		defer cancel()
+	}
+	var result json.RawMessage
+	var err error
+	if r, ok := s.agents[req.Agent]; ok {
+		result, err = r.Run(callCtx, req)
+	} else {
+		err = &PermanentError{Reason: fmt.Sprintf("no agent %q in this deployment (it hosts: %s)", req.Agent, s.agentNames())}
+	}
+
+	reply := sas.AgentReply{
+		V: sas.MessageVersion, Kind: sas.KindAgentReply, OrderID: req.OrderID, Step: req.Step,
+		Attempt: req.Attempt, LockedBy: req.LockedBy, Agent: req.Agent,
+	}
+	switch {
+	case err == nil:
+		reply.Outcome, reply.Result = sas.OutcomeDone, resultOf(result)
+	case errors.Is(err, ErrPermanent):
+		reply.Outcome, reply.Reason = sas.OutcomeFailed, reasonOf(err)
+	default:
+		log.Warn("agent: no outcome; no reply, the supervisor will re-drive the step after its deadline",
+			"why", whyNoOutcome(err), "err", err.Error(), "completeBy", req.CompleteBy)
+		return true
+	}
+
+	// The pattern's agent stops at the deadline and says nothing: by now the
+	// supervisor may have handed the step to another agent (DESIGN §2). The
+	// work is not lost: a re-drive sends the same key and gets the answer.
+	if now := s.clock.Now(); !now.Before(req.CompleteBy) {
+		log.Warn("agent: outcome came after the deadline; no reply",
+			"outcome", reply.Outcome, "reason", reply.Reason, "completeBy", req.CompleteBy, "lateBy", now.Sub(req.CompleteBy).String())
+		return true
+	}
+
+	if err := s.send(ctx, reply); err != nil {
+		log.Error("agent: reply not sent; message left for redelivery",
+			"outcome", reply.Outcome, "err", err.Error())
+		return false
+	}
+	if reply.Outcome == sas.OutcomeFailed {
+		log.Warn("agent: replied failed", "outcome", reply.Outcome, "reason", reply.Reason,
+			"took", s.clock.Now().Sub(start).String())
+	} else {
+		log.Info("agent: replied done", "outcome", reply.Outcome, "took", s.clock.Now().Sub(start).String())
+	}
+	return true
+}
+
+// send puts one reply on the scheduler's queue.
+func (s *Service) send(ctx context.Context, reply sas.AgentReply) error {
+	res, err := s.queue.Send(ctx, sas.SendParams{
+		QueueURL: s.replyURL,
+		Messages: []sas.OutboundMessage{{ID: "reply", Body: sas.Encode(reply)}},
+	})
+	if err != nil {
+		return fmt.Errorf("sending agent.reply for %s step %d: %w", reply.OrderID, reply.Step, err)
+	}
+	if len(res.Failed) > 0 {
+		f := res.Failed[0]
+		return fmt.Errorf("sending agent.reply for %s step %d: %s: %s (sender fault %t)", reply.OrderID, reply.Step, f.Code, f.Message, f.SenderFault)
+	}
+	return nil
+}
+
+func (s *Service) agentNames() string {
+	names := make([]string, 0, len(s.agents))
+	for n := range s.agents {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return strings.Join(names, ", ")
+}
+
+// whyNoOutcome names the class of a no-outcome error for the log.
+func whyNoOutcome(err error) string {
+	switch {
+	case errors.Is(err, httpagent.ErrCircuitOpen):
+		return "circuit open"
+	case errors.Is(err, httpagent.ErrDeadline):
+		return "deadline reached"
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return "invocation ending"
+	case errors.Is(err, httpagent.ErrTransient):
+		return "retries exhausted"
+	}
+	return "error"
+}
+
+// DecodeRequest reads and checks an agent.request. A message that fails here
+// can never be served: the caller logs the reason and drops it. What could be
+// read is returned with the error, for the log.
+//
+// Unknown fields are allowed (a newer scheduler of the same message version
+// may add some); the version must be this build's. A missing idempotency key
+// is derived with sas.IdempotencyKey, the same as the scheduler's.
+func DecodeRequest(body []byte) (sas.AgentRequest, error) {
+	var req sas.AgentRequest
+	if err := json.Unmarshal(body, &req); err != nil {
+		return req, &sas.ValidationError{Reason: "not an agent.request: " + jsonProblem(err)}
+	}
+	bad := func(field, reason string) (sas.AgentRequest, error) {
+		return req, &sas.ValidationError{Field: field, Reason: reason}
+	}
+	switch {
+	case req.V != 0 && req.V != sas.MessageVersion:
+		return bad("v", fmt.Sprintf("unsupported message version %d (this agent reads %d)", req.V, sas.MessageVersion))
+	case req.Kind != sas.KindAgentRequest:
+		return bad("kind", fmt.Sprintf("%q is not %q", req.Kind, sas.KindAgentRequest))
+	case !sas.ValidOrderID(req.OrderID):
+		return bad("orderId", fmt.Sprintf("%q is not an order id", req.OrderID))
+	case req.Step < 0:
+		return bad("step", fmt.Sprintf("%d is negative", req.Step))
+	case req.StepName == "":
+		return bad("stepName", "required: it selects the step's action")
+	case req.Agent == "":
+		return bad("agent", "required")
+	case req.Attempt < 1:
+		return bad("attempt", fmt.Sprintf("%d: attempts count from 1", req.Attempt))
+	case req.LockedBy == "":
+		return bad("lockedBy", "required: the reply is fenced on it")
+	case req.CompleteBy.IsZero():
+		return bad("completeBy", "required: the agent must know when to stop")
+	case !printableKey(req.IdempotencyKey):
+		return bad("idempotencyKey", "must be printable ASCII without spaces, at most 255 characters")
+	}
+	if req.IdempotencyKey == "" {
+		req.IdempotencyKey = sas.IdempotencyKey(req.OrderID, req.Step, req.Compensation)
+	}
+	req.V = sas.MessageVersion
+	return req, nil
+}
+
+// printableKey accepts what an Idempotency-Key header can carry as a plain
+// token ("" is accepted: DecodeRequest derives one).
+func printableKey(k string) bool {
+	if len(k) > 255 {
+		return false
+	}
+	for i := range len(k) {
+		if k[i] < 0x21 || k[i] > 0x7e {
+			return false
+		}
+	}
+	return true
+}
+
+// jsonProblem says what is wrong with a body in a line.
+func jsonProblem(err error) string {
+	var se *json.SyntaxError
+	var te *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &se):
+		return fmt.Sprintf("not valid JSON at byte %d", se.Offset)
+	case errors.As(err, &te):
+		return fmt.Sprintf("field %q must be %s, not %s", te.Field, te.Type, te.Value)
+	}
+	return err.Error()
+}

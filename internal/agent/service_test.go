@@ -1,0 +1,374 @@
+package agent_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sas-go/sas/internal/agent"
+	"github.com/sas-go/sas/internal/memqueue"
+	"github.com/sas-go/sas/internal/sas"
+)
+
+// These tests drive the Service with runners written for them: the
+// outcome rules and the batch handling, without HTTP.
+
+type serviceRig struct {
+	t        *testing.T
+	clock    *fakeClock
+	queue    *memqueue.Queue
+	replyURL string
+	logs     *logBuffer
+}
+
+func newServiceRig(t *testing.T, opts memqueue.Options) *serviceRig {
+	t.Helper()
+	r := &serviceRig{t: t, clock: newFakeClock(), logs: &logBuffer{}}
+	opts.Clock = r.clock
+	r.queue = memqueue.New(opts)
+	q, err := r.queue.CreateQueue(t.Context(), memqueue.CreateQueueParams{Name: "scheduler"})
+	require.NoError(t, err)
+	r.replyURL = q.URL
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("agent logs:\n%s", r.logs.String())
+		}
+	})
+	return r
+}
+
+func (r *serviceRig) service(cfg agent.Config) *agent.Service {
+	r.t.Helper()
+	cfg.Queue, cfg.ReplyQueueURL, cfg.Clock = r.queue, r.replyURL, r.clock
+	cfg.Logger = slog.New(slog.NewJSONHandler(r.logs, nil))
+	svc, err := agent.New(cfg)
+	require.NoError(r.t, err)
+	return svc
+}
+
+func (r *serviceRig) replies() []sas.AgentReply {
+	return (&rig{t: r.t, queue: r.queue, replyURL: r.replyURL}).replies()
+}
+
+func payments(f agent.RunnerFunc) map[string]agent.Runner {
+	return map[string]agent.Runner{"payments": f}
+}
+
+func TestOutcomes(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name        string
+		run         func(c *fakeClock) (json.RawMessage, error)
+		wantOutcome sas.Outcome // "" for no reply
+		wantResult  string
+		wantReason  string
+	}{
+		{
+			name:        "done",
+			run:         func(*fakeClock) (json.RawMessage, error) { return json.RawMessage(`{"id":"x"}`), nil },
+			wantOutcome: sas.OutcomeDone, wantResult: `{"id":"x"}`,
+		},
+		{
+			name:        "done without a result",
+			run:         func(*fakeClock) (json.RawMessage, error) { return nil, nil },
+			wantOutcome: sas.OutcomeDone,
+		},
+		{
+			name:        "a result that is not JSON is carried as a string",
+			run:         func(*fakeClock) (json.RawMessage, error) { return json.RawMessage(`OK fine`), nil },
+			wantOutcome: sas.OutcomeDone, wantResult: `"OK fine"`,
+		},
+		{
+			name: "permanent",
+			run: func(*fakeClock) (json.RawMessage, error) {
+				return nil, &agent.PermanentError{Reason: "card declined", Err: errors.New("HTTP 402")}
+			},
+			wantOutcome: sas.OutcomeFailed, wantReason: "card declined",
+		},
+		{
+			name: "permanent without a PermanentError",
+			run: func(*fakeClock) (json.RawMessage, error) {
+				return nil, fmt.Errorf("%w: no such account", agent.ErrPermanent)
+			},
+			wantOutcome: sas.OutcomeFailed, wantReason: "permanent failure: no such account",
+		},
+		{
+			name: "any other error sends nothing",
+			run:  func(*fakeClock) (json.RawMessage, error) { return nil, errors.New("connection refused") },
+		},
+		{
+			name: "a success after the deadline sends nothing",
+			run: func(c *fakeClock) (json.RawMessage, error) {
+				c.Advance(31 * time.Second)
+				return json.RawMessage(`{}`), nil
+			},
+		},
+		{
+			name: "a permanent failure after the deadline sends nothing",
+			run: func(c *fakeClock) (json.RawMessage, error) {
+				c.Advance(30 * time.Second)
+				return nil, &agent.PermanentError{Reason: "late"}
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			r := newServiceRig(t, memqueue.Options{})
+			svc := r.service(agent.Config{Agents: payments(func(context.Context, sas.AgentRequest) (json.RawMessage, error) {
+				return tt.run(r.clock)
+			})})
+			req := request("o-1")
+			resp := handleWith(t, svc, event(req))
+			require.Empty(t, resp.BatchItemFailures)
+
+			reps := r.replies()
+			if tt.wantOutcome == "" {
+				require.Empty(t, reps)
+				return
+			}
+			require.Len(t, reps, 1)
+			requireEcho(t, req, reps[0])
+			require.Equal(t, tt.wantOutcome, reps[0].Outcome)
+			require.Equal(t, tt.wantReason, reps[0].Reason)
+			if tt.wantResult == "" {
+				require.Empty(t, reps[0].Result)
+			} else {
+				require.JSONEq(t, tt.wantResult, string(reps[0].Result))
+			}
+		})
+	}
+}
+
+func TestLongReasonIsCut(t *testing.T) {
+	t.Parallel()
+	r := newServiceRig(t, memqueue.Options{})
+	svc := r.service(agent.Config{Agents: payments(func(context.Context, sas.AgentRequest) (json.RawMessage, error) {
+		return nil, &agent.PermanentError{Reason: "déclinée " + strings.Repeat("é", 3000)}
+	})})
+	handleWith(t, svc, event(request("o-1")))
+	reps := r.replies()
+	require.Len(t, reps, 1)
+	require.LessOrEqual(t, len(reps[0].Reason), 1000)
+	require.True(t, utf8.ValidString(reps[0].Reason), "cut on a rune boundary")
+	require.True(t, strings.HasPrefix(reps[0].Reason, "déclinée éé"))
+	require.True(t, strings.HasSuffix(reps[0].Reason, "…"))
+}
+
+func TestPanicFailsOnlyItsMessage(t *testing.T) {
+	t.Parallel()
+	r := newServiceRig(t, memqueue.Options{})
+	svc := r.service(agent.Config{Agents: payments(func(_ context.Context, req sas.AgentRequest) (json.RawMessage, error) {
+		if req.OrderID == "o-2" {
+			panic("a bug")
+		}
+		return json.RawMessage(`{}`), nil
+	})})
+	resp := handleWith(t, svc, event(request("o-1"), request("o-2"), request("o-3")))
+	require.Equal(t, []string{"m2"}, failedIDs(resp))
+	require.Len(t, r.replies(), 2)
+	require.Contains(t, r.logs.String(), "panic")
+}
+
+func TestQueueOutageFailsEveryRepliedMessage(t *testing.T) {
+	t.Parallel()
+	r := newServiceRig(t, memqueue.Options{Fault: func(op memqueue.Op, _ string) error {
+		if op == memqueue.OpSend {
+			return errors.New("simulated outage")
+		}
+		return nil
+	}})
+	svc := r.service(agent.Config{Agents: payments(func(_ context.Context, req sas.AgentRequest) (json.RawMessage, error) {
+		if req.OrderID == "o-2" {
+			return nil, errors.New("timed out") // nothing to send: acknowledged anyway
+		}
+		return json.RawMessage(`{}`), nil
+	})})
+	resp := handleWith(t, svc, event(request("o-1"), request("o-2"), request("o-3")))
+	require.Equal(t, []string{"m1", "m3"}, failedIDs(resp))
+}
+
+func TestEmptyEventAnswersAnEmptyList(t *testing.T) {
+	t.Parallel()
+	r := newServiceRig(t, memqueue.Options{})
+	svc := r.service(agent.Config{Agents: payments(func(context.Context, sas.AgentRequest) (json.RawMessage, error) {
+		return nil, nil
+	})})
+	resp := handleWith(t, svc, events.SQSEvent{})
+	require.Empty(t, resp.BatchItemFailures)
+	b, err := json.Marshal(resp)
+	require.NoError(t, err)
+	require.JSONEq(t, `{"batchItemFailures":[]}`, string(b))
+}
+
+func TestBatchRunsConcurrentlyWithinTheBound(t *testing.T) {
+	t.Parallel()
+	const bound = 3
+	r := newServiceRig(t, memqueue.Options{})
+	var inFlight, peak atomic.Int32
+	full := make(chan struct{})
+	var once sync.Once
+	svc := r.service(agent.Config{Concurrency: bound, Agents: payments(func(ctx context.Context, _ sas.AgentRequest) (json.RawMessage, error) {
+		n := inFlight.Add(1)
+		defer inFlight.Add(-1)
+		for {
+			p := peak.Load()
+			if n <= p || peak.CompareAndSwap(p, n) {
+				break
+			}
+		}
+		if n == bound {
+			once.Do(func() { close(full) })
+		}
+		// The first ones wait until the bound is reached, which proves
+		// they run at once; a serial handler would time out here.
+		select {
+		case <-full:
+		case <-time.After(5 * time.Second):
+			return nil, errors.New("never reached the concurrency bound")
+		}
+		return json.RawMessage(`{}`), nil
+	})})
+	var msgs []any
+	for _, id := range []string{"o-1", "o-2", "o-3", "o-4", "o-5", "o-6", "o-7", "o-8", "o-9"} {
+		msgs = append(msgs, request(id))
+	}
+	resp := handleWith(t, svc, event(msgs...))
+	require.Empty(t, resp.BatchItemFailures)
+	require.Len(t, r.replies(), 9)
+	require.EqualValues(t, bound, peak.Load())
+}
+
+func TestSameKeyRunsInOrderNotAtOnce(t *testing.T) {
+	t.Parallel()
+	r := newServiceRig(t, memqueue.Options{})
+	var mu sync.Mutex
+	running := map[string]bool{}
+	var order []int
+	svc := r.service(agent.Config{Agents: payments(func(_ context.Context, req sas.AgentRequest) (json.RawMessage, error) {
+		mu.Lock()
+		if running[req.IdempotencyKey] {
+			mu.Unlock()
+			return nil, errors.New("two runs of one key at once")
+		}
+		running[req.IdempotencyKey] = true
+		if req.OrderID == "o-1" {
+			order = append(order, req.Attempt)
+		}
+		mu.Unlock()
+		time.Sleep(5 * time.Millisecond) // widen the window a race would need
+		mu.Lock()
+		running[req.IdempotencyKey] = false
+		mu.Unlock()
+		return json.RawMessage(`{}`), nil
+	})})
+	a1 := request("o-1")
+	a2 := request("o-1", func(q *sas.AgentRequest) { q.Attempt = 2 })
+	a3 := request("o-1", func(q *sas.AgentRequest) { q.Attempt = 3 })
+	resp := handleWith(t, svc, event(a1, request("o-2"), a2, a3))
+	require.Empty(t, resp.BatchItemFailures)
+	require.Len(t, r.replies(), 4)
+	require.Equal(t, []int{1, 2, 3}, order, "batch order within a key")
+}
+
+func TestCallStopsBeforeTheInvocationEnds(t *testing.T) {
+	t.Parallel()
+	r := newServiceRig(t, memqueue.Options{})
+	var callDeadline time.Time
+	svc := r.service(agent.Config{ReplyReserve: 3 * time.Second, Agents: payments(func(ctx context.Context, _ sas.AgentRequest) (json.RawMessage, error) {
+		callDeadline, _ = ctx.Deadline()
+		return json.RawMessage(`{}`), nil
+	})})
+	invocationEnds := time.Now().Add(10 * time.Second)
+	ctx, cancel := context.WithDeadline(t.Context(), invocationEnds)
+	defer cancel()
+	resp, err := svc.Handle(ctx, event(request("o-1")))
+	require.NoError(t, err)
+	require.Empty(t, resp.BatchItemFailures)
+	require.Equal(t, invocationEnds.Add(-3*time.Second), callDeadline)
+	require.Len(t, r.replies(), 1)
+}
+
+func TestNewChecksConfig(t *testing.T) {
+	t.Parallel()
+	q := memqueue.New(memqueue.Options{})
+	run := agent.RunnerFunc(func(context.Context, sas.AgentRequest) (json.RawMessage, error) { return nil, nil })
+	for name, cfg := range map[string]agent.Config{
+		"no queue":       {ReplyQueueURL: "u", Agents: map[string]agent.Runner{"a": run}},
+		"no reply queue": {Queue: q, Agents: map[string]agent.Runner{"a": run}},
+		"no agents":      {Queue: q, ReplyQueueURL: "u"},
+		"nil runner":     {Queue: q, ReplyQueueURL: "u", Agents: map[string]agent.Runner{"a": nil}},
+		"negative bound": {Queue: q, ReplyQueueURL: "u", Agents: map[string]agent.Runner{"a": run}, Concurrency: -1},
+	} {
+		_, err := agent.New(cfg)
+		require.ErrorIs(t, err, sas.ErrInvalid, name)
+	}
+}
+
+func TestDecodeRequest(t *testing.T) {
+	t.Parallel()
+	good := request("o-1")
+	valid := sas.Encode(good)
+	require.NotEmpty(t, valid)
+
+	got, err := agent.DecodeRequest([]byte(valid))
+	require.NoError(t, err)
+	require.Equal(t, good.OrderID, got.OrderID)
+	require.True(t, good.CompleteBy.Equal(got.CompleteBy))
+
+	// A request without a key gets the scheduler's.
+	noKey := request("o-1", compensation)
+	noKey.IdempotencyKey = ""
+	got, err = agent.DecodeRequest([]byte(sas.Encode(noKey)))
+	require.NoError(t, err)
+	require.Equal(t, "o-1:0:undo", got.IdempotencyKey)
+
+	// Fields a newer scheduler might add are tolerated.
+	_, err = agent.DecodeRequest([]byte(`{"v":1,"kind":"agent.request","orderId":"o","step":0,"stepName":"charge","agent":"payments","attempt":1,"lockedBy":"s","completeBy":"2030-01-02T03:04:35Z","priority":3}`))
+	require.NoError(t, err)
+
+	bad := map[string]struct {
+		body  string
+		field string
+	}{
+		"empty":         {``, ""},
+		"not JSON":      {`{`, ""},
+		"array":         {`[1]`, ""},
+		"wrong type":    {`{"step":"one"}`, ""},
+		"bad time":      {`{"completeBy":"soon"}`, ""},
+		"version 2":     {with(good, func(q *sas.AgentRequest) { q.V = 2 }), "v"},
+		"other kind":    {with(good, func(q *sas.AgentRequest) { q.Kind = sas.KindRetry }), "kind"},
+		"bad order id":  {with(good, func(q *sas.AgentRequest) { q.OrderID = "a b" }), "orderId"},
+		"negative step": {with(good, func(q *sas.AgentRequest) { q.Step = -1 }), "step"},
+		"no step name":  {with(good, func(q *sas.AgentRequest) { q.StepName = "" }), "stepName"},
+		"no agent":      {with(good, func(q *sas.AgentRequest) { q.Agent = "" }), "agent"},
+		"attempt 0":     {with(good, func(q *sas.AgentRequest) { q.Attempt = 0 }), "attempt"},
+		"no owner":      {with(good, func(q *sas.AgentRequest) { q.LockedBy = "" }), "lockedBy"},
+		"no deadline":   {with(good, func(q *sas.AgentRequest) { q.CompleteBy = time.Time{} }), "completeBy"},
+		"key w/ space":  {with(good, func(q *sas.AgentRequest) { q.IdempotencyKey = "a b" }), "idempotencyKey"},
+	}
+	for name, tt := range bad {
+		_, err := agent.DecodeRequest([]byte(tt.body))
+		require.ErrorIs(t, err, sas.ErrInvalid, name)
+		var ve *sas.ValidationError
+		require.ErrorAs(t, err, &ve, name)
+		require.Equal(t, tt.field, ve.Field, name)
+		require.NotEmpty(t, ve.Reason, name)
+	}
+}
+
+func with(req sas.AgentRequest, f func(*sas.AgentRequest)) string {
+	f(&req)
+	return sas.Encode(req)
+}

@@ -1,0 +1,272 @@
+package scheduler_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/sas-go/sas/internal/sas"
+)
+
+// undoAll completes every undo request as it comes and returns the steps
+// undone, in order.
+func (f *fixture) undoAll() []int {
+	f.t.Helper()
+	var steps []int
+	for {
+		reqs := f.requests()
+		if len(reqs) == 0 {
+			return steps
+		}
+		require.Len(f.t, reqs, 1, "one undo at a time")
+		req := reqs[0]
+		require.True(f.t, req.Compensation, "only undos once the order is compensating")
+		require.Equal(f.t, sas.IdempotencyKey(req.OrderID, req.Step, true), req.IdempotencyKey)
+		steps = append(steps, req.Step)
+		f.clock.Advance(time.Second)
+		f.deliver(done(req))
+	}
+}
+
+func TestPermanentFailureCompensatesNewestFirst(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name         string
+		workflow     string
+		doneBefore   int // steps completed before the failing one
+		wantUndo     []int
+		wantStatuses []string
+		wantStates   []sas.ProcessState
+	}{
+		{"last step fails: undo charge, then reserve", "order", 2, []int{1, 0},
+			[]string{"received#1000", "step-done/reserve#3001", "step-done/charge#5001", "failed/ship#6001", "compensated#15000"},
+			[]sas.ProcessState{sas.Compensated, sas.Compensated, sas.Error}},
+		{"middle step fails: undo reserve", "order", 1, []int{0},
+			[]string{"received#1000", "step-done/reserve#3001", "failed/charge#4001", "compensated#15000"},
+			[]sas.ProcessState{sas.Compensated, sas.Error, sas.Pending}},
+		{"first step fails: nothing to undo", "payment", 0, nil,
+			[]string{"received#1000", "failed/charge#2001"},
+			[]sas.ProcessState{sas.Error}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			f := newFixture(t)
+			req := f.runForward("o-pf", tc.workflow, tc.doneBefore)
+			require.Equal(t, tc.doneBefore, req.Step)
+			f.clock.Advance(time.Second)
+			f.deliver(reply(req, sas.OutcomeFailed, "declined by the bank"))
+
+			alerts := f.alerts.all()
+			require.Len(t, alerts, 1)
+			require.Equal(t, sas.Alert{
+				OrderID: "o-pf", Step: req.Step, StepName: req.StepName, State: sas.Error, Reason: "declined by the bank",
+				Attempts: 1, Failures: 0, At: f.clock.Now(), Source: "scheduler",
+			}, alerts[0])
+
+			require.Equal(t, tc.wantUndo, f.undoAll())
+			st := f.statuses()
+			require.Equal(t, tc.wantStatuses, statusList(st))
+			for _, s := range st {
+				if s.Status == sas.StatusFailed {
+					require.Equal(t, "declined by the bank", s.Reason)
+				}
+			}
+			require.Equal(t, tc.wantStates, f.states("o-pf"))
+			v := f.view("o-pf")
+			require.Equal(t, "declined by the bank", v.Steps[req.Step].LastError)
+			for _, s := range tc.wantUndo {
+				require.Equal(t, 2, v.Steps[s].Attempt, "an undo is an attempt of its own")
+			}
+		})
+	}
+}
+
+func TestCompensationFailure(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	req := f.runForward("o-cf", "order", 1)
+	f.deliver(reply(req, sas.OutcomeFailed, "declined"))
+	undo := f.request()
+	require.Equal(t, 0, undo.Step)
+	require.True(t, undo.Compensation)
+
+	f.clock.Advance(time.Second)
+	undoFailed := reply(undo, sas.OutcomeFailed, "reservation already shipped")
+	f.deliver(undoFailed)
+
+	require.Empty(t, f.requests(), "the chain stops at a failed undo")
+	alerts := f.alerts.all()
+	require.Len(t, alerts, 2)
+	require.Equal(t, sas.CompensationFailed, alerts[1].State)
+	require.Equal(t, "reserve", alerts[1].StepName)
+	require.Equal(t, "reservation already shipped", alerts[1].Reason)
+	require.Equal(t, 2, alerts[1].Attempts)
+	st := f.statuses()
+	require.Equal(t, []string{"received#1000", "step-done/reserve#3001", "failed/charge#4001", "failed/reserve#13002"}, statusList(st))
+	require.Equal(t, "compensation failed: reservation already shipped", st[3].Reason)
+	require.Equal(t, []sas.ProcessState{sas.CompensationFailed, sas.Error, sas.Pending}, f.states("o-cf"))
+
+	// A duplicate of the failed undo repeats the alert and the status (the
+	// first delivery may have died before them) and changes nothing.
+	f.deliver(undoFailed)
+	require.Empty(t, f.requests())
+	require.Len(t, f.alerts.all(), 3)
+	require.Equal(t, []string{"failed/reserve#13002"}, statusList(f.statuses()))
+
+	// A late duplicate of the charge's failure does not restart a failed
+	// undo: that is an operator's call.
+	f.deliver(reply(req, sas.OutcomeFailed, "declined"))
+	require.Empty(t, f.requests())
+	require.Equal(t, []sas.ProcessState{sas.CompensationFailed, sas.Error, sas.Pending}, f.states("o-cf"))
+	f.statuses()
+
+	// The operator fixes the cause and asks again: only the failed undo is
+	// retried (the charge was refused, there is nothing to refund).
+	f.clock.Advance(time.Minute)
+	f.deliver(compensateMsg("o-cf"))
+	retry := f.request()
+	require.Equal(t, 0, retry.Step)
+	require.Equal(t, 3, retry.Attempt)
+	require.True(t, retry.Compensation)
+	f.deliver(done(retry))
+	require.Equal(t, []string{"failed/charge#4001", "compensated#15000"}, statusList(f.statuses()))
+	require.Equal(t, []sas.ProcessState{sas.Compensated, sas.Error, sas.Pending}, f.states("o-cf"))
+}
+
+func TestCompensateAfterSupervisorGaveUp(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.runForward("o-gu", "order", 1)
+	f.statuses()
+	f.clock.Advance(stepTimeout + time.Second)
+	f.giveUp("o-gu", 1)
+
+	f.deliver(compensateMsg("o-gu"))
+	require.Equal(t, []string{"failed/charge#4001"}, statusList(f.statuses()), "the submitter learns of the failure")
+	undo := f.request()
+	require.Equal(t, 1, undo.Step, "a step given up on may have charged: refund it first")
+	require.Equal(t, 2, undo.Attempt)
+
+	// A duplicate compensate while the undo runs re-sends it, claims nothing.
+	f.deliver(compensateMsg("o-gu"))
+	require.Equal(t, undo, f.request())
+	require.Empty(t, f.statuses(), "the failure was told before the undo was claimed")
+
+	f.deliver(done(undo))
+	require.Equal(t, []int{0}, f.undoAll())
+	require.Equal(t, []string{"compensated#15000"}, statusList(f.statuses()))
+	require.Equal(t, []sas.ProcessState{sas.Compensated, sas.Compensated, sas.Pending}, f.states("o-gu"))
+	require.Empty(t, f.alerts.all(), "the supervisor alerted; the scheduler does not repeat it")
+
+	// After the end, another compensate only repeats "compensated".
+	f.deliver(compensateMsg("o-gu"))
+	require.Empty(t, f.requests())
+	require.Equal(t, []string{"compensated#15000"}, statusList(f.statuses()))
+}
+
+func TestCompensateProcessedOrder(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.runForward("o-rev", "order", 3)
+	f.statuses()
+	f.deliver(compensateMsg("o-rev"))
+	require.Equal(t, []int{1, 0}, f.undoAll(), "ship has no undo")
+	require.Equal(t, []string{"compensated#15000"}, statusList(f.statuses()))
+	require.Equal(t, []sas.ProcessState{sas.Compensated, sas.Compensated, sas.Processed}, f.states("o-rev"))
+}
+
+func TestCompensateRefusedWhileInFlight(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name  string
+		setup func(f *fixture)
+		want  []sas.ProcessState
+	}{
+		{"a step is processing", func(*fixture) {}, []sas.ProcessState{sas.Processed, sas.Processing, sas.Pending}},
+		{"a step waits for its retry", func(f *fixture) {
+			f.clock.Advance(stepTimeout + time.Second)
+			f.rescue("o-if", 1)
+		}, []sas.ProcessState{sas.Processed, sas.Pending, sas.Pending}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			f := newFixture(t)
+			f.runForward("o-if", "order", 1)
+			tc.setup(f)
+			f.statuses()
+			before := f.view("o-if")
+
+			f.deliver(compensateMsg("o-if"))
+			require.Empty(t, f.requests())
+			require.Empty(t, f.statuses())
+			require.Equal(t, before.Steps, f.view("o-if").Steps)
+			require.Equal(t, tc.want, f.states("o-if"))
+		})
+	}
+}
+
+func TestUndoRescuedAndRetried(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	req := f.runForward("o-ur", "order", 1)
+	f.deliver(reply(req, sas.OutcomeFailed, "declined"))
+	hung := f.request()
+	require.Equal(t, 2, hung.Attempt)
+
+	f.clock.Advance(stepTimeout + time.Second)
+	r := f.rescue("o-ur", 0)
+	require.Equal(t, sas.Compensating, r.ProcessState)
+	require.Empty(t, r.LockedBy)
+
+	f.deliver(done(hung))
+	require.Empty(t, f.requests(), "the hung undo's late reply is stale")
+	require.Equal(t, sas.Compensating, f.step("o-ur", 0).ProcessState)
+
+	f.deliver(retryMsg("o-ur", 0, 2))
+	again := f.request()
+	require.True(t, again.Compensation, "a rescued undo is re-claimed as an undo")
+	require.Equal(t, 3, again.Attempt)
+	require.Equal(t, "o-ur:0:undo", again.IdempotencyKey)
+	f.deliver(done(again))
+
+	require.Equal(t, []string{"received#1000", "step-done/reserve#3001", "failed/charge#4001", "compensated#15000"}, statusList(f.statuses()))
+	v := f.view("o-ur")
+	require.Equal(t, []sas.ProcessState{sas.Compensated, sas.Error, sas.Pending}, f.states("o-ur"))
+	require.Equal(t, 1, v.Steps[0].FailureCount)
+}
+
+func TestDuplicateUndoReply(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	req := f.runForward("o-du", "order", 2)
+	f.deliver(reply(req, sas.OutcomeFailed, "no such address"))
+	undo1 := f.request()
+	f.deliver(done(undo1))
+	undo0 := f.request()
+	f.statuses()
+
+	f.deliver(done(undo1))
+	require.Equal(t, undo0, f.request(), "the next undo's request is sent again while its lease runs")
+	require.Empty(t, f.statuses())
+	require.Equal(t, 2, f.step("o-du", 0).Attempt, "not claimed twice")
+
+	f.deliver(done(undo0))
+	f.deliver(done(undo0))
+	require.Empty(t, f.requests())
+	require.Equal(t, []string{"compensated#15000", "compensated#15000"}, statusList(f.statuses()))
+	require.Equal(t, []sas.ProcessState{sas.Compensated, sas.Compensated, sas.Error}, f.states("o-du"))
+}
+
+func TestFailureWithoutReplyTo(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.deliver(intake("o-nr", "payment", ""))
+	f.deliver(reply(f.request(), sas.OutcomeFailed, "card expired"))
+	require.Len(t, f.alerts.all(), 1, "the operator is told even when the caller is not")
+	require.Empty(t, f.statuses())
+	require.Empty(t, f.statusesAt(f.otherURL))
+	require.Equal(t, []sas.ProcessState{sas.Error}, f.states("o-nr"))
+}

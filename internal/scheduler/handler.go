@@ -1,0 +1,125 @@
+package scheduler
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"strings"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/sas-go/sas/internal/sas"
+)
+
+// HandleMessage routes one message body by its kind. Intake messages may
+// omit the kind; so may a body that is not even JSON, which is then
+// reported as a malformed intake (with a rejection where possible).
+func (s *Service) HandleMessage(ctx context.Context, body []byte) error {
+	h, herr := sas.DecodeHeader(body)
+	switch h.Kind {
+	case "", sas.KindIntake:
+		// ParseIntake reports the header's problems too, with a reason.
+		return s.Intake(ctx, body)
+	case sas.KindAgentReply, sas.KindRetry, sas.KindCompensate:
+	default:
+		return drop(herr, "kind %q is not a message for the scheduler", h.Kind)
+	}
+	if herr != nil {
+		return drop(herr, "%s message", h.Kind)
+	}
+	switch h.Kind {
+	case sas.KindAgentReply:
+		var m sas.AgentReply
+		if err := json.Unmarshal(body, &m); err != nil {
+			return drop(err, "malformed agent reply")
+		}
+		return s.Reply(ctx, m)
+	case sas.KindRetry:
+		var m sas.Retry
+		if err := json.Unmarshal(body, &m); err != nil {
+			return drop(err, "malformed retry message")
+		}
+		return s.Retry(ctx, m)
+	default:
+		var m sas.Compensate
+		if err := json.Unmarshal(body, &m); err != nil {
+			return drop(err, "malformed compensate message")
+		}
+		return s.Compensate(ctx, m)
+	}
+}
+
+// Handler is the scheduler's Lambda handler for SQS events (the intake queue
+// and the scheduler queue), with partial batch failures.
+type Handler struct {
+	svc    *Service
+	log    *slog.Logger
+	intake string // the intake queue's name; "" when not configured
+}
+
+// NewHandler returns the Lambda handler of a Service.
+func NewHandler(svc *Service) *Handler {
+	return &Handler{svc: svc, log: svc.log, intake: queueName(svc.cfg.IntakeQueueURL)}
+}
+
+// queueName is the last segment of a queue URL (…/account/name) or ARN
+// (arn:aws:sqs:region:account:name): the part every emulator and SQS agree on.
+func queueName(s string) string {
+	if i := strings.LastIndexAny(s, "/:"); i >= 0 {
+		return s[i+1:]
+	}
+	return s
+}
+
+// Handle processes each record on its own. A record whose message can never
+// succeed (malformed, invalid, stale) is logged and acknowledged; only
+// transient failures (store, queue, alerter) are reported, so SQS redelivers
+// just those. The failure list is never nil: a null batchItemFailures makes
+// some pollers redeliver the whole batch forever (DESIGN §7).
+func (h *Handler) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
+	failures := []events.SQSBatchItemFailure{}
+	for _, rec := range ev.Records {
+		if err := h.handleRecord(ctx, rec); err != nil {
+			failures = append(failures, events.SQSBatchItemFailure{ItemIdentifier: rec.MessageId})
+		}
+	}
+	return events.SQSEventResponse{BatchItemFailures: failures}, nil
+}
+
+// handleRecord returns an error only for a record SQS should redeliver.
+func (h *Handler) handleRecord(ctx context.Context, rec events.SQSMessage) (err error) {
+	log := h.log.With("messageId", rec.MessageId)
+	defer func() {
+		// A bug in one message must not take down the others in the batch.
+		if p := recover(); p != nil {
+			log.ErrorContext(ctx, "panic handling message; it will be redelivered", "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+			err = fmt.Errorf("panic: %v", p)
+		}
+	}()
+	if err := ctx.Err(); err != nil {
+		// Out of time: leave the rest for redelivery rather than half-do it.
+		return fmt.Errorf("not handled: %w", err)
+	}
+	if h.intake != "" && queueName(rec.EventSourceARN) == h.intake {
+		err = h.svc.Intake(ctx, []byte(rec.Body))
+	} else {
+		err = h.svc.HandleMessage(ctx, []byte(rec.Body))
+	}
+	var dropped *DropError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &dropped):
+		log.WarnContext(ctx, "message dropped", "reason", err.Error())
+		return nil
+	case errors.Is(err, sas.ErrInvalid):
+		// Nothing invalid becomes valid on a retry.
+		log.ErrorContext(ctx, "message dropped: invalid", "error", err)
+		return nil
+	}
+	log.ErrorContext(ctx, "message failed; it will be redelivered", "error", err)
+	return err
+}

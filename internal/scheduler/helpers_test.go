@@ -1,0 +1,401 @@
+package scheduler_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sas-go/sas/internal/memqueue"
+	"github.com/sas-go/sas/internal/memstore"
+	"github.com/sas-go/sas/internal/sas"
+	"github.com/sas-go/sas/internal/scheduler"
+	"github.com/sas-go/sas/internal/storetest"
+	"github.com/sas-go/sas/internal/workflows"
+)
+
+const (
+	owner       = "scheduler-test"
+	stepTimeout = 30 * time.Second
+)
+
+// intakeQueueURL names the intake queue of the golden events' ARNs.
+const intakeQueueURL = "https://sqs.eu-west-1.amazonaws.com/123456789012/sas-intake"
+
+// t0 is the fake clock's start: millisecond-aligned, as the store keeps times.
+var t0 = storetest.T0
+
+type fakeClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+// recorder is an alerter that keeps what it is told and can be made to fail.
+type recorder struct {
+	mu     sync.Mutex
+	alerts []sas.Alert
+	fail   int // fail this many calls before recording again
+}
+
+func (r *recorder) Alert(_ context.Context, a sas.Alert) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.fail > 0 {
+		r.fail--
+		return errors.New("alerter unavailable")
+	}
+	r.alerts = append(r.alerts, a)
+	return nil
+}
+
+func (r *recorder) all() []sas.Alert {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]sas.Alert(nil), r.alerts...)
+}
+
+// faultyStore fails or panics on GetOrder of chosen orders: the store being
+// unreachable for one message.
+type faultyStore struct {
+	sas.StateStore
+	mu     sync.Mutex
+	fail   map[string]error
+	panics map[string]bool
+}
+
+func (s *faultyStore) GetOrder(ctx context.Context, id string) (sas.OrderView, error) {
+	s.mu.Lock()
+	err, p := s.fail[id], s.panics[id]
+	s.mu.Unlock()
+	if p {
+		panic("store bug for " + id)
+	}
+	if err != nil {
+		return sas.OrderView{}, err
+	}
+	return s.StateStore.GetOrder(ctx, id)
+}
+
+// fixture is one scheduler over an in-memory store and queues, a fake clock
+// and an alert recorder.
+type fixture struct {
+	t         *testing.T
+	ctx       context.Context
+	clock     *fakeClock
+	mem       *memstore.Store
+	store     *faultyStore
+	q         *memqueue.Queue
+	alerts    *recorder
+	svc       *scheduler.Service
+	h         *scheduler.Handler
+	agentURL  string
+	replyURL  string // allowed
+	otherURL  string // allowed, a second caller
+	deniedURL string
+
+	mu         sync.Mutex
+	failSends  map[string]int                     // queue URL → whole-call failures to inject
+	failEntry  func(url string, body string) bool // per-message transient failures
+	msgCounter int
+}
+
+func newFixture(t *testing.T) *fixture {
+	t.Helper()
+	f := &fixture{
+		t: t, ctx: context.Background(), clock: &fakeClock{now: t0},
+		mem: memstore.New(memstore.Config{}), alerts: &recorder{}, failSends: map[string]int{},
+	}
+	f.store = &faultyStore{StateStore: f.mem, fail: map[string]error{}, panics: map[string]bool{}}
+	f.q = memqueue.New(memqueue.Options{
+		Clock: f.clock,
+		Fault: func(op memqueue.Op, url string) error {
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			if op == memqueue.OpSend && f.failSends[url] > 0 {
+				f.failSends[url]--
+				return errors.New("injected: connection reset")
+			}
+			return nil
+		},
+		SendFault: func(url string, m sas.OutboundMessage) *sas.SendFailure {
+			f.mu.Lock()
+			fe := f.failEntry
+			f.mu.Unlock()
+			if fe != nil && fe(url, m.Body) {
+				return &sas.SendFailure{Code: "ServiceUnavailable", Message: "injected"}
+			}
+			return nil
+		},
+	})
+	mk := func(name string) string {
+		c, err := f.q.CreateQueue(f.ctx, memqueue.CreateQueueParams{Name: name})
+		require.NoError(t, err)
+		return c.URL
+	}
+	f.agentURL, f.replyURL, f.otherURL, f.deniedURL = mk("agent"), mk("caller"), mk("caller2"), mk("denied")
+	f.svc = f.newService(owner)
+	f.h = scheduler.NewHandler(f.svc)
+	return f
+}
+
+func schedulerHandler(svc *scheduler.Service) *scheduler.Handler { return scheduler.NewHandler(svc) }
+
+// newService makes another scheduler instance over the same store and queues.
+func (f *fixture) newService(id string) *scheduler.Service {
+	f.t.Helper()
+	reg, err := workflows.Default(stepTimeout)
+	require.NoError(f.t, err)
+	svc, err := scheduler.New(scheduler.Config{
+		Store: f.store, Queue: f.q, Clock: f.clock, Alerter: f.alerts, Workflows: reg,
+		Owner: id, AgentQueueURL: f.agentURL, PickupTimeout: time.Minute, IntakeQueueURL: intakeQueueURL,
+		ReplyToAllowed: func(u string) bool { return u == f.replyURL || u == f.otherURL },
+		// Shown only for a failing test (or with -v).
+		Logger: slog.New(slog.NewTextHandler(f.t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug})).With("instance", id),
+	})
+	require.NoError(f.t, err)
+	return svc
+}
+
+func (f *fixture) failNextSends(url string, n int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.failSends[url] = n
+}
+
+func (f *fixture) failEntries(fn func(url, body string) bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.failEntry = fn
+}
+
+// event wraps bodies as one SQS event; message ids are unique per fixture.
+func (f *fixture) event(bodies ...string) events.SQSEvent {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var ev events.SQSEvent
+	for _, b := range bodies {
+		f.msgCounter++
+		ev.Records = append(ev.Records, events.SQSMessage{
+			MessageId: fmt.Sprintf("msg-%d", f.msgCounter), Body: b, EventSource: "aws:sqs",
+		})
+	}
+	return ev
+}
+
+// handle delivers an event and returns the ids of the failed messages.
+func (f *fixture) handle(ev events.SQSEvent) []string {
+	f.t.Helper()
+	return f.handleWith(f.h, ev)
+}
+
+func (f *fixture) handleWith(h *scheduler.Handler, ev events.SQSEvent) []string {
+	f.t.Helper()
+	resp, err := h.Handle(f.ctx, ev)
+	require.NoError(f.t, err)
+	require.NotNil(f.t, resp.BatchItemFailures, "batchItemFailures must never be nil")
+	ids := []string{}
+	for _, it := range resp.BatchItemFailures {
+		ids = append(ids, it.ItemIdentifier)
+	}
+	return ids
+}
+
+// deliver handles bodies as one event and requires that none failed.
+func (f *fixture) deliver(bodies ...string) {
+	f.t.Helper()
+	require.Empty(f.t, f.handle(f.event(bodies...)), "no message of the batch may fail")
+}
+
+// drain receives and deletes everything in a queue, in send order.
+func (f *fixture) drain(url string) []string {
+	f.t.Helper()
+	var out []string
+	for {
+		msgs, err := f.q.Receive(f.ctx, sas.ReceiveParams{QueueURL: url, Max: 10})
+		require.NoError(f.t, err)
+		if len(msgs) == 0 {
+			return out
+		}
+		var receipts []string
+		for _, m := range msgs {
+			out = append(out, m.Body)
+			receipts = append(receipts, m.Receipt)
+		}
+		_, err = f.q.Delete(f.ctx, sas.DeleteParams{QueueURL: url, Receipts: receipts})
+		require.NoError(f.t, err)
+	}
+}
+
+func (f *fixture) requests() []sas.AgentRequest {
+	f.t.Helper()
+	var out []sas.AgentRequest
+	for _, b := range f.drain(f.agentURL) {
+		var r sas.AgentRequest
+		require.NoError(f.t, json.Unmarshal([]byte(b), &r))
+		require.Equal(f.t, sas.KindAgentRequest, r.Kind)
+		out = append(out, r)
+	}
+	return out
+}
+
+// request drains the agent queue and requires exactly one request.
+func (f *fixture) request() sas.AgentRequest {
+	f.t.Helper()
+	reqs := f.requests()
+	require.Len(f.t, reqs, 1, "want exactly one agent request")
+	return reqs[0]
+}
+
+func (f *fixture) statusesAt(url string) []sas.Status {
+	f.t.Helper()
+	var out []sas.Status
+	for _, b := range f.drain(url) {
+		var s sas.Status
+		require.NoError(f.t, json.Unmarshal([]byte(b), &s))
+		require.Equal(f.t, sas.KindStatus, s.Kind)
+		require.Equal(f.t, sas.MessageVersion, s.V)
+		out = append(out, s)
+	}
+	return out
+}
+
+func (f *fixture) statuses() []sas.Status { f.t.Helper(); return f.statusesAt(f.replyURL) }
+
+// view reads an order and checks every step's history is legal.
+func (f *fixture) view(id string) sas.OrderView {
+	f.t.Helper()
+	v, err := f.mem.GetOrder(f.ctx, id)
+	require.NoError(f.t, err)
+	storetest.RequireLegalHistory(f.t, v)
+	return v
+}
+
+func (f *fixture) requireNoOrder(id string) {
+	f.t.Helper()
+	_, err := f.mem.GetOrder(f.ctx, id)
+	require.ErrorIs(f.t, err, sas.ErrNotFound)
+}
+
+func (f *fixture) states(id string) []sas.ProcessState {
+	f.t.Helper()
+	var out []sas.ProcessState
+	for _, r := range f.view(id).Steps {
+		out = append(out, r.ProcessState)
+	}
+	return out
+}
+
+// intake is an intake message; replyTo "" omits it.
+func intake(id, workflow, replyTo string) string {
+	m := map[string]any{"v": 1, "orderId": id, "workflow": workflow, "payload": map[string]any{"amount": 42, "currency": "EUR"}}
+	if replyTo != "" {
+		m["replyTo"] = replyTo
+	}
+	b, _ := json.Marshal(m)
+	return string(b)
+}
+
+func reply(req sas.AgentRequest, outcome sas.Outcome, reason string) string {
+	return sas.Encode(sas.AgentReply{
+		V: sas.MessageVersion, Kind: sas.KindAgentReply, OrderID: req.OrderID, Step: req.Step,
+		Attempt: req.Attempt, LockedBy: req.LockedBy, Outcome: outcome, Reason: reason, Agent: req.Agent,
+	})
+}
+
+func done(req sas.AgentRequest) string { return reply(req, sas.OutcomeDone, "") }
+
+func retryMsg(id string, step, attempt int) string {
+	return sas.Encode(sas.Retry{V: sas.MessageVersion, Kind: sas.KindRetry, OrderID: id, Step: step, Attempt: attempt, Reason: "stuck"})
+}
+
+func compensateMsg(id string) string {
+	return sas.Encode(sas.Compensate{V: sas.MessageVersion, Kind: sas.KindCompensate, OrderID: id, Reason: "gave up", Actor: "supervisor-1"})
+}
+
+// statusList renders statuses compactly for assertions: "status/step/seq".
+func statusList(ss []sas.Status) []string {
+	var out []string
+	for _, s := range ss {
+		e := s.Status
+		if s.Step != "" {
+			e += "/" + s.Step
+		}
+		out = append(out, fmt.Sprintf("%s#%d", e, s.Sequence))
+	}
+	return out
+}
+
+// rescue is the supervisor taking an expired step back (FindDue + Rescue).
+func (f *fixture) rescue(id string, step int) sas.StepRecord {
+	f.t.Helper()
+	r := f.step(id, step)
+	require.False(f.t, f.clock.Now().Before(r.DueAt), "rescue needs the step due")
+	out, err := f.mem.Rescue(f.ctx, sas.RescueParams{
+		Key: r.Key(), From: r.ProcessState, Attempt: r.Attempt, Now: f.clock.Now(),
+		PickupBy: f.clock.Now().Add(time.Minute), Actor: "supervisor-1", Reason: "deadline passed",
+	})
+	require.NoError(f.t, err)
+	return out
+}
+
+// giveUp is the supervisor giving up on an expired step.
+func (f *fixture) giveUp(id string, step int) sas.StepRecord {
+	f.t.Helper()
+	r := f.step(id, step)
+	out, err := f.mem.GiveUp(f.ctx, sas.GiveUpParams{
+		Key: r.Key(), From: r.ProcessState, Attempt: r.Attempt, Now: f.clock.Now(), Actor: "supervisor-1", Reason: "too many failures",
+	})
+	require.NoError(f.t, err)
+	return out
+}
+
+func (f *fixture) step(id string, i int) sas.StepRecord {
+	f.t.Helper()
+	v := f.view(id)
+	require.Greater(f.t, len(v.Steps), i)
+	return v.Steps[i]
+}
+
+// transitions counts the history entries of a step that moved it into state.
+func transitions(r sas.StepRecord, to sas.ProcessState) int {
+	n := 0
+	for _, h := range r.History {
+		if h.To == to {
+			n++
+		}
+	}
+	return n
+}
+
+// runForward submits an order and completes its first k steps.
+func (f *fixture) runForward(id, workflow string, k int) sas.AgentRequest {
+	f.t.Helper()
+	f.deliver(intake(id, workflow, f.replyURL))
+	req := f.request()
+	for i := 0; i < k; i++ {
+		f.deliver(done(req))
+		if req.Step+1 < len(f.view(id).Steps) {
+			req = f.request()
+		}
+	}
+	return req
+}

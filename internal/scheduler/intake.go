@@ -1,0 +1,94 @@
+package scheduler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/sas-go/sas/internal/sas"
+)
+
+// Intake handles an application's order (docs/protocol.md, "intake"): the
+// order and its state records are written in one transaction with the first
+// step already claimed, then the first request is sent and "received"
+// posted. A redelivered intake finds the order and repeats the side effects;
+// an invalid one, or one reusing an order id with other content, is rejected.
+func (s *Service) Intake(ctx context.Context, body []byte) error {
+	in, err := sas.ParseIntake(body, sas.IntakeRules{Workflows: s.cfg.Workflows.Has, ReplyToAllowed: s.cfg.ReplyToAllowed})
+	if err != nil {
+		return s.reject(ctx, in, err)
+	}
+	w := s.cfg.Workflows[in.Workflow]
+	now := s.cfg.Clock.Now()
+	o := sas.Order{
+		OrderID: in.OrderID, Workflow: in.Workflow, Payload: in.Payload,
+		ReplyTo: in.ReplyTo, Priority: in.Priority, Steps: w.StepNames(),
+	}
+	res, err := s.cfg.Store.Submit(ctx, sas.SubmitParams{
+		Order: o, Now: now, PickupBy: now.Add(s.cfg.PickupTimeout),
+		// Created already claimed: one transaction instead of submit + claim
+		// on the hot path, and no window in which the first step is unowned.
+		Claim: &sas.ClaimParams{Owner: s.cfg.Owner, Now: now, CompleteBy: now.Add(s.timeout(w.Steps[0]))},
+	})
+	switch {
+	case errors.Is(err, sas.ErrOrderConflict), errors.Is(err, sas.ErrInvalid):
+		return s.reject(ctx, in, err)
+	case err != nil:
+		// Includes a lost race with a concurrent submission of the same
+		// order: the redelivery finds the order and takes the duplicate branch.
+		return fmt.Errorf("submitting order %s: %w", in.OrderID, err)
+	}
+	ord := order{view: res.View, wf: w}
+	if res.Created {
+		first, ok := ord.step(0)
+		if !ok {
+			return fmt.Errorf("submitting order %s: the store returned no first step", in.OrderID)
+		}
+		if err := s.dispatch(ctx, o, w.Steps[0], first); err != nil {
+			return err
+		}
+		s.log.InfoContext(ctx, "order submitted", "order", o.OrderID, "workflow", o.Workflow, "steps", len(o.Steps))
+	} else {
+		s.log.InfoContext(ctx, "duplicate intake: order exists", "order", o.OrderID)
+		if err := s.redispatchLive(ctx, ord, now); err != nil {
+			return err
+		}
+	}
+	return s.post(ctx, o, sas.Status{Status: sas.StatusReceived, Sequence: SeqReceived()}, now)
+}
+
+// redispatchLive re-sends the request of the order's in-flight step when its
+// lease is still running: the first delivery may have stopped between the
+// write and the send. The agent and the remote side are idempotent and the
+// reply is fenced, so a request sent twice costs a call at most.
+func (s *Service) redispatchLive(ctx context.Context, o order, now time.Time) error {
+	for _, r := range o.view.Steps {
+		if live(r, now) && r.Step < o.n() {
+			if err := s.dispatch(ctx, o.view.Order, o.wf.Steps[r.Step], r); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// reject tells the submitter (when it named a queue the deployment allows)
+// and drops the message: a poison message is never retried.
+func (s *Service) reject(ctx context.Context, in sas.Intake, cause error) error {
+	reason := cause.Error()
+	if errors.Is(cause, sas.ErrOrderConflict) {
+		reason = "order id " + in.OrderID + " is already used by an order with different content"
+	}
+	// ParseIntake may return a replyTo it has not checked yet (the message
+	// failed an earlier check): never post to a queue the deployment does
+	// not allow.
+	if in.ReplyTo != "" && s.cfg.ReplyToAllowed(in.ReplyTo) {
+		st := sas.Status{Status: sas.StatusRejected, Sequence: SeqRejected, Reason: reason}
+		o := sas.Order{OrderID: in.OrderID, ReplyTo: in.ReplyTo}
+		if err := s.post(ctx, o, st, s.cfg.Clock.Now()); err != nil {
+			return err
+		}
+	}
+	return drop(cause, "intake rejected")
+}

@@ -1,0 +1,86 @@
+package scheduler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/sas-go/sas/internal/sas"
+)
+
+func checkRetry(m sas.Retry) error {
+	switch {
+	case !sas.ValidOrderID(m.OrderID):
+		return &sas.ValidationError{Field: "orderId", Reason: "missing or malformed"}
+	case m.Step < 0:
+		return &sas.ValidationError{Field: "step", Reason: "must not be negative"}
+	case m.Attempt < 0:
+		return &sas.ValidationError{Field: "attempt", Reason: "must not be negative"}
+	}
+	return nil
+}
+
+// Retry handles a step the supervisor (or an operator's resubmit) handed
+// back (docs/protocol.md, "retry"): claim it at the attempt the message
+// names and dispatch it. A step handed back while being undone is re-claimed
+// as an undo. A claim that loses was taken by somebody else: acknowledge.
+func (s *Service) Retry(ctx context.Context, m sas.Retry) error {
+	if err := checkRetry(m); err != nil {
+		return drop(err, "retry message")
+	}
+	o, err := s.load(ctx, m.OrderID)
+	if err != nil {
+		return err
+	}
+	rec, ok := o.step(m.Step)
+	if !ok {
+		return drop(nil, "order %s has no step %d", m.OrderID, m.Step)
+	}
+	now := s.cfg.Clock.Now()
+	var from sas.ProcessState
+	switch {
+	case rec.ProcessState == sas.Pending && rec.LockedBy == "":
+		// The supervisor only hands back steps that were ready; a retry for
+		// a step still waiting on its predecessor would run the workflow out
+		// of order, whoever sent it.
+		if prev, ok := o.step(m.Step - 1); ok && prev.ProcessState != sas.Processed {
+			return drop(nil, "step %d of order %s waits for step %d, which is %s", m.Step, m.OrderID, prev.Step, prev.ProcessState)
+		}
+		from = sas.Pending
+	case rec.ProcessState == sas.Compensating && rec.LockedBy == "":
+		from = sas.Compensating
+	default:
+		return s.retryLost(ctx, o, rec, m, now)
+	}
+	p := s.claimParams(o, rec, from, now)
+	p.Attempt = m.Attempt // the fence is what the supervisor saw, not what we read
+	claimed, err := s.cfg.Store.Claim(ctx, *p)
+	if err != nil {
+		var re *sas.RaceError
+		if errors.As(err, &re) && re.Current != nil {
+			return s.retryLost(ctx, o, *re.Current, m, now)
+		}
+		if errors.Is(err, sas.ErrLostRace) {
+			return s.retryLost(ctx, o, rec, m, now)
+		}
+		return fmt.Errorf("claiming step %s for a retry: %w", rec.Key(), err)
+	}
+	s.log.InfoContext(ctx, "step re-claimed", "order", m.OrderID, "step", m.Step, "attempt", claimed.Attempt, "compensation", from == sas.Compensating)
+	return s.dispatch(ctx, o.view.Order, o.wf.Steps[m.Step], claimed)
+}
+
+// retryLost acknowledges a retry whose claim is somebody else's. If the claim
+// is this instance's own, for exactly this retry and still running, the
+// message is a redelivery after the request failed to go out: send it again.
+// (A claim by another instance is that instance's to dispatch; if it died,
+// the supervisor takes the step back at the deadline.)
+func (s *Service) retryLost(ctx context.Context, o order, cur sas.StepRecord, m sas.Retry, now time.Time) error {
+	if cur.LockedBy == s.cfg.Owner && cur.Attempt == m.Attempt+1 && live(cur, now) {
+		s.log.InfoContext(ctx, "redelivered retry: re-sending our request", "order", m.OrderID, "step", m.Step, "attempt", cur.Attempt)
+		return s.dispatch(ctx, o.view.Order, o.wf.Steps[m.Step], cur)
+	}
+	s.log.InfoContext(ctx, "retry lost the race", "order", m.OrderID, "step", m.Step, "attempt", m.Attempt,
+		"state", cur.ProcessState, "currentAttempt", cur.Attempt, "holder", cur.LockedBy)
+	return nil
+}

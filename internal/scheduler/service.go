@@ -1,0 +1,247 @@
+package scheduler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/sas-go/sas/internal/alerts"
+	"github.com/sas-go/sas/internal/sas"
+)
+
+// Defaults for zero Config fields.
+const (
+	DefaultStepTimeout   = 30 * time.Second
+	DefaultPickupTimeout = time.Minute
+)
+
+// Config configures a Service. New fills in the defaults and checks the rest.
+type Config struct {
+	Store     sas.StateStore // required
+	Queue     sas.Queue      // required
+	Clock     sas.Clock      // default sas.SystemClock
+	Alerter   sas.Alerter    // default alerts.Log on Logger: an alert is never silent
+	Workflows sas.Registry   // required, at least one workflow
+	// Owner is this instance's id, written as LockedBy on every claim. It must
+	// be unique per process (Lambda: a random id per cold start).
+	Owner         string // required
+	AgentQueueURL string // required
+	// IntakeQueueURL, when set, marks the intake queue: its records are read
+	// as intake messages whatever kind they claim, so that an application
+	// that may write orders cannot also send replies, retries or
+	// compensation requests. Unset, records are routed by kind alone.
+	IntakeQueueURL string
+	// StepTimeout is a step's time limit when its StepDef has none.
+	StepTimeout time.Duration
+	// PickupTimeout is how long a new order's first step may stay unclaimed
+	// before the supervisor re-drives it.
+	PickupTimeout time.Duration
+	// ReplyToAllowed tells the queues a submitter may name as replyTo. Nil
+	// allows none: statuses are only ever posted to queues the deployment
+	// allows.
+	ReplyToAllowed func(url string) bool
+	Logger         *slog.Logger // default slog.Default()
+}
+
+// Service handles the scheduler's messages. It holds no state of its own
+// (everything is in the store), so any number of instances may run, and one
+// instance may handle messages concurrently.
+type Service struct {
+	cfg Config
+	log *slog.Logger
+}
+
+// New checks the configuration and returns a Service.
+func New(cfg Config) (*Service, error) {
+	if cfg.Clock == nil {
+		cfg.Clock = sas.SystemClock{}
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Alerter == nil {
+		cfg.Alerter = alerts.NewLog(cfg.Logger)
+	}
+	if cfg.StepTimeout == 0 {
+		cfg.StepTimeout = DefaultStepTimeout
+	}
+	if cfg.PickupTimeout == 0 {
+		cfg.PickupTimeout = DefaultPickupTimeout
+	}
+	if cfg.ReplyToAllowed == nil {
+		cfg.ReplyToAllowed = func(string) bool { return false }
+	}
+	var problems []string
+	if cfg.Store == nil {
+		problems = append(problems, "a state store is required")
+	}
+	if cfg.Queue == nil {
+		problems = append(problems, "a queue is required")
+	}
+	if cfg.Owner == "" {
+		problems = append(problems, "an owner (instance id) is required")
+	}
+	if cfg.AgentQueueURL == "" {
+		problems = append(problems, "the agent queue URL is required")
+	}
+	if cfg.StepTimeout < 0 || cfg.PickupTimeout < 0 {
+		problems = append(problems, "timeouts must be positive")
+	}
+	if len(cfg.Workflows) == 0 {
+		problems = append(problems, "at least one workflow is required")
+	}
+	for name, w := range cfg.Workflows {
+		if name != w.Name || len(w.Steps) == 0 {
+			problems = append(problems, fmt.Sprintf("workflow %q: registered under its own name with at least one step", name))
+			continue
+		}
+		for _, d := range w.Steps {
+			if d.Name == "" || d.Agent == "" || d.Timeout < 0 {
+				problems = append(problems, fmt.Sprintf("workflow %q: every step needs a name, an agent and no negative timeout", name))
+				break
+			}
+		}
+	}
+	if len(problems) > 0 {
+		slices.Sort(problems) // map order would make the message differ run to run
+		return nil, fmt.Errorf("configuring the scheduler: %w",
+			&sas.ValidationError{Field: "config", Reason: strings.Join(problems, "; ")})
+	}
+	return &Service{cfg: cfg, log: cfg.Logger}, nil
+}
+
+// DropError marks a message that is acknowledged without effect because no
+// retry could make it succeed: it is malformed, invalid, or about an order or
+// step this deployment cannot act on. The handler logs Reason.
+type DropError struct {
+	Reason string
+	Err    error // the cause, if any
+}
+
+func (e *DropError) Error() string {
+	if e.Err == nil {
+		return e.Reason
+	}
+	return e.Reason + ": " + e.Err.Error()
+}
+
+func (e *DropError) Unwrap() error { return e.Err }
+
+func drop(err error, format string, args ...any) error {
+	return &DropError{Reason: fmt.Sprintf(format, args...), Err: err}
+}
+
+// timeout is a step's time limit.
+func (s *Service) timeout(d sas.StepDef) time.Duration {
+	if d.Timeout > 0 {
+		return d.Timeout
+	}
+	return s.cfg.StepTimeout
+}
+
+// order is what the handlers of an existing order work from: the stored view
+// (one consistent read) and the workflow it runs.
+type order struct {
+	view sas.OrderView
+	wf   sas.Workflow
+}
+
+func (o order) id() string { return o.view.Order.OrderID }
+
+// step returns the record of step i.
+func (o order) step(i int) (sas.StepRecord, bool) {
+	for _, r := range o.view.Steps {
+		if r.Step == i {
+			return r, true
+		}
+	}
+	return sas.StepRecord{}, false
+}
+
+func (o order) n() int { return len(o.wf.Steps) }
+
+// load reads an order and finds its workflow. An order this deployment
+// cannot run (unknown, or its workflow changed shape since it was
+// submitted) is a DropError: retrying would not change the answer.
+func (s *Service) load(ctx context.Context, orderID string) (order, error) {
+	v, err := s.cfg.Store.GetOrder(ctx, orderID)
+	if errors.Is(err, sas.ErrNotFound) {
+		return order{}, drop(err, "no order %s", orderID)
+	}
+	if err != nil {
+		return order{}, fmt.Errorf("reading order %s: %w", orderID, err)
+	}
+	w, ok := s.cfg.Workflows[v.Order.Workflow]
+	if !ok {
+		return order{}, drop(nil, "order %s runs workflow %q, which this deployment does not register", orderID, v.Order.Workflow)
+	}
+	if !slices.Equal(w.StepNames(), v.Order.Steps) || len(v.Steps) != len(w.Steps) {
+		return order{}, drop(nil, "order %s was submitted with steps %v of workflow %q, which now has %v",
+			orderID, v.Order.Steps, w.Name, w.StepNames())
+	}
+	return order{view: v, wf: w}, nil
+}
+
+// live reports whether a record holds a lease that has not expired: only
+// then may the scheduler (re)send its request. An expired lease belongs to
+// the supervisor.
+func live(r sas.StepRecord, now time.Time) bool {
+	return r.ProcessState.Leased() && r.LockedBy != "" && now.Before(r.CompleteBy)
+}
+
+// dispatch sends the agent request for a claimed step (or undo).
+func (s *Service) dispatch(ctx context.Context, o sas.Order, def sas.StepDef, r sas.StepRecord) error {
+	undo := r.ProcessState == sas.Compensating
+	req := sas.AgentRequest{
+		V: sas.MessageVersion, Kind: sas.KindAgentRequest,
+		OrderID: o.OrderID, Step: r.Step, StepName: def.Name, Agent: def.Agent,
+		Attempt: r.Attempt, LockedBy: r.LockedBy, CompleteBy: r.CompleteBy,
+		IdempotencyKey: sas.IdempotencyKey(o.OrderID, r.Step, undo),
+		Payload:        o.Payload,
+		Compensation:   undo,
+	}
+	if err := s.send(ctx, s.cfg.AgentQueueURL, sas.Encode(req)); err != nil {
+		return fmt.Errorf("sending the request for step %s attempt %d: %w", r.Key(), r.Attempt, err)
+	}
+	s.log.InfoContext(ctx, "step dispatched", "order", o.OrderID, "step", r.Step, "stepName", def.Name,
+		"attempt", r.Attempt, "compensation", undo, "completeBy", r.CompleteBy)
+	return nil
+}
+
+// send sends one message and turns a per-message failure into an error.
+func (s *Service) send(ctx context.Context, url, body string) error {
+	res, err := s.cfg.Queue.Send(ctx, sas.SendParams{QueueURL: url, Messages: []sas.OutboundMessage{{ID: "0", Body: body}}})
+	if err != nil {
+		return err
+	}
+	if len(res.Failed) > 0 {
+		f := res.Failed[0]
+		err := fmt.Errorf("sending to %s: %s: %s", url, f.Code, f.Message)
+		if f.SenderFault {
+			// The same message can never be sent: say so, so that callers do
+			// not have it redelivered for nothing.
+			return fmt.Errorf("%w: %w", sas.ErrInvalid, err)
+		}
+		return err
+	}
+	return nil
+}
+
+// alert raises an operator alert about a step that needs a person.
+func (s *Service) alert(ctx context.Context, o order, r sas.StepRecord, reason string, now time.Time) error {
+	a := sas.Alert{
+		OrderID: o.id(), Step: r.Step, StepName: r.StepName, State: r.ProcessState, Reason: reason,
+		Attempts: r.Attempt, Failures: r.FailureCount, At: now, Source: "scheduler",
+	}
+	if a.StepName == "" && r.Step < o.n() {
+		a.StepName = o.wf.Steps[r.Step].Name
+	}
+	if err := s.cfg.Alerter.Alert(ctx, a); err != nil {
+		return fmt.Errorf("alerting on step %s: %w", r.Key(), err)
+	}
+	return nil
+}

@@ -1,0 +1,70 @@
+package scheduler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/sas-go/sas/internal/sas"
+)
+
+// Sequence numbers of status messages: slot·seqStride + attempt, where the
+// slot says what happened to which step (see the package comment). They are
+// pure functions of the event, so a redelivery re-posts the same number.
+const (
+	seqStride  = 1000
+	maxAttempt = seqStride - 1
+)
+
+func seq(slot, attempt int) int64 {
+	attempt = max(0, min(attempt, maxAttempt))
+	return int64(slot)*seqStride + int64(attempt)
+}
+
+// SeqRejected is the sequence number of a rejection: no order was created.
+const SeqRejected int64 = 0
+
+// SeqReceived is the sequence number of "received".
+func SeqReceived() int64 { return seq(1, 0) }
+
+// SeqFailed is the sequence number of a forward step's failure.
+func SeqFailed(step, attempt int) int64 { return seq(2+2*step, attempt) }
+
+// SeqStepDone is the sequence number of "step-done".
+func SeqStepDone(step, attempt int) int64 { return seq(3+2*step, attempt) }
+
+// SeqProcessed is the sequence number of "processed" for an order of n steps.
+func SeqProcessed(n int) int64 { return seq(2*n+2, 0) }
+
+// SeqUndoFailed is the sequence number of a failed undo of a step; undos run
+// newest first, so an older step's number is higher.
+func SeqUndoFailed(n, step, attempt int) int64 { return seq(4*n+1-2*step, attempt) }
+
+// SeqCompensated is the sequence number of "compensated".
+func SeqCompensated(n int) int64 { return seq(4*n+3, 0) }
+
+// post sends a status to the order's replyTo, if it has one the deployment
+// (still) allows. A caller's queue that is gone or refuses the message is
+// logged and skipped; other failures are returned so the message is retried
+// (and the duplicate branch posts the same status again).
+func (s *Service) post(ctx context.Context, o sas.Order, st sas.Status, now time.Time) error {
+	if o.ReplyTo == "" {
+		return nil
+	}
+	if !s.cfg.ReplyToAllowed(o.ReplyTo) {
+		s.log.WarnContext(ctx, "status not posted: replyTo is no longer allowed", "order", o.OrderID, "replyTo", o.ReplyTo, "status", st.Status)
+		return nil
+	}
+	st.V, st.Kind, st.OrderID, st.At = sas.MessageVersion, sas.KindStatus, o.OrderID, now
+	err := s.send(ctx, o.ReplyTo, sas.Encode(st))
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, sas.ErrNotFound), errors.Is(err, sas.ErrInvalid):
+		s.log.WarnContext(ctx, "status not posted: the replyTo queue is gone or refuses it",
+			"order", o.OrderID, "replyTo", o.ReplyTo, "status", st.Status, "seq", st.Sequence, "error", err)
+		return nil
+	}
+	return fmt.Errorf("posting status %s (seq %d) of order %s: %w", st.Status, st.Sequence, o.OrderID, err)
+}
