@@ -1,0 +1,60 @@
+package localrun_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/sas-go/sas/internal/emulator"
+	"github.com/sas-go/sas/internal/localrun"
+	"github.com/sas-go/sas/internal/sas"
+	"github.com/sas-go/sas/internal/storetest"
+)
+
+func TestHappyPathEndToEnd(t *testing.T) {
+	emulator.Require(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	sys, err := localrun.Start(ctx, localrun.Options{})
+	require.NoError(t, err)
+	defer sys.Close()
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { sys.Run(runCtx); close(done) }()
+	defer func() { stop(); <-done }()
+
+	var ids []string
+	var intakes []sas.Intake
+	for i := 0; i < 6; i++ {
+		wf := "payment"
+		if i%2 == 1 {
+			wf = "order"
+		}
+		id := fmt.Sprintf("happy-%d", i)
+		ids = append(ids, id)
+		intakes = append(intakes, sas.Intake{OrderID: id, Workflow: wf, Payload: []byte(`{"amount":10}`), ReplyTo: sys.StatusQueueURL})
+	}
+	require.NoError(t, sys.Submit(ctx, intakes...))
+	views, err := sys.WaitTerminal(ctx, ids, 200*time.Millisecond)
+	require.NoError(t, err)
+	for _, id := range ids {
+		v := views[id]
+		require.Equal(t, sas.Processed, v.State(), "order %s: %+v", id, v.Steps)
+		storetest.RequireLegalHistory(t, v)
+	}
+	require.Empty(t, sys.Sim.Duplicates())
+	byOrder := map[string]int{}
+	for _, e := range sys.Sim.Effects() {
+		byOrder[e.OrderID]++
+	}
+	for i, id := range ids {
+		want := 1
+		if i%2 == 1 {
+			want = 3
+		}
+		require.Equal(t, want, byOrder[id], "one effect per step of %s", id)
+	}
+}

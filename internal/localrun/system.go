@@ -1,0 +1,429 @@
+package localrun
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/sas-go/sas/internal/agent"
+	"github.com/sas-go/sas/internal/alerts"
+	"github.com/sas-go/sas/internal/awscount"
+	"github.com/sas-go/sas/internal/awsenv"
+	"github.com/sas-go/sas/internal/config"
+	"github.com/sas-go/sas/internal/dynamostore"
+	"github.com/sas-go/sas/internal/httpagent"
+	"github.com/sas-go/sas/internal/remotesim"
+	"github.com/sas-go/sas/internal/sas"
+	"github.com/sas-go/sas/internal/scheduler"
+	"github.com/sas-go/sas/internal/sqsqueue"
+	"github.com/sas-go/sas/internal/supervisor"
+	"github.com/sas-go/sas/internal/workflows"
+)
+
+// Options shape a local system. Zero values get defaults suited to a laptop:
+// short deadlines so that rescues happen in seconds, not minutes.
+type Options struct {
+	Name          string // resource name prefix; default "sas-<random>"
+	StepTimeout   time.Duration
+	PickupTimeout time.Duration
+	MaxFailures   int
+	Shards        int
+	// Instances is how many scheduler and agent "Lambda instances" poll
+	// each queue, each with its own owner id; default 2.
+	Instances int
+	// Supervisors run at once on the schedule; default 1.
+	Supervisors     int
+	SupervisorEvery time.Duration // default 1s
+	BaseBackoff     time.Duration // supervisor's first retry delay; default 1s
+	MaxReceiveCount int           // before a message goes to its DLQ; default 5
+	Visibility      time.Duration // of the work queues; default 10s
+	BatchSize       int           // per poll; default 10
+	Faults          remotesim.Faults
+	Seed            uint64
+	// Counter, when set, counts every AWS request the system makes.
+	Counter *awscount.Counter
+	Logger  *slog.Logger // default: discard
+	// Metrics receives the supervisor's EMF lines; default discard.
+	Metrics io.Writer
+}
+
+func (o *Options) defaults() {
+	if o.Name == "" {
+		b := make([]byte, 4)
+		_, _ = rand.Read(b)
+		o.Name = "sas-" + hex.EncodeToString(b)
+	}
+	if o.StepTimeout == 0 {
+		o.StepTimeout = 5 * time.Second
+	}
+	if o.PickupTimeout == 0 {
+		o.PickupTimeout = 10 * time.Second
+	}
+	if o.MaxFailures == 0 {
+		o.MaxFailures = 3
+	}
+	if o.Shards == 0 {
+		o.Shards = 4
+	}
+	if o.Instances == 0 {
+		o.Instances = 2
+	}
+	if o.Supervisors == 0 {
+		o.Supervisors = 1
+	}
+	if o.SupervisorEvery == 0 {
+		o.SupervisorEvery = time.Second
+	}
+	if o.BaseBackoff == 0 {
+		o.BaseBackoff = time.Second
+	}
+	if o.MaxReceiveCount == 0 {
+		o.MaxReceiveCount = 5
+	}
+	if o.Visibility == 0 {
+		o.Visibility = 10 * time.Second
+	}
+	if o.BatchSize == 0 {
+		o.BatchSize = 10
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if o.Metrics == nil {
+		o.Metrics = io.Discard
+	}
+}
+
+// System is the whole pipeline in one process against the emulators (or
+// whatever the AWS endpoint variables point at).
+type System struct {
+	Opts   Options
+	Config config.Config
+	AWS    aws.Config
+	Store  *dynamostore.Store
+	Queue  *sqsqueue.Queue
+	Sim    *remotesim.Sim
+	SimURL string
+	// Alerts records every operator alert (besides logging it).
+	Alerts *alerts.Recorder
+	// StatusQueueURL is a replyTo the deployment allows, for submitters.
+	StatusQueueURL string
+	DLQs           map[string]string // queue name → its DLQ URL
+
+	Schedulers  []*scheduler.Handler
+	Agents      []*agent.Service
+	Supervisors []*supervisor.Supervisor
+	Pollers     []*Poller
+
+	simServer *http.Server
+	mu        sync.Mutex
+	reports   []supervisor.Report
+}
+
+// Start creates the tables and queues, starts the simulator and builds the
+// three actors. It does not start polling: call Run, or drive the pollers
+// and supervisors by hand (PollOnce, RunOnce) in tests.
+func Start(ctx context.Context, opts Options) (*System, error) {
+	opts.defaults()
+	s := &System{Opts: opts, Alerts: alerts.NewRecorder(), DLQs: map[string]string{}}
+	var err error
+	if s.AWS, err = awsenv.Load(ctx); err != nil {
+		return nil, err
+	}
+	if opts.Counter != nil {
+		opts.Counter.Attach(&s.AWS)
+	}
+	db := dynamodb.NewFromConfig(s.AWS, awsenv.DynamoDBOptions)
+	s.Queue = sqsqueue.New(sqs.NewFromConfig(s.AWS))
+
+	cfg := config.Config{
+		OrdersTable: opts.Name + "-orders", StateTable: opts.Name + "-state", IndexShards: opts.Shards,
+		MaxFailures: opts.MaxFailures, StepTimeout: opts.StepTimeout, PickupTimeout: opts.PickupTimeout,
+	}
+	dcfg := dynamostore.Config{OrdersTable: cfg.OrdersTable, StateTable: cfg.StateTable, Shards: cfg.IndexShards}
+	if err := dynamostore.CreateTables(ctx, db, dcfg); err != nil {
+		return nil, err
+	}
+	if s.Store, err = dynamostore.New(db, dcfg); err != nil {
+		return nil, err
+	}
+	vis := fmt.Sprint(int(opts.Visibility.Seconds()))
+	for _, q := range []struct {
+		name string
+		url  *string
+	}{{"intake", &cfg.IntakeQueueURL}, {"scheduler", &cfg.SchedulerQueueURL}, {"agent", &cfg.AgentQueueURL}} {
+		created, err := s.Queue.CreateQueue(ctx, sqsqueue.CreateQueueParams{
+			Name: opts.Name + "-" + q.name, Attributes: map[string]string{"VisibilityTimeout": vis}, MaxReceiveCount: opts.MaxReceiveCount,
+		})
+		if err != nil {
+			return nil, err
+		}
+		*q.url = created.URL
+		s.DLQs[q.name] = created.DLQURL
+	}
+	status, err := s.Queue.CreateQueue(ctx, sqsqueue.CreateQueueParams{Name: opts.Name + "-status"})
+	if err != nil {
+		return nil, err
+	}
+	s.StatusQueueURL = status.URL
+	cfg.AllowedReplyQueues = []string{status.URL}
+
+	if s.Sim, err = remotesim.New(remotesim.Config{Seed: opts.Seed, Faults: opts.Faults}); err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("listening for the simulator: %w", err)
+	}
+	s.SimURL = "http://" + ln.Addr().String()
+	cfg.PaymentsURL = s.SimURL
+	s.simServer = &http.Server{Handler: s.Sim, ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = s.simServer.Serve(ln) }()
+	s.Config = cfg
+
+	reg, err := workflows.Default(cfg.StepTimeout)
+	if err != nil {
+		return nil, err
+	}
+	alerter := alerts.NewMulti(alerts.NewLog(opts.Logger), s.Alerts)
+	for i := 0; i < opts.Instances; i++ {
+		svc, err := scheduler.New(scheduler.Config{
+			Store: s.Store, Queue: s.Queue, Alerter: alerter, Workflows: reg,
+			Owner: fmt.Sprintf("scheduler-%d-%s", i, randomID()), AgentQueueURL: cfg.AgentQueueURL, IntakeQueueURL: cfg.IntakeQueueURL,
+			StepTimeout: cfg.StepTimeout, PickupTimeout: cfg.PickupTimeout, ReplyToAllowed: cfg.ReplyToAllowed, Logger: opts.Logger,
+		})
+		if err != nil {
+			return nil, err
+		}
+		s.Schedulers = append(s.Schedulers, scheduler.NewHandler(svc))
+		// A try may take at most a third of the step's time, so a hung call
+		// leaves room to retry within the deadline.
+		caller, err := httpagent.New(httpagent.Config{AttemptTimeout: cfg.StepTimeout / 3, BaseBackoff: 50 * time.Millisecond, MaxBackoff: time.Second, SafetyMargin: 200 * time.Millisecond})
+		if err != nil {
+			return nil, err
+		}
+		ag, err := agent.FromConfig(cfg, agent.Deps{Queue: s.Queue, Caller: caller, Logger: opts.Logger, Registry: reg})
+		if err != nil {
+			return nil, err
+		}
+		s.Agents = append(s.Agents, ag)
+	}
+	for i := 0; i < opts.Supervisors; i++ {
+		sup, err := supervisor.New(supervisor.Config{
+			Store: s.Store, Queue: s.Queue, Alerter: alerter, SchedulerQueueURL: cfg.SchedulerQueueURL,
+			MaxFailures: cfg.MaxFailures, PickupTimeout: cfg.PickupTimeout, BaseBackoff: opts.BaseBackoff, MaxBackoff: 4 * opts.BaseBackoff,
+			Actor: fmt.Sprintf("supervisor-%d", i), Logger: opts.Logger, Metrics: opts.Metrics,
+		})
+		if err != nil {
+			return nil, err
+		}
+		s.Supervisors = append(s.Supervisors, sup)
+	}
+	arn := func(url string) string {
+		return "arn:aws:sqs:us-east-1:000000000000:" + url[strings.LastIndex(url, "/")+1:]
+	}
+	for i := 0; i < opts.Instances; i++ {
+		sch, ag := s.Schedulers[i], s.Agents[i]
+		s.Pollers = append(s.Pollers,
+			&Poller{Name: fmt.Sprintf("intake-%d", i), Queue: s.Queue, QueueURL: cfg.IntakeQueueURL, QueueARN: arn(cfg.IntakeQueueURL), BatchSize: opts.BatchSize, Workers: 1, Handler: sch.Handle, Logger: opts.Logger},
+			&Poller{Name: fmt.Sprintf("scheduler-%d", i), Queue: s.Queue, QueueURL: cfg.SchedulerQueueURL, QueueARN: arn(cfg.SchedulerQueueURL), BatchSize: opts.BatchSize, Workers: 1, Handler: sch.Handle, Logger: opts.Logger},
+			&Poller{Name: fmt.Sprintf("agent-%d", i), Queue: s.Queue, QueueURL: cfg.AgentQueueURL, QueueARN: arn(cfg.AgentQueueURL), BatchSize: opts.BatchSize, Workers: 1, Handler: ag.Handle, Logger: opts.Logger},
+		)
+	}
+	return s, nil
+}
+
+func randomID() string {
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// Run polls every queue and runs the supervisors on their schedule until ctx
+// is done.
+func (s *System) Run(ctx context.Context) {
+	var wg sync.WaitGroup
+	for _, p := range s.Pollers {
+		wg.Add(1)
+		go func() { defer wg.Done(); _ = p.Run(ctx) }()
+	}
+	for _, sup := range s.Supervisors {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			Ticker(ctx, s.Opts.SupervisorEvery, func(ctx context.Context) { s.Sweep(ctx, sup) })
+		}()
+	}
+	wg.Wait()
+}
+
+// Sweep runs one supervisor pass and keeps its report.
+func (s *System) Sweep(ctx context.Context, sup *supervisor.Supervisor) supervisor.Report {
+	r, err := sup.RunOnce(ctx)
+	if err != nil && ctx.Err() == nil {
+		s.Opts.Logger.Warn("supervisor run failed", "err", err)
+	}
+	s.mu.Lock()
+	s.reports = append(s.reports, r)
+	s.mu.Unlock()
+	return r
+}
+
+// Totals adds up the supervisors' reports so far.
+func (s *System) Totals() (rescued, gaveUp, lostRaces int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, r := range s.reports {
+		rescued += r.Rescued
+		gaveUp += r.GaveUp
+		lostRaces += r.LostRaces
+	}
+	return
+}
+
+// Submit sends intake messages in batches of ten, as an application would.
+func (s *System) Submit(ctx context.Context, intakes ...sas.Intake) error {
+	msgs := make([]sas.OutboundMessage, len(intakes))
+	for i, in := range intakes {
+		msgs[i] = sas.OutboundMessage{ID: fmt.Sprintf("m%d", i), Body: sas.Encode(in)}
+	}
+	return s.SendRaw(ctx, s.Config.IntakeQueueURL, msgs...)
+}
+
+// SendRaw sends bodies as they are (for malformed input tests).
+func (s *System) SendRaw(ctx context.Context, url string, msgs ...sas.OutboundMessage) error {
+	res, err := s.Queue.Send(ctx, sas.SendParams{QueueURL: url, Messages: msgs})
+	if err != nil {
+		return err
+	}
+	if len(res.Failed) > 0 {
+		return fmt.Errorf("sending %d messages: %d failed, first: %s %s", len(msgs), len(res.Failed), res.Failed[0].Code, res.Failed[0].Message)
+	}
+	return nil
+}
+
+// Statuses drains the status queue.
+func (s *System) Statuses(ctx context.Context) ([]sas.Status, error) {
+	var out []sas.Status
+	for {
+		msgs, err := s.Queue.Receive(ctx, sas.ReceiveParams{QueueURL: s.StatusQueueURL, Max: 10, Wait: 0})
+		if err != nil {
+			return out, err
+		}
+		if len(msgs) == 0 {
+			return out, nil
+		}
+		var receipts []string
+		for _, m := range msgs {
+			var st sas.Status
+			if err := jsonUnmarshal(m.Body, &st); err != nil {
+				return out, fmt.Errorf("a status message that is not a status: %w", err)
+			}
+			out = append(out, st)
+			receipts = append(receipts, m.Receipt)
+		}
+		if _, err := s.Queue.Delete(ctx, sas.DeleteParams{QueueURL: s.StatusQueueURL, Receipts: receipts}); err != nil {
+			return out, err
+		}
+	}
+}
+
+// WaitTerminal polls the store until every order is terminal (every step
+// Processed, or the order settled in Error/Compensated/CompensationFailed
+// with nothing in flight) or ctx ends. It returns the final views.
+func (s *System) WaitTerminal(ctx context.Context, ids []string, every time.Duration) (map[string]sas.OrderView, error) {
+	views := map[string]sas.OrderView{}
+	pending := append([]string(nil), ids...)
+	for {
+		var still []string
+		for _, id := range pending {
+			v, err := s.Store.GetOrder(ctx, id)
+			if err != nil && !errors.Is(err, sas.ErrNotFound) {
+				return views, err
+			}
+			if err == nil {
+				views[id] = v
+				if Settled(v) {
+					continue
+				}
+			}
+			still = append(still, id)
+		}
+		if pending = still; len(pending) == 0 {
+			return views, nil
+		}
+		select {
+		case <-ctx.Done():
+			return views, fmt.Errorf("%d orders not settled (first %s): %w", len(pending), pending[0], ctx.Err())
+		case <-time.After(every):
+		}
+	}
+}
+
+// Settled reports whether nothing will move an order on its own any more.
+func Settled(v sas.OrderView) bool {
+	if len(v.Steps) == 0 {
+		return false
+	}
+	for _, r := range v.Steps {
+		switch r.ProcessState {
+		case sas.Processing, sas.Compensating:
+			return false
+		case sas.Pending:
+			if !r.DueAt.IsZero() {
+				return false // ready: somebody will claim it
+			}
+		}
+	}
+	// A Pending step waiting on a Processed predecessor is not settled (its
+	// claim is on its way); nor is a failed order with completed steps (their
+	// undo is on its way).
+	failed := false
+	for i, r := range v.Steps {
+		if r.ProcessState == sas.Pending && i > 0 && v.Steps[i-1].ProcessState == sas.Processed {
+			return false
+		}
+		if r.ProcessState == sas.Error {
+			failed = true
+		}
+	}
+	if failed {
+		for _, r := range v.Steps {
+			if r.ProcessState == sas.Processed {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// Close stops the simulator. Tables and queues are left for inspection;
+// the emulators are in-memory and go away with them.
+func (s *System) Close() {
+	s.Sim.Close()
+	_ = s.simServer.Close()
+}
+
+// Invoke runs a handler on a hand-built event (for tests of duplicate
+// deliveries).
+func Invoke(ctx context.Context, h SQSHandler, bodies ...string) (events.SQSEventResponse, error) {
+	ev := events.SQSEvent{}
+	for i, b := range bodies {
+		ev.Records = append(ev.Records, events.SQSMessage{MessageId: fmt.Sprintf("hand-%d", i), Body: b, EventSource: "aws:sqs"})
+	}
+	return h(ctx, ev)
+}
