@@ -113,33 +113,32 @@ type OrderView struct {
 	History []HistoryEntry // all steps, oldest first
 }
 
-// State summarises the order from its steps.
+// State summarises the order from its steps: a failed undo or one still
+// running wins; then a step in flight; an order whose every step is done is
+// Processed; one that failed and has its completed work undone is
+// Compensated; one that failed with nothing (yet) undone is Error.
 func (v OrderView) State() ProcessState {
-	all := func(s ProcessState) bool {
-		for _, r := range v.Steps {
-			if r.ProcessState != s {
-				return false
-			}
-		}
-		return len(v.Steps) > 0
-	}
-	for _, s := range []ProcessState{CompensationFailed, Error, Compensating} {
-		for _, r := range v.Steps {
-			if r.ProcessState == s {
-				return s
-			}
-		}
+	n := map[ProcessState]int{}
+	for _, r := range v.Steps {
+		n[r.ProcessState]++
 	}
 	switch {
-	case all(Processed):
+	case len(v.Steps) == 0:
+		return ""
+	case n[CompensationFailed] > 0:
+		return CompensationFailed
+	case n[Compensating] > 0:
+		return Compensating
+	case n[Processing] > 0:
+		return Processing
+	case n[Processed] == len(v.Steps):
 		return Processed
-	case all(Pending):
+	case n[Compensated] > 0 && n[Processed] == 0:
+		return Compensated
+	case n[Error] > 0:
+		return Error
+	case n[Pending] == len(v.Steps):
 		return Pending
-	}
-	for _, r := range v.Steps {
-		if r.ProcessState == Compensated {
-			return Compensated
-		}
 	}
 	return Processing
 }

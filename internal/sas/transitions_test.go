@@ -200,3 +200,32 @@ func TestShardFor(t *testing.T) {
 	require.Len(t, seen, 8, "every shard gets records")
 	require.Zero(t, ShardFor(StepKey{OrderID: "x"}, 1))
 }
+
+func TestOrderState(t *testing.T) {
+	t.Parallel()
+	view := func(states ...ProcessState) OrderView {
+		var v OrderView
+		for i, s := range states {
+			v.Steps = append(v.Steps, StepRecord{Step: i, ProcessState: s})
+		}
+		return v
+	}
+	tests := []struct {
+		steps []ProcessState
+		want  ProcessState
+	}{
+		{[]ProcessState{Pending, Pending}, Pending},
+		{[]ProcessState{Processing, Pending}, Processing},
+		{[]ProcessState{Processed, Pending}, Processing},
+		{[]ProcessState{Processed, Processed}, Processed},
+		{[]ProcessState{Error}, Error},
+		{[]ProcessState{Processed, Error}, Error},
+		{[]ProcessState{Compensating, Error}, Compensating},
+		{[]ProcessState{Compensated, Error}, Compensated},
+		{[]ProcessState{Compensated, Compensated}, Compensated},
+		{[]ProcessState{CompensationFailed, Compensated, Error}, CompensationFailed},
+	}
+	for _, tc := range tests {
+		require.Equal(t, tc.want, view(tc.steps...).State(), "%v", tc.steps)
+	}
+}

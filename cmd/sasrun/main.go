@@ -1,0 +1,66 @@
+// Command sasrun is `make run`: the whole system end to end on local
+// emulators. It starts DynamoDB Local and the SQS emulator (unless
+// AWS_ENDPOINT_URL points elsewhere), creates the tables and queues, starts
+// the remote-service simulator with faults switched on, runs the scheduler,
+// agent and supervisor in this process, submits a few hundred orders (and a
+// few bad ones), shows live progress, and ends with a summary.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/sas-go/sas/internal/localrun"
+	"github.com/sas-go/sas/internal/rig"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	opts := localrun.DemoOptions{}
+	flag.IntVar(&opts.Orders, "orders", 300, "orders to submit")
+	flag.Float64Var(&opts.MultiStep, "multi", 0.3, "share of orders on the three-step workflow")
+	flag.DurationVar(&opts.Timeout, "timeout", 4*time.Minute, "give up waiting after this long")
+	flag.Float64Var(&opts.TransientRate, "transient", 0.10, "share of remote calls that fail transiently (503/429)")
+	flag.Float64Var(&opts.PermanentRate, "permanent", 0.01, "share of remote calls refused for good (402)")
+	flag.Float64Var(&opts.HangRate, "hang", 0.01, "share of remote calls that hang past any deadline")
+	flag.Float64Var(&opts.LostRate, "lost", 0.02, "share of successful calls whose response is lost")
+	flag.Uint64Var(&opts.Seed, "seed", 1, "simulator seed")
+	flag.Parse()
+	if err := run(ctx, opts, os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "sasrun:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, opts localrun.DemoOptions, out io.Writer) error {
+	r, err := rig.Start(ctx, rig.Options{})
+	if err != nil {
+		return fmt.Errorf("starting the emulators: %w", err)
+	}
+	defer r.Stop()
+	if why := r.ExternalReason(); why != "" {
+		fmt.Fprintln(out, "using the endpoints already set:", why)
+	}
+	for _, kv := range r.Env() {
+		k, v, _ := strings.Cut(kv, "=")
+		if err := os.Setenv(k, v); err != nil {
+			return err
+		}
+	}
+	sum, err := localrun.Demo(ctx, opts, out)
+	if err != nil {
+		return err
+	}
+	if !sum.OK() {
+		return fmt.Errorf("the run did not end cleanly: %s", sum.Problem())
+	}
+	return nil
+}
