@@ -76,7 +76,8 @@ func runExec(args []string) (int, error) {
 		args = args[1:]
 	}
 	if len(args) == 0 {
-		return 2, errors.New("exec: no command given\n" + usage)
+		fmt.Fprint(os.Stderr, usage)
+		return 2, errors.New("exec: no command given")
 	}
 
 	ctx, cancel := context.WithCancel(context.Background())

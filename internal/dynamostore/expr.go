@@ -17,7 +17,7 @@ import (
 // updateExpr builds one conditional UpdateItem. Every attribute goes through
 // a placeholder so reserved words never bite.
 type updateExpr struct {
-	sets, removes, adds []string
+	sets, removes []string
 	condition           string
 	names               map[string]string
 	values              map[string]av
