@@ -372,6 +372,8 @@ func TestUnknownAgentOrStepRepliesFailed(t *testing.T) {
 	for _, rep := range reps {
 		require.Equal(t, sas.OutcomeFailed, rep.Outcome)
 		reasons[rep.OrderID] = rep.Reason
+		require.Equal(t, "payment", rep.Workflow, "a failed reply echoes the order too")
+		require.JSONEq(t, `{"amount":1250,"currency":"EUR"}`, string(rep.Payload))
 	}
 	require.Equal(t, `no agent "inventory" in this deployment (it hosts: payments)`, reasons["order-21"])
 	require.Equal(t, `agent "payments" has no action for step "gift-wrap" (it serves: charge, reserve, ship)`, reasons["order-22"])

@@ -43,6 +43,16 @@ func TestGoldenSQSEvent(t *testing.T) {
 		require.Equal(t, 0, rep.Step, order)
 		require.Equal(t, "scheduler-2030/01/02/[$LATEST]7f3a", rep.LockedBy, order)
 	}
+	// The golden requests come from a scheduler that sent no workflow or
+	// replyTo: the replies echo what there was, and nothing more.
+	for _, rep := range reps {
+		require.Empty(t, rep.Workflow)
+		require.Empty(t, rep.ReplyTo)
+		require.Equal(t, "charge", rep.StepName)
+		require.JSONEq(t, `{"amount":1250,"currency":"EUR"}`, string(rep.Payload))
+	}
+	require.False(t, reps["golden-1"].Compensation)
+	require.True(t, reps["golden-2"].Compensation)
 	require.Equal(t, "captured", resultField(t, reps["golden-1"], "status"))
 	require.Equal(t, "refunded", resultField(t, reps["golden-2"], "status"))
 

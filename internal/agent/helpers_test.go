@@ -212,6 +212,8 @@ func request(orderID string, opts ...func(*sas.AgentRequest)) sas.AgentRequest {
 		Attempt: 1, LockedBy: "scheduler-a", CompleteBy: epoch.Add(30 * time.Second),
 		IdempotencyKey: sas.IdempotencyKey(orderID, 0, false),
 		Payload:        json.RawMessage(`{"amount":1250,"currency":"EUR"}`),
+		Workflow:       "payment",
+		ReplyTo:        "https://sqs.us-east-1.amazonaws.com/000000000000/caller",
 	}
 	for _, o := range opts {
 		o(&req)
@@ -257,7 +259,8 @@ func failedIDs(resp events.SQSEventResponse) []string {
 	return ids
 }
 
-// requireEcho checks the fencing fields a reply must echo.
+// requireEcho checks what a reply must echo: the fencing fields, and the
+// order fields the scheduler routes on without reading the order, verbatim.
 func requireEcho(t *testing.T, req sas.AgentRequest, rep sas.AgentReply) {
 	t.Helper()
 	require.Equal(t, sas.MessageVersion, rep.V)
@@ -267,6 +270,16 @@ func requireEcho(t *testing.T, req sas.AgentRequest, rep sas.AgentReply) {
 	require.Equal(t, req.Attempt, rep.Attempt)
 	require.Equal(t, req.LockedBy, rep.LockedBy)
 	require.Equal(t, req.Agent, rep.Agent)
+	require.Equal(t, req.Workflow, rep.Workflow)
+	require.Equal(t, req.ReplyTo, rep.ReplyTo)
+	if len(req.Payload) == 0 {
+		require.Empty(t, rep.Payload)
+	} else {
+		// Verbatim up to JSON encoding, which compacts a raw message.
+		require.JSONEq(t, string(req.Payload), string(rep.Payload))
+	}
+	require.Equal(t, req.Compensation, rep.Compensation)
+	require.Equal(t, req.StepName, rep.StepName)
 }
 
 func resultField(t *testing.T, rep sas.AgentReply, field string) any {

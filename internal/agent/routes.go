@@ -19,16 +19,18 @@ type Route struct {
 
 // Routes maps a step name to its Route, for one agent.
 //
-// Why by step name: an agent.request carries the agent and the step's name
-// but not the workflow, so (agent, step name) is the key the agent can look
-// up. RoutesFromRegistry refuses a registry where that key is ambiguous.
+// Why by step name: every agent.request carries the agent and the step's
+// name, but only newer schedulers add the workflow (as a field the agent
+// echoes, not one it routes on), so (agent, step name) is the key the agent
+// can always look up. RoutesFromRegistry refuses a registry where that key
+// is ambiguous.
 type Routes map[string]Route
 
 // RoutesFromRegistry collects the routes of one agent's steps from the
 // workflow registry. Two workflows may share a step name only if they give it
-// the same Action and Undo: the request does not say which workflow it came
-// from, so anything else is refused here, at start-up, rather than guessed at
-// run time.
+// the same Action and Undo: the agent routes by step name (a request need not
+// say which workflow it came from), so anything else is refused here, at
+// start-up, rather than guessed at run time.
 func RoutesFromRegistry(reg sas.Registry, agent string) (Routes, error) {
 	names := make([]string, 0, len(reg))
 	for n := range reg {
@@ -44,7 +46,7 @@ func RoutesFromRegistry(reg sas.Registry, agent string) (Routes, error) {
 			}
 			r := Route{Action: s.Action, Undo: s.Undo}
 			if prev, ok := out[s.Name]; ok && prev != r {
-				return nil, fmt.Errorf("routes of agent %q: step %q is %+v in workflow %q but %+v in %q; an agent request names no workflow, so step names must agree: %w",
+				return nil, fmt.Errorf("routes of agent %q: step %q is %+v in workflow %q but %+v in %q; agents route by step name, so step names must agree: %w",
 					agent, s.Name, prev, from[s.Name], r, wn, sas.ErrInvalid)
 			}
 			out[s.Name], from[s.Name] = r, wn

@@ -14,15 +14,19 @@
 //
 // A reply echoes the request's orderId, step, attempt and lockedBy, which
 // fence the scheduler's write: a late or duplicate reply loses cleanly there.
+// It also echoes, verbatim and unread, the order fields the request carries
+// (workflow, replyTo, payload, compensation, stepName): with them the
+// scheduler advances the order without reading it (sas.AgentReply).
 //
 // How the agent knows what to call: the scheduler's agent.request names the
 // agent ("payments") and the step ("stepName"); the agent's Routes map that
 // step name to the step's Action and Undo ("POST /payments", "POST /refunds"),
 // taken at start-up from the same workflow registry the scheduler runs
 // (RoutesFromRegistry over internal/workflows), so a bad action fails the
-// cold start, not an order. The request carries no workflow name, so a step
-// name must mean the same call in every workflow that gives it to the same
-// agent; RoutesFromRegistry refuses a registry where it does not.
+// cold start, not an order. Routing is by step name alone: a request from an
+// older scheduler carries no workflow name, so a step name must mean the same
+// call in every workflow that gives it to the same agent;
+// RoutesFromRegistry refuses a registry where it does not.
 package agent
 
 import (
@@ -250,10 +254,7 @@ func (s *Service) process(ctx context.Context, log *slog.Logger, req sas.AgentRe
 		err = &PermanentError{Reason: fmt.Sprintf("no agent %q in this deployment (it hosts: %s)", req.Agent, s.agentNames())}
 	}
 
-	reply := sas.AgentReply{
-		V: sas.MessageVersion, Kind: sas.KindAgentReply, OrderID: req.OrderID, Step: req.Step,
-		Attempt: req.Attempt, LockedBy: req.LockedBy, Agent: req.Agent,
-	}
+	reply := replyTo(req)
 	switch {
 	case err == nil:
 		reply.Outcome, reply.Result = sas.OutcomeDone, resultOf(result)
@@ -286,6 +287,21 @@ func (s *Service) process(ctx context.Context, log *slog.Logger, req sas.AgentRe
 		log.Info("agent: replied done", "outcome", reply.Outcome, "took", s.clock.Now().Sub(start).String())
 	}
 	return true
+}
+
+// replyTo starts the reply to req. Besides the fence (order, step, attempt,
+// holder) it echoes the order's workflow, replyTo, payload, undo flag and step
+// name verbatim, so the scheduler can advance the order without reading it.
+// The agent never interprets them: they are the scheduler's routing hints, and
+// a request from an older scheduler that lacks them gets a reply that lacks
+// them too (the scheduler then reads the order).
+func replyTo(req sas.AgentRequest) sas.AgentReply {
+	return sas.AgentReply{
+		V: sas.MessageVersion, Kind: sas.KindAgentReply, OrderID: req.OrderID, Step: req.Step,
+		Attempt: req.Attempt, LockedBy: req.LockedBy, Agent: req.Agent,
+		Workflow: req.Workflow, ReplyTo: req.ReplyTo, Payload: req.Payload,
+		Compensation: req.Compensation, StepName: req.StepName,
+	}
 }
 
 // send puts one reply on the scheduler's queue.

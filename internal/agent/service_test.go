@@ -372,3 +372,60 @@ func with(req sas.AgentRequest, f func(*sas.AgentRequest)) string {
 	f(&req)
 	return sas.Encode(req)
 }
+
+// Every reply echoes the request's order fields verbatim, done or failed,
+// forward or undo, so the scheduler advances the order without reading it;
+// a request from an older scheduler, without them, gets a reply without them.
+func TestReplyEchoesTheOrder(t *testing.T) {
+	t.Parallel()
+	legacy := func(q *sas.AgentRequest) { q.Workflow, q.ReplyTo = "", "" }
+	odd := func(q *sas.AgentRequest) {
+		// Key order is the scheduler's, not sorted: echoed, not re-read.
+		q.Payload = json.RawMessage(`{"z": 1,  "a":[ 2 ]}`)
+		q.Step, q.StepName, q.Workflow = 2, "ship", "order"
+	}
+	tests := []struct {
+		name    string
+		req     sas.AgentRequest
+		outcome sas.Outcome
+	}{
+		{"done", request("o-1"), sas.OutcomeDone},
+		{"failed", request("o-2"), sas.OutcomeFailed},
+		{"undo done", request("o-3", compensation), sas.OutcomeDone},
+		{"undo failed", request("o-4", compensation), sas.OutcomeFailed},
+		{"another step", request("o-5", odd), sas.OutcomeDone},
+		{"older scheduler", request("o-6", legacy), sas.OutcomeDone},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			r := newServiceRig(t, memqueue.Options{})
+			svc := r.service(agent.Config{Agents: payments(func(context.Context, sas.AgentRequest) (json.RawMessage, error) {
+				if tt.outcome == sas.OutcomeFailed {
+					return nil, &agent.PermanentError{Reason: "no"}
+				}
+				return json.RawMessage(`{"ok":true}`), nil
+			})})
+			require.Empty(t, handleWith(t, svc, event(tt.req)).BatchItemFailures)
+			reps := r.replies()
+			require.Len(t, reps, 1)
+			requireEcho(t, tt.req, reps[0])
+			require.Equal(t, tt.outcome, reps[0].Outcome)
+		})
+	}
+
+	// The older scheduler's reply has no keys it did not send.
+	r := newServiceRig(t, memqueue.Options{})
+	svc := r.service(agent.Config{Agents: payments(func(context.Context, sas.AgentRequest) (json.RawMessage, error) {
+		return nil, nil
+	})})
+	handleWith(t, svc, event(request("o-7", legacy)))
+	msgs, err := r.queue.Receive(t.Context(), sas.ReceiveParams{QueueURL: r.replyURL, Max: 10})
+	require.NoError(t, err)
+	require.Len(t, msgs, 1)
+	var keys map[string]json.RawMessage
+	require.NoError(t, json.Unmarshal([]byte(msgs[0].Body), &keys))
+	require.NotContains(t, keys, "workflow")
+	require.NotContains(t, keys, "replyTo")
+	require.NotContains(t, keys, "compensation")
+}

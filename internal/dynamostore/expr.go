@@ -18,10 +18,10 @@ import (
 // a placeholder so reserved words never bite.
 type updateExpr struct {
 	sets, removes []string
-	condition           string
-	names               map[string]string
-	values              map[string]av
-	n                   *int
+	condition     string
+	names         map[string]string
+	values        map[string]av
+	n             *int
 }
 
 func newUpdate() updateExpr {

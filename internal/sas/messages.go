@@ -46,6 +46,12 @@ type Intake struct {
 }
 
 // AgentRequest asks an agent to run one attempt of one step.
+//
+// Workflow and ReplyTo (with Payload and Compensation) describe the order the
+// step belongs to. The agent does not need them to make its call; it echoes
+// them in its AgentReply so that the scheduler can advance the order without
+// reading it (see AgentReply). They are optional on the wire: a request from
+// an older scheduler omits them.
 type AgentRequest struct {
 	V              int             `json:"v"`
 	Kind           Kind            `json:"kind"`
@@ -59,6 +65,8 @@ type AgentRequest struct {
 	IdempotencyKey string          `json:"idempotencyKey"`
 	Payload        json.RawMessage `json:"payload,omitempty"`
 	Compensation   bool            `json:"compensation,omitempty"`
+	Workflow       string          `json:"workflow,omitempty"` // the order's workflow, echoed in the reply
+	ReplyTo        string          `json:"replyTo,omitempty"`  // the submitter's status queue, echoed in the reply
 }
 
 // Outcome is what an agent reports.
@@ -69,19 +77,36 @@ const (
 	OutcomeFailed Outcome = "failed" // permanent: retrying cannot help
 )
 
-// AgentReply is an agent's answer for one attempt. It echoes the fencing
-// fields of the request so the scheduler's write is conditional on them.
+// AgentReply is an agent's answer for one attempt.
+//
+// OrderID, Step, Attempt and LockedBy are the fence: the scheduler's write is
+// conditional on the step's state, holder and attempt, so a late, duplicate or
+// stale reply loses cleanly there.
+//
+// Workflow, ReplyTo, Payload, Compensation and StepName are echoed verbatim
+// from the request so that the scheduler needs no read of the order on the hot
+// path: with them it knows the next step (from its workflow registry), what to
+// send it, where to post statuses and whether the reply ends an undo. They are
+// routing hints, never trusted for fencing: every write the scheduler makes on
+// a reply is still conditional on (state, lockedBy, attempt), and a write that
+// loses sends the scheduler back to reading the order. A reply without them
+// (from an older agent) is handled by reading the order, as before.
 type AgentReply struct {
-	V        int             `json:"v"`
-	Kind     Kind            `json:"kind"`
-	OrderID  string          `json:"orderId"`
-	Step     int             `json:"step"`
-	Attempt  int             `json:"attempt"`
-	LockedBy string          `json:"lockedBy"`
-	Outcome  Outcome         `json:"outcome"`
-	Result   json.RawMessage `json:"result,omitempty"`
-	Reason   string          `json:"reason,omitempty"`
-	Agent    string          `json:"agent,omitempty"`
+	V            int             `json:"v"`
+	Kind         Kind            `json:"kind"`
+	OrderID      string          `json:"orderId"`
+	Step         int             `json:"step"`
+	Attempt      int             `json:"attempt"`
+	LockedBy     string          `json:"lockedBy"`
+	Outcome      Outcome         `json:"outcome"`
+	Result       json.RawMessage `json:"result,omitempty"`
+	Reason       string          `json:"reason,omitempty"`
+	Agent        string          `json:"agent,omitempty"`
+	Workflow     string          `json:"workflow,omitempty"`
+	ReplyTo      string          `json:"replyTo,omitempty"`
+	Payload      json.RawMessage `json:"payload,omitempty"`
+	Compensation bool            `json:"compensation,omitempty"`
+	StepName     string          `json:"stepName,omitempty"`
 }
 
 // Retry is the supervisor handing a step back to the schedulers.
@@ -207,6 +232,11 @@ func jsonReason(err error) string {
 	switch {
 	case errors.As(err, &se):
 		return fmt.Sprintf("not valid JSON at byte %d", se.Offset)
+	case errors.As(err, &te) && te.Field == "":
+		// The body itself is not an object (an array, a string, a number):
+		// the generic message below would read `field "" must be
+		// sas.Intake`, naming a Go type instead of the problem.
+		return fmt.Sprintf("the message must be a JSON object, not %s", te.Value)
 	case errors.As(err, &te):
 		return fmt.Sprintf("field %q must be %s, not %s", te.Field, te.Type, te.Value)
 	case errors.Is(err, io.EOF):

@@ -1,6 +1,7 @@
 package sas
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 
@@ -83,4 +84,35 @@ func TestDecodeHeader(t *testing.T) {
 	require.ErrorIs(t, err, ErrInvalid)
 	_, err = DecodeHeader([]byte(`nope`))
 	require.ErrorIs(t, err, ErrInvalid)
+}
+
+// The order fields an agent echoes are additive: a message without them is
+// the version-1 message it always was, and one with them still reads as v1.
+func TestAgentMessagesEchoFieldsAreOptional(t *testing.T) {
+	t.Parallel()
+	old := `{"v":1,"kind":"agent.reply","orderId":"o","step":0,"attempt":1,"lockedBy":"s","outcome":"done"}`
+	var rep AgentReply
+	require.NoError(t, json.Unmarshal([]byte(old), &rep))
+	require.Empty(t, rep.Workflow)
+	require.Empty(t, rep.ReplyTo)
+	require.Empty(t, rep.Payload)
+	require.False(t, rep.Compensation)
+	require.Empty(t, rep.StepName)
+	require.JSONEq(t, old, Encode(rep), "no new keys when there is nothing to echo")
+
+	req := AgentRequest{V: 1, Kind: KindAgentRequest, OrderID: "o", StepName: "charge", Agent: "payments", Attempt: 1, LockedBy: "s"}
+	var keys map[string]json.RawMessage
+	require.NoError(t, json.Unmarshal([]byte(Encode(req)), &keys))
+	require.NotContains(t, keys, "workflow")
+	require.NotContains(t, keys, "replyTo")
+
+	rep = AgentReply{
+		V: 1, Kind: KindAgentReply, OrderID: "o", Step: 1, Attempt: 2, LockedBy: "s", Outcome: OutcomeFailed,
+		Workflow: "order", ReplyTo: "http://q", Payload: json.RawMessage(`{"a":1}`), Compensation: true, StepName: "charge",
+	}
+	require.JSONEq(t, `{"v":1,"kind":"agent.reply","orderId":"o","step":1,"attempt":2,"lockedBy":"s","outcome":"failed",
+		"workflow":"order","replyTo":"http://q","payload":{"a":1},"compensation":true,"stepName":"charge"}`, Encode(rep))
+	h, err := DecodeHeader([]byte(Encode(rep)))
+	require.NoError(t, err)
+	require.Equal(t, MessageVersion, h.V)
 }

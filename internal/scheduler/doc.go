@@ -9,15 +9,17 @@
 //
 // Each path makes one state write (a fenced conditional write, or one
 // transaction; a failure that starts compensation adds the claim of the first
-// undo) and then has side effects: agent requests, status messages, alerts. A redelivered message (after a crash, or after a send failed and the
+// undo) and then has side effects: agent requests, status messages, alerts.
+// A redelivered message (after a crash, or after a send failed and the
 // message was reported in batchItemFailures) finds the write already made and
 // takes the "duplicate" branch, which repeats the side effects instead:
 //
 //   - duplicate intake: the order exists; the in-flight step's request is sent
 //     again if its lease is still running, and "received" is posted again;
-//   - duplicate "done" reply: the successor (claimed in the same transaction)
-//     gets its request again if its lease is still running, and "step-done"
-//     (and "processed" or "compensated" at the end) is posted again;
+//   - duplicate "done" reply: its write is refused, the order is read, and
+//     the successor (claimed in the same transaction as the first delivery's
+//     write) gets its request again if its lease is still running, and
+//     "step-done" (and "processed" or "compensated" at the end) is posted again;
 //   - duplicate "failed" reply (the step is Error at that attempt, written by
 //     the same holder): the alert and "failed" are repeated and compensation
 //     is started if it has not been;
@@ -60,24 +62,56 @@
 //
 // # Reads and writes per message
 //
-// An agent.reply names the order, step, attempt and holder, but not the
-// workflow, the payload or the caller's replyTo. Every path after intake
-// therefore reads the order once (GetOrder: on DynamoDB one GetItem and one
-// Query, both consistent); that read also tells a forward reply from an undo
-// reply, and a duplicate or stale reply from a live one, before any write.
+// The agent.request carries the order's workflow, payload and replyTo, and
+// the agent echoes them in its reply, with the step name and whether it was
+// an undo (sas.AgentReply). A reply is therefore handled without reading the
+// order: the fenced write (conditional on state, holder and attempt) is made
+// straight away, the successor taken from the workflow registry, and the
+// statuses posted to the echoed replyTo. The echo is a routing hint, never a
+// fence: a write it leads to that loses hands the reply to the read path,
+// which reads the order (GetOrder: on DynamoDB one GetItem and one Query,
+// both consistent, about 2 read units) and decides from the records, as
+// every reply did before the echo existed, and as a reply without the echo
+// (from an older agent) still is. The order is also read where only the
+// records can say what comes next: which earlier steps are done when a
+// failure starts a compensation, and which undo follows a finished one.
 //
-//	intake, new order     0 reads, 1 write (TransactWriteItems: order + steps, step 0 claimed)
-//	intake, duplicate     1 read (inside Submit, after its transaction is refused), 0 writes
-//	reply done            1 read, 1 write (Complete; with the successor's claim, one transaction)
-//	reply failed          1 read, 1 write (Fail), +1 write (Claim) when an undo starts
-//	duplicate/stale reply 1 read, 0 writes (a lost race costs the failed write too)
-//	retry                 1 read, 1 write (Claim)
-//	compensate            1 read, ≤1 write (Claim of the newest undo)
+//	intake, new order           0 reads, 1 write (TransactWriteItems: order + steps, step 0 claimed)
+//	intake, duplicate           1 read (inside Submit, after its transaction is refused), 0 writes
+//	reply done                  0 reads, 1 write (Complete: UpdateItem; with the successor's
+//	                            claim, one TransactWriteItems)
+//	reply failed                0 reads, 1 write (Fail); when an earlier step has an Undo,
+//	                            +1 read (after the write) and +1 write (Claim) if an undo starts
+//	undo done                   0 reads, 1 write (Complete) when no earlier step has an Undo;
+//	                            else 1 read, then 1 write (Complete with the next undo's claim)
+//	undo failed                 0 reads, 1 write (Fail)
+//	stale reply                 0 reads, 1 refused write (the record the refusal returns shows
+//	                            the attempt is gone; attempts only grow)
+//	duplicate reply             1 refused write, then 1 read, 0 writes
+//	reply without the echo      1 read, then as above (the read classifies before writing)
+//	retry                       1 read, 1 write (Claim)
+//	compensate                  1 read, ≤1 write (Claim of the newest undo)
 //
-// The agent.request carries the order's payload, so agents never read the
-// store. Removing the read from the reply path would take a message change
-// in package sas: the request carrying, and the reply echoing, the workflow
-// name, the replyTo, the payload and whether it is an undo.
+// So a single-step order's happy path is two store calls and no read: the
+// intake transaction and the reply's UpdateItem. A refused conditional write
+// still consumes write units; duplicates and stale replies are rare enough
+// (at-least-once delivery, rescues) for that to be the better trade.
+//
+// The successor claimed without a read is taken to be as Submit created it,
+// Pending at attempt 0: while a step runs, no step after it has ever been
+// claimed (steps run in order, an order never goes back, and an operator
+// resubmits only a failed step, whose successors never ran). The claim is
+// fenced on that like any claim, so were it ever wrong the transaction is
+// refused and the read path claims the successor at the attempt it reads.
+//
+// What no fence checks on the read-free path is the workflow's shape: the
+// next step comes from this deployment's registry, where the read path
+// compares it with the step names stored with the order and drops an order
+// whose workflow changed. The read-free path only checks the echoed step
+// name against the registry's step at that index. Never change a registered
+// workflow's steps in place while orders of it run (a step appended or
+// removed at the end would go unnoticed): register the new shape under a
+// new name.
 //
 // # Compensation
 //

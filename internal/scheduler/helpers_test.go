@@ -73,8 +73,8 @@ func (r *recorder) all() []sas.Alert {
 	return append([]sas.Alert(nil), r.alerts...)
 }
 
-// faultyStore fails or panics on GetOrder of chosen orders: the store being
-// unreachable for one message.
+// faultyStore fails or panics on the reads and step writes of chosen orders:
+// the store being unreachable for one message.
 type faultyStore struct {
 	sas.StateStore
 	mu     sync.Mutex
@@ -82,18 +82,125 @@ type faultyStore struct {
 	panics map[string]bool
 }
 
-func (s *faultyStore) GetOrder(ctx context.Context, id string) (sas.OrderView, error) {
+func (s *faultyStore) fault(id string) error {
 	s.mu.Lock()
 	err, p := s.fail[id], s.panics[id]
 	s.mu.Unlock()
 	if p {
 		panic("store bug for " + id)
 	}
-	if err != nil {
+	return err
+}
+
+func (s *faultyStore) GetOrder(ctx context.Context, id string) (sas.OrderView, error) {
+	if err := s.fault(id); err != nil {
 		return sas.OrderView{}, err
 	}
 	return s.StateStore.GetOrder(ctx, id)
 }
+
+func (s *faultyStore) Claim(ctx context.Context, p sas.ClaimParams) (sas.StepRecord, error) {
+	if err := s.fault(p.Key.OrderID); err != nil {
+		return sas.StepRecord{}, err
+	}
+	return s.StateStore.Claim(ctx, p)
+}
+
+func (s *faultyStore) Complete(ctx context.Context, p sas.CompleteParams) ([]sas.StepRecord, error) {
+	if err := s.fault(p.Key.OrderID); err != nil {
+		return nil, err
+	}
+	return s.StateStore.Complete(ctx, p)
+}
+
+func (s *faultyStore) Fail(ctx context.Context, p sas.FailParams) (sas.StepRecord, error) {
+	if err := s.fault(p.Key.OrderID); err != nil {
+		return sas.StepRecord{}, err
+	}
+	return s.StateStore.Fail(ctx, p)
+}
+
+// countingStore counts the scheduler's calls to the store, by method: the
+// store calls per message are deterministic, and they are what an order
+// costs (on DynamoDB, GetOrder is a consistent GetItem and a consistent
+// Query; Submit a TransactWriteItems; Complete an UpdateItem, or a
+// TransactWriteItems with the successor's claim).
+type countingStore struct {
+	sas.StateStore
+	mu    sync.Mutex
+	calls map[string]int
+	next  []*sas.ClaimParams // Complete's Next, in call order
+}
+
+func (s *countingStore) count(method string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.calls[method]++
+}
+
+// take returns the counts since the last take, and resets them.
+func (s *countingStore) take() (map[string]int, []*sas.ClaimParams) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c, n := s.calls, s.next
+	s.calls, s.next = map[string]int{}, nil
+	return c, n
+}
+
+func (s *countingStore) Submit(ctx context.Context, p sas.SubmitParams) (sas.SubmitResult, error) {
+	s.count("Submit")
+	return s.StateStore.Submit(ctx, p)
+}
+
+func (s *countingStore) Claim(ctx context.Context, p sas.ClaimParams) (sas.StepRecord, error) {
+	s.count("Claim")
+	return s.StateStore.Claim(ctx, p)
+}
+
+func (s *countingStore) Complete(ctx context.Context, p sas.CompleteParams) ([]sas.StepRecord, error) {
+	s.count("Complete")
+	s.mu.Lock()
+	s.next = append(s.next, p.Next)
+	s.mu.Unlock()
+	return s.StateStore.Complete(ctx, p)
+}
+
+func (s *countingStore) Fail(ctx context.Context, p sas.FailParams) (sas.StepRecord, error) {
+	s.count("Fail")
+	return s.StateStore.Fail(ctx, p)
+}
+
+func (s *countingStore) FindDue(ctx context.Context, p sas.FindDueParams) (sas.FindDueResult, error) {
+	s.count("FindDue")
+	return s.StateStore.FindDue(ctx, p)
+}
+
+func (s *countingStore) Rescue(ctx context.Context, p sas.RescueParams) (sas.StepRecord, error) {
+	s.count("Rescue")
+	return s.StateStore.Rescue(ctx, p)
+}
+
+func (s *countingStore) GiveUp(ctx context.Context, p sas.GiveUpParams) (sas.StepRecord, error) {
+	s.count("GiveUp")
+	return s.StateStore.GiveUp(ctx, p)
+}
+
+func (s *countingStore) Resubmit(ctx context.Context, p sas.ResubmitParams) (sas.StepRecord, error) {
+	s.count("Resubmit")
+	return s.StateStore.Resubmit(ctx, p)
+}
+
+func (s *countingStore) GetOrder(ctx context.Context, id string) (sas.OrderView, error) {
+	s.count("GetOrder")
+	return s.StateStore.GetOrder(ctx, id)
+}
+
+func (s *countingStore) ListByState(ctx context.Context, p sas.ListByStateParams) (sas.ListByStateResult, error) {
+	s.count("ListByState")
+	return s.StateStore.ListByState(ctx, p)
+}
+
+var _ sas.StateStore = (*countingStore)(nil)
 
 // fixture is one scheduler over an in-memory store and queues, a fake clock
 // and an alert recorder.
@@ -103,6 +210,7 @@ type fixture struct {
 	clock     *fakeClock
 	mem       *memstore.Store
 	store     *faultyStore
+	calls     *countingStore // what the schedulers asked of the store
 	q         *memqueue.Queue
 	alerts    *recorder
 	svc       *scheduler.Service
@@ -125,6 +233,7 @@ func newFixture(t *testing.T) *fixture {
 		mem: memstore.New(memstore.Config{}), alerts: &recorder{}, failSends: map[string]int{},
 	}
 	f.store = &faultyStore{StateStore: f.mem, fail: map[string]error{}, panics: map[string]bool{}}
+	f.calls = &countingStore{StateStore: f.store, calls: map[string]int{}}
 	f.q = memqueue.New(memqueue.Options{
 		Clock: f.clock,
 		Fault: func(op memqueue.Op, url string) error {
@@ -165,7 +274,7 @@ func (f *fixture) newService(id string) *scheduler.Service {
 	reg, err := workflows.Default(stepTimeout)
 	require.NoError(f.t, err)
 	svc, err := scheduler.New(scheduler.Config{
-		Store: f.store, Queue: f.q, Clock: f.clock, Alerter: f.alerts, Workflows: reg,
+		Store: f.calls, Queue: f.q, Clock: f.clock, Alerter: f.alerts, Workflows: reg,
 		Owner: id, AgentQueueURL: f.agentURL, PickupTimeout: time.Minute, IntakeQueueURL: intakeQueueURL,
 		ReplyToAllowed: func(u string) bool { return u == f.replyURL || u == f.otherURL },
 		// Shown only for a failing test (or with -v).
@@ -314,7 +423,20 @@ func intake(id, workflow, replyTo string) string {
 	return string(b)
 }
 
+// reply is the agent's answer to req, echoing the request's order fields as
+// the agent does (the scheduler's read-free path).
 func reply(req sas.AgentRequest, outcome sas.Outcome, reason string) string {
+	return sas.Encode(sas.AgentReply{
+		V: sas.MessageVersion, Kind: sas.KindAgentReply, OrderID: req.OrderID, Step: req.Step,
+		Attempt: req.Attempt, LockedBy: req.LockedBy, Outcome: outcome, Reason: reason, Agent: req.Agent,
+		Workflow: req.Workflow, ReplyTo: req.ReplyTo, Payload: req.Payload, Compensation: req.Compensation,
+		StepName: req.StepName,
+	})
+}
+
+// legacyReply is reply from an agent that echoes only the fence (before the
+// order fields were added): the scheduler reads the order.
+func legacyReply(req sas.AgentRequest, outcome sas.Outcome, reason string) string {
 	return sas.Encode(sas.AgentReply{
 		V: sas.MessageVersion, Kind: sas.KindAgentReply, OrderID: req.OrderID, Step: req.Step,
 		Attempt: req.Attempt, LockedBy: req.LockedBy, Outcome: outcome, Reason: reason, Agent: req.Agent,

@@ -62,7 +62,8 @@ func TestIntakeSubmitsClaimsAndDispatches(t *testing.T) {
 	require.Equal(t, sas.AgentRequest{
 		V: 1, Kind: sas.KindAgentRequest, OrderID: "o-1", Step: 0, StepName: "charge", Agent: "payments",
 		Attempt: 1, LockedBy: owner, CompleteBy: t0.Add(stepTimeout), IdempotencyKey: "o-1:0",
-		Payload: json.RawMessage(`{"amount":42,"currency":"EUR"}`),
+		Payload:  json.RawMessage(`{"amount":42,"currency":"EUR"}`),
+		Workflow: "payment", ReplyTo: f.replyURL, // for the agent to echo
 	}, req)
 	require.Equal(t, []string{"received#1000"}, statusList(f.statuses()))
 

@@ -21,8 +21,9 @@ const (
 
 // classify reads a reply against the record of its step. Attempts only grow
 // and a claim fixes its leg (forward or undo), so the record at the reply's
-// attempt tells whether the reply is for an undo without the reply saying so.
-// The fenced write stays the authority; this only decides what to try.
+// attempt tells whether the reply is for an undo whatever the reply echoes
+// (or from an older agent, does not). The fenced write stays the authority;
+// this only decides what to try.
 func classify(r sas.StepRecord, rep sas.AgentReply) (c replyCase, undo bool) {
 	if r.Attempt != rep.Attempt {
 		return replyStale, false
@@ -75,10 +76,156 @@ func checkReply(rep sas.AgentReply) error {
 
 // Reply handles an agent's answer for one attempt of one step or undo
 // (docs/protocol.md, "agent.reply").
+//
+// A reply that echoes its order (workflow, step name, payload, replyTo,
+// compensation: see sas.AgentReply) is first tried without reading the order:
+// the fenced write is made straight away and, on the happy path, is the only
+// store call. Whenever that path cannot decide alone (its write lost and the
+// record the loss returned does not show the reply stale: a duplicate, a
+// successor not as expected, a wrongly echoed leg; or the reply needs the
+// step records) it falls back to reading the order, which is also how a
+// reply without the echo (from an older agent) is handled. The package
+// comment tabulates the store calls of each case.
 func (s *Service) Reply(ctx context.Context, rep sas.AgentReply) error {
 	if err := checkReply(rep); err != nil {
 		return drop(err, "agent reply")
 	}
+	if o, ok := s.fromEcho(rep); ok {
+		err := s.replyUnread(ctx, o, rep)
+		if !errors.Is(err, errNeedRead) {
+			return err
+		}
+		s.log.InfoContext(ctx, "reply handled from a read of the order", "order", rep.OrderID, "step", rep.Step,
+			"attempt", rep.Attempt, "outcome", rep.Outcome, "why", err.Error())
+	}
+	return s.replyRead(ctx, rep)
+}
+
+// errNeedRead sends a reply from the read-free path to the read path.
+var errNeedRead = errors.New("the order must be read")
+
+// fromEcho builds, from what a reply echoes, the part of the order the
+// read-free path needs: the workflow (from this deployment's registry), the
+// payload and the replyTo, without step records. ok is false for a reply
+// without the echo, for a workflow this deployment does not register, and
+// for a step name that is not the workflow's step at that index (the
+// workflow changed under the order): the read path sorts those out.
+//
+// The echoed fields only say what to try. The write they lead to is fenced on
+// the step's state, holder and attempt like any other: a reply that echoes
+// the wrong leg (forward or undo) makes it lose, and the read path takes
+// over. What the fence cannot check is the shape of the workflow: the next
+// step comes from this deployment's registry, not from the order's stored
+// step list as on the read path. Hence the rule in the package comment:
+// never change a registered workflow's steps in place while orders run.
+func (s *Service) fromEcho(rep sas.AgentReply) (order, bool) {
+	if rep.Workflow == "" || rep.StepName == "" {
+		return order{}, false
+	}
+	w, ok := s.cfg.Workflows[rep.Workflow]
+	if !ok || rep.Step >= len(w.Steps) || w.Steps[rep.Step].Name != rep.StepName {
+		return order{}, false
+	}
+	ord := sas.Order{OrderID: rep.OrderID, Workflow: w.Name, Payload: rep.Payload, ReplyTo: rep.ReplyTo, Steps: w.StepNames()}
+	return order{view: sas.OrderView{Order: ord}, wf: w, unread: true}, true
+}
+
+// undoBelow reports whether a step before step has an Undo: only then can a
+// compensation have anything to do below it, and only the step records say
+// what (a step without an Undo never enters the undo leg).
+func undoBelow(w sas.Workflow, step int) bool {
+	for _, d := range w.Steps[:min(step, len(w.Steps))] {
+		if d.Undo != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// replyUnread handles a reply without reading the order (the hot path):
+//
+//   - done, forward: Complete, with the claim of step+1 (taken from the
+//     registry) in the same transaction when there is one. While a step runs,
+//     the steps after it have never been claimed (an order runs its steps in
+//     order and never goes back), so the successor is claimed as Pending at
+//     attempt 0; the claim is fenced on that, so a wrong guess is refused and
+//     the read path claims from what it reads;
+//   - failed, forward or undo: Fail. The alert and the "failed" status need
+//     nothing more; starting the compensation reads the order (in afterFailed)
+//     only when an earlier step has an Undo;
+//   - done, undo: Complete when no earlier step has an Undo (nothing left to
+//     undo: "compensated"); otherwise the next undo depends on the records,
+//     so the order is read.
+//
+// It returns an error wrapping errNeedRead when the read path must take over;
+// no side effect has been made then.
+func (s *Service) replyUnread(ctx context.Context, o order, rep sas.AgentReply) error {
+	now := s.cfg.Clock.Now()
+	undo := rep.Compensation
+	key := sas.StepKey{OrderID: rep.OrderID, Step: rep.Step}
+	if rep.Outcome == sas.OutcomeFailed {
+		reason := failReason(rep)
+		failed, err := s.cfg.Store.Fail(ctx, sas.FailParams{
+			Key: key, Owner: rep.LockedBy, Attempt: rep.Attempt, Now: now, Reason: reason, Compensation: undo,
+		})
+		if err != nil {
+			return s.unreadLost(ctx, key, rep, err)
+		}
+		s.log.WarnContext(ctx, "step failed", "order", rep.OrderID, "step", rep.Step, "attempt", rep.Attempt, "compensation", undo, "reason", reason)
+		return s.afterFailed(ctx, o, failed, undo, now)
+	}
+	var next *sas.ClaimParams
+	switch {
+	case undo && undoBelow(o.wf, rep.Step):
+		return fmt.Errorf("the next undo depends on the earlier steps' records: %w", errNeedRead)
+	case !undo && rep.Step+1 < o.n():
+		next = s.claimParams(o, sas.StepRecord{OrderID: rep.OrderID, Step: rep.Step + 1}, sas.Pending, now)
+	}
+	recs, err := s.cfg.Store.Complete(ctx, sas.CompleteParams{
+		Key: key, Owner: rep.LockedBy, Attempt: rep.Attempt, Now: now, Compensation: undo, Next: next,
+	})
+	if err != nil {
+		return s.unreadLost(ctx, key, rep, err)
+	}
+	var claimed *sas.StepRecord
+	if next != nil {
+		if len(recs) < 2 {
+			// The store broke its contract. The write is made: a redelivery
+			// takes the duplicate branch and dispatches the successor.
+			return fmt.Errorf("completing step %s: the store did not return the claimed step %d", key, next.Key.Step)
+		}
+		claimed = &recs[1]
+	}
+	s.log.InfoContext(ctx, "step done", "order", rep.OrderID, "step", rep.Step, "attempt", rep.Attempt, "compensation", undo)
+	return s.afterDone(ctx, o, rep, undo, claimed, now)
+}
+
+// unreadLost sorts out a failed write of the read-free path. A reply that
+// the record returned with the lost race shows to be stale is acknowledged
+// here: attempts only grow, so no later read could make it live again. Any
+// other lost race or missing record is for the read path to explain (a
+// duplicate, an undo echoed as a forward step, a successor not as guessed,
+// no such order); anything else (the store unreachable, throttling) fails
+// the message, and its redelivery tries again.
+func (s *Service) unreadLost(ctx context.Context, key sas.StepKey, rep sas.AgentReply, err error) error {
+	var re *sas.RaceError
+	if errors.As(err, &re) && re.Key == key && re.Current != nil {
+		if c, _ := classify(*re.Current, rep); c == replyStale {
+			s.stale(ctx, rep, *re.Current)
+			return nil
+		}
+	}
+	if errors.Is(err, sas.ErrLostRace) || errors.Is(err, sas.ErrNotFound) {
+		return fmt.Errorf("recording the reply without a read: %w: %w", errNeedRead, err)
+	}
+	return fmt.Errorf("recording the reply of step %s attempt %d: %w", key, rep.Attempt, err)
+}
+
+// replyRead handles a reply from a read of the order: a reply without the
+// echo, and whatever the read-free path could not decide alone. The read
+// classifies the reply (live, duplicate or stale; forward or undo) before
+// any write.
+func (s *Service) replyRead(ctx context.Context, rep sas.AgentReply) error {
 	o, err := s.load(ctx, rep.OrderID)
 	if err != nil {
 		return err
@@ -140,10 +287,7 @@ func (s *Service) complete(ctx context.Context, o order, rec sas.StepRecord, rep
 
 // fail writes a permanent failure reported by the agent.
 func (s *Service) fail(ctx context.Context, o order, rec sas.StepRecord, rep sas.AgentReply, undo bool, now time.Time) error {
-	reason := rep.Reason
-	if reason == "" {
-		reason = "the agent reported a permanent failure without a reason"
-	}
+	reason := failReason(rep)
 	failed, err := s.cfg.Store.Fail(ctx, sas.FailParams{
 		Key: rec.Key(), Owner: rep.LockedBy, Attempt: rep.Attempt, Now: now, Reason: reason, Compensation: undo,
 	})
@@ -152,6 +296,14 @@ func (s *Service) fail(ctx context.Context, o order, rec sas.StepRecord, rep sas
 	}
 	s.log.WarnContext(ctx, "step failed", "order", rep.OrderID, "step", rep.Step, "attempt", rep.Attempt, "compensation", undo, "reason", reason)
 	return s.afterFailed(ctx, o, failed, undo, now)
+}
+
+// failReason is what a failed reply's step records as its last error.
+func failReason(rep sas.AgentReply) string {
+	if rep.Reason == "" {
+		return "the agent reported a permanent failure without a reason"
+	}
+	return rep.Reason
 }
 
 // lostWrite sorts out a reply whose write lost: a duplicate that another
@@ -232,6 +384,12 @@ func (s *Service) afterUndone(ctx context.Context, o order, rep sas.AgentReply, 
 	if claimed != nil {
 		return s.dispatch(ctx, ord, o.wf.Steps[claimed.Step], *claimed)
 	}
+	if o.unread {
+		// replyUnread completes an undo without reading only when no earlier
+		// step has an Undo: nothing below can be left to undo.
+		s.log.InfoContext(ctx, "order compensated", "order", ord.OrderID)
+		return s.post(ctx, ord, sas.Status{Status: sas.StatusCompensated, Sequence: SeqCompensated(o.n())}, now)
+	}
 	// This delivery claimed no successor: it finished the last undo, or it
 	// is a duplicate and the first delivery claimed the next one. Look below.
 	for i := rep.Step - 1; i >= 0; i-- {
@@ -276,6 +434,19 @@ func (s *Service) afterFailed(ctx context.Context, o order, r sas.StepRecord, un
 	}
 	if undo {
 		return nil
+	}
+	if o.unread {
+		if !undoBelow(o.wf, r.Step) {
+			s.log.InfoContext(ctx, "nothing to compensate", "order", ord.OrderID)
+			return nil
+		}
+		// Which earlier steps are done, and so need undoing, only their
+		// records say: read them (a failure is off the hot path). The read
+		// comes after the write, so it sees this step failed.
+		var err error
+		if o, err = s.load(ctx, o.id()); err != nil {
+			return err
+		}
 	}
 	return s.startCompensation(ctx, o, false, now)
 }

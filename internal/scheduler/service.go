@@ -145,9 +145,15 @@ func (s *Service) timeout(d sas.StepDef) time.Duration {
 
 // order is what the handlers of an existing order work from: the stored view
 // (one consistent read) and the workflow it runs.
+//
+// On the read-free reply path (see replyUnread) the view is built from what
+// the reply echoes instead: the order's id, workflow, payload and replyTo,
+// and no step records (unread is set). Code that needs the records must not
+// be reached with such an order; step reports every record missing.
 type order struct {
-	view sas.OrderView
-	wf   sas.Workflow
+	view   sas.OrderView
+	wf     sas.Workflow
+	unread bool // built from an echoed reply: no step records
 }
 
 func (o order) id() string { return o.view.Order.OrderID }
@@ -203,6 +209,10 @@ func (s *Service) dispatch(ctx context.Context, o sas.Order, def sas.StepDef, r 
 		IdempotencyKey: sas.IdempotencyKey(o.OrderID, r.Step, undo),
 		Payload:        o.Payload,
 		Compensation:   undo,
+		// Echoed by the agent, so that its reply is handled without reading
+		// the order (see Reply).
+		Workflow: o.Workflow,
+		ReplyTo:  o.ReplyTo,
 	}
 	if err := s.send(ctx, s.cfg.AgentQueueURL, sas.Encode(req)); err != nil {
 		return fmt.Errorf("sending the request for step %s attempt %d: %w", r.Key(), r.Attempt, err)
