@@ -1,0 +1,406 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"reflect"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
+	"github.com/aws/jsii-runtime-go"
+)
+
+// sourceQueues maps each queue that feeds a function to its DLQ and consumer.
+var sourceQueues = map[string]struct{ dlq, consumer string }{
+	"IntakeQueue":    {"IntakeQueueDLQ", "Scheduler"},
+	"SchedulerQueue": {"SchedulerQueueDLQ", "Scheduler"},
+	"AgentQueue":     {"AgentQueueDLQ", "Agent"},
+}
+
+func TestResourceCounts(t *testing.T) {
+	def, _ := stacks(t)
+	for typ, n := range map[string]float64{
+		"AWS::SQS::Queue":                     6, // three queues, three DLQs
+		"AWS::DynamoDB::Table":                2,
+		"AWS::Lambda::Function":               3,
+		"AWS::Lambda::EventSourceMapping":     3,
+		"AWS::Events::Rule":                   1,
+		"AWS::SNS::Topic":                     1,
+		"AWS::CloudWatch::Alarm":              3 + 3 + 1 + 1, // DLQs, errors, stuck step, supervisor not running
+		"AWS::IAM::Role":                      3,
+		"AWS::Logs::LogGroup":                 3,
+		"AWS::SNS::Subscription":              0, // only with AlertEmail
+		"AWS::Lambda::EventInvokeConfig":      1, // the supervisor's
+		"AWS::Lambda::LayerVersion":           0,
+		"Custom::LogRetention":                0, // retention is set on our own log groups
+		"AWS::IAM::ManagedPolicy":             0,
+		"AWS::DynamoDB::GlobalTable":          0,
+		"AWS::SQS::QueuePolicy":               6, // TLS-only guards
+		"AWS::Lambda::Permission":             1, // EventBridge → supervisor
+		"AWS::CloudFormation::CustomResource": 0,
+	} {
+		check(t, typ, func() { def.tmpl.ResourceCountIs(jsii.String(typ), jsii.Number(n)) })
+	}
+}
+
+func TestQueuesHaveDLQsEncryptionAndVisibility(t *testing.T) {
+	def, _ := stacks(t)
+	queues := def.resources("AWS::SQS::Queue")
+	functions := def.resources("AWS::Lambda::Function")
+	for q, want := range sourceQueues {
+		p := props(queues[q])
+		if p == nil {
+			t.Errorf("queue %s missing", q)
+			continue
+		}
+		rp, _ := p["RedrivePolicy"].(map[string]any)
+		if got := ref(rp["deadLetterTargetArn"]); got != want.dlq {
+			t.Errorf("%s: redrive to %q, want %q", q, got, want.dlq)
+		}
+		if got, _ := rp["maxReceiveCount"].(float64); got < 1 || got > 10 {
+			t.Errorf("%s: maxReceiveCount %v, want 1..10", q, rp["maxReceiveCount"])
+		}
+		// Lambda's rule: visibility ≥ 6× the consumer's timeout.
+		timeout := props(functions[want.consumer])["Timeout"].(float64)
+		if vis, _ := p["VisibilityTimeout"].(float64); vis < 6*timeout {
+			t.Errorf("%s: visibility %vs < 6 × %s timeout %vs", q, vis, want.consumer, timeout)
+		}
+	}
+	for id, q := range queues {
+		if props(q)["SqsManagedSseEnabled"] != true {
+			t.Errorf("%s: SQS-managed SSE not enabled", id)
+		}
+		if strings.HasSuffix(id, "DLQ") {
+			if _, ok := props(q)["RedrivePolicy"]; ok {
+				t.Errorf("%s: a DLQ must not redrive further", id)
+			}
+		}
+	}
+	check(t, "every queue encrypted", func() {
+		def.tmpl.AllResourcesProperties(jsii.String("AWS::SQS::Queue"), map[string]any{"SqsManagedSseEnabled": true})
+	})
+}
+
+func TestTablesMatchTheStateStoreContract(t *testing.T) {
+	def, _ := stacks(t)
+	common := map[string]any{
+		"BillingMode":                      "PAY_PER_REQUEST",
+		"PointInTimeRecoverySpecification": map[string]any{"PointInTimeRecoveryEnabled": true},
+		"SSESpecification":                 map[string]any{"SSEEnabled": true},
+	}
+	orders := map[string]any{
+		"KeySchema":            []any{map[string]any{"AttributeName": "OrderID", "KeyType": "HASH"}},
+		"AttributeDefinitions": []any{map[string]any{"AttributeName": "OrderID", "AttributeType": "S"}},
+	}
+	for k, v := range common {
+		orders[k] = v
+	}
+	check(t, "orders table", func() {
+		def.tmpl.HasResourceProperties(jsii.String("AWS::DynamoDB::Table"), assertions.Match_ObjectEquals(withTableDefaults(orders)))
+	})
+
+	state := props(def.resource(t, "AWS::DynamoDB::Table", "StateTable"))
+	wantKeys := []any{
+		map[string]any{"AttributeName": "OrderID", "KeyType": "HASH"},
+		map[string]any{"AttributeName": "Step", "KeyType": "RANGE"},
+	}
+	if !reflect.DeepEqual(state["KeySchema"], wantKeys) {
+		t.Errorf("state table keys %v, want %v", state["KeySchema"], wantKeys)
+	}
+	attrs := map[string]string{}
+	for _, a := range state["AttributeDefinitions"].([]any) {
+		a := a.(map[string]any)
+		attrs[a["AttributeName"].(string)] = a["AttributeType"].(string)
+	}
+	if want := map[string]string{"OrderID": "S", "Step": "N", "IdxPK": "S", "IdxSK": "N"}; !reflect.DeepEqual(attrs, want) {
+		t.Errorf("state table attributes %v, want %v", attrs, want)
+	}
+	for k, v := range common {
+		if !reflect.DeepEqual(state[k], v) {
+			t.Errorf("state table %s = %v, want %v", k, state[k], v)
+		}
+	}
+
+	gsis := state["GlobalSecondaryIndexes"].([]any)
+	if len(gsis) != 1 {
+		t.Fatalf("state table has %d GSIs, want 1 (state-due)", len(gsis))
+	}
+	gsi := gsis[0].(map[string]any)
+	if gsi["IndexName"] != "state-due" {
+		t.Errorf("GSI name %v, want state-due", gsi["IndexName"])
+	}
+	wantGSIKeys := []any{
+		map[string]any{"AttributeName": "IdxPK", "KeyType": "HASH"},
+		map[string]any{"AttributeName": "IdxSK", "KeyType": "RANGE"},
+	}
+	if !reflect.DeepEqual(gsi["KeySchema"], wantGSIKeys) {
+		t.Errorf("GSI keys %v, want %v", gsi["KeySchema"], wantGSIKeys)
+	}
+	proj := gsi["Projection"].(map[string]any)
+	if proj["ProjectionType"] != "INCLUDE" {
+		t.Errorf("GSI projection %v, want INCLUDE", proj["ProjectionType"])
+	}
+	wantAttrs := []string{"Attempt", "CompleteBy", "FailureCount", "LastError", "LockedBy", "ProcessState", "Shard", "StepName", "UpdatedAt"}
+	if got := strs(proj["NonKeyAttributes"]); !reflect.DeepEqual(got, wantAttrs) {
+		t.Errorf("GSI projected attributes %v, want %v", got, wantAttrs)
+	}
+}
+
+// withTableDefaults adds what every table carries besides the contract.
+func withTableDefaults(p map[string]any) *map[string]any {
+	p["DeletionProtectionEnabled"] = true
+	return &p
+}
+
+func TestRemovalPolicy(t *testing.T) {
+	def, variant := stacks(t)
+	for _, tc := range []struct {
+		name   string
+		s      *synthesized
+		policy string
+		guard  bool
+	}{{"default", def, "Retain", true}, {"variant", variant, "Delete", false}} {
+		for _, typ := range []string{"AWS::DynamoDB::Table", "AWS::SQS::Queue", "AWS::SNS::Topic", "AWS::Logs::LogGroup"} {
+			for id, r := range tc.s.resources(typ) {
+				if r["DeletionPolicy"] != tc.policy || r["UpdateReplacePolicy"] != tc.policy {
+					t.Errorf("%s %s: DeletionPolicy %v UpdateReplacePolicy %v, want %s",
+						tc.name, id, r["DeletionPolicy"], r["UpdateReplacePolicy"], tc.policy)
+				}
+			}
+		}
+		for id, r := range tc.s.resources("AWS::DynamoDB::Table") {
+			if props(r)["DeletionProtectionEnabled"] != tc.guard {
+				t.Errorf("%s %s: deletion protection %v, want %v", tc.name, id, props(r)["DeletionProtectionEnabled"], tc.guard)
+			}
+		}
+	}
+}
+
+func TestFunctions(t *testing.T) {
+	def, variant := stacks(t)
+	for _, tc := range []struct {
+		s      *synthesized
+		arch   string
+		goarch string
+	}{{def, "arm64", "arm64"}, {variant, "x86_64", "amd64"}} {
+		fns := tc.s.resources("AWS::Lambda::Function")
+		for _, name := range []string{"Scheduler", "Agent", "Supervisor"} {
+			r, ok := fns[name]
+			if !ok {
+				t.Errorf("function %s missing", name)
+				continue
+			}
+			p := props(r)
+			if p["Runtime"] != "provided.al2023" || p["Handler"] != "bootstrap" {
+				t.Errorf("%s: runtime %v handler %v, want provided.al2023 bootstrap", name, p["Runtime"], p["Handler"])
+			}
+			if got := strs(p["Architectures"]); !reflect.DeepEqual(got, []string{tc.arch}) {
+				t.Errorf("%s: architectures %v, want [%s]", name, got, tc.arch)
+			}
+			if got := ref(p["LoggingConfig"].(map[string]any)["LogGroup"]); got != name+"Logs" {
+				t.Errorf("%s: logs to %s, want its own log group", name, got)
+			}
+			// The staged asset is the bootstrap built for this function and arch.
+			// The zip's S3 key is the asset hash; the staged copy is asset.<hash>/.
+			key := ref(p["Code"].(map[string]any)["S3Key"])
+			body, err := os.ReadFile(filepath.Join(tc.s.outdir, "asset."+strings.TrimSuffix(key, ".zip"), "bootstrap"))
+			if err != nil {
+				t.Errorf("%s: asset: %v", name, err)
+			} else if want := distFakeMarker + tc.goarch + "/" + strings.ToLower(name) + "\n"; string(body) != want {
+				t.Errorf("%s: ships %q, want %q", name, body, want)
+			}
+		}
+		// A loop of scheduler ↔ agent is the workflow itself; the supervisor
+		// starts fresh chains and keeps Lambda's loop guard.
+		for name, want := range map[string]any{"Scheduler": "Allow", "Agent": "Allow", "Supervisor": nil} {
+			if got := props(fns[name])["RecursiveLoop"]; got != want && !(want == nil && got == "Terminate") {
+				t.Errorf("%s: RecursiveLoop %v, want %v", name, got, want)
+			}
+		}
+	}
+}
+
+func TestFunctionEnvironment(t *testing.T) {
+	def, variant := stacks(t)
+	tables := map[string]string{"SAS_ORDERS_TABLE": "OrdersTable", "SAS_STATE_TABLE": "StateTable", "SAS_INDEX_SHARDS": "8"}
+	alerts := map[string]string{"SAS_ALERT_TOPIC_ARN": "AlertTopic", "SAS_EVENT_BUS_NAME": "default"}
+	want := map[string]map[string]string{
+		"Scheduler": merge(tables, alerts, map[string]string{
+			"SAS_INTAKE_QUEUE_URL":    "IntakeQueue",
+			"SAS_SCHEDULER_QUEUE_URL": "SchedulerQueue",
+			"SAS_AGENT_QUEUE_URL":     "AgentQueue",
+			"SAS_STEP_TIMEOUT":        "30s",
+			"SAS_PICKUP_TIMEOUT":      "1m0s",
+		}),
+		"Agent": merge(tables, map[string]string{"SAS_SCHEDULER_QUEUE_URL": "SchedulerQueue"}),
+		"Supervisor": merge(tables, alerts, map[string]string{
+			"SAS_SCHEDULER_QUEUE_URL": "SchedulerQueue",
+			"SAS_MAX_FAILURES":        "3",
+			"SAS_PICKUP_TIMEOUT":      "1m0s",
+		}),
+	}
+	env := func(s *synthesized, fn string) map[string]string {
+		vars := props(s.resource(t, "AWS::Lambda::Function", fn))["Environment"].(map[string]any)["Variables"].(map[string]any)
+		out := map[string]string{}
+		for k, v := range vars {
+			out[k] = ref(v)
+		}
+		return out
+	}
+	for fn, w := range want {
+		if got := env(def, fn); !reflect.DeepEqual(got, w) {
+			t.Errorf("%s environment:\n got %v\nwant %v", fn, got, w)
+		}
+	}
+	// The variant's allow-list arrives as queue URLs, the prefix kept.
+	if got, want := env(variant, "Scheduler")["SAS_ALLOWED_REPLY_QUEUES"],
+		"https://sqs.eu-west-1.amazonaws.com/111122223333/caller-status,https://sqs.eu-west-1.amazonaws.com/111122223333/tenant-*"; got != want {
+		t.Errorf("variant SAS_ALLOWED_REPLY_QUEUES = %q, want %q", got, want)
+	}
+	if got := env(variant, "Agent")["SAS_PAYMENTS_URL"]; got != "https://payments.example.test" {
+		t.Errorf("variant SAS_PAYMENTS_URL = %q", got)
+	}
+}
+
+func TestEventSourceMappings(t *testing.T) {
+	def, _ := stacks(t)
+	var wired []string
+	for id, r := range def.resources("AWS::Lambda::EventSourceMapping") {
+		p := props(r)
+		wired = append(wired, ref(p["EventSourceArn"])+"→"+ref(p["FunctionName"]))
+		if got := strs(p["FunctionResponseTypes"]); !reflect.DeepEqual(got, []string{"ReportBatchItemFailures"}) {
+			t.Errorf("%s: FunctionResponseTypes %v, want [ReportBatchItemFailures]", id, got)
+		}
+		if p["BatchSize"] != 10.0 {
+			t.Errorf("%s: BatchSize %v, want 10", id, p["BatchSize"])
+		}
+		if w, _ := p["MaximumBatchingWindowInSeconds"].(float64); w < 1 {
+			t.Errorf("%s: no batching window", id)
+		}
+		sc, _ := p["ScalingConfig"].(map[string]any)
+		if c, _ := sc["MaximumConcurrency"].(float64); c < 2 {
+			t.Errorf("%s: MaximumConcurrency %v, want ≥ 2", id, sc["MaximumConcurrency"])
+		}
+	}
+	sort.Strings(wired)
+	if want := []string{"AgentQueue→Agent", "IntakeQueue→Scheduler", "SchedulerQueue→Scheduler"}; !reflect.DeepEqual(wired, want) {
+		t.Errorf("event sources %v, want %v", wired, want)
+	}
+	check(t, "partial batch responses everywhere", func() {
+		def.tmpl.AllResourcesProperties(jsii.String("AWS::Lambda::EventSourceMapping"), map[string]any{
+			"FunctionResponseTypes": []any{"ReportBatchItemFailures"},
+		})
+	})
+}
+
+func TestSupervisorSchedule(t *testing.T) {
+	def, _ := stacks(t)
+	rule := props(def.resource(t, "AWS::Events::Rule", "SupervisorSchedule"))
+	if rule["ScheduleExpression"] != "rate(1 minute)" {
+		t.Errorf("schedule %v, want rate(1 minute)", rule["ScheduleExpression"])
+	}
+	targets := list(rule["Targets"])
+	if len(targets) != 1 || ref(targets[0].(map[string]any)["Arn"]) != "Supervisor" {
+		t.Errorf("rule targets %v, want the supervisor only", targets)
+	}
+	check(t, "EventBridge may invoke the supervisor", func() {
+		def.tmpl.HasResourceProperties(jsii.String("AWS::Lambda::Permission"), map[string]any{
+			"Action":       "lambda:InvokeFunction",
+			"Principal":    "events.amazonaws.com",
+			"FunctionName": map[string]any{"Fn::GetAtt": []any{def.logicalID(t, "AWS::Lambda::Function", "Supervisor"), "Arn"}},
+		})
+	})
+	// Lambda's own async retries would replay a stale sweep: none.
+	check(t, "no async retries of a sweep", func() {
+		def.tmpl.HasResourceProperties(jsii.String("AWS::Lambda::EventInvokeConfig"), map[string]any{
+			"FunctionName":         map[string]any{"Ref": def.logicalID(t, "AWS::Lambda::Function", "Supervisor")},
+			"MaximumRetryAttempts": 0,
+		})
+	})
+}
+
+func TestAlarms(t *testing.T) {
+	def, _ := stacks(t)
+	type key struct{ namespace, metric, dimension string }
+	got := map[key]bool{}
+	for id, r := range def.resources("AWS::CloudWatch::Alarm") {
+		p := props(r)
+		if a := strs(p["AlarmActions"]); !reflect.DeepEqual(a, []string{"AlertTopic"}) {
+			t.Errorf("%s: alarm actions %v, want the alert topic", id, a)
+		}
+		dim := ""
+		for _, d := range list(p["Dimensions"]) {
+			dim = ref(d.(map[string]any)["Value"])
+		}
+		got[key{p["Namespace"].(string), p["MetricName"].(string), dim}] = true
+	}
+	want := []key{
+		{"AWS/SQS", "ApproximateNumberOfMessagesVisible", "IntakeQueueDLQ"},
+		{"AWS/SQS", "ApproximateNumberOfMessagesVisible", "SchedulerQueueDLQ"},
+		{"AWS/SQS", "ApproximateNumberOfMessagesVisible", "AgentQueueDLQ"},
+		{"AWS/Lambda", "Errors", "Scheduler"},
+		{"AWS/Lambda", "Errors", "Agent"},
+		{"AWS/Lambda", "Errors", "Supervisor"},
+		{"AWS/Lambda", "Invocations", "Supervisor"},
+		{MetricNamespace, StuckStepMetric, ""},
+	}
+	for _, k := range want {
+		if !got[k] {
+			t.Errorf("no alarm on %v", k)
+		}
+	}
+	check(t, "DLQ depth > 0 alarms", func() {
+		def.tmpl.ResourcePropertiesCountIs(jsii.String("AWS::CloudWatch::Alarm"), map[string]any{
+			"MetricName":         "ApproximateNumberOfMessagesVisible",
+			"ComparisonOperator": "GreaterThanThreshold",
+			"Threshold":          0,
+		}, jsii.Number(3))
+	})
+	check(t, "stuck-step alarm", func() {
+		def.tmpl.HasResourceProperties(jsii.String("AWS::CloudWatch::Alarm"), map[string]any{
+			"Namespace":          "SAS",
+			"MetricName":         "OldestStuckStepAgeSeconds",
+			"ComparisonOperator": "GreaterThanThreshold",
+			"Threshold":          300,
+			"Unit":               assertions.Match_Absent(),
+		})
+	})
+}
+
+func TestAlertingAndOutputs(t *testing.T) {
+	def, variant := stacks(t)
+	for _, out := range []string{"IntakeQueueUrl", "SchedulerQueueUrl", "AgentQueueUrl", "OrdersTableName", "StateTableName", "AlertTopicArn"} {
+		check(t, "output "+out, func() { def.tmpl.HasOutput(jsii.String(out), map[string]any{}) })
+	}
+	check(t, "variant email subscription", func() {
+		variant.tmpl.HasResourceProperties(jsii.String("AWS::SNS::Subscription"), map[string]any{
+			"Protocol": "email", "Endpoint": "ops@example.test",
+		})
+	})
+}
+
+// logicalID finds the template's logical id of a construct.
+func (s *synthesized) logicalID(t *testing.T, typ, constructID string) string {
+	t.Helper()
+	for id, r := range s.doc["Resources"].(map[string]any) {
+		if r.(map[string]any)["Type"] == typ && construct(id) == constructID {
+			return id
+		}
+	}
+	t.Fatalf("no %s %q", typ, constructID)
+	return ""
+}
+
+func TestWarnsWithoutPaymentsURL(t *testing.T) {
+	def, variant := stacks(t)
+	// Read from the cloud assembly: assertions.Annotations would force a
+	// second synthesis of the whole app.
+	if got := def.warnings(t); len(got) != 1 || !strings.Contains(got[0], "no payments URL") {
+		t.Errorf("default stack warnings %q, want the missing payments URL", got)
+	}
+	if got := variant.warnings(t); len(got) != 0 {
+		t.Errorf("variant stack warnings %q, want none", got)
+	}
+}

@@ -1,0 +1,289 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
+	"github.com/aws/jsii-runtime-go"
+)
+
+// Every test shares one jsii runtime (one Node process per test binary) and
+// one synthesized app: starting Node and synthesizing cost seconds, the
+// assertions themselves milliseconds. The app holds two stacks: the default
+// configuration (what `make deploy` ships) and a variant with every knob
+// turned, synthesized together in one pass.
+
+// replyQueueARNs configure the variant stack: one exact queue, one prefix.
+var replyQueueARNs = []string{
+	"arn:aws:sqs:eu-west-1:111122223333:caller-status",
+	"arn:aws:sqs:eu-west-1:111122223333:tenant-*",
+}
+
+// synthesized is one stack's template, both as the assertions API sees it
+// and as plain JSON for the walks the API has no matcher for.
+type synthesized struct {
+	stack  awscdk.Stack
+	tmpl   assertions.Template
+	doc    map[string]any
+	outdir string
+}
+
+var (
+	synthOnce      sync.Once
+	defaultStack   *synthesized // StackProps{} with only DistDir set
+	variantStack   *synthesized // x86_64, reply queues, DESTROY, payments URL, alert email
+	synthFailure   string
+	scratchDirs    []string
+	distFakeMarker = "fake bootstrap for "
+)
+
+func TestMain(m *testing.M) {
+	// Node inherits the environment when jsii-runtime-go starts it, during
+	// package initialisation, so settings such as CDK_VALIDATION=false (skip
+	// aws-cdk-lib's own template validation, ~15 s here; cfn-lint runs in
+	// make lint-infra) must come from outside: make test-infra sets them.
+	code := m.Run()
+	jsii.Close()
+	for _, d := range scratchDirs {
+		os.RemoveAll(d)
+	}
+	os.Exit(code)
+}
+
+// stacks synthesizes the shared app on first use. Tests that need no
+// template (config_test.go) never start Node.
+func stacks(t *testing.T) (def, variant *synthesized) {
+	t.Helper()
+	synthOnce.Do(func() {
+		defer func() {
+			// jsii reports construct errors as panics; turn them into a
+			// failure every test that asked for the template will see.
+			if r := recover(); r != nil {
+				synthFailure = fmt.Sprint(r)
+			}
+		}()
+		defaultStack, variantStack = synthesizeApp()
+	})
+	if synthFailure != "" {
+		t.Fatalf("synthesizing the app: %s", synthFailure)
+	}
+	return defaultStack, variantStack
+}
+
+func synthesizeApp() (*synthesized, *synthesized) {
+	dist := fakeDist()
+	outdir := scratch("sas-cdk-out-")
+	app := awscdk.NewApp(&awscdk.AppProps{
+		Outdir: jsii.String(outdir),
+		// The feature flags in cdk.json change what is synthesized; tests
+		// must see the same ones as `cdk synth`.
+		Context: cdkJSONContext(),
+	})
+	def := NewStack(app, "SasStack", StackProps{DistDir: dist})
+	variant := NewStack(app, "SasStackVariant", StackProps{
+		DistDir:               dist,
+		Arch:                  ArchX8664,
+		AllowedReplyQueueARNs: replyQueueARNs,
+		RemovalPolicy:         awscdk.RemovalPolicy_DESTROY,
+		PaymentsURL:           "https://payments.example.test",
+		AlertEmail:            "ops@example.test",
+	})
+	parse := func(s awscdk.Stack) *synthesized {
+		tmpl := assertions.Template_FromStack(s, nil) // the first call synthesizes the app
+		raw, err := json.Marshal(tmpl.ToJSON())
+		if err != nil {
+			panic(err)
+		}
+		var doc map[string]any
+		if err := json.Unmarshal(raw, &doc); err != nil {
+			panic(err)
+		}
+		return &synthesized{stack: s, tmpl: tmpl, doc: doc, outdir: outdir}
+	}
+	return parse(def), parse(variant)
+}
+
+// fakeDist lays out dist/<goarch>/<name>/bootstrap with recognisable
+// contents, so tests need no cross-compile and can check that each function
+// ships its own binary.
+func fakeDist() string {
+	dist := scratch("sas-dist-")
+	for _, goarch := range []string{"arm64", "amd64"} {
+		for _, name := range []string{"scheduler", "agent", "supervisor"} {
+			dir := filepath.Join(dist, goarch, name)
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				panic(err)
+			}
+			body := distFakeMarker + goarch + "/" + name + "\n"
+			if err := os.WriteFile(filepath.Join(dir, "bootstrap"), []byte(body), 0o755); err != nil {
+				panic(err)
+			}
+		}
+	}
+	return dist
+}
+
+func scratch(prefix string) string {
+	d, err := os.MkdirTemp("", prefix)
+	if err != nil {
+		panic(err)
+	}
+	scratchDirs = append(scratchDirs, d)
+	return d
+}
+
+func cdkJSONContext() *map[string]any {
+	raw, err := os.ReadFile("cdk.json")
+	if err != nil {
+		panic(err)
+	}
+	var cfg struct {
+		Context map[string]any `json:"context"`
+	}
+	if err := json.Unmarshal(raw, &cfg); err != nil {
+		panic(fmt.Errorf("cdk.json: %w", err))
+	}
+	return &cfg.Context
+}
+
+// check runs an assertions call, which panics on mismatch, as a test error.
+func check(t *testing.T, what string, f func()) {
+	t.Helper()
+	defer func() {
+		if r := recover(); r != nil {
+			t.Errorf("%s: %v", what, r)
+		}
+	}()
+	f()
+}
+
+// --- plain-JSON helpers -----------------------------------------------------
+
+// hashSuffix is the 8-hex-digit hash CDK appends to logical ids.
+var hashSuffix = regexp.MustCompile(`[0-9A-F]{8}$`)
+
+// construct turns a logical id back into the construct id it came from
+// ("SchedulerQueue12326841" → "SchedulerQueue").
+func construct(logicalID string) string { return hashSuffix.ReplaceAllString(logicalID, "") }
+
+// resources returns the resources of one type, keyed by construct id.
+func (s *synthesized) resources(typ string) map[string]map[string]any {
+	out := map[string]map[string]any{}
+	for id, r := range s.doc["Resources"].(map[string]any) {
+		res := r.(map[string]any)
+		if res["Type"] == typ {
+			out[construct(id)] = res
+		}
+	}
+	return out
+}
+
+func (s *synthesized) resource(t *testing.T, typ, constructID string) map[string]any {
+	t.Helper()
+	r, ok := s.resources(typ)[constructID]
+	if !ok {
+		t.Fatalf("no %s %q in the template", typ, constructID)
+	}
+	return r
+}
+
+func props(r map[string]any) map[string]any {
+	p, _ := r["Properties"].(map[string]any)
+	return p
+}
+
+// ref names what a CloudFormation value points at, by construct id:
+// {"Ref": X} and {"Fn::GetAtt": [X, "Arn"]} → "X"; a Join of a reference and
+// a literal suffix → "X/suffix"; the default event bus → "event-bus/default";
+// literals stay as they are.
+func ref(v any) string {
+	switch v := v.(type) {
+	case string:
+		return v
+	case map[string]any:
+		if r, ok := v["Ref"].(string); ok {
+			return construct(r)
+		}
+		if ga, ok := v["Fn::GetAtt"].([]any); ok {
+			return construct(ga[0].(string))
+		}
+		if j, ok := v["Fn::Join"].([]any); ok {
+			var b strings.Builder
+			for _, part := range j[1].([]any) {
+				switch p := part.(type) {
+				case string:
+					b.WriteString(p)
+				case map[string]any:
+					if r, ok := p["Ref"].(string); ok && strings.HasPrefix(r, "AWS::") {
+						b.WriteString("${" + r + "}")
+					} else {
+						b.WriteString(ref(p))
+					}
+				}
+			}
+			s := b.String()
+			if strings.HasSuffix(s, ":event-bus/default") {
+				return "event-bus/default"
+			}
+			return s
+		}
+	}
+	raw, _ := json.Marshal(v)
+	return string(raw)
+}
+
+// list normalises CloudFormation's "one value or a list of values".
+func list(v any) []any {
+	switch v := v.(type) {
+	case nil:
+		return nil
+	case []any:
+		return v
+	default:
+		return []any{v}
+	}
+}
+
+func strs(v any) []string {
+	var out []string
+	for _, x := range list(v) {
+		out = append(out, ref(x))
+	}
+	sort.Strings(out)
+	return out
+}
+
+// warnings lists the stack's warning annotations from the cloud assembly,
+// which keeps them in <artifact>.metadata.json beside the template.
+func (s *synthesized) warnings(t *testing.T) []string {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(s.outdir, *s.stack.ArtifactId()+".metadata.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var metadata map[string][]struct {
+		Type string `json:"type"`
+		Data any    `json:"data"`
+	}
+	if err := json.Unmarshal(raw, &metadata); err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, entries := range metadata {
+		for _, e := range entries {
+			if e.Type == "aws:cdk:warning" {
+				out = append(out, fmt.Sprint(e.Data))
+			}
+		}
+	}
+	return out
+}
