@@ -46,6 +46,37 @@ func TestHappyPathEndToEnd(t *testing.T) {
 		storetest.RequireLegalHistory(t, v)
 	}
 	require.Empty(t, sys.Sim.Duplicates())
+
+	// The submitter hears of every order: received, each step done, and
+	// processed, numbered in that order (itRequireStatusSequence says why the
+	// arrival order is not checked). "processed" is posted after the last
+	// write, so it may still be on its way.
+	byID := map[string][]sas.Status{}
+	for done := 0; done < len(ids); {
+		sts, err := sys.Statuses(ctx)
+		require.NoError(t, err)
+		for _, st := range sts {
+			byID[st.OrderID] = append(byID[st.OrderID], st)
+			if st.Status == sas.StatusProcessed {
+				done++
+			}
+		}
+		if done < len(ids) {
+			select {
+			case <-ctx.Done():
+				t.Fatalf("%d orders without a processed status: %v", len(ids)-done, ctx.Err())
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	}
+	for i, id := range ids {
+		want := []string{"received", "step-done:charge", "processed"}
+		if i%2 == 1 {
+			want = []string{"received", "step-done:reserve", "step-done:charge", "step-done:ship", "processed"}
+		}
+		itRequireStatusSequence(t, id, byID[id], true, want...)
+	}
+
 	byOrder := map[string]int{}
 	for _, e := range sys.Sim.Effects() {
 		byOrder[e.OrderID]++

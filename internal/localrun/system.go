@@ -54,6 +54,18 @@ type Options struct {
 	BatchSize       int           // per poll; default 10
 	Faults          remotesim.Faults
 	Seed            uint64
+	// AttemptTimeout bounds one HTTP try of an agent; default StepTimeout/3,
+	// so a hung call costs one try, not the step. Tests of the supervisor set
+	// it to StepTimeout so that one hung call uses up the whole attempt.
+	AttemptTimeout time.Duration
+	// Breaker configures each agent's circuit breaker; zero fields take
+	// httpagent's defaults (5 unhealthy tries in a row open it for 30s).
+	// Tests sharing one system across fault scenarios raise the threshold
+	// so one scenario's hangs do not stall the others' calls.
+	Breaker httpagent.BreakerConfig
+	// PollerWorkers is how many invocations each poller runs at once (a
+	// Lambda's concurrency per event source); default 1.
+	PollerWorkers int
 	// Counter, when set, counts every AWS request the system makes.
 	Counter *awscount.Counter
 	Logger  *slog.Logger // default: discard
@@ -72,6 +84,12 @@ func (o *Options) defaults() {
 	}
 	if o.PickupTimeout == 0 {
 		o.PickupTimeout = 10 * time.Second
+	}
+	if o.AttemptTimeout == 0 {
+		o.AttemptTimeout = o.StepTimeout / 3
+	}
+	if o.PollerWorkers == 0 {
+		o.PollerWorkers = 1
 	}
 	if o.MaxFailures == 0 {
 		o.MaxFailures = 3
@@ -210,9 +228,9 @@ func Start(ctx context.Context, opts Options) (*System, error) {
 			return nil, err
 		}
 		s.Schedulers = append(s.Schedulers, scheduler.NewHandler(svc))
-		// A try may take at most a third of the step's time, so a hung call
-		// leaves room to retry within the deadline.
-		caller, err := httpagent.New(httpagent.Config{AttemptTimeout: cfg.StepTimeout / 3, BaseBackoff: 50 * time.Millisecond, MaxBackoff: time.Second, SafetyMargin: 200 * time.Millisecond})
+		// By default a try may take at most a third of the step's time, so a
+		// hung call leaves room to retry within the deadline.
+		caller, err := httpagent.New(httpagent.Config{AttemptTimeout: opts.AttemptTimeout, BaseBackoff: 50 * time.Millisecond, MaxBackoff: time.Second, SafetyMargin: 200 * time.Millisecond, Breaker: opts.Breaker})
 		if err != nil {
 			return nil, err
 		}
@@ -239,9 +257,9 @@ func Start(ctx context.Context, opts Options) (*System, error) {
 	for i := 0; i < opts.Instances; i++ {
 		sch, ag := s.Schedulers[i], s.Agents[i]
 		s.Pollers = append(s.Pollers,
-			&Poller{Name: fmt.Sprintf("intake-%d", i), Queue: s.Queue, QueueURL: cfg.IntakeQueueURL, QueueARN: arn(cfg.IntakeQueueURL), BatchSize: opts.BatchSize, Workers: 1, Handler: sch.Handle, Logger: opts.Logger},
-			&Poller{Name: fmt.Sprintf("scheduler-%d", i), Queue: s.Queue, QueueURL: cfg.SchedulerQueueURL, QueueARN: arn(cfg.SchedulerQueueURL), BatchSize: opts.BatchSize, Workers: 1, Handler: sch.Handle, Logger: opts.Logger},
-			&Poller{Name: fmt.Sprintf("agent-%d", i), Queue: s.Queue, QueueURL: cfg.AgentQueueURL, QueueARN: arn(cfg.AgentQueueURL), BatchSize: opts.BatchSize, Workers: 1, Handler: ag.Handle, Logger: opts.Logger},
+			&Poller{Name: fmt.Sprintf("intake-%d", i), Queue: s.Queue, QueueURL: cfg.IntakeQueueURL, QueueARN: arn(cfg.IntakeQueueURL), BatchSize: opts.BatchSize, Workers: opts.PollerWorkers, Handler: sch.Handle, Logger: opts.Logger},
+			&Poller{Name: fmt.Sprintf("scheduler-%d", i), Queue: s.Queue, QueueURL: cfg.SchedulerQueueURL, QueueARN: arn(cfg.SchedulerQueueURL), BatchSize: opts.BatchSize, Workers: opts.PollerWorkers, Handler: sch.Handle, Logger: opts.Logger},
+			&Poller{Name: fmt.Sprintf("agent-%d", i), Queue: s.Queue, QueueURL: cfg.AgentQueueURL, QueueARN: arn(cfg.AgentQueueURL), BatchSize: opts.BatchSize, Workers: opts.PollerWorkers, Handler: ag.Handle, Logger: opts.Logger},
 		)
 	}
 	return s, nil
@@ -402,6 +420,15 @@ func Settled(v sas.OrderView) bool {
 		}
 	}
 	if failed {
+		for _, r := range v.Steps {
+			// A failed undo stops the compensation where it is: the
+			// Processed steps below it wait for an operator, not for an
+			// undo on its way (without this, WaitTerminal never returned
+			// for such an order and the demo counted it as never settled).
+			if r.ProcessState == sas.CompensationFailed {
+				return true
+			}
+		}
 		for _, r := range v.Steps {
 			if r.ProcessState == sas.Processed {
 				return false

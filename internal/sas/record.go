@@ -119,8 +119,23 @@ type OrderView struct {
 // Compensated; one that failed with nothing (yet) undone is Error.
 func (v OrderView) State() ProcessState {
 	n := map[ProcessState]int{}
+	lowestUndone := -1 // the earliest Compensated step
 	for _, r := range v.Steps {
 		n[r.ProcessState]++
+		if r.ProcessState == Compensated && (lowestUndone < 0 || r.Step < lowestUndone) {
+			lowestUndone = r.Step
+		}
+	}
+	// Undos run newest first, so a Processed step before the earliest undone
+	// one is still owed its undo; one after it has no Undo (shipping) and
+	// stays Processed for good. Counting every Processed step, as this did,
+	// read an order an operator compensated after it completed ([Compensated,
+	// Compensated, Processed] in the reference order) as Processing forever.
+	owed := false
+	for _, r := range v.Steps {
+		if r.ProcessState == Processed && r.Step < lowestUndone {
+			owed = true
+		}
 	}
 	switch {
 	case len(v.Steps) == 0:
@@ -133,7 +148,7 @@ func (v OrderView) State() ProcessState {
 		return Processing
 	case n[Processed] == len(v.Steps):
 		return Processed
-	case n[Compensated] > 0 && n[Processed] == 0:
+	case n[Compensated] > 0 && !owed:
 		return Compensated
 	case n[Error] > 0:
 		return Error

@@ -224,6 +224,10 @@ func TestOrderState(t *testing.T) {
 		{[]ProcessState{Compensated, Error}, Compensated},
 		{[]ProcessState{Compensated, Compensated}, Compensated},
 		{[]ProcessState{CompensationFailed, Compensated, Error}, CompensationFailed},
+		// An operator compensated a completed order whose last step has no undo.
+		{[]ProcessState{Compensated, Compensated, Processed}, Compensated},
+		// A Processed step before the undone ones is still owed its undo.
+		{[]ProcessState{Processed, Compensated, Error}, Error},
 	}
 	for _, tc := range tests {
 		require.Equal(t, tc.want, view(tc.steps...).State(), "%v", tc.steps)
