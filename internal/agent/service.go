@@ -37,6 +37,7 @@ import (
 	"log/slog"
 	"runtime/debug"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -71,6 +72,12 @@ const (
 	// (the Lambda timeout), so a call still running then is cut off in time
 	// for the others' replies to be sent and the batch to be answered.
 	DefaultReplyReserve = 2 * time.Second
+	// DefaultReplyLinger is how long a ready reply waits for others of its
+	// invocation to share its SendMessageBatch (SQS bills a batch of up to
+	// ten small messages as one request). It is short so that a slow or
+	// hanging call never holds back the replies of the fast ones, whose
+	// deadlines run meanwhile.
+	DefaultReplyLinger = 50 * time.Millisecond
 )
 
 // Config configures a Service.
@@ -89,6 +96,10 @@ type Config struct {
 	Concurrency int
 	// ReplyReserve: see DefaultReplyReserve. Default 2s.
 	ReplyReserve time.Duration
+	// ReplyLinger: see DefaultReplyLinger. Default 50ms. A ready reply waits
+	// only while another request of its batch still runs: when the last one
+	// ends, or ten replies are ready, they are sent at once.
+	ReplyLinger time.Duration
 }
 
 // Service hosts named agents. It is safe for concurrent use.
@@ -100,6 +111,7 @@ type Service struct {
 	log         *slog.Logger
 	concurrency int
 	reserve     time.Duration
+	linger      time.Duration
 }
 
 // New checks cfg and returns a Service.
@@ -118,6 +130,8 @@ func New(cfg Config) (*Service, error) {
 		return invalid("Concurrency", "must not be negative")
 	case cfg.ReplyReserve < 0:
 		return invalid("ReplyReserve", "must not be negative")
+	case cfg.ReplyLinger < 0:
+		return invalid("ReplyLinger", "must not be negative")
 	}
 	for name, r := range cfg.Agents {
 		if name == "" || r == nil {
@@ -127,6 +141,7 @@ func New(cfg Config) (*Service, error) {
 	s := &Service{
 		queue: cfg.Queue, replyURL: cfg.ReplyQueueURL, agents: cfg.Agents,
 		clock: cfg.Clock, log: cfg.Logger, concurrency: cfg.Concurrency, reserve: cfg.ReplyReserve,
+		linger: cfg.ReplyLinger,
 	}
 	if s.clock == nil {
 		s.clock = sas.SystemClock{}
@@ -140,6 +155,9 @@ func New(cfg Config) (*Service, error) {
 	if s.reserve == 0 {
 		s.reserve = DefaultReplyReserve
 	}
+	if s.linger == 0 {
+		s.linger = DefaultReplyLinger
+	}
 	return s, nil
 }
 
@@ -149,6 +167,9 @@ func New(cfg Config) (*Service, error) {
 // BatchItemFailures so SQS redelivers it (the remote call is idempotent by
 // key, so repeating it is safe). The list is empty, never nil, when all went
 // well: some pollers redeliver forever on a null list (DESIGN §7).
+//
+// Replies are sent batched (see collect): one SendMessageBatch for the
+// replies that are ready together, instead of one SendMessage each.
 func (s *Service) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
 	failed := make([]bool, len(ev.Records))
 	groups := s.parse(ev.Records)
@@ -157,6 +178,7 @@ func (s *Service) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEve
 	// batch) run one after the other, so the second finds the first's stored
 	// answer instead of colliding with it in flight. Distinct keys run
 	// concurrently, bounded: the work is waiting on remote services.
+	results := make(chan result, len(ev.Records))
 	sem := make(chan struct{}, s.concurrency)
 	var wg sync.WaitGroup
 	for _, g := range groups {
@@ -166,11 +188,13 @@ func (s *Service) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEve
 			sem <- struct{}{}
 			defer func() { <-sem }()
 			for _, m := range g {
-				failed[m.index] = !s.handleOne(ctx, m)
+				out, ok := s.handleOne(ctx, m)
+				results <- result{index: m.index, out: out, ok: ok}
 			}
 		}()
 	}
-	wg.Wait()
+	go func() { wg.Wait(); close(results) }()
+	s.collect(ctx, results, failed)
 
 	resp := events.SQSEventResponse{BatchItemFailures: []events.SQSBatchItemFailure{}}
 	for i, f := range failed {
@@ -179,6 +203,126 @@ func (s *Service) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEve
 		}
 	}
 	return resp, nil
+}
+
+// maxReplyBatch is SQS's limit of entries per SendMessageBatch.
+const maxReplyBatch = 10
+
+// result is how one request of a batch ended.
+type result struct {
+	index int
+	out   *outgoing // the reply to send; nil: nothing to send
+	ok    bool      // false: leave the message for redelivery
+}
+
+// outgoing is a reply ready to be sent.
+type outgoing struct {
+	index int
+	reply sas.AgentReply
+	req   sas.AgentRequest
+	log   *slog.Logger
+	start time.Time
+}
+
+// collect takes the results of one invocation as they come and sends the
+// replies in batches: a ready reply waits at most the linger for others.
+// It returns when every request has ended and every reply was sent (or
+// marked in failed).
+func (s *Service) collect(ctx context.Context, results <-chan result, failed []bool) {
+	var pending []outgoing
+	var timer *time.Timer
+	var linger <-chan time.Time
+	flush := func() {
+		if timer != nil {
+			timer.Stop()
+			timer, linger = nil, nil
+		}
+		s.sendReplies(ctx, pending, failed)
+		pending = nil
+	}
+	for {
+		select {
+		case r, open := <-results:
+			if !open {
+				if len(pending) > 0 {
+					flush()
+				}
+				return
+			}
+			switch {
+			case !r.ok:
+				failed[r.index] = true
+			case r.out != nil:
+				pending = append(pending, *r.out)
+				if len(pending) == maxReplyBatch {
+					flush()
+				} else if timer == nil {
+					timer = time.NewTimer(s.linger)
+					linger = timer.C
+				}
+			}
+		case <-linger:
+			flush()
+		}
+	}
+}
+
+// sendReplies sends ready replies in one Send (a SendMessageBatch for more
+// than one), dropping any whose deadline passed while it waited.
+func (s *Service) sendReplies(ctx context.Context, pending []outgoing, failed []bool) {
+	var batch []outgoing
+	now := s.clock.Now()
+	for _, o := range pending {
+		if !s.late(o.log, o.reply, o.req, now) {
+			batch = append(batch, o)
+		}
+	}
+	if len(batch) == 0 {
+		return
+	}
+	msgs := make([]sas.OutboundMessage, len(batch))
+	for i, o := range batch {
+		msgs[i] = sas.OutboundMessage{ID: strconv.Itoa(i), Body: sas.Encode(o.reply)}
+	}
+	errs := map[int]error{}
+	res, err := s.queue.Send(ctx, sas.SendParams{QueueURL: s.replyURL, Messages: msgs})
+	if err != nil {
+		for i := range batch {
+			errs[i] = err
+		}
+	}
+	for _, f := range res.Failed {
+		if i, convErr := strconv.Atoi(f.ID); convErr == nil && i >= 0 && i < len(batch) {
+			errs[i] = fmt.Errorf("%s: %s (sender fault %t)", f.Code, f.Message, f.SenderFault)
+		}
+	}
+	for i, o := range batch {
+		took := s.clock.Now().Sub(o.start).String()
+		err, bad := errs[i]
+		switch {
+		case bad:
+			o.log.Error("agent: reply not sent; message left for redelivery", "outcome", o.reply.Outcome,
+				"err", fmt.Sprintf("sending agent.reply for %s step %d: %v", o.reply.OrderID, o.reply.Step, err))
+			failed[o.index] = true
+		case o.reply.Outcome == sas.OutcomeFailed:
+			o.log.Warn("agent: replied failed", "outcome", o.reply.Outcome, "reason", o.reply.Reason, "took", took)
+		default:
+			o.log.Info("agent: replied done", "outcome", o.reply.Outcome, "took", took)
+		}
+	}
+}
+
+// late reports (and logs) an outcome that came at or after the step's
+// deadline. The pattern's agent stops at the deadline and says nothing: by
+// now the supervisor may have handed the step to another agent (DESIGN §2).
+// The work is not lost: a re-drive sends the same key and gets the answer.
+func (s *Service) late(log *slog.Logger, reply sas.AgentReply, req sas.AgentRequest, now time.Time) bool {
+	if now.Before(req.CompleteBy) {
+		return false
+	}
+	log.Warn("agent: outcome came after the deadline; no reply",
+		"outcome", reply.Outcome, "reason", reply.Reason, "completeBy", req.CompleteBy, "lateBy", now.Sub(req.CompleteBy).String())
+	return true
 }
 
 // inbound is one well-formed request of a batch.
@@ -215,10 +359,10 @@ func (s *Service) parse(records []events.SQSMessage) [][]inbound {
 	return groups
 }
 
-// handleOne runs one request and reports whether its message may be
-// acknowledged. A panic is contained to its message, which is redelivered
-// (and dead-lettered if it keeps panicking).
-func (s *Service) handleOne(ctx context.Context, m inbound) (ok bool) {
+// handleOne runs one request and returns the reply to send (nil: none) and
+// whether its message may be acknowledged. A panic is contained to its
+// message, which is redelivered (and dead-lettered if it keeps panicking).
+func (s *Service) handleOne(ctx context.Context, m inbound) (out *outgoing, ok bool) {
 	log := s.log.With("messageId", m.messageID, "agent", m.req.Agent, "orderId", m.req.OrderID,
 		"step", m.req.Step, "stepName", m.req.StepName, "attempt", m.req.Attempt,
 		"compensation", m.req.Compensation, "idempotencyKey", m.req.IdempotencyKey)
@@ -226,18 +370,23 @@ func (s *Service) handleOne(ctx context.Context, m inbound) (ok bool) {
 		if p := recover(); p != nil {
 			log.Error("agent: panic while handling a request; message left for redelivery",
 				"panic", fmt.Sprint(p), "stack", string(debug.Stack()))
-			ok = false
+			out, ok = nil, false
 		}
 	}()
-	return s.process(ctx, log, m.req)
+	if out = s.process(ctx, log, m.req); out != nil {
+		out.index = m.index
+	}
+	return out, true
 }
 
-func (s *Service) process(ctx context.Context, log *slog.Logger, req sas.AgentRequest) bool {
+// process runs one request and returns the reply to send, or nil when
+// nothing is to be sent.
+func (s *Service) process(ctx context.Context, log *slog.Logger, req sas.AgentRequest) *outgoing {
 	start := s.clock.Now()
 	if !start.Before(req.CompleteBy) {
 		log.Warn("agent: request expired on arrival; no call, no reply",
 			"completeBy", req.CompleteBy, "lateBy", start.Sub(req.CompleteBy).String())
-		return true
+		return nil
 	}
 
 	callCtx := ctx
@@ -263,30 +412,12 @@ func (s *Service) process(ctx context.Context, log *slog.Logger, req sas.AgentRe
 	default:
 		log.Warn("agent: no outcome; no reply, the supervisor will re-drive the step after its deadline",
 			"why", whyNoOutcome(err), "err", err.Error(), "completeBy", req.CompleteBy)
-		return true
+		return nil
 	}
-
-	// The pattern's agent stops at the deadline and says nothing: by now the
-	// supervisor may have handed the step to another agent (DESIGN §2). The
-	// work is not lost: a re-drive sends the same key and gets the answer.
-	if now := s.clock.Now(); !now.Before(req.CompleteBy) {
-		log.Warn("agent: outcome came after the deadline; no reply",
-			"outcome", reply.Outcome, "reason", reply.Reason, "completeBy", req.CompleteBy, "lateBy", now.Sub(req.CompleteBy).String())
-		return true
+	if s.late(log, reply, req, s.clock.Now()) {
+		return nil
 	}
-
-	if err := s.send(ctx, reply); err != nil {
-		log.Error("agent: reply not sent; message left for redelivery",
-			"outcome", reply.Outcome, "err", err.Error())
-		return false
-	}
-	if reply.Outcome == sas.OutcomeFailed {
-		log.Warn("agent: replied failed", "outcome", reply.Outcome, "reason", reply.Reason,
-			"took", s.clock.Now().Sub(start).String())
-	} else {
-		log.Info("agent: replied done", "outcome", reply.Outcome, "took", s.clock.Now().Sub(start).String())
-	}
-	return true
+	return &outgoing{reply: reply, req: req, log: log, start: start}
 }
 
 // replyTo starts the reply to req. Besides the fence (order, step, attempt,
@@ -302,22 +433,6 @@ func replyTo(req sas.AgentRequest) sas.AgentReply {
 		Workflow: req.Workflow, ReplyTo: req.ReplyTo, Payload: req.Payload,
 		Compensation: req.Compensation, StepName: req.StepName,
 	}
-}
-
-// send puts one reply on the scheduler's queue.
-func (s *Service) send(ctx context.Context, reply sas.AgentReply) error {
-	res, err := s.queue.Send(ctx, sas.SendParams{
-		QueueURL: s.replyURL,
-		Messages: []sas.OutboundMessage{{ID: "reply", Body: sas.Encode(reply)}},
-	})
-	if err != nil {
-		return fmt.Errorf("sending agent.reply for %s step %d: %w", reply.OrderID, reply.Step, err)
-	}
-	if len(res.Failed) > 0 {
-		f := res.Failed[0]
-		return fmt.Errorf("sending agent.reply for %s step %d: %s: %s (sender fault %t)", reply.OrderID, reply.Step, f.Code, f.Message, f.SenderFault)
-	}
-	return nil
 }
 
 func (s *Service) agentNames() string {

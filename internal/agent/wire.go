@@ -3,6 +3,7 @@ package agent
 import (
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/sas-go/sas/internal/config"
 	"github.com/sas-go/sas/internal/sas"
@@ -18,6 +19,8 @@ type Deps struct {
 	// Registry is the workflows whose steps the agents serve; default
 	// workflows.Default, the scheduler's.
 	Registry sas.Registry
+	// ReplyLinger: see Config.ReplyLinger.
+	ReplyLinger time.Duration
 }
 
 // FromConfig builds the Service this deployment runs: the payments agent
@@ -49,6 +52,6 @@ func FromConfig(cfg config.Config, d Deps) (*Service, error) {
 	return New(Config{
 		Queue: d.Queue, ReplyQueueURL: cfg.SchedulerQueueURL,
 		Agents: map[string]Runner{workflows.PaymentsAgent: payments},
-		Clock:  d.Clock, Logger: d.Logger,
+		Clock:  d.Clock, Logger: d.Logger, ReplyLinger: d.ReplyLinger,
 	})
 }

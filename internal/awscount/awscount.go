@@ -135,6 +135,7 @@ func (c *Counter) register(stack *middleware.Stack) error {
 // the happy path has none, and tests of races do not assert capacity.
 func (c *Counter) record(in, out any) {
 	var caps []types.ConsumedCapacity
+	read := false // DynamoDB Local fills in only CapacityUnits: tell reads by the operation
 	switch o := out.(type) {
 	case *dynamodb.PutItemOutput:
 		caps = one(o.ConsumedCapacity)
@@ -143,9 +144,9 @@ func (c *Counter) record(in, out any) {
 	case *dynamodb.DeleteItemOutput:
 		caps = one(o.ConsumedCapacity)
 	case *dynamodb.GetItemOutput:
-		caps = one(o.ConsumedCapacity)
+		caps, read = one(o.ConsumedCapacity), true
 	case *dynamodb.QueryOutput:
-		caps = one(o.ConsumedCapacity)
+		caps, read = one(o.ConsumedCapacity), true
 	case *dynamodb.TransactWriteItemsOutput:
 		caps = o.ConsumedCapacity
 	case *dynamodb.BatchWriteItemOutput:
@@ -155,9 +156,11 @@ func (c *Counter) record(in, out any) {
 	defer c.mu.Unlock()
 	var reportedTable, reportedIndex, reportedRead float64
 	for _, cc := range caps {
-		w := units(cc.WriteCapacityUnits, cc.CapacityUnits, cc.ReadCapacityUnits)
-		reportedRead += aws.ToFloat64(cc.ReadCapacityUnits)
-		c.reportedWCU += w
+		if read {
+			reportedRead += units(cc.ReadCapacityUnits, cc.CapacityUnits, cc.WriteCapacityUnits)
+			continue
+		}
+		c.reportedWCU += units(cc.WriteCapacityUnits, cc.CapacityUnits, cc.ReadCapacityUnits)
 		for _, gsi := range cc.GlobalSecondaryIndexes {
 			reportedIndex += units(gsi.WriteCapacityUnits, gsi.CapacityUnits, gsi.ReadCapacityUnits)
 		}
@@ -189,7 +192,8 @@ func (c *Counter) record(in, out any) {
 	}
 }
 
-// units reads a write count from whichever field the service filled in.
+// units reads a write (or, arguments swapped, read) count from whichever
+// field the service filled in.
 func units(write, total, read *float64) float64 {
 	if write != nil {
 		return *write

@@ -48,4 +48,16 @@ func TestCountsDynamoDBRequestsAndCapacity(t *testing.T) {
 	require.Equal(t, 2.0, complete.WCU, "the item, and removing its index entry")
 	require.Equal(t, 1.0, complete.IndexWCU)
 	require.Zero(t, complete.RCU+submit.RCU, "the hot path reads nothing")
+
+	// Reads are counted as reads: DynamoDB Local reports only their total
+	// CapacityUnits, which must not pass for writes (nor for nothing).
+	before = c.Snapshot()
+	_, err = st.GetOrder(ctx, "o-1")
+	require.NoError(t, err)
+	read := c.Snapshot().Sub(before)
+	t.Logf("get order: %s", read)
+	require.Equal(t, map[string]int{"DynamoDB.GetItem": 1, "DynamoDB.Query": 1}, read.Requests)
+	require.Equal(t, 2.0, read.RCU, "two strongly consistent reads of items under 4 KB")
+	require.Zero(t, read.WCU)
+	require.Zero(t, read.ReportedWCU)
 }

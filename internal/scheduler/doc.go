@@ -40,6 +40,16 @@
 // skipped: a caller's broken queue must not hold the order up. Other status
 // send failures (throttling, network) fail the message like any send.
 //
+// Sends are batched per invocation: Handler.Handle holds the messages its
+// records make and sends them after the last record, one SendMessageBatch per
+// queue for up to ten (SQS bills a batch as one request, so a full batch of
+// orders costs 0.1 request per message instead of 1). They go in waves that
+// keep each record's messages in order, and a failed message stops its
+// record's later ones and fails (or drops) that record alone, as an
+// immediate send would have; the record's state write has been made, and its
+// redelivery takes the duplicate branch. Service methods called without the
+// handler send at once.
+//
 // # Status sequence numbers
 //
 // A status carries a per-order sequence number computed from what it reports,

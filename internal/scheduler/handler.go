@@ -79,11 +79,28 @@ func queueName(s string) string {
 // transient failures (store, queue, alerter) are reported, so SQS redelivers
 // just those. The failure list is never nil: a null batchItemFailures makes
 // some pollers redeliver the whole batch forever (DESIGN §7).
+//
+// The messages the records send (agent requests, statuses) are held in an
+// outbox and sent together after the last record, batched per queue: one
+// request for up to ten messages instead of one each (see outbox).
 func (h *Handler) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
+	box := &outbox{}
+	failed := make([]bool, len(ev.Records))
+	for i, rec := range ev.Records {
+		if err := h.handleRecord(box.into(ctx, i), rec); err != nil {
+			failed[i] = true
+		}
+	}
+	for _, re := range h.svc.flush(ctx, box) {
+		log := h.log.With("messageId", ev.Records[re.record].MessageId)
+		if h.settle(ctx, log, re.err) != nil {
+			failed[re.record] = true
+		}
+	}
 	failures := []events.SQSBatchItemFailure{}
-	for _, rec := range ev.Records {
-		if err := h.handleRecord(ctx, rec); err != nil {
-			failures = append(failures, events.SQSBatchItemFailure{ItemIdentifier: rec.MessageId})
+	for i, f := range failed {
+		if f {
+			failures = append(failures, events.SQSBatchItemFailure{ItemIdentifier: ev.Records[i].MessageId})
 		}
 	}
 	return events.SQSEventResponse{BatchItemFailures: failures}, nil
@@ -108,6 +125,12 @@ func (h *Handler) handleRecord(ctx context.Context, rec events.SQSMessage) (err 
 	} else {
 		err = h.svc.HandleMessage(ctx, []byte(rec.Body))
 	}
+	return h.settle(ctx, log, err)
+}
+
+// settle logs how a record ended and returns its error only when SQS should
+// redeliver it.
+func (h *Handler) settle(ctx context.Context, log *slog.Logger, err error) error {
 	var dropped *DropError
 	switch {
 	case err == nil:

@@ -214,8 +214,11 @@ func (s *Service) dispatch(ctx context.Context, o sas.Order, def sas.StepDef, r 
 		Workflow: o.Workflow,
 		ReplyTo:  o.ReplyTo,
 	}
-	if err := s.send(ctx, s.cfg.AgentQueueURL, sas.Encode(req)); err != nil {
+	err := s.sendOrQueue(ctx, s.cfg.AgentQueueURL, sas.Encode(req), func(err error) error {
 		return fmt.Errorf("sending the request for step %s attempt %d: %w", r.Key(), r.Attempt, err)
+	})
+	if err != nil {
+		return err
 	}
 	s.log.InfoContext(ctx, "step dispatched", "order", o.OrderID, "step", r.Step, "stepName", def.Name,
 		"attempt", r.Attempt, "compensation", undo, "completeBy", r.CompleteBy)
@@ -229,14 +232,7 @@ func (s *Service) send(ctx context.Context, url, body string) error {
 		return err
 	}
 	if len(res.Failed) > 0 {
-		f := res.Failed[0]
-		err := fmt.Errorf("sending to %s: %s: %s", url, f.Code, f.Message)
-		if f.SenderFault {
-			// The same message can never be sent: say so, so that callers do
-			// not have it redelivered for nothing.
-			return fmt.Errorf("%w: %w", sas.ErrInvalid, err)
-		}
-		return err
+		return sendFailure(url, res.Failed[0])
 	}
 	return nil
 }

@@ -57,14 +57,12 @@ func (s *Service) post(ctx context.Context, o sas.Order, st sas.Status, now time
 		return nil
 	}
 	st.V, st.Kind, st.OrderID, st.At = sas.MessageVersion, sas.KindStatus, o.OrderID, now
-	err := s.send(ctx, o.ReplyTo, sas.Encode(st))
-	switch {
-	case err == nil:
-		return nil
-	case errors.Is(err, sas.ErrNotFound), errors.Is(err, sas.ErrInvalid):
-		s.log.WarnContext(ctx, "status not posted: the replyTo queue is gone or refuses it",
-			"order", o.OrderID, "replyTo", o.ReplyTo, "status", st.Status, "seq", st.Sequence, "error", err)
-		return nil
-	}
-	return fmt.Errorf("posting status %s (seq %d) of order %s: %w", st.Status, st.Sequence, o.OrderID, err)
+	return s.sendOrQueue(ctx, o.ReplyTo, sas.Encode(st), func(err error) error {
+		if errors.Is(err, sas.ErrNotFound) || errors.Is(err, sas.ErrInvalid) {
+			s.log.WarnContext(ctx, "status not posted: the replyTo queue is gone or refuses it",
+				"order", o.OrderID, "replyTo", o.ReplyTo, "status", st.Status, "seq", st.Sequence, "error", err)
+			return nil
+		}
+		return fmt.Errorf("posting status %s (seq %d) of order %s: %w", st.Status, st.Sequence, o.OrderID, err)
+	})
 }
