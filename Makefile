@@ -8,8 +8,16 @@ RIG := $(GO) run ./cmd/rig
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*## "}{printf "  %-12s %s\n",$$1,$$2}'
 
-test: ## all tests; starts DynamoDB Local and the SQS emulator for you
-	$(RIG) exec -- $(GO) test -count=1 -race -v ./... 
+# The Go suites run verbose into .rig/test.log; the console shows every
+# test's verdict (so it is plain which contract suites ran, on which store)
+# and, when something fails, the failing tests' output.
+test: ## every test: Go suites on DynamoDB Local + moto (installed and started for you), CDK assertions, cfn-lint, vet
+	@mkdir -p .rig
+	@set -o pipefail; $(RIG) exec -- $(GO) test -count=1 -race -v -timeout 30m ./... > .rig/test.log 2>&1; rc=$$?; \
+		grep -E '^rig:|^\s*--- (PASS|FAIL|SKIP)|^(ok|FAIL|panic:)|^\s+[a-z_]+\.go:[0-9]+: (sweep over|loaded|[0-9]+ rounds)' .rig/test.log; \
+		if [ $$rc -ne 0 ]; then echo; echo "== failures (full log: .rig/test.log) =="; grep -B3 -A40 -E '^\s*--- FAIL' .rig/test.log | head -600; exit $$rc; fi
+	$(MAKE) test-infra
+	$(MAKE) vet
 
 test-unit: ## tests that need no emulator (fast)
 	SAS_NO_EMULATORS=1 $(GO) test -count=1 ./...
