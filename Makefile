@@ -11,13 +11,14 @@ help: ## list the targets
 # The Go suites run verbose into .rig/test.log; the console shows every
 # test's verdict (so it is plain which contract suites ran, on which store)
 # and, when something fails, the failing tests' output.
-test: ## every test: Go suites on DynamoDB Local + moto (installed and started for you), CDK assertions, cfn-lint, vet
+test: ## every test: Go suites on DynamoDB Local + moto, CDK assertions, cfn-lint, vet, and the MiniStack deploy-and-run (all installed and started for you)
 	@mkdir -p .rig
 	@set -o pipefail; $(RIG) exec -- $(GO) test -count=1 -race -v -timeout 30m ./... > .rig/test.log 2>&1; rc=$$?; \
 		grep -E '^rig:|^\s*--- (PASS|FAIL|SKIP)|^(ok|FAIL|panic:)|^\s+[a-z_]+\.go:[0-9]+: (sweep over|loaded|[0-9]+ rounds)' .rig/test.log; \
 		if [ $$rc -ne 0 ]; then echo; echo "== failures (full log: .rig/test.log) =="; grep -B3 -A40 -E '^\s*--- FAIL' .rig/test.log | head -600; exit $$rc; fi
 	$(MAKE) test-infra
 	$(MAKE) vet
+	$(MAKE) e2e
 
 test-unit: ## tests that need no emulator (fast)
 	SAS_NO_EMULATORS=1 $(GO) test -count=1 ./...
@@ -27,6 +28,7 @@ STATICCHECK := $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.7.0
 
 vet: ## go vet, gofmt and staticcheck (pinned)
 	$(GO) vet ./...
+	$(GO) vet -tags e2e ./e2e
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(STATICCHECK) ./...
 
