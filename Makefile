@@ -15,7 +15,7 @@ test: ## every test: Go suites on DynamoDB Local + moto, CDK assertions, cfn-lin
 	@mkdir -p .rig
 	@set -o pipefail; $(RIG) exec -- $(GO) test -count=1 -race -v -timeout 30m ./... > .rig/test.log 2>&1; rc=$$?; \
 		grep -E '^rig:|^\s*--- (PASS|FAIL|SKIP)|^(ok|FAIL|panic:)|^\s+[a-z_]+\.go:[0-9]+: (sweep over|loaded|[0-9]+ rounds)' .rig/test.log; \
-		if [ $$rc -ne 0 ]; then echo; echo "== failures (full log: .rig/test.log) =="; grep -B3 -A40 -E '^\s*--- FAIL' .rig/test.log | head -600; exit $$rc; fi
+		if [ $$rc -ne 0 ]; then echo; echo "== failures (full log: .rig/test.log) =="; grep -A14 -E 'Error Trace:|^panic:|^\s*[a-z_]+\.go:[0-9]+: .*(FAIL|fail|unexpected)' .rig/test.log | head -800; exit $$rc; fi
 	$(MAKE) test-infra
 	$(MAKE) vet
 	$(MAKE) e2e
@@ -96,7 +96,7 @@ e2e: infra/node_modules/.package-lock.json ## deploy the stack to MiniStack (ins
 bench: ## benchmarks on the local rig
 	$(RIG) exec -- $(GO) test -run '^$$' -bench . -benchtime 1x ./...
 
-chaos: ## fault-injection runs (not built yet)
-	@echo "not built yet"; exit 1
+chaos: ## make run with heavy faults and instances killed mid-batch; fails unless every order settles exactly once
+	$(GO) run ./cmd/sasrun -orders $(ORDERS) -transient 0.3 -permanent 0.02 -hang 0.05 -lost 0.1 -kill-every 5s -timeout 8m
 
 .PHONY: help test test-unit vet run synth deploy bench chaos build test-infra lint-infra e2e

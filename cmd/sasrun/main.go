@@ -33,6 +33,7 @@ func main() {
 	flag.Float64Var(&opts.HangRate, "hang", 0.01, "share of remote calls that hang past any deadline")
 	flag.Float64Var(&opts.LostRate, "lost", 0.02, "share of successful calls whose response is lost")
 	flag.Uint64Var(&opts.Seed, "seed", 1, "simulator seed")
+	flag.DurationVar(&opts.KillEvery, "kill-every", 0, "kill a random scheduler or agent instance this often, mid-batch (chaos)")
 	flag.Parse()
 	if err := run(ctx, opts, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "sasrun:", err)

@@ -22,6 +22,7 @@ type DemoOptions struct {
 	Timeout                                          time.Duration
 	TransientRate, PermanentRate, HangRate, LostRate float64
 	Seed                                             uint64
+	KillEvery                                        time.Duration // kill a random instance this often (chaos)
 }
 
 // Summary is what a demo run ends with.
@@ -29,13 +30,30 @@ type Summary struct {
 	Submitted, Rejected                 int
 	Processed, Failed, Compensated      int
 	CompensationFailed, NotSettled      int
-	Rescues, GaveUp, Alerts             int
+	Rescues, GaveUp, Alerts, Killed     int
 	TransientErrors, Hangs, LostReplies int
 	Effects, DuplicateEffects           int
 	P50, P99, Max                       time.Duration
 	DeadLetters                         int
 	Elapsed                             time.Duration
 	RejectedReasons                     []string
+	Unsettled                           []string
+}
+
+// describe says where an unsettled order stands, for the summary.
+func describe(id string, v sas.OrderView, found bool) string {
+	if !found {
+		return id + ": not in the state store"
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s (%s):", id, v.Order.Workflow)
+	for _, r := range v.Steps {
+		fmt.Fprintf(&b, " [%d %s attempt %d failures %d due %s held by %q]", r.Step, r.ProcessState, r.Attempt, r.FailureCount, r.DueAt.Format("15:04:05.000"), r.LockedBy)
+	}
+	for _, h := range v.History {
+		fmt.Fprintf(&b, "\n      %s step %d %s -> %s attempt %d by %s: %s", h.At.Format("15:04:05.000"), h.Step, h.From, h.To, h.Attempt, h.Actor, h.Reason)
+	}
+	return b.String()
 }
 
 // OK reports whether every order settled and nothing happened twice.
@@ -84,7 +102,7 @@ func Demo(ctx context.Context, o DemoOptions, out io.Writer) (Summary, error) {
 		// Long enough that a healthy step never expires on a busy laptop, short
 		// enough that a hung call is rescued within the run.
 		StepTimeout: 8 * time.Second, PickupTimeout: 10 * time.Second, SupervisorEvery: time.Second,
-		Supervisors: 2, Instances: 2, Faults: faults, Seed: o.Seed,
+		Supervisors: 2, Instances: 2, Faults: faults, Seed: o.Seed, KillEvery: o.KillEvery,
 		Logger: slog.New(slog.NewTextHandler(demoLog(), nil)),
 	})
 	if err != nil {
@@ -133,6 +151,8 @@ func Demo(ctx context.Context, o DemoOptions, out io.Writer) (Summary, error) {
 	fmt.Fprintf(out, "submitted %d orders and %d bad messages in batches of 10\n\n", len(ids), len(badInputs("")))
 
 	latency := map[string]time.Duration{}
+	settled := map[string]bool{}
+	tickN := 0
 	final := map[string]string{}
 	deadline := time.Now().Add(o.Timeout)
 	tick := time.NewTicker(time.Second)
@@ -161,10 +181,26 @@ func Demo(ctx context.Context, o DemoOptions, out io.Writer) (Summary, error) {
 			counts[s]++
 		}
 		rescued, gaveUp, _ := sys.Totals()
-		fmt.Fprintf(out, "%5.1fs  processed %d  failed %d  compensated %d  in flight %d  | rescues %d, gave up %d, alerts %d\n",
+		fmt.Fprintf(out, "%5.1fs  processed %d  failed %d  compensated %d  awaiting a final status %d  | rescues %d, gave up %d, alerts %d, killed %d\n",
 			time.Since(start).Seconds(), counts[sas.StatusProcessed], counts[sas.StatusFailed], counts[sas.StatusCompensated],
-			len(ids)-len(final), rescued, gaveUp, len(sys.Alerts.Alerts()))
-		if len(final) == len(ids) || time.Now().After(deadline) || ctx.Err() != nil {
+			len(ids)-len(final), rescued, gaveUp, len(sys.Alerts.Alerts()), sys.Killed())
+		// The statuses are the caller's view; the store decides when the run is
+		// over. Orders with a final status are checked every second (a failed
+		// one may still be compensating); the rest every fifth second (an undo
+		// the supervisor gave up on ends without a status to the caller).
+		tickN++
+		for _, id := range ids {
+			if settled[id] {
+				continue
+			}
+			if _, ok := final[id]; !ok && tickN%5 != 0 {
+				continue
+			}
+			if v, err := sys.Store.GetOrder(ctx, id); err == nil && Settled(v) {
+				settled[id] = true
+			}
+		}
+		if len(settled) == len(ids) || time.Now().After(deadline) || ctx.Err() != nil {
 			break
 		}
 		select {
@@ -180,6 +216,7 @@ func Demo(ctx context.Context, o DemoOptions, out io.Writer) (Summary, error) {
 		v, ok := views[id]
 		if !ok || !Settled(v) {
 			sum.NotSettled++
+			sum.Unsettled = append(sum.Unsettled, describe(id, v, ok))
 			continue
 		}
 		switch v.State() {
@@ -198,6 +235,7 @@ func Demo(ctx context.Context, o DemoOptions, out io.Writer) (Summary, error) {
 	}
 	sum.Rescues, sum.GaveUp, _ = sys.Totals()
 	sum.Alerts = len(sys.Alerts.Alerts())
+	sum.Killed = sys.Killed()
 	st := sys.Sim.Stats()
 	sum.TransientErrors, sum.Hangs, sum.LostReplies = int(st.Transient), int(st.Hangs), int(st.Lost)
 	effects := map[string]int{}
@@ -240,14 +278,18 @@ orders submitted        %d
   not settled           %d
 bad messages rejected   %d told to their replyTo (of 6 sent; the rest are rejected in the log only: no valid replyTo)
 remote faults injected  %d transient, %d hangs, %d lost responses — retried by the agents
+instances killed        %d (their batches abandoned mid-flight)
 supervisor              %d rescues of stuck or stranded steps, %d gave up
 operator alerts         %d
 effects at the remote   %d, done twice: %d
 dead-lettered messages  %d
 latency to a final status: p50 %s, p99 %s, max %s
 `, s.Elapsed.Seconds(), s.Submitted, s.Processed, s.Failed, s.Compensated, s.CompensationFailed, s.NotSettled,
-		s.Rejected, s.TransientErrors, s.Hangs, s.LostReplies, s.Rescues, s.GaveUp, s.Alerts, s.Effects, s.DuplicateEffects,
+		s.Rejected, s.TransientErrors, s.Hangs, s.LostReplies, s.Killed, s.Rescues, s.GaveUp, s.Alerts, s.Effects, s.DuplicateEffects,
 		s.DeadLetters, s.P50.Round(time.Millisecond), s.P99.Round(time.Millisecond), s.Max.Round(time.Millisecond))
+	for _, u := range s.Unsettled {
+		fmt.Fprintf(out, "  NOT SETTLED %s\n", u)
+	}
 	for _, r := range s.RejectedReasons {
 		fmt.Fprintf(out, "  rejected %s\n", r)
 	}

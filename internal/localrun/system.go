@@ -8,10 +8,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	mathrand "math/rand/v2"
 	"net"
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -63,6 +65,11 @@ type Options struct {
 	// Tests sharing one system across fault scenarios raise the threshold
 	// so one scenario's hangs do not stall the others' calls.
 	Breaker httpagent.BreakerConfig
+	// KillEvery, when set, kills a random scheduler or agent instance that
+	// often: its poller's context is cancelled mid-batch (the batch is
+	// abandoned undeleted, as when a Lambda instance dies) and it comes back
+	// a moment later, as the platform would restart it.
+	KillEvery time.Duration
 	// PollerWorkers is how many invocations each poller runs at once (a
 	// Lambda's concurrency per event source); default 1.
 	PollerWorkers int
@@ -148,6 +155,7 @@ type System struct {
 	Pollers     []*Poller
 
 	simServer *http.Server
+	killed    atomic.Int64
 	mu        sync.Mutex
 	reports   []supervisor.Report
 }
@@ -275,9 +283,42 @@ func randomID() string {
 // is done.
 func (s *System) Run(ctx context.Context) {
 	var wg sync.WaitGroup
-	for _, p := range s.Pollers {
+	kills := make([]chan struct{}, len(s.Pollers))
+	for i, p := range s.Pollers {
+		kills[i] = make(chan struct{}, 1)
 		wg.Add(1)
-		go func() { defer wg.Done(); _ = p.Run(ctx) }()
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				life, die := context.WithCancel(ctx)
+				go func() {
+					select {
+					case <-kills[i]:
+						s.killed.Add(1)
+					case <-life.Done():
+					}
+					die()
+				}()
+				_ = p.Run(life)
+				die()
+				select { // restarted by the platform after a moment
+				case <-ctx.Done():
+				case <-time.After(200 * time.Millisecond):
+				}
+			}
+		}()
+	}
+	if s.Opts.KillEvery > 0 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			Ticker(ctx, s.Opts.KillEvery, func(context.Context) {
+				select {
+				case kills[mathrand.IntN(len(kills))] <- struct{}{}:
+				default:
+				}
+			})
+		}()
 	}
 	for _, sup := range s.Supervisors {
 		wg.Add(1)
@@ -288,6 +329,9 @@ func (s *System) Run(ctx context.Context) {
 	}
 	wg.Wait()
 }
+
+// Killed is how many instances Run has killed (Options.KillEvery).
+func (s *System) Killed() int { return int(s.killed.Load()) }
 
 // Sweep runs one supervisor pass and keeps its report.
 func (s *System) Sweep(ctx context.Context, sup *supervisor.Supervisor) supervisor.Report {
