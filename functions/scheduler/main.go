@@ -15,8 +15,6 @@ import (
 
 	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
-	"github.com/aws/aws-sdk-go-v2/service/sns"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/sas-go/sas/internal/alerts"
@@ -55,7 +53,7 @@ func setup(ctx context.Context, getenv config.Getenv, logger *slog.Logger, owner
 	if err != nil {
 		return nil, err
 	}
-	store, err := dynamostore.New(dynamodb.NewFromConfig(aws), dynamostore.Config{
+	store, err := dynamostore.New(dynamodb.NewFromConfig(aws, awsenv.DynamoDBOptions), dynamostore.Config{
 		OrdersTable: cfg.OrdersTable, StateTable: cfg.StateTable, Shards: cfg.IndexShards,
 	})
 	if err != nil {
@@ -66,29 +64,16 @@ func setup(ctx context.Context, getenv config.Getenv, logger *slog.Logger, owner
 		return nil, err
 	}
 
-	// The log alerter is always there: it cannot fail, so an alert reaches
-	// at least the logs when SNS and EventBridge are both unreachable.
-	alerters := []sas.Alerter{alerts.NewLog(logger)}
-	if cfg.AlertTopicARN != "" {
-		a, err := alerts.NewSNS(sns.NewFromConfig(aws), cfg.AlertTopicARN)
-		if err != nil {
-			return nil, fmt.Errorf("SNS alerts: %w", err)
-		}
-		alerters = append(alerters, a)
-	}
-	if cfg.EventBusName != "" {
-		a, err := alerts.NewEventBridge(eventbridge.NewFromConfig(aws), cfg.EventBusName)
-		if err != nil {
-			return nil, fmt.Errorf("EventBridge alerts: %w", err)
-		}
-		alerters = append(alerters, a)
+	alerter, err := alerts.FromConfig(aws, cfg, logger)
+	if err != nil {
+		return nil, err
 	}
 
 	svc, err := scheduler.New(scheduler.Config{
 		Store:          store,
 		Queue:          sqsqueue.New(sqs.NewFromConfig(aws)),
 		Clock:          sas.SystemClock{},
-		Alerter:        alerts.NewMulti(alerters...),
+		Alerter:        alerter,
 		Workflows:      reg,
 		Owner:          owner,
 		AgentQueueURL:  cfg.AgentQueueURL,

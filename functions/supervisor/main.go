@@ -14,15 +14,12 @@ import (
 
 	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
-	"github.com/aws/aws-sdk-go-v2/service/sns"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/sas-go/sas/internal/alerts"
 	"github.com/sas-go/sas/internal/awsenv"
 	"github.com/sas-go/sas/internal/config"
 	"github.com/sas-go/sas/internal/dynamostore"
-	"github.com/sas-go/sas/internal/sas"
 	"github.com/sas-go/sas/internal/sqsqueue"
 	"github.com/sas-go/sas/internal/supervisor"
 )
@@ -52,35 +49,22 @@ func setup(ctx context.Context, getenv config.Getenv, logger *slog.Logger) (*sup
 	if err != nil {
 		return nil, err
 	}
-	store, err := dynamostore.New(dynamodb.NewFromConfig(aws), dynamostore.Config{
+	store, err := dynamostore.New(dynamodb.NewFromConfig(aws, awsenv.DynamoDBOptions), dynamostore.Config{
 		OrdersTable: cfg.OrdersTable, StateTable: cfg.StateTable, Shards: cfg.IndexShards,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("state store: %w", err)
 	}
 
-	// The log alerter is always there: it cannot fail, so an alert reaches
-	// at least the logs when SNS and EventBridge are both unreachable.
-	alerters := []sas.Alerter{alerts.NewLog(logger)}
-	if cfg.AlertTopicARN != "" {
-		a, err := alerts.NewSNS(sns.NewFromConfig(aws), cfg.AlertTopicARN)
-		if err != nil {
-			return nil, fmt.Errorf("SNS alerts: %w", err)
-		}
-		alerters = append(alerters, a)
-	}
-	if cfg.EventBusName != "" {
-		a, err := alerts.NewEventBridge(eventbridge.NewFromConfig(aws), cfg.EventBusName)
-		if err != nil {
-			return nil, fmt.Errorf("EventBridge alerts: %w", err)
-		}
-		alerters = append(alerters, a)
+	alerter, err := alerts.FromConfig(aws, cfg, logger)
+	if err != nil {
+		return nil, err
 	}
 
 	sup, err := supervisor.New(supervisor.Config{
 		Store:             store,
 		Queue:             sqsqueue.New(sqs.NewFromConfig(aws)),
-		Alerter:           alerts.NewMulti(alerters...),
+		Alerter:           alerter,
 		SchedulerQueueURL: cfg.SchedulerQueueURL,
 		MaxFailures:       cfg.MaxFailures,
 		PickupTimeout:     cfg.PickupTimeout,
