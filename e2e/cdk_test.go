@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+
+	"github.com/sas-go/sas/internal/rig"
 )
 
 // stackName is the CDK app's stack id (infra/main.go).
@@ -45,7 +47,7 @@ func newCDK(infraDir, runDir, endpoint string) *cdk {
 func (c *cdk) run(ctx context.Context, logName string, args ...string) error {
 	argv := append([]string{"npx", "--no-install", "cdk"}, args...)
 	argv = append(argv, "--no-notices")
-	return runProc(ctx, "cdk "+args[0], c.infraDir, c.env, filepath.Join(c.runDir, logName), argv...)
+	return runProc(ctx, rig.ProcessSpec{Name: "cdk " + args[0], Dir: c.infraDir, Env: c.env, LogPath: filepath.Join(c.runDir, logName), Argv: argv})
 }
 
 // assembly is where synth writes the cloud assembly; bootstrap and deploy

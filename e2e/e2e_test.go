@@ -28,6 +28,7 @@ import (
 
 	"github.com/sas-go/sas/internal/dynamostore"
 	"github.com/sas-go/sas/internal/remotesim"
+	"github.com/sas-go/sas/internal/rig"
 	"github.com/sas-go/sas/internal/sas"
 )
 
@@ -150,10 +151,10 @@ func TestDeployAndRun(t *testing.T) {
 	}
 	t.Cleanup(ms.Stop)
 	mark("start ministack", step)
-	t.Logf("MiniStack %s on %s (pid %d), log %s", MiniStackVersion, ms.Endpoint, ms.proc.pid(), ms.LogPath)
+	t.Logf("MiniStack %s on %s (pid %d), log %s", MiniStackVersion, ms.Endpoint, ms.proc.PID(), ms.LogPath)
 	defer func() {
 		if t.Failed() {
-			t.Logf("last lines of %s:\n%s", ms.LogPath, tail(ms.LogPath, 60))
+			t.Logf("last lines of %s:\n%s", ms.LogPath, rig.TailFile(ms.LogPath, 60))
 		}
 	}()
 

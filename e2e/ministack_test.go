@@ -14,6 +14,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/sas-go/sas/internal/rig"
 )
 
 // MiniStackVersion is the pinned MiniStack release (PyPI). It moves fast:
@@ -28,25 +30,12 @@ const (
 	region  = "us-east-1"
 )
 
-// rigHome is where installs are kept: ${SAS_RIG_HOME:-$HOME/.cache/sas-rig},
-// shared with the emulator rig (internal/rig).
-func rigHome() (string, error) {
-	if h := os.Getenv("SAS_RIG_HOME"); h != "" {
-		return h, nil
-	}
-	home, err := os.UserHomeDir()
-	if err != nil {
-		return "", fmt.Errorf("no SAS_RIG_HOME and no home directory: %w", err)
-	}
-	return filepath.Join(home, ".cache", "sas-rig"), nil
-}
-
 // installMiniStack makes sure the pinned MiniStack is installed in its venv
 // and returns the path of its entry point. The marker is written last, so an
 // interrupted install is redone rather than taken for a finished one; a lock
 // keeps two concurrent runs from installing into the same directory.
 func installMiniStack(ctx context.Context, logf func(string, ...any)) (string, error) {
-	home, err := rigHome()
+	home, err := rig.DefaultHome() // shared with the emulator rig
 	if err != nil {
 		return "", err
 	}
@@ -59,7 +48,7 @@ func installMiniStack(ctx context.Context, logf func(string, ...any)) (string, e
 	if err := os.MkdirAll(home, 0o755); err != nil {
 		return "", fmt.Errorf("creating %s: %w", home, err)
 	}
-	unlock, err := lockFile(ctx, filepath.Join(home, "ministack-"+MiniStackVersion+".lock"))
+	unlock, err := rig.LockFile(ctx, filepath.Join(home, "ministack-"+MiniStackVersion+".lock"), nil)
 	if err != nil {
 		return "", err
 	}
@@ -83,11 +72,11 @@ func installMiniStack(ctx context.Context, logf func(string, ...any)) (string, e
 	logPath := filepath.Join(home, "ministack-"+MiniStackVersion+"-install.log")
 	_ = os.Remove(logPath)
 	env := append(os.Environ(), "PIP_DISABLE_PIP_VERSION_CHECK=1", "PIP_NO_INPUT=1")
-	if err := runProc(ctx, "python -m venv", home, env, logPath, python, "-m", "venv", dir); err != nil {
+	if err := runProc(ctx, rig.ProcessSpec{Name: "python -m venv", Dir: home, Env: env, LogPath: logPath, Argv: []string{python, "-m", "venv", dir}}); err != nil {
 		return "", fmt.Errorf("creating the MiniStack venv (Debian needs python3-venv): %w", err)
 	}
 	vpython := filepath.Join(dir, "bin", "python")
-	if err := runProc(ctx, "pip install", home, env, logPath, vpython, "-m", "pip", "install", "ministack=="+MiniStackVersion); err != nil {
+	if err := runProc(ctx, rig.ProcessSpec{Name: "pip install", Dir: home, Env: env, LogPath: logPath, Argv: []string{vpython, "-m", "pip", "install", "ministack==" + MiniStackVersion}}); err != nil {
 		return "", fmt.Errorf("installing MiniStack from PyPI: %w", err)
 	}
 	freeze, err := exec.CommandContext(ctx, vpython, "-m", "pip", "freeze").Output()
@@ -109,7 +98,7 @@ func installMiniStack(ctx context.Context, logf func(string, ...any)) (string, e
 
 // miniStack is a running MiniStack.
 type miniStack struct {
-	proc     *proc
+	proc     *rig.Process
 	Endpoint string // http://127.0.0.1:<port>
 	LogPath  string
 }
@@ -142,13 +131,13 @@ func startMiniStack(ctx context.Context, bin, runDir string) (*miniStack, error)
 			"TMPDIR="+tmp,
 		)
 		logPath := filepath.Join(runDir, "ministack.log")
-		p, err := startProc("ministack", runDir, env, logPath, bin)
+		p, err := startProc(rig.ProcessSpec{Name: "ministack", Dir: runDir, Env: env, LogPath: logPath, Argv: []string{bin}})
 		if err != nil {
 			return nil, err
 		}
 		ms := &miniStack{proc: p, Endpoint: endpoint, LogPath: logPath}
 		if err := ms.waitHealthy(ctx, 60*time.Second); err != nil {
-			p.stop(5 * time.Second)
+			p.Stop(5 * time.Second)
 			lastErr = err
 			if ctx.Err() != nil {
 				break
@@ -165,8 +154,8 @@ func (m *miniStack) waitHealthy(ctx context.Context, within time.Duration) error
 	defer cancel()
 	client := &http.Client{Timeout: 2 * time.Second}
 	for {
-		if m.proc.exited() {
-			return fmt.Errorf("ministack exited (%v); last lines of %s:\n%s", m.proc.err, m.LogPath, tail(m.LogPath, 30))
+		if m.proc.Exited() {
+			return m.proc.ExitError()
 		}
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, m.Endpoint+"/_ministack/health", nil)
 		if resp, err := client.Do(req); err == nil {
@@ -178,7 +167,7 @@ func (m *miniStack) waitHealthy(ctx context.Context, within time.Duration) error
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("ministack on %s did not answer its health check within %s; last lines of %s:\n%s",
-				m.Endpoint, within, m.LogPath, tail(m.LogPath, 30))
+				m.Endpoint, within, m.LogPath, rig.TailFile(m.LogPath, 30))
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
@@ -188,7 +177,7 @@ func (m *miniStack) waitHealthy(ctx context.Context, within time.Duration) error
 // process group). This is also the only way to tear the stack down: MiniStack
 // forgets everything when it stops (state is in memory), while `cdk destroy`
 // leaves the resources in place (README.md, gaps).
-func (m *miniStack) Stop() { m.proc.stop(10 * time.Second) }
+func (m *miniStack) Stop() { m.proc.Stop(10 * time.Second) }
 
 // freePort asks the kernel for a free port on 127.0.0.1.
 func freePort() (int, error) {

@@ -110,12 +110,9 @@ func runExec(args []string) (int, error) {
 		}
 	}()
 
-	r, err := rig.Start(ctx, rig.Options{})
+	r, status, err := startRig(ctx)
 	if err != nil {
-		if ctx.Err() != nil {
-			return 130, fmt.Errorf("interrupted while starting the emulators: %w", err)
-		}
-		return 1, fmt.Errorf("starting the emulators: %w", err)
+		return status, err
 	}
 	defer r.Stop()
 	if reason := r.ExternalReason(); reason != "" {
@@ -155,6 +152,19 @@ func runExec(args []string) (int, error) {
 	return code, nil
 }
 
+// startRig starts the emulators; on failure it returns the exit status to
+// end with: 130 when a signal cancelled ctx, else 1.
+func startRig(ctx context.Context) (*rig.Rig, int, error) {
+	r, err := rig.Start(ctx, rig.Options{})
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, 130, fmt.Errorf("interrupted while starting the emulators: %w", err)
+		}
+		return nil, 1, fmt.Errorf("starting the emulators: %w", err)
+	}
+	return r, 0, nil
+}
+
 // exitCode maps a command's end to a shell-style exit status.
 func exitCode(err error) int {
 	if err == nil {
@@ -177,12 +187,9 @@ func exitCode(err error) int {
 func runUp() (int, error) {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	r, err := rig.Start(ctx, rig.Options{})
+	r, status, err := startRig(ctx)
 	if err != nil {
-		if ctx.Err() != nil {
-			return 130, fmt.Errorf("interrupted while starting the emulators: %w", err)
-		}
-		return 1, fmt.Errorf("starting the emulators: %w", err)
+		return status, err
 	}
 	defer r.Stop()
 	if reason := r.ExternalReason(); reason != "" {

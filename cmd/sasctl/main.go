@@ -11,7 +11,6 @@ import (
 	"os/user"
 	"syscall"
 
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/sas-go/sas/internal/awsenv"
@@ -49,9 +48,7 @@ func run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	store, err := dynamostore.New(dynamodb.NewFromConfig(awsCfg, awsenv.DynamoDBOptions), dynamostore.Config{
-		OrdersTable: cfg.OrdersTable, StateTable: cfg.StateTable, Shards: cfg.IndexShards,
-	})
+	store, err := dynamostore.FromConfig(awsCfg, cfg)
 	if err != nil {
 		return err
 	}

@@ -13,7 +13,6 @@ import (
 	"os"
 
 	"github.com/aws/aws-lambda-go/lambda"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/sas-go/sas/internal/alerts"
@@ -49,9 +48,7 @@ func setup(ctx context.Context, getenv config.Getenv, logger *slog.Logger) (*sup
 	if err != nil {
 		return nil, err
 	}
-	store, err := dynamostore.New(dynamodb.NewFromConfig(aws, awsenv.DynamoDBOptions), dynamostore.Config{
-		OrdersTable: cfg.OrdersTable, StateTable: cfg.StateTable, Shards: cfg.IndexShards,
-	})
+	store, err := dynamostore.FromConfig(aws, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("state store: %w", err)
 	}

@@ -2,7 +2,6 @@ package agent_test
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -17,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sas-go/sas/internal/agent"
+	"github.com/sas-go/sas/internal/clocktest"
 	"github.com/sas-go/sas/internal/config"
 	"github.com/sas-go/sas/internal/httpagent"
 	"github.com/sas-go/sas/internal/memqueue"
@@ -26,35 +26,6 @@ import (
 
 // epoch is on a whole second, like the golden event's timestamps.
 var epoch = time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
-
-// fakeClock is the Clock and the Sleep of everything under test: sleeping
-// advances it at once.
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func newFakeClock() *fakeClock { return &fakeClock{now: epoch} }
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
-
-func (c *fakeClock) Sleep(ctx context.Context, d time.Duration) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	c.Advance(d)
-	return nil
-}
 
 // logBuffer collects log lines from concurrent goroutines.
 type logBuffer struct {
@@ -80,7 +51,7 @@ func (l *logBuffer) String() string {
 type rig struct {
 	t        *testing.T
 	clock    sas.Clock
-	fake     *fakeClock // nil with the real clock
+	fake     *clocktest.Clock // nil with the real clock; also the Sleep, which advances it
 	sim      *remotesim.Sim
 	simURL   string
 	queue    *memqueue.Queue
@@ -103,7 +74,7 @@ func newRig(t *testing.T, o rigOptions) *rig {
 	if o.realClock {
 		r.clock = sas.SystemClock{}
 	} else {
-		r.fake = newFakeClock()
+		r.fake = clocktest.New(epoch)
 		r.clock = r.fake
 	}
 

@@ -47,8 +47,8 @@ type HTTPRunnerConfig struct {
 	// KeyBusyBackoff is the first wait after a 409; it doubles up to 2s.
 	// Default 200ms.
 	KeyBusyBackoff time.Duration
-	// Sleep waits d or until ctx ends. Default: a timer. Tests pass the fake
-	// clock's.
+	// Sleep waits d or until ctx ends. Default: httpagent.Sleep, a timer.
+	// Tests pass the fake clock's.
 	Sleep func(ctx context.Context, d time.Duration) error
 }
 
@@ -117,7 +117,7 @@ func NewHTTPRunner(cfg HTTPRunnerConfig) (*HTTPRunner, error) {
 		r.backoff = DefaultKeyBusyBackoff
 	}
 	if r.sleep == nil {
-		r.sleep = sleep
+		r.sleep = httpagent.Sleep
 	}
 	for step, rt := range cfg.Routes {
 		a, err := parseAction(rt.Action)
@@ -320,18 +320,6 @@ func resultOf(body []byte) json.RawMessage {
 	}
 	b, _ := json.Marshal(s) // a string always encodes
 	return b
-}
-
-// sleep is the default wait.
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return context.Cause(ctx)
-	case <-t.C:
-		return nil
-	}
 }
 
 // routeNames lists the steps an agent serves, for messages.

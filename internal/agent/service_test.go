@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sas-go/sas/internal/agent"
+	"github.com/sas-go/sas/internal/clocktest"
 	"github.com/sas-go/sas/internal/memqueue"
 	"github.com/sas-go/sas/internal/sas"
 )
@@ -26,7 +27,7 @@ import (
 
 type serviceRig struct {
 	t        *testing.T
-	clock    *fakeClock
+	clock    *clocktest.Clock
 	queue    *memqueue.Queue
 	replyURL string
 	logs     *logBuffer
@@ -34,7 +35,7 @@ type serviceRig struct {
 
 func newServiceRig(t *testing.T, opts memqueue.Options) *serviceRig {
 	t.Helper()
-	r := &serviceRig{t: t, clock: newFakeClock(), logs: &logBuffer{}}
+	r := &serviceRig{t: t, clock: clocktest.New(epoch), logs: &logBuffer{}}
 	opts.Clock = r.clock
 	r.queue = memqueue.New(opts)
 	q, err := r.queue.CreateQueue(t.Context(), memqueue.CreateQueueParams{Name: "scheduler"})
@@ -69,54 +70,54 @@ func TestOutcomes(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		name        string
-		run         func(c *fakeClock) (json.RawMessage, error)
+		run         func(c *clocktest.Clock) (json.RawMessage, error)
 		wantOutcome sas.Outcome // "" for no reply
 		wantResult  string
 		wantReason  string
 	}{
 		{
 			name:        "done",
-			run:         func(*fakeClock) (json.RawMessage, error) { return json.RawMessage(`{"id":"x"}`), nil },
+			run:         func(*clocktest.Clock) (json.RawMessage, error) { return json.RawMessage(`{"id":"x"}`), nil },
 			wantOutcome: sas.OutcomeDone, wantResult: `{"id":"x"}`,
 		},
 		{
 			name:        "done without a result",
-			run:         func(*fakeClock) (json.RawMessage, error) { return nil, nil },
+			run:         func(*clocktest.Clock) (json.RawMessage, error) { return nil, nil },
 			wantOutcome: sas.OutcomeDone,
 		},
 		{
 			name:        "a result that is not JSON is carried as a string",
-			run:         func(*fakeClock) (json.RawMessage, error) { return json.RawMessage(`OK fine`), nil },
+			run:         func(*clocktest.Clock) (json.RawMessage, error) { return json.RawMessage(`OK fine`), nil },
 			wantOutcome: sas.OutcomeDone, wantResult: `"OK fine"`,
 		},
 		{
 			name: "permanent",
-			run: func(*fakeClock) (json.RawMessage, error) {
+			run: func(*clocktest.Clock) (json.RawMessage, error) {
 				return nil, &agent.PermanentError{Reason: "card declined", Err: errors.New("HTTP 402")}
 			},
 			wantOutcome: sas.OutcomeFailed, wantReason: "card declined",
 		},
 		{
 			name: "permanent without a PermanentError",
-			run: func(*fakeClock) (json.RawMessage, error) {
+			run: func(*clocktest.Clock) (json.RawMessage, error) {
 				return nil, fmt.Errorf("%w: no such account", agent.ErrPermanent)
 			},
 			wantOutcome: sas.OutcomeFailed, wantReason: "permanent failure: no such account",
 		},
 		{
 			name: "any other error sends nothing",
-			run:  func(*fakeClock) (json.RawMessage, error) { return nil, errors.New("connection refused") },
+			run:  func(*clocktest.Clock) (json.RawMessage, error) { return nil, errors.New("connection refused") },
 		},
 		{
 			name: "a success after the deadline sends nothing",
-			run: func(c *fakeClock) (json.RawMessage, error) {
+			run: func(c *clocktest.Clock) (json.RawMessage, error) {
 				c.Advance(31 * time.Second)
 				return json.RawMessage(`{}`), nil
 			},
 		},
 		{
 			name: "a permanent failure after the deadline sends nothing",
-			run: func(c *fakeClock) (json.RawMessage, error) {
+			run: func(c *clocktest.Clock) (json.RawMessage, error) {
 				c.Advance(30 * time.Second)
 				return nil, &agent.PermanentError{Reason: "late"}
 			},

@@ -385,13 +385,9 @@ func (st *Store) GetOrder(ctx context.Context, orderID string) (sas.OrderView, e
 // IdxSK <= now. Only due records are read: the key condition, not a filter,
 // bounds the reads, so a sweep costs Shards requests plus the due records.
 func (st *Store) FindDue(ctx context.Context, p sas.FindDueParams) (sas.FindDueResult, error) {
-	switch p.State {
-	case sas.Pending, sas.Processing, sas.Compensating:
-	default:
-		return sas.FindDueResult{}, &sas.ValidationError{Field: "state", Reason: fmt.Sprintf("%s records are never due", p.State)}
-	}
-	if p.Limit <= 0 {
-		p.Limit = 100
+	p, err := p.WithDefaults()
+	if err != nil {
+		return sas.FindDueResult{}, err
 	}
 	var res sas.FindDueResult
 	for shard := 0; shard < st.cfg.Shards; shard++ {
@@ -422,11 +418,9 @@ func (st *Store) FindDue(ctx context.Context, p sas.FindDueParams) (sas.FindDueR
 
 // ListByState pages through one state's partitions of the index.
 func (st *Store) ListByState(ctx context.Context, p sas.ListByStateParams) (sas.ListByStateResult, error) {
-	if !sas.Listable(p.State) {
-		return sas.ListByStateResult{}, &sas.ValidationError{Field: "state", Reason: fmt.Sprintf("%s records are not indexed; list Pending, Processing, Error, Compensating or CompensationFailed", p.State)}
-	}
-	if p.Limit <= 0 {
-		p.Limit = 100
+	p, err := p.WithDefaults()
+	if err != nil {
+		return sas.ListByStateResult{}, err
 	}
 	after, err := decodeCursor(p.Cursor)
 	if err != nil {

@@ -160,7 +160,7 @@ func New(cfg Config) (*Caller, error) {
 		cfg.Clock = sas.SystemClock{}
 	}
 	if cfg.Sleep == nil {
-		cfg.Sleep = sleep
+		cfg.Sleep = Sleep
 	}
 	if cfg.Rand == nil {
 		cfg.Rand = rand.Float64
@@ -486,8 +486,10 @@ func (c *Caller) BreakerState(endpoint string) BreakerState {
 	return c.breakers.get(breakerKey(endpoint)).current(c.cfg.Clock.Now())
 }
 
-// sleep is the default Config.Sleep.
-func sleep(ctx context.Context, d time.Duration) error {
+// Sleep waits d, returning early with ctx's cause if ctx ends first; for d
+// of 0 or less it only reports whether ctx has ended. It is the default
+// Config.Sleep, and the agent's default wait.
+func Sleep(ctx context.Context, d time.Duration) error {
 	if d <= 0 {
 		return ctx.Err()
 	}

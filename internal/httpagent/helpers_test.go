@@ -12,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/sas-go/sas/internal/clocktest"
 	"github.com/sas-go/sas/internal/httpagent"
 	"github.com/sas-go/sas/internal/sas"
 )
@@ -19,10 +20,11 @@ import (
 // epoch is on a whole second so HTTP-dates (second precision) are exact.
 var epoch = time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
 
-// fakeClock is the Clock and the Sleep: sleeping advances it, instantly.
+// fakeClock is the Clock and the Sleep: sleeping advances it, instantly,
+// and is recorded.
 type fakeClock struct {
+	*clocktest.Clock
 	mu     sync.Mutex
-	now    time.Time
 	sleeps []sleepRecord
 }
 
@@ -31,19 +33,7 @@ type sleepRecord struct {
 	D  time.Duration
 }
 
-func newFakeClock() *fakeClock { return &fakeClock{now: epoch} }
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
+func newFakeClock() *fakeClock { return &fakeClock{Clock: clocktest.New(epoch)} }
 
 func (c *fakeClock) Sleep(ctx context.Context, d time.Duration) error {
 	if err := ctx.Err(); err != nil {
@@ -51,8 +41,8 @@ func (c *fakeClock) Sleep(ctx context.Context, d time.Duration) error {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.sleeps = append(c.sleeps, sleepRecord{At: c.now, D: d})
-	c.now = c.now.Add(d)
+	c.sleeps = append(c.sleeps, sleepRecord{At: c.Now(), D: d})
+	c.Advance(d)
 	return nil
 }
 

@@ -2,25 +2,17 @@ package localrun
 
 import (
 	"context"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sas-go/sas/internal/clocktest"
 	"github.com/sas-go/sas/internal/memqueue"
 	"github.com/sas-go/sas/internal/sas"
 )
 
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *clock) Now() time.Time      { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
-func (c *clock) Add(d time.Duration) { c.mu.Lock(); defer c.mu.Unlock(); c.now = c.now.Add(d) }
-func newClock() *clock               { return &clock{now: time.UnixMilli(1_800_000_000_000).UTC()} }
 func ok() events.SQSEventResponse {
 	return events.SQSEventResponse{BatchItemFailures: []events.SQSBatchItemFailure{}}
 }
@@ -28,9 +20,9 @@ func fail(id string) events.SQSBatchItemFailure {
 	return events.SQSBatchItemFailure{ItemIdentifier: id}
 }
 
-func setup(t *testing.T, h SQSHandler) (*Poller, *memqueue.Queue, string, *clock) {
+func setup(t *testing.T, h SQSHandler) (*Poller, *memqueue.Queue, string, *clocktest.Clock) {
 	t.Helper()
-	c := newClock()
+	c := clocktest.New(time.UnixMilli(1_800_000_000_000).UTC())
 	q := memqueue.New(memqueue.Options{Clock: c})
 	created, err := q.CreateQueue(context.Background(), memqueue.CreateQueueParams{Name: "work", Attributes: map[string]string{"VisibilityTimeout": "30"}})
 	require.NoError(t, err)
@@ -69,7 +61,7 @@ func TestPollerDeletesAllButReportedFailures(t *testing.T) {
 	seen = nil
 	n, _ = p.PollOnce(context.Background())
 	require.Zero(t, n, "the failed message is invisible until its visibility timeout")
-	c.Add(31 * time.Second)
+	c.Advance(31 * time.Second)
 	n, _ = p.PollOnce(context.Background())
 	require.Equal(t, 1, n)
 	require.Equal(t, []string{"bad"}, seen, "only the reported failure comes back")
@@ -91,10 +83,10 @@ func TestPollerHandlerErrorRetriesWholeBatch(t *testing.T) {
 	send(t, q, url, "x", "y")
 	_, err := p.PollOnce(context.Background())
 	require.NoError(t, err)
-	c.Add(31 * time.Second)
+	c.Advance(31 * time.Second)
 	n, _ := p.PollOnce(context.Background())
 	require.Equal(t, 2, n, "a panic fails the batch: nothing deleted")
-	c.Add(31 * time.Second)
+	c.Advance(31 * time.Second)
 	n, _ = p.PollOnce(context.Background())
 	require.Equal(t, 2, n, "a nil batchItemFailures fails the batch too")
 	require.Equal(t, 3, p.Stats().HandlerErrors, "the panic and both nil lists")

@@ -10,7 +10,8 @@
 //     ChangeVisibility refuses it with sas.ErrLostRace;
 //   - per-message and queue delays; receive counts; a redrive policy moves a
 //     message to its dead-letter queue on the receive after maxReceiveCount;
-//   - the same limits, batching and request counts as the SQS adapter.
+//   - the same limits, batching and request counts as the SQS adapter (both
+//     take them from internal/sqslimits).
 //
 // Visible messages are delivered in the order they were sent: deterministic,
 // which SQS standard queues are not, so code under test must not rely on it.
@@ -30,6 +31,7 @@ import (
 	"time"
 
 	"github.com/sas-go/sas/internal/sas"
+	"github.com/sas-go/sas/internal/sqslimits"
 )
 
 var _ sas.Queue = (*Queue)(nil)
@@ -188,14 +190,14 @@ func (q *Queue) createLocked(name string, attrs map[string]string) (*queue, erro
 		}
 		return existing, nil
 	}
-	mq := &queue{name: name, url: urlPrefix + name, arn: arnPrefix + name, attrs: attrs, visibility: DefaultVisibility}
+	mq := &queue{name: name, url: urlPrefix + name, arn: arnPrefix + name, attrs: attrs, visibility: sqslimits.DefaultVisibility}
 	for k, v := range attrs {
 		switch k {
 		case "VisibilityTimeout", "DelaySeconds":
 			n, err := strconv.Atoi(v)
-			limit := MaxVisibility
+			limit := sqslimits.MaxVisibility
 			if k == "DelaySeconds" {
-				limit = MaxDelay
+				limit = sqslimits.MaxDelay
 			}
 			if err != nil || n < 0 || time.Duration(n)*time.Second > limit {
 				return nil, invalid(k, fmt.Sprintf("%q is not a number of seconds in 0..%s", v, limit))
@@ -327,17 +329,11 @@ func (q *Queue) Send(ctx context.Context, p sas.SendParams) (sas.SendResult, err
 	if err := q.begin(ctx, OpSend, p.QueueURL); err != nil {
 		return res, fmt.Errorf("sending to %s: %w", p.QueueURL, err)
 	}
-	if err := checkIDs(p.Messages); err != nil {
+	valid, failed, err := sqslimits.CheckSend(p.Messages)
+	if err != nil {
 		return res, fmt.Errorf("sending to %s: %w", p.QueueURL, err)
 	}
-	valid := make([]sas.OutboundMessage, 0, len(p.Messages))
-	for _, m := range p.Messages {
-		if f := checkMessage(m); f != nil {
-			res.Failed = append(res.Failed, *f)
-			continue
-		}
-		valid = append(valid, m)
-	}
+	res.Failed = failed
 	if len(valid) == 0 {
 		return res, nil
 	}
@@ -348,7 +344,7 @@ func (q *Queue) Send(ctx context.Context, p sas.SendParams) (sas.SendResult, err
 	if err != nil {
 		return sas.SendResult{Requests: 1}, fmt.Errorf("sending to %s: %w", p.QueueURL, err)
 	}
-	res.Requests = sendRequests(valid)
+	res.Requests = len(sqslimits.Chunks(valid)) // as the SQS adapter: one SendMessage, or one request a batch
 	for _, m := range valid {
 		if q.opts.SendFault != nil {
 			if f := q.opts.SendFault(p.QueueURL, m); f != nil {
@@ -359,7 +355,7 @@ func (q *Queue) Send(ctx context.Context, p sas.SendParams) (sas.SendResult, err
 		}
 		delay := mq.delay
 		if m.Delay > 0 {
-			delay = ceilSeconds(m.Delay)
+			delay = time.Duration(sqslimits.Seconds(m.Delay)) * time.Second
 		}
 		mq.msgs = append(mq.msgs, &message{id: q.newID(), body: m.Body, sentAt: now, visibleAt: now.Add(delay)})
 	}
@@ -373,21 +369,11 @@ func (q *Queue) Receive(ctx context.Context, p sas.ReceiveParams) ([]sas.Inbound
 	if err := q.begin(ctx, OpReceive, p.QueueURL); err != nil {
 		return nil, fmt.Errorf("receiving from %s: %w", p.QueueURL, err)
 	}
-	n := p.Max
-	if n == 0 {
-		n = 1
-	}
-	if n < 1 || n > MaxBatchEntries {
-		return nil, fmt.Errorf("receiving from %s: %w", p.QueueURL,
-			&sas.ValidationError{Field: "Max", Reason: fmt.Sprintf("%d is outside 1..%d", p.Max, MaxBatchEntries)})
-	}
-	if _, err := checkDuration("Wait", p.Wait, MaxWait); err != nil {
-		return nil, fmt.Errorf("receiving from %s: %w", p.QueueURL, err)
-	}
-	vis, err := checkDuration("Visibility", p.Visibility, MaxVisibility)
+	r, err := sqslimits.CheckReceive(p)
 	if err != nil {
 		return nil, fmt.Errorf("receiving from %s: %w", p.QueueURL, err)
 	}
+	n := int(r.Max)
 	now := q.opts.Clock.Now()
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -395,6 +381,7 @@ func (q *Queue) Receive(ctx context.Context, p sas.ReceiveParams) ([]sas.Inbound
 	if err != nil {
 		return nil, fmt.Errorf("receiving from %s: %w", p.QueueURL, err)
 	}
+	vis := time.Duration(r.VisibilitySeconds) * time.Second
 	if vis == 0 {
 		vis = mq.visibility
 	}
@@ -432,14 +419,8 @@ func (q *Queue) Delete(ctx context.Context, p sas.DeleteParams) (sas.DeleteResul
 	if err := q.begin(ctx, OpDelete, p.QueueURL); err != nil {
 		return res, fmt.Errorf("deleting from %s: %w", p.QueueURL, err)
 	}
-	receipts := make([]string, 0, len(p.Receipts))
-	for _, r := range p.Receipts {
-		if r == "" {
-			res.Failed = append(res.Failed, sas.SendFailure{ID: r, Code: codeInvalidReceipt, Message: "empty receipt handle", SenderFault: true})
-			continue
-		}
-		receipts = append(receipts, r)
-	}
+	receipts, failed := sqslimits.CheckReceipts(p.Receipts)
+	res.Failed = failed
 	if len(receipts) == 0 {
 		return res, nil
 	}
@@ -449,12 +430,12 @@ func (q *Queue) Delete(ctx context.Context, p sas.DeleteParams) (sas.DeleteResul
 	if err != nil {
 		return sas.DeleteResult{Requests: 1}, fmt.Errorf("deleting from %s: %w", p.QueueURL, err)
 	}
-	res.Requests = deleteRequests(len(receipts))
+	res.Requests = len(sqslimits.ReceiptChunks(receipts))
 	for _, r := range receipts {
 		id, ok := parseReceipt(mq.name, r)
 		if !ok {
 			res.Failed = append(res.Failed, sas.SendFailure{
-				ID: r, Code: codeInvalidReceipt, SenderFault: true,
+				ID: r, Code: sqslimits.CodeInvalidReceipt, SenderFault: true,
 				Message: fmt.Sprintf("the input receipt handle %q is not a valid receipt handle", r),
 			})
 			continue
@@ -480,7 +461,7 @@ func (q *Queue) ChangeVisibility(ctx context.Context, p sas.ChangeVisibilityPara
 	if p.Receipt == "" {
 		return fmt.Errorf("changing visibility in %s: %w", p.QueueURL, &sas.ValidationError{Field: "Receipt", Reason: "empty"})
 	}
-	timeout, err := checkDuration("Timeout", p.Timeout, MaxVisibility)
+	timeoutSeconds, err := sqslimits.CheckSeconds("Timeout", p.Timeout, sqslimits.MaxVisibility)
 	if err != nil {
 		return fmt.Errorf("changing visibility in %s: %w", p.QueueURL, err)
 	}
@@ -506,7 +487,7 @@ func (q *Queue) ChangeVisibility(ctx context.Context, p sas.ChangeVisibilityPara
 		if !now.Before(m.visibleAt) {
 			return nil
 		}
-		m.visibleAt = now.Add(timeout)
+		m.visibleAt = now.Add(time.Duration(timeoutSeconds) * time.Second)
 		return nil
 	}
 	return fmt.Errorf("changing visibility in %s: message %s was received again or is gone: %w", p.QueueURL, id, sas.ErrLostRace)

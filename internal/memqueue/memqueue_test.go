@@ -11,30 +11,14 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sas-go/sas/internal/clocktest"
 	"github.com/sas-go/sas/internal/memqueue"
 	"github.com/sas-go/sas/internal/queuetest"
 	"github.com/sas-go/sas/internal/sas"
 )
 
-// clock is a fake sas.Clock the test moves.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func newClock() *clock { return &clock{now: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)} }
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
+// start is where each test's fake clock starts.
+var start = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 
 func TestQueueContract(t *testing.T) {
 	t.Parallel()
@@ -42,7 +26,7 @@ func TestQueueContract(t *testing.T) {
 		Name:              "memory",
 		ExactReceiveCount: true,
 		New: func(t *testing.T, s queuetest.Spec) queuetest.Fixture {
-			clk := newClock()
+			clk := clocktest.New(start)
 			q := memqueue.New(memqueue.Options{Clock: clk})
 			created, err := q.CreateQueue(t.Context(), memqueue.CreateQueueParams{Name: "contract", MaxReceiveCount: s.MaxReceiveCount})
 			require.NoError(t, err)
@@ -58,14 +42,14 @@ func TestQueueContract(t *testing.T) {
 }
 
 type env struct {
-	clk *clock
+	clk *clocktest.Clock
 	q   *memqueue.Queue
 	url string
 }
 
 func setup(t *testing.T, opts memqueue.Options, p memqueue.CreateQueueParams) env {
 	t.Helper()
-	clk := newClock()
+	clk := clocktest.New(start)
 	opts.Clock = clk
 	q := memqueue.New(opts)
 	if p.Name == "" {
@@ -214,7 +198,7 @@ func TestDeadLetterKeepsMessage(t *testing.T) {
 
 func TestRedrivePolicyAttribute(t *testing.T) {
 	t.Parallel()
-	q := memqueue.New(memqueue.Options{Clock: newClock()})
+	q := memqueue.New(memqueue.Options{Clock: clocktest.New(start)})
 	dlq, err := q.CreateQueue(t.Context(), memqueue.CreateQueueParams{Name: "dead"})
 	require.NoError(t, err)
 	arn, err := q.QueueARN(dlq.URL)

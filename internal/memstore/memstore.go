@@ -209,13 +209,9 @@ func (s *Store) partitionLocked(state sas.ProcessState, shard int) []indexEntry 
 }
 
 func (s *Store) FindDue(_ context.Context, p sas.FindDueParams) (sas.FindDueResult, error) {
-	switch p.State {
-	case sas.Pending, sas.Processing, sas.Compensating:
-	default:
-		return sas.FindDueResult{}, &sas.ValidationError{Field: "state", Reason: fmt.Sprintf("%s records are never due", p.State)}
-	}
-	if p.Limit <= 0 {
-		p.Limit = 100
+	p, err := p.WithDefaults()
+	if err != nil {
+		return sas.FindDueResult{}, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -238,11 +234,9 @@ func (s *Store) FindDue(_ context.Context, p sas.FindDueParams) (sas.FindDueResu
 }
 
 func (s *Store) ListByState(_ context.Context, p sas.ListByStateParams) (sas.ListByStateResult, error) {
-	if !sas.Listable(p.State) {
-		return sas.ListByStateResult{}, &sas.ValidationError{Field: "state", Reason: fmt.Sprintf("%s records are not indexed; list Pending, Processing, Error, Compensating or CompensationFailed", p.State)}
-	}
-	if p.Limit <= 0 {
-		p.Limit = 100
+	p, err := p.WithDefaults()
+	if err != nil {
+		return sas.ListByStateResult{}, err
 	}
 	after := map[int]indexEntry{}
 	if p.Cursor != "" {

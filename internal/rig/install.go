@@ -62,7 +62,7 @@ func Install(ctx context.Context, opts Options) (*Installation, error) {
 	if err := os.MkdirAll(opts.Home, 0o755); err != nil {
 		return nil, fmt.Errorf("creating rig home: %w", err)
 	}
-	unlock, err := lockFile(ctx, filepath.Join(opts.Home, "install.lock"), opts.Log)
+	unlock, err := LockFile(ctx, filepath.Join(opts.Home, "install.lock"), opts.Log)
 	if err != nil {
 		return nil, err
 	}
@@ -197,11 +197,11 @@ func installDynamoDBLocal(ctx context.Context, opts Options) error {
 	lib := filepath.Join(dir, "lib")
 	// The rig keeps its own Maven repository so that the install is
 	// self-contained: removing the rig home resets everything.
-	err = runLogged(ctx, logPath, dir, os.Environ(), mvn, "-B", "-ntp",
-		"-Dmaven.repo.local="+filepath.Join(opts.Home, "m2"),
-		"org.apache.maven.plugins:maven-dependency-plugin:"+MavenDependencyPluginVersion+":copy-dependencies",
+	err = RunProcess(ctx, ProcessSpec{Name: "mvn", Dir: dir, Env: os.Environ(), LogPath: logPath, Argv: []string{mvn, "-B", "-ntp",
+		"-Dmaven.repo.local=" + filepath.Join(opts.Home, "m2"),
+		"org.apache.maven.plugins:maven-dependency-plugin:" + MavenDependencyPluginVersion + ":copy-dependencies",
 		"-DincludeScope=runtime",
-		"-DoutputDirectory="+lib)
+		"-DoutputDirectory=" + lib}})
 	if err != nil {
 		return fmt.Errorf("installing DynamoDB Local with Maven: %w", err)
 	}
@@ -243,8 +243,8 @@ func buildLauncher(ctx context.Context, dir, lib, logPath string) error {
 	}
 	// --release keeps the class loadable by the java that runs it even when
 	// javac comes from a newer JDK.
-	err = runLogged(ctx, logPath, dir, os.Environ(), javac,
-		"--release", strconv.Itoa(MinJavaMajor), "-cp", filepath.Join(lib, "*"), "-d", out, file)
+	err = RunProcess(ctx, ProcessSpec{Name: "javac", Dir: dir, Env: os.Environ(), LogPath: logPath, Argv: []string{javac,
+		"--release", strconv.Itoa(MinJavaMajor), "-cp", filepath.Join(lib, "*"), "-d", out, file}})
 	if err != nil {
 		return fmt.Errorf("compiling the DynamoDB Local launcher: %w", err)
 	}
@@ -267,16 +267,16 @@ func installMoto(ctx context.Context, opts Options) error {
 	venv := filepath.Join(dir, "venv")
 	// A venv is not relocatable (its scripts name its python by absolute
 	// path), so it is built in place and only the marker says it is done.
-	if err := runLogged(ctx, logPath, dir, os.Environ(), python, "-m", "venv", venv); err != nil {
+	if err := RunProcess(ctx, ProcessSpec{Name: "python -m venv", Dir: dir, Env: os.Environ(), LogPath: logPath, Argv: []string{python, "-m", "venv", venv}}); err != nil {
 		return fmt.Errorf("creating the moto venv (Debian needs the python3-venv package): %w", err)
 	}
 	env := append(os.Environ(), "PIP_NO_INPUT=1", "PIP_DISABLE_PIP_VERSION_CHECK=1")
 	vpython := filepath.Join(venv, "bin", "python")
-	if err := runLogged(ctx, logPath, dir, env, vpython, "-m", "pip", "install", "moto[server]=="+MotoVersion); err != nil {
+	if err := RunProcess(ctx, ProcessSpec{Name: "pip install", Dir: dir, Env: env, LogPath: logPath, Argv: []string{vpython, "-m", "pip", "install", "moto[server]==" + MotoVersion}}); err != nil {
 		return fmt.Errorf("installing moto with pip: %w", err)
 	}
 	// Record what pip resolved: only moto itself is pinned.
-	if err := runLogged(ctx, filepath.Join(dir, "freeze.txt"), dir, env, vpython, "-m", "pip", "freeze"); err != nil {
+	if err := RunProcess(ctx, ProcessSpec{Name: "pip freeze", Dir: dir, Env: env, LogPath: filepath.Join(dir, "freeze.txt"), Argv: []string{vpython, "-m", "pip", "freeze"}}); err != nil {
 		return fmt.Errorf("recording the moto venv's packages: %w", err)
 	}
 	if !fileExists(filepath.Join(venv, "bin", "moto_server")) {

@@ -10,11 +10,11 @@ import (
 	"time"
 )
 
-// lockFile takes an exclusive flock on path, waiting until ctx is done. The
+// LockFile takes an exclusive flock on path, waiting until ctx is done. The
 // kernel releases the lock when the process dies, so a killed install never
-// leaves a stale lock behind. The note is printed once if the wait is long
-// enough to be noticed.
-func lockFile(ctx context.Context, path string, note io.Writer) (unlock func(), err error) {
+// leaves a stale lock behind. If note is not nil, a line is written to it
+// once if the wait is long enough to be noticed.
+func LockFile(ctx context.Context, path string, note io.Writer) (unlock func(), err error) {
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("opening lock file: %w", err)

@@ -10,40 +10,64 @@ import (
 	"os/exec"
 	"runtime"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
 
-// process is an emulator the rig started, in its own process group so that
-// stopping it also stops anything it spawned, and so that a Ctrl-C meant for
-// the command under test does not reach it before the rig decides to stop it.
-type process struct {
-	name    string
-	cmd     *exec.Cmd
-	logPath string
-	done    chan struct{} // closed once the process has been reaped
-	err     error         // Wait's result, valid after done is closed
+// ProcessSpec says what StartProcess runs.
+type ProcessSpec struct {
+	// Name names the process in errors ("DynamoDB Local", "pip install").
+	Name string
+	// Argv is the program and its arguments; Argv[0] is looked up on PATH
+	// when it has no slash.
+	Argv []string
+	// Dir is the working directory; "" is the caller's.
+	Dir string
+	// Env is the environment; nil is the caller's (as for exec.Cmd).
+	Env []string
+	// LogPath receives a "$ argv" line, then the process's stdout and
+	// stderr, appended.
+	LogPath string
 }
 
-// startProcess starts argv with its output going to logPath.
-func startProcess(name string, argv []string, dir string, env []string, logPath string) (*process, error) {
-	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return nil, fmt.Errorf("opening %s log: %w", name, err)
+// Process is a process started by StartProcess. It runs in its own process
+// group, so that stopping it also stops anything it spawned (MiniStack's
+// Lambda processes, the JVM of a launcher script), and so that a Ctrl-C
+// meant for the command in the foreground does not reach it before its
+// owner decides to stop it. On Linux the kernel also kills it (SIGKILL) if
+// its owner dies without stopping it: SIGKILL, a crash, a test binary's
+// timeout panic.
+type Process struct {
+	spec     ProcessSpec
+	cmd      *exec.Cmd
+	done     chan struct{} // closed once the process has been reaped
+	err      error         // Wait's result, valid after done is closed
+	stopOnce sync.Once
+}
+
+// StartProcess starts spec.Argv with its output appended to spec.LogPath.
+func StartProcess(spec ProcessSpec) (*Process, error) {
+	if len(spec.Argv) == 0 {
+		return nil, fmt.Errorf("starting %s: no command", spec.Name)
 	}
-	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Dir = dir
-	cmd.Env = env
+	logf, err := os.OpenFile(spec.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("opening the %s log: %w", spec.Name, err)
+	}
+	fmt.Fprintf(logf, "$ %s\n", strings.Join(spec.Argv, " "))
+	cmd := exec.Command(spec.Argv[0], spec.Argv[1:]...)
+	cmd.Dir = spec.Dir
+	cmd.Env = spec.Env
 	cmd.Stdout = logf
 	cmd.Stderr = logf
-	cmd.SysProcAttr = emulatorSysProcAttr()
-	p := &process{name: name, cmd: cmd, logPath: logPath, done: make(chan struct{})}
+	cmd.SysProcAttr = childSysProcAttr()
+	p := &Process{spec: spec, cmd: cmd, done: make(chan struct{})}
 
 	started := make(chan error, 1)
 	go func() {
 		// On Linux the child gets SIGKILL when its parent *thread* exits
-		// (Pdeathsig), so that emulators die with a rig that is killed
-		// outright. Keep the forking goroutine on its thread until the
+		// (Pdeathsig). Keep the forking goroutine on its thread until the
 		// child is reaped: the Go runtime then never retires that thread
 		// under a live child.
 		runtime.LockOSThread()
@@ -58,15 +82,32 @@ func startProcess(name string, argv []string, dir string, env []string, logPath 
 	}()
 	if err := <-started; err != nil {
 		_ = logf.Close()
-		return nil, fmt.Errorf("starting %s (%s): %w", name, argv[0], err)
+		return nil, fmt.Errorf("starting %s (%s): %w", spec.Name, spec.Argv[0], err)
 	}
 	return p, nil
 }
 
-func (p *process) pid() int { return p.cmd.Process.Pid }
+// RunProcess runs spec to completion, or until ctx is done, when it stops
+// the process. A failure carries the end of the log.
+func RunProcess(ctx context.Context, spec ProcessSpec) error {
+	p, err := StartProcess(spec)
+	if err != nil {
+		return err
+	}
+	return p.Wait(ctx)
+}
 
-// exited reports whether the process has ended.
-func (p *process) exited() bool {
+// PID is the process id, which is also its process group's id.
+func (p *Process) PID() int { return p.cmd.Process.Pid }
+
+// LogPath is where the process's output goes.
+func (p *Process) LogPath() string { return p.spec.LogPath }
+
+// Done is closed once the process has ended and been reaped.
+func (p *Process) Done() <-chan struct{} { return p.done }
+
+// Exited reports whether the process has ended.
+func (p *Process) Exited() bool {
 	select {
 	case <-p.done:
 		return true
@@ -75,64 +116,60 @@ func (p *process) exited() bool {
 	}
 }
 
-// stop sends SIGTERM to the process group, then SIGKILL after grace, and
-// waits until the process is reaped.
-func (p *process) stop(grace time.Duration) {
-	if p.exited() {
-		return
-	}
-	pgid := p.pid() // Setpgid makes the leader's pid the group id
-	_ = syscall.Kill(-pgid, syscall.SIGTERM)
+// Wait waits until the process ends and returns nil if it exited with
+// status 0. If ctx is done first, Wait stops the process and returns ctx's
+// error. Either error carries the end of the log.
+func (p *Process) Wait(ctx context.Context) error {
 	select {
 	case <-p.done:
-	case <-time.After(grace):
-		_ = syscall.Kill(-pgid, syscall.SIGKILL)
-		<-p.done
+	case <-ctx.Done():
+		p.Stop(5 * time.Second)
+		return fmt.Errorf("%s: %w; last lines of %s:\n%s", p.spec.Name, ctx.Err(), p.spec.LogPath, TailFile(p.spec.LogPath, 40))
 	}
-}
-
-// exitError describes how the process ended, with the end of its log.
-func (p *process) exitError() error {
-	return fmt.Errorf("%s exited unexpectedly (%v); last lines of %s:\n%s",
-		p.name, p.err, p.logPath, tailFile(p.logPath, 30))
-}
-
-// runLogged runs a setup command (mvn, pip, javac) to completion with its
-// output in logPath; on failure the error carries the end of that log.
-// Cancelling ctx kills the command's whole process group.
-func runLogged(ctx context.Context, logPath, dir string, env []string, argv ...string) error {
-	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return fmt.Errorf("opening log: %w", err)
-	}
-	defer logf.Close()
-	fmt.Fprintf(logf, "$ %s\n", strings.Join(argv, " "))
-	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
-	cmd.Dir = dir
-	cmd.Env = env
-	cmd.Stdout = logf
-	cmd.Stderr = logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-	cmd.WaitDelay = 5 * time.Second
-	if err := cmd.Run(); err != nil {
-		if ctx.Err() != nil {
-			return fmt.Errorf("%s: %w", argv[0], ctx.Err())
-		}
-		return fmt.Errorf("%s failed (%w); last lines of %s:\n%s", argv[0], err, logPath, tailFile(logPath, 30))
+	if p.err != nil {
+		return fmt.Errorf("%s failed (%w); last lines of %s:\n%s", p.spec.Name, p.err, p.spec.LogPath, TailFile(p.spec.LogPath, 40))
 	}
 	return nil
 }
 
-// tailFile returns the last n lines of the file at path, indented, for error
-// messages.
-func tailFile(path string, n int) string {
+// ExitError describes how a process that was meant to keep running ended,
+// with the end of its log. Call it once Exited.
+func (p *Process) ExitError() error {
+	<-p.done
+	return fmt.Errorf("%s exited unexpectedly (%v); last lines of %s:\n%s",
+		p.spec.Name, p.err, p.spec.LogPath, TailFile(p.spec.LogPath, 30))
+}
+
+// Stop sends SIGTERM to the process group, SIGKILL after grace, and waits
+// until the process is reaped. The group is then sent SIGKILL again, for
+// children that outlived their leader. Stop may be called more than once,
+// and concurrently; later calls wait for the first.
+func (p *Process) Stop(grace time.Duration) {
+	p.stopOnce.Do(func() {
+		pgid := p.PID() // Setpgid makes the leader's pid the group id
+		if !p.Exited() {
+			_ = syscall.Kill(-pgid, syscall.SIGTERM)
+			select {
+			case <-p.done:
+			case <-time.After(grace):
+				_ = syscall.Kill(-pgid, syscall.SIGKILL)
+				<-p.done
+			}
+		}
+		_ = syscall.Kill(-pgid, syscall.SIGKILL) // ESRCH when the group is empty: fine
+	})
+}
+
+// TailFile returns the last n lines of the file at path, indented, for error
+// messages. It reads at most the last 256 KiB and cuts lines longer than 400
+// bytes.
+func TailFile(path string, n int) string {
 	f, err := os.Open(path)
 	if err != nil {
 		return "    (no log: " + err.Error() + ")"
 	}
 	defer f.Close()
-	const maxTail = 64 << 10
+	const maxTail = 256 << 10
 	if st, err := f.Stat(); err == nil && st.Size() > maxTail {
 		_, _ = f.Seek(st.Size()-maxTail, io.SeekStart)
 	}
@@ -144,6 +181,7 @@ func tailFile(path string, n int) string {
 }
 
 func indentTail(b []byte, n int) string {
+	const maxLine = 400
 	lines := bytes.Split(bytes.TrimRight(b, "\n"), []byte("\n"))
 	if len(lines) > n {
 		lines = lines[len(lines)-n:]
@@ -157,6 +195,11 @@ func indentTail(b []byte, n int) string {
 			sb.WriteByte('\n')
 		}
 		sb.WriteString("    ")
+		if len(l) > maxLine {
+			sb.Write(l[:maxLine])
+			sb.WriteString("…")
+			continue
+		}
 		sb.Write(l)
 	}
 	return sb.String()

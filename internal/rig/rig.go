@@ -40,16 +40,27 @@ type Options struct {
 	IgnoreEnvironment bool
 }
 
+// DefaultHome is where installs are kept unless Options.Home says otherwise:
+// $SAS_RIG_HOME, else $HOME/.cache/sas-rig. The e2e test keeps MiniStack
+// there too.
+func DefaultHome() (string, error) {
+	if h := os.Getenv(EnvHome); h != "" {
+		return h, nil
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return "", fmt.Errorf("finding the rig home (set %s): %w", EnvHome, err)
+	}
+	return filepath.Join(home, ".cache", "sas-rig"), nil
+}
+
 func (o Options) withDefaults() (Options, error) {
 	if o.Home == "" {
-		o.Home = os.Getenv(EnvHome)
-	}
-	if o.Home == "" {
-		home, err := os.UserHomeDir()
+		home, err := DefaultHome()
 		if err != nil {
-			return o, fmt.Errorf("finding the rig home (set %s): %w", EnvHome, err)
+			return o, err
 		}
-		o.Home = filepath.Join(home, ".cache", "sas-rig")
+		o.Home = home
 	}
 	abs, err := filepath.Abs(o.Home)
 	if err != nil {
@@ -74,7 +85,7 @@ type Rig struct {
 	SQSEndpoint      string
 
 	external string
-	procs    []*process
+	procs    []*Process
 	logDir   string
 
 	stopping  chan struct{}
@@ -121,7 +132,7 @@ func Start(ctx context.Context, opts Options) (*Rig, error) {
 	}
 
 	type result struct {
-		p        *process
+		p        *Process
 		endpoint string
 		err      error
 	}
@@ -195,7 +206,7 @@ func (r *Rig) Env() []string {
 func (r *Rig) PIDs() []int {
 	pids := make([]int, 0, len(r.procs))
 	for _, p := range r.procs {
-		pids = append(pids, p.pid())
+		pids = append(pids, p.PID())
 	}
 	return pids
 }
@@ -239,7 +250,7 @@ func (r *Rig) stopProcesses() {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			p.stop(10 * time.Second)
+			p.Stop(10 * time.Second)
 		}()
 	}
 	wg.Wait()
@@ -247,11 +258,11 @@ func (r *Rig) stopProcesses() {
 
 // watch reports the first emulator that exits before Stop.
 func (r *Rig) watch() {
-	cases := make(chan *process, len(r.procs))
+	cases := make(chan *Process, len(r.procs))
 	for _, p := range r.procs {
 		go func() {
 			select {
-			case <-p.done:
+			case <-p.Done():
 				cases <- p
 			case <-r.stopping:
 			}
@@ -264,7 +275,7 @@ func (r *Rig) watch() {
 			return
 		default:
 		}
-		err := p.exitError()
+		err := p.ExitError()
 		r.doneOnce.Do(func() {
 			r.exitedErr = err
 			close(r.done)
@@ -328,7 +339,7 @@ func motoSpec(inst *Installation) emulatorSpec {
 // free port can be taken by someone else between the check and the
 // emulator's bind, so a start that fails on a taken port is retried on
 // another one.
-func startEmulator(ctx context.Context, spec emulatorSpec, logDir string, opts Options) (*process, string, error) {
+func startEmulator(ctx context.Context, spec emulatorSpec, logDir string, opts Options) (*Process, string, error) {
 	logPath := filepath.Join(logDir, strings.NewReplacer(" ", "-", "(", "", ")", "").Replace(strings.ToLower(spec.name))+".log")
 	const attempts = 3
 	for attempt := 1; ; attempt++ {
@@ -337,17 +348,17 @@ func startEmulator(ctx context.Context, spec emulatorSpec, logDir string, opts O
 			return nil, "", fmt.Errorf("starting %s: %w", spec.name, err)
 		}
 		begin := time.Now()
-		p, err := startProcess(spec.name, spec.argv(ports[0]), spec.dir, spec.env, logPath)
+		p, err := StartProcess(ProcessSpec{Name: spec.name, Argv: spec.argv(ports[0]), Dir: spec.dir, Env: spec.env, LogPath: logPath})
 		if err != nil {
 			return nil, "", err
 		}
 		endpoint := fmt.Sprintf("http://127.0.0.1:%d", ports[0])
 		err = waitReady(ctx, p, endpoint, spec.probe, opts.ReadyTimeout)
 		if err == nil {
-			fmt.Fprintf(opts.Log, "rig: %s ready on %s in %s (pid %d)\n", spec.name, endpoint, time.Since(begin).Round(10*time.Millisecond), p.pid())
+			fmt.Fprintf(opts.Log, "rig: %s ready on %s in %s (pid %d)\n", spec.name, endpoint, time.Since(begin).Round(10*time.Millisecond), p.PID())
 			return p, endpoint, nil
 		}
-		p.stop(5 * time.Second)
+		p.Stop(5 * time.Second)
 		if attempt < attempts && portTaken(logPath) && ctx.Err() == nil {
 			fmt.Fprintf(opts.Log, "rig: %s: port %d was taken meanwhile; trying another\n", spec.name, ports[0])
 			continue
@@ -363,15 +374,15 @@ func portTaken(logPath string) bool {
 }
 
 // waitReady polls probe until it succeeds, the process exits, or timeout.
-func waitReady(parent context.Context, p *process, endpoint string, probe func(context.Context, string) error, timeout time.Duration) error {
+func waitReady(parent context.Context, p *Process, endpoint string, probe func(context.Context, string) error, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(parent, timeout)
 	defer cancel()
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	var last error
 	for {
-		if p.exited() {
-			return p.exitError()
+		if p.Exited() {
+			return p.ExitError()
 		}
 		pctx, pcancel := context.WithTimeout(ctx, 5*time.Second)
 		last = probe(pctx, endpoint)
@@ -381,15 +392,15 @@ func waitReady(parent context.Context, p *process, endpoint string, probe func(c
 		}
 		select {
 		case <-ctx.Done():
-			if p.exited() {
-				return p.exitError()
+			if p.Exited() {
+				return p.ExitError()
 			}
 			if parent.Err() != nil {
 				return fmt.Errorf("waiting for %s: %w", endpoint, parent.Err())
 			}
 			return fmt.Errorf("no answer on %s within %s (last probe: %v); last lines of %s:\n%s",
-				endpoint, timeout, last, p.logPath, tailFile(p.logPath, 30))
-		case <-p.done:
+				endpoint, timeout, last, p.LogPath(), TailFile(p.LogPath(), 30))
+		case <-p.Done():
 		case <-tick.C:
 		}
 	}

@@ -159,17 +159,17 @@ func TestSQLiteNativeLib(t *testing.T) {
 
 func TestInstallLockExcludesASecondHolder(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "install.lock")
-	unlock, err := lockFile(context.Background(), path, io.Discard)
+	unlock, err := LockFile(context.Background(), path, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
-	if _, err := lockFile(ctx, path, io.Discard); !errors.Is(err, context.DeadlineExceeded) {
+	if _, err := LockFile(ctx, path, io.Discard); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("second lock while held: err = %v, want a deadline error", err)
 	}
 	unlock()
-	unlock2, err := lockFile(context.Background(), path, io.Discard)
+	unlock2, err := LockFile(context.Background(), path, io.Discard)
 	if err != nil {
 		t.Fatalf("lock after unlock: %v", err)
 	}
@@ -201,8 +201,8 @@ func TestStopKillsTheWholeProcessGroup(t *testing.T) {
 	pidFile := filepath.Join(dir, "grandchild.pid")
 	// The shell ignores SIGTERM and its child is a grandchild of the rig:
 	// stop must still end both.
-	p, err := startProcess("test", []string{"sh", "-c", `trap '' TERM; sleep 300 & echo $! > ` + pidFile + `; wait`},
-		dir, os.Environ(), filepath.Join(dir, "log"))
+	p, err := StartProcess(ProcessSpec{Name: "test", Argv: []string{"sh", "-c", `trap '' TERM; sleep 300 & echo $! > ` + pidFile + `; wait`},
+		Dir: dir, Env: os.Environ(), LogPath: filepath.Join(dir, "log")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -211,13 +211,13 @@ func TestStopKillsTheWholeProcessGroup(t *testing.T) {
 		b, _ := os.ReadFile(pidFile)
 		grandchild, _ = strconv.Atoi(strings.TrimSpace(string(b)))
 		if time.Now().After(deadline) {
-			p.stop(time.Second)
+			p.Stop(time.Second)
 			t.Fatal("the test process did not start its child")
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	p.stop(500 * time.Millisecond)
-	if !p.exited() {
+	p.Stop(500 * time.Millisecond)
+	if !p.Exited() {
 		t.Fatal("stop returned before the process was reaped")
 	}
 	// The grandchild is not ours to reap; it is gone once init reaps it.
@@ -232,8 +232,8 @@ func TestStopKillsTheWholeProcessGroup(t *testing.T) {
 
 func TestWaitReadyReportsAnEarlyExitWithTheLog(t *testing.T) {
 	dir := t.TempDir()
-	p, err := startProcess("failing emulator", []string{"sh", "-c", "echo first; echo 'cannot start: boom'; exit 3"},
-		dir, os.Environ(), filepath.Join(dir, "log"))
+	p, err := StartProcess(ProcessSpec{Name: "failing emulator", Argv: []string{"sh", "-c", "echo first; echo 'cannot start: boom'; exit 3"},
+		Dir: dir, Env: os.Environ(), LogPath: filepath.Join(dir, "log")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -246,11 +246,11 @@ func TestWaitReadyReportsAnEarlyExitWithTheLog(t *testing.T) {
 
 func TestWaitReadyTimesOut(t *testing.T) {
 	dir := t.TempDir()
-	p, err := startProcess("silent emulator", []string{"sleep", "300"}, dir, os.Environ(), filepath.Join(dir, "log"))
+	p, err := StartProcess(ProcessSpec{Name: "silent emulator", Argv: []string{"sleep", "300"}, Dir: dir, Env: os.Environ(), LogPath: filepath.Join(dir, "log")})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer p.stop(time.Second)
+	defer p.Stop(time.Second)
 	never := func(context.Context, string) error { return errors.New("connection refused") }
 	err = waitReady(context.Background(), p, "http://127.0.0.1:1", never, 300*time.Millisecond)
 	if err == nil || !strings.Contains(err.Error(), "connection refused") {
@@ -260,9 +260,9 @@ func TestWaitReadyTimesOut(t *testing.T) {
 
 func TestStartProcessReportsAMissingBinary(t *testing.T) {
 	dir := t.TempDir()
-	_, err := startProcess("ghost", []string{filepath.Join(dir, "no-such-binary")}, dir, nil, filepath.Join(dir, "log"))
+	_, err := StartProcess(ProcessSpec{Name: "ghost", Argv: []string{filepath.Join(dir, "no-such-binary")}, Dir: dir, LogPath: filepath.Join(dir, "log")})
 	if err == nil || !strings.Contains(err.Error(), "starting ghost") {
-		t.Fatalf("startProcess = %v, want a clear error", err)
+		t.Fatalf("StartProcess = %v, want a clear error", err)
 	}
 }
 

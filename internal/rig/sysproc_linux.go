@@ -2,9 +2,9 @@ package rig
 
 import "syscall"
 
-// emulatorSysProcAttr puts an emulator in its own process group and has the
-// kernel kill it if the rig dies without stopping it (SIGKILL, a crash, a
-// test binary's timeout panic).
-func emulatorSysProcAttr() *syscall.SysProcAttr {
+// childSysProcAttr puts a child in its own process group and has the kernel
+// kill it if its parent dies without stopping it (SIGKILL, a crash, a test
+// binary's timeout panic).
+func childSysProcAttr() *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 }

@@ -4,9 +4,9 @@ package rig
 
 import "syscall"
 
-// emulatorSysProcAttr puts an emulator in its own process group. Outside
-// Linux there is no parent-death signal: a rig killed with SIGKILL leaves
-// its emulators running.
-func emulatorSysProcAttr() *syscall.SysProcAttr {
+// childSysProcAttr puts a child in its own process group. Outside Linux
+// there is no parent-death signal: a parent killed with SIGKILL leaves its
+// children running.
+func childSysProcAttr() *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{Setpgid: true}
 }

@@ -2,6 +2,7 @@ package sas
 
 import (
 	"context"
+	"fmt"
 	"time"
 )
 
@@ -59,7 +60,26 @@ type SubmitResult struct {
 type FindDueParams struct {
 	State ProcessState // Processing, Pending or Compensating
 	Now   time.Time
-	Limit int
+	Limit int // 0: DefaultPageLimit
+}
+
+// DefaultPageLimit is the Limit of FindDueParams and ListByStateParams
+// when none is given.
+const DefaultPageLimit = 100
+
+// WithDefaults returns p with the default Limit filled in, or a
+// *ValidationError for a state whose records are never due. Stores check
+// their parameters with it.
+func (p FindDueParams) WithDefaults() (FindDueParams, error) {
+	switch p.State {
+	case Pending, Processing, Compensating:
+	default:
+		return p, &ValidationError{Field: "state", Reason: fmt.Sprintf("%s records are never due", p.State)}
+	}
+	if p.Limit <= 0 {
+		p.Limit = DefaultPageLimit
+	}
+	return p, nil
 }
 
 // ReadStats is what a query cost: requests sent and items the store read.
@@ -80,8 +100,21 @@ type FindDueResult struct {
 // or needs an operator); asking for them is ErrInvalid.
 type ListByStateParams struct {
 	State  ProcessState
-	Limit  int    // per index shard
+	Limit  int    // per index shard; 0: DefaultPageLimit
 	Cursor string // from the previous page; "" for the first
+}
+
+// WithDefaults returns p with the default Limit filled in, or a
+// *ValidationError for a state that is not indexed (see Listable). Stores
+// check their parameters with it.
+func (p ListByStateParams) WithDefaults() (ListByStateParams, error) {
+	if !Listable(p.State) {
+		return p, &ValidationError{Field: "state", Reason: fmt.Sprintf("%s records are not indexed; list Pending, Processing, Error, Compensating or CompensationFailed", p.State)}
+	}
+	if p.Limit <= 0 {
+		p.Limit = DefaultPageLimit
+	}
+	return p, nil
 }
 
 // ListByStateResult is one page, oldest first.

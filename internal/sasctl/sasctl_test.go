@@ -9,14 +9,11 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/sas-go/sas/internal/clocktest"
 	"github.com/sas-go/sas/internal/memqueue"
 	"github.com/sas-go/sas/internal/memstore"
 	"github.com/sas-go/sas/internal/sas"
 )
-
-type fixedClock struct{ t time.Time }
-
-func (c fixedClock) Now() time.Time { return c.t }
 
 var t0 = time.UnixMilli(1_800_000_000_000).UTC()
 
@@ -31,14 +28,14 @@ type fixture struct {
 func setup(t *testing.T) fixture {
 	t.Helper()
 	ctx := context.Background()
-	q := memqueue.New(memqueue.Options{Clock: fixedClock{t0}})
+	q := memqueue.New(memqueue.Options{Clock: clocktest.New(t0)})
 	in, err := q.CreateQueue(ctx, memqueue.CreateQueueParams{Name: "intake"})
 	require.NoError(t, err)
 	sq, err := q.CreateQueue(ctx, memqueue.CreateQueueParams{Name: "scheduler"})
 	require.NoError(t, err)
 	out := &bytes.Buffer{}
 	st := memstore.New(memstore.Config{Shards: 4})
-	return fixture{app: &App{Store: st, Queue: q, Clock: fixedClock{t0.Add(time.Hour)}, IntakeQueueURL: in.URL, SchedulerQueueURL: sq.URL,
+	return fixture{app: &App{Store: st, Queue: q, Clock: clocktest.New(t0.Add(time.Hour)), IntakeQueueURL: in.URL, SchedulerQueueURL: sq.URL,
 		Actor: "operator:test", Out: out}, out: out, store: st, queue: q, intake: in.URL, schq: sq.URL}
 }
 

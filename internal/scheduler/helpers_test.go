@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sas-go/sas/internal/clocktest"
 	"github.com/sas-go/sas/internal/memqueue"
 	"github.com/sas-go/sas/internal/memstore"
 	"github.com/sas-go/sas/internal/sas"
@@ -31,23 +32,6 @@ const intakeQueueURL = "https://sqs.eu-west-1.amazonaws.com/123456789012/sas-int
 
 // t0 is the fake clock's start: millisecond-aligned, as the store keeps times.
 var t0 = storetest.T0
-
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
 
 // recorder is an alerter that keeps what it is told and can be made to fail.
 type recorder struct {
@@ -207,7 +191,7 @@ var _ sas.StateStore = (*countingStore)(nil)
 type fixture struct {
 	t         *testing.T
 	ctx       context.Context
-	clock     *fakeClock
+	clock     *clocktest.Clock
 	mem       *memstore.Store
 	store     *faultyStore
 	calls     *countingStore // what the schedulers asked of the store
@@ -229,7 +213,7 @@ type fixture struct {
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
 	f := &fixture{
-		t: t, ctx: context.Background(), clock: &fakeClock{now: t0},
+		t: t, ctx: context.Background(), clock: clocktest.New(t0),
 		mem: memstore.New(memstore.Config{}), alerts: &recorder{}, failSends: map[string]int{},
 	}
 	f.store = &faultyStore{StateStore: f.mem, fail: map[string]error{}, panics: map[string]bool{}}

@@ -24,6 +24,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/sas-go/sas/internal/sas"
+	"github.com/sas-go/sas/internal/sqslimits"
 )
 
 // API is the part of the SQS client the adapter uses; *sqs.Client satisfies
@@ -70,24 +71,18 @@ func (q *Queue) Send(ctx context.Context, p sas.SendParams) (sas.SendResult, err
 	if p.QueueURL == "" {
 		return res, fmt.Errorf("sending: %w", &sas.ValidationError{Field: "QueueURL", Reason: "empty"})
 	}
-	if err := checkIDs(p.Messages); err != nil {
+	valid, failed, err := sqslimits.CheckSend(p.Messages)
+	if err != nil {
 		return res, fmt.Errorf("sending to %s: %w", p.QueueURL, err)
 	}
-	valid := make([]sas.OutboundMessage, 0, len(p.Messages))
-	for _, m := range p.Messages {
-		if f := checkMessage(m); f != nil {
-			res.Failed = append(res.Failed, *f)
-			continue
-		}
-		valid = append(valid, m)
-	}
+	res.Failed = failed
 	switch len(valid) {
 	case 0:
 		return res, nil
 	case 1:
 		return q.sendOne(ctx, p.QueueURL, valid[0], res)
 	}
-	batches := chunks(valid)
+	batches := sqslimits.Chunks(valid)
 	for i, batch := range batches {
 		failed, err := q.sendBatch(ctx, p.QueueURL, batch)
 		res.Requests++
@@ -113,7 +108,7 @@ func (q *Queue) sendOne(ctx context.Context, url string, m sas.OutboundMessage, 
 	in := &sqs.SendMessageInput{
 		QueueUrl:     aws.String(url),
 		MessageBody:  aws.String(m.Body),
-		DelaySeconds: int32(seconds(m.Delay)),
+		DelaySeconds: int32(sqslimits.Seconds(m.Delay)),
 	}
 	_, err := q.api.SendMessage(ctx, in)
 	res.Requests++
@@ -135,7 +130,7 @@ func (q *Queue) sendBatch(ctx context.Context, url string, batch []sas.OutboundM
 		entries[i] = types.SendMessageBatchRequestEntry{
 			Id:           aws.String(strconv.Itoa(i)),
 			MessageBody:  aws.String(m.Body),
-			DelaySeconds: int32(seconds(m.Delay)),
+			DelaySeconds: int32(sqslimits.Seconds(m.Delay)),
 		}
 	}
 	out, err := q.api.SendMessageBatch(ctx, &sqs.SendMessageBatchInput{QueueUrl: aws.String(url), Entries: entries})
@@ -210,26 +205,15 @@ func (q *Queue) Receive(ctx context.Context, p sas.ReceiveParams) ([]sas.Inbound
 }
 
 func receiveInput(p sas.ReceiveParams) (*sqs.ReceiveMessageInput, error) {
-	n := p.Max
-	if n == 0 {
-		n = 1
-	}
-	if n < 1 || n > MaxBatchEntries {
-		return nil, &sas.ValidationError{Field: "Max", Reason: fmt.Sprintf("%d is outside 1..%d", p.Max, MaxBatchEntries)}
-	}
-	wait, err := checkSeconds("Wait", p.Wait, MaxWait)
-	if err != nil {
-		return nil, err
-	}
-	vis, err := checkSeconds("Visibility", p.Visibility, MaxVisibility)
+	r, err := sqslimits.CheckReceive(p)
 	if err != nil {
 		return nil, err
 	}
 	return &sqs.ReceiveMessageInput{
 		QueueUrl:                    aws.String(p.QueueURL),
-		MaxNumberOfMessages:         int32(n),
-		WaitTimeSeconds:             wait,
-		VisibilityTimeout:           vis,
+		MaxNumberOfMessages:         r.Max,
+		WaitTimeSeconds:             r.WaitSeconds,
+		VisibilityTimeout:           r.VisibilitySeconds,
 		MessageSystemAttributeNames: receiveAttributes,
 	}, nil
 }
@@ -260,14 +244,8 @@ func (q *Queue) Delete(ctx context.Context, p sas.DeleteParams) (sas.DeleteResul
 	if p.QueueURL == "" {
 		return res, fmt.Errorf("deleting: %w", &sas.ValidationError{Field: "QueueURL", Reason: "empty"})
 	}
-	receipts := make([]string, 0, len(p.Receipts))
-	for _, r := range p.Receipts {
-		if r == "" {
-			res.Failed = append(res.Failed, sas.SendFailure{ID: r, Code: codeInvalidReceipt, Message: "empty receipt handle", SenderFault: true})
-			continue
-		}
-		receipts = append(receipts, r)
-	}
+	receipts, failed := sqslimits.CheckReceipts(p.Receipts)
+	res.Failed = failed
 	switch len(receipts) {
 	case 0:
 		return res, nil
@@ -283,7 +261,7 @@ func (q *Queue) Delete(ctx context.Context, p sas.DeleteParams) (sas.DeleteResul
 		}
 		return res, nil
 	}
-	batches := receiptChunks(receipts)
+	batches := sqslimits.ReceiptChunks(receipts)
 	for i, batch := range batches {
 		entries := make([]types.DeleteMessageBatchRequestEntry, len(batch))
 		for j, r := range batch {
@@ -322,7 +300,7 @@ func (q *Queue) ChangeVisibility(ctx context.Context, p sas.ChangeVisibilityPara
 	if p.Receipt == "" {
 		return fmt.Errorf("changing visibility in %s: %w", p.QueueURL, &sas.ValidationError{Field: "Receipt", Reason: "empty"})
 	}
-	timeout, err := checkSeconds("Timeout", p.Timeout, MaxVisibility)
+	timeout, err := sqslimits.CheckSeconds("Timeout", p.Timeout, sqslimits.MaxVisibility)
 	if err != nil {
 		return fmt.Errorf("changing visibility in %s: %w", p.QueueURL, err)
 	}

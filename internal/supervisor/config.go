@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sas-go/sas/internal/sas"
+	"github.com/sas-go/sas/internal/sqslimits"
 )
 
 // Defaults and limits of Config.
@@ -26,7 +27,7 @@ const (
 
 	// MaxDelay is the longest SQS message delay: the backoff cannot be longer,
 	// because the backoff is the retry message's delay.
-	MaxDelay = 15 * time.Minute
+	MaxDelay = sqslimits.MaxDelay
 )
 
 // Config configures a Supervisor. Zero values take the defaults above; New

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sas-go/sas/internal/alerts"
+	"github.com/sas-go/sas/internal/clocktest"
 	"github.com/sas-go/sas/internal/memqueue"
 	"github.com/sas-go/sas/internal/memstore"
 	"github.com/sas-go/sas/internal/sas"
@@ -25,30 +26,6 @@ import (
 var T0 = storetest.T0
 
 const stepTimeout = 30 * time.Second
-
-// clock is a fake sas.Clock the test (or a store hook) moves.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) Set(t time.Time) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = t
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
 
 // hookStore runs test code around the store's calls, to move the clock, race
 // a completion against the supervisor, or count queries.
@@ -146,7 +123,7 @@ func (q *sentQueue) sendCalls() []int {
 // env is a supervisor over the in-memory store and queue, a fake clock and a
 // recording alerter.
 type env struct {
-	clock  *clock
+	clock  *clocktest.Clock // moved by the test or a store hook
 	mem    *memstore.Store
 	store  *hookStore
 	mq     *memqueue.Queue
@@ -179,7 +156,7 @@ func (b *syncBuffer) String() string {
 
 func newEnv(t *testing.T, tweak ...func(*Config)) *env {
 	t.Helper()
-	e := &env{clock: &clock{now: T0}, mem: memstore.New(memstore.Config{}), alerts: alerts.NewRecorder(), logs: &syncBuffer{}}
+	e := &env{clock: clocktest.New(T0), mem: memstore.New(memstore.Config{}), alerts: alerts.NewRecorder(), logs: &syncBuffer{}}
 	e.store = &hookStore{StateStore: e.mem}
 	e.mq = memqueue.New(memqueue.Options{
 		Clock: e.clock,
