@@ -52,19 +52,20 @@ func TestHappyPathEndToEnd(t *testing.T) {
 	// arrival order is not checked). "processed" is posted after the last
 	// write, so it may still be on its way.
 	byID := map[string][]sas.Status{}
-	for done := 0; done < len(ids); {
+	processed := map[string]bool{} // by order: a status may arrive twice
+	for len(processed) < len(ids) {
 		sts, err := sys.Statuses(ctx)
 		require.NoError(t, err)
 		for _, st := range sts {
 			byID[st.OrderID] = append(byID[st.OrderID], st)
 			if st.Status == sas.StatusProcessed {
-				done++
+				processed[st.OrderID] = true
 			}
 		}
-		if done < len(ids) {
+		if len(processed) < len(ids) {
 			select {
 			case <-ctx.Done():
-				t.Fatalf("%d orders without a processed status: %v", len(ids)-done, ctx.Err())
+				t.Fatalf("%d orders without a processed status: %v", len(ids)-len(processed), ctx.Err())
 			case <-time.After(100 * time.Millisecond):
 			}
 		}

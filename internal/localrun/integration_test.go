@@ -40,9 +40,10 @@ import (
 // for what a 2-core machine running all five systems (and the emulators, and
 // other packages' tests) does to the emulators' latency: under such load a
 // claim, a request and a reply have taken 1-2 s end to end, so a step
-// deadline of 2-3 s expired healthy steps and made exact counts flaky.
+// deadline of 2-3 s expired healthy steps and made exact counts flaky; 4 s
+// still did under heavy load (three suites at once), hence 6 s.
 const (
-	itStepTimeout = 4 * time.Second
+	itStepTimeout = 6 * time.Second
 	itSweepEvery  = 500 * time.Millisecond
 	itBackoff     = time.Second
 	// itShards keeps the supervisors' index queries (states × shards per
@@ -563,9 +564,14 @@ func itBadIntake(t *testing.T, sys *itSystem) {
 					time.Sleep(50 * time.Millisecond)
 				}
 			}
-			require.Len(t, rejected, 1, "one rejected status for %q with %q", b.id, b.reason)
-			require.Equal(t, scheduler.SeqRejected, rejected[0].Sequence)
-			require.Empty(t, rejected[0].Step)
+			// At least once: a redelivered bad message is rejected again,
+			// with the same status.
+			require.NotEmpty(t, rejected, "a rejected status for %q with %q", b.id, b.reason)
+			for _, r := range rejected {
+				require.Equal(t, scheduler.SeqRejected, r.Sequence)
+				require.Empty(t, r.Step)
+				require.Equal(t, rejected[0].Reason, r.Reason)
+			}
 		})
 	}
 	// The forged compensate (its rejection is logged: it has been handled)
@@ -573,16 +579,10 @@ func itBadIntake(t *testing.T, sys *itSystem) {
 	sys.requireFinal(ctx, t, "good-1", sas.Processed)
 	require.Empty(t, sys.alertsOf("good-1"))
 
-	// Each bad message was rejected exactly once: nothing was redelivered
-	// (the handler never failed a record), nothing is left on the queue or
-	// its dead-letter queue.
-	var rejections int
-	for _, r := range reasons() {
-		if strings.HasPrefix(r, "intake rejected") {
-			rejections++
-		}
-	}
-	require.Equal(t, len(all)+1, rejections, "rejections logged (the +1 is the empty body handed to the handler)")
+	// Each bad message was rejected (counted by message id: SQS may deliver
+	// one twice), the handler never failed a record, and nothing is left on
+	// the queue or its dead-letter queue.
+	require.Len(t, sys.logs.rejectedMessages(), len(all)+1, "messages rejected (the +1 is the empty body handed to the handler)")
 	for _, p := range sys.Pollers {
 		if strings.HasPrefix(p.Name, "intake-") {
 			st := p.Stats()
