@@ -2,6 +2,7 @@ package dynamostore
 
 import (
 	"context"
+	"strings"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -59,9 +60,11 @@ func TestContract(t *testing.T) {
 	})
 }
 
+// emulatorName names the subtests after where the store runs: the rig's
+// "dynamodb-local+moto" is DynamoDB Local as far as the store is concerned.
 func emulatorName() string {
 	if n := emulator.Name(); n != "" {
-		return n
+		return strings.TrimSuffix(n, "+moto")
 	}
 	return "dynamodb"
 }
