@@ -2,8 +2,8 @@ package dynamostore
 
 import (
 	"context"
-	"strings"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
