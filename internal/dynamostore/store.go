@@ -8,7 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -272,16 +272,8 @@ func (st *Store) Rescue(ctx context.Context, p sas.RescueParams) (sas.StepRecord
 	if _, err := sas.Rescue(probe, p); err != nil {
 		return sas.StepRecord{}, fmt.Errorf("rescuing step %s: %w", p.Key, err)
 	}
-	u := newUpdate()
-	dueCondition(&u, p.From, p.Attempt, ms(p.Now))
-	to := sas.RescueTarget(p.From)
-	u.set(attrState, s(string(to)))
-	u.add(attrFailureCount, 1)
-	u.set(attrLastError, s(p.Reason))
-	u.remove(attrLockedBy, attrCompleteBy)
-	st.index(&u, p.Key, to, ms(p.PickupBy))
-	u.touch(p.Now, sas.HistoryEntry{At: p.Now, Step: p.Key.Step, Actor: p.Actor, From: p.From, To: to, Attempt: p.Attempt, Reason: p.Reason})
-	return st.update(ctx, "rescuing", p.Key, u)
+	return st.settleDue(ctx, "rescuing", dueWrite{Key: p.Key, From: p.From, Attempt: p.Attempt, Now: p.Now,
+		To: sas.RescueTarget(p.From), IndexAt: p.PickupBy, Actor: p.Actor, Reason: p.Reason})
 }
 
 func (st *Store) GiveUp(ctx context.Context, p sas.GiveUpParams) (sas.StepRecord, error) {
@@ -289,16 +281,31 @@ func (st *Store) GiveUp(ctx context.Context, p sas.GiveUpParams) (sas.StepRecord
 	if _, err := sas.GiveUp(probe, p); err != nil {
 		return sas.StepRecord{}, fmt.Errorf("giving up step %s: %w", p.Key, err)
 	}
+	return st.settleDue(ctx, "giving up", dueWrite{Key: p.Key, From: p.From, Attempt: p.Attempt, Now: p.Now,
+		To: sas.GiveUpTarget(p.From), IndexAt: p.Now, Actor: p.Actor, Reason: p.Reason})
+}
+
+// dueWrite is the supervisor's write on a due record: rescue or give up.
+type dueWrite struct {
+	Key           sas.StepKey
+	From, To      sas.ProcessState
+	Attempt       int
+	Now, IndexAt  time.Time
+	Actor, Reason string
+}
+
+// settleDue moves a due record to w.To, fenced by dueCondition: the lease
+// goes, FailureCount+1, and the index entry moves to w.To at w.IndexAt.
+func (st *Store) settleDue(ctx context.Context, op string, w dueWrite) (sas.StepRecord, error) {
 	u := newUpdate()
-	dueCondition(&u, p.From, p.Attempt, ms(p.Now))
-	to := sas.GiveUpTarget(p.From)
-	u.set(attrState, s(string(to)))
+	dueCondition(&u, w.From, w.Attempt, ms(w.Now))
+	u.set(attrState, s(string(w.To)))
 	u.add(attrFailureCount, 1)
-	u.set(attrLastError, s(p.Reason))
+	u.set(attrLastError, s(w.Reason))
 	u.remove(attrLockedBy, attrCompleteBy)
-	st.index(&u, p.Key, to, ms(p.Now))
-	u.touch(p.Now, sas.HistoryEntry{At: p.Now, Step: p.Key.Step, Actor: p.Actor, From: p.From, To: to, Attempt: p.Attempt, Reason: p.Reason})
-	return st.update(ctx, "giving up", p.Key, u)
+	st.index(&u, w.Key, w.To, ms(w.IndexAt))
+	u.touch(w.Now, sas.HistoryEntry{At: w.Now, Step: w.Key.Step, Actor: w.Actor, From: w.From, To: w.To, Attempt: w.Attempt, Reason: w.Reason})
+	return st.update(ctx, op, w.Key, u)
 }
 
 // Resubmit reads the record (an operator action, off the hot path) so it can
@@ -412,7 +419,7 @@ func (st *Store) FindDue(ctx context.Context, p sas.FindDueParams) (sas.FindDueR
 			res.Records = append(res.Records, r)
 		}
 	}
-	sort.SliceStable(res.Records, func(i, j int) bool { return res.Records[i].DueAt.Before(res.Records[j].DueAt) })
+	sas.SortByDue(res.Records)
 	return res, nil
 }
 
@@ -464,11 +471,7 @@ func (st *Store) ListByState(ctx context.Context, p sas.ListByStateParams) (sas.
 		}
 	}
 	res.NextCursor = encodeCursor(next)
-	sort.SliceStable(res.Records, func(i, j int) bool {
-		a, _ := res.Records[i].Indexed()
-		b, _ := res.Records[j].Indexed()
-		return a.Before(b)
-	})
+	sas.SortByIndexTime(res.Records)
 	return res, nil
 }
 

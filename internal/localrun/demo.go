@@ -120,7 +120,7 @@ func Demo(ctx context.Context, o DemoOptions, out io.Writer) (Summary, error) {
 
 	rng := rand.New(rand.NewPCG(o.Seed, 7))
 	ids := make([]string, o.Orders)
-	submitted := map[string]time.Time{}
+	ours := map[string]bool{}
 	var msgs []sas.OutboundMessage
 	runID := sys.Opts.Name
 	for i := range ids {
@@ -138,20 +138,21 @@ func Demo(ctx context.Context, o DemoOptions, out io.Writer) (Summary, error) {
 		pos := min(i*7, len(msgs))
 		msgs = append(msgs[:pos], append([]sas.OutboundMessage{{ID: fmt.Sprintf("bad%d", i), Body: b}}, msgs[pos:]...)...)
 	}
-	now := time.Now()
+	submittedAt := time.Now() // the batches go out together: one start for every order
 	for i := 0; i < len(msgs); i += 10 {
 		if err := sys.SendRaw(ctx, sys.Config.IntakeQueueURL, msgs[i:min(i+10, len(msgs))]...); err != nil {
 			return sum, fmt.Errorf("submitting: %w", err)
 		}
 	}
 	for _, id := range ids {
-		submitted[id] = now
+		ours[id] = true
 	}
 	sum.Submitted = len(ids)
 	fmt.Fprintf(out, "submitted %d orders and %d bad messages in batches of 10\n\n", len(ids), len(badInputs("")))
 
 	latency := map[string]time.Duration{}
 	settled := map[string]bool{}
+	rejected := map[string]bool{}
 	tickN := 0
 	final := map[string]string{}
 	deadline := time.Now().Add(o.Timeout)
@@ -165,12 +166,16 @@ func Demo(ctx context.Context, o DemoOptions, out io.Writer) (Summary, error) {
 		for _, st := range sts {
 			switch st.Status {
 			case sas.StatusRejected:
-				sum.Rejected++
-				sum.RejectedReasons = append(sum.RejectedReasons, st.OrderID+": "+st.Reason)
+				// At least once: a redelivered bad message is rejected again.
+				if r := st.OrderID + ": " + st.Reason; !rejected[r] {
+					rejected[r] = true
+					sum.Rejected++
+					sum.RejectedReasons = append(sum.RejectedReasons, r)
+				}
 			case sas.StatusProcessed, sas.StatusFailed, sas.StatusCompensated:
-				if t, ok := submitted[st.OrderID]; ok {
+				if ours[st.OrderID] {
 					if _, seen := latency[st.OrderID]; !seen || st.Status != sas.StatusFailed {
-						latency[st.OrderID] = time.Since(t)
+						latency[st.OrderID] = time.Since(submittedAt)
 					}
 					final[st.OrderID] = st.Status
 				}

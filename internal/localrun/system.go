@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -392,7 +393,7 @@ func (s *System) Statuses(ctx context.Context) ([]sas.Status, error) {
 		var receipts []string
 		for _, m := range msgs {
 			var st sas.Status
-			if err := jsonUnmarshal(m.Body, &st); err != nil {
+			if err := json.Unmarshal([]byte(m.Body), &st); err != nil {
 				return out, fmt.Errorf("a status message that is not a status: %w", err)
 			}
 			out = append(out, st)

@@ -192,19 +192,19 @@ func less(a, b indexEntry) bool {
 	return a.key.Step < b.key.Step
 }
 
-// partitionLocked returns one index partition, sorted as DynamoDB sorts it.
-// (Building it walks the map: that is CPU in memory, not reads; the stats
-// count what a DynamoDB query would read.)
-func (s *Store) partitionLocked(state sas.ProcessState, shard int) []indexEntry {
-	var out []indexEntry
+// partitionsLocked returns one state's index partitions by shard, each
+// sorted as DynamoDB sorts it. Building them walks the map once: CPU in
+// memory, not reads; the stats count what a DynamoDB query would read.
+func (s *Store) partitionsLocked(state sas.ProcessState) map[int][]indexEntry {
+	out := map[int][]indexEntry{}
 	for k, r := range s.steps {
-		at, ok := r.Indexed()
-		if !ok || r.ProcessState != state || r.Shard != shard {
-			continue
+		if at, ok := r.Indexed(); ok && r.ProcessState == state {
+			out[r.Shard] = append(out[r.Shard], indexEntry{at: at.UnixMilli(), key: k})
 		}
-		out = append(out, indexEntry{at: at.UnixMilli(), key: k})
 	}
-	sort.Slice(out, func(i, j int) bool { return less(out[i], out[j]) })
+	for _, part := range out {
+		sort.Slice(part, func(i, j int) bool { return less(part[i], part[j]) })
+	}
 	return out
 }
 
@@ -217,10 +217,11 @@ func (s *Store) FindDue(_ context.Context, p sas.FindDueParams) (sas.FindDueResu
 	defer s.mu.Unlock()
 	var res sas.FindDueResult
 	now := p.Now.UnixMilli()
+	parts := s.partitionsLocked(p.State)
 	for shard := 0; shard < s.shards; shard++ {
 		res.Stats.Requests++
 		n := 0
-		for _, e := range s.partitionLocked(p.State, shard) {
+		for _, e := range parts[shard] {
 			if e.at > now || n == p.Limit {
 				break
 			}
@@ -229,7 +230,7 @@ func (s *Store) FindDue(_ context.Context, p sas.FindDueParams) (sas.FindDueResu
 			res.Records = append(res.Records, projected(s.steps[e.key]))
 		}
 	}
-	sortByDue(res.Records)
+	sas.SortByDue(res.Records)
 	return res, nil
 }
 
@@ -248,6 +249,7 @@ func (s *Store) ListByState(_ context.Context, p sas.ListByStateParams) (sas.Lis
 	defer s.mu.Unlock()
 	var res sas.ListByStateResult
 	next := map[int]indexEntry{}
+	parts := s.partitionsLocked(p.State)
 	for shard := 0; shard < s.shards; shard++ {
 		last, resumed := after[shard]
 		if p.Cursor != "" && !resumed {
@@ -255,7 +257,7 @@ func (s *Store) ListByState(_ context.Context, p sas.ListByStateParams) (sas.Lis
 		}
 		res.Stats.Requests++
 		n := 0
-		for _, e := range s.partitionLocked(p.State, shard) {
+		for _, e := range parts[shard] {
 			if resumed && !less(last, e) {
 				continue
 			}
@@ -272,7 +274,7 @@ func (s *Store) ListByState(_ context.Context, p sas.ListByStateParams) (sas.Lis
 	if len(next) > 0 {
 		res.NextCursor = encodeCursor(next)
 	}
-	sortByIndexTime(res.Records)
+	sas.SortByIndexTime(res.Records)
 	return res, nil
 }
 
@@ -310,18 +312,6 @@ func decodeCursor(c string, into *map[int]indexEntry) error {
 func projected(r sas.StepRecord) sas.StepRecord {
 	r.History = nil
 	return r
-}
-
-func sortByDue(rs []sas.StepRecord) {
-	sort.SliceStable(rs, func(i, j int) bool { return rs[i].DueAt.Before(rs[j].DueAt) })
-}
-
-func sortByIndexTime(rs []sas.StepRecord) {
-	sort.SliceStable(rs, func(i, j int) bool {
-		a, _ := rs[i].Indexed()
-		b, _ := rs[j].Indexed()
-		return a.Before(b)
-	})
 }
 
 func cloneRecord(r sas.StepRecord) sas.StepRecord {

@@ -203,5 +203,20 @@ func (r StepRecord) Indexed() (at time.Time, ok bool) {
 	return time.Time{}, false
 }
 
+// SortByDue orders records oldest deadline first (stable).
+func SortByDue(rs []StepRecord) {
+	sort.SliceStable(rs, func(i, j int) bool { return rs[i].DueAt.Before(rs[j].DueAt) })
+}
+
+// SortByIndexTime orders records by their index time, oldest first (stable):
+// the order a merged page of several index shards is presented in.
+func SortByIndexTime(rs []StepRecord) {
+	sort.SliceStable(rs, func(i, j int) bool {
+		a, _ := rs[i].Indexed()
+		b, _ := rs[j].Indexed()
+		return a.Before(b)
+	})
+}
+
 // IndexPartition is the partition key of a record's index entry: state and shard.
 func IndexPartition(s ProcessState, shard int) string { return fmt.Sprintf("%s#%d", s, shard) }

@@ -34,9 +34,6 @@ func (p ClaimParams) Target() (from, to ProcessState, err error) {
 	return "", "", &ValidationError{Field: "from", Reason: fmt.Sprintf("cannot claim a %s step", p.From)}
 }
 
-// Compensating reports whether the claim starts or resumes an undo.
-func (p ClaimParams) Compensating() bool { _, to, _ := p.Target(); return to == Compensating }
-
 func (p ClaimParams) validate() error {
 	switch {
 	case p.Owner == "":

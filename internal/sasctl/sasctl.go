@@ -12,7 +12,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"sort"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -255,11 +254,7 @@ func (a *App) collect(ctx context.Context, state sas.ProcessState, limit int) ([
 			break
 		}
 	}
-	sort.SliceStable(out, func(i, j int) bool {
-		x, _ := out[i].Indexed()
-		y, _ := out[j].Indexed()
-		return x.Before(y)
-	})
+	sas.SortByIndexTime(out)
 	if len(out) > limit {
 		out = out[:limit]
 	}
