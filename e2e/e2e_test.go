@@ -221,7 +221,7 @@ func TestDeployAndRun(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// MiniStack gap (DESIGN §7): its CloudFormation used to drop a queue's
+	// MiniStack gap (docs/pattern.md §7): its CloudFormation used to drop a queue's
 	// RedrivePolicy. Check every queue the template gives one, and put it
 	// back with SetQueueAttributes if it is missing, so the DLQs work.
 	if err := ensureRedrive(ctx, t, c, sqsc); err != nil {
@@ -328,7 +328,7 @@ func TestDeployAndRun(t *testing.T) {
 	}
 
 	// 2. The hung order: its agent gives up at the deadline and says nothing
-	// (DESIGN §2); only the scheduled supervisor can hand the step back.
+	// (docs/pattern.md §2); only the scheduled supervisor can hand the step back.
 	vs, ok = waitProcessed([]string{hungOrder}, deployed.Add(rescueBudget))
 	if !ok {
 		hint := "the step was not even claimed"

@@ -1,5 +1,5 @@
 // Command rig installs and runs the local AWS emulators the tests use
-// (DynamoDB Local and moto's SQS, see internal/rig and DESIGN §7).
+// (DynamoDB Local and moto's SQS, see internal/rig and docs/pattern.md §7).
 //
 //	rig exec -- CMD [ARGS...]  start the emulators, run CMD with the AWS SDK
 //	                           pointed at them, stop them, exit with CMD's status

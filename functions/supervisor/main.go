@@ -1,5 +1,5 @@
 // Command supervisor is the supervisor Lambda function, run by an
-// EventBridge schedule (DESIGN §3). It only wires: environment → SDK clients
+// EventBridge schedule (docs/pattern.md §3). It only wires: environment → SDK clients
 // → adapters → supervisor → handler → lambda.Start.
 package main
 

@@ -8,7 +8,7 @@ import (
 // ErrPermanent marks a Run failure that retrying the same request cannot fix:
 // the service answered no for good, or the request asks for something this
 // deployment cannot do. The Service reports it to the scheduler as an
-// agent.reply with outcome "failed" (DESIGN §2). Every other Run error means
+// agent.reply with outcome "failed" (docs/pattern.md §2). Every other Run error means
 // "no outcome": the Service sends nothing and the supervisor re-drives the
 // step after its deadline.
 var ErrPermanent = errors.New("permanent failure")

@@ -1,5 +1,5 @@
 // Package agent is the Agent of the Scheduler Agent Supervisor pattern
-// (DESIGN §2, docs/protocol.md "Agent"): it takes agent.request messages from
+// (docs/pattern.md §2, docs/protocol.md "Agent"): it takes agent.request messages from
 // its queue, runs each through the named agent's Runner, and answers the
 // scheduler with an agent.reply.
 //
@@ -166,7 +166,7 @@ func New(cfg Config) (*Service, error) {
 // alone; a message whose reply could not be sent is listed in
 // BatchItemFailures so SQS redelivers it (the remote call is idempotent by
 // key, so repeating it is safe). The list is empty, never nil, when all went
-// well: some pollers redeliver forever on a null list (DESIGN §7).
+// well: some pollers redeliver forever on a null list (docs/pattern.md §7).
 //
 // Replies are sent batched (see collect): one SendMessageBatch for the
 // replies that are ready together, instead of one SendMessage each.
@@ -314,7 +314,7 @@ func (s *Service) sendReplies(ctx context.Context, pending []outgoing, failed []
 
 // late reports (and logs) an outcome that came at or after the step's
 // deadline. The pattern's agent stops at the deadline and says nothing: by
-// now the supervisor may have handed the step to another agent (DESIGN §2).
+// now the supervisor may have handed the step to another agent (docs/pattern.md §2).
 // The work is not lost: a re-drive sends the same key and gets the answer.
 func (s *Service) late(log *slog.Logger, reply sas.AgentReply, req sas.AgentRequest, now time.Time) bool {
 	if now.Before(req.CompleteBy) {

@@ -26,7 +26,7 @@ func Emulated() bool {
 
 // Load returns the SDK configuration. Against an emulator it fills in a
 // region and dummy credentials when none are set, and turns off response
-// checksum validation (DynamoDB Local's error responses fail it, DESIGN §7).
+// checksum validation (DynamoDB Local's error responses fail it, docs/pattern.md §7).
 func Load(ctx context.Context, opts ...func(*config.LoadOptions) error) (aws.Config, error) {
 	if Emulated() {
 		if os.Getenv("AWS_REGION") == "" && os.Getenv("AWS_DEFAULT_REGION") == "" {

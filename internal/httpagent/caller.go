@@ -1,5 +1,5 @@
 // Package httpagent calls one remote HTTP service for one step, the way an
-// Agent must (DESIGN §2): it retries transient failures with full-jitter
+// Agent must (docs/pattern.md §2): it retries transient failures with full-jitter
 // exponential backoff, sends the same Idempotency-Key on every try so the
 // service can de-duplicate, stops at the step's deadline less a safety margin,
 // and keeps a circuit breaker per endpoint.

@@ -17,7 +17,7 @@ import (
 var (
 	// ErrPermanent: the service answered and retrying the same request will not
 	// change its answer (400, 401, 402, 403, 404, 409, 422, ...). The agent
-	// reports it back as an error reply (DESIGN §2). A *StatusError in the
+	// reports it back as an error reply (docs/pattern.md §2). A *StatusError in the
 	// chain carries the status and a body excerpt for the reason.
 	ErrPermanent = errors.New("permanent failure")
 	// ErrTransient: every try allowed by MaxAttempts failed in a way a later try
@@ -25,7 +25,7 @@ var (
 	ErrTransient = errors.New("transient failure")
 	// ErrDeadline: the step's deadline (less the safety margin) arrived, or the
 	// next wait would cross it. The agent sends nothing back: another agent may
-	// already own the step (DESIGN §2).
+	// already own the step (docs/pattern.md §2).
 	ErrDeadline = errors.New("step deadline reached")
 	// ErrCircuitOpen: the endpoint's breaker rejected the try without sending it.
 	ErrCircuitOpen = errors.New("circuit open")

@@ -417,7 +417,7 @@ func itLive(t *testing.T) {
 	itConcurrently(t, scenarios...)
 }
 
-// itBadIntake sends each kind of bad intake message of DESIGN §6, and some
+// itBadIntake sends each kind of bad intake message of docs/pattern.md §6, and some
 // more, in SendMessageBatch calls together with good orders: each bad one is
 // rejected alone, with a reason (a "rejected" status where it named a valid
 // replyTo, a logged reason always), creates nothing and blocks nothing.
@@ -462,7 +462,7 @@ func itBadIntake(t *testing.T, sys *itSystem) {
 		{"unknown field", "bad-field", `{"orderId":"bad-field","workflow":"payment","colour":"red","replyTo":` + url + `}`, `unknown field "colour"`, true},
 		{"wrong version", "bad-version", `{"v":2,"orderId":"bad-version","workflow":"payment","replyTo":` + url + `}`, "unsupported message version 2", true},
 		{"empty body (blank: SQS refuses an empty one)", "", " ", "empty body", false},
-		// Not in DESIGN §6's list:
+		// Not in docs/pattern.md §6's list:
 		{"payload over the size limit", "bad-huge", huge, "65536-byte limit", true},
 		{"orderId with non-ASCII letters", "bad-ordér", `{"orderId":"bad-ordér","workflow":"payment","replyTo":` + url + `}`, "1-128 characters", true},
 		{"priority as a string", "bad-priority", `{"orderId":"bad-priority","workflow":"payment","priority":"high","replyTo":` + url + `}`, `"priority"`, true},

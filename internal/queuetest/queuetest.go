@@ -44,7 +44,7 @@ type Backend struct {
 	// New makes a fresh queue as the spec asks, cleaning it up with t.Cleanup.
 	New func(t *testing.T, s Spec) Fixture
 	// ExactReceiveCount: InboundMessage.ReceiveCount is exact. Emulators do not
-	// report it reliably (DESIGN §7), so by default it is not checked.
+	// report it reliably (docs/pattern.md §7), so by default it is not checked.
 	ExactReceiveCount bool
 	// AcceptsSupersededReceipt: the backend lets a receipt from an earlier
 	// receive change the visibility of a message another consumer has received

@@ -1,6 +1,6 @@
 // Package remotesim simulates a remote service (payments, refunds, and any
 // other POST /<resource>) for agents to be tested against. It injects the
-// ordinary failures of DESIGN §1 — latency, transient errors with
+// ordinary failures of docs/pattern.md §1 — latency, transient errors with
 // Retry-After, permanent 4xx, hangs, and responses lost after the work was
 // done — and keeps an idempotency ledger, so a test can assert that however
 // the calls failed and were retried, every key caused at most one effect.

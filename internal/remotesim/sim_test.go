@@ -347,7 +347,7 @@ func TestPermanentFailure(t *testing.T) {
 }
 
 // A decline is not stored: after the cause is fixed, a resubmit with the
-// same key goes through (DESIGN §4.7).
+// same key goes through (docs/pattern.md §4.7).
 func TestPermanentFailureIsNotStored(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, remotesim.Config{Faults: remotesim.Faults{Scripts: []remotesim.Script{{

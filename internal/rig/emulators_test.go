@@ -58,7 +58,7 @@ func TestEmulators(t *testing.T) {
 	}
 
 	// DynamoDB Local's error responses carry a CRC32 that does not match
-	// (DESIGN §7); the DynamoDB client checks it apart from the generic
+	// (docs/pattern.md §7); the DynamoDB client checks it apart from the generic
 	// response checksums that awsenv turns off.
 	db := dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) { o.DisableValidateResponseChecksum = true })
 	t.Run("DynamoDB", func(t *testing.T) { exerciseDynamoDB(ctx, t, db) })

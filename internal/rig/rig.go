@@ -1,7 +1,7 @@
 // Package rig installs and runs the local AWS emulators the tests use:
 // DynamoDB Local (from Maven Central) and moto's server for SQS (from PyPI),
 // on free 127.0.0.1 ports, and gives the environment that points the AWS SDK
-// at them (DESIGN §7). cmd/rig wraps it for the command line; other code
+// at them (docs/pattern.md §7). cmd/rig wraps it for the command line; other code
 // (a local runtime, benchmarks, tests) uses Start directly.
 //
 // When the environment already names endpoints (AWS_ENDPOINT_URL, for

@@ -34,7 +34,7 @@ type Header struct {
 	OrderID string `json:"orderId"`
 }
 
-// Intake is an application's order request (DESIGN §6).
+// Intake is an application's order request (docs/pattern.md §6).
 type Intake struct {
 	V        int             `json:"v,omitempty"`
 	Kind     Kind            `json:"kind,omitempty"`
@@ -139,7 +139,7 @@ const (
 	StatusCompensated = "compensated"
 )
 
-// Status tells the submitter how its order is doing (DESIGN §6, §4.9).
+// Status tells the submitter how its order is doing (docs/pattern.md §6, §4.9).
 type Status struct {
 	V        int       `json:"v"`
 	Kind     Kind      `json:"kind"`
@@ -162,7 +162,7 @@ func IdempotencyKey(orderID string, step int, compensation bool) string {
 
 var orderIDPattern = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,128}$`)
 
-// ValidOrderID reports whether id is a legal order id (DESIGN §6).
+// ValidOrderID reports whether id is a legal order id (docs/pattern.md §6).
 func ValidOrderID(id string) bool { return orderIDPattern.MatchString(id) }
 
 // IntakeRules are what ParseIntake checks beyond the shape of the message.

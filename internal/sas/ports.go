@@ -14,7 +14,7 @@ type SystemClock struct{}
 
 func (SystemClock) Now() time.Time { return time.Now().UTC() }
 
-// StateStore is the durable state store (DESIGN §2, §4). Every method that
+// StateStore is the durable state store (docs/pattern.md §2, §4). Every method that
 // moves a step is one conditional write; a write that finds the record not as
 // the caller saw it returns an error that errors.Is ErrLostRace.
 type StateStore interface {
@@ -177,7 +177,7 @@ type ReceiveParams struct {
 }
 
 // InboundMessage is a received message. ReceiveCount comes from the emulator
-// or SQS and is not trustworthy on every emulator (DESIGN §7): informational.
+// or SQS and is not trustworthy on every emulator (docs/pattern.md §7): informational.
 type InboundMessage struct {
 	MessageID    string
 	Receipt      string

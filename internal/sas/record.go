@@ -18,7 +18,7 @@ type StepKey struct {
 
 func (k StepKey) String() string { return fmt.Sprintf("%s/%d", k.OrderID, k.Step) }
 
-// StepRecord is the state record of one step (DESIGN §4.2).
+// StepRecord is the state record of one step (docs/pattern.md §4.2).
 //
 // Zero times mean null: a new record has no LockedBy, no CompleteBy.
 type StepRecord struct {

@@ -6,7 +6,7 @@ package sas
 
 import "fmt"
 
-// ProcessState is the state of one step's state record (DESIGN §2, §4.2).
+// ProcessState is the state of one step's state record (docs/pattern.md §2, §4.2).
 type ProcessState string
 
 const (

@@ -10,7 +10,7 @@ import (
 // DynamoDB store encodes the same guards as condition expressions, and one
 // contract suite holds both to the same behaviour.
 
-// ClaimParams takes a Pending step with no holder (DESIGN §4.3). With From
+// ClaimParams takes a Pending step with no holder (docs/pattern.md §4.3). With From
 // set to Processed, Error or CompensationFailed it starts the step's undo
 // instead (Compensating Transaction pattern), and with From Compensating it
 // re-claims an undo the supervisor handed back.
@@ -125,7 +125,7 @@ func Fail(r StepRecord, p FailParams) (StepRecord, error) {
 }
 
 // RescueParams is the supervisor handing a stuck or stranded step back for
-// another attempt (DESIGN §4.6). From is the state the supervisor saw:
+// another attempt (docs/pattern.md §4.6). From is the state the supervisor saw:
 // Processing past CompleteBy, Pending past its pick-up deadline, or
 // Compensating (held or not) past its deadline.
 type RescueParams struct {
@@ -193,7 +193,7 @@ func GiveUp(r StepRecord, p GiveUpParams) (StepRecord, error) {
 	return move(r, GiveUpTarget(p.From), p.Actor, p.Reason, p.Now), nil
 }
 
-// ResubmitParams is an operator sending a failed step round again (DESIGN §4.7).
+// ResubmitParams is an operator sending a failed step round again (docs/pattern.md §4.7).
 type ResubmitParams struct {
 	Key      StepKey
 	Attempt  int

@@ -1,5 +1,5 @@
 // Package scheduler is the Scheduler of the Scheduler Agent Supervisor
-// pattern (DESIGN §2, §4): it turns intake messages into orders, claims and
+// pattern (docs/pattern.md §2, §4): it turns intake messages into orders, claims and
 // dispatches their steps to agents, advances an order on each agent reply,
 // re-dispatches what the supervisor hands back, and undoes completed steps
 // newest first when an order cannot finish. docs/protocol.md is the

@@ -78,7 +78,7 @@ func queueName(s string) string {
 // succeed (malformed, invalid, stale) is logged and acknowledged; only
 // transient failures (store, queue, alerter) are reported, so SQS redelivers
 // just those. The failure list is never nil: a null batchItemFailures makes
-// some pollers redeliver the whole batch forever (DESIGN §7).
+// some pollers redeliver the whole batch forever (docs/pattern.md §7).
 //
 // The messages the records send (agent requests, statuses) are held in an
 // outbox and sent together after the last record, batched per queue: one

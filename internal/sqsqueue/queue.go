@@ -58,7 +58,7 @@ func New(api API) *Queue {
 }
 
 // receiveAttributes are the system attributes Receive asks for. The receive
-// count is informational only: emulators do not report it reliably (DESIGN §7).
+// count is informational only: emulators do not report it reliably (docs/pattern.md §7).
 var receiveAttributes = []types.MessageSystemAttributeName{
 	types.MessageSystemAttributeNameSentTimestamp,
 	types.MessageSystemAttributeNameApproximateReceiveCount,

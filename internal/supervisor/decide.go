@@ -42,7 +42,7 @@ type policy struct {
 	MaxBackoff  time.Duration
 }
 
-// decide is the supervisor's only judgement (DESIGN §2: "failed or stuck?",
+// decide is the supervisor's only judgement (docs/pattern.md §2: "failed or stuck?",
 // "retry or give up?"). It is a pure function of the record as the index
 // showed it and the time: the write that follows is fenced on that view, so
 // a decision made on a stale view loses the race instead of doing harm.

@@ -8,7 +8,7 @@ import (
 )
 
 // Handler is the Lambda handler for the EventBridge schedule that runs the
-// supervisor (DESIGN §3).
+// supervisor (docs/pattern.md §3).
 type Handler struct {
 	sup *Supervisor
 }

@@ -28,7 +28,7 @@ type StateCounts struct {
 	Errors    int `json:"errors"`
 }
 
-// Report is what one RunOnce did (DESIGN §5: the age of the oldest stuck
+// Report is what one RunOnce did (docs/pattern.md §5: the age of the oldest stuck
 // step, rescues, failures).
 type Report struct {
 	Actor   string        `json:"actor"`

@@ -1,5 +1,5 @@
 // Package supervisor is the Supervisor of the Scheduler Agent Supervisor
-// pattern (DESIGN §2, §4.6; docs/protocol.md "Supervisor"). Each run finds
+// pattern (docs/pattern.md §2, §4.6; docs/protocol.md "Supervisor"). Each run finds
 // the steps whose deadline has passed (Processing and Compensating past
 // CompleteBy, Pending past its pick-up deadline), and for each one either
 // hands it back to the schedulers after a growing delay or, at the failure

@@ -1,7 +1,7 @@
 // Package workflows holds the reference workflows a deployment registers by
 // default: "payment" (one charge) and "order" (the pattern's e-commerce
 // order: reserve, charge, ship). Workflow logic lives with the scheduler
-// (DESIGN §2); an agent finds what to call for a step by its agent and step
+// (docs/pattern.md §2); an agent finds what to call for a step by its agent and step
 // name in the same registry (internal/agent.RoutesFromRegistry).
 package workflows
 
