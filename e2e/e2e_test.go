@@ -370,7 +370,7 @@ func TestDeployAndRun(t *testing.T) {
 	}
 	for _, o := range orders {
 		for s := range o.steps {
-			key := sas.IdempotencyKey(o.id, s, false)
+			key := sas.IdempotencyKey(o.id, s, 0, false)
 			if n := effects[key]; n != 1 {
 				t.Errorf("order %s step %d: %d effects at the remote service, want exactly 1", o.id, s, n)
 			}

@@ -238,7 +238,7 @@ func TestCompensationOfStepWithoutUndoIsDoneWithoutACall(t *testing.T) {
 	// "ship" (order workflow, step 2) has no Undo.
 	req := request("order-10", compensation, func(q *sas.AgentRequest) {
 		q.Step, q.StepName = 2, "ship"
-		q.IdempotencyKey = sas.IdempotencyKey(q.OrderID, 2, true)
+		q.IdempotencyKey = sas.IdempotencyKey(q.OrderID, 2, 0, true)
 	})
 
 	r.handle(event(req))
@@ -254,7 +254,7 @@ func TestOrderWorkflowStepsUseTheirActions(t *testing.T) {
 	r := newRig(t, rigOptions{})
 	reserve := request("order-11", func(q *sas.AgentRequest) { q.StepName = "reserve" })
 	ship := request("order-11", func(q *sas.AgentRequest) {
-		q.Step, q.StepName, q.IdempotencyKey = 2, "ship", sas.IdempotencyKey("order-11", 2, false)
+		q.Step, q.StepName, q.IdempotencyKey = 2, "ship", sas.IdempotencyKey("order-11", 2, 0, false)
 	})
 
 	resp := r.handle(event(reserve, ship))

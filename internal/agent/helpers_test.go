@@ -181,7 +181,7 @@ func request(orderID string, opts ...func(*sas.AgentRequest)) sas.AgentRequest {
 		V: sas.MessageVersion, Kind: sas.KindAgentRequest,
 		OrderID: orderID, Step: 0, StepName: "charge", Agent: "payments",
 		Attempt: 1, LockedBy: "scheduler-a", CompleteBy: epoch.Add(30 * time.Second),
-		IdempotencyKey: sas.IdempotencyKey(orderID, 0, false),
+		IdempotencyKey: sas.IdempotencyKey(orderID, 0, 0, false),
 		Payload:        json.RawMessage(`{"amount":1250,"currency":"EUR"}`),
 		Workflow:       "payment",
 		ReplyTo:        "https://sqs.us-east-1.amazonaws.com/000000000000/caller",
@@ -195,7 +195,7 @@ func request(orderID string, opts ...func(*sas.AgentRequest)) sas.AgentRequest {
 // compensation makes the request the undo of its step.
 func compensation(req *sas.AgentRequest) {
 	req.Compensation = true
-	req.IdempotencyKey = sas.IdempotencyKey(req.OrderID, req.Step, true)
+	req.IdempotencyKey = sas.IdempotencyKey(req.OrderID, req.Step, 0, true)
 }
 
 func completeBy(t time.Time) func(*sas.AgentRequest) {

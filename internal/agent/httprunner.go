@@ -158,7 +158,7 @@ func (r *HTTPRunner) Run(ctx context.Context, req sas.AgentRequest) (json.RawMes
 	}
 	key := req.IdempotencyKey
 	if key == "" {
-		key = sas.IdempotencyKey(req.OrderID, req.Step, req.Compensation)
+		key = sas.IdempotencyKey(req.OrderID, req.Step, 0, req.Compensation)
 	}
 	hr := httpagent.Request{
 		Endpoint: r.endpoint, Method: act.Method, Path: act.Path, Body: body,

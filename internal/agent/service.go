@@ -497,7 +497,7 @@ func DecodeRequest(body []byte) (sas.AgentRequest, error) {
 		return bad("idempotencyKey", "must be printable ASCII without spaces, at most 255 characters")
 	}
 	if req.IdempotencyKey == "" {
-		req.IdempotencyKey = sas.IdempotencyKey(req.OrderID, req.Step, req.Compensation)
+		req.IdempotencyKey = sas.IdempotencyKey(req.OrderID, req.Step, 0, req.Compensation)
 	}
 	req.V = sas.MessageVersion
 	return req, nil

@@ -29,6 +29,11 @@ const (
 	attrIdxPK        = "IdxPK"
 	attrIdxSK        = "IdxSK"
 
+	attrFailedBy   = "FailedBy"
+	attrRefused    = "Refused"
+	attrUndoOwed   = "UndoOwed"
+	attrGeneration = "Generation"
+
 	attrWorkflow    = "Workflow"
 	attrPayload     = "Payload"
 	attrReplyTo     = "ReplyTo"
@@ -93,6 +98,18 @@ func stepItem(r sas.StepRecord) map[string]av {
 	}
 	if r.LastError != "" {
 		it[attrLastError] = s(r.LastError)
+	}
+	if r.FailedBy != "" {
+		it[attrFailedBy] = s(r.FailedBy)
+	}
+	if r.Refused {
+		it[attrRefused] = &types.AttributeValueMemberBOOL{Value: true}
+	}
+	if r.UndoOwed {
+		it[attrUndoOwed] = &types.AttributeValueMemberBOOL{Value: true}
+	}
+	if r.Generation != 0 {
+		it[attrGeneration] = ni(r.Generation)
 	}
 	if at, ok := r.Indexed(); ok {
 		it[attrIdxPK] = s(sas.IndexPartition(r.ProcessState, r.Shard))
@@ -160,6 +177,18 @@ func (d *decoder) num(k string) int64 {
 	}
 }
 
+func (d *decoder) flag(k string) bool {
+	switch v := d.item[k].(type) {
+	case nil:
+		return false
+	case *types.AttributeValueMemberBOOL:
+		return v.Value
+	default:
+		d.fail(k, "a boolean")
+		return false
+	}
+}
+
 func (d *decoder) time(k string) time.Time {
 	if _, ok := d.item[k]; !ok {
 		return time.Time{}
@@ -188,6 +217,10 @@ func decodeStep(it map[string]av) (sas.StepRecord, error) {
 		LastError:    d.str(attrLastError),
 		CreatedAt:    d.time(attrCreatedAt),
 		UpdatedAt:    d.time(attrUpdatedAt),
+		FailedBy:     d.str(attrFailedBy),
+		Refused:      d.flag(attrRefused),
+		UndoOwed:     d.flag(attrUndoOwed),
+		Generation:   int(d.num(attrGeneration)),
 	}
 	switch r.ProcessState {
 	case sas.Pending, sas.Processing, sas.Compensating:

@@ -133,6 +133,8 @@ func (st *Store) update(ctx context.Context, op string, k sas.StepKey, u updateE
 	return r, nil
 }
 
+func boolean(v bool) av { return &types.AttributeValueMemberBOOL{Value: v} }
+
 func raceOrTranslate(op string, k sas.StepKey, err error) error {
 	var ccf *types.ConditionalCheckFailedException
 	if errors.As(err, &ccf) {
@@ -253,6 +255,8 @@ func (st *Store) Fail(ctx context.Context, p sas.FailParams) (sas.StepRecord, er
 	held(&u, running, p.Owner, p.Attempt)
 	u.set(attrState, s(string(failed)))
 	u.set(attrLastError, s(p.Reason))
+	u.set(attrFailedBy, s(p.Owner))
+	u.set(attrRefused, boolean(!p.Compensation))
 	u.remove(attrLockedBy, attrCompleteBy)
 	st.index(&u, p.Key, failed, ms(p.Now))
 	u.touch(p.Now, sas.HistoryEntry{At: p.Now, Step: p.Key.Step, Actor: p.Owner, From: running, To: failed, Attempt: p.Attempt, Reason: p.Reason})
@@ -302,6 +306,10 @@ func (st *Store) settleDue(ctx context.Context, op string, w dueWrite) (sas.Step
 	u.set(attrState, s(string(w.To)))
 	u.add(attrFailureCount, 1)
 	u.set(attrLastError, s(w.Reason))
+	if w.To == sas.Error || w.To == sas.CompensationFailed {
+		u.set(attrFailedBy, s(w.Actor))
+		u.set(attrRefused, boolean(false))
+	}
 	u.remove(attrLockedBy, attrCompleteBy)
 	st.index(&u, w.Key, w.To, ms(w.IndexAt))
 	u.touch(w.Now, sas.HistoryEntry{At: w.Now, Step: w.Key.Step, Actor: w.Actor, From: w.From, To: w.To, Attempt: w.Attempt, Reason: w.Reason})
@@ -331,10 +339,49 @@ func (st *Store) Resubmit(ctx context.Context, p sas.ResubmitParams) (sas.StepRe
 		":error", s(string(sas.Error)), ":attempt", ni(p.Attempt))
 	u.set(attrState, s(string(sas.Pending)))
 	u.set(attrFailureCount, ni(0))
+	u.set(attrGeneration, ni(next.Generation))
+	u.set(attrRefused, boolean(false))
+	u.remove(attrFailedBy)
 	u.set(attrHistory, historyList(next.History))
 	u.set(attrUpdatedAt, ms(p.Now))
 	st.index(&u, p.Key, sas.Pending, ms(p.PickupBy))
 	return st.update(ctx, "resubmitting", p.Key, u)
+}
+
+// NoteEffect sets UndoOwed on a forward step that is not Processed,
+// conditional on its state; a step noted already is returned as it is.
+func (st *Store) NoteEffect(ctx context.Context, p sas.NoteEffectParams) (sas.StepRecord, error) {
+	probe, err := sas.NoteEffect(sas.StepRecord{OrderID: p.Key.OrderID, Step: p.Key.Step, ProcessState: p.State}, p)
+	if err != nil {
+		return sas.StepRecord{}, fmt.Errorf("noting the effect of step %s: %w", p.Key, err)
+	}
+	u := newUpdate()
+	u.cond("#st = :seen AND (attribute_not_exists(#uo) OR #uo = :no)",
+		"#st", attrState, "#uo", attrUndoOwed, ":seen", s(string(p.State)), ":no", boolean(false))
+	u.set(attrUndoOwed, boolean(true))
+	u.touch(p.Now, probe.History[len(probe.History)-1])
+	r, err := st.update(ctx, "noting the effect of", p.Key, u)
+	var re *sas.RaceError
+	if errors.As(err, &re) && re.Current != nil && re.Current.UndoOwed && re.Current.ProcessState == p.State {
+		return *re.Current, nil // noted already
+	}
+	return r, err
+}
+
+// GetStep reads one step record, consistently.
+func (st *Store) GetStep(ctx context.Context, k sas.StepKey) (sas.StepRecord, error) {
+	out, err := st.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: &st.cfg.StateTable, Key: stepKey(k), ConsistentRead: aws.Bool(true)})
+	if err != nil {
+		return sas.StepRecord{}, fmt.Errorf("getting step %s: %w", k, translate(err))
+	}
+	if len(out.Item) == 0 {
+		return sas.StepRecord{}, fmt.Errorf("getting step %s: %w", k, sas.ErrNotFound)
+	}
+	r, err := decodeStep(out.Item)
+	if err != nil {
+		return sas.StepRecord{}, fmt.Errorf("getting step %s: %w", k, err)
+	}
+	return r, nil
 }
 
 // index points the record's index entry at a state partition and time.

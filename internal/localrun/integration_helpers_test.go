@@ -254,9 +254,9 @@ func (it *itSystem) requireLedger(t *testing.T, v sas.OrderView) {
 	count := map[string]int{}
 	keyOf := map[string]string{}
 	for i, d := range wf.Steps {
-		keyOf[itPathOf(d.Action)] = sas.IdempotencyKey(id, i, false)
+		keyOf[itPathOf(d.Action)] = sas.IdempotencyKey(id, i, 0, false)
 		if d.Undo != "" {
-			keyOf[itPathOf(d.Undo)] = sas.IdempotencyKey(id, i, true)
+			keyOf[itPathOf(d.Undo)] = sas.IdempotencyKey(id, i, 0, true)
 		}
 	}
 	for _, e := range it.effectsOf(id) {

@@ -158,6 +158,20 @@ func (s *Store) Resubmit(_ context.Context, p sas.ResubmitParams) (sas.StepRecor
 	return s.update("resubmitting", p.Key, func(r sas.StepRecord) (sas.StepRecord, error) { return sas.Resubmit(r, p) })
 }
 
+func (s *Store) NoteEffect(_ context.Context, p sas.NoteEffectParams) (sas.StepRecord, error) {
+	return s.update("noting the effect of", p.Key, func(r sas.StepRecord) (sas.StepRecord, error) { return sas.NoteEffect(r, p) })
+}
+
+func (s *Store) GetStep(_ context.Context, k sas.StepKey) (sas.StepRecord, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, ok := s.steps[k]
+	if !ok {
+		return sas.StepRecord{}, fmt.Errorf("getting step %s: %w", k, sas.ErrNotFound)
+	}
+	return cloneRecord(r), nil
+}
+
 func (s *Store) GetOrder(_ context.Context, orderID string) (sas.OrderView, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -149,15 +149,26 @@ type Status struct {
 	Sequence int64     `json:"seq"`
 	At       time.Time `json:"at"`
 	Reason   string    `json:"reason,omitempty"`
+	// MessageID is the SQS message id of the intake message a rejection is
+	// about, so that a caller can match a rejection whose orderId could not
+	// be read to what it sent.
+	MessageID string `json:"messageId,omitempty"`
 }
 
 // IdempotencyKey is the stable key an agent sends the remote service for one
-// order step: the same on every retry and every attempt.
-func IdempotencyKey(orderID string, step int, compensation bool) string {
-	if compensation {
-		return fmt.Sprintf("%s:%d:undo", orderID, step)
+// order step: the same on every retry, redelivery and attempt of the step,
+// "<order>:<step>", with ":g<generation>" after an operator resubmitted a
+// refused step (a new generation, so a stored refusal is not replayed) and
+// ":undo" for its undo (docs/protocol.md, "Idempotency keys").
+func IdempotencyKey(orderID string, step, generation int, compensation bool) string {
+	k := fmt.Sprintf("%s:%d", orderID, step)
+	if generation > 0 {
+		k += fmt.Sprintf(":g%d", generation)
 	}
-	return fmt.Sprintf("%s:%d", orderID, step)
+	if compensation {
+		k += ":undo"
+	}
+	return k
 }
 
 var orderIDPattern = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,128}$`)

@@ -70,9 +70,9 @@ func TestParseIntakeSalvagesReplyTo(t *testing.T) {
 
 func TestIdempotencyKeyStable(t *testing.T) {
 	t.Parallel()
-	require.Equal(t, IdempotencyKey("o-1", 2, false), IdempotencyKey("o-1", 2, false))
-	require.NotEqual(t, IdempotencyKey("o-1", 2, false), IdempotencyKey("o-1", 2, true))
-	require.NotEqual(t, IdempotencyKey("o-1", 2, false), IdempotencyKey("o-1", 3, false))
+	require.Equal(t, IdempotencyKey("o-1", 2, 0, false), IdempotencyKey("o-1", 2, 0, false))
+	require.NotEqual(t, IdempotencyKey("o-1", 2, 0, false), IdempotencyKey("o-1", 2, 0, true))
+	require.NotEqual(t, IdempotencyKey("o-1", 2, 0, false), IdempotencyKey("o-1", 3, 0, false))
 }
 
 func TestDecodeHeader(t *testing.T) {

@@ -35,6 +35,11 @@ type StateStore interface {
 	Rescue(ctx context.Context, p RescueParams) (StepRecord, error)
 	GiveUp(ctx context.Context, p GiveUpParams) (StepRecord, error)
 	Resubmit(ctx context.Context, p ResubmitParams) (StepRecord, error)
+	// NoteEffect sets UndoOwed on a forward step that is not Processed
+	// (see sas.NoteEffect); a step already noted is returned unchanged.
+	NoteEffect(ctx context.Context, p NoteEffectParams) (StepRecord, error)
+	// GetStep reads one step record (a consistent read).
+	GetStep(ctx context.Context, k StepKey) (StepRecord, error)
 	GetOrder(ctx context.Context, orderID string) (OrderView, error)
 	ListByState(ctx context.Context, p ListByStateParams) (ListByStateResult, error)
 }

@@ -43,6 +43,26 @@ type StepRecord struct {
 	CreatedAt time.Time
 	UpdatedAt time.Time
 	History   []HistoryEntry
+
+	// What control flow needs to know about a step's outcome is written
+	// down here, never read back from History (docs/protocol.md, "Explicit
+	// fields").
+	//
+	// FailedBy is who moved the step to Error or CompensationFailed: the
+	// holder of the attempt (an agent's failed reply) or the supervisor.
+	FailedBy string
+	// Refused is set when the step's Error was a permanent failure the
+	// agent reported for the attempt: the remote refused, so unless
+	// UndoOwed is set there is nothing to undo.
+	Refused bool
+	// UndoOwed is set when a done reply was seen for the step while it was
+	// not Processed (a success that arrived after a refusal or a rescue):
+	// the step's effect may exist, so compensating the order undoes it.
+	UndoOwed bool
+	// Generation is part of the step's idempotency key. An operator's
+	// resubmit of a refused step with no effect starts a new generation, so
+	// a remote that stored the refusal does not replay it.
+	Generation int
 }
 
 // Key returns the record's key.

@@ -68,7 +68,7 @@ var legal = map[ProcessState][]ProcessState{
 	Pending:            {Processing, Pending, Error},                    // claim; supervisor re-drive; give up
 	Processing:         {Processed, Pending, Error, Processing},         // complete; rescue; fail/give up; lease extension
 	Processed:          {Compensating},                                  // order is being undone
-	Error:              {Pending, Compensating},                         // operator resubmit; compensate the failed step's side effects
+	Error:              {Pending, Compensating, Error},                  // operator resubmit; compensate the failed step's side effects; a late success noted
 	Compensating:       {Compensated, Compensating, CompensationFailed}, // done; rescued or re-claimed; gave up
 	CompensationFailed: {Compensating},                                  // operator retries the undo
 	Compensated:        {},

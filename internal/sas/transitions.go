@@ -121,6 +121,7 @@ func Fail(r StepRecord, p FailParams) (StepRecord, error) {
 	}
 	r = unlease(r)
 	r.LastError = p.Reason
+	r.FailedBy, r.Refused = p.Owner, !p.Compensation
 	return move(r, failed, p.Owner, p.Reason, p.Now), nil
 }
 
@@ -190,6 +191,7 @@ func GiveUp(r StepRecord, p GiveUpParams) (StepRecord, error) {
 	r = unlease(r)
 	r.FailureCount++
 	r.LastError = p.Reason
+	r.FailedBy, r.Refused = p.Actor, false
 	return move(r, GiveUpTarget(p.From), p.Actor, p.Reason, p.Now), nil
 }
 
@@ -216,7 +218,51 @@ func Resubmit(r StepRecord, p ResubmitParams) (StepRecord, error) {
 	}
 	r.FailureCount = 0
 	r.DueAt = p.PickupBy
+	if r.Refused && !r.UndoOwed {
+		// Nothing took effect under the old key: a new generation, so that
+		// a remote which stored the refusal does not replay it.
+		r.Generation++
+	}
+	r.FailedBy, r.Refused = "", false
 	return move(r, Pending, p.Actor, p.Reason, p.Now), nil
+}
+
+// NoteEffectParams records that a step's effect may exist: a done reply for
+// it arrived while it was not Processed (after a refusal of another
+// delivery, or after the supervisor took the attempt back).
+type NoteEffectParams struct {
+	Key StepKey
+	// State is the state the writer saw (Pending, Processing or Error): the
+	// write is fenced on it.
+	State ProcessState
+	Now   time.Time
+	Actor string
+	// Attempt is the attempt the done reply was for, for the history.
+	Attempt int
+}
+
+// NoteEffect sets UndoOwed on a forward step that is not Processed. A
+// Processed step's effect is owed its undo already, and a step whose undo
+// began is past the point where a forward effect may be noted: both refuse.
+func NoteEffect(r StepRecord, p NoteEffectParams) (StepRecord, error) {
+	switch p.State {
+	case Pending, Processing, Error:
+	default:
+		return r, &ValidationError{Field: "state", Reason: fmt.Sprintf("the effect of a %s step is not noted", p.State)}
+	}
+	if r.ProcessState != p.State {
+		return r, race("note effect", r)
+	}
+	if r.UndoOwed {
+		return r, nil // noted already: no write, no history entry
+	}
+	r.UndoOwed = true
+	r.UpdatedAt = p.Now
+	r.History = append(append([]HistoryEntry(nil), r.History...), HistoryEntry{
+		At: p.Now, Step: r.Step, Actor: p.Actor, From: r.ProcessState, To: r.ProcessState, Attempt: p.Attempt,
+		Reason: fmt.Sprintf("a done reply for attempt %d arrived while the step was %s: its effect may exist", p.Attempt, r.ProcessState),
+	})
+	return r, nil
 }
 
 // Due reports whether the supervisor should act on the record at now.

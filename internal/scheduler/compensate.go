@@ -6,13 +6,17 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/sas-go/sas/internal/outbox"
 	"github.com/sas-go/sas/internal/sas"
 )
 
-// undoable reports whether a compensation should undo step r. Processed steps
-// with an Undo always are. Explicit compensation (a compensate message) also
-// undoes an Error step that was given up on (it may have taken effect before
-// its agent went quiet) and retries a CompensationFailed one.
+// undoable reports whether a compensation should undo step r. Processed
+// steps with an Undo always are, and so is a step in Error whose effect may
+// exist because a success for it arrived late (UndoOwed). Explicit
+// compensation (a compensate message) also undoes an Error step the
+// supervisor gave up on (it may have taken effect before its agent went
+// quiet) and retries a CompensationFailed one. A step the remote refused
+// (Refused: the attempt's holder wrote the failure) has nothing to undo.
 func undoable(r sas.StepRecord, def sas.StepDef, explicit bool) bool {
 	if def.Undo == "" {
 		return false
@@ -21,38 +25,19 @@ func undoable(r sas.StepRecord, def sas.StepDef, explicit bool) bool {
 	case sas.Processed:
 		return true
 	case sas.Error:
-		return explicit && !refused(r)
+		return r.UndoOwed || (explicit && !r.Refused)
 	case sas.CompensationFailed:
 		return explicit
 	}
 	return false
 }
 
-// refused reports whether an Error step was failed by the holder of its
-// attempt, which only an agent's permanent-failure reply does: the remote
-// said no, so there is nothing to undo. A step the supervisor gave up on was
-// moved to Error by the supervisor, not by the attempt's holder.
-func refused(r sas.StepRecord) bool {
-	if len(r.History) == 0 {
-		return false
-	}
-	last := r.History[len(r.History)-1]
-	if last.To != sas.Error {
-		return false
-	}
-	for _, h := range r.History {
-		if h.To == sas.Processing && h.Attempt == last.Attempt && h.Actor == last.Actor {
-			return true
-		}
-	}
-	return false
-}
-
-// nextUndo is the newest step below step that a running compensation still
-// has to undo.
-func nextUndo(o order, below int) (sas.StepRecord, bool) {
-	for i := below - 1; i >= 0; i-- {
-		if r, ok := o.step(i); ok && undoable(r, o.wf.Steps[i], true) {
+// nextUndo is the newest step other than except that a running compensation
+// still has to undo. Undos run newest first; a step whose effect was noted
+// late (UndoOwed) is taken whenever it is found, even above the undos done.
+func nextUndo(o order, except int) (sas.StepRecord, bool) {
+	for i := o.n() - 1; i >= 0; i-- {
+		if r, ok := o.step(i); ok && i != except && undoable(r, o.wf.Steps[i], true) {
 			return r, true
 		}
 	}
@@ -64,16 +49,16 @@ func nextUndo(o order, below int) (sas.StepRecord, bool) {
 // runs, and an order with nothing left to undo posts "compensated" again if
 // it was compensated. Automatic compensation (after a failed reply) never
 // restarts an undo that failed: that is an operator's call.
-func (s *Service) startCompensation(ctx context.Context, o order, explicit bool, now time.Time) error {
-	ord := o.view.Order
+func (s *Service) startCompensation(ctx context.Context, u *outbox.Unit, o order, explicit bool, now time.Time) error {
+	ord := o.ord
 	compensated := false
-	for _, r := range o.view.Steps {
+	for _, r := range o.steps {
 		switch r.ProcessState {
 		case sas.Compensating:
 			if live(r, now) {
-				return s.dispatch(ctx, ord, o.wf.Steps[r.Step], r)
+				s.dispatch(ctx, u, ord, o.wf.Steps[r.Step], r)
 			}
-			return nil // handed back to the supervisor, which re-drives it
+			return nil // running, or handed back to the supervisor, which re-drives it
 		case sas.CompensationFailed:
 			if !explicit {
 				return nil
@@ -91,7 +76,8 @@ func (s *Service) startCompensation(ctx context.Context, o order, explicit bool,
 	}
 	if cand == nil {
 		if compensated {
-			return s.post(ctx, ord, sas.Status{Status: sas.StatusCompensated, Sequence: SeqCompensated(o.n())}, now)
+			s.post(ctx, u, ord, sas.Status{Status: sas.StatusCompensated, Sequence: SeqCompensated(o.n())}, now)
+			return nil
 		}
 		s.log.InfoContext(ctx, "nothing to compensate", "order", ord.OrderID)
 		return nil
@@ -106,7 +92,8 @@ func (s *Service) startCompensation(ctx context.Context, o order, explicit bool,
 		return fmt.Errorf("claiming the undo of step %s: %w", cand.Key(), err)
 	}
 	s.log.InfoContext(ctx, "compensation started", "order", ord.OrderID, "step", cand.Step, "explicit", explicit)
-	return s.dispatch(ctx, ord, o.wf.Steps[cand.Step], claimed)
+	s.dispatch(ctx, u, ord, o.wf.Steps[cand.Step], claimed)
+	return nil
 }
 
 // Compensate handles a request to undo an order (docs/protocol.md,
@@ -114,6 +101,10 @@ func (s *Service) startCompensation(ctx context.Context, o order, explicit bool,
 // operator. The submitter is told of a failed step it may not have heard
 // of (the supervisor posts no statuses), then the undo starts.
 func (s *Service) Compensate(ctx context.Context, m sas.Compensate) error {
+	return s.run(ctx, func(u *outbox.Unit) error { return s.compensate(ctx, u, m) })
+}
+
+func (s *Service) compensate(ctx context.Context, u *outbox.Unit, m sas.Compensate) error {
 	if !sas.ValidOrderID(m.OrderID) {
 		return drop(&sas.ValidationError{Field: "orderId", Reason: "missing or malformed"}, "compensate message")
 	}
@@ -122,20 +113,18 @@ func (s *Service) Compensate(ctx context.Context, m sas.Compensate) error {
 		return err
 	}
 	now := s.cfg.Clock.Now()
-	for _, r := range o.view.Steps {
+	for _, r := range o.steps {
 		if r.ProcessState == sas.Processing || (r.ProcessState == sas.Pending && !r.DueAt.IsZero()) {
 			return drop(nil, "cannot compensate order %s: step %d (%s) is %s and could still take effect; compensate it once it has settled",
 				m.OrderID, r.Step, o.wf.Steps[r.Step].Name, r.ProcessState)
 		}
 	}
 	s.log.InfoContext(ctx, "compensation requested", "order", m.OrderID, "actor", m.Actor, "reason", m.Reason)
-	for _, r := range o.view.Steps {
+	for _, r := range o.steps {
 		if r.ProcessState == sas.Error {
 			st := sas.Status{Status: sas.StatusFailed, Step: o.wf.Steps[r.Step].Name, Sequence: SeqFailed(r.Step, r.Attempt), Reason: r.LastError}
-			if err := s.post(ctx, o.view.Order, st, now); err != nil {
-				return err
-			}
+			s.post(ctx, u, o.ord, st, now)
 		}
 	}
-	return s.startCompensation(ctx, o, true, now)
+	return s.startCompensation(ctx, u, o, true, now)
 }

@@ -22,7 +22,7 @@ func (f *fixture) undoAll() []int {
 		require.Len(f.t, reqs, 1, "one undo at a time")
 		req := reqs[0]
 		require.True(f.t, req.Compensation, "only undos once the order is compensating")
-		require.Equal(f.t, sas.IdempotencyKey(req.OrderID, req.Step, true), req.IdempotencyKey)
+		require.Equal(f.t, sas.IdempotencyKey(req.OrderID, req.Step, 0, true), req.IdempotencyKey)
 		steps = append(steps, req.Step)
 		f.clock.Advance(time.Second)
 		f.deliver(done(req))

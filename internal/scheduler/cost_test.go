@@ -124,14 +124,14 @@ func TestStoreCallsOffTheHappyPath(t *testing.T) {
 			want: map[string]int{"GetOrder": 1, "Complete": 1},
 		},
 		{
-			name: "undo done of the first step: no read",
+			name: "undo done of the first step: read (the records plan the compensation), complete",
 			setup: func(f *fixture) string {
 				f.deliver(reply(f.runForward("o-off", "order", 1), sas.OutcomeFailed, "declined"))
 				undo := f.request()
 				require.Equal(t, 0, undo.Step)
 				return done(undo)
 			},
-			want: map[string]int{"Complete": 1},
+			want: map[string]int{"GetOrder": 1, "Complete": 1},
 		},
 		{
 			name: "undo failed: no read",
@@ -142,14 +142,14 @@ func TestStoreCallsOffTheHappyPath(t *testing.T) {
 			want: map[string]int{"Fail": 1},
 		},
 		{
-			name: "duplicate done: the write loses, then the read finds the twin's",
+			name: "duplicate done: the write loses, the record it returns shows the twin's success; the successor is read to re-send its request",
 			setup: func(f *fixture) string {
 				f.deliver(intake("o-off", "order", f.replyURL))
 				body := done(f.request())
 				f.deliver(body)
 				return body
 			},
-			want: map[string]int{"Complete": 1, "GetOrder": 1},
+			want: map[string]int{"Complete": 1, "GetStep": 1},
 		},
 		{
 			name: "stale done after a rescue: the write loses, and the record it returns says stale",
@@ -160,15 +160,15 @@ func TestStoreCallsOffTheHappyPath(t *testing.T) {
 				f.rescue("o-off", 0)
 				return body
 			},
-			want: map[string]int{"Complete": 1},
+			want: map[string]int{"Complete": 1, "NoteEffect": 1},
 		},
 		{
-			name: "a reply without the echo (an older agent): read first",
+			name: "a reply without the echo: dropped, no call",
 			setup: func(f *fixture) string {
 				f.deliver(intake("o-off", "payment", f.replyURL))
 				return legacyReply(f.request(), sas.OutcomeDone, "")
 			},
-			want: map[string]int{"GetOrder": 1, "Complete": 1},
+			want: map[string]int{},
 		},
 		{
 			name: "retry: read, claim; the request carries the echo",
@@ -206,43 +206,43 @@ func TestStoreCallsOffTheHappyPath(t *testing.T) {
 	}
 }
 
-// The echoed fields say what to try, never what to write: every write stays
-// fenced on state, holder and attempt, and one that loses sends the reply to
-// the read path, which decides from the records.
-func TestEchoIsOnlyAHint(t *testing.T) {
+// The echoed fields route a reply (message v1: every agent echoes them);
+// the fence decides. A reply whose echo does not match its step loses its
+// write or is refused before any, and changes nothing: the step stays as
+// it is until its holder's real reply, or the supervisor, moves it.
+func TestTheEchoRoutesTheFenceDecides(t *testing.T) {
 	t.Parallel()
 
-	t.Run("undo reply echoing a forward step: recorded as the undo it is", func(t *testing.T) {
+	t.Run("undo reply echoing a forward step: refused, nothing changes", func(t *testing.T) {
 		t.Parallel()
 		f := newFixture(t)
 		f.deliver(reply(f.runForward("o-hint", "order", 2), sas.OutcomeFailed, "declined"))
 		undo := f.request()
 		require.True(t, undo.Compensation)
+		before := f.view("o-hint")
 		undo.Compensation = false // an agent that lost the flag
 		f.calls.take()
 
 		f.deliver(done(undo))
 		calls, _ := f.calls.take()
-		require.Equal(t, map[string]int{"Complete": 2, "GetOrder": 1}, calls, "the forward write loses; the read path completes the undo")
-		require.Equal(t, []sas.ProcessState{sas.Compensating, sas.Compensated, sas.Error}, f.states("o-hint"))
-		next := f.request()
-		require.Equal(t, 0, next.Step)
-		require.True(t, next.Compensation, "the next undo follows")
+		require.Equal(t, map[string]int{"Complete": 1}, calls)
+		require.Equal(t, before.Steps, f.view("o-hint").Steps)
+		require.Empty(t, f.requests())
 	})
 
-	t.Run("forward reply echoing an undo: recorded as the step it is", func(t *testing.T) {
+	t.Run("forward reply echoing an undo: refused, nothing changes", func(t *testing.T) {
 		t.Parallel()
 		f := newFixture(t)
 		f.deliver(intake("o-hint", "payment", f.replyURL))
 		req := f.request()
+		before := f.view("o-hint")
 		req.Compensation = true
 		f.calls.take()
 
 		f.deliver(done(req))
 		calls, _ := f.calls.take()
-		require.Equal(t, map[string]int{"Complete": 2, "GetOrder": 1}, calls)
-		require.Equal(t, []sas.ProcessState{sas.Processed}, f.states("o-hint"))
-		require.Equal(t, []string{"received#1000", "step-done/charge#3001", "processed#4000"}, statusList(f.statuses()))
+		require.Equal(t, map[string]int{"Complete": 1, "GetOrder": 1}, calls, "an undo reply reads to plan the next undo")
+		require.Equal(t, before.Steps, f.view("o-hint").Steps)
 	})
 
 	t.Run("a replyTo the deployment does not allow gets nothing", func(t *testing.T) {
@@ -261,8 +261,9 @@ func TestEchoIsOnlyAHint(t *testing.T) {
 		"an unregistered workflow":       func(r *sas.AgentRequest) { r.Workflow = "refund" },
 		"a step name not the workflow's": func(r *sas.AgentRequest) { r.StepName = "ship" },
 		"another workflow's step":        func(r *sas.AgentRequest) { r.Workflow = "payment" },
+		"no echo at all":                 func(r *sas.AgentRequest) { r.Workflow, r.StepName = "", "" },
 	} {
-		t.Run(name+": read first", func(t *testing.T) {
+		t.Run(name+": dropped before any write", func(t *testing.T) {
 			t.Parallel()
 			f := newFixture(t)
 			f.deliver(intake("o-hint", "order", f.replyURL))
@@ -272,18 +273,17 @@ func TestEchoIsOnlyAHint(t *testing.T) {
 
 			f.deliver(done(req))
 			calls, _ := f.calls.take()
-			require.Equal(t, map[string]int{"GetOrder": 1, "Complete": 1}, calls)
-			require.Equal(t, []sas.ProcessState{sas.Processed, sas.Processing, sas.Pending}, f.states("o-hint"))
-			next := f.request()
-			require.Equal(t, 1, next.Step)
-			require.Equal(t, "order", next.Workflow, "the order's own workflow, from the read")
+			require.Empty(t, calls)
+			require.Equal(t, []sas.ProcessState{sas.Processing, sas.Pending, sas.Pending}, f.states("o-hint"))
+			require.Empty(t, f.requests())
 		})
 	}
 
-	// The read-free path claims the successor as never claimed (Pending,
-	// attempt 0). Here it is not (an earlier claim of it was rescued): the
-	// transaction is refused, and the read path claims it at what it reads.
-	t.Run("a successor not as guessed: refused, then claimed from the read", func(t *testing.T) {
+	// The successor is claimed as never claimed (Pending, attempt 0). Here
+	// it is not (an intruder's claim of it was rescued): the transaction is
+	// refused whole and nothing is written; the step's lease runs out and
+	// the supervisor takes it from there.
+	t.Run("a successor not as expected: refused, nothing written", func(t *testing.T) {
 		t.Parallel()
 		f := newFixture(t)
 		f.deliver(intake("o-hint", "order", f.replyURL))
@@ -298,41 +298,9 @@ func TestEchoIsOnlyAHint(t *testing.T) {
 		f.calls.take()
 
 		f.deliver(done(req))
-		calls, next := f.calls.take()
-		require.Equal(t, map[string]int{"Complete": 2, "GetOrder": 1}, calls)
-		require.Equal(t, 0, next[0].Attempt, "the guess")
-		require.Equal(t, 1, next[1].Attempt, "what the read found")
-		succ := f.request()
-		require.Equal(t, 1, succ.Step)
-		require.Equal(t, 2, succ.Attempt)
-		require.Equal(t, []sas.ProcessState{sas.Processed, sas.Processing, sas.Pending}, f.states("o-hint"))
+		calls, _ := f.calls.take()
+		require.Equal(t, map[string]int{"Complete": 1}, calls)
+		require.Empty(t, f.requests())
+		require.Equal(t, []sas.ProcessState{sas.Processing, sas.Pending, sas.Pending}, f.states("o-hint"))
 	})
-}
-
-// Replies from an agent that does not echo the order (older messages) are
-// handled as before, from a read: the whole order and its compensation.
-func TestLegacyRepliesStillWork(t *testing.T) {
-	t.Parallel()
-	f := newFixture(t)
-	f.deliver(intake("o-old", "order", f.replyURL))
-	req := f.request()
-	f.deliver(legacyReply(req, sas.OutcomeDone, ""))
-	req = f.request()
-	require.Equal(t, 1, req.Step)
-	f.deliver(legacyReply(req, sas.OutcomeDone, ""))
-	req = f.request()
-	require.Equal(t, 2, req.Step)
-	f.deliver(legacyReply(req, sas.OutcomeFailed, "no such address"))
-	for _, want := range []int{1, 0} {
-		undo := f.request()
-		require.Equal(t, want, undo.Step)
-		require.True(t, undo.Compensation)
-		f.deliver(legacyReply(undo, sas.OutcomeDone, ""))
-	}
-	require.Empty(t, f.requests())
-	calls, _ := f.calls.take()
-	require.Equal(t, 5, calls["GetOrder"], "one read per reply")
-	require.Equal(t, []string{"received#1000", "step-done/reserve#3001", "step-done/charge#5001", "failed/ship#6001", "compensated#15000"},
-		statusList(f.statuses()))
-	require.Equal(t, []sas.ProcessState{sas.Compensated, sas.Compensated, sas.Error}, f.states("o-old"))
 }

@@ -80,7 +80,9 @@ func TestCrashAfterFail(t *testing.T) {
 	f.alerts.fail = 1
 	f.alerts.mu.Unlock()
 	require.Equal(t, []string{ev.Records[0].MessageId}, f.handle(ev))
-	require.Equal(t, []sas.ProcessState{sas.Processed, sas.Error, sas.Pending}, f.states("o-cf"))
+	// Decisions come before effects: the undo was claimed before the
+	// outbox sent anything, and its request waits behind the failed alert.
+	require.Equal(t, []sas.ProcessState{sas.Compensating, sas.Error, sas.Pending}, f.states("o-cf"))
 	require.Empty(t, f.requests(), "nothing after the failed alert")
 	require.Empty(t, f.statuses())
 
@@ -125,9 +127,11 @@ func TestRetryRedeliveredAfterSendFailure(t *testing.T) {
 	}{
 		{"same instance, lease running: request sent again", func(f *fixture, b string) []string { return f.handle(f.event(b)) }, time.Second, true},
 		{"same instance, lease expired: left to the supervisor", func(f *fixture, b string) []string { return f.handle(f.event(b)) }, stepTimeout + time.Second, false},
-		{"another instance (the first one died): left to the supervisor", func(f *fixture, b string) []string {
+		// One failed send is not a lost lease: whoever handles the
+		// redelivery re-sends the request while the lease runs.
+		{"another instance (the first one died): request sent again", func(f *fixture, b string) []string {
 			return f.handleWith(schedulerHandler(f.newService("scheduler-new")), f.event(b))
-		}, time.Second, false},
+		}, time.Second, true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/sas-go/sas/internal/outbox"
 	"github.com/sas-go/sas/internal/sas"
 )
 
@@ -18,11 +19,15 @@ import (
 // omit the kind; so may a body that is not even JSON, which is then
 // reported as a malformed intake (with a rejection where possible).
 func (s *Service) HandleMessage(ctx context.Context, body []byte) error {
+	return s.run(ctx, func(u *outbox.Unit) error { return s.handleMessage(ctx, u, body, "") })
+}
+
+func (s *Service) handleMessage(ctx context.Context, u *outbox.Unit, body []byte, messageID string) error {
 	h, herr := sas.DecodeHeader(body)
 	switch h.Kind {
 	case "", sas.KindIntake:
 		// ParseIntake reports the header's problems too, with a reason.
-		return s.Intake(ctx, body)
+		return s.intake(ctx, u, body, messageID)
 	case sas.KindAgentReply, sas.KindRetry, sas.KindCompensate:
 	default:
 		return drop(herr, "kind %q is not a message for the scheduler", h.Kind)
@@ -36,19 +41,19 @@ func (s *Service) HandleMessage(ctx context.Context, body []byte) error {
 		if err := json.Unmarshal(body, &m); err != nil {
 			return drop(err, "malformed agent reply")
 		}
-		return s.Reply(ctx, m)
+		return s.reply(ctx, u, m)
 	case sas.KindRetry:
 		var m sas.Retry
 		if err := json.Unmarshal(body, &m); err != nil {
 			return drop(err, "malformed retry message")
 		}
-		return s.Retry(ctx, m)
+		return s.retry(ctx, u, m)
 	default:
 		var m sas.Compensate
 		if err := json.Unmarshal(body, &m); err != nil {
 			return drop(err, "malformed compensate message")
 		}
-		return s.Compensate(ctx, m)
+		return s.compensate(ctx, u, m)
 	}
 }
 
@@ -80,21 +85,23 @@ func queueName(s string) string {
 // just those. The failure list is never nil: a null batchItemFailures makes
 // some pollers redeliver the whole batch forever (docs/pattern.md §7).
 //
-// The messages the records send (agent requests, statuses) are held in an
-// outbox and sent together after the last record, batched per queue: one
-// request for up to ten messages instead of one each (see outbox).
+// The effects the records decide on (agent requests, statuses, alerts) are
+// added to one outbox.Batch and sent together after the last record,
+// batched per queue: one request for up to ten messages instead of one
+// each. A record whose effects did not all go out is redelivered (or
+// dropped, when no retry can help), and its redelivery repeats them.
 func (h *Handler) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
-	box := &outbox{}
+	var box outbox.Batch
 	failed := make([]bool, len(ev.Records))
 	for i, rec := range ev.Records {
-		if err := h.handleRecord(box.into(ctx, i), rec); err != nil {
+		if err := h.handleRecord(ctx, box.Unit(i), rec); err != nil {
 			failed[i] = true
 		}
 	}
-	for _, re := range h.svc.flush(ctx, box) {
-		log := h.log.With("messageId", ev.Records[re.record].MessageId)
-		if h.settle(ctx, log, re.err) != nil {
-			failed[re.record] = true
+	for _, f := range box.Flush(ctx, h.svc.sink()) {
+		log := h.log.With("messageId", ev.Records[f.Unit].MessageId)
+		if h.settle(ctx, log, f.Err) != nil {
+			failed[f.Unit] = true
 		}
 	}
 	failures := []events.SQSBatchItemFailure{}
@@ -107,7 +114,7 @@ func (h *Handler) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEve
 }
 
 // handleRecord returns an error only for a record SQS should redeliver.
-func (h *Handler) handleRecord(ctx context.Context, rec events.SQSMessage) (err error) {
+func (h *Handler) handleRecord(ctx context.Context, u *outbox.Unit, rec events.SQSMessage) (err error) {
 	log := h.log.With("messageId", rec.MessageId)
 	defer func() {
 		// A bug in one message must not take down the others in the batch.
@@ -121,9 +128,9 @@ func (h *Handler) handleRecord(ctx context.Context, rec events.SQSMessage) (err 
 		return fmt.Errorf("not handled: %w", err)
 	}
 	if h.intake != "" && queueName(rec.EventSourceARN) == h.intake {
-		err = h.svc.Intake(ctx, []byte(rec.Body))
+		err = h.svc.intake(ctx, u, []byte(rec.Body), rec.MessageId)
 	} else {
-		err = h.svc.HandleMessage(ctx, []byte(rec.Body))
+		err = h.svc.handleMessage(ctx, u, []byte(rec.Body), rec.MessageId)
 	}
 	return h.settle(ctx, log, err)
 }

@@ -174,6 +174,16 @@ func (s *countingStore) Resubmit(ctx context.Context, p sas.ResubmitParams) (sas
 	return s.StateStore.Resubmit(ctx, p)
 }
 
+func (s *countingStore) NoteEffect(ctx context.Context, p sas.NoteEffectParams) (sas.StepRecord, error) {
+	s.count("NoteEffect")
+	return s.StateStore.NoteEffect(ctx, p)
+}
+
+func (s *countingStore) GetStep(ctx context.Context, k sas.StepKey) (sas.StepRecord, error) {
+	s.count("GetStep")
+	return s.StateStore.GetStep(ctx, k)
+}
+
 func (s *countingStore) GetOrder(ctx context.Context, id string) (sas.OrderView, error) {
 	s.count("GetOrder")
 	return s.StateStore.GetOrder(ctx, id)

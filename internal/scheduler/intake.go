@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/sas-go/sas/internal/outbox"
 	"github.com/sas-go/sas/internal/sas"
 )
 
@@ -15,9 +16,15 @@ import (
 // posted. A redelivered intake finds the order and repeats the side effects;
 // an invalid one, or one reusing an order id with other content, is rejected.
 func (s *Service) Intake(ctx context.Context, body []byte) error {
+	return s.run(ctx, func(u *outbox.Unit) error { return s.intake(ctx, u, body, "") })
+}
+
+// intake handles one intake message; messageID is its SQS message id, which
+// a rejection echoes so that a caller can match it to what it sent.
+func (s *Service) intake(ctx context.Context, u *outbox.Unit, body []byte, messageID string) error {
 	in, err := sas.ParseIntake(body, sas.IntakeRules{Workflows: s.cfg.Workflows.Has, ReplyToAllowed: s.cfg.ReplyToAllowed})
 	if err != nil {
-		return s.reject(ctx, in, err)
+		return s.reject(ctx, u, in, messageID, err)
 	}
 	w := s.cfg.Workflows[in.Workflow]
 	now := s.cfg.Clock.Now()
@@ -33,49 +40,43 @@ func (s *Service) Intake(ctx context.Context, body []byte) error {
 	})
 	switch {
 	case errors.Is(err, sas.ErrOrderConflict), errors.Is(err, sas.ErrInvalid):
-		return s.reject(ctx, in, err)
+		return s.reject(ctx, u, in, messageID, err)
 	case err != nil:
 		// Includes a lost race with a concurrent submission of the same
 		// order: the redelivery finds the order and takes the duplicate branch.
 		return fmt.Errorf("submitting order %s: %w", in.OrderID, err)
 	}
-	ord := order{view: res.View, wf: w}
+	ord := order{ord: res.View.Order, wf: w, steps: res.View.Steps}
 	if res.Created {
 		first, ok := ord.step(0)
 		if !ok {
 			return fmt.Errorf("submitting order %s: the store returned no first step", in.OrderID)
 		}
-		if err := s.dispatch(ctx, o, w.Steps[0], first); err != nil {
-			return err
-		}
+		s.dispatch(ctx, u, o, w.Steps[0], first)
 		s.log.InfoContext(ctx, "order submitted", "order", o.OrderID, "workflow", o.Workflow, "steps", len(o.Steps))
 	} else {
 		s.log.InfoContext(ctx, "duplicate intake: order exists", "order", o.OrderID)
-		if err := s.redispatchLive(ctx, ord, now); err != nil {
-			return err
-		}
+		s.redispatchLive(ctx, u, ord, now)
 	}
-	return s.post(ctx, o, sas.Status{Status: sas.StatusReceived, Sequence: SeqReceived()}, now)
+	s.post(ctx, u, o, sas.Status{Status: sas.StatusReceived, Sequence: SeqReceived()}, now)
+	return nil
 }
 
 // redispatchLive re-sends the request of the order's in-flight step when its
 // lease is still running: the first delivery may have stopped between the
 // write and the send. The agent and the remote side are idempotent and the
 // reply is fenced, so a request sent twice costs a call at most.
-func (s *Service) redispatchLive(ctx context.Context, o order, now time.Time) error {
-	for _, r := range o.view.Steps {
+func (s *Service) redispatchLive(ctx context.Context, u *outbox.Unit, o order, now time.Time) {
+	for _, r := range o.steps {
 		if live(r, now) && r.Step < o.n() {
-			if err := s.dispatch(ctx, o.view.Order, o.wf.Steps[r.Step], r); err != nil {
-				return err
-			}
+			s.dispatch(ctx, u, o.ord, o.wf.Steps[r.Step], r)
 		}
 	}
-	return nil
 }
 
 // reject tells the submitter (when it named a queue the deployment allows)
 // and drops the message: a poison message is never retried.
-func (s *Service) reject(ctx context.Context, in sas.Intake, cause error) error {
+func (s *Service) reject(ctx context.Context, u *outbox.Unit, in sas.Intake, messageID string, cause error) error {
 	reason := cause.Error()
 	if errors.Is(cause, sas.ErrOrderConflict) {
 		reason = "order id " + in.OrderID + " is already used by an order with different content"
@@ -84,11 +85,9 @@ func (s *Service) reject(ctx context.Context, in sas.Intake, cause error) error 
 	// failed an earlier check): never post to a queue the deployment does
 	// not allow.
 	if in.ReplyTo != "" && s.cfg.ReplyToAllowed(in.ReplyTo) {
-		st := sas.Status{Status: sas.StatusRejected, Sequence: SeqRejected, Reason: reason}
+		st := sas.Status{Status: sas.StatusRejected, Sequence: SeqRejected, Reason: reason, MessageID: messageID}
 		o := sas.Order{OrderID: in.OrderID, ReplyTo: in.ReplyTo}
-		if err := s.post(ctx, o, st, s.cfg.Clock.Now()); err != nil {
-			return err
-		}
+		s.post(ctx, u, o, st, s.cfg.Clock.Now())
 	}
 	return drop(cause, "intake rejected")
 }

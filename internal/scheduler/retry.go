@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/sas-go/sas/internal/outbox"
 	"github.com/sas-go/sas/internal/sas"
 )
 
@@ -26,6 +27,10 @@ func checkRetry(m sas.Retry) error {
 // names and dispatch it. A step handed back while being undone is re-claimed
 // as an undo. A claim that loses was taken by somebody else: acknowledge.
 func (s *Service) Retry(ctx context.Context, m sas.Retry) error {
+	return s.run(ctx, func(u *outbox.Unit) error { return s.retry(ctx, u, m) })
+}
+
+func (s *Service) retry(ctx context.Context, u *outbox.Unit, m sas.Retry) error {
 	if err := checkRetry(m); err != nil {
 		return drop(err, "retry message")
 	}
@@ -51,7 +56,7 @@ func (s *Service) Retry(ctx context.Context, m sas.Retry) error {
 	case rec.ProcessState == sas.Compensating && rec.LockedBy == "":
 		from = sas.Compensating
 	default:
-		return s.retryLost(ctx, o, rec, m, now)
+		return s.retryLost(ctx, u, o, rec, m, now)
 	}
 	p := s.claimParams(o, rec, from, now)
 	p.Attempt = m.Attempt // the fence is what the supervisor saw, not what we read
@@ -59,26 +64,31 @@ func (s *Service) Retry(ctx context.Context, m sas.Retry) error {
 	if err != nil {
 		var re *sas.RaceError
 		if errors.As(err, &re) && re.Current != nil {
-			return s.retryLost(ctx, o, *re.Current, m, now)
+			return s.retryLost(ctx, u, o, *re.Current, m, now)
 		}
 		if errors.Is(err, sas.ErrLostRace) {
-			return s.retryLost(ctx, o, rec, m, now)
+			return s.retryLost(ctx, u, o, rec, m, now)
 		}
 		return fmt.Errorf("claiming step %s for a retry: %w", rec.Key(), err)
 	}
 	s.log.InfoContext(ctx, "step re-claimed", "order", m.OrderID, "step", m.Step, "attempt", claimed.Attempt, "compensation", from == sas.Compensating)
-	return s.dispatch(ctx, o.view.Order, o.wf.Steps[m.Step], claimed)
+	s.dispatch(ctx, u, o.ord, o.wf.Steps[m.Step], claimed)
+	return nil
 }
 
-// retryLost acknowledges a retry whose claim is somebody else's. If the claim
-// is this instance's own, for exactly this retry and still running, the
-// message is a redelivery after the request failed to go out: send it again.
-// (A claim by another instance is that instance's to dispatch; if it died,
-// the supervisor takes the step back at the deadline.)
-func (s *Service) retryLost(ctx context.Context, o order, cur sas.StepRecord, m sas.Retry, now time.Time) error {
-	if cur.LockedBy == s.cfg.Owner && cur.Attempt == m.Attempt+1 && live(cur, now) {
-		s.log.InfoContext(ctx, "redelivered retry: re-sending our request", "order", m.OrderID, "step", m.Step, "attempt", cur.Attempt)
-		return s.dispatch(ctx, o.view.Order, o.wf.Steps[m.Step], cur)
+// retryLost acknowledges a retry whose claim was made already. When the
+// claim is the one this retry asked for (the next attempt) and its lease
+// still runs, the message is most likely a redelivery after the request
+// failed to go out (a failed send, a crash): send the request again, whoever
+// holds the claim, so that a lost send costs a redelivery, not a lease. The
+// request carries the holder and the reply is fenced on it, and the agent
+// and the remote are idempotent, so a request sent twice costs a call at
+// most.
+func (s *Service) retryLost(ctx context.Context, u *outbox.Unit, o order, cur sas.StepRecord, m sas.Retry, now time.Time) error {
+	if cur.Attempt == m.Attempt+1 && live(cur, now) {
+		s.log.InfoContext(ctx, "redelivered retry: re-sending the request", "order", m.OrderID, "step", m.Step, "attempt", cur.Attempt, "holder", cur.LockedBy)
+		s.dispatch(ctx, u, o.ord, o.wf.Steps[m.Step], cur)
+		return nil
 	}
 	s.log.InfoContext(ctx, "retry lost the race", "order", m.OrderID, "step", m.Step, "attempt", m.Attempt,
 		"state", cur.ProcessState, "currentAttempt", cur.Attempt, "holder", cur.LockedBy)

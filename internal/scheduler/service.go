@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sas-go/sas/internal/alerts"
+	"github.com/sas-go/sas/internal/outbox"
 	"github.com/sas-go/sas/internal/sas"
 )
 
@@ -143,24 +144,25 @@ func (s *Service) timeout(d sas.StepDef) time.Duration {
 	return s.cfg.StepTimeout
 }
 
-// order is what the handlers of an existing order work from: the stored view
-// (one consistent read) and the workflow it runs.
+// order is what the handlers of an existing order work from: the order and
+// the workflow it runs, and its step records once read.
 //
-// On the read-free reply path (see replyUnread) the view is built from what
-// the reply echoes instead: the order's id, workflow, payload and replyTo,
-// and no step records (unread is set). Code that needs the records must not
-// be reached with such an order; step reports every record missing.
+// A reply carries the order's workflow, payload and replyTo (echoed from
+// its request: part of message v1), so a reply is handled from them without
+// a read. The records are read (read) only where they decide what happens
+// next: to plan a compensation. Retry and compensate messages, which carry
+// only the order id, read it whole (load).
 type order struct {
-	view   sas.OrderView
-	wf     sas.Workflow
-	unread bool // built from an echoed reply: no step records
+	ord   sas.Order
+	wf    sas.Workflow
+	steps []sas.StepRecord // nil until read
 }
 
-func (o order) id() string { return o.view.Order.OrderID }
+func (o order) id() string { return o.ord.OrderID }
 
-// step returns the record of step i.
+// step returns the record of step i, if read.
 func (o order) step(i int) (sas.StepRecord, bool) {
-	for _, r := range o.view.Steps {
+	for _, r := range o.steps {
 		if r.Step == i {
 			return r, true
 		}
@@ -189,24 +191,35 @@ func (s *Service) load(ctx context.Context, orderID string) (order, error) {
 		return order{}, drop(nil, "order %s was submitted with steps %v of workflow %q, which now has %v",
 			orderID, v.Order.Steps, w.Name, w.StepNames())
 	}
-	return order{view: v, wf: w}, nil
+	return order{ord: v.Order, wf: w, steps: v.Steps}, nil
+}
+
+// read fills in the step records of an order built from a reply.
+func (s *Service) read(ctx context.Context, o *order) error {
+	got, err := s.load(ctx, o.id())
+	if err != nil {
+		return err
+	}
+	*o = got
+	return nil
 }
 
 // live reports whether a record holds a lease that has not expired: only
-// then may the scheduler (re)send its request. An expired lease belongs to
-// the supervisor.
+// then may the scheduler (re)send its request, whoever holds it (the request
+// carries the holder, and the reply is fenced on it). An expired lease
+// belongs to the supervisor.
 func live(r sas.StepRecord, now time.Time) bool {
 	return r.ProcessState.Leased() && r.LockedBy != "" && now.Before(r.CompleteBy)
 }
 
-// dispatch sends the agent request for a claimed step (or undo).
-func (s *Service) dispatch(ctx context.Context, o sas.Order, def sas.StepDef, r sas.StepRecord) error {
+// dispatch adds the agent request for a claimed step (or undo) to u.
+func (s *Service) dispatch(ctx context.Context, u *outbox.Unit, o sas.Order, def sas.StepDef, r sas.StepRecord) {
 	undo := r.ProcessState == sas.Compensating
 	req := sas.AgentRequest{
 		V: sas.MessageVersion, Kind: sas.KindAgentRequest,
 		OrderID: o.OrderID, Step: r.Step, StepName: def.Name, Agent: def.Agent,
 		Attempt: r.Attempt, LockedBy: r.LockedBy, CompleteBy: r.CompleteBy,
-		IdempotencyKey: sas.IdempotencyKey(o.OrderID, r.Step, undo),
+		IdempotencyKey: sas.IdempotencyKey(o.OrderID, r.Step, r.Generation, undo),
 		Payload:        o.Payload,
 		Compensation:   undo,
 		// Echoed by the agent, so that its reply is handled without reading
@@ -214,31 +227,16 @@ func (s *Service) dispatch(ctx context.Context, o sas.Order, def sas.StepDef, r 
 		Workflow: o.Workflow,
 		ReplyTo:  o.ReplyTo,
 	}
-	err := s.sendOrQueue(ctx, s.cfg.AgentQueueURL, sas.Encode(req), func(err error) error {
-		return fmt.Errorf("sending the request for step %s attempt %d: %w", r.Key(), r.Attempt, err)
+	u.Send(outbox.Message{
+		QueueURL: s.cfg.AgentQueueURL, Body: sas.Encode(req),
+		What: fmt.Sprintf("the request for step %s attempt %d", r.Key(), r.Attempt),
 	})
-	if err != nil {
-		return err
-	}
 	s.log.InfoContext(ctx, "step dispatched", "order", o.OrderID, "step", r.Step, "stepName", def.Name,
 		"attempt", r.Attempt, "compensation", undo, "completeBy", r.CompleteBy)
-	return nil
 }
 
-// send sends one message and turns a per-message failure into an error.
-func (s *Service) send(ctx context.Context, url, body string) error {
-	res, err := s.cfg.Queue.Send(ctx, sas.SendParams{QueueURL: url, Messages: []sas.OutboundMessage{{ID: "0", Body: body}}})
-	if err != nil {
-		return err
-	}
-	if len(res.Failed) > 0 {
-		return sendFailure(url, res.Failed[0])
-	}
-	return nil
-}
-
-// alert raises an operator alert about a step that needs a person.
-func (s *Service) alert(ctx context.Context, o order, r sas.StepRecord, reason string, now time.Time) error {
+// alert adds an operator alert about a step that needs a person to u.
+func (s *Service) alert(u *outbox.Unit, o order, r sas.StepRecord, reason string, now time.Time) {
 	a := sas.Alert{
 		OrderID: o.id(), Step: r.Step, StepName: r.StepName, State: r.ProcessState, Reason: reason,
 		Attempts: r.Attempt, Failures: r.FailureCount, At: now, Source: "scheduler",
@@ -246,8 +244,22 @@ func (s *Service) alert(ctx context.Context, o order, r sas.StepRecord, reason s
 	if a.StepName == "" && r.Step < o.n() {
 		a.StepName = o.wf.Steps[r.Step].Name
 	}
-	if err := s.cfg.Alerter.Alert(ctx, a); err != nil {
-		return fmt.Errorf("alerting on step %s: %w", r.Key(), err)
+	u.Alert(a)
+}
+
+// run handles one message outside a Handler: its effects are sent as soon
+// as it is done, and a failed one is its error.
+func (s *Service) run(ctx context.Context, f func(*outbox.Unit) error) error {
+	var b outbox.Batch
+	if err := f(b.Unit(0)); err != nil {
+		return err
+	}
+	for _, failed := range b.Flush(ctx, s.sink()) {
+		return failed.Err
 	}
 	return nil
+}
+
+func (s *Service) sink() outbox.Sink {
+	return outbox.Sink{Queue: s.cfg.Queue, Alerter: s.cfg.Alerter, Logger: s.log}
 }

@@ -2,10 +2,10 @@ package scheduler
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
+	"github.com/sas-go/sas/internal/outbox"
 	"github.com/sas-go/sas/internal/sas"
 )
 
@@ -44,25 +44,24 @@ func SeqUndoFailed(n, step, attempt int) int64 { return seq(4*n+1-2*step, attemp
 // SeqCompensated is the sequence number of "compensated".
 func SeqCompensated(n int) int64 { return seq(4*n+3, 0) }
 
-// post sends a status to the order's replyTo, if it has one the deployment
-// (still) allows. A caller's queue that is gone or refuses the message is
-// logged and skipped; other failures are returned so the message is retried
-// (and the duplicate branch posts the same status again).
-func (s *Service) post(ctx context.Context, o sas.Order, st sas.Status, now time.Time) error {
+// post adds a status for the order's replyTo to u, if it has one the
+// deployment (still) allows. It is best effort: a caller's queue that is
+// gone or refuses it is logged and skipped by the outbox; other failures
+// fail the message, whose redelivery posts the same status again.
+func (s *Service) post(ctx context.Context, u *outbox.Unit, o sas.Order, st sas.Status, now time.Time) {
 	if o.ReplyTo == "" {
-		return nil
+		return
 	}
 	if !s.cfg.ReplyToAllowed(o.ReplyTo) {
 		s.log.WarnContext(ctx, "status not posted: replyTo is no longer allowed", "order", o.OrderID, "replyTo", o.ReplyTo, "status", st.Status)
-		return nil
+		return
 	}
-	st.V, st.Kind, st.OrderID, st.At = sas.MessageVersion, sas.KindStatus, o.OrderID, now
-	return s.sendOrQueue(ctx, o.ReplyTo, sas.Encode(st), func(err error) error {
-		if errors.Is(err, sas.ErrNotFound) || errors.Is(err, sas.ErrInvalid) {
-			s.log.WarnContext(ctx, "status not posted: the replyTo queue is gone or refuses it",
-				"order", o.OrderID, "replyTo", o.ReplyTo, "status", st.Status, "seq", st.Sequence, "error", err)
-			return nil
-		}
-		return fmt.Errorf("posting status %s (seq %d) of order %s: %w", st.Status, st.Sequence, o.OrderID, err)
+	st.V, st.Kind, st.At = sas.MessageVersion, sas.KindStatus, now
+	if st.OrderID == "" {
+		st.OrderID = o.OrderID
+	}
+	u.Send(outbox.Message{
+		QueueURL: o.ReplyTo, Body: sas.Encode(st), BestEffort: true,
+		What: fmt.Sprintf("status %s (seq %d) of order %s", st.Status, st.Sequence, st.OrderID),
 	})
 }
