@@ -1,0 +1,101 @@
+package scheduler_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/sas-go/sas/internal/sas"
+)
+
+// Duplicate agent requests are normal. A remote that declines the first
+// call without storing the outcome and succeeds on the second (same key)
+// produces a "failed" then a "done" for one attempt. Processed in that
+// order, the step is Error (refused) when the success arrives: the success
+// must not be dropped as stale, because the charge exists. It is noted on
+// the step, and the order's compensation undoes it too.
+func TestSuccessAfterRefusalIsUndone(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	charge := f.runForward("o-late", "order", 1)
+	require.Equal(t, "charge", charge.StepName)
+
+	f.deliver(reply(charge, sas.OutcomeFailed, "declined (not stored)"))
+	require.Equal(t, []sas.ProcessState{sas.Compensating, sas.Error, sas.Pending}, f.states("o-late"))
+	undo0 := f.request()
+	require.Equal(t, 0, undo0.Step)
+
+	f.deliver(done(charge)) // the twin request's success
+	rec := f.step("o-late", 1)
+	require.Equal(t, sas.Error, rec.ProcessState, "a late success moves no state")
+	require.True(t, rec.UndoOwed, "but its effect is owed an undo")
+
+	// The running undo chain picks the owed step up.
+	f.requests() // the re-sent undo of step 0, if any
+	f.deliver(done(undo0))
+	undo1 := f.request()
+	require.Equal(t, 1, undo1.Step)
+	require.True(t, undo1.Compensation)
+	require.Equal(t, "o-late:1:undo", undo1.IdempotencyKey)
+	f.deliver(done(undo1))
+	require.Empty(t, f.requests())
+	require.Equal(t, []sas.ProcessState{sas.Compensated, sas.Compensated, sas.Pending}, f.states("o-late"))
+	require.Contains(t, statusList(f.statuses()), "compensated#15000")
+}
+
+// The same, when the order had nothing else to undo: the late success
+// alone starts the compensation.
+func TestSuccessAfterRefusalOfAFirstStep(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.deliver(intake("o-late1", "order", f.replyURL))
+	reserve := f.request()
+	f.deliver(reply(reserve, sas.OutcomeFailed, "no stock (not stored)"))
+	require.Empty(t, f.requests(), "a refused first step: nothing to undo")
+
+	f.deliver(done(reserve))
+	undo := f.request()
+	require.Equal(t, 0, undo.Step)
+	require.True(t, undo.Compensation)
+	f.deliver(done(undo))
+	require.Equal(t, []sas.ProcessState{sas.Compensated, sas.Pending, sas.Pending}, f.states("o-late1"))
+}
+
+// A remote that stores refusals replays them for the same key forever. An
+// operator's resubmit of a refused step starts a new key generation; a step
+// whose effect may exist keeps its key, so the remote replays the success.
+func TestResubmitStartsANewKeyGeneration(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.deliver(intake("o-gen", "payment", ""))
+	req := f.request()
+	require.Equal(t, "o-gen:0", req.IdempotencyKey)
+	f.deliver(reply(req, sas.OutcomeFailed, "card expired"))
+	rec := f.step("o-gen", 0)
+	require.True(t, rec.Refused)
+
+	now := f.clock.Now()
+	got, err := f.mem.Resubmit(f.ctx, sas.ResubmitParams{Key: rec.Key(), Attempt: rec.Attempt, Now: now, PickupBy: now.Add(time.Minute), Actor: "operator", Reason: "card updated"})
+	require.NoError(t, err)
+	require.Equal(t, 1, got.Generation)
+	require.False(t, got.Refused)
+	f.deliver(retryMsg("o-gen", 0, got.Attempt))
+	again := f.request()
+	require.Equal(t, "o-gen:0:g1", again.IdempotencyKey)
+	f.deliver(done(again))
+	require.Equal(t, []sas.ProcessState{sas.Processed}, f.states("o-gen"))
+}
+
+func TestResubmitKeepsTheKeyOfAnEffectThatMayExist(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2027, 1, 15, 8, 0, 0, 0, time.UTC)
+	r := sas.StepRecord{OrderID: "o-gen2", ProcessState: sas.Error, Attempt: 1, Refused: true, UndoOwed: true}
+	got, err := sas.Resubmit(r, sas.ResubmitParams{Key: r.Key(), Attempt: 1, Now: now, PickupBy: now.Add(time.Minute), Actor: "operator"})
+	require.NoError(t, err)
+	require.Equal(t, 0, got.Generation, "the same key: the remote replays its stored success")
+	r.UndoOwed = false
+	got, err = sas.Resubmit(r, sas.ResubmitParams{Key: r.Key(), Attempt: 1, Now: now, PickupBy: now.Add(time.Minute), Actor: "operator"})
+	require.NoError(t, err)
+	require.Equal(t, 1, got.Generation, "refused and nothing took effect: a new key")
+}
