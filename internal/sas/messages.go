@@ -194,9 +194,17 @@ func ParseIntake(body []byte, rules IntakeRules) (Intake, error) {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&in); err != nil {
-		// Salvage the routing fields for the rejection notice.
-		var loose Intake
-		_ = json.Unmarshal(body, &loose)
+		// Salvage the routing fields for the rejection notice, and name the
+		// field the problem is in.
+		loose, fieldAt := salvage(body)
+		var se *json.SyntaxError
+		var te *json.UnmarshalTypeError
+		switch {
+		case errors.As(err, &se) && fieldAt(se.Offset) != "":
+			return loose, &ValidationError{Field: fieldAt(se.Offset), Reason: jsonReason(err)}
+		case errors.As(err, &te) && te.Field != "":
+			return loose, &ValidationError{Field: te.Field, Reason: jsonReason(err)}
+		}
 		return loose, &ValidationError{Reason: "malformed intake message: " + jsonReason(err)}
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
@@ -237,10 +245,79 @@ func ParseIntake(body []byte, rules IntakeRules) (Intake, error) {
 	return in, nil
 }
 
+// MaxNesting is how deep JSON may nest in a message: Go's decoder refuses
+// anything deeper, and so does this deployment.
+const MaxNesting = 10000
+
+// salvage reads the top-level string fields of a body that does not decode
+// (nested too deeply, a wrong type elsewhere), for the rejection notice, and
+// returns which top-level field a byte offset falls in. It walks tokens,
+// which have no nesting limit, so a payload too deep to decode still yields
+// its message's orderId and replyTo.
+func salvage(body []byte) (Intake, func(int64) string) {
+	type span struct {
+		key        string
+		start, end int64
+	}
+	var in Intake
+	var spans []span
+	fieldAt := func(off int64) string {
+		for _, s := range spans {
+			if off > s.start && off <= s.end {
+				return s.key
+			}
+		}
+		return ""
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return in, fieldAt
+	}
+	for dec.More() {
+		kt, err := dec.Token()
+		key, ok := kt.(string)
+		if err != nil || !ok {
+			break
+		}
+		start := dec.InputOffset()
+		t, err := dec.Token()
+		for depth := 0; err == nil; {
+			if d, ok := t.(json.Delim); ok {
+				if d == '{' || d == '[' {
+					depth++
+				} else {
+					depth--
+				}
+			} else if s, ok := t.(string); ok && depth == 0 {
+				switch key {
+				case "orderId":
+					in.OrderID = s
+				case "workflow":
+					in.Workflow = s
+				case "replyTo":
+					in.ReplyTo = s
+				}
+			}
+			if depth == 0 {
+				break
+			}
+			t, err = dec.Token()
+		}
+		if err != nil {
+			spans = append(spans, span{key, start, int64(len(body))})
+			break
+		}
+		spans = append(spans, span{key, start, dec.InputOffset()})
+	}
+	return in, fieldAt
+}
+
 func jsonReason(err error) string {
 	var se *json.SyntaxError
 	var te *json.UnmarshalTypeError
 	switch {
+	case errors.As(err, &se) && strings.Contains(se.Error(), "exceeded max depth"):
+		return fmt.Sprintf("nested deeper than %d levels, the most this deployment reads (at byte %d)", MaxNesting, se.Offset)
 	case errors.As(err, &se):
 		return fmt.Sprintf("not valid JSON at byte %d", se.Offset)
 	case errors.As(err, &te) && te.Field == "":

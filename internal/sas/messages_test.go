@@ -28,7 +28,7 @@ func TestParseIntake(t *testing.T) {
 		{"missing orderId", `{"workflow":"order"}`, "orderId", "required"},
 		{"orderId too long", `{"orderId":"` + strings.Repeat("a", 129) + `","workflow":"order"}`, "orderId", "1-128"},
 		{"orderId bad chars", `{"orderId":"a b","workflow":"order"}`, "orderId", "1-128"},
-		{"orderId a number", `{"orderId":12,"workflow":"order"}`, "", `"orderId" must be string`},
+		{"orderId a number", `{"orderId":12,"workflow":"order"}`, "orderId", `"orderId" must be string`},
 		{"missing workflow", `{"orderId":"o"}`, "workflow", "required"},
 		{"unknown workflow", `{"orderId":"o","workflow":"refund"}`, "workflow", "not a registered workflow"},
 		{"payload not object", `{"orderId":"o","workflow":"order","payload":[1]}`, "payload", "JSON object"},
@@ -115,4 +115,24 @@ func TestAgentMessagesEchoFieldsAreOptional(t *testing.T) {
 	h, err := DecodeHeader([]byte(Encode(rep)))
 	require.NoError(t, err)
 	require.Equal(t, MessageVersion, h.V)
+}
+
+// A rejection names the field and the rule, and keeps the routing fields a
+// caller needs to hear of it, even when the payload is too deep to decode.
+func TestParseIntakeNamesTheFieldOfADeepPayload(t *testing.T) {
+	t.Parallel()
+	deep := strings.Repeat(`{"a":`, MaxNesting+1) + "1" + strings.Repeat("}", MaxNesting+1)
+	body := `{"orderId":"o-deep","workflow":"payment","replyTo":"https://sqs.example/q","payload":` + deep + `}`
+	in, err := ParseIntake([]byte(body), IntakeRules{})
+	var ve *ValidationError
+	require.ErrorAs(t, err, &ve)
+	require.Equal(t, "payload", ve.Field)
+	require.Contains(t, ve.Reason, "nested deeper than 10000 levels")
+	require.NotContains(t, ve.Reason, "not valid JSON")
+	require.Equal(t, "o-deep", in.OrderID)
+	require.Equal(t, "https://sqs.example/q", in.ReplyTo, "salvaged for the rejection notice (still checked against the allow-list before use)")
+
+	_, err = ParseIntake([]byte(`{"orderId":"o-1","workflow":"payment","priority":"high"}`), IntakeRules{})
+	require.ErrorAs(t, err, &ve)
+	require.Equal(t, "priority", ve.Field)
 }
