@@ -171,13 +171,12 @@ func (r *HTTPRunner) Run(ctx context.Context, req sas.AgentRequest) (json.RawMes
 		if err == nil {
 			return resultOf(res.Body), nil
 		}
-		// A 409 says another request with this key is still being
-		// processed (the IETF Idempotency-Key draft; the simulator): a
-		// duplicate delivery racing the first. The answer will be stored
-		// under the key, so ask again rather than report a failure that
-		// did not happen. httpagent already asks again on a 409 with
-		// Retry-After, but only MaxAttempts times with its own (short)
-		// backoff, and files a bare 409 under permanent: both end here.
+		// A 409 with Retry-After says another request with this key is
+		// still being processed (the IETF Idempotency-Key draft; the
+		// simulator): a duplicate delivery racing the first. The answer
+		// will be stored under the key, so ask again rather than report a
+		// failure that did not happen. httpagent already asks again, but
+		// only MaxAttempts times with its own (short) backoff.
 		if !keyBusy(err) {
 			return nil, r.classify(act, key, res, err)
 		}
@@ -212,17 +211,15 @@ func (r *HTTPRunner) classify(act *endpointAction, key string, res httpagent.Res
 	return fmt.Errorf("%s %s with key %s: %w", r.agent, act, key, err)
 }
 
-// keyBusy reports whether err is the service's "key in use" answer: a 409
-// that httpagent filed as permanent (no Retry-After), or a 409 with
-// Retry-After that was still the answer when httpagent ran out of tries
-// (transient). A Call stopped by the deadline is not: nothing more may be sent.
+// keyBusy reports whether err is the service's "key in progress" answer (a
+// 409 with Retry-After, httpagent.ErrKeyInUse) that was still the answer when
+// httpagent ran out of tries. A bare 409 is a genuine conflict, reported as a
+// permanent failure: waiting it out would end in a give-up and the undo of a
+// step that never took effect. A Call stopped by the deadline is not busy
+// either: nothing more may be sent.
 func keyBusy(err error) bool {
-	var se *httpagent.StatusError
-	if !errors.As(err, &se) || se.Status != http.StatusConflict {
-		return false
-	}
-	return errors.Is(err, httpagent.ErrPermanent) ||
-		(errors.Is(err, httpagent.ErrTransient) && !errors.Is(err, httpagent.ErrDeadline))
+	return errors.Is(err, httpagent.ErrKeyInUse) && errors.Is(err, httpagent.ErrTransient) &&
+		!errors.Is(err, httpagent.ErrDeadline)
 }
 
 // busyWait is the n-th wait for a busy key: doubling, capped, with jitter in

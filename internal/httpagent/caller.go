@@ -348,6 +348,7 @@ func (c *Caller) try(ctx context.Context, stop time.Time, r Request, target stri
 	// breaker does not count it. A bare 409 is a real conflict: permanent.
 	if resp.StatusCode == http.StatusConflict && resp.Header.Get("Retry-After") != "" {
 		out.class, out.health = ErrTransient, healthy
+		out.cause = fmt.Errorf("%w: %w", ErrKeyInUse, se)
 		out.retryAfter, _ = retryAfter(resp.Header, c.cfg.Clock.Now())
 		return out
 	}

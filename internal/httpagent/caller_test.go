@@ -2,6 +2,7 @@ package httpagent_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
@@ -588,5 +589,35 @@ func TestBackoffNeverCrossesDeadline(t *testing.T) {
 		// left, so under load it may be cut before it reaches the service.
 		sent += res.Attempts
 		require.LessOrEqual(t, len(svc.Requests()), sent, "more requests than tries; %s", msg)
+	}
+}
+
+// Only a 409 with Retry-After is a key in progress (ErrKeyInUse, asked
+// again); a bare 409 is a genuine conflict: permanent, asked once.
+func TestConflictKinds(t *testing.T) {
+	t.Parallel()
+	for name, tc := range map[string]struct {
+		reply      reply
+		want       error
+		inUse      bool
+		wantTries  int
+		wantInBody string
+	}{
+		"bare 409":             {reply{Status: 409, Body: "order already refunded"}, httpagent.ErrPermanent, false, 1, "order already refunded"},
+		"409 with Retry-After": {reply{Status: 409, Header: map[string]string{"Retry-After": "1"}, Body: "in progress"}, httpagent.ErrTransient, true, 3, "in progress"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			svc := newService(t, tc.reply)
+			clock := newFakeClock()
+			cfg := testConfig(clock)
+			cfg.MaxAttempts = 3
+			c := newCaller(t, cfg)
+			res, err := c.Call(context.Background(), newRequest(svc.URL(), clock))
+			require.Equal(t, tc.want, classOf(t, err), "error: %v", err)
+			assert.Equal(t, tc.inUse, errors.Is(err, httpagent.ErrKeyInUse), "error: %v", err)
+			assert.Equal(t, tc.wantTries, res.Attempts)
+			assert.Contains(t, err.Error(), tc.wantInBody)
+		})
 	}
 }
