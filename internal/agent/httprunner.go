@@ -291,13 +291,15 @@ func requestBody(req sas.AgentRequest) ([]byte, error) {
 		}
 	}
 	var err error
-	if fields["orderId"], err = json.Marshal(req.OrderID); err != nil {
+	if fields["orderId"], err = sas.Marshal(req.OrderID); err != nil {
 		return nil, fmt.Errorf("encoding orderId: %w", err)
 	}
-	if fields["step"], err = json.Marshal(req.StepName); err != nil {
+	if fields["step"], err = sas.Marshal(req.StepName); err != nil {
 		return nil, fmt.Errorf("encoding step: %w", err)
 	}
-	b, err := json.Marshal(fields) // map keys sorted; RawMessage compacted
+	// Map keys sorted; RawMessage compacted; no HTML escaping, so the body is
+	// no larger than the payload plus these two fields.
+	b, err := sas.Marshal(fields)
 	if err != nil {
 		return nil, fmt.Errorf("encoding the body: %w", err)
 	}
@@ -315,7 +317,7 @@ func resultOf(body []byte) json.RawMessage {
 	case json.Valid([]byte(s)):
 		return json.RawMessage(s)
 	}
-	b, _ := json.Marshal(s) // a string always encodes
+	b, _ := sas.Marshal(s) // a string always encodes
 	return b
 }
 

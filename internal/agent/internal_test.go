@@ -125,4 +125,15 @@ func TestResultOf(t *testing.T) {
 	require.Nil(t, resultOf([]byte(" \n")))
 	require.Equal(t, `{"a":1}`, string(resultOf([]byte(`{"a":1}`))))
 	require.Equal(t, `"plain text"`, string(resultOf([]byte("plain text\n"))))
+	require.Equal(t, `"<p>a & b</p>"`, string(resultOf([]byte("<p>a & b</p>"))), "no HTML escaping")
+}
+
+// The body sent to the service is the payload as given, not HTML-escaped:
+// '<', '>' and '&' stay one byte each.
+func TestRequestBodyDoesNotEscapeHTML(t *testing.T) {
+	t.Parallel()
+	b, err := requestBody(sas.AgentRequest{OrderID: "o-1", StepName: "charge",
+		Payload: json.RawMessage(`{"note":"<b>fish & chips</b>","<k>":1}`)})
+	require.NoError(t, err)
+	require.Equal(t, `{"<k>":1,"note":"<b>fish & chips</b>","orderId":"o-1","step":"charge"}`, string(b))
 }

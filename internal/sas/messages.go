@@ -266,9 +266,23 @@ func DecodeHeader(body []byte) (Header, error) {
 
 // Encode marshals a message. The message types here cannot fail to encode.
 func Encode(m any) string {
-	b, err := json.Marshal(m)
+	b, err := Marshal(m)
 	if err != nil {
 		panic(fmt.Sprintf("encoding %T: %v", m, err)) // a programming error, not input
 	}
 	return string(b)
+}
+
+// Marshal is json.Marshal without HTML escaping: '<', '>' and '&' stay one
+// byte each instead of six, so a payload accepted at intake keeps its size in
+// every message and request body that carries it (docs/protocol.md, "Sizes").
+// Raw JSON (payloads, results) is only compacted, never re-escaped.
+func Marshal(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil // Encoder ends every value with a newline
 }

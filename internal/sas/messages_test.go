@@ -116,3 +116,26 @@ func TestAgentMessagesEchoFieldsAreOptional(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, MessageVersion, h.V)
 }
+
+// Encode writes what JSON needs and nothing more: no HTML escaping (<, >, &
+// would grow sixfold and push a payload accepted at intake over the queue's
+// limit), no trailing newline.
+func TestEncodeDoesNotEscapeHTML(t *testing.T) {
+	t.Parallel()
+	payload := `{"note":"<b>fish & chips</b>"}`
+	got := Encode(AgentRequest{V: 1, Kind: KindAgentRequest, OrderID: "o", Payload: json.RawMessage(payload)})
+	require.Contains(t, got, payload)
+	require.NotContains(t, got, `\u003c`)
+	require.False(t, strings.HasSuffix(got, "\n"), "no trailing newline")
+
+	rep := Encode(AgentReply{V: 1, Kind: KindAgentReply, OrderID: "o", Reason: "HTTP 402: <declined> & done"})
+	require.Contains(t, rep, `"reason":"HTTP 402: <declined> & done"`)
+
+	// 50 KiB of '<' (the order of the issue) costs 50 KiB, not 300.
+	big := `{"x":"` + strings.Repeat("<", 50<<10) + `"}`
+	req := Encode(AgentRequest{V: 1, Kind: KindAgentRequest, OrderID: "o", Payload: json.RawMessage(big)})
+	require.Less(t, len(req), len(big)+512)
+	var back AgentRequest
+	require.NoError(t, json.Unmarshal([]byte(req), &back))
+	require.JSONEq(t, big, string(back.Payload))
+}
