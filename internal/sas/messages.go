@@ -165,11 +165,24 @@ var orderIDPattern = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,128}$`)
 // ValidOrderID reports whether id is a legal order id (docs/pattern.md §6).
 func ValidOrderID(id string) bool { return orderIDPattern.MatchString(id) }
 
+// Intake limits. Every later message about an order carries at most these
+// from the submitter, so their sum with the pipeline's own fields bounds the
+// size of every message (internal/sqslimits checks the sum; docs/protocol.md,
+// "Sizes").
+const (
+	// MaxPayloadBytes bounds the payload as it appears in the intake message.
+	// Messages carry it compacted and unescaped, never larger.
+	MaxPayloadBytes = 64 << 10
+	// MaxReplyToBytes bounds the replyTo URL, which the allow-list may match
+	// by prefix. An SQS queue URL is under 200 bytes.
+	MaxReplyToBytes = 1 << 10
+)
+
 // IntakeRules are what ParseIntake checks beyond the shape of the message.
 type IntakeRules struct {
 	Workflows      func(name string) bool // registered workflow names
 	ReplyToAllowed func(url string) bool  // queues the deployment allows
-	MaxPayload     int                    // bytes; default 64 KiB
+	MaxPayload     int                    // bytes; default and ceiling MaxPayloadBytes
 }
 
 // ParseIntake decodes and validates an intake message. On error it returns
@@ -177,8 +190,8 @@ type IntakeRules struct {
 // and a *ValidationError whose reason an operator can read.
 func ParseIntake(body []byte, rules IntakeRules) (Intake, error) {
 	var in Intake
-	if rules.MaxPayload == 0 {
-		rules.MaxPayload = 64 << 10
+	if rules.MaxPayload <= 0 || rules.MaxPayload > MaxPayloadBytes {
+		rules.MaxPayload = MaxPayloadBytes // more would not fit the messages that carry it
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
@@ -204,6 +217,10 @@ func ParseIntake(body []byte, rules IntakeRules) (Intake, error) {
 		return in, &ValidationError{Field: "workflow", Reason: "required"}
 	case rules.Workflows != nil && !rules.Workflows(in.Workflow):
 		return in, &ValidationError{Field: "workflow", Reason: fmt.Sprintf("%q is not a registered workflow", in.Workflow)}
+	case len(in.ReplyTo) > MaxReplyToBytes:
+		n := len(in.ReplyTo)
+		in.ReplyTo = "" // nobody to tell: a queue URL is never that long
+		return in, &ValidationError{Field: "replyTo", Reason: fmt.Sprintf("%d bytes: must be at most %d bytes", n, MaxReplyToBytes)}
 	case in.ReplyTo != "" && (rules.ReplyToAllowed == nil || !rules.ReplyToAllowed(in.ReplyTo)):
 		bad := in.ReplyTo
 		in.ReplyTo = "" // never post to a queue the deployment does not allow

@@ -34,6 +34,11 @@ func TestParseIntake(t *testing.T) {
 		{"payload not object", `{"orderId":"o","workflow":"order","payload":[1]}`, "payload", "JSON object"},
 		{"payload string", `{"orderId":"o","workflow":"order","payload":"x"}`, "payload", "JSON object"},
 		{"replyTo not allowed", `{"orderId":"o","workflow":"order","replyTo":"http://evil/q"}`, "replyTo", "not a queue"},
+		// Allowed by its prefix, but no queue URL is that long: bounded so
+		// that every message echoing it has a known size.
+		{"replyTo too long", `{"orderId":"o","workflow":"order","replyTo":"http://sqs.local/000000000000/replies` + strings.Repeat("a", MaxReplyToBytes) + `"}`, "replyTo", "1061 bytes: must be at most 1024 bytes"},
+		{"payload at the limit", `{"orderId":"o","workflow":"order","payload":{"x":"` + strings.Repeat("<", MaxPayloadBytes-8) + `"}}`, "", ""},
+		{"payload one byte over", `{"orderId":"o","workflow":"order","payload":{"x":"` + strings.Repeat("<", MaxPayloadBytes-7) + `"}}`, "payload", "65537 bytes, over the 65536-byte limit"},
 		{"priority out of range", `{"orderId":"o","workflow":"order","priority":99}`, "priority", "between 0 and 9"},
 		{"future version", `{"v":2,"orderId":"o","workflow":"order"}`, "v", "unsupported message version 2"},
 		{"wrong kind", `{"kind":"agent.reply","orderId":"o","workflow":"order"}`, "kind", "not an intake"},
