@@ -392,9 +392,13 @@ func TestNetworkErrorsAreTransient(t *testing.T) {
 	})
 }
 
-func TestResponseLargerThanLimitIsPermanent(t *testing.T) {
+// A 2xx is the service saying the work is done, whatever the size of its
+// answer: a body over the limit is still a success, cut to the limit and
+// marked Truncated (a permanent failure here once reported a charge that
+// happened as failed, and compensation then undid it).
+func TestResponseLargerThanLimitIsATruncatedSuccess(t *testing.T) {
 	t.Parallel()
-	svc := newService(t, reply{Status: 200, Body: strings.Repeat("x", 101)})
+	svc := newService(t, reply{Status: 201, Body: strings.Repeat("x", 101)})
 	clock := newFakeClock()
 	cfg := testConfig(clock)
 	cfg.MaxResponseBytes = 100
@@ -402,9 +406,17 @@ func TestResponseLargerThanLimitIsPermanent(t *testing.T) {
 
 	res, err := c.Call(context.Background(), newRequest(svc.URL(), clock))
 
-	assert.Equal(t, httpagent.ErrPermanent, classOf(t, err))
+	require.NoError(t, err)
 	assert.Equal(t, 1, res.Attempts)
+	assert.Equal(t, 201, res.Status)
 	assert.Len(t, res.Body, 100)
+	assert.True(t, res.Truncated)
+
+	svc = newService(t, reply{Status: 200, Body: strings.Repeat("x", 100)})
+	res, err = c.Call(context.Background(), newRequest(svc.URL(), clock))
+	require.NoError(t, err)
+	assert.Len(t, res.Body, 100)
+	assert.False(t, res.Truncated, "exactly the limit is whole")
 }
 
 func TestEndpointAndPathJoin(t *testing.T) {
