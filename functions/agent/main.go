@@ -27,8 +27,9 @@ const (
 	// attemptTimeout bounds one try, so a hung connection costs one try and
 	// not the whole step.
 	attemptTimeout = 10 * time.Second
-	// maxResponseBytes keeps a result, inside its reply, under the SQS
-	// message size limit (256 KiB).
+	// maxResponseBytes bounds how much of a success's body is read (ten
+	// calls run at once). A longer body is still a success; a reply carries
+	// at most sqslimits.MaxResultBytes of a result either way.
 	maxResponseBytes = 128 << 10
 )
 
