@@ -27,10 +27,6 @@ const (
 	// attemptTimeout bounds one try, so a hung connection costs one try and
 	// not the whole step.
 	attemptTimeout = 10 * time.Second
-	// maxResponseBytes bounds how much of a success's body is read (ten
-	// calls run at once). A longer body is still a success; a reply carries
-	// at most sqslimits.MaxResultBytes of a result either way.
-	maxResponseBytes = 128 << 10
 )
 
 func main() {
@@ -55,7 +51,7 @@ func build(ctx context.Context, getenv config.Getenv) (func(context.Context, eve
 	if err != nil {
 		return nil, err
 	}
-	caller, err := httpagent.New(httpagent.Config{AttemptTimeout: attemptTimeout, MaxResponseBytes: maxResponseBytes})
+	caller, err := httpagent.New(httpagent.Config{AttemptTimeout: attemptTimeout, MaxResponseBytes: agent.MaxResponseBytes})
 	if err != nil {
 		return nil, err
 	}
