@@ -92,6 +92,12 @@ type fn struct {
 	logs awslogs.LogGroup
 }
 
+// queueMaxMessageBytes is every queue's MaximumMessageSize: the limit the
+// code holds to (internal/sqslimits.MaxBodyBytes; a test there checks they
+// agree). Set, not left to the default, because the default changed in 2025
+// (256 KiB to 1 MiB) and the code must not assume more than the queue takes.
+const queueMaxMessageBytes = 256 * 1024
+
 // queue creates a queue and its dead-letter queue, both encrypted with
 // SQS-managed keys (no KMS grants needed) and refusing plain HTTP.
 func (s *sasStack) queue(id string, visibility time.Duration) (awssqs.Queue, awssqs.Queue) {
@@ -101,8 +107,9 @@ func (s *sasStack) queue(id string, visibility time.Duration) (awssqs.Queue, aws
 		// The maximum, and longer than the source's: a message keeps its
 		// original enqueue time when it moves to the DLQ, and the operator
 		// needs days to look at it.
-		RetentionPeriod: awscdk.Duration_Days(jsii.Number(14)),
-		RemovalPolicy:   s.p.RemovalPolicy,
+		RetentionPeriod:     awscdk.Duration_Days(jsii.Number(14)),
+		MaxMessageSizeBytes: jsii.Number(queueMaxMessageBytes),
+		RemovalPolicy:       s.p.RemovalPolicy,
 	})
 	q := awssqs.NewQueue(s.Stack, jsii.String(id), &awssqs.QueueProps{
 		Encryption:        awssqs.QueueEncryption_SQS_MANAGED,
@@ -112,6 +119,7 @@ func (s *sasStack) queue(id string, visibility time.Duration) (awssqs.Queue, aws
 		// CLI and tests that receive directly.
 		ReceiveMessageWaitTime: awscdk.Duration_Seconds(jsii.Number(20)),
 		RetentionPeriod:        awscdk.Duration_Days(jsii.Number(4)),
+		MaxMessageSizeBytes:    jsii.Number(queueMaxMessageBytes),
 		DeadLetterQueue:        &awssqs.DeadLetterQueue{Queue: dlq, MaxReceiveCount: jsii.Number(maxReceiveCount)},
 		RemovalPolicy:          s.p.RemovalPolicy,
 	})

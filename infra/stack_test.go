@@ -69,6 +69,10 @@ func TestQueuesHaveDLQsEncryptionAndVisibility(t *testing.T) {
 		}
 	}
 	for id, q := range queues {
+		// The limit the code holds to (internal/sqslimits.MaxBodyBytes).
+		if got, _ := props(q)["MaximumMessageSize"].(float64); got != 262144 {
+			t.Errorf("%s: MaximumMessageSize %v, want 262144", id, props(q)["MaximumMessageSize"])
+		}
 		if props(q)["SqsManagedSseEnabled"] != true {
 			t.Errorf("%s: SQS-managed SSE not enabled", id)
 		}

@@ -27,9 +27,6 @@ const (
 	// attemptTimeout bounds one try, so a hung connection costs one try and
 	// not the whole step.
 	attemptTimeout = 10 * time.Second
-	// maxResponseBytes keeps a result, inside its reply, under the SQS
-	// message size limit (256 KiB).
-	maxResponseBytes = 128 << 10
 )
 
 func main() {
@@ -54,7 +51,7 @@ func build(ctx context.Context, getenv config.Getenv) (func(context.Context, eve
 	if err != nil {
 		return nil, err
 	}
-	caller, err := httpagent.New(httpagent.Config{AttemptTimeout: attemptTimeout, MaxResponseBytes: maxResponseBytes})
+	caller, err := httpagent.New(httpagent.Config{AttemptTimeout: attemptTimeout, MaxResponseBytes: agent.MaxResponseBytes})
 	if err != nil {
 		return nil, err
 	}

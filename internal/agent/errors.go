@@ -3,6 +3,8 @@ package agent
 import (
 	"errors"
 	"unicode/utf8"
+
+	"github.com/sas-go/sas/internal/sqslimits"
 )
 
 // ErrPermanent marks a Run failure that retrying the same request cannot fix:
@@ -36,8 +38,9 @@ func (e *PermanentError) Unwrap() []error {
 }
 
 // maxReasonBytes bounds a reply's reason: it travels on to a status message
-// and an operator alert, where a whole error page would only get in the way.
-const maxReasonBytes = 1000
+// and an operator alert, where a whole error page would only get in the way,
+// and it counts in the size of every reply (sqslimits).
+const maxReasonBytes = sqslimits.MaxReasonBytes
 
 // reasonOf is the text a failed reply carries for err.
 func reasonOf(err error) string {

@@ -66,6 +66,9 @@ type rigOptions struct {
 	caller    httpagent.Config // Clock, Sleep and Client are filled in
 	sendFault func(queueURL string, m sas.OutboundMessage) *sas.SendFailure
 	realClock bool
+	// remote, when set, answers the agent's calls instead of the simulator
+	// (which is still built, idle).
+	remote http.Handler
 }
 
 func newRig(t *testing.T, o rigOptions) *rig {
@@ -80,7 +83,11 @@ func newRig(t *testing.T, o rigOptions) *rig {
 
 	sim, err := remotesim.New(remotesim.Config{Seed: 1, Faults: o.faults})
 	require.NoError(t, err)
-	srv := httptest.NewServer(sim) // 127.0.0.1
+	var h http.Handler = sim
+	if o.remote != nil {
+		h = o.remote
+	}
+	srv := httptest.NewServer(h) // 127.0.0.1
 	// Cleanups run last first: release hanging handlers, then close.
 	t.Cleanup(srv.Close)
 	t.Cleanup(sim.Close)

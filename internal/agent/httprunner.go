@@ -171,13 +171,12 @@ func (r *HTTPRunner) Run(ctx context.Context, req sas.AgentRequest) (json.RawMes
 		if err == nil {
 			return resultOf(res.Body), nil
 		}
-		// A 409 says another request with this key is still being
-		// processed (the IETF Idempotency-Key draft; the simulator): a
-		// duplicate delivery racing the first. The answer will be stored
-		// under the key, so ask again rather than report a failure that
-		// did not happen. httpagent already asks again on a 409 with
-		// Retry-After, but only MaxAttempts times with its own (short)
-		// backoff, and files a bare 409 under permanent: both end here.
+		// A 409 with Retry-After says another request with this key is
+		// still being processed (the IETF Idempotency-Key draft; the
+		// simulator): a duplicate delivery racing the first. The answer
+		// will be stored under the key, so ask again rather than report a
+		// failure that did not happen. httpagent already asks again, but
+		// only MaxAttempts times with its own (short) backoff.
 		if !keyBusy(err) {
 			return nil, r.classify(act, key, res, err)
 		}
@@ -212,17 +211,15 @@ func (r *HTTPRunner) classify(act *endpointAction, key string, res httpagent.Res
 	return fmt.Errorf("%s %s with key %s: %w", r.agent, act, key, err)
 }
 
-// keyBusy reports whether err is the service's "key in use" answer: a 409
-// that httpagent filed as permanent (no Retry-After), or a 409 with
-// Retry-After that was still the answer when httpagent ran out of tries
-// (transient). A Call stopped by the deadline is not: nothing more may be sent.
+// keyBusy reports whether err is the service's "key in progress" answer (a
+// 409 with Retry-After, httpagent.ErrKeyInUse) that was still the answer when
+// httpagent ran out of tries. A bare 409 is a genuine conflict, reported as a
+// permanent failure: waiting it out would end in a give-up and the undo of a
+// step that never took effect. A Call stopped by the deadline is not busy
+// either: nothing more may be sent.
 func keyBusy(err error) bool {
-	var se *httpagent.StatusError
-	if !errors.As(err, &se) || se.Status != http.StatusConflict {
-		return false
-	}
-	return errors.Is(err, httpagent.ErrPermanent) ||
-		(errors.Is(err, httpagent.ErrTransient) && !errors.Is(err, httpagent.ErrDeadline))
+	return errors.Is(err, httpagent.ErrKeyInUse) && errors.Is(err, httpagent.ErrTransient) &&
+		!errors.Is(err, httpagent.ErrDeadline)
 }
 
 // busyWait is the n-th wait for a busy key: doubling, capped, with jitter in
@@ -294,13 +291,15 @@ func requestBody(req sas.AgentRequest) ([]byte, error) {
 		}
 	}
 	var err error
-	if fields["orderId"], err = json.Marshal(req.OrderID); err != nil {
+	if fields["orderId"], err = sas.Marshal(req.OrderID); err != nil {
 		return nil, fmt.Errorf("encoding orderId: %w", err)
 	}
-	if fields["step"], err = json.Marshal(req.StepName); err != nil {
+	if fields["step"], err = sas.Marshal(req.StepName); err != nil {
 		return nil, fmt.Errorf("encoding step: %w", err)
 	}
-	b, err := json.Marshal(fields) // map keys sorted; RawMessage compacted
+	// Map keys sorted; RawMessage compacted; no HTML escaping, so the body is
+	// no larger than the payload plus these two fields.
+	b, err := sas.Marshal(fields)
 	if err != nil {
 		return nil, fmt.Errorf("encoding the body: %w", err)
 	}
@@ -318,7 +317,7 @@ func resultOf(body []byte) json.RawMessage {
 	case json.Valid([]byte(s)):
 		return json.RawMessage(s)
 	}
-	b, _ := json.Marshal(s) // a string always encodes
+	b, _ := sas.Marshal(s) // a string always encodes
 	return b
 }
 

@@ -85,22 +85,23 @@ func TestDescribeAnswer(t *testing.T) {
 	}
 }
 
-// A busy key is a 409 however httpagent filed it: permanent (bare) or
-// transient (Retry-After, httpagent's own tries used up); never once the
-// step's deadline stopped the call.
+// A busy key is a 409 with Retry-After (httpagent.ErrKeyInUse) still
+// answered when httpagent's own tries ran out; never a bare 409 (a genuine
+// conflict, permanent), never once the step's deadline stopped the call.
 func TestKeyBusy(t *testing.T) {
 	t.Parallel()
-	busy := &httpagent.StatusError{Status: 409, Excerpt: "key in use"}
+	conflict := &httpagent.StatusError{Status: 409, Excerpt: "already refunded"}
+	inUse := fmt.Errorf("%w: %w", httpagent.ErrKeyInUse, &httpagent.StatusError{Status: 409, Excerpt: "key in use"})
 	for name, tc := range map[string]struct {
 		err  error
 		want bool
 	}{
-		"409 permanent":         {fmt.Errorf("calling X: %w: %w", httpagent.ErrPermanent, busy), true},
-		"409 after the tries":   {fmt.Errorf("calling X: %w after 5 tries: %w", httpagent.ErrTransient, busy), true},
-		"409 then the deadline": {fmt.Errorf("calling X: %w after 3 tries: %w", httpagent.ErrDeadline, busy), false},
-		"402 permanent":         {fmt.Errorf("calling X: %w: %w", httpagent.ErrPermanent, &httpagent.StatusError{Status: 402}), false},
-		"503 after the tries":   {fmt.Errorf("calling X: %w after 5 tries: %w", httpagent.ErrTransient, &httpagent.StatusError{Status: 503}), false},
-		"no answer at all":      {fmt.Errorf("calling X: %w: connection refused", httpagent.ErrTransient), false},
+		"bare 409 (permanent)":         {fmt.Errorf("calling X: %w: %w", httpagent.ErrPermanent, conflict), false},
+		"409 in use after the tries":   {fmt.Errorf("calling X: %w after 5 tries: %w", httpagent.ErrTransient, inUse), true},
+		"409 in use then the deadline": {fmt.Errorf("calling X: %w after 3 tries: %w", httpagent.ErrDeadline, inUse), false},
+		"402 permanent":                {fmt.Errorf("calling X: %w: %w", httpagent.ErrPermanent, &httpagent.StatusError{Status: 402}), false},
+		"503 after the tries":          {fmt.Errorf("calling X: %w after 5 tries: %w", httpagent.ErrTransient, &httpagent.StatusError{Status: 503}), false},
+		"no answer at all":             {fmt.Errorf("calling X: %w: connection refused", httpagent.ErrTransient), false},
 	} {
 		require.Equal(t, tc.want, keyBusy(tc.err), name)
 	}
@@ -124,4 +125,15 @@ func TestResultOf(t *testing.T) {
 	require.Nil(t, resultOf([]byte(" \n")))
 	require.Equal(t, `{"a":1}`, string(resultOf([]byte(`{"a":1}`))))
 	require.Equal(t, `"plain text"`, string(resultOf([]byte("plain text\n"))))
+	require.Equal(t, `"<p>a & b</p>"`, string(resultOf([]byte("<p>a & b</p>"))), "no HTML escaping")
+}
+
+// The body sent to the service is the payload as given, not HTML-escaped:
+// '<', '>' and '&' stay one byte each.
+func TestRequestBodyDoesNotEscapeHTML(t *testing.T) {
+	t.Parallel()
+	b, err := requestBody(sas.AgentRequest{OrderID: "o-1", StepName: "charge",
+		Payload: json.RawMessage(`{"note":"<b>fish & chips</b>","<k>":1}`)})
+	require.NoError(t, err)
+	require.Equal(t, `{"<k>":1,"note":"<b>fish & chips</b>","orderId":"o-1","step":"charge"}`, string(b))
 }

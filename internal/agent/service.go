@@ -5,7 +5,7 @@
 //
 // Outcomes, per request:
 //
-//	Run succeeded                    → agent.reply {outcome: done, result}
+//	Run succeeded                    → agent.reply {outcome: done, result if small}
 //	Run failed with ErrPermanent     → agent.reply {outcome: failed, reason}
 //	CompleteBy passed on arrival     → no call, nothing sent
 //	anything else (deadline reached, → nothing sent: another agent may own the
@@ -30,6 +30,7 @@
 package agent
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -46,6 +47,7 @@ import (
 
 	"github.com/sas-go/sas/internal/httpagent"
 	"github.com/sas-go/sas/internal/sas"
+	"github.com/sas-go/sas/internal/sqslimits"
 )
 
 // Runner runs one attempt of one step for one agent. It returns the result
@@ -406,7 +408,7 @@ func (s *Service) process(ctx context.Context, log *slog.Logger, req sas.AgentRe
 	reply := replyTo(req)
 	switch {
 	case err == nil:
-		reply.Outcome, reply.Result = sas.OutcomeDone, resultOf(result)
+		reply.Outcome, reply.Result = sas.OutcomeDone, carriedResult(log, resultOf(result))
 	case errors.Is(err, ErrPermanent):
 		reply.Outcome, reply.Reason = sas.OutcomeFailed, reasonOf(err)
 	default:
@@ -417,7 +419,30 @@ func (s *Service) process(ctx context.Context, log *slog.Logger, req sas.AgentRe
 	if s.late(log, reply, req, s.clock.Now()) {
 		return nil
 	}
+	// The sizes are bounded at intake so that this never happens (sqslimits);
+	// should a request from elsewhere be that large, the result is the one
+	// part of the reply the scheduler can do without.
+	if n := len(sas.Encode(reply)); n > sqslimits.MaxBodyBytes && reply.Result != nil {
+		log.Warn("agent: reply over the message limit; result left out", "replyBytes", n, "limit", sqslimits.MaxBodyBytes)
+		reply.Result = nil
+	}
 	return &outgoing{reply: reply, req: req, log: log, start: start}
+}
+
+// carriedResult is the part of a service's result a done reply carries: the
+// result compacted when it is at most sqslimits.MaxResultBytes, else nothing.
+// The scheduler never reads it, and a reply too large to send would turn a
+// success into a failure (docs/protocol.md, "Sizes"); the log keeps its size.
+func carriedResult(log *slog.Logger, result json.RawMessage) json.RawMessage {
+	if len(result) == 0 {
+		return nil
+	}
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, result); err == nil && buf.Len() <= sqslimits.MaxResultBytes {
+		return buf.Bytes()
+	}
+	log.Info("agent: result left out of the reply", "resultBytes", len(result), "limit", sqslimits.MaxResultBytes)
+	return nil
 }
 
 // replyTo starts the reply to req. Besides the fence (order, step, attempt,

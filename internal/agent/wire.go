@@ -10,6 +10,12 @@ import (
 	"github.com/sas-go/sas/internal/workflows"
 )
 
+// MaxResponseBytes is how much of a success's body the deployed agent reads
+// (httpagent.Config.MaxResponseBytes; ten calls run at once). A longer body
+// is still a success, and a reply carries at most sqslimits.MaxResultBytes
+// of a result either way. The Lambda and the local runs share it.
+const MaxResponseBytes = 128 << 10
+
 // Deps are what FromConfig cannot build from the configuration alone.
 type Deps struct {
 	Queue  sas.Queue

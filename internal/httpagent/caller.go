@@ -72,9 +72,10 @@ type Config struct {
 	// SafetyMargin is kept back from the step's deadline: the agent still has
 	// to send its reply before the supervisor takes the step back.
 	SafetyMargin time.Duration
-	// MaxResponseBytes bounds a 2xx body. A larger one is ErrPermanent:
-	// truncating a result silently would be worse, and a retry will not
-	// shrink it.
+	// MaxResponseBytes bounds how much of a 2xx body is kept. A larger one is
+	// still a success (the service did the work; failing it would have the
+	// step undone): Result.Body holds the first MaxResponseBytes and
+	// Result.Truncated says so.
 	MaxResponseBytes int64
 	Breaker          BreakerConfig
 	// Client sends the requests. Default: a client of its own transport
@@ -194,6 +195,9 @@ type Request struct {
 type Result struct {
 	Status int
 	Body   []byte
+	// Truncated: a 2xx body longer than Config.MaxResponseBytes, of which
+	// Body holds the start.
+	Truncated bool
 	// Attempts counts the tries handed to the HTTP client. A try cut short by
 	// the deadline may not have reached the service; one that reached it may
 	// have been sent twice by the transport itself (Go replays a request with
@@ -240,7 +244,7 @@ func (c *Caller) Call(ctx context.Context, r Request) (Result, error) {
 			out := c.try(ctx, stop, r, target)
 			br.report(t, out.health, c.cfg.Clock.Now())
 			if out.status != 0 {
-				res.Status, res.Body = out.status, out.body
+				res.Status, res.Body, res.Truncated = out.status, out.body, out.truncated
 			}
 			if out.class == nil {
 				return res, nil
@@ -274,6 +278,7 @@ func (c *Caller) Call(ctx context.Context, r Request) (Result, error) {
 type outcome struct {
 	status     int
 	body       []byte
+	truncated  bool
 	class      error
 	cause      error
 	health     health
@@ -327,8 +332,7 @@ func (c *Caller) try(ctx context.Context, stop time.Time, r Request, target stri
 			return c.interrupted(ctx, tctx, stop, fmt.Errorf("reading HTTP %d body: %w", resp.StatusCode, err))
 		}
 		if int64(len(b)) > c.cfg.MaxResponseBytes {
-			return outcome{status: resp.StatusCode, body: b[:c.cfg.MaxResponseBytes], class: ErrPermanent, health: healthy,
-				cause: fmt.Errorf("HTTP %d body larger than %d bytes", resp.StatusCode, c.cfg.MaxResponseBytes)}
+			return outcome{status: resp.StatusCode, body: b[:c.cfg.MaxResponseBytes], truncated: true, health: healthy}
 		}
 		return outcome{status: resp.StatusCode, body: b, health: healthy}
 	}
@@ -348,6 +352,7 @@ func (c *Caller) try(ctx context.Context, stop time.Time, r Request, target stri
 	// breaker does not count it. A bare 409 is a real conflict: permanent.
 	if resp.StatusCode == http.StatusConflict && resp.Header.Get("Retry-After") != "" {
 		out.class, out.health = ErrTransient, healthy
+		out.cause = fmt.Errorf("%w: %w", ErrKeyInUse, se)
 		out.retryAfter, _ = retryAfter(resp.Header, c.cfg.Clock.Now())
 		return out
 	}

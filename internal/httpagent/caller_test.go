@@ -2,6 +2,7 @@ package httpagent_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
@@ -391,9 +392,13 @@ func TestNetworkErrorsAreTransient(t *testing.T) {
 	})
 }
 
-func TestResponseLargerThanLimitIsPermanent(t *testing.T) {
+// A 2xx is the service saying the work is done, whatever the size of its
+// answer: a body over the limit is still a success, cut to the limit and
+// marked Truncated (a permanent failure here once reported a charge that
+// happened as failed, and compensation then undid it).
+func TestResponseLargerThanLimitIsATruncatedSuccess(t *testing.T) {
 	t.Parallel()
-	svc := newService(t, reply{Status: 200, Body: strings.Repeat("x", 101)})
+	svc := newService(t, reply{Status: 201, Body: strings.Repeat("x", 101)})
 	clock := newFakeClock()
 	cfg := testConfig(clock)
 	cfg.MaxResponseBytes = 100
@@ -401,9 +406,17 @@ func TestResponseLargerThanLimitIsPermanent(t *testing.T) {
 
 	res, err := c.Call(context.Background(), newRequest(svc.URL(), clock))
 
-	assert.Equal(t, httpagent.ErrPermanent, classOf(t, err))
+	require.NoError(t, err)
 	assert.Equal(t, 1, res.Attempts)
+	assert.Equal(t, 201, res.Status)
 	assert.Len(t, res.Body, 100)
+	assert.True(t, res.Truncated)
+
+	svc = newService(t, reply{Status: 200, Body: strings.Repeat("x", 100)})
+	res, err = c.Call(context.Background(), newRequest(svc.URL(), clock))
+	require.NoError(t, err)
+	assert.Len(t, res.Body, 100)
+	assert.False(t, res.Truncated, "exactly the limit is whole")
 }
 
 func TestEndpointAndPathJoin(t *testing.T) {
@@ -588,5 +601,35 @@ func TestBackoffNeverCrossesDeadline(t *testing.T) {
 		// left, so under load it may be cut before it reaches the service.
 		sent += res.Attempts
 		require.LessOrEqual(t, len(svc.Requests()), sent, "more requests than tries; %s", msg)
+	}
+}
+
+// Only a 409 with Retry-After is a key in progress (ErrKeyInUse, asked
+// again); a bare 409 is a genuine conflict: permanent, asked once.
+func TestConflictKinds(t *testing.T) {
+	t.Parallel()
+	for name, tc := range map[string]struct {
+		reply      reply
+		want       error
+		inUse      bool
+		wantTries  int
+		wantInBody string
+	}{
+		"bare 409":             {reply{Status: 409, Body: "order already refunded"}, httpagent.ErrPermanent, false, 1, "order already refunded"},
+		"409 with Retry-After": {reply{Status: 409, Header: map[string]string{"Retry-After": "1"}, Body: "in progress"}, httpagent.ErrTransient, true, 3, "in progress"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			svc := newService(t, tc.reply)
+			clock := newFakeClock()
+			cfg := testConfig(clock)
+			cfg.MaxAttempts = 3
+			c := newCaller(t, cfg)
+			res, err := c.Call(context.Background(), newRequest(svc.URL(), clock))
+			require.Equal(t, tc.want, classOf(t, err), "error: %v", err)
+			assert.Equal(t, tc.inUse, errors.Is(err, httpagent.ErrKeyInUse), "error: %v", err)
+			assert.Equal(t, tc.wantTries, res.Attempts)
+			assert.Contains(t, err.Error(), tc.wantInBody)
+		})
 	}
 }

@@ -16,9 +16,10 @@ import (
 // that stopped the Call.
 var (
 	// ErrPermanent: the service answered and retrying the same request will not
-	// change its answer (400, 401, 402, 403, 404, 409, 422, ...). The agent
-	// reports it back as an error reply (docs/pattern.md §2). A *StatusError in the
-	// chain carries the status and a body excerpt for the reason.
+	// change its answer (400, 401, 402, 403, 404, 409 without Retry-After,
+	// 422, ...). The agent reports it back as an error reply (docs/pattern.md
+	// §2). A *StatusError in the chain carries the status and a body excerpt
+	// for the reason.
 	ErrPermanent = errors.New("permanent failure")
 	// ErrTransient: every try allowed by MaxAttempts failed in a way a later try
 	// might not, or the caller's own context ended. The last cause is wrapped.
@@ -29,6 +30,11 @@ var (
 	ErrDeadline = errors.New("step deadline reached")
 	// ErrCircuitOpen: the endpoint's breaker rejected the try without sending it.
 	ErrCircuitOpen = errors.New("circuit open")
+	// ErrKeyInUse is a cause, under ErrTransient or ErrDeadline: the service
+	// answered 409 with Retry-After, the Idempotency-Key draft's "a request
+	// with this key is still in progress". A 409 without Retry-After is a
+	// genuine conflict and files under ErrPermanent instead.
+	ErrKeyInUse = errors.New("idempotency key in use by a request in progress")
 )
 
 // excerptBytes bounds the body excerpt kept in a StatusError: enough for a

@@ -239,7 +239,7 @@ func Start(ctx context.Context, opts Options) (*System, error) {
 		s.Schedulers = append(s.Schedulers, scheduler.NewHandler(svc))
 		// By default a try may take at most a third of the step's time, so a
 		// hung call leaves room to retry within the deadline.
-		caller, err := httpagent.New(httpagent.Config{AttemptTimeout: opts.AttemptTimeout, BaseBackoff: 50 * time.Millisecond, MaxBackoff: time.Second, SafetyMargin: 200 * time.Millisecond, Breaker: opts.Breaker})
+		caller, err := httpagent.New(httpagent.Config{AttemptTimeout: opts.AttemptTimeout, MaxResponseBytes: agent.MaxResponseBytes, BaseBackoff: 50 * time.Millisecond, MaxBackoff: time.Second, SafetyMargin: 200 * time.Millisecond, Breaker: opts.Breaker})
 		if err != nil {
 			return nil, err
 		}

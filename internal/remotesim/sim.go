@@ -10,10 +10,10 @@
 //   - Every business request carries an Idempotency-Key header (bare or as a
 //     quoted structured-field string), else 400.
 //   - The first call for a key that gets past the injected faults performs the
-//     effect and answers 201 with a JSON object: the request's fields plus
-//     "id", "<resource singular>Id" (e.g. "paymentId"), "status" (payments:
-//     "captured", refunds: "refunded", other resources: "created") and
-//     "effectId".
+//     effect and answers 201 with a small JSON object, whatever the size of
+//     the request: "id", "<resource singular>Id" (e.g. "paymentId"), "status"
+//     (payments: "captured", refunds: "refunded", other resources:
+//     "created"), "effectId", "idempotencyKey" and the request's "orderId".
 //   - A later call with the same key, path and body bytes gets the stored
 //     response again with "Idempotent-Replayed: true" and no new effect.
 //   - The same key with another body or path is 422; the same key while its
@@ -61,6 +61,7 @@
 package remotesim
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -385,19 +386,23 @@ func (s *Sim) effect(e *entry, method, path, orderID string, body []byte, fields
 	effectID := fmt.Sprintf("eff_%06d", s.seq)
 	resourceID := fmt.Sprintf("%s_%06d", idPrefix(resource, singular), s.seq)
 
-	// The request's fields echo back (orderId, amount…), the service's own
-	// fields win.
-	out := make(map[string]any, len(fields)+4)
-	for k, v := range fields {
-		out[k] = v
+	// What a payments API answers: the resource's id, its status, the key
+	// and the order it is for; not the request echoed back, which made a
+	// large request a larger answer (issue 8: a 50 KiB payload of '<' came
+	// back as 307 KiB, over the agent's limit, for a charge that happened).
+	out := map[string]any{
+		"id":             resourceID,
+		singular + "Id":  resourceID,
+		"status":         statusFor(resource),
+		"effectId":       effectID,
+		"idempotencyKey": e.key,
 	}
-	out["id"] = resourceID
-	out[singular+"Id"] = resourceID
-	out["status"] = statusFor(resource)
-	out["effectId"] = effectID
-	respBody, err := json.Marshal(out)
+	if orderID != "" {
+		out["orderId"] = orderID
+	}
+	respBody, err := marshal(out)
 	if err != nil {
-		// Values decoded from JSON always re-encode.
+		// Strings always encode.
 		panic(fmt.Sprintf("remotesim: encoding response: %v", err))
 	}
 	resp := storedResponse{status: http.StatusCreated, body: respBody}
@@ -512,7 +517,7 @@ func writeError(w http.ResponseWriter, status int, typ, msg string) {
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
-	b, err := json.Marshal(v)
+	b, err := marshal(v)
 	if err != nil {
 		http.Error(w, fmt.Sprintf("encoding response: %v", err), http.StatusInternalServerError)
 		return
@@ -520,6 +525,18 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_, _ = w.Write(append(b, '\n'))
+}
+
+// marshal is json.Marshal without HTML escaping, as services that are not
+// web pages answer: '<' stays one byte.
+func marshal(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
 }
 
 // retryAfterSeconds renders Retry-After in whole seconds, rounded up so a

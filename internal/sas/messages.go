@@ -176,11 +176,24 @@ var orderIDPattern = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,128}$`)
 // ValidOrderID reports whether id is a legal order id (docs/pattern.md §6).
 func ValidOrderID(id string) bool { return orderIDPattern.MatchString(id) }
 
+// Intake limits. Every later message about an order carries at most these
+// from the submitter, so their sum with the pipeline's own fields bounds the
+// size of every message (internal/sqslimits checks the sum; docs/protocol.md,
+// "Sizes").
+const (
+	// MaxPayloadBytes bounds the payload as it appears in the intake message.
+	// Messages carry it compacted and unescaped, never larger.
+	MaxPayloadBytes = 64 << 10
+	// MaxReplyToBytes bounds the replyTo URL, which the allow-list may match
+	// by prefix. An SQS queue URL is under 200 bytes.
+	MaxReplyToBytes = 1 << 10
+)
+
 // IntakeRules are what ParseIntake checks beyond the shape of the message.
 type IntakeRules struct {
 	Workflows      func(name string) bool // registered workflow names
 	ReplyToAllowed func(url string) bool  // queues the deployment allows
-	MaxPayload     int                    // bytes; default 64 KiB
+	MaxPayload     int                    // bytes; default and ceiling MaxPayloadBytes
 }
 
 // ParseIntake decodes and validates an intake message. On error it returns
@@ -188,8 +201,8 @@ type IntakeRules struct {
 // and a *ValidationError whose reason an operator can read.
 func ParseIntake(body []byte, rules IntakeRules) (Intake, error) {
 	var in Intake
-	if rules.MaxPayload == 0 {
-		rules.MaxPayload = 64 << 10
+	if rules.MaxPayload <= 0 || rules.MaxPayload > MaxPayloadBytes {
+		rules.MaxPayload = MaxPayloadBytes // more would not fit the messages that carry it
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
@@ -223,6 +236,10 @@ func ParseIntake(body []byte, rules IntakeRules) (Intake, error) {
 		return in, &ValidationError{Field: "workflow", Reason: "required"}
 	case rules.Workflows != nil && !rules.Workflows(in.Workflow):
 		return in, &ValidationError{Field: "workflow", Reason: fmt.Sprintf("%q is not a registered workflow", in.Workflow)}
+	case len(in.ReplyTo) > MaxReplyToBytes:
+		n := len(in.ReplyTo)
+		in.ReplyTo = "" // nobody to tell: a queue URL is never that long
+		return in, &ValidationError{Field: "replyTo", Reason: fmt.Sprintf("%d bytes: must be at most %d bytes", n, MaxReplyToBytes)}
 	case in.ReplyTo != "" && (rules.ReplyToAllowed == nil || !rules.ReplyToAllowed(in.ReplyTo)):
 		bad := in.ReplyTo
 		in.ReplyTo = "" // never post to a queue the deployment does not allow
@@ -354,9 +371,23 @@ func DecodeHeader(body []byte) (Header, error) {
 
 // Encode marshals a message. The message types here cannot fail to encode.
 func Encode(m any) string {
-	b, err := json.Marshal(m)
+	b, err := Marshal(m)
 	if err != nil {
 		panic(fmt.Sprintf("encoding %T: %v", m, err)) // a programming error, not input
 	}
 	return string(b)
+}
+
+// Marshal is json.Marshal without HTML escaping: '<', '>' and '&' stay one
+// byte each instead of six, so a payload accepted at intake keeps its size in
+// every message and request body that carries it (docs/protocol.md, "Sizes").
+// Raw JSON (payloads, results) is only compacted, never re-escaped.
+func Marshal(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil // Encoder ends every value with a newline
 }

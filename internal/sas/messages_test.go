@@ -34,6 +34,11 @@ func TestParseIntake(t *testing.T) {
 		{"payload not object", `{"orderId":"o","workflow":"order","payload":[1]}`, "payload", "JSON object"},
 		{"payload string", `{"orderId":"o","workflow":"order","payload":"x"}`, "payload", "JSON object"},
 		{"replyTo not allowed", `{"orderId":"o","workflow":"order","replyTo":"http://evil/q"}`, "replyTo", "not a queue"},
+		// Allowed by its prefix, but no queue URL is that long: bounded so
+		// that every message echoing it has a known size.
+		{"replyTo too long", `{"orderId":"o","workflow":"order","replyTo":"http://sqs.local/000000000000/replies` + strings.Repeat("a", MaxReplyToBytes) + `"}`, "replyTo", "1061 bytes: must be at most 1024 bytes"},
+		{"payload at the limit", `{"orderId":"o","workflow":"order","payload":{"x":"` + strings.Repeat("<", MaxPayloadBytes-8) + `"}}`, "", ""},
+		{"payload one byte over", `{"orderId":"o","workflow":"order","payload":{"x":"` + strings.Repeat("<", MaxPayloadBytes-7) + `"}}`, "payload", "65537 bytes, over the 65536-byte limit"},
 		{"priority out of range", `{"orderId":"o","workflow":"order","priority":99}`, "priority", "between 0 and 9"},
 		{"future version", `{"v":2,"orderId":"o","workflow":"order"}`, "v", "unsupported message version 2"},
 		{"wrong kind", `{"kind":"agent.reply","orderId":"o","workflow":"order"}`, "kind", "not an intake"},
@@ -135,4 +140,27 @@ func TestParseIntakeNamesTheFieldOfADeepPayload(t *testing.T) {
 	_, err = ParseIntake([]byte(`{"orderId":"o-1","workflow":"payment","priority":"high"}`), IntakeRules{})
 	require.ErrorAs(t, err, &ve)
 	require.Equal(t, "priority", ve.Field)
+}
+
+// Encode writes what JSON needs and nothing more: no HTML escaping (<, >, &
+// would grow sixfold and push a payload accepted at intake over the queue's
+// limit), no trailing newline.
+func TestEncodeDoesNotEscapeHTML(t *testing.T) {
+	t.Parallel()
+	payload := `{"note":"<b>fish & chips</b>"}`
+	got := Encode(AgentRequest{V: 1, Kind: KindAgentRequest, OrderID: "o", Payload: json.RawMessage(payload)})
+	require.Contains(t, got, payload)
+	require.NotContains(t, got, `\u003c`)
+	require.False(t, strings.HasSuffix(got, "\n"), "no trailing newline")
+
+	rep := Encode(AgentReply{V: 1, Kind: KindAgentReply, OrderID: "o", Reason: "HTTP 402: <declined> & done"})
+	require.Contains(t, rep, `"reason":"HTTP 402: <declined> & done"`)
+
+	// 50 KiB of '<' (the order of the issue) costs 50 KiB, not 300.
+	big := `{"x":"` + strings.Repeat("<", 50<<10) + `"}`
+	req := Encode(AgentRequest{V: 1, Kind: KindAgentRequest, OrderID: "o", Payload: json.RawMessage(big)})
+	require.Less(t, len(req), len(big)+512)
+	var back AgentRequest
+	require.NoError(t, json.Unmarshal([]byte(req), &back))
+	require.JSONEq(t, big, string(back.Payload))
 }

@@ -24,7 +24,8 @@ const (
 	// MaxBodyBytes is the largest body we send, and MaxBatchBytes the most body
 	// bytes in one batch. SQS raised both to 1 MiB in 2025, but queues created
 	// earlier, LocalStack and ElasticMQ keep 256 KiB: we hold to what every
-	// backend accepts.
+	// backend accepts, and the stack sets its queues' MaximumMessageSize to
+	// exactly this (infra/stack.go), so the code and the queues agree.
 	MaxBodyBytes  = 256 * 1024
 	MaxBatchBytes = 256 * 1024
 	// MaxDelay, MaxWait and MaxVisibility bound DelaySeconds, WaitTimeSeconds
@@ -35,6 +36,35 @@ const (
 	// DefaultVisibility is a queue's visibility timeout unless set.
 	DefaultVisibility = 30 * time.Second
 )
+
+// The size of every message about an order (docs/protocol.md, "Sizes"):
+// whatever intake accepts, every later message fits. The bounds on what the
+// submitter sends are the domain's (sas.MaxPayloadBytes, sas.MaxReplyToBytes,
+// the 128-byte order id); the rest is the pipeline's own.
+const (
+	// MaxResultBytes bounds the remote service's result an agent.reply
+	// carries, compacted. A larger result is left out (the scheduler never
+	// reads it) and its size logged: a success is never lost to size.
+	MaxResultBytes = 1 << 10
+	// MaxReasonBytes bounds a failed reply's reason before encoding; JSON
+	// may write a control character in six bytes.
+	MaxReasonBytes = 1000
+	// fixedFieldBytes bounds the rest of an envelope: field names, version
+	// and kind, the order id (128), idempotency key (255), holder id, step,
+	// agent and workflow names (a registry's), deadline, counters.
+	fixedFieldBytes = 4 << 10
+	// MaxEnvelopeOverheadBytes is the most any message about an order adds
+	// to its payload: an agent.request, or an agent.reply with the largest
+	// result or reason.
+	MaxEnvelopeOverheadBytes = fixedFieldBytes + sas.MaxReplyToBytes + 6*MaxReasonBytes + MaxResultBytes
+	// MaxOrderMessageBytes is the most any message about an order takes.
+	MaxOrderMessageBytes = sas.MaxPayloadBytes + MaxEnvelopeOverheadBytes
+)
+
+// The derivation, checked by the compiler: a negative constant does not
+// convert to uint, so raising the payload limit past what a message can
+// carry fails the build, not an order.
+const _ = uint(MaxBodyBytes - MaxOrderMessageBytes)
 
 // Codes of the failures the adapters report themselves, named as SQS names
 // them.

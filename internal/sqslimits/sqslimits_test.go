@@ -2,6 +2,10 @@ package sqslimits_test
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -175,4 +179,29 @@ func TestCheckReceive(t *testing.T) {
 		_, err := sqslimits.CheckReceive(p)
 		assert.ErrorAs(t, err, &v, "%+v", p)
 	}
+}
+
+// The limits add up: the largest message about an order (the largest
+// payload intake takes plus the largest envelope) is one SQS accepts. The
+// compiler checks the same sum; this says the figures.
+func TestOrderMessagesFitAQueueMessage(t *testing.T) {
+	t.Parallel()
+	assert.Equal(t, 64<<10, sas.MaxPayloadBytes)
+	assert.Equal(t, 4096+1024+6000+1024, sqslimits.MaxEnvelopeOverheadBytes)
+	assert.Equal(t, 77680, sqslimits.MaxOrderMessageBytes)
+	assert.LessOrEqual(t, sqslimits.MaxOrderMessageBytes, sqslimits.MaxBodyBytes)
+	assert.Nil(t, sqslimits.CheckMessage(sas.OutboundMessage{Body: strings.Repeat("<", sqslimits.MaxOrderMessageBytes)}))
+}
+
+// The stack (a module of its own, which cannot import this package) sets its
+// queues' MaximumMessageSize to the same limit.
+func TestStackConfiguresTheSameLimit(t *testing.T) {
+	t.Parallel()
+	src, err := os.ReadFile(filepath.Join("..", "..", "infra", "stack.go"))
+	require.NoError(t, err)
+	m := regexp.MustCompile(`const queueMaxMessageBytes = (\d+) \* 1024`).FindSubmatch(src)
+	require.NotNil(t, m, "infra/stack.go no longer declares queueMaxMessageBytes")
+	kib, err := strconv.Atoi(string(m[1]))
+	require.NoError(t, err)
+	assert.Equal(t, sqslimits.MaxBodyBytes, kib*1024)
 }
