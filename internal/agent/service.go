@@ -38,7 +38,6 @@ import (
 	"log/slog"
 	"runtime/debug"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -46,6 +45,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/sas-go/sas/internal/httpagent"
+	"github.com/sas-go/sas/internal/outbox"
 	"github.com/sas-go/sas/internal/sas"
 	"github.com/sas-go/sas/internal/sqslimits"
 )
@@ -282,29 +282,18 @@ func (s *Service) sendReplies(ctx context.Context, pending []outgoing, failed []
 	if len(batch) == 0 {
 		return
 	}
-	msgs := make([]sas.OutboundMessage, len(batch))
+	// The one place per-entry send failures are mapped back (internal/outbox):
+	// the linger above decides when, outbox.Send how.
+	msgs := make([]outbox.Message, len(batch))
 	for i, o := range batch {
-		msgs[i] = sas.OutboundMessage{ID: strconv.Itoa(i), Body: sas.Encode(o.reply)}
+		msgs[i] = outbox.Message{QueueURL: s.replyURL, Body: sas.Encode(o.reply), What: fmt.Sprintf("agent.reply for %s step %d", o.reply.OrderID, o.reply.Step)}
 	}
-	errs := map[int]error{}
-	res, err := s.queue.Send(ctx, sas.SendParams{QueueURL: s.replyURL, Messages: msgs})
-	if err != nil {
-		for i := range batch {
-			errs[i] = err
-		}
-	}
-	for _, f := range res.Failed {
-		if i, convErr := strconv.Atoi(f.ID); convErr == nil && i >= 0 && i < len(batch) {
-			errs[i] = fmt.Errorf("%s: %s (sender fault %t)", f.Code, f.Message, f.SenderFault)
-		}
-	}
+	errs := outbox.Send(ctx, s.queue, s.replyURL, msgs)
 	for i, o := range batch {
 		took := s.clock.Now().Sub(o.start).String()
-		err, bad := errs[i]
-		switch {
-		case bad:
-			o.log.Error("agent: reply not sent; message left for redelivery", "outcome", o.reply.Outcome,
-				"err", fmt.Sprintf("sending agent.reply for %s step %d: %v", o.reply.OrderID, o.reply.Step, err))
+		switch err := errs[i]; {
+		case err != nil:
+			o.log.Error("agent: reply not sent; message left for redelivery", "outcome", o.reply.Outcome, "err", err.Error())
 			failed[o.index] = true
 		case o.reply.Outcome == sas.OutcomeFailed:
 			o.log.Warn("agent: replied failed", "outcome", o.reply.Outcome, "reason", o.reply.Reason, "took", took)
