@@ -40,7 +40,7 @@ type Fixture struct {
 
 // Backend is an adapter under test.
 type Backend struct {
-	// Name is the subtest name: "memory", "sqs-moto", ...
+	// Name is the subtest name: "memory", "sqs-elasticmq", "sqs-moto", ...
 	Name string
 	// New makes a fresh queue as the spec asks, cleaning it up with t.Cleanup.
 	New func(t *testing.T, s Spec) Fixture
