@@ -1,5 +1,6 @@
 // Command rig installs and runs the local AWS emulators the tests use
-// (DynamoDB Local and moto's SQS, see internal/rig and docs/pattern.md §7).
+// (DynamoDB Local, and ElasticMQ or moto for SQS; see internal/rig and
+// docs/pattern.md §7).
 //
 //	rig exec -- CMD [ARGS...]  start the emulators, run CMD with the AWS SDK
 //	                           pointed at them, stop them, exit with CMD's status
@@ -33,8 +34,11 @@ const usage = `usage:
   rig up                        start the emulators, print export lines, run until Ctrl-C
   rig install                   install the pinned emulators and exit
 
-DynamoDB Local ` + rig.DynamoDBLocalVersion + ` (Maven Central) and moto ` + rig.MotoVersion + ` (PyPI) are installed
-into $SAS_RIG_HOME (default ~/.cache/sas-rig). If AWS_ENDPOINT_URL is set, nothing is started.
+DynamoDB Local ` + rig.DynamoDBLocalVersion + ` and ElasticMQ ` + rig.ElasticMQVersion + ` (Maven Central) serve DynamoDB and SQS;
+SAS_RIG_SQS=moto serves SQS with moto ` + rig.MotoVersion + ` (PyPI) instead, and SAS_RIG_SQS=elasticmq,moto
+runs both (the second for the queue contract suite, named in SAS_RIG_SQS_EXTRA). They are
+installed into $SAS_RIG_HOME (default ~/.cache/sas-rig). If AWS_ENDPOINT_URL is set, nothing
+is started.
 `
 
 func main() {
@@ -214,11 +218,25 @@ func runInstall() (int, error) {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	begin := time.Now()
-	inst, err := rig.Install(ctx, rig.Options{})
+	opts := rig.Options{}
+	sqsList, err := rig.SQSFromEnv()
+	if err != nil {
+		return 2, err
+	}
+	opts.SQS = sqsList
+	inst, err := rig.Install(ctx, opts)
 	if err != nil {
 		return 1, fmt.Errorf("install: %w", err)
 	}
-	fmt.Printf("DynamoDB Local %s: %s\nmoto %s: %s\n", rig.DynamoDBLocalVersion, inst.DynamoDBLocalLib, rig.MotoVersion, inst.MotoServer)
+	fmt.Printf("DynamoDB Local %s: %s\n", rig.DynamoDBLocalVersion, inst.DynamoDBLocalLib)
+	for _, sqs := range opts.SQS {
+		switch sqs {
+		case rig.SQSElasticMQ:
+			fmt.Printf("ElasticMQ %s: %s\n", rig.ElasticMQVersion, inst.ElasticMQLib)
+		case rig.SQSMoto:
+			fmt.Printf("moto %s: %s\n", rig.MotoVersion, inst.MotoServer)
+		}
+	}
 	fmt.Fprintf(os.Stderr, "rig: installed in %s (took %s)\n", inst.Home, time.Since(begin).Round(100*time.Millisecond))
 	return 0, nil
 }

@@ -265,7 +265,7 @@ func TestCostPerOrder(t *testing.T) {
 		p, d := r.order(n)
 		r.log("batched", p, d)
 
-		// Each poller's one receive got all ten (moto hands out up to ten
+		// Each poller's one receive got all ten (the emulators hand out up to ten
 		// visible messages), so each handler ran once on the whole batch and
 		// sent its ten messages in one SendMessageBatch.
 		require.Equal(t, map[string]int{"intake-0": 1, "agent-0": 1, "scheduler-0": 1}, r.receives)

@@ -1,6 +1,6 @@
 package localrun_test
 
-// The integration suite on the emulators (DynamoDB Local + moto SQS, the
+// The integration suite on the emulators (DynamoDB Local + ElasticMQ, the
 // remote simulator in process). Every scenario ends by checking the final
 // state of each of its orders, their histories, the simulator's ledger (at
 // most one effect per order step, exactly one for what completed), and the

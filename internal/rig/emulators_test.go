@@ -24,21 +24,27 @@ import (
 // never skips, when they cannot start; SAS_NO_EMULATORS=1 skips it on purpose.
 func TestEmulators(t *testing.T) {
 	if os.Getenv("SAS_NO_EMULATORS") == "1" {
-		t.Skip("SAS_NO_EMULATORS=1: skipping the test that starts DynamoDB Local and moto")
+		t.Skip("SAS_NO_EMULATORS=1: skipping the test that starts DynamoDB Local, ElasticMQ and moto")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 9*time.Minute)
 	defer cancel()
 
 	begin := time.Now()
 	// IgnoreEnvironment: under `rig exec` the outer emulators are already in
-	// the environment, but this test is about starting our own.
-	r, err := Start(ctx, Options{IgnoreEnvironment: true, Log: testLog{t}})
+	// the environment, but this test is about starting our own: both SQS
+	// emulators, the second beside the first.
+	r, err := Start(ctx, Options{IgnoreEnvironment: true, Log: testLog{t}, SQS: []string{SQSElasticMQ, SQSMoto}})
 	if err != nil {
 		t.Fatalf("starting the emulators: %v", err)
 	}
 	t.Cleanup(r.Stop)
-	t.Logf("emulators up in %s: DynamoDB %s, SQS %s", time.Since(begin).Round(time.Millisecond), r.DynamoDBEndpoint, r.SQSEndpoint)
-	for _, ep := range []string{r.DynamoDBEndpoint, r.SQSEndpoint} {
+	t.Logf("emulators up in %s: DynamoDB %s, SQS (%s) %s, others %v", time.Since(begin).Round(time.Millisecond),
+		r.DynamoDBEndpoint, r.SQSEmulator, r.SQSEndpoint, r.ExtraSQS)
+	if r.SQSEmulator != SQSElasticMQ || r.ExtraSQS[SQSMoto] == "" {
+		t.Fatalf("SQS emulator %q, others %v: want elasticmq serving SQS and moto beside it", r.SQSEmulator, r.ExtraSQS)
+	}
+	endpoints := []string{r.DynamoDBEndpoint, r.SQSEndpoint, r.ExtraSQS[SQSMoto]}
+	for _, ep := range endpoints {
 		if !strings.HasPrefix(ep, "http://127.0.0.1:") {
 			t.Errorf("endpoint %q is not on 127.0.0.1", ep)
 		}
@@ -62,11 +68,14 @@ func TestEmulators(t *testing.T) {
 	// response checksums that awsenv turns off.
 	db := dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) { o.DisableValidateResponseChecksum = true })
 	t.Run("DynamoDB", func(t *testing.T) { exerciseDynamoDB(ctx, t, db) })
-	t.Run("SQS", func(t *testing.T) { exerciseSQS(ctx, t, sqs.NewFromConfig(cfg)) })
+	t.Run("SQS-elasticmq", func(t *testing.T) { exerciseSQS(ctx, t, sqs.NewFromConfig(cfg)) })
+	t.Run("SQS-moto", func(t *testing.T) {
+		exerciseSQS(ctx, t, sqs.NewFromConfig(cfg, func(o *sqs.Options) { o.BaseEndpoint = aws.String(r.ExtraSQS[SQSMoto]) }))
+	})
 
 	pids := r.PIDs()
-	if len(pids) != 2 {
-		t.Fatalf("PIDs() = %v, want two", pids)
+	if len(pids) != 3 {
+		t.Fatalf("PIDs() = %v, want three", pids)
 	}
 	select {
 	case <-r.Done():
@@ -79,7 +88,7 @@ func TestEmulators(t *testing.T) {
 			t.Errorf("emulator pid %d still exists after Stop (kill -0: %v)", pid, err)
 		}
 	}
-	for _, ep := range []string{r.DynamoDBEndpoint, r.SQSEndpoint} {
+	for _, ep := range endpoints {
 		if resp, err := http.Get(ep); err == nil {
 			resp.Body.Close()
 			t.Errorf("%s still answers after Stop", ep)

@@ -42,14 +42,14 @@ func externalReason(getenv func(string) string) string {
 
 // buildEnv returns the variables that point the AWS SDK at the given
 // endpoints, in a stable order.
-func buildEnv(dynamoDBEndpoint, sqsEndpoint string) []string {
+func buildEnv(dynamoDBEndpoint, sqsEndpoint, sqsEmulator string) []string {
 	return []string{
 		EnvEndpointDynamoDB + "=" + dynamoDBEndpoint,
 		EnvEndpointSQS + "=" + sqsEndpoint,
 		"AWS_REGION=" + Region,
 		"AWS_ACCESS_KEY_ID=" + AccessKeyID,
 		"AWS_SECRET_ACCESS_KEY=" + SecretAccessKey,
-		EnvEmulatorName + "=" + EmulatorName,
+		EnvEmulatorName + "=" + EmulatorName(sqsEmulator),
 	}
 }
 
@@ -97,4 +97,30 @@ func shellQuote(s string) string {
 		return s
 	}
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// FormatExtraSQS renders name=endpoint pairs for EnvSQSExtra, sorted by name.
+func FormatExtraSQS(m map[string]string) string {
+	pairs := make([]string, 0, len(m))
+	for name, ep := range m {
+		pairs = append(pairs, name+"="+ep)
+	}
+	slices.Sort(pairs)
+	return strings.Join(pairs, ",")
+}
+
+// ParseExtraSQS reads an EnvSQSExtra value ("" gives an empty map).
+func ParseExtraSQS(v string) (map[string]string, error) {
+	out := map[string]string{}
+	for _, pair := range strings.Split(v, ",") {
+		if strings.TrimSpace(pair) == "" {
+			continue
+		}
+		name, ep, ok := strings.Cut(strings.TrimSpace(pair), "=")
+		if !ok || name == "" || ep == "" {
+			return nil, fmt.Errorf("%s: %q is not name=endpoint", EnvSQSExtra, pair)
+		}
+		out[name] = ep
+	}
+	return out, nil
 }

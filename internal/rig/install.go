@@ -25,6 +25,9 @@ type Installation struct {
 	// DynamoDBLocalLauncher holds the compiled launcher that binds DynamoDB
 	// Local to 127.0.0.1; "" when no javac was available at install time.
 	DynamoDBLocalLauncher string
+	// ElasticMQLib holds elasticmq-server and the jars it depends on, as
+	// Maven resolved them.
+	ElasticMQLib string
 	// MotoServer is the moto_server script in the rig's Python venv.
 	MotoServer string
 }
@@ -35,13 +38,21 @@ func dynamoDBLocalDir(home string) string {
 	return filepath.Join(home, "dynamodb-local-"+DynamoDBLocalVersion)
 }
 
+func elasticMQDir(home string) string { return filepath.Join(home, "elasticmq-"+ElasticMQVersion) }
+
 func motoDir(home string) string { return filepath.Join(home, "moto-"+MotoVersion) }
+
+// elasticMQJar is the server jar whose presence says the install is whole.
+func elasticMQJar(lib string) string {
+	return filepath.Join(lib, "elasticmq-server_2.13-"+ElasticMQVersion+".jar")
+}
 
 func installation(home string) *Installation {
 	ddb := dynamoDBLocalDir(home)
 	inst := &Installation{
 		Home:             home,
 		DynamoDBLocalLib: filepath.Join(ddb, "lib"),
+		ElasticMQLib:     filepath.Join(elasticMQDir(home), "lib"),
 		MotoServer:       filepath.Join(motoDir(home), "venv", "bin", "moto_server"),
 	}
 	if launcher := filepath.Join(ddb, launcherDirName()); fileExists(filepath.Join(launcher, launcherClass+".class")) {
@@ -50,10 +61,11 @@ func installation(home string) *Installation {
 	return inst
 }
 
-// Install makes sure the pinned DynamoDB Local and moto are installed under
-// opts.Home, installing what is missing. It holds a file lock while it works,
-// so concurrent rigs (parallel test runs, two terminals) neither corrupt the
-// install nor duplicate it. An install that was interrupted is redone.
+// Install makes sure the pinned DynamoDB Local and the SQS emulators
+// opts.SQS names are installed under opts.Home, installing what is missing.
+// It holds a file lock while it works, so concurrent rigs (parallel test
+// runs, two terminals) neither corrupt the install nor duplicate it. An
+// install that was interrupted is redone.
 func Install(ctx context.Context, opts Options) (*Installation, error) {
 	opts, err := opts.withDefaults()
 	if err != nil {
@@ -71,10 +83,6 @@ func Install(ctx context.Context, opts Options) (*Installation, error) {
 	inst := installation(opts.Home)
 	ddbDone := isComplete(dynamoDBLocalDir(opts.Home), DynamoDBLocalVersion,
 		filepath.Join(inst.DynamoDBLocalLib, "DynamoDBLocal-"+DynamoDBLocalVersion+".jar"))
-	// The venv's python is a symlink to the Python that built it: if that
-	// Python went away (a pyenv version removed), rebuild the venv.
-	motoDone := isComplete(motoDir(opts.Home), MotoVersion, inst.MotoServer,
-		filepath.Join(motoDir(opts.Home), "venv", "bin", "python"))
 	if ddbDone && inst.DynamoDBLocalLauncher == "" {
 		// Installed by a rig with another launcher, or without javac:
 		// (re)build the launcher, which takes a second.
@@ -84,38 +92,53 @@ func Install(ctx context.Context, opts Options) (*Installation, error) {
 		}
 		inst = installation(opts.Home)
 	}
-	if ddbDone && motoDone {
+
+	type install struct {
+		what, from, dir string
+		run             func(context.Context, Options) error
+	}
+	var todo []install
+	if !ddbDone {
+		todo = append(todo, install{"DynamoDB Local " + DynamoDBLocalVersion, "Maven Central", dynamoDBLocalDir(opts.Home), installDynamoDBLocal})
+	}
+	for _, sqs := range opts.SQS {
+		switch sqs {
+		case SQSElasticMQ:
+			if !isComplete(elasticMQDir(opts.Home), ElasticMQVersion, elasticMQJar(inst.ElasticMQLib)) {
+				todo = append(todo, install{"ElasticMQ " + ElasticMQVersion, "Maven Central", elasticMQDir(opts.Home), installElasticMQ})
+			}
+		case SQSMoto:
+			// The venv's python is a symlink to the Python that built it:
+			// if that Python went away (a pyenv version removed), rebuild
+			// the venv.
+			if !isComplete(motoDir(opts.Home), MotoVersion, inst.MotoServer, filepath.Join(motoDir(opts.Home), "venv", "bin", "python")) {
+				todo = append(todo, install{"moto[server] " + MotoVersion, "PyPI", motoDir(opts.Home), installMoto})
+			}
+		}
+	}
+	if len(todo) == 0 {
 		return inst, nil
 	}
 
-	// Both installs mostly wait on the network: run them side by side.
+	// The installs mostly wait on the network: run them side by side. Two
+	// Maven runs share the rig's local repository; Maven's own file locks
+	// keep that safe.
+	errs := make([]error, len(todo))
 	var wg sync.WaitGroup
-	var ddbErr, motoErr error
 	begin := time.Now()
-	if !ddbDone {
+	for i, in := range todo {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			t := time.Now()
-			fmt.Fprintf(opts.Log, "rig: installing DynamoDB Local %s from Maven Central into %s\n", DynamoDBLocalVersion, dynamoDBLocalDir(opts.Home))
-			if ddbErr = installDynamoDBLocal(ctx, opts); ddbErr == nil {
-				fmt.Fprintf(opts.Log, "rig: DynamoDB Local installed in %s\n", time.Since(t).Round(100*time.Millisecond))
-			}
-		}()
-	}
-	if !motoDone {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			t := time.Now()
-			fmt.Fprintf(opts.Log, "rig: installing moto[server] %s from PyPI into %s\n", MotoVersion, motoDir(opts.Home))
-			if motoErr = installMoto(ctx, opts); motoErr == nil {
-				fmt.Fprintf(opts.Log, "rig: moto installed in %s\n", time.Since(t).Round(100*time.Millisecond))
+			fmt.Fprintf(opts.Log, "rig: installing %s from %s into %s\n", in.what, in.from, in.dir)
+			if errs[i] = in.run(ctx, opts); errs[i] == nil {
+				fmt.Fprintf(opts.Log, "rig: %s installed in %s\n", in.what, time.Since(t).Round(100*time.Millisecond))
 			}
 		}()
 	}
 	wg.Wait()
-	if err := errors.Join(ddbErr, motoErr); err != nil {
+	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
 	fmt.Fprintf(opts.Log, "rig: install finished in %s\n", time.Since(begin).Round(100*time.Millisecond))
@@ -144,69 +167,91 @@ func markComplete(dir, version string) error {
 	return nil
 }
 
-// dynamoDBLocalPOM is a throwaway project whose only purpose is to let Maven
-// resolve DynamoDB Local with all its dependencies, including the
-// sqlite4java native libraries (dependencies of type so/dylib/dll).
-const dynamoDBLocalPOM = `<?xml version="1.0" encoding="UTF-8"?>
-<!-- Generated by the sas rig (internal/rig/install.go): resolves DynamoDB Local. -->
+// mavenPOM is a throwaway project whose only purpose is to let Maven resolve
+// one artifact with all its dependencies (for DynamoDB Local, including the
+// sqlite4java native libraries: dependencies of type so/dylib/dll).
+const mavenPOM = `<?xml version="1.0" encoding="UTF-8"?>
+<!-- Generated by the sas rig (internal/rig/install.go): resolves %[2]s:%[3]s. -->
 <project xmlns="http://maven.apache.org/POM/4.0.0">
   <modelVersion>4.0.0</modelVersion>
   <groupId>local.sas-rig</groupId>
-  <artifactId>dynamodb-local</artifactId>
+  <artifactId>%[1]s</artifactId>
   <version>1</version>
   <packaging>pom</packaging>
   <dependencies>
     <dependency>
-      <groupId>com.amazonaws</groupId>
-      <artifactId>DynamoDBLocal</artifactId>
-      <version>%s</version>
+      <groupId>%[2]s</groupId>
+      <artifactId>%[3]s</artifactId>
+      <version>%[4]s</version>
     </dependency>
   </dependencies>
 </project>
 `
 
-func installDynamoDBLocal(ctx context.Context, opts Options) error {
+// mavenArtifact is what installWithMaven resolves.
+type mavenArtifact struct {
+	name                     string // for messages: "DynamoDB Local"
+	group, artifact, version string
+	dir                      string // install directory, cleared first
+	jar                      string // file name Maven must have put in dir/lib
+}
+
+// installWithMaven clears a.dir and copies a's jar and its runtime
+// dependencies into a.dir/lib with the pinned maven-dependency-plugin. It
+// checks for Java and Maven first, so a missing tool is named rather than
+// left to a failing build.
+func installWithMaven(ctx context.Context, opts Options, a mavenArtifact) (lib, logPath string, err error) {
 	java, err := javaTool("java")
 	if err != nil {
-		return fmt.Errorf("installing DynamoDB Local: %w", err)
+		return "", "", fmt.Errorf("installing %s: %w", a.name, err)
 	}
 	if err := checkJava(ctx, java); err != nil {
-		return fmt.Errorf("installing DynamoDB Local: %w", err)
+		return "", "", fmt.Errorf("installing %s: %w", a.name, err)
 	}
 	mvn, err := exec.LookPath("mvn")
 	if err != nil {
-		return errors.New("installing DynamoDB Local: mvn (Apache Maven) not found on PATH; install it (Debian: apt-get install maven)")
+		return "", "", fmt.Errorf("installing %s: mvn (Apache Maven) not found on PATH; install it (Debian: apt-get install maven)", a.name)
 	}
-	native, err := sqliteNativeLib(runtime.GOOS, runtime.GOARCH)
-	if err != nil {
-		return fmt.Errorf("installing DynamoDB Local: %w", err)
+	if err := os.RemoveAll(a.dir); err != nil {
+		return "", "", fmt.Errorf("clearing %s: %w", a.dir, err)
 	}
-
-	dir := dynamoDBLocalDir(opts.Home)
-	if err := os.RemoveAll(dir); err != nil {
-		return fmt.Errorf("clearing %s: %w", dir, err)
+	if err := os.MkdirAll(a.dir, 0o755); err != nil {
+		return "", "", fmt.Errorf("creating %s: %w", a.dir, err)
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("creating %s: %w", dir, err)
+	pom := fmt.Sprintf(mavenPOM, filepath.Base(a.dir), a.group, a.artifact, a.version)
+	if err := os.WriteFile(filepath.Join(a.dir, "pom.xml"), []byte(pom), 0o644); err != nil {
+		return "", "", fmt.Errorf("writing pom: %w", err)
 	}
-	pom := fmt.Sprintf(dynamoDBLocalPOM, DynamoDBLocalVersion)
-	if err := os.WriteFile(filepath.Join(dir, "pom.xml"), []byte(pom), 0o644); err != nil {
-		return fmt.Errorf("writing pom: %w", err)
-	}
-	logPath := filepath.Join(dir, "install.log")
-	lib := filepath.Join(dir, "lib")
+	logPath = filepath.Join(a.dir, "install.log")
+	lib = filepath.Join(a.dir, "lib")
 	// The rig keeps its own Maven repository so that the install is
 	// self-contained: removing the rig home resets everything.
-	err = RunProcess(ctx, ProcessSpec{Name: "mvn", Dir: dir, Env: os.Environ(), LogPath: logPath, Argv: []string{mvn, "-B", "-ntp",
+	err = RunProcess(ctx, ProcessSpec{Name: "mvn", Dir: a.dir, Env: os.Environ(), LogPath: logPath, Argv: []string{mvn, "-B", "-ntp",
 		"-Dmaven.repo.local=" + filepath.Join(opts.Home, "m2"),
 		"org.apache.maven.plugins:maven-dependency-plugin:" + MavenDependencyPluginVersion + ":copy-dependencies",
 		"-DincludeScope=runtime",
 		"-DoutputDirectory=" + lib}})
 	if err != nil {
-		return fmt.Errorf("installing DynamoDB Local with Maven: %w", err)
+		return "", "", fmt.Errorf("installing %s with Maven: %w", a.name, err)
 	}
-	if !fileExists(filepath.Join(lib, "DynamoDBLocal-"+DynamoDBLocalVersion+".jar")) {
-		return fmt.Errorf("installing DynamoDB Local: Maven finished but %s has no DynamoDBLocal-%s.jar; see %s", lib, DynamoDBLocalVersion, logPath)
+	if !fileExists(filepath.Join(lib, a.jar)) {
+		return "", "", fmt.Errorf("installing %s: Maven finished but %s has no %s; see %s", a.name, lib, a.jar, logPath)
+	}
+	return lib, logPath, nil
+}
+
+func installDynamoDBLocal(ctx context.Context, opts Options) error {
+	native, err := sqliteNativeLib(runtime.GOOS, runtime.GOARCH)
+	if err != nil {
+		return fmt.Errorf("installing DynamoDB Local: %w", err)
+	}
+	dir := dynamoDBLocalDir(opts.Home)
+	lib, logPath, err := installWithMaven(ctx, opts, mavenArtifact{
+		name: "DynamoDB Local", group: "com.amazonaws", artifact: "DynamoDBLocal", version: DynamoDBLocalVersion,
+		dir: dir, jar: "DynamoDBLocal-" + DynamoDBLocalVersion + ".jar",
+	})
+	if err != nil {
+		return err
 	}
 	if matches, _ := filepath.Glob(filepath.Join(lib, native+"-*")); len(matches) == 0 {
 		return fmt.Errorf("installing DynamoDB Local: no %s native library in %s; see %s", native, lib, logPath)
@@ -219,6 +264,20 @@ func installDynamoDBLocal(ctx context.Context, opts Options) error {
 		fmt.Fprintf(opts.Log, "rig: WARNING: %v: DynamoDB Local will listen on all interfaces, not only 127.0.0.1\n", err)
 	}
 	return markComplete(dir, DynamoDBLocalVersion)
+}
+
+// installElasticMQ installs the ElasticMQ server. Unlike DynamoDB Local it
+// needs no launcher: its config file chooses the address it binds.
+func installElasticMQ(ctx context.Context, opts Options) error {
+	dir := elasticMQDir(opts.Home)
+	_, _, err := installWithMaven(ctx, opts, mavenArtifact{
+		name: "ElasticMQ", group: "org.elasticmq", artifact: "elasticmq-server_2.13", version: ElasticMQVersion,
+		dir: dir, jar: filepath.Base(elasticMQJar("")),
+	})
+	if err != nil {
+		return err
+	}
+	return markComplete(dir, ElasticMQVersion)
 }
 
 var errNoJavac = errors.New("javac not found (a JDK, not only a JRE, is needed to bind DynamoDB Local to 127.0.0.1)")
@@ -296,8 +355,8 @@ func javaTool(name string) (string, error) {
 	}
 	p, err := exec.LookPath(name)
 	if err != nil {
-		return "", fmt.Errorf("%s not found in $JAVA_HOME/bin or on PATH; DynamoDB Local %s needs Java %d+ (Debian: apt-get install openjdk-17-jdk-headless)",
-			name, DynamoDBLocalVersion, MinJavaMajor)
+		return "", fmt.Errorf("%s not found in $JAVA_HOME/bin or on PATH; DynamoDB Local %s and ElasticMQ %s need Java %d+ (Debian: apt-get install openjdk-17-jdk-headless)",
+			name, DynamoDBLocalVersion, ElasticMQVersion, MinJavaMajor)
 	}
 	return p, nil
 }

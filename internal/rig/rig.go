@@ -1,7 +1,7 @@
 // Package rig installs and runs the local AWS emulators the tests use:
-// DynamoDB Local (from Maven Central) and moto's server for SQS (from PyPI),
-// on free 127.0.0.1 ports, and gives the environment that points the AWS SDK
-// at them (docs/pattern.md §7). cmd/rig wraps it for the command line; other code
+// DynamoDB Local and, for SQS, ElasticMQ (both from Maven Central) or moto's
+// server (from PyPI, SAS_RIG_SQS=moto), on free 127.0.0.1 ports, and gives
+// the environment that points the AWS SDK at them (docs/pattern.md §7). cmd/rig wraps it for the command line; other code
 // (a local runtime, benchmarks, tests) uses Start directly.
 //
 // When the environment already names endpoints (AWS_ENDPOINT_URL, for
@@ -38,6 +38,11 @@ type Options struct {
 	// IgnoreEnvironment makes Start run its own emulators even when the
 	// environment already names endpoints.
 	IgnoreEnvironment bool
+	// SQS names the SQS emulators to run (SQSElasticMQ, SQSMoto): the
+	// first serves AWS_ENDPOINT_URL_SQS, the others run beside it for the
+	// queue contract suite (EnvSQSExtra). Default: $SAS_RIG_SQS, else
+	// ElasticMQ alone.
+	SQS []string
 }
 
 // DefaultHome is where installs are kept unless Options.Home says otherwise:
@@ -73,16 +78,29 @@ func (o Options) withDefaults() (Options, error) {
 	if o.ReadyTimeout <= 0 {
 		o.ReadyTimeout = 2 * time.Minute
 	}
+	if len(o.SQS) == 0 {
+		sqs, err := SQSFromEnv()
+		if err != nil {
+			return o, err
+		}
+		o.SQS = sqs
+	} else if _, err := parseSQS(strings.Join(o.SQS, ",")); err != nil {
+		return o, err
+	}
 	return o, nil
 }
 
-// Rig is a running pair of emulators, or a note that the environment already
+// Rig is a set of running emulators, or a note that the environment already
 // names endpoints and nothing was started.
 type Rig struct {
 	// DynamoDBEndpoint and SQSEndpoint are the emulators' base URLs, ""
-	// when the rig started nothing.
+	// when the rig started nothing. SQSEmulator names what serves
+	// SQSEndpoint (SQSElasticMQ, SQSMoto).
 	DynamoDBEndpoint string
 	SQSEndpoint      string
+	SQSEmulator      string
+	// ExtraSQS are the other SQS emulators Options.SQS asked for, by name.
+	ExtraSQS map[string]string
 
 	external string
 	procs    []*Process
@@ -95,8 +113,9 @@ type Rig struct {
 	exitedErr error
 }
 
-// Start installs what is missing and starts DynamoDB Local and moto, each on
-// a free 127.0.0.1 port, returning once both answer API calls. ctx bounds the
+// Start installs what is missing and starts DynamoDB Local and the SQS
+// emulators opts.SQS names, each on a free 127.0.0.1 port, returning once
+// all answer API calls. ctx bounds the
 // install and the start; the emulators then run until Stop, or until the rig
 // process dies (on Linux the kernel kills them then).
 //
@@ -125,8 +144,15 @@ func Start(ctx context.Context, opts Options) (*Rig, error) {
 		return nil, fmt.Errorf("creating the emulator log directory: %w", err)
 	}
 
-	ddb := dynamoDBLocalSpec(inst)
-	moto := motoSpec(inst)
+	specs := []emulatorSpec{dynamoDBLocalSpec(inst)}
+	for _, sqs := range opts.SQS {
+		switch sqs {
+		case SQSElasticMQ:
+			specs = append(specs, elasticMQSpec(inst, logDir))
+		case SQSMoto:
+			specs = append(specs, motoSpec(inst))
+		}
+	}
 	if inst.DynamoDBLocalLauncher == "" {
 		fmt.Fprintln(opts.Log, "rig: WARNING: no DynamoDB Local launcher was compiled (no javac at install time): DynamoDB Local listens on all interfaces")
 	}
@@ -136,12 +162,12 @@ func Start(ctx context.Context, opts Options) (*Rig, error) {
 		endpoint string
 		err      error
 	}
-	// Start both at once; the first failure cancels the other's start.
+	// Start all at once; the first failure cancels the others' start.
 	startCtx, cancelStart := context.WithCancel(ctx)
 	defer cancelStart()
-	results := make([]result, 2)
+	results := make([]result, len(specs))
 	var wg sync.WaitGroup
-	for i, spec := range []emulatorSpec{ddb, moto} {
+	for i, spec := range specs {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -178,7 +204,13 @@ func Start(ctx context.Context, opts Options) (*Rig, error) {
 		}
 		return nil, errors.Join(causes...)
 	}
-	r.DynamoDBEndpoint, r.SQSEndpoint = results[0].endpoint, results[1].endpoint
+	r.DynamoDBEndpoint, r.SQSEndpoint, r.SQSEmulator = results[0].endpoint, results[1].endpoint, opts.SQS[0]
+	for i, sqs := range opts.SQS[1:] {
+		if r.ExtraSQS == nil {
+			r.ExtraSQS = map[string]string{}
+		}
+		r.ExtraSQS[sqs] = results[i+2].endpoint
+	}
 	go r.watch()
 	return r, nil
 }
@@ -193,13 +225,18 @@ func (r *Rig) ExternalReason() string { return r.external }
 
 // Env returns the variables that point the AWS SDK at the emulators
 // (AWS_ENDPOINT_URL_DYNAMODB, AWS_ENDPOINT_URL_SQS, AWS_REGION, dummy
-// credentials, SAS_EMULATOR_NAME), or nil when the rig started nothing. Use
-// MergeEnv to lay them over os.Environ().
+// credentials, SAS_EMULATOR_NAME, and SAS_RIG_SQS_EXTRA when other SQS
+// emulators run), or nil when the rig started nothing. Use MergeEnv to lay
+// them over os.Environ().
 func (r *Rig) Env() []string {
 	if r.external != "" || r.DynamoDBEndpoint == "" {
 		return nil
 	}
-	return buildEnv(r.DynamoDBEndpoint, r.SQSEndpoint)
+	env := buildEnv(r.DynamoDBEndpoint, r.SQSEndpoint, r.SQSEmulator)
+	if len(r.ExtraSQS) > 0 {
+		env = append(env, EnvSQSExtra+"="+FormatExtraSQS(r.ExtraSQS))
+	}
+	return env
 }
 
 // PIDs returns the process ids of the running emulators.
@@ -287,6 +324,7 @@ func (r *Rig) watch() {
 // emulatorSpec says how to start one emulator and how to tell it is ready.
 type emulatorSpec struct {
 	name  string
+	setup func(port int) error // optional: runs before each start
 	argv  func(port int) []string
 	dir   string
 	env   []string
@@ -346,6 +384,11 @@ func startEmulator(ctx context.Context, spec emulatorSpec, logDir string, opts O
 		ports, err := freePorts(1)
 		if err != nil {
 			return nil, "", fmt.Errorf("starting %s: %w", spec.name, err)
+		}
+		if spec.setup != nil {
+			if err := spec.setup(ports[0]); err != nil {
+				return nil, "", fmt.Errorf("starting %s: %w", spec.name, err)
+			}
 		}
 		begin := time.Now()
 		p, err := StartProcess(ProcessSpec{Name: spec.name, Argv: spec.argv(ports[0]), Dir: spec.dir, Env: spec.env, LogPath: logPath})

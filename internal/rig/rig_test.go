@@ -38,23 +38,53 @@ func TestFreePortsAreDistinctAndBindable(t *testing.T) {
 }
 
 func TestEnvPointsTheSDKAtTheEmulators(t *testing.T) {
-	r := &Rig{DynamoDBEndpoint: "http://127.0.0.1:1111", SQSEndpoint: "http://127.0.0.1:2222"}
+	r := &Rig{DynamoDBEndpoint: "http://127.0.0.1:1111", SQSEndpoint: "http://127.0.0.1:2222", SQSEmulator: SQSElasticMQ}
 	want := []string{
 		"AWS_ENDPOINT_URL_DYNAMODB=http://127.0.0.1:1111",
 		"AWS_ENDPOINT_URL_SQS=http://127.0.0.1:2222",
 		"AWS_REGION=us-east-1",
 		"AWS_ACCESS_KEY_ID=test",
 		"AWS_SECRET_ACCESS_KEY=test",
-		"SAS_EMULATOR_NAME=dynamodb-local+moto",
+		"SAS_EMULATOR_NAME=dynamodb-local+elasticmq",
 	}
 	if got := r.Env(); !slices.Equal(got, want) {
 		t.Fatalf("Env() = %q, want %q", got, want)
+	}
+
+	// A second SQS emulator is named for the contract suite only.
+	r.ExtraSQS = map[string]string{SQSMoto: "http://127.0.0.1:3333"}
+	want = append(want, "SAS_RIG_SQS_EXTRA=moto=http://127.0.0.1:3333")
+	if got := r.Env(); !slices.Equal(got, want) {
+		t.Fatalf("Env() = %q, want %q", got, want)
+	}
+	extra, err := ParseExtraSQS(FormatExtraSQS(r.ExtraSQS))
+	if err != nil || len(extra) != 1 || extra[SQSMoto] != "http://127.0.0.1:3333" {
+		t.Fatalf("ParseExtraSQS(FormatExtraSQS(%v)) = %v, %v", r.ExtraSQS, extra, err)
+	}
+}
+
+func TestParseSQS(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		want []string
+		ok   bool
+	}{
+		{"", []string{SQSElasticMQ}, true},
+		{"moto", []string{SQSMoto}, true},
+		{" ElasticMQ , moto", []string{SQSElasticMQ, SQSMoto}, true},
+		{"moto,moto", nil, false},
+		{"goaws", nil, false},
+	} {
+		got, err := parseSQS(c.in)
+		if (err == nil) != c.ok || !slices.Equal(got, c.want) {
+			t.Errorf("parseSQS(%q) = %q, %v; want %q, ok=%v", c.in, got, err, c.want, c.ok)
+		}
 	}
 }
 
 func TestMergeEnvOverridesAndDropsForeignSessionToken(t *testing.T) {
 	base := []string{"PATH=/bin", "AWS_REGION=eu-west-1", "AWS_SESSION_TOKEN=real", "HOME=/root", "AWS_ACCESS_KEY_ID=AKIAREAL"}
-	got := MergeEnv(base, buildEnv("http://d", "http://s"))
+	got := MergeEnv(base, buildEnv("http://d", "http://s", SQSElasticMQ))
 	m := map[string]string{}
 	for _, kv := range got {
 		k, v, _ := strings.Cut(kv, "=")

@@ -8,18 +8,23 @@ const (
 	// The 2.x line is compiled for Java 17.
 	DynamoDBLocalVersion = "2.6.1"
 
-	// MavenDependencyPluginVersion resolves DynamoDB Local and its
-	// dependencies (including the sqlite4java native libraries). Pinned so
-	// that Maven does not look up "latest" for the plugin.
+	// ElasticMQVersion is org.elasticmq:elasticmq-server_2.13 on Maven
+	// Central, the rig's default SQS emulator. Maven resolves its
+	// dependencies (Scala, Pekko), pinned by its own POM.
+	ElasticMQVersion = "1.7.1"
+
+	// MavenDependencyPluginVersion resolves DynamoDB Local and ElasticMQ
+	// with their dependencies (including DynamoDB Local's sqlite4java
+	// native libraries). Pinned so that Maven does not look up "latest"
+	// for the plugin.
 	MavenDependencyPluginVersion = "3.8.1"
 
-	// MotoVersion is the moto release (PyPI, with the "server" extra) that
-	// serves SQS. Only moto itself is pinned; pip resolves its dependencies.
+	// MotoVersion is the moto release (PyPI, with the "server" extra), the
+	// rig's other SQS emulator (SAS_RIG_SQS=moto). Only moto itself is
+	// pinned; pip resolves its dependencies.
 	MotoVersion = "5.2.5"
 
-	// MinJavaMajor is the oldest Java that runs DynamoDBLocalVersion.
+	// MinJavaMajor is the oldest Java that runs DynamoDBLocalVersion (and
+	// ElasticMQVersion, which needs 11).
 	MinJavaMajor = 17
 )
-
-// EmulatorName is what the rig puts in SAS_EMULATOR_NAME.
-const EmulatorName = "dynamodb-local+moto"

@@ -12,8 +12,10 @@ import (
 
 // Error codes as SQS reports them, without the "AWS.SimpleQueueService."
 // prefix: over the JSON protocol the SDK reports the query-compatible code
-// (AWS.SimpleQueueService.NonExistentQueue) when the service sends one, and the
-// modelled name (QueueDoesNotExist) otherwise.
+// from the x-amzn-query-error header (AWS.SimpleQueueService.NonExistentQueue)
+// when the service sends one, and the modelled name (QueueDoesNotExist)
+// otherwise. ElasticMQ puts the body's shape id in that header
+// (com.amazonaws.sqs#QueueDoesNotExist), which the SDK passes on as it is.
 var (
 	notFoundCodes = map[string]bool{
 		"QueueDoesNotExist": true,
@@ -40,14 +42,19 @@ var (
 	}
 )
 
-// code returns the service's error code without the query-compatible prefix,
-// or "" for an error that did not come from the service (network, context).
+// code returns the service's error code without the query-compatible prefix
+// or a shape namespace ("com.amazonaws.sqs#"), or "" for an error that did
+// not come from the service (network, context).
 func code(err error) string {
 	var apiErr smithy.APIError
-	if errors.As(err, &apiErr) {
-		return strings.TrimPrefix(apiErr.ErrorCode(), "AWS.SimpleQueueService.")
+	if !errors.As(err, &apiErr) {
+		return ""
 	}
-	return ""
+	c := apiErr.ErrorCode()
+	if i := strings.LastIndexByte(c, '#'); i >= 0 {
+		c = c[i+1:]
+	}
+	return strings.TrimPrefix(c, "AWS.SimpleQueueService.")
 }
 
 // translate maps an SQS error to the domain's sentinels, keeping the SDK error

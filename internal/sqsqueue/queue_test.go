@@ -189,6 +189,9 @@ func TestErrorTranslation(t *testing.T) {
 	}{
 		{"modelled not found", &types.QueueDoesNotExist{}, sas.ErrNotFound},
 		{"query-compatible not found", apiErr("AWS.SimpleQueueService.NonExistentQueue", "", smithy.FaultClient), sas.ErrNotFound},
+		// ElasticMQ's x-amzn-query-error header carries the shape id.
+		{"shape id not found", apiErr("com.amazonaws.sqs#QueueDoesNotExist", "", smithy.FaultClient), sas.ErrNotFound},
+		{"shape id invalid receipt", apiErr("com.amazonaws.sqs#ReceiptHandleIsInvalid", "", smithy.FaultClient), sas.ErrInvalid},
 		{"invalid parameter", apiErr("InvalidParameterValue", "bad", smithy.FaultClient), sas.ErrInvalid},
 		{"batch too long", apiErr("AWS.SimpleQueueService.BatchRequestTooLong", "", smithy.FaultClient), sas.ErrInvalid},
 		{"throttled stays itself", apiErr("RequestThrottled", "", smithy.FaultClient), nil},
