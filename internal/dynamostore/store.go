@@ -281,8 +281,12 @@ func (st *Store) GiveUp(ctx context.Context, p sas.GiveUpParams) (sas.StepRecord
 	if _, err := sas.GiveUp(probe, p); err != nil {
 		return sas.StepRecord{}, fmt.Errorf("giving up step %s: %w", p.Key, err)
 	}
+	owedAt := p.OwedAt
+	if owedAt.IsZero() {
+		owedAt = p.Now
+	}
 	return st.settleDue(ctx, "giving up", dueWrite{Key: p.Key, From: p.From, Attempt: p.Attempt, Now: p.Now,
-		To: sas.GiveUpTarget(p.From), IndexAt: p.Now, Actor: p.Actor, Reason: p.Reason})
+		To: sas.GiveUpTarget(p.From), IndexAt: p.Now, Actor: p.Actor, Reason: p.Reason, OwedAt: owedAt})
 }
 
 // dueWrite is the supervisor's write on a due record: rescue or give up.
@@ -292,6 +296,10 @@ type dueWrite struct {
 	Attempt       int
 	Now, IndexAt  time.Time
 	Actor, Reason string
+
+	// OwedAt, when set, puts the record in the owed partition at OwedAt
+	// instead of w.To's at IndexAt: a give-up owes its effects.
+	OwedAt time.Time
 }
 
 // settleDue moves a due record to w.To, fenced by dueCondition: the lease
@@ -303,7 +311,11 @@ func (st *Store) settleDue(ctx context.Context, op string, w dueWrite) (sas.Step
 	u.add(attrFailureCount, 1)
 	u.set(attrLastError, s(w.Reason))
 	u.remove(attrLockedBy, attrCompleteBy)
-	st.index(&u, w.Key, w.To, ms(w.IndexAt))
+	if w.OwedAt.IsZero() {
+		st.index(&u, w.Key, w.To, ms(w.IndexAt))
+	} else {
+		st.indexOwed(&u, w.Key, ms(w.OwedAt))
+	}
 	u.touch(w.Now, sas.HistoryEntry{At: w.Now, Step: w.Key.Step, Actor: w.Actor, From: w.From, To: w.To, Attempt: w.Attempt, Reason: w.Reason})
 	return st.update(ctx, op, w.Key, u)
 }
@@ -468,6 +480,11 @@ func (st *Store) ListByState(ctx context.Context, p sas.ListByStateParams) (sas.
 		if len(q.LastEvaluatedKey) > 0 {
 			d := &decoder{item: q.LastEvaluatedKey}
 			next[shard] = cursorKey{At: d.num(attrIdxSK), Order: d.str(attrOrderID), Step: int(d.num(attrStep))}
+		}
+	}
+	if sas.MayOwe(p.State) {
+		if err := st.listOwed(ctx, p, after, next, &res); err != nil {
+			return res, err
 		}
 	}
 	res.NextCursor = encodeCursor(next)

@@ -37,6 +37,8 @@ type StateStore interface {
 	Resubmit(ctx context.Context, p ResubmitParams) (StepRecord, error)
 	GetOrder(ctx context.Context, orderID string) (OrderView, error)
 	ListByState(ctx context.Context, p ListByStateParams) (ListByStateResult, error)
+
+	OwedStore // a give-up's owed effects (owed.go)
 }
 
 // SubmitParams creates an order. PickupBy is when a scheduler must have

@@ -75,6 +75,12 @@ func Run(t *testing.T, h Harness) {
 		{"GetOrderNotFound", testNotFound},
 		{"Compensation", testCompensation},
 		{"CompensationFails", testCompensationFails},
+
+		// a give-up's owed effects (owed.go)
+		{"GiveUpOwesItsEffects", testGiveUpOwes},
+		{"CompensationClaimSettlesOwed", testCompensationClaimSettlesOwed},
+		{"UndoGiveUpOwesAlertOnly", testUndoGiveUpOwesAlertOnly},
+		{"OwedSweepCost", testOwedSweepCost},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
