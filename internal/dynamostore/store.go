@@ -323,19 +323,15 @@ func (st *Store) settleDue(ctx context.Context, op string, w dueWrite) (sas.Step
 // Resubmit reads the record (an operator action, off the hot path) so it can
 // trim the history, then rewrites it fenced on state and attempt.
 func (st *Store) Resubmit(ctx context.Context, p sas.ResubmitParams) (sas.StepRecord, error) {
-	out, err := st.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: &st.cfg.StateTable, Key: stepKey(p.Key), ConsistentRead: aws.Bool(true)})
+	view, cur, err := st.readForResubmit(ctx, p.Key)
 	if err != nil {
-		return sas.StepRecord{}, fmt.Errorf("resubmitting step %s: %w", p.Key, translate(err))
-	}
-	if len(out.Item) == 0 {
-		return sas.StepRecord{}, fmt.Errorf("resubmitting step %s: %w", p.Key, sas.ErrNotFound)
-	}
-	cur, err := decodeStep(out.Item)
-	if err != nil {
-		return sas.StepRecord{}, fmt.Errorf("resubmitting step %s: %w", p.Key, err)
+		return sas.StepRecord{}, err
 	}
 	next, err := sas.Resubmit(cur, p)
 	if err != nil {
+		return sas.StepRecord{}, fmt.Errorf("resubmitting step %s: %w", p.Key, err)
+	}
+	if err := sas.CanResubmit(view, p.Key.Step); err != nil {
 		return sas.StepRecord{}, fmt.Errorf("resubmitting step %s: %w", p.Key, err)
 	}
 	u := newUpdate()
@@ -346,7 +342,7 @@ func (st *Store) Resubmit(ctx context.Context, p sas.ResubmitParams) (sas.StepRe
 	u.set(attrHistory, historyList(next.History))
 	u.set(attrUpdatedAt, ms(p.Now))
 	st.index(&u, p.Key, sas.Pending, ms(p.PickupBy))
-	return st.update(ctx, "resubmitting", p.Key, u)
+	return st.resubmitWrite(ctx, p, u, view)
 }
 
 // index points the record's index entry at a state partition and time.

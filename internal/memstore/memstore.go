@@ -155,7 +155,17 @@ func (s *Store) GiveUp(_ context.Context, p sas.GiveUpParams) (sas.StepRecord, e
 }
 
 func (s *Store) Resubmit(_ context.Context, p sas.ResubmitParams) (sas.StepRecord, error) {
-	return s.update("resubmitting", p.Key, func(r sas.StepRecord) (sas.StepRecord, error) { return sas.Resubmit(r, p) })
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.updateLocked("resubmitting", p.Key, func(r sas.StepRecord) (sas.StepRecord, error) {
+		next, err := sas.Resubmit(r, p)
+		if err != nil {
+			return r, err
+		}
+		// The whole order, under the same lock: a compensation cannot start
+		// in between.
+		return next, sas.CanResubmit(s.viewLocked(p.Key.OrderID), p.Key.Step)
+	})
 }
 
 func (s *Store) GetOrder(_ context.Context, orderID string) (sas.OrderView, error) {

@@ -185,3 +185,30 @@ func requireListed(t *testing.T, s sas.StateStore, state sas.ProcessState, keys 
 	}
 	require.ElementsMatch(t, keys, got, "records listed in %s", state)
 }
+
+// testResubmitRefusedOnceCompensating: a step of an order that is being or
+// has been compensated is never re-armed (hole 5): the retry would be
+// dropped, the supervisor would give up, and a step that never took effect
+// would be undone.
+func testResubmitRefusedOnceCompensating(t *testing.T, h Harness) {
+	s := h.New(t).Store
+	submit(t, s, "o-rc", 2)
+	claim(t, s, key("o-rc", 0), 0, "a", T0, at(time.Minute))
+	_, err := s.Complete(ctx, sas.CompleteParams{Key: key("o-rc", 0), Owner: "a", Attempt: 1, Now: at(time.Second),
+		Next: &sas.ClaimParams{Key: key("o-rc", 1), Attempt: 0, Owner: "a", Now: at(time.Second), CompleteBy: at(time.Minute)}})
+	require.NoError(t, err)
+	_, err = s.Fail(ctx, sas.FailParams{Key: key("o-rc", 1), Owner: "a", Attempt: 1, Now: at(2 * time.Second), Reason: "declined"})
+	require.NoError(t, err)
+	_, err = s.Claim(ctx, sas.ClaimParams{Key: key("o-rc", 0), From: sas.Processed, Attempt: 1, Owner: "a", Now: at(3 * time.Second), CompleteBy: at(time.Minute)})
+	require.NoError(t, err)
+	now := at(4 * time.Second)
+	rp := sas.ResubmitParams{Key: key("o-rc", 1), Attempt: 1, Now: now, PickupBy: now.Add(time.Minute), Actor: "op"}
+	_, err = s.Resubmit(ctx, rp)
+	require.ErrorIs(t, err, sas.ErrInvalid, "compensating")
+	require.ErrorContains(t, err, "compensated")
+	_, err = s.Complete(ctx, sas.CompleteParams{Key: key("o-rc", 0), Owner: "a", Attempt: 2, Now: now, Compensation: true})
+	require.NoError(t, err)
+	_, err = s.Resubmit(ctx, rp)
+	require.ErrorIs(t, err, sas.ErrInvalid, "compensated")
+	require.Equal(t, sas.Error, get(t, s, "o-rc").Steps[1].ProcessState, "left as it was")
+}

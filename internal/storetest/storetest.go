@@ -81,6 +81,9 @@ func Run(t *testing.T, h Harness) {
 		{"CompensationClaimSettlesOwed", testCompensationClaimSettlesOwed},
 		{"UndoGiveUpOwesAlertOnly", testUndoGiveUpOwesAlertOnly},
 		{"OwedSweepCost", testOwedSweepCost},
+
+		// resubmission of a compensated order's step (owed.go)
+		{"ResubmitRefusedOnceCompensating", testResubmitRefusedOnceCompensating},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
