@@ -27,7 +27,7 @@ func sample() sas.Alert {
 	return sas.Alert{
 		OrderID: "o-42", Step: 1, StepName: "charge", State: sas.Error,
 		Reason: "attempt 3 not finished by its deadline", Attempts: 3, Failures: 3,
-		At: at, Source: "supervisor",
+		At: at, Source: "supervisor", ID: "o-42/1/Error/3",
 	}
 }
 
@@ -47,13 +47,13 @@ func TestBody(t *testing.T) {
 		V: 1, Summary: "SAS: order o-42 step 1 (charge) is Error after 3 failures",
 		OrderID: "o-42", Step: 1, StepName: "charge", State: sas.Error,
 		Reason: "attempt 3 not finished by its deadline", Attempts: 3, Failures: 3,
-		Time: at, Source: "supervisor", Inspect: "sasctl show o-42",
+		Time: at, Source: "supervisor", Inspect: "sasctl show o-42", ID: "o-42/1/Error/3",
 	}, b)
 
 	// The wire names are the contract subscribers read.
 	var raw map[string]any
 	require.NoError(t, json.Unmarshal([]byte(alerts.NewBody(sample()).JSON()), &raw))
-	for _, k := range []string{"v", "summary", "orderId", "step", "stepName", "state", "reason", "attempts", "failures", "time", "source", "inspect"} {
+	for _, k := range []string{"v", "summary", "orderId", "step", "stepName", "state", "reason", "attempts", "failures", "time", "source", "inspect", "id"} {
 		require.Contains(t, raw, k)
 	}
 }
@@ -117,6 +117,7 @@ func TestSNSRequest(t *testing.T) {
 	require.Equal(t, "Error", aws.ToString(in.MessageAttributes["state"].StringValue))
 	require.Equal(t, "Number", aws.ToString(in.MessageAttributes["step"].DataType))
 	require.Equal(t, "1", aws.ToString(in.MessageAttributes["step"].StringValue))
+	require.Equal(t, "o-42/1/Error/3", aws.ToString(in.MessageAttributes["alertId"].StringValue), "a re-sent alert is recognisable")
 	for name, v := range in.MessageAttributes {
 		require.NotEmpty(t, aws.ToString(v.StringValue), "attribute %s", name)
 	}
@@ -171,6 +172,7 @@ func TestEventBridgeRequest(t *testing.T) {
 	require.Equal(t, sas.Error, b.State)
 	require.Equal(t, 3, b.Failures)
 	require.Equal(t, "sasctl show o-42", b.Inspect)
+	require.Equal(t, "o-42/1/Error/3", b.ID, "a re-sent alert is recognisable")
 }
 
 func TestEventBridgeRefusedEntryIsAnError(t *testing.T) {

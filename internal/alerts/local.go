@@ -46,6 +46,7 @@ func (l *Log) Alert(ctx context.Context, a sas.Alert) error {
 		slog.Time("time", b.Time),
 		slog.String("source", b.Source),
 		slog.String("inspect", b.Inspect),
+		slog.String("alertId", b.ID),
 	)
 	return nil
 }

@@ -52,6 +52,11 @@ type Body struct {
 	Source   string           `json:"source,omitempty"` // the actor that raised it
 	// Inspect is the command an operator runs first.
 	Inspect string `json:"inspect"`
+
+	// ID is stable across re-sends of the same alert (sas.AlertID): a
+	// receiver de-duplicates on it, since a give-up's alert is re-driven
+	// until the supervisor has recorded it sent.
+	ID string `json:"id,omitempty"`
 }
 
 // NewBody renders an alert.
@@ -69,6 +74,7 @@ func NewBody(a sas.Alert) Body {
 		Time:     a.At.UTC(),
 		Source:   a.Source,
 		Inspect:  InspectCommand(a.OrderID),
+		ID:       a.ID,
 	}
 }
 

@@ -61,6 +61,7 @@ func (s *SNS) input(a sas.Alert) *sns.PublishInput {
 	str("orderId", a.OrderID)
 	str("state", string(a.State))
 	str("source", a.Source)
+	str("alertId", a.ID)
 	attrs["step"] = types.MessageAttributeValue{DataType: aws.String("Number"), StringValue: aws.String(strconv.Itoa(a.Step))}
 	return &sns.PublishInput{
 		TopicArn:          aws.String(s.topicARN),

@@ -111,8 +111,8 @@ func stepItem(r sas.StepRecord) map[string]av {
 	if r.Generation != 0 {
 		it[attrGeneration] = ni(r.Generation)
 	}
-	if at, ok := r.Indexed(); ok {
-		it[attrIdxPK] = s(sas.IndexPartition(r.ProcessState, r.Shard))
+	if pk, at, ok := r.IndexEntry(); ok {
+		it[attrIdxPK] = s(pk)
 		it[attrIdxSK] = ms(at)
 	}
 	return it
@@ -226,6 +226,7 @@ func decodeStep(it map[string]av) (sas.StepRecord, error) {
 	case sas.Pending, sas.Processing, sas.Compensating:
 		r.DueAt = d.time(attrIdxSK)
 	}
+	decodeOwed(d, &r)
 	if l, ok := it[attrHistory].(*types.AttributeValueMemberL); ok {
 		for _, e := range l.Value {
 			m, ok := e.(*types.AttributeValueMemberM)

@@ -285,8 +285,12 @@ func (st *Store) GiveUp(ctx context.Context, p sas.GiveUpParams) (sas.StepRecord
 	if _, err := sas.GiveUp(probe, p); err != nil {
 		return sas.StepRecord{}, fmt.Errorf("giving up step %s: %w", p.Key, err)
 	}
+	owedAt := p.OwedAt
+	if owedAt.IsZero() {
+		owedAt = p.Now
+	}
 	return st.settleDue(ctx, "giving up", dueWrite{Key: p.Key, From: p.From, Attempt: p.Attempt, Now: p.Now,
-		To: sas.GiveUpTarget(p.From), IndexAt: p.Now, Actor: p.Actor, Reason: p.Reason})
+		To: sas.GiveUpTarget(p.From), IndexAt: p.Now, Actor: p.Actor, Reason: p.Reason, OwedAt: owedAt})
 }
 
 // dueWrite is the supervisor's write on a due record: rescue or give up.
@@ -296,6 +300,10 @@ type dueWrite struct {
 	Attempt       int
 	Now, IndexAt  time.Time
 	Actor, Reason string
+
+	// OwedAt, when set, puts the record in the owed partition at OwedAt
+	// instead of w.To's at IndexAt: a give-up owes its effects.
+	OwedAt time.Time
 }
 
 // settleDue moves a due record to w.To, fenced by dueCondition: the lease
@@ -311,7 +319,11 @@ func (st *Store) settleDue(ctx context.Context, op string, w dueWrite) (sas.Step
 		u.set(attrRefused, boolean(false))
 	}
 	u.remove(attrLockedBy, attrCompleteBy)
-	st.index(&u, w.Key, w.To, ms(w.IndexAt))
+	if w.OwedAt.IsZero() {
+		st.index(&u, w.Key, w.To, ms(w.IndexAt))
+	} else {
+		st.indexOwed(&u, w.Key, ms(w.OwedAt))
+	}
 	u.touch(w.Now, sas.HistoryEntry{At: w.Now, Step: w.Key.Step, Actor: w.Actor, From: w.From, To: w.To, Attempt: w.Attempt, Reason: w.Reason})
 	return st.update(ctx, op, w.Key, u)
 }
@@ -319,19 +331,15 @@ func (st *Store) settleDue(ctx context.Context, op string, w dueWrite) (sas.Step
 // Resubmit reads the record (an operator action, off the hot path) so it can
 // trim the history, then rewrites it fenced on state and attempt.
 func (st *Store) Resubmit(ctx context.Context, p sas.ResubmitParams) (sas.StepRecord, error) {
-	out, err := st.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: &st.cfg.StateTable, Key: stepKey(p.Key), ConsistentRead: aws.Bool(true)})
+	view, cur, err := st.readForResubmit(ctx, p.Key)
 	if err != nil {
-		return sas.StepRecord{}, fmt.Errorf("resubmitting step %s: %w", p.Key, translate(err))
-	}
-	if len(out.Item) == 0 {
-		return sas.StepRecord{}, fmt.Errorf("resubmitting step %s: %w", p.Key, sas.ErrNotFound)
-	}
-	cur, err := decodeStep(out.Item)
-	if err != nil {
-		return sas.StepRecord{}, fmt.Errorf("resubmitting step %s: %w", p.Key, err)
+		return sas.StepRecord{}, err
 	}
 	next, err := sas.Resubmit(cur, p)
 	if err != nil {
+		return sas.StepRecord{}, fmt.Errorf("resubmitting step %s: %w", p.Key, err)
+	}
+	if err := sas.CanResubmit(view, p.Key.Step); err != nil {
 		return sas.StepRecord{}, fmt.Errorf("resubmitting step %s: %w", p.Key, err)
 	}
 	u := newUpdate()
@@ -345,7 +353,7 @@ func (st *Store) Resubmit(ctx context.Context, p sas.ResubmitParams) (sas.StepRe
 	u.set(attrHistory, historyList(next.History))
 	u.set(attrUpdatedAt, ms(p.Now))
 	st.index(&u, p.Key, sas.Pending, ms(p.PickupBy))
-	return st.update(ctx, "resubmitting", p.Key, u)
+	return st.resubmitWrite(ctx, p, u, view)
 }
 
 // NoteEffect sets UndoOwed on a forward step that is not Processed,
@@ -515,6 +523,11 @@ func (st *Store) ListByState(ctx context.Context, p sas.ListByStateParams) (sas.
 		if len(q.LastEvaluatedKey) > 0 {
 			d := &decoder{item: q.LastEvaluatedKey}
 			next[shard] = cursorKey{At: d.num(attrIdxSK), Order: d.str(attrOrderID), Step: int(d.num(attrStep))}
+		}
+	}
+	if sas.MayOwe(p.State) {
+		if err := st.listOwed(ctx, p, after, next, &res); err != nil {
+			return res, err
 		}
 	}
 	res.NextCursor = encodeCursor(next)

@@ -155,7 +155,17 @@ func (s *Store) GiveUp(_ context.Context, p sas.GiveUpParams) (sas.StepRecord, e
 }
 
 func (s *Store) Resubmit(_ context.Context, p sas.ResubmitParams) (sas.StepRecord, error) {
-	return s.update("resubmitting", p.Key, func(r sas.StepRecord) (sas.StepRecord, error) { return sas.Resubmit(r, p) })
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.updateLocked("resubmitting", p.Key, func(r sas.StepRecord) (sas.StepRecord, error) {
+		next, err := sas.Resubmit(r, p)
+		if err != nil {
+			return r, err
+		}
+		// The whole order, under the same lock: a compensation cannot start
+		// in between.
+		return next, sas.CanResubmit(s.viewLocked(p.Key.OrderID), p.Key.Step)
+	})
 }
 
 func (s *Store) NoteEffect(_ context.Context, p sas.NoteEffectParams) (sas.StepRecord, error) {
@@ -210,9 +220,15 @@ func less(a, b indexEntry) bool {
 // sorted as DynamoDB sorts it. Building them walks the map once: CPU in
 // memory, not reads; the stats count what a DynamoDB query would read.
 func (s *Store) partitionsLocked(state sas.ProcessState) map[int][]indexEntry {
+	return s.partitionsNamedLocked(func(shard int) string { return sas.IndexPartition(state, shard) })
+}
+
+// partitionsNamedLocked returns the index partitions named partition(shard):
+// a state's, or the owed ones.
+func (s *Store) partitionsNamedLocked(partition func(shard int) string) map[int][]indexEntry {
 	out := map[int][]indexEntry{}
 	for k, r := range s.steps {
-		if at, ok := r.Indexed(); ok && r.ProcessState == state {
+		if pk, at, ok := r.IndexEntry(); ok && pk == partition(r.Shard) {
 			out[r.Shard] = append(out[r.Shard], indexEntry{at: at.UnixMilli(), key: k})
 		}
 	}
@@ -285,6 +301,9 @@ func (s *Store) ListByState(_ context.Context, p sas.ListByStateParams) (sas.Lis
 			res.Records = append(res.Records, projected(s.steps[e.key]))
 		}
 	}
+	if sas.MayOwe(p.State) {
+		s.listOwedLocked(p, after, next, &res)
+	}
 	if len(next) > 0 {
 		res.NextCursor = encodeCursor(next)
 	}
@@ -330,6 +349,7 @@ func projected(r sas.StepRecord) sas.StepRecord {
 
 func cloneRecord(r sas.StepRecord) sas.StepRecord {
 	r.History = append([]sas.HistoryEntry(nil), r.History...)
+	r.Owes = cloneOwes(r.Owes)
 	return r
 }
 
@@ -348,6 +368,7 @@ func (s *Store) normalize(r sas.StepRecord) sas.StepRecord {
 	r.Shard = sas.ShardFor(r.Key(), s.shards)
 	r.CompleteBy, r.DueAt = ms(r.CompleteBy), ms(r.DueAt)
 	r.CreatedAt, r.UpdatedAt = ms(r.CreatedAt), ms(r.UpdatedAt)
+	r.OwedAt = ms(r.OwedAt)
 	for i := range r.History {
 		r.History[i].At = ms(r.History[i].At)
 	}

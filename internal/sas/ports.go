@@ -42,6 +42,8 @@ type StateStore interface {
 	GetStep(ctx context.Context, k StepKey) (StepRecord, error)
 	GetOrder(ctx context.Context, orderID string) (OrderView, error)
 	ListByState(ctx context.Context, p ListByStateParams) (ListByStateResult, error)
+
+	OwedStore // a give-up's owed effects (owed.go)
 }
 
 // SubmitParams creates an order. PickupBy is when a scheduler must have

@@ -63,6 +63,13 @@ type StepRecord struct {
 	// resubmit of a refused step with no effect starts a new generation, so
 	// a remote that stored the refusal does not replay it.
 	Generation int
+
+	// What a give-up still owes (docs/decisions.md, "A give-up's effects
+	// are owed until sent"): set by GiveUp in the same write, cleared by
+	// Settle once every effect went out, or by the compensation claim that
+	// the owed request asked for. Nil/zero when nothing is owed.
+	Owes   []Effect
+	OwedAt time.Time // when a sweep (re)sends what is owed
 }
 
 // Key returns the record's key.

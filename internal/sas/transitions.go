@@ -66,6 +66,7 @@ func Claim(r StepRecord, p ClaimParams) (StepRecord, error) {
 	}
 	r.Attempt++
 	r.LockedBy, r.CompleteBy, r.DueAt = p.Owner, p.CompleteBy, p.CompleteBy
+	r = claimSettles(r, from)
 	return move(r, to, p.Owner, reason, p.Now), nil
 }
 
@@ -181,9 +182,14 @@ type GiveUpParams struct {
 	Now     time.Time
 	Actor   string
 	Reason  string
+
+	// OwedAt is when a sweep (re)sends what the give-up owes if the giver
+	// does not settle it first; zero means Now.
+	OwedAt time.Time
 }
 
-// GiveUp moves an expired step to Error, with the same guard as Rescue.
+// GiveUp moves an expired step to Error, with the same guard as Rescue, and
+// records what it owes (GiveUpOwes) in the same write.
 func GiveUp(r StepRecord, p GiveUpParams) (StepRecord, error) {
 	if err := checkDue("give up", r, p.From, p.Attempt, p.Now); err != nil {
 		return r, err
@@ -192,6 +198,7 @@ func GiveUp(r StepRecord, p GiveUpParams) (StepRecord, error) {
 	r.FailureCount++
 	r.LastError = p.Reason
 	r.FailedBy, r.Refused = p.Actor, false
+	r = owe(r, GiveUpTarget(p.From), p)
 	return move(r, GiveUpTarget(p.From), p.Actor, p.Reason, p.Now), nil
 }
 
@@ -209,6 +216,9 @@ type ResubmitParams struct {
 func Resubmit(r StepRecord, p ResubmitParams) (StepRecord, error) {
 	if r.ProcessState != Error || r.Attempt != p.Attempt {
 		return r, race("resubmit", r)
+	}
+	if err := resubmitOwing(r); err != nil {
+		return r, err
 	}
 	if !p.PickupBy.After(p.Now) {
 		return r, &ValidationError{Field: "pickupBy", Reason: "the pick-up deadline must be after now"}

@@ -69,6 +69,10 @@ type Alert struct {
 	Failures int
 	At       time.Time
 	Source   string // "scheduler" or "supervisor"
+
+	// ID names the event the alert is about, stable across re-sends (see
+	// AlertID), so that a receiver can tell a re-driven alert from a new one.
+	ID string
 }
 
 // Alerter raises operator alerts (SNS, EventBridge, a log in local runs).

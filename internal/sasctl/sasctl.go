@@ -293,8 +293,19 @@ func (a *App) resubmit(ctx context.Context, args []string) error {
 	default:
 		return fmt.Errorf("resubmit takes one order id, or -all: %w", ErrUsage)
 	}
-	var failed int
+	var failed, refused int
 	for _, r := range targets {
+		// The same rule the store applies (sas.CanResubmit), so a dry run
+		// shows what the real run will refuse, and why.
+		if why := a.refusal(ctx, r); why != nil {
+			refused++
+			if *dry {
+				fmt.Fprintf(a.Out, "would refuse %s step %d (%s): %v\n", r.OrderID, r.Step, r.StepName, why)
+			} else {
+				fmt.Fprintf(a.Out, "REFUSED %s step %d (%s): %v\n", r.OrderID, r.Step, r.StepName, why)
+			}
+			continue
+		}
 		if *dry {
 			fmt.Fprintf(a.Out, "would resubmit %s step %d (%s): %s\n", r.OrderID, r.Step, r.StepName, dash(r.LastError))
 			continue
@@ -310,11 +321,31 @@ func (a *App) resubmit(ctx context.Context, args []string) error {
 	if *dry {
 		verb = "would resubmit (dry run)"
 	}
-	fmt.Fprintf(a.Out, "%s %d step(s), %d failed\n", verb, len(targets)-failed, failed)
-	if failed > 0 {
-		return fmt.Errorf("resubmit: %d of %d failed", failed, len(targets))
+	if refused == 0 {
+		fmt.Fprintf(a.Out, "%s %d step(s), %d failed\n", verb, len(targets)-failed, failed)
+	} else {
+		fmt.Fprintf(a.Out, "%s %d step(s), %d failed, %d refused\n", verb, len(targets)-failed-refused, failed, refused)
+	}
+	switch {
+	case *dry:
+		return nil
+	case failed > 0:
+		return fmt.Errorf("resubmit: %d of %d failed, %d refused", failed, len(targets), refused)
+	case refused > 0:
+		return fmt.Errorf("resubmit: %d of %d refused: %w", refused, len(targets), sas.ErrInvalid)
 	}
 	return nil
+}
+
+// refusal says why a step may not be resubmitted (sas.CanResubmit on its
+// order as read now), or nil. A read that fails is a refusal too: nothing
+// is written without the check.
+func (a *App) refusal(ctx context.Context, r sas.StepRecord) error {
+	v, err := a.Store.GetOrder(ctx, r.OrderID)
+	if err != nil {
+		return fmt.Errorf("reading order %s: %w", r.OrderID, err)
+	}
+	return sas.CanResubmit(v, r.Step)
 }
 
 func stepSuffix(step int) string {

@@ -153,3 +153,45 @@ func TestCompensateAndWatch(t *testing.T) {
 	require.Contains(t, f.out.String(), "Error 1")
 	require.Contains(t, f.out.String(), "overdue 1  oldest stuck 59m30s")
 }
+
+// compensatedOrder makes a two-step order whose second step failed and whose
+// first step's undo is running: its Error step must never be resubmitted.
+func (f fixture) compensatingOrder(t *testing.T, id string) {
+	t.Helper()
+	ctx := context.Background()
+	_, err := f.store.Submit(ctx, sas.SubmitParams{Order: sas.Order{OrderID: id, Workflow: "order", Steps: []string{"charge", "ship"}}, Now: t0, PickupBy: t0.Add(time.Minute),
+		Claim: &sas.ClaimParams{Owner: "s", CompleteBy: t0.Add(30 * time.Second)}})
+	require.NoError(t, err)
+	_, err = f.store.Complete(ctx, sas.CompleteParams{Key: sas.StepKey{OrderID: id}, Owner: "s", Attempt: 1, Now: t0.Add(time.Second),
+		Next: &sas.ClaimParams{Key: sas.StepKey{OrderID: id, Step: 1}, Owner: "s", Now: t0.Add(time.Second), CompleteBy: t0.Add(30 * time.Second)}})
+	require.NoError(t, err)
+	_, err = f.store.Fail(ctx, sas.FailParams{Key: sas.StepKey{OrderID: id, Step: 1}, Owner: "s", Attempt: 1, Now: t0.Add(2 * time.Second), Reason: "address invalid"})
+	require.NoError(t, err)
+	_, err = f.store.Claim(ctx, sas.ClaimParams{Key: sas.StepKey{OrderID: id}, From: sas.Processed, Attempt: 1, Owner: "s", Now: t0.Add(3 * time.Second), CompleteBy: t0.Add(time.Minute)})
+	require.NoError(t, err)
+}
+
+func TestResubmitRefusesACompensatedOrder(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	f.failedOrder(t, "o-ok")
+	f.compensatingOrder(t, "o-undo")
+	ctx := context.Background()
+	require.NoError(t, f.app.Run(ctx, []string{"resubmit", "-all", "-dry-run"}))
+	out := f.out.String()
+	require.Contains(t, out, "would resubmit o-ok step 0")
+	require.Contains(t, out, "would refuse o-undo step 1")
+	require.Contains(t, out, "being or has been compensated")
+	require.Contains(t, out, "would resubmit (dry run) 1 step(s)")
+
+	f.out.Reset()
+	err := f.app.Run(ctx, []string{"resubmit", "-all"})
+	require.Error(t, err)
+	require.Contains(t, f.out.String(), "REFUSED o-undo step 1")
+	require.Contains(t, f.out.String(), "resubmitted 1 step(s), 0 failed, 1 refused")
+	require.Len(t, f.receive(t, f.schq), 1, "only the step that may go round again")
+	v, err := f.store.GetOrder(ctx, "o-undo")
+	require.NoError(t, err)
+	require.Equal(t, sas.Error, v.Steps[1].ProcessState)
+	require.ErrorIs(t, f.app.Run(ctx, []string{"resubmit", "o-undo"}), sas.ErrInvalid)
+}

@@ -421,6 +421,9 @@ func testGiveUpResubmit(t *testing.T, h Harness) {
 	require.NoError(t, err)
 	require.Equal(t, sas.Error, r.ProcessState)
 	require.Equal(t, 1, r.FailureCount)
+	// What the give-up owed went out (the supervisor settles it).
+	_, err = s.Settle(ctx, sas.SettleParams{Key: k, State: sas.Error, Attempt: 1})
+	require.NoError(t, err)
 	_, err = s.Resubmit(ctx, sas.ResubmitParams{Key: k, Attempt: 0, Now: now, PickupBy: now.Add(time.Minute), Actor: "op"})
 	requireRace(t, err)
 	r, err = s.Resubmit(ctx, sas.ResubmitParams{Key: k, Attempt: 1, Now: now, PickupBy: now.Add(time.Minute), Actor: "operator:alice", Reason: "card fixed"})

@@ -75,6 +75,15 @@ func Run(t *testing.T, h Harness) {
 		{"GetOrderNotFound", testNotFound},
 		{"Compensation", testCompensation},
 		{"CompensationFails", testCompensationFails},
+
+		// a give-up's owed effects (owed.go)
+		{"GiveUpOwesItsEffects", testGiveUpOwes},
+		{"CompensationClaimSettlesOwed", testCompensationClaimSettlesOwed},
+		{"UndoGiveUpOwesAlertOnly", testUndoGiveUpOwesAlertOnly},
+		{"OwedSweepCost", testOwedSweepCost},
+
+		// resubmission of a compensated order's step (owed.go)
+		{"ResubmitRefusedOnceCompensating", testResubmitRefusedOnceCompensating},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

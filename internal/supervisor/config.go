@@ -24,6 +24,9 @@ const (
 	// in hand, send its messages and flush its logs after the budget ends.
 	DefaultBudget = 20 * time.Second
 	DefaultActor  = "supervisor"
+	// DefaultOwedRetry: a give-up's effects not sent by the run that gave
+	// up are re-sent by the first sweep at least this long after it.
+	DefaultOwedRetry = 30 * time.Second
 
 	// MaxDelay is the longest SQS message delay: the backoff cannot be longer,
 	// because the backoff is the retry message's delay.
@@ -62,6 +65,12 @@ type Config struct {
 	// started after it. Keep it well inside the Lambda timeout.
 	Budget time.Duration
 
+	// OwedRetry is how long after a give-up a later sweep re-sends its
+	// alert and compensate request if this run did not get them out (it
+	// crashed, or a send failed). Later re-sends go out on every sweep until
+	// they succeed.
+	OwedRetry time.Duration
+
 	// Actor names this supervisor in the records' history.
 	Actor  string
 	Logger *slog.Logger // default slog.Default()
@@ -97,6 +106,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.Actor == "" {
 		c.Actor = DefaultActor
+	}
+	if c.OwedRetry == 0 {
+		c.OwedRetry = DefaultOwedRetry
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -141,6 +153,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.PageSize < 1 || c.PageSize > MaxPageSize {
 		bad("PageSize", "%d is outside 1..%d", c.PageSize, MaxPageSize)
+	}
+	if c.OwedRetry < 0 {
+		bad("OwedRetry", "%s is negative", c.OwedRetry)
 	}
 	if c.Budget < 0 {
 		bad("Budget", "%s is negative", c.Budget)

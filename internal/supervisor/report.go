@@ -51,6 +51,15 @@ type Report struct {
 	SendFailures int `json:"sendFailures"`
 	// AlertFailures: alerts the Alerter reported as not delivered.
 	AlertFailures int `json:"alertFailures"`
+
+	// Owed effects of give-ups (docs/decisions.md, "A give-up's effects are
+	// owed until sent"): Redriven counts give-ups whose effects a run found
+	// still owed and sent again; Settled those whose effects all went out
+	// and were cleared; Owed those left owed (a send or alert failed, or the
+	// settle write did), for a later run.
+	Redriven int `json:"redriven"`
+	Settled  int `json:"settled"`
+	Owed     int `json:"owed"`
 	// OldestStuckAge is now minus the oldest DueAt among the due records the
 	// run saw; zero when nothing was due.
 	OldestStuckAge time.Duration                    `json:"-"`

@@ -24,11 +24,10 @@ import (
 	"fmt"
 	"log/slog"
 	"sort"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
+	"github.com/sas-go/sas/internal/outbox"
 	"github.com/sas-go/sas/internal/sas"
 )
 
@@ -104,6 +103,7 @@ func (s *Supervisor) RunOnce(ctx context.Context) (Report, error) {
 		seen:     map[sas.StepKey]bool{},
 		rep:      Report{Actor: s.cfg.Actor, Started: start, ByState: map[sas.ProcessState]StateCounts{}},
 	}
+	r.owed()
 	r.all()
 	r.rep.Elapsed = s.cfg.Clock.Now().Sub(start)
 	r.rep.log(ctx, s.cfg.Logger)
@@ -201,7 +201,7 @@ func (r *sweep) page(state sas.ProcessState) bool {
 		fresh = fresh[:cfg.PageSize]
 	}
 
-	var out outbox
+	var out effects
 	for _, rec := range fresh {
 		if r.stop() != "" {
 			break // what was done so far is still sent below
@@ -215,7 +215,7 @@ func (r *sweep) page(state sas.ProcessState) bool {
 
 // act decides on one record and makes the fenced write. Messages and alerts
 // wait in out until the page is done, so that one page costs one batched send.
-func (r *sweep) act(rec sas.StepRecord, out *outbox) {
+func (r *sweep) act(rec sas.StepRecord, out *effects) {
 	cfg := r.s.cfg
 	now := cfg.Clock.Now()
 	d := r.s.policy.decide(rec, now)
@@ -242,14 +242,22 @@ func (r *sweep) act(rec sas.StepRecord, out *outbox) {
 		r.rep.count(state, func(c *StateCounts) { c.Rescued++ })
 		cfg.Logger.LogAttrs(r.ctx, slog.LevelDebug, "rescued step", stepAttrs(got, slog.String("from", string(state)),
 			slog.Duration("backoff", d.Backoff), slog.String("reason", d.Reason))...)
-		out.add(state, key, sas.KindRetry, d.Backoff, sas.Encode(sas.Retry{
-			V: sas.MessageVersion, Kind: sas.KindRetry, OrderID: key.OrderID, Step: key.Step,
-			Attempt: got.Attempt, Reason: d.Reason,
-		}))
+		out.unit(got, state).Send(outbox.Message{
+			QueueURL: cfg.SchedulerQueueURL, Delay: d.Backoff, What: "retry for " + key.String(),
+			Body: sas.Encode(sas.Retry{
+				V: sas.MessageVersion, Kind: sas.KindRetry, OrderID: key.OrderID, Step: key.Step,
+				Attempt: got.Attempt, Reason: d.Reason,
+			}),
+		})
 
 	case giveUp:
+		// The write records what the give-up owes (the alert, and for a
+		// forward step the compensate request), due again at OwedAt: if
+		// this run dies before sending, or a send fails, a later sweep
+		// finds it by FindOwed and sends it then.
 		got, err := cfg.Store.GiveUp(r.ctx, sas.GiveUpParams{
 			Key: key, From: state, Attempt: rec.Attempt, Now: now, Actor: cfg.Actor, Reason: d.Reason,
+			OwedAt: now.Add(cfg.OwedRetry),
 		})
 		if err != nil {
 			r.writeFailed(rec, "giving up on", err)
@@ -259,23 +267,7 @@ func (r *sweep) act(rec sas.StepRecord, out *outbox) {
 		r.rep.count(state, func(c *StateCounts) { c.GaveUp++ })
 		cfg.Logger.LogAttrs(r.ctx, slog.LevelWarn, "gave up on step", stepAttrs(got, slog.String("from", string(state)),
 			slog.String("reason", d.Reason))...)
-		compensate := -1
-		// A forward step that cannot finish fails the order: the scheduler
-		// undoes what was done (it alone knows how). A failed undo has
-		// nothing left to undo it; a person has to look.
-		if state != sas.Compensating {
-			compensate = out.add(state, key, sas.KindCompensate, 0, sas.Encode(sas.Compensate{
-				V: sas.MessageVersion, Kind: sas.KindCompensate, OrderID: key.OrderID,
-				Reason: fmt.Sprintf("step %d (%s) gave up: %s", key.Step, got.StepName, d.Reason), Actor: cfg.Actor,
-			}))
-		}
-		out.alerts = append(out.alerts, pendingAlert{
-			state: state, compensate: compensate,
-			alert: sas.Alert{
-				OrderID: key.OrderID, Step: key.Step, StepName: got.StepName, State: got.ProcessState,
-				Reason: d.Reason, Attempts: got.Attempt, Failures: got.FailureCount, At: now, Source: AlertSource,
-			},
-		})
+		r.owe(got, state, out)
 	}
 }
 
@@ -310,76 +302,6 @@ func (r *sweep) err() error {
 		return nil
 	}
 	return fmt.Errorf("supervisor %s: %d errors in the sweep: %w", r.s.cfg.Actor, r.rep.Errors, errors.Join(errs...))
-}
-
-// outbox holds what one page sends once its writes are done.
-type outbox struct {
-	msgs   []sas.OutboundMessage
-	meta   []outMeta
-	alerts []pendingAlert
-	failed map[int]string // message index → why it was not sent
-}
-
-type outMeta struct {
-	state sas.ProcessState
-	key   sas.StepKey
-	kind  sas.Kind
-}
-
-type pendingAlert struct {
-	alert      sas.Alert
-	state      sas.ProcessState
-	compensate int // index of the compensate message; -1 for none
-}
-
-func (o *outbox) add(state sas.ProcessState, key sas.StepKey, kind sas.Kind, delay time.Duration, body string) int {
-	i := len(o.msgs)
-	o.msgs = append(o.msgs, sas.OutboundMessage{ID: "m" + strconv.Itoa(i), Body: body, Delay: delay})
-	o.meta = append(o.meta, outMeta{state: state, key: key, kind: kind})
-	return i
-}
-
-// flush sends the page's messages in one batched Send, then raises its
-// alerts. A retry that was not sent loses nothing: the step is Pending with a
-// pick-up deadline and a later sweep re-drives it. A compensate request that
-// was not sent cannot be found again that way, so its alert says so.
-func (r *sweep) flush(o *outbox) {
-	cfg := r.s.cfg
-	o.failed = map[int]string{}
-	if len(o.msgs) > 0 {
-		res, err := cfg.Queue.Send(r.ctx, sas.SendParams{QueueURL: cfg.SchedulerQueueURL, Messages: o.msgs})
-		if err != nil {
-			for i := range o.msgs {
-				o.failed[i] = err.Error()
-			}
-		} else {
-			for _, f := range res.Failed {
-				n, _ := strings.CutPrefix(f.ID, "m")
-				if i, convErr := strconv.Atoi(n); convErr == nil && i >= 0 && i < len(o.msgs) {
-					o.failed[i] = f.Code + ": " + f.Message
-				}
-			}
-		}
-		for i := range o.msgs {
-			why, bad := o.failed[i]
-			if !bad {
-				continue
-			}
-			m := o.meta[i]
-			r.rep.SendFailures++
-			r.fail(m.state, fmt.Errorf("sending %s message for step %s: %s", m.kind, m.key, why))
-		}
-	}
-	for _, p := range o.alerts {
-		a := p.alert
-		if why, bad := o.failed[p.compensate]; p.compensate >= 0 && bad {
-			a.Reason += "; the request to compensate the order could not be sent (" + why + "): compensate it by hand"
-		}
-		if err := cfg.Alerter.Alert(r.ctx, a); err != nil {
-			r.rep.AlertFailures++
-			r.fail(p.state, fmt.Errorf("alerting an operator about step %s: %w", sas.StepKey{OrderID: a.OrderID, Step: a.Step}, err))
-		}
-	}
 }
 
 func stepAttrs(rec sas.StepRecord, more ...slog.Attr) []slog.Attr {

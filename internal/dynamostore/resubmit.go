@@ -1,0 +1,74 @@
+package dynamostore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/sas-go/sas/internal/sas"
+)
+
+// readForResubmit reads the whole order (an operator action, off the hot
+// path): sas.CanResubmit judges the step against its siblings.
+func (st *Store) readForResubmit(ctx context.Context, k sas.StepKey) (sas.OrderView, sas.StepRecord, error) {
+	view, err := st.GetOrder(ctx, k.OrderID)
+	if err != nil {
+		return view, sas.StepRecord{}, fmt.Errorf("resubmitting step %s: %w", k, err)
+	}
+	for _, r := range view.Steps {
+		if r.Step == k.Step {
+			return view, r, nil
+		}
+	}
+	return view, sas.StepRecord{}, fmt.Errorf("resubmitting step %s: %w", k, sas.ErrNotFound)
+}
+
+// resubmitWrite makes the resubmit's write. With sibling steps it is one
+// transaction that also checks each sibling is still in the state read, so
+// a compensation that starts between the read and the write (a sibling
+// moves to Compensating) makes the resubmit lose the race instead of
+// re-arming a step of an order being undone.
+func (st *Store) resubmitWrite(ctx context.Context, p sas.ResubmitParams, u updateExpr, view sas.OrderView) (sas.StepRecord, error) {
+	if len(view.Steps) <= 1 {
+		return st.update(ctx, "resubmitting", p.Key, u)
+	}
+	items := []types.TransactWriteItem{{Update: asTransactUpdate(u.input(st.cfg.StateTable, p.Key))}}
+	for _, r := range view.Steps {
+		if r.Step == p.Key.Step {
+			continue
+		}
+		items = append(items, types.TransactWriteItem{ConditionCheck: &types.ConditionCheck{
+			TableName:                 &st.cfg.StateTable,
+			Key:                       stepKey(r.Key()),
+			ConditionExpression:       aws.String("#st = :seen"),
+			ExpressionAttributeNames:  map[string]string{"#st": attrState},
+			ExpressionAttributeValues: map[string]av{":seen": s(string(r.ProcessState))},
+		}})
+	}
+	_, err := st.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
+	if err != nil {
+		var tce *types.TransactionCanceledException
+		if errors.As(err, &tce) && len(tce.CancellationReasons) > 0 {
+			if r := tce.CancellationReasons[0]; aws.ToString(r.Code) == "ConditionalCheckFailed" {
+				return sas.StepRecord{}, fmt.Errorf("resubmitting step %s: %w", p.Key, raceFromItem("resubmit", p.Key, r.Item))
+			}
+			return sas.StepRecord{}, fmt.Errorf("resubmitting step %s: a sibling step changed meanwhile (%s): %w", p.Key, reasons(tce), sas.ErrLostRace)
+		}
+		return sas.StepRecord{}, fmt.Errorf("resubmitting step %s: %w", p.Key, translate(err))
+	}
+	// A transaction returns no item: read the step back (operator path).
+	v, err := st.GetOrder(ctx, p.Key.OrderID)
+	if err != nil {
+		return sas.StepRecord{}, fmt.Errorf("resubmitting step %s (written): %w", p.Key, err)
+	}
+	for _, r := range v.Steps {
+		if r.Step == p.Key.Step {
+			return r, nil
+		}
+	}
+	return sas.StepRecord{}, fmt.Errorf("resubmitting step %s (written): %w", p.Key, sas.ErrNotFound)
+}

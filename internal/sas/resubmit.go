@@ -1,0 +1,40 @@
+package sas
+
+import "fmt"
+
+// CanResubmit says whether an operator may send step `step` of an order
+// round again, and if not, why (a *ValidationError, so ErrInvalid). The
+// stores apply it to the order as they read it, and sasctl's dry run to the
+// order it shows, so both refuse for the same reasons:
+//
+//   - the step is not in Error (nothing to resubmit);
+//   - its give-up still owes its alert or compensate request;
+//   - the order is being or has been compensated (a step is Compensating,
+//     Compensated or CompensationFailed): a retry would be dropped by the
+//     scheduler, the supervisor would give up on it, and a step that never
+//     took effect would then be undone.
+func CanResubmit(v OrderView, step int) error {
+	var rec *StepRecord
+	for i := range v.Steps {
+		if v.Steps[i].Step == step {
+			rec = &v.Steps[i]
+		}
+	}
+	k := StepKey{OrderID: v.Order.OrderID, Step: step}
+	if rec == nil {
+		return fmt.Errorf("resubmitting step %s: %w", k, ErrNotFound)
+	}
+	if rec.ProcessState != Error {
+		return &ValidationError{Field: "step", Reason: fmt.Sprintf("step %s is %s, not Error: nothing to resubmit", k, rec.ProcessState)}
+	}
+	if err := resubmitOwing(*rec); err != nil {
+		return err
+	}
+	for _, r := range v.Steps {
+		switch r.ProcessState {
+		case Compensating, Compensated, CompensationFailed:
+			return &ValidationError{Field: "step", Reason: fmt.Sprintf("step %s cannot be resubmitted: order %s is being or has been compensated (step %d is %s)", k, k.OrderID, r.Step, r.ProcessState)}
+		}
+	}
+	return nil
+}
