@@ -84,6 +84,9 @@ func Run(t *testing.T, h Harness) {
 
 		// resubmission of a compensated order's step (owed.go)
 		{"ResubmitRefusedOnceCompensating", testResubmitRefusedOnceCompensating},
+
+		// each transition's guard stated once (guards.go)
+		{"GuardsMatchTheDomain", testGuardsMatchTheDomain},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1,0 +1,151 @@
+package storetest
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/sas-go/sas/internal/sas"
+)
+
+// testGuardsMatchTheDomain states each transition's guard once: every
+// (state, holder, attempt seen, deadline) combination goes through the
+// store and through the pure function in internal/sas, and both must give
+// the same verdict (won or lost the race) and, when won, the same state,
+// attempt and holder. The DynamoDB conditions are written separately from
+// the pure guards; this is what holds them together.
+func testGuardsMatchTheDomain(t *testing.T, h Harness) {
+	f := h.New(t)
+	require.NotNil(t, f.Load)
+	now := at(time.Hour)
+	type apply struct {
+		name  string
+		store func(k sas.StepKey, seen int) (sas.StepRecord, error)
+		pure  func(r sas.StepRecord, seen int) (sas.StepRecord, error)
+	}
+	var ops []apply
+	for _, from := range []sas.ProcessState{sas.Pending, sas.Processed, sas.Error, sas.CompensationFailed, sas.Compensating} {
+		p := func(k sas.StepKey, seen int) sas.ClaimParams {
+			return sas.ClaimParams{Key: k, From: from, Attempt: seen, Owner: "w", Now: now, CompleteBy: now.Add(time.Minute)}
+		}
+		ops = append(ops, apply{"claim-" + string(from),
+			func(k sas.StepKey, seen int) (sas.StepRecord, error) { return f.Store.Claim(ctx, p(k, seen)) },
+			func(r sas.StepRecord, seen int) (sas.StepRecord, error) { return sas.Claim(r, p(r.Key(), seen)) }})
+	}
+	for _, leg := range []bool{false, true} {
+		cp := func(k sas.StepKey, seen int) sas.CompleteParams {
+			return sas.CompleteParams{Key: k, Owner: "w", Attempt: seen, Now: now, Compensation: leg}
+		}
+		fp := func(k sas.StepKey, seen int) sas.FailParams {
+			return sas.FailParams{Key: k, Owner: "w", Attempt: seen, Now: now, Reason: "no", Compensation: leg}
+		}
+		ops = append(ops,
+			apply{fmt.Sprintf("complete-%v", leg),
+				func(k sas.StepKey, seen int) (sas.StepRecord, error) {
+					rs, err := f.Store.Complete(ctx, cp(k, seen))
+					if err != nil {
+						return sas.StepRecord{}, err
+					}
+					return rs[0], nil
+				},
+				func(r sas.StepRecord, seen int) (sas.StepRecord, error) { return sas.Complete(r, cp(r.Key(), seen)) }},
+			apply{fmt.Sprintf("fail-%v", leg),
+				func(k sas.StepKey, seen int) (sas.StepRecord, error) { return f.Store.Fail(ctx, fp(k, seen)) },
+				func(r sas.StepRecord, seen int) (sas.StepRecord, error) { return sas.Fail(r, fp(r.Key(), seen)) }})
+	}
+	for _, from := range []sas.ProcessState{sas.Processing, sas.Pending, sas.Compensating} {
+		rp := func(k sas.StepKey, seen int) sas.RescueParams {
+			return sas.RescueParams{Key: k, From: from, Attempt: seen, Now: now, PickupBy: now.Add(time.Minute), Actor: "sup"}
+		}
+		gp := func(k sas.StepKey, seen int) sas.GiveUpParams {
+			return sas.GiveUpParams{Key: k, From: from, Attempt: seen, Now: now, Actor: "sup"}
+		}
+		ops = append(ops,
+			apply{"rescue-" + string(from),
+				func(k sas.StepKey, seen int) (sas.StepRecord, error) { return f.Store.Rescue(ctx, rp(k, seen)) },
+				func(r sas.StepRecord, seen int) (sas.StepRecord, error) { return sas.Rescue(r, rp(r.Key(), seen)) }},
+			apply{"giveup-" + string(from),
+				func(k sas.StepKey, seen int) (sas.StepRecord, error) { return f.Store.GiveUp(ctx, gp(k, seen)) },
+				func(r sas.StepRecord, seen int) (sas.StepRecord, error) { return sas.GiveUp(r, gp(r.Key(), seen)) }})
+	}
+
+	type combo struct {
+		op   int
+		rec  sas.StepRecord
+		seen int
+		desc string
+	}
+	var combos []combo
+	var recs []sas.StepRecord
+	for oi, op := range ops {
+		i := 0
+		for _, st := range sas.States {
+			for _, holder := range []string{"", "w", "x"} {
+				if holder != "" && !st.Leased() {
+					continue // only leased states carry a holder
+				}
+				for _, seen := range []int{3, 2} {
+					for _, passed := range []bool{true, false} {
+						due := now.Add(time.Minute)
+						if passed {
+							due = now.Add(-time.Second)
+						}
+						r := sas.StepRecord{OrderID: fmt.Sprintf("g-%s-%03d", op.name, i), StepName: "s", ProcessState: st,
+							LockedBy: holder, Attempt: 3, FailureCount: 1, LastError: "earlier", CreatedAt: T0, UpdatedAt: at(time.Minute),
+							History: []sas.HistoryEntry{{At: T0, Actor: "load", To: st, Attempt: 3}}}
+						if st == sas.Pending || st.Leased() {
+							r.DueAt = due
+						}
+						if holder != "" {
+							r.CompleteBy = due
+						}
+						r.Shard = sas.ShardFor(r.Key(), f.Shards)
+						i++
+						recs = append(recs, r)
+						combos = append(combos, combo{op: oi, rec: r, seen: seen,
+							desc: fmt.Sprintf("%s on %s holder=%q seen=%d passed=%v", op.name, st, holder, seen, passed)})
+					}
+				}
+			}
+		}
+	}
+	require.NoError(t, f.Load(ctx, recs))
+	var wg sync.WaitGroup
+	errs := make(chan string, len(combos))
+	sem := make(chan struct{}, 8)
+	for _, c := range combos {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			op := ops[c.op]
+			want, werr := op.pure(c.rec, c.seen)
+			got, gerr := op.store(c.rec.Key(), c.seen)
+			switch {
+			case errors.Is(werr, sas.ErrInvalid):
+				if !errors.Is(gerr, sas.ErrInvalid) {
+					errs <- fmt.Sprintf("%s: domain says invalid (%v), store says %v", c.desc, werr, gerr)
+				}
+			case (werr == nil) != (gerr == nil):
+				errs <- fmt.Sprintf("%s: domain %v, store %v", c.desc, werr, gerr)
+			case werr != nil && !errors.Is(gerr, sas.ErrLostRace):
+				errs <- fmt.Sprintf("%s: domain lost the race, store %v", c.desc, gerr)
+			case werr == nil && (want.ProcessState != got.ProcessState || want.Attempt != got.Attempt || want.LockedBy != got.LockedBy):
+				errs <- fmt.Sprintf("%s: domain %s/%d/%q, store %s/%d/%q", c.desc, want.ProcessState, want.Attempt, want.LockedBy, got.ProcessState, got.Attempt, got.LockedBy)
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	var bad []string
+	for e := range errs {
+		bad = append(bad, e)
+	}
+	require.Empty(t, bad, "%d of %d combinations disagree", len(bad), len(combos))
+	t.Logf("%d combinations over %d transitions agree", len(combos), len(ops))
+}
