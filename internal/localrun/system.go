@@ -294,7 +294,7 @@ func Start(ctx context.Context, opts Options) (*System, error) {
 	for i := 0; i < opts.Supervisors; i++ {
 		sup, err := supervisor.New(supervisor.Config{
 			Store: s.Store, Queue: actorQueue, Alerter: alerter, SchedulerQueueURL: cfg.SchedulerQueueURL,
-			Clock: skewedClock{offset: skewFor(i, opts.Supervisors, opts.ClockSkew)},
+			Clock:       skewedClock{offset: skewFor(i, opts.Supervisors, opts.ClockSkew)},
 			MaxFailures: cfg.MaxFailures, PickupTimeout: cfg.PickupTimeout, BaseBackoff: opts.BaseBackoff, MaxBackoff: 4 * opts.BaseBackoff,
 			Actor: fmt.Sprintf("supervisor-%d", i), Logger: opts.Logger, Metrics: opts.Metrics,
 		})
