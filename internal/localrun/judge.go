@@ -371,7 +371,10 @@ func illegalTransitions(v sas.OrderView) []string {
 // compensationProblems checks the ledger: the undo effects of an order are
 // exactly the undos of the forward effects of its steps that have an undo,
 // newest step first. A Processed order has none; one whose compensation
-// failed has a subset; any other failed order has all of them.
+// failed has a subset; any other failed order has all of them. The one undo
+// allowed without a forward effect is that of a step the supervisor gave up
+// on: nobody could know whether it took effect. Every step that completed
+// has its forward effect.
 func compensationProblems(id string, v sas.OrderView, wf sas.Workflow, effects map[string][]remotesim.Effect) []string {
 	var out []string
 	type undone struct {
@@ -383,6 +386,9 @@ func compensationProblems(id string, v sas.OrderView, wf sas.Workflow, effects m
 	for i, d := range wf.Steps {
 		fwd := len(effects[sas.IdempotencyKey(id, i, false)]) > 0
 		und := effects[sas.IdempotencyKey(id, i, true)]
+		if everIn(v.Steps[i], sas.Processed) && !fwd {
+			out = append(out, fmt.Sprintf("%s step %d (%s): completed, but the remote has no effect for it", id, i, d.Name))
+		}
 		if d.Undo == "" {
 			if len(und) > 0 {
 				out = append(out, fmt.Sprintf("%s step %d (%s) has no undo, yet one took effect", id, i, d.Name))
@@ -390,7 +396,10 @@ func compensationProblems(id string, v sas.OrderView, wf sas.Workflow, effects m
 			continue
 		}
 		switch {
-		case len(und) > 0 && !fwd:
+		case len(und) > 0 && !fwd && !givenUp(v.Steps[i]):
+			// A step the supervisor gave up on may have taken effect
+			// unseen, so undoing it is right (a no-op at the remote when
+			// it had not); any other step must have taken effect first.
 			out = append(out, fmt.Sprintf("%s step %d (%s): undone, but it never took effect", id, i, d.Name))
 		case len(und) > 0 && state == sas.Processed:
 			out = append(out, fmt.Sprintf("%s step %d (%s): undone in a processed order", id, i, d.Name))
@@ -408,6 +417,17 @@ func compensationProblems(id string, v sas.OrderView, wf sas.Workflow, effects m
 		out = append(out, fmt.Sprintf("%s: step %d was undone before step %d (want newest first)", id, undos[k-1].step, undos[k].step))
 	}
 	return out
+}
+
+// givenUp reports whether the supervisor moved the step's forward leg to
+// Error (its outcome unknown), rather than a failed reply.
+func givenUp(r sas.StepRecord) bool {
+	for i := len(r.History) - 1; i >= 0; i-- {
+		if h := r.History[i]; h.To == sas.Error {
+			return isSupervisor(h.Actor)
+		}
+	}
+	return false
 }
 
 func stepsLine(v sas.OrderView) string {
