@@ -108,3 +108,7 @@ func callOf(d decision, key, orderID, path string, at time.Time, outcome string)
 	}
 	return c
 }
+
+// Active is how many business requests the simulator is serving right now
+// (hangs included): the calls in flight at the remote service.
+func (s *Sim) Active() int { return int(s.active.Load()) }

@@ -75,6 +75,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -110,7 +111,8 @@ type Sim struct {
 	seq         uint64 // never reset, so ids stay unique across Reset
 	total       Counters
 	byPath      map[string]*Counters
-	log         callLog // every call and the fault injected into it (calls.go)
+	log         callLog      // every call and the fault injected into it (calls.go)
+	active      atomic.Int64 // business requests being served (calls.go)
 }
 
 // New returns a simulator, or an error when the knobs are out of range.
@@ -266,6 +268,8 @@ func (s *Sim) decide(key, orderID, path string) decision {
 var pathRE = regexp.MustCompile(`^(/[A-Za-z0-9._~-]+)+$`)
 
 func (s *Sim) serveResource(w http.ResponseWriter, r *http.Request) {
+	s.active.Add(1)
+	defer s.active.Add(-1)
 	path := r.URL.Path
 	bad := func(status int, typ, msg string) {
 		s.mu.Lock()
