@@ -7,22 +7,41 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"os"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 
+	"github.com/sas-go/sas/internal/awscount"
 	"github.com/sas-go/sas/internal/remotesim"
 	"github.com/sas-go/sas/internal/sas"
 )
 
-// DemoOptions shape `make run`.
+// DemoOptions shape `make run` and `make chaos`.
 type DemoOptions struct {
 	Orders                                           int
 	MultiStep                                        float64
 	Timeout                                          time.Duration
 	TransientRate, PermanentRate, HangRate, LostRate float64
-	Seed                                             uint64
-	KillEvery                                        time.Duration // kill a random instance this often (chaos)
+	// LostMode is how responses are lost (remotesim.LostError by default:
+	// a 503 after the effect; drop and hang stall the call).
+	LostMode string
+	Seed     uint64
+	// KillEvery kills a random scheduler or agent instance this often.
+	KillEvery time.Duration
+	// DuplicateRate is the chance that a sent message is delivered twice.
+	DuplicateRate float64
+	// KillBeforeSendRate is the chance that a scheduler dies between its
+	// write and its send of an agent request.
+	KillBeforeSendRate float64
+	// Supervisors run at once (default 2), their clocks spread over
+	// [-ClockSkew, +ClockSkew].
+	Supervisors int
+	ClockSkew   time.Duration
+	// MinProcessed is the share of orders that must end Processed (e.g.
+	// 0.97); below it the run fails.
+	MinProcessed float64
+	// Quiet drops the per-second progress lines (tests).
+	Quiet bool
 }
 
 // Summary is what a demo run ends with.
@@ -32,12 +51,16 @@ type Summary struct {
 	CompensationFailed, NotSettled      int
 	Rescues, GaveUp, Alerts, Killed     int
 	TransientErrors, Hangs, LostReplies int
+	Permanent                           int
+	HarnessFaults                       map[string]int // kills, kills before a send, duplicates
 	Effects, DuplicateEffects           int
 	P50, P99, Max                       time.Duration
 	DeadLetters                         int
 	Elapsed                             time.Duration
 	RejectedReasons                     []string
 	Unsettled                           []string
+	Requests                            int // AWS requests the system made
+	Verdict                             Verdict
 }
 
 // describe says where an unsettled order stands, for the summary.
@@ -56,22 +79,20 @@ func describe(id string, v sas.OrderView, found bool) string {
 	return b.String()
 }
 
-// OK reports whether every order settled and nothing happened twice.
-func (s Summary) OK() bool { return s.NotSettled == 0 && s.DuplicateEffects == 0 && s.DeadLetters == 0 }
+// OK reports whether the run passed: the verdict (nothing lost, nothing done
+// twice, legal histories, alerts, compensation, every failure explained,
+// enough processed) and no dead letters.
+func (s Summary) OK() bool { return len(s.problems()) == 0 }
 
 // Problem says what is not OK.
-func (s Summary) Problem() string {
-	var p []string
-	if s.NotSettled > 0 {
-		p = append(p, fmt.Sprintf("%d orders never settled", s.NotSettled))
-	}
-	if s.DuplicateEffects > 0 {
-		p = append(p, fmt.Sprintf("%d effects happened twice", s.DuplicateEffects))
-	}
+func (s Summary) Problem() string { return strings.Join(s.problems(), "; ") }
+
+func (s Summary) problems() []string {
+	p := s.Verdict.Problems()
 	if s.DeadLetters > 0 {
 		p = append(p, fmt.Sprintf("%d messages went to a dead-letter queue", s.DeadLetters))
 	}
-	return strings.Join(p, "; ")
+	return p
 }
 
 // badInputs are intake messages a careless application might send; each
@@ -88,30 +109,41 @@ func badInputs(replyTo string) []string {
 	}
 }
 
-// Demo runs the whole system with faults on and prints progress and a
-// summary to out. The emulator endpoints must already be in the environment.
+// Demo runs the whole system with faults on, prints progress, and ends with
+// a summary and a verdict computed from what happened (Judge). The emulator
+// endpoints must already be in the environment.
 func Demo(ctx context.Context, o DemoOptions, out io.Writer) (Summary, error) {
 	var sum Summary
 	start := time.Now()
+	if o.LostMode == "" {
+		o.LostMode = remotesim.LostError
+	}
+	if o.Supervisors == 0 {
+		o.Supervisors = 2
+	}
 	faults := remotesim.Faults{Profile: remotesim.Profile{
 		LatencyBase: 5 * time.Millisecond, LatencyJitter: 20 * time.Millisecond,
 		TransientRate: o.TransientRate, RetryAfter: 200 * time.Millisecond,
-		PermanentRate: o.PermanentRate, HangRate: o.HangRate, LostRate: o.LostRate, LostMode: remotesim.LostError,
+		PermanentRate: o.PermanentRate, HangRate: o.HangRate, LostRate: o.LostRate, LostMode: o.LostMode,
 	}}
+	counter := awscount.New("IdxPK", "IdxSK")
 	sys, err := Start(ctx, Options{
 		// Long enough that a healthy step never expires on a busy laptop, short
 		// enough that a hung call is rescued within the run.
 		StepTimeout: 8 * time.Second, PickupTimeout: 10 * time.Second, SupervisorEvery: time.Second,
-		Supervisors: 2, Instances: 2, Faults: faults, Seed: o.Seed, KillEvery: o.KillEvery,
-		Logger: slog.New(slog.NewTextHandler(demoLog(), nil)),
+		Supervisors: o.Supervisors, ClockSkew: o.ClockSkew, Instances: 2, Faults: faults, Seed: o.Seed,
+		KillEvery: o.KillEvery, DuplicateRate: o.DuplicateRate, KillBeforeSendRate: o.KillBeforeSendRate,
+		Counter: counter, Logger: slog.New(slog.NewTextHandler(demoLog(), nil)),
 	})
 	if err != nil {
 		return sum, err
 	}
 	defer sys.Close()
 	fmt.Fprintf(out, "tables %s, %s; queues intake/scheduler/agent with DLQs; simulator at %s\n", sys.Config.OrdersTable, sys.Config.StateTable, sys.SimURL)
-	fmt.Fprintf(out, "faults: %.0f%% transient, %.0f%% permanent, %.0f%% hang, %.0f%% lost responses; step timeout %s, supervisor every %s\n",
-		100*o.TransientRate, 100*o.PermanentRate, 100*o.HangRate, 100*o.LostRate, sys.Opts.StepTimeout, sys.Opts.SupervisorEvery)
+	fmt.Fprintf(out, "remote faults: %.0f%% transient, %.0f%% permanent, %.0f%% hang, %.0f%% lost responses (%s); step timeout %s, supervisor every %s\n",
+		100*o.TransientRate, 100*o.PermanentRate, 100*o.HangRate, 100*o.LostRate, o.LostMode, sys.Opts.StepTimeout, sys.Opts.SupervisorEvery)
+	fmt.Fprintf(out, "harness faults: kill an instance every %s, %.0f%% duplicate deliveries, %.0f%% schedulers killed before a send; %d supervisors, clocks skewed by up to ±%s\n",
+		o.KillEvery, 100*o.DuplicateRate, 100*o.KillBeforeSendRate, o.Supervisors, o.ClockSkew)
 
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan struct{})
@@ -128,7 +160,8 @@ func Demo(ctx context.Context, o DemoOptions, out io.Writer) (Summary, error) {
 		if rng.Float64() < o.MultiStep {
 			wf = "order"
 		}
-		ids[i] = fmt.Sprintf("%s-%04d", runID, i)
+		ids[i] = fmt.Sprintf("%s-%05d", runID, i)
+		ours[ids[i]] = true
 		in := sas.Intake{OrderID: ids[i], Workflow: wf, ReplyTo: sys.StatusQueueURL,
 			Payload: []byte(fmt.Sprintf(`{"amount":%d,"currency":"EUR"}`, 5+rng.IntN(500)))}
 		msgs = append(msgs, sas.OutboundMessage{ID: fmt.Sprintf("o%d", i), Body: sas.Encode(in)})
@@ -144,24 +177,18 @@ func Demo(ctx context.Context, o DemoOptions, out io.Writer) (Summary, error) {
 			return sum, fmt.Errorf("submitting: %w", err)
 		}
 	}
-	for _, id := range ids {
-		ours[id] = true
-	}
 	sum.Submitted = len(ids)
-	fmt.Fprintf(out, "submitted %d orders and %d bad messages in batches of 10\n\n", len(ids), len(badInputs("")))
+	fmt.Fprintf(out, "submitted %d orders (%.0f%% on the three-step workflow) and %d bad messages in batches of 10\n\n", len(ids), 100*o.MultiStep, len(badInputs("")))
 
-	latency := map[string]time.Duration{}
-	settled := map[string]bool{}
 	rejected := map[string]bool{}
-	tickN := 0
 	final := map[string]string{}
-	deadline := time.Now().Add(o.Timeout)
-	tick := time.NewTicker(time.Second)
-	defer tick.Stop()
-	for {
-		sts, err := sys.Statuses(ctx)
-		if err != nil {
-			return sum, err
+	// The statuses are the caller's view, shown as progress; the store (its
+	// index of what is in flight, then every order) decides when it is over.
+	waitCtx, cancelWait := context.WithTimeout(ctx, o.Timeout)
+	views, werr := sys.WaitSettled(waitCtx, ids, time.Second, func(inFlight int) {
+		sts, err := sys.Statuses(waitCtx)
+		if err != nil && waitCtx.Err() == nil {
+			fmt.Fprintln(out, "warning: reading statuses:", err)
 		}
 		for _, st := range sts {
 			switch st.Status {
@@ -174,49 +201,38 @@ func Demo(ctx context.Context, o DemoOptions, out io.Writer) (Summary, error) {
 				}
 			case sas.StatusProcessed, sas.StatusFailed, sas.StatusCompensated:
 				if ours[st.OrderID] {
-					if _, seen := latency[st.OrderID]; !seen || st.Status != sas.StatusFailed {
-						latency[st.OrderID] = time.Since(submittedAt)
-					}
 					final[st.OrderID] = st.Status
 				}
 			}
+		}
+		if o.Quiet {
+			return
 		}
 		counts := map[string]int{}
 		for _, s := range final {
 			counts[s]++
 		}
 		rescued, gaveUp, _ := sys.Totals()
-		fmt.Fprintf(out, "%5.1fs  processed %d  failed %d  compensated %d  awaiting a final status %d  | rescues %d, gave up %d, alerts %d, killed %d\n",
+		fmt.Fprintf(out, "%5.1fs  processed %d  failed %d  compensated %d  no final status yet %d  steps in flight %d | rescues %d, gave up %d, alerts %d, killed %d\n",
 			time.Since(start).Seconds(), counts[sas.StatusProcessed], counts[sas.StatusFailed], counts[sas.StatusCompensated],
-			len(ids)-len(final), rescued, gaveUp, len(sys.Alerts.Alerts()), sys.Killed())
-		// The statuses are the caller's view; the store decides when the run is
-		// over. Orders with a final status are checked every second (a failed
-		// one may still be compensating); the rest every fifth second (an undo
-		// the supervisor gave up on ends without a status to the caller).
-		tickN++
-		for _, id := range ids {
-			if settled[id] {
-				continue
-			}
-			if _, ok := final[id]; !ok && tickN%5 != 0 {
-				continue
-			}
-			if v, err := sys.Store.GetOrder(ctx, id); err == nil && Settled(v) {
-				settled[id] = true
-			}
+			len(ids)-len(final), inFlight, rescued, gaveUp, len(sys.Alerts.Alerts()), sys.Killed())
+	})
+	cancelWait()
+	elapsed := time.Since(submittedAt)
+	sum.Requests = counter.Snapshot().Total("")
+	if werr != nil {
+		fmt.Fprintln(out, "warning:", werr)
+		// Judge what there is: the orders still moving are reported lost.
+		readCtx, cancel := context.WithTimeout(ctx, time.Minute)
+		if views, err = sys.Views(readCtx, ids); err != nil {
+			cancel()
+			return sum, fmt.Errorf("reading the orders after the wait: %w", err)
 		}
-		if len(settled) == len(ids) || time.Now().After(deadline) || ctx.Err() != nil {
-			break
-		}
-		select {
-		case <-ctx.Done():
-		case <-tick.C:
-		}
+		cancel()
 	}
-	// The status messages are the caller's view; the store is the truth.
-	waitCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	views, werr := sys.WaitTerminal(waitCtx, ids, 250*time.Millisecond)
-	cancel()
+	stop() // nothing moves while the evidence is gathered
+	<-done
+	var lat []time.Duration
 	for _, id := range ids {
 		v, ok := views[id]
 		if !ok || !Settled(v) {
@@ -224,57 +240,40 @@ func Demo(ctx context.Context, o DemoOptions, out io.Writer) (Summary, error) {
 			sum.Unsettled = append(sum.Unsettled, describe(id, v, ok))
 			continue
 		}
-		switch v.State() {
-		case sas.Processed:
-			sum.Processed++
-		case sas.Compensated:
-			sum.Compensated++
-		case sas.CompensationFailed:
-			sum.CompensationFailed++
-		default:
-			sum.Failed++
+		if len(v.History) > 0 {
+			lat = append(lat, v.History[len(v.History)-1].At.Sub(submittedAt))
 		}
 	}
-	if werr != nil {
-		fmt.Fprintln(out, "warning:", werr)
-	}
+	sum.Verdict = Judge(sys.Evidence(ids, views), JudgeRules{})
+	sum.Verdict.MinProcessed = o.MinProcessed
+	sum.Processed, sum.Failed, sum.Compensated, sum.CompensationFailed = sum.Verdict.Processed, sum.Verdict.Failed, sum.Verdict.Compensated, sum.Verdict.CompensationFailed
 	sum.Rescues, sum.GaveUp, _ = sys.Totals()
 	sum.Alerts = len(sys.Alerts.Alerts())
 	sum.Killed = sys.Killed()
+	sum.HarnessFaults = sys.Injected.Counts()
 	st := sys.Sim.Stats()
-	sum.TransientErrors, sum.Hangs, sum.LostReplies = int(st.Transient), int(st.Hangs), int(st.Lost)
-	effects := map[string]int{}
-	for _, e := range sys.Sim.Effects() {
-		effects[e.OrderID+" "+e.Path]++
-	}
+	sum.TransientErrors, sum.Hangs, sum.LostReplies, sum.Permanent = int(st.Transient), int(st.Hangs), int(st.Lost), int(st.Permanent)
 	sum.Effects = len(sys.Sim.Effects())
-	for _, n := range effects {
-		if n > 1 {
-			sum.DuplicateEffects += n - 1
-		}
-	}
+	sum.DuplicateEffects = len(sum.Verdict.DoubleEffects)
 	for _, url := range sys.DLQs {
 		msgs, err := sys.Queue.Receive(ctx, sas.ReceiveParams{QueueURL: url, Max: 10})
 		if err == nil {
 			sum.DeadLetters += len(msgs)
 		}
 	}
-	var lat []time.Duration
-	for _, d := range latency {
-		lat = append(lat, d)
-	}
-	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+	slices.Sort(lat)
 	if len(lat) > 0 {
 		sum.P50, sum.P99, sum.Max = lat[len(lat)/2], lat[min(len(lat)-1, len(lat)*99/100)], lat[len(lat)-1]
 	}
-	sum.Elapsed = time.Since(start)
+	sum.Elapsed = elapsed
 	printSummary(out, sum)
 	return sum, nil
 }
 
 func printSummary(out io.Writer, s Summary) {
+	perOrder := func(n int) float64 { return float64(n) / float64(max(s.Submitted, 1)) }
 	fmt.Fprintf(out, `
-== summary (%.1fs) ==
+== summary (%.1fs from submission to the last order settled, %.1f orders/s) ==
 orders submitted        %d
   processed             %d
   failed (Error)        %d   refused for good (or given up), nothing left to undo
@@ -282,25 +281,35 @@ orders submitted        %d
   compensation failed   %d
   not settled           %d
 bad messages rejected   %d told to their replyTo (of 6 sent; the rest are rejected in the log only: no valid replyTo)
-remote faults injected  %d transient, %d hangs, %d lost responses — retried by the agents
-instances killed        %d (their batches abandoned mid-flight)
-supervisor              %d rescues of stuck or stranded steps, %d gave up
+remote faults injected  %d transient, %d permanent, %d hangs, %d lost responses
+harness faults          %d instances killed (%d messages abandoned), %d schedulers killed before a send, %d duplicate deliveries
+supervisor              %d rescues of stuck or stranded steps (%.2f per order), %d gave up
 operator alerts         %d
 effects at the remote   %d, done twice: %d
+AWS requests            %d (%.1f per order, idle polls included)
 dead-lettered messages  %d
-latency to a final status: p50 %s, p99 %s, max %s
-`, s.Elapsed.Seconds(), s.Submitted, s.Processed, s.Failed, s.Compensated, s.CompensationFailed, s.NotSettled,
-		s.Rejected, s.TransientErrors, s.Hangs, s.LostReplies, s.Killed, s.Rescues, s.GaveUp, s.Alerts, s.Effects, s.DuplicateEffects,
-		s.DeadLetters, s.P50.Round(time.Millisecond), s.P99.Round(time.Millisecond), s.Max.Round(time.Millisecond))
-	for _, u := range s.Unsettled {
+latency to a final state: p50 %s, p99 %s, max %s
+`, s.Elapsed.Seconds(), float64(s.Submitted)/max(s.Elapsed.Seconds(), 0.001), s.Submitted, s.Processed, s.Failed, s.Compensated, s.CompensationFailed, s.NotSettled,
+		s.Rejected, s.TransientErrors, s.Permanent, s.Hangs, s.LostReplies,
+		s.Killed, s.HarnessFaults[FaultKilled], s.HarnessFaults[FaultKilledBeforeSend], s.HarnessFaults[FaultDuplicate],
+		s.Rescues, perOrder(s.Rescues), s.GaveUp, s.Alerts, s.Effects, s.DuplicateEffects,
+		s.Requests, perOrder(s.Requests), s.DeadLetters, s.P50.Round(time.Millisecond), s.P99.Round(time.Millisecond), s.Max.Round(time.Millisecond))
+	for i, u := range s.Unsettled {
+		if i == 20 {
+			fmt.Fprintf(out, "  … and %d more not settled\n", len(s.Unsettled)-20)
+			break
+		}
 		fmt.Fprintf(out, "  NOT SETTLED %s\n", u)
 	}
 	for _, r := range s.RejectedReasons {
 		fmt.Fprintf(out, "  rejected %s\n", r)
 	}
+	if s.DeadLetters > 0 {
+		fmt.Fprintf(out, "FAIL: %d messages were dead-lettered\n", s.DeadLetters)
+	}
+	PrintVerdict(out, s.Verdict)
 	if s.OK() {
-		fmt.Fprintln(out, "\nevery order settled; nothing was lost and nothing was done twice.")
-		fmt.Fprintln(out, "inspect one with: sasctl show <orderId> (set SAS_ORDERS_TABLE/SAS_STATE_TABLE and the endpoints; see README)")
+		fmt.Fprintln(out, "inspect an order with: sasctl show <orderId> (set SAS_ORDERS_TABLE/SAS_STATE_TABLE and the endpoints; see README)")
 	}
 }
 

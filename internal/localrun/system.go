@@ -74,6 +74,15 @@ type Options struct {
 	// PollerWorkers is how many invocations each poller runs at once (a
 	// Lambda's concurrency per event source); default 1.
 	PollerWorkers int
+	// DuplicateRate is the chance that a message any actor sends is sent
+	// twice (chaos: at-least-once delivery).
+	DuplicateRate float64
+	// KillBeforeSendRate is the chance that a scheduler instance, about to
+	// send an agent request, is killed instead (chaos; needs Run: a hand-
+	// driven handler has no instance to kill).
+	KillBeforeSendRate float64
+	// ClockSkew spreads the supervisors' clocks over [-ClockSkew, +ClockSkew].
+	ClockSkew time.Duration
 	// Counter, when set, counts every AWS request the system makes.
 	Counter *awscount.Counter
 	Logger  *slog.Logger // default: discard
@@ -154,6 +163,17 @@ type System struct {
 	Agents      []*agent.Service
 	Supervisors []*supervisor.Supervisor
 	Pollers     []*Poller
+	// Injected records the faults the harness itself injected, per order
+	// (kills, kills before a send, duplicate deliveries).
+	Injected *InjectedLog
+	// Registry is the workflows the actors run.
+	Registry sas.Registry
+
+	inflight []*inflight // per poller
+	// The harness's own reads (statuses, progress, the final views) go
+	// through these, uncounted, so requests per order count the system only.
+	observer      sas.Queue
+	observerStore *dynamostore.Store
 
 	simServer *http.Server
 	killed    atomic.Int64
@@ -166,7 +186,7 @@ type System struct {
 // and supervisors by hand (PollOnce, RunOnce) in tests.
 func Start(ctx context.Context, opts Options) (*System, error) {
 	opts.defaults()
-	s := &System{Opts: opts, Alerts: alerts.NewRecorder(), DLQs: map[string]string{}}
+	s := &System{Opts: opts, Alerts: alerts.NewRecorder(), DLQs: map[string]string{}, Injected: newInjectedLog()}
 	var err error
 	if s.AWS, err = awsenv.Load(ctx); err != nil {
 		return nil, err
@@ -187,6 +207,17 @@ func Start(ctx context.Context, opts Options) (*System, error) {
 	}
 	if s.Store, err = dynamostore.New(db, dcfg); err != nil {
 		return nil, err
+	}
+	s.observer, s.observerStore = s.Queue, s.Store
+	if opts.Counter != nil {
+		plain, err := awsenv.Load(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("loading the harness's uncounted AWS config: %w", err)
+		}
+		s.observer = sqsqueue.New(sqs.NewFromConfig(plain))
+		if s.observerStore, err = dynamostore.New(dynamodb.NewFromConfig(plain, awsenv.DynamoDBOptions), dcfg); err != nil {
+			return nil, fmt.Errorf("building the harness's store: %w", err)
+		}
 	}
 	vis := fmt.Sprint(int(opts.Visibility.Seconds()))
 	for _, q := range []struct {
@@ -226,10 +257,21 @@ func Start(ctx context.Context, opts Options) (*System, error) {
 	if err != nil {
 		return nil, err
 	}
+	s.Registry = reg
+	coin := newChance(opts.Seed)
+	// Every actor's sends may be duplicated; a scheduler's may kill it.
+	var actorQueue sas.Queue = s.Queue
+	if opts.DuplicateRate > 0 {
+		actorQueue = &dupQueue{Queue: s.Queue, rate: opts.DuplicateRate, coin: coin, log: s.Injected}
+	}
+	schedQueue := actorQueue
+	if opts.KillBeforeSendRate > 0 {
+		schedQueue = &killBeforeSendQueue{Queue: actorQueue, agentQueueURL: cfg.AgentQueueURL, rate: opts.KillBeforeSendRate, coin: coin, log: s.Injected}
+	}
 	alerter := alerts.NewMulti(alerts.NewLog(opts.Logger), s.Alerts)
 	for i := 0; i < opts.Instances; i++ {
 		svc, err := scheduler.New(scheduler.Config{
-			Store: s.Store, Queue: s.Queue, Alerter: alerter, Workflows: reg,
+			Store: s.Store, Queue: schedQueue, Alerter: alerter, Workflows: reg,
 			Owner: fmt.Sprintf("scheduler-%d-%s", i, randomID()), AgentQueueURL: cfg.AgentQueueURL, IntakeQueueURL: cfg.IntakeQueueURL,
 			StepTimeout: cfg.StepTimeout, PickupTimeout: cfg.PickupTimeout, ReplyToAllowed: cfg.ReplyToAllowed, Logger: opts.Logger,
 		})
@@ -243,7 +285,7 @@ func Start(ctx context.Context, opts Options) (*System, error) {
 		if err != nil {
 			return nil, err
 		}
-		ag, err := agent.FromConfig(cfg, agent.Deps{Queue: s.Queue, Caller: caller, Logger: opts.Logger, Registry: reg})
+		ag, err := agent.FromConfig(cfg, agent.Deps{Queue: actorQueue, Caller: caller, Logger: opts.Logger, Registry: reg})
 		if err != nil {
 			return nil, err
 		}
@@ -251,7 +293,8 @@ func Start(ctx context.Context, opts Options) (*System, error) {
 	}
 	for i := 0; i < opts.Supervisors; i++ {
 		sup, err := supervisor.New(supervisor.Config{
-			Store: s.Store, Queue: s.Queue, Alerter: alerter, SchedulerQueueURL: cfg.SchedulerQueueURL,
+			Store: s.Store, Queue: actorQueue, Alerter: alerter, SchedulerQueueURL: cfg.SchedulerQueueURL,
+			Clock:       skewedClock{offset: skewFor(i, opts.Supervisors, opts.ClockSkew)},
 			MaxFailures: cfg.MaxFailures, PickupTimeout: cfg.PickupTimeout, BaseBackoff: opts.BaseBackoff, MaxBackoff: 4 * opts.BaseBackoff,
 			Actor: fmt.Sprintf("supervisor-%d", i), Logger: opts.Logger, Metrics: opts.Metrics,
 		})
@@ -270,6 +313,11 @@ func Start(ctx context.Context, opts Options) (*System, error) {
 			&Poller{Name: fmt.Sprintf("scheduler-%d", i), Queue: s.Queue, QueueURL: cfg.SchedulerQueueURL, QueueARN: arn(cfg.SchedulerQueueURL), BatchSize: opts.BatchSize, Workers: opts.PollerWorkers, Handler: sch.Handle, Logger: opts.Logger},
 			&Poller{Name: fmt.Sprintf("agent-%d", i), Queue: s.Queue, QueueURL: cfg.AgentQueueURL, QueueARN: arn(cfg.AgentQueueURL), BatchSize: opts.BatchSize, Workers: opts.PollerWorkers, Handler: ag.Handle, Logger: opts.Logger},
 		)
+	}
+	for _, p := range s.Pollers {
+		f := &inflight{}
+		p.Handler = f.wrap(p.Handler)
+		s.inflight = append(s.inflight, f)
 	}
 	return s, nil
 }
@@ -292,13 +340,25 @@ func (s *System) Run(ctx context.Context) {
 			defer wg.Done()
 			for ctx.Err() == nil {
 				life, die := context.WithCancel(ctx)
+				var once sync.Once
+				kill := func() {
+					once.Do(func() {
+						// What the instance held is abandoned: blame those orders.
+						now := time.Now()
+						for _, b := range s.inflight[i].bodies() {
+							s.Injected.note(FaultKilled, b, now)
+						}
+						s.killed.Add(1)
+						die()
+					})
+				}
+				life = context.WithValue(life, killKey{}, kill)
 				go func() {
 					select {
 					case <-kills[i]:
-						s.killed.Add(1)
+						kill()
 					case <-life.Done():
 					}
-					die()
 				}()
 				_ = p.Run(life)
 				die()
@@ -383,7 +443,7 @@ func (s *System) SendRaw(ctx context.Context, url string, msgs ...sas.OutboundMe
 func (s *System) Statuses(ctx context.Context) ([]sas.Status, error) {
 	var out []sas.Status
 	for {
-		msgs, err := s.Queue.Receive(ctx, sas.ReceiveParams{QueueURL: s.StatusQueueURL, Max: 10, Wait: 0})
+		msgs, err := s.observer.Receive(ctx, sas.ReceiveParams{QueueURL: s.StatusQueueURL, Max: 10, Wait: 0})
 		if err != nil {
 			return out, err
 		}
@@ -399,7 +459,7 @@ func (s *System) Statuses(ctx context.Context) ([]sas.Status, error) {
 			out = append(out, st)
 			receipts = append(receipts, m.Receipt)
 		}
-		if _, err := s.Queue.Delete(ctx, sas.DeleteParams{QueueURL: s.StatusQueueURL, Receipts: receipts}); err != nil {
+		if _, err := s.observer.Delete(ctx, sas.DeleteParams{QueueURL: s.StatusQueueURL, Receipts: receipts}); err != nil {
 			return out, err
 		}
 	}
@@ -414,7 +474,7 @@ func (s *System) WaitTerminal(ctx context.Context, ids []string, every time.Dura
 	for {
 		var still []string
 		for _, id := range pending {
-			v, err := s.Store.GetOrder(ctx, id)
+			v, err := s.observerStore.GetOrder(ctx, id)
 			if err != nil && !errors.Is(err, sas.ErrNotFound) {
 				return views, err
 			}
@@ -498,4 +558,120 @@ func Invoke(ctx context.Context, h SQSHandler, bodies ...string) (events.SQSEven
 		ev.Records = append(ev.Records, events.SQSMessage{MessageId: fmt.Sprintf("hand-%d", i), Body: b, EventSource: "aws:sqs"})
 	}
 	return h(ctx, ev)
+}
+
+// InFlight counts the step records the index holds as Pending (ready),
+// Processing or Compensating: while any is left the run is not over. It pages
+// through the sparse index, so it costs what is in flight, not the table.
+func (s *System) InFlight(ctx context.Context) (int, error) {
+	n := 0
+	for _, st := range []sas.ProcessState{sas.Pending, sas.Processing, sas.Compensating} {
+		cursor := ""
+		for {
+			page, err := s.observerStore.ListByState(ctx, sas.ListByStateParams{State: st, Cursor: cursor, Limit: 500})
+			if err != nil {
+				return n, fmt.Errorf("listing %s records: %w", st, err)
+			}
+			n += len(page.Records)
+			if cursor = page.NextCursor; cursor == "" {
+				break
+			}
+		}
+	}
+	return n, nil
+}
+
+// Views reads the orders from the store with a few readers at once; an id
+// that is not in the store is absent from the map.
+func (s *System) Views(ctx context.Context, ids []string) (map[string]sas.OrderView, error) {
+	const readers = 8
+	views := make(map[string]sas.OrderView, len(ids))
+	var mu sync.Mutex
+	var firstErr error
+	next := make(chan string)
+	var wg sync.WaitGroup
+	for range readers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for id := range next {
+				v, err := s.observerStore.GetOrder(ctx, id)
+				mu.Lock()
+				switch {
+				case err == nil:
+					views[id] = v
+				case !errors.Is(err, sas.ErrNotFound) && firstErr == nil:
+					firstErr = fmt.Errorf("reading order %s: %w", id, err)
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	for _, id := range ids {
+		select {
+		case next <- id:
+		case <-ctx.Done():
+		}
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	close(next)
+	wg.Wait()
+	if firstErr == nil && ctx.Err() != nil {
+		firstErr = ctx.Err()
+	}
+	return views, firstErr
+}
+
+// WaitSettled waits until every order is terminal, cheaply at scale: it
+// watches the index until nothing is in flight, then reads every order, and
+// keeps watching the ones not yet settled. onTick, when set, runs between
+// checks (progress lines).
+func (s *System) WaitSettled(ctx context.Context, ids []string, every time.Duration, onTick func(inFlight int)) (map[string]sas.OrderView, error) {
+	views := map[string]sas.OrderView{}
+	pending := ids
+	for {
+		n, err := s.InFlight(ctx)
+		if err != nil && ctx.Err() == nil {
+			return views, err
+		}
+		if onTick != nil {
+			onTick(n)
+		}
+		if n == 0 && ctx.Err() == nil {
+			got, err := s.Views(ctx, pending)
+			if err != nil {
+				return views, err
+			}
+			var still []string
+			for _, id := range pending {
+				v, ok := got[id]
+				if ok {
+					views[id] = v
+				}
+				if !ok || !Settled(v) {
+					still = append(still, id)
+				}
+			}
+			if pending = still; len(pending) == 0 {
+				return views, nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return views, fmt.Errorf("%d orders not settled: %w", len(pending), ctx.Err())
+		case <-time.After(every):
+		}
+	}
+}
+
+// Evidence gathers what Judge reads, for the orders given and their final
+// views.
+func (s *System) Evidence(ids []string, views map[string]sas.OrderView) Evidence {
+	return Evidence{
+		IDs: ids, Views: views, Registry: s.Registry,
+		Calls: s.Sim.CallsByKey(), Effects: s.Sim.Effects(),
+		Harness: s.Injected.Of, Alerts: s.Alerts.Alerts(),
+	}
 }

@@ -76,6 +76,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -111,6 +112,8 @@ type Sim struct {
 	seq         uint64 // never reset, so ids stay unique across Reset
 	total       Counters
 	byPath      map[string]*Counters
+	log         callLog      // every call and the fault injected into it (calls.go)
+	active      atomic.Int64 // business requests being served (calls.go)
 }
 
 // New returns a simulator, or an error when the knobs are out of range.
@@ -178,6 +181,7 @@ func (s *Sim) Reset() {
 	s.effects = nil
 	s.total = Counters{}
 	s.byPath = make(map[string]*Counters)
+	s.log = callLog{}
 	s.scriptCalls = make([]int, len(s.faults.Scripts))
 	s.rng = newRand(s.seed)
 }
@@ -265,6 +269,8 @@ func (s *Sim) decide(key, orderID, path string) decision {
 var pathRE = regexp.MustCompile(`^(/[A-Za-z0-9._~-]+)+$`)
 
 func (s *Sim) serveResource(w http.ResponseWriter, r *http.Request) {
+	s.active.Add(1)
+	defer s.active.Add(-1)
 	path := r.URL.Path
 	bad := func(status int, typ, msg string) {
 		s.mu.Lock()
@@ -311,16 +317,20 @@ func (s *Sim) serveResource(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	s.count(path, func(c *Counters) { c.Calls++ })
 	d := s.decide(key, orderID, path)
+	at := s.now()
 	s.mu.Unlock()
+	note := func(outcome string) { s.record(callOf(d, key, orderID, path, at, outcome)) }
 
 	// Infrastructure faults come first: an overloaded or stuck front end
 	// fails a request whether or not its key was seen before.
 	switch d.fault {
 	case FaultTransient:
+		note("")
 		s.bump(path, func(c *Counters) { c.Transient++ })
 		s.writeTransient(w, d.status, d.profile.RetryAfter, "simulated transient failure")
 		return
 	case FaultHang:
+		note("")
 		s.bump(path, func(c *Counters) { c.Hangs++ })
 		s.hang(r, d.profile.HangFor)
 		return
@@ -334,12 +344,14 @@ func (s *Sim) serveResource(w http.ResponseWriter, r *http.Request) {
 		switch {
 		case e.path != path || e.bodyHash != hash:
 			s.count(path, func(c *Counters) { c.Conflicts++ })
+			s.noteCall(callOf(d, key, orderID, path, at, "conflict"))
 			s.mu.Unlock()
 			writeError(w, http.StatusUnprocessableEntity, "idempotency_key_reused",
 				fmt.Sprintf("Idempotency-Key %q was first used with another request (%s, body sha256 %.12s…)", key, e.path, e.bodyHash))
 			return
 		case e.state == stateInFlight:
 			s.count(path, func(c *Counters) { c.Busy++ })
+			s.noteCall(callOf(d, key, orderID, path, at, "busy"))
 			s.mu.Unlock()
 			w.Header().Set("Retry-After", retryAfterSeconds(d.profile.RetryAfter))
 			writeError(w, http.StatusConflict, "idempotency_key_in_use",
@@ -348,6 +360,7 @@ func (s *Sim) serveResource(w http.ResponseWriter, r *http.Request) {
 		}
 		resp := storedResponse{status: e.status, body: e.body}
 		s.count(path, func(c *Counters) { c.Replays++ })
+		s.noteCall(callOf(d, key, orderID, path, at, "replay"))
 		s.mu.Unlock()
 		s.sleep(d.latency)
 		s.respond(w, r, path, d, resp, true)
@@ -367,12 +380,14 @@ func (s *Sim) serveResource(w http.ResponseWriter, r *http.Request) {
 			delete(s.ledger, key)
 		}
 		s.count(path, func(c *Counters) { c.Permanent++ })
+		s.noteCall(callOf(d, key, orderID, path, at, "declined"))
 		s.mu.Unlock()
 		writePermanent(w, d.status, path)
 		return
 	}
 
 	resp := s.effect(e, r.Method, path, orderID, body, fields)
+	note("effect")
 	s.respond(w, r, path, d, resp, false)
 }
 
