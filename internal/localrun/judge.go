@@ -191,7 +191,7 @@ func Judge(ev Evidence, rules JudgeRules) Verdict {
 					continue
 				}
 				failedSteps++
-				key := sas.IdempotencyKey(id, r.Step, leg)
+				key := sas.IdempotencyKey(id, r.Step, r.Generation, leg)
 				rule, why, waited := explainLeg(r, leg, ev.Calls[key], stepFaults(ev.Harness(id), r.Step), rules)
 				if why != "" {
 					d.Why = append(d.Why, fmt.Sprintf("step %d (%s) %s: %s", r.Step, r.StepName, final, why))
@@ -384,8 +384,8 @@ func compensationProblems(id string, v sas.OrderView, wf sas.Workflow, effects m
 	var undos []undone
 	state := v.State()
 	for i, d := range wf.Steps {
-		fwd := len(effects[sas.IdempotencyKey(id, i, false)]) > 0
-		und := effects[sas.IdempotencyKey(id, i, true)]
+		fwd := len(effects[sas.IdempotencyKey(id, i, v.Steps[i].Generation, false)]) > 0
+		und := effects[sas.IdempotencyKey(id, i, v.Steps[i].Generation, true)]
 		if everIn(v.Steps[i], sas.Processed) && !fwd {
 			out = append(out, fmt.Sprintf("%s step %d (%s): completed, but the remote has no effect for it", id, i, d.Name))
 		}
@@ -448,7 +448,7 @@ func describeDefect(v sas.OrderView, ev Evidence, id string) string {
 			fmt.Fprintf(&b, "    step %d last error: %s\n", r.Step, r.LastError)
 		}
 		for _, leg := range []bool{false, true} {
-			key := sas.IdempotencyKey(id, r.Step, leg)
+			key := sas.IdempotencyKey(id, r.Step, r.Generation, leg)
 			var parts []string
 			for _, c := range ev.Calls[key] {
 				what := c.Outcome
