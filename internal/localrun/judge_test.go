@@ -74,7 +74,9 @@ func TestJudgeRefusalNeedsAPermanentFault(t *testing.T) {
 
 func TestJudgeGiveUpNeedsAStallInEveryWindow(t *testing.T) {
 	t.Parallel()
-	hang := func(s float64) remotesim.Call { return remotesim.Call{Key: "o-2:0", At: at(s), Fault: remotesim.FaultHang} }
+	hang := func(s float64) remotesim.Call {
+		return remotesim.Call{Key: "o-2:0", At: at(s), Fault: remotesim.FaultHang}
+	}
 	v := judge(t, givenUpPayment("o-2"), []remotesim.Call{hang(1), hang(13), hang(23)}, nil)
 	require.Empty(t, v.Defects, "a hang in each of the three windows explains the give-up")
 
@@ -107,7 +109,7 @@ func TestJudgeInvariants(t *testing.T) {
 	v.Steps[0].History[1].From = sas.Pending // Pending is not what the record was
 	got := localrun.Judge(localrun.Evidence{
 		IDs: []string{"o-3", "o-4"}, Views: map[string]sas.OrderView{"o-3": v}, Registry: reg,
-		Calls: map[string][]remotesim.Call{"o-3:0": {{Key: "o-3:0", Fault: remotesim.FaultPermanent}}},
+		Calls:   map[string][]remotesim.Call{"o-3:0": {{Key: "o-3:0", Fault: remotesim.FaultPermanent}}},
 		Effects: []remotesim.Effect{{Key: "o-5:0", OrderID: "o-5"}, {Key: "o-5:0", OrderID: "o-5"}},
 	}, localrun.JudgeRules{})
 	require.Len(t, got.Lost, 1, "o-4 was never created")
