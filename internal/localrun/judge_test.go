@@ -1,0 +1,120 @@
+package localrun_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/sas-go/sas/internal/localrun"
+	"github.com/sas-go/sas/internal/remotesim"
+	"github.com/sas-go/sas/internal/sas"
+	"github.com/sas-go/sas/internal/workflows"
+)
+
+var t0 = time.Date(2030, 1, 2, 3, 4, 0, 0, time.UTC)
+
+func at(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
+
+// givenUpPayment is a single-step order the supervisor rescued twice and gave
+// up on at the third failure (windows ending at 10 s, 20 s and 30 s).
+func givenUpPayment(id string) sas.OrderView {
+	h := []sas.HistoryEntry{
+		{At: at(0), From: "", To: sas.Pending, Actor: "submit"},
+		{At: at(0), From: sas.Pending, To: sas.Processing, Attempt: 1, Actor: "scheduler-0"},
+		{At: at(10), From: sas.Processing, To: sas.Pending, Attempt: 1, Actor: "supervisor-0"},
+		{At: at(12), From: sas.Pending, To: sas.Processing, Attempt: 2, Actor: "scheduler-1"},
+		{At: at(20), From: sas.Processing, To: sas.Pending, Attempt: 2, Actor: "supervisor-1"},
+		{At: at(22), From: sas.Pending, To: sas.Processing, Attempt: 3, Actor: "scheduler-0"},
+		{At: at(30), From: sas.Processing, To: sas.Error, Attempt: 3, Actor: "supervisor-0"},
+	}
+	r := sas.StepRecord{OrderID: id, Step: 0, StepName: "charge", ProcessState: sas.Error, Attempt: 3, FailureCount: 3, History: h}
+	return sas.OrderView{Order: sas.Order{OrderID: id, Workflow: workflows.Payment}, Steps: []sas.StepRecord{r}, History: h}
+}
+
+func refusedPayment(id string) sas.OrderView {
+	h := []sas.HistoryEntry{
+		{At: at(0), From: "", To: sas.Processing, Attempt: 1, Actor: "scheduler-0"},
+		{At: at(1), From: sas.Processing, To: sas.Error, Attempt: 1, Actor: "scheduler-0"},
+	}
+	r := sas.StepRecord{OrderID: id, Step: 0, StepName: "charge", ProcessState: sas.Error, Attempt: 1, History: h}
+	return sas.OrderView{Order: sas.Order{OrderID: id, Workflow: workflows.Payment}, Steps: []sas.StepRecord{r}, History: h}
+}
+
+func judge(t *testing.T, v sas.OrderView, calls []remotesim.Call, harness []localrun.HarnessFault) localrun.Verdict {
+	t.Helper()
+	reg, err := workflows.Default(8 * time.Second)
+	require.NoError(t, err)
+	id := v.Order.OrderID
+	alerts := []sas.Alert{}
+	for _, r := range v.Steps {
+		for _, h := range r.History {
+			if h.To == sas.Error || h.To == sas.CompensationFailed {
+				alerts = append(alerts, sas.Alert{OrderID: id, Step: r.Step, State: h.To, Attempts: h.Attempt})
+			}
+		}
+	}
+	return localrun.Judge(localrun.Evidence{
+		IDs: []string{id}, Views: map[string]sas.OrderView{id: v}, Registry: reg,
+		Calls:   map[string][]remotesim.Call{sas.IdempotencyKey(id, 0, false): calls},
+		Harness: func(string) []localrun.HarnessFault { return harness }, Alerts: alerts,
+	}, localrun.JudgeRules{})
+}
+
+func TestJudgeRefusalNeedsAPermanentFault(t *testing.T) {
+	t.Parallel()
+	v := judge(t, refusedPayment("o-1"), []remotesim.Call{{Key: "o-1:0", At: at(0.5), Fault: remotesim.FaultPermanent}}, nil)
+	require.Empty(t, v.Defects)
+	require.True(t, v.OK(), v.Problems())
+
+	v = judge(t, refusedPayment("o-1"), []remotesim.Call{{Key: "o-1:0", At: at(0.5), Outcome: "effect"}}, nil)
+	require.Len(t, v.Defects, 1, "a failed reply without an injected refusal is a defect")
+	require.False(t, v.Defects[0].Waited)
+}
+
+func TestJudgeGiveUpNeedsAStallInEveryWindow(t *testing.T) {
+	t.Parallel()
+	hang := func(s float64) remotesim.Call {
+		return remotesim.Call{Key: "o-2:0", At: at(s), Fault: remotesim.FaultHang}
+	}
+	v := judge(t, givenUpPayment("o-2"), []remotesim.Call{hang(1), hang(13), hang(23)}, nil)
+	require.Empty(t, v.Defects, "a hang in each of the three windows explains the give-up")
+
+	kill := localrun.HarnessFault{OrderID: "o-2", Step: 0, Kind: localrun.FaultKilled, At: at(14)}
+	v = judge(t, givenUpPayment("o-2"), []remotesim.Call{hang(1), hang(23)}, []localrun.HarnessFault{kill})
+	require.Empty(t, v.Defects, "a kill holding the step's message stalls its window too")
+
+	v = judge(t, givenUpPayment("o-2"), []remotesim.Call{hang(1), hang(23)}, nil)
+	require.Len(t, v.Defects, 1, "the second window saw no fault")
+	require.True(t, v.Defects[0].Waited)
+	require.Equal(t, 1, v.FailedByWaiting)
+
+	var transients []remotesim.Call
+	for i := range 4 {
+		transients = append(transients, remotesim.Call{Key: "o-2:0", At: at(13 + float64(i)), Fault: remotesim.FaultTransient})
+	}
+	v = judge(t, givenUpPayment("o-2"), append([]remotesim.Call{hang(1), hang(23)}, transients...), nil)
+	require.Len(t, v.Defects, 1, "four transient answers do not exhaust a call's five tries")
+	require.False(t, v.Defects[0].Waited)
+	transients = append(transients, remotesim.Call{Key: "o-2:0", At: at(18), Fault: remotesim.FaultLost, LostMode: remotesim.LostError})
+	v = judge(t, givenUpPayment("o-2"), append([]remotesim.Call{hang(1), hang(23)}, transients...), nil)
+	require.Empty(t, v.Defects, "five transient answers do")
+}
+
+func TestJudgeInvariants(t *testing.T) {
+	t.Parallel()
+	reg, err := workflows.Default(8 * time.Second)
+	require.NoError(t, err)
+	v := refusedPayment("o-3")
+	v.Steps[0].History[1].From = sas.Pending // Pending is not what the record was
+	got := localrun.Judge(localrun.Evidence{
+		IDs: []string{"o-3", "o-4"}, Views: map[string]sas.OrderView{"o-3": v}, Registry: reg,
+		Calls:   map[string][]remotesim.Call{"o-3:0": {{Key: "o-3:0", Fault: remotesim.FaultPermanent}}},
+		Effects: []remotesim.Effect{{Key: "o-5:0", OrderID: "o-5"}, {Key: "o-5:0", OrderID: "o-5"}},
+	}, localrun.JudgeRules{})
+	require.Len(t, got.Lost, 1, "o-4 was never created")
+	require.NotEmpty(t, got.Illegal)
+	require.Len(t, got.Alerts, 1, "the Error step has no alert")
+	require.Len(t, got.DoubleEffects, 1)
+	require.False(t, got.OK())
+}
