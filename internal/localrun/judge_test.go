@@ -56,7 +56,7 @@ func judge(t *testing.T, v sas.OrderView, calls []remotesim.Call, harness []loca
 	}
 	return localrun.Judge(localrun.Evidence{
 		IDs: []string{id}, Views: map[string]sas.OrderView{id: v}, Registry: reg,
-		Calls:   map[string][]remotesim.Call{sas.IdempotencyKey(id, 0, false): calls},
+		Calls:   map[string][]remotesim.Call{sas.IdempotencyKey(id, 0, 0, false): calls},
 		Harness: func(string) []localrun.HarnessFault { return harness }, Alerts: alerts,
 	}, localrun.JudgeRules{})
 }
