@@ -245,14 +245,21 @@ func (s *Store) FindDue(_ context.Context, p sas.FindDueParams) (sas.FindDueResu
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	res := s.dueLocked(s.partitionsLocked(p.State), p.Now, p.Limit)
+	sas.SortByDue(res.Records)
+	return res, nil
+}
+
+// dueLocked reads up to limit entries per shard whose time is at or before
+// now, as a Query per shard on the index would: FindDue and FindOwed share it.
+func (s *Store) dueLocked(parts map[int][]indexEntry, now time.Time, limit int) sas.FindDueResult {
 	var res sas.FindDueResult
-	now := p.Now.UnixMilli()
-	parts := s.partitionsLocked(p.State)
+	at := now.UnixMilli()
 	for shard := 0; shard < s.shards; shard++ {
 		res.Stats.Requests++
 		n := 0
 		for _, e := range parts[shard] {
-			if e.at > now || n == p.Limit {
+			if e.at > at || n == limit {
 				break
 			}
 			n++
@@ -260,8 +267,7 @@ func (s *Store) FindDue(_ context.Context, p sas.FindDueParams) (sas.FindDueResu
 			res.Records = append(res.Records, projected(s.steps[e.key]))
 		}
 	}
-	sas.SortByDue(res.Records)
-	return res, nil
+	return res
 }
 
 func (s *Store) ListByState(_ context.Context, p sas.ListByStateParams) (sas.ListByStateResult, error) {

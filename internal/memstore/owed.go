@@ -12,21 +12,7 @@ func (s *Store) FindOwed(_ context.Context, p sas.FindOwedParams) (sas.FindDueRe
 	p = p.WithDefaults()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var res sas.FindDueResult
-	now := p.Now.UnixMilli()
-	parts := s.partitionsNamedLocked(sas.OwedPartition)
-	for shard := 0; shard < s.shards; shard++ {
-		res.Stats.Requests++
-		n := 0
-		for _, e := range parts[shard] {
-			if e.at > now || n == p.Limit {
-				break
-			}
-			n++
-			res.Stats.ItemsRead++
-			res.Records = append(res.Records, projected(s.steps[e.key]))
-		}
-	}
+	res := s.dueLocked(s.partitionsNamedLocked(sas.OwedPartition), p.Now, p.Limit)
 	sas.SortByOwedAt(res.Records)
 	return res, nil
 }
