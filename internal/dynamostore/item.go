@@ -33,6 +33,9 @@ const (
 	attrRefused    = "Refused"
 	attrUndoOwed   = "UndoOwed"
 	attrGeneration = "Generation"
+	// WaitingSince: see sas.StepRecord. Projected into the index, with
+	// CreatedAt, because the supervisor decides from the index alone.
+	attrWaitingSince = "WaitingSince"
 
 	attrWorkflow    = "Workflow"
 	attrPayload     = "Payload"
@@ -43,7 +46,7 @@ const (
 )
 
 // IndexProjection is what the state-due index projects besides the keys.
-var IndexProjection = []string{attrStepName, attrState, attrLockedBy, attrCompleteBy, attrFailureCount, attrAttempt, attrUpdatedAt, attrLastError, attrShard}
+var IndexProjection = []string{attrStepName, attrState, attrLockedBy, attrCompleteBy, attrFailureCount, attrAttempt, attrUpdatedAt, attrLastError, attrShard, attrCreatedAt, attrWaitingSince}
 
 type av = types.AttributeValue
 
@@ -110,6 +113,9 @@ func stepItem(r sas.StepRecord) map[string]av {
 	}
 	if r.Generation != 0 {
 		it[attrGeneration] = ni(r.Generation)
+	}
+	if !r.WaitingSince.IsZero() {
+		it[attrWaitingSince] = ms(r.WaitingSince)
 	}
 	if pk, at, ok := r.IndexEntry(); ok {
 		it[attrIdxPK] = s(pk)
@@ -221,6 +227,7 @@ func decodeStep(it map[string]av) (sas.StepRecord, error) {
 		Refused:      d.flag(attrRefused),
 		UndoOwed:     d.flag(attrUndoOwed),
 		Generation:   int(d.num(attrGeneration)),
+		WaitingSince: d.time(attrWaitingSince),
 	}
 	switch r.ProcessState {
 	case sas.Pending, sas.Processing, sas.Compensating:

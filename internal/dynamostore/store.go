@@ -207,7 +207,7 @@ func (st *Store) Complete(ctx context.Context, p sas.CompleteParams) ([]sas.Step
 	u := newUpdate()
 	held(&u, running, p.Owner, p.Attempt)
 	u.set(attrState, s(string(done)))
-	u.remove(attrLockedBy, attrCompleteBy, attrIdxPK, attrIdxSK)
+	u.remove(attrLockedBy, attrCompleteBy, attrWaitingSince, attrIdxPK, attrIdxSK)
 	u.touch(p.Now, sas.HistoryEntry{At: p.Now, Step: p.Key.Step, Actor: p.Owner, From: running, To: done, Attempt: p.Attempt, Reason: "completed"})
 	if p.Next == nil {
 		r, err := st.update(ctx, "completing", p.Key, u)
@@ -257,7 +257,7 @@ func (st *Store) Fail(ctx context.Context, p sas.FailParams) (sas.StepRecord, er
 	u.set(attrLastError, s(p.Reason))
 	u.set(attrFailedBy, s(p.Owner))
 	u.set(attrRefused, boolean(!p.Compensation))
-	u.remove(attrLockedBy, attrCompleteBy)
+	u.remove(attrLockedBy, attrCompleteBy, attrWaitingSince)
 	st.index(&u, p.Key, failed, ms(p.Now))
 	u.touch(p.Now, sas.HistoryEntry{At: p.Now, Step: p.Key.Step, Actor: p.Owner, From: running, To: failed, Attempt: p.Attempt, Reason: p.Reason})
 	return st.update(ctx, "failing", p.Key, u)
@@ -293,6 +293,35 @@ func (st *Store) GiveUp(ctx context.Context, p sas.GiveUpParams) (sas.StepRecord
 		To: sas.GiveUpTarget(p.From), IndexAt: p.Now, Actor: p.Actor, Reason: p.Reason, OwedAt: owedAt})
 }
 
+// Wait extends a due, held lease, fenced on the lease seen: state, holder,
+// attempt and the deadline itself (IdxSK), so of several supervisors that saw
+// the same deadline exactly one extends it. The index entry stays in its
+// partition, moved to the new deadline.
+func (st *Store) Wait(ctx context.Context, p sas.WaitParams) (sas.StepRecord, error) {
+	probe := sas.StepRecord{OrderID: p.Key.OrderID, Step: p.Key.Step, ProcessState: p.From, LockedBy: p.Owner,
+		Attempt: p.Attempt, DueAt: p.DueAt, WaitingSince: p.WaitingSince}
+	next, err := sas.Wait(probe, p)
+	if err != nil {
+		return sas.StepRecord{}, fmt.Errorf("waiting on step %s: %w", p.Key, err)
+	}
+	u := newUpdate()
+	// Every write that sets or clears WaitingSince also moves IdxSK or the
+	// attempt, so this fence also vouches for the WaitingSince seen.
+	u.cond("#st = :running AND #lb = :owner AND #at = :attempt AND #due = :seen",
+		"#st", attrState, "#lb", attrLockedBy, "#at", attrAttempt, "#due", attrIdxSK,
+		":running", s(string(p.From)), ":owner", s(p.Owner), ":attempt", ni(p.Attempt), ":seen", ms(p.DueAt))
+	u.set(attrCompleteBy, ms(p.Until))
+	u.set(attrIdxSK, ms(p.Until))
+	if p.WaitingSince.IsZero() {
+		// The attempt's first wait: one history entry (later waits add none).
+		u.set(attrWaitingSince, ms(next.WaitingSince))
+		u.touch(p.Now, next.History[len(next.History)-1])
+	} else {
+		u.set(attrUpdatedAt, ms(p.Now))
+	}
+	return st.update(ctx, "waiting on", p.Key, u)
+}
+
 // dueWrite is the supervisor's write on a due record: rescue or give up.
 type dueWrite struct {
 	Key           sas.StepKey
@@ -318,7 +347,7 @@ func (st *Store) settleDue(ctx context.Context, op string, w dueWrite) (sas.Step
 		u.set(attrFailedBy, s(w.Actor))
 		u.set(attrRefused, boolean(false))
 	}
-	u.remove(attrLockedBy, attrCompleteBy)
+	u.remove(attrLockedBy, attrCompleteBy, attrWaitingSince)
 	if w.OwedAt.IsZero() {
 		st.index(&u, w.Key, w.To, ms(w.IndexAt))
 	} else {

@@ -34,7 +34,10 @@ import (
 	"github.com/sas-go/sas/internal/sqslimits"
 )
 
-var _ sas.Queue = (*Queue)(nil)
+var (
+	_ sas.Queue       = (*Queue)(nil)
+	_ sas.DepthReader = (*Queue)(nil)
+)
 
 // Op names an operation, for Options.Fault.
 type Op string
@@ -514,4 +517,10 @@ func parseReceipt(queueName, r string) (msgID string, ok bool) {
 		return "", false
 	}
 	return parts[1], true
+}
+
+// Depth is Stats as a sas.DepthReader (exact, where SQS's is approximate).
+func (q *Queue) Depth(_ context.Context, url string) (sas.QueueDepth, error) {
+	s, err := q.Stats(url)
+	return sas.QueueDepth{Visible: s.Visible, InFlight: s.InFlight, Delayed: s.Delayed}, err
 }

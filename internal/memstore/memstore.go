@@ -154,6 +154,10 @@ func (s *Store) GiveUp(_ context.Context, p sas.GiveUpParams) (sas.StepRecord, e
 	return s.update("giving up", p.Key, func(r sas.StepRecord) (sas.StepRecord, error) { return sas.GiveUp(r, p) })
 }
 
+func (s *Store) Wait(_ context.Context, p sas.WaitParams) (sas.StepRecord, error) {
+	return s.update("waiting on", p.Key, func(r sas.StepRecord) (sas.StepRecord, error) { return sas.Wait(r, p) })
+}
+
 func (s *Store) Resubmit(_ context.Context, p sas.ResubmitParams) (sas.StepRecord, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

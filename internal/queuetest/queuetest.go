@@ -96,6 +96,7 @@ var cases = []testCase{
 	{"NotLostWhenNotDeleted", testNotLostWhenNotDeleted},
 	{"DuplicateDelivery", testDuplicateDelivery},
 	{"Delay", testDelay},
+	{"DepthCountsEveryMessage", testDepth},
 	{"DeadLetterQueue", testDeadLetterQueue},
 	{"UnknownQueue", testUnknownQueue},
 }
@@ -535,4 +536,34 @@ func testUnknownQueue(t *testing.T, b Backend) {
 	if err != nil {
 		assert.Contains(t, err.Error(), url, "errors name the queue")
 	}
+}
+
+// Depth counts what the queue holds, split as SQS splits it: waiting,
+// received and not deleted, delayed. The supervisor reads it to tell a
+// waiting request from a lost one (docs/protocol.md, "Waiting is not
+// executing"). SQS's counts are approximate and lag by seconds, so the
+// suite waits (boundedly) for the counts to settle.
+func testDepth(t *testing.T, b Backend) {
+	f := b.New(t, Spec{})
+	dr, ok := f.Queue.(sas.DepthReader)
+	require.True(t, ok, "%T does not read a queue's depth", f.Queue)
+	d, err := dr.Depth(ctx(t), f.URL)
+	require.NoError(t, err)
+	require.Zero(t, d.Total(), "a new queue is empty: %+v", d)
+
+	send(t, f, f.URL, msg("a", "one"), msg("b", "two"), sas.OutboundMessage{ID: "c", Body: "later", Delay: 10 * time.Minute})
+	receive(t, f, f.URL, 1, longVisibility)
+	want := sas.QueueDepth{Visible: 1, InFlight: 1, Delayed: 1}
+	for i := 0; ; i++ {
+		d, err = dr.Depth(ctx(t), f.URL)
+		require.NoError(t, err)
+		if d == want || i == 20 || f.Advance != nil {
+			break
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	require.Equal(t, want, d)
+
+	_, err = dr.Depth(ctx(t), f.MissingURL)
+	require.ErrorIs(t, err, sas.ErrNotFound)
 }

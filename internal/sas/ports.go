@@ -34,6 +34,8 @@ type StateStore interface {
 	FindDue(ctx context.Context, p FindDueParams) (FindDueResult, error)
 	Rescue(ctx context.Context, p RescueParams) (StepRecord, error)
 	GiveUp(ctx context.Context, p GiveUpParams) (StepRecord, error)
+	// Wait extends a due, held lease without counting a failure (sas.Wait).
+	Wait(ctx context.Context, p WaitParams) (StepRecord, error)
 	Resubmit(ctx context.Context, p ResubmitParams) (StepRecord, error)
 	// NoteEffect sets UndoOwed on a forward step that is not Processed
 	// (see sas.NoteEffect); a step already noted is returned unchanged.
@@ -150,6 +152,24 @@ type Queue interface {
 	Delete(ctx context.Context, p DeleteParams) (DeleteResult, error)
 	ChangeVisibility(ctx context.Context, p ChangeVisibilityParams) error
 }
+
+// DepthReader reads how many messages a queue holds (SQS's approximate
+// counts). The supervisor reads it to tell a step whose request may still
+// be waiting from one whose agent died (docs/protocol.md, "Waiting is not
+// executing").
+type DepthReader interface {
+	Depth(ctx context.Context, queueURL string) (QueueDepth, error)
+}
+
+// QueueDepth is a queue's message counts.
+type QueueDepth struct {
+	Visible  int // waiting to be received
+	InFlight int // received, not yet deleted
+	Delayed  int // sent with a delay that has not ended
+}
+
+// Total is every message the queue holds.
+func (d QueueDepth) Total() int { return d.Visible + d.InFlight + d.Delayed }
 
 // OutboundMessage is one message to send. ID identifies it within one Send.
 type OutboundMessage struct {

@@ -70,6 +70,13 @@ type StepRecord struct {
 	// the owed request asked for. Nil/zero when nothing is owed.
 	Owes   []Effect
 	OwedAt time.Time // when a sweep (re)sends what is owed
+
+	// WaitingSince is the first deadline of the current attempt that the
+	// supervisor let pass because the agent queue still held requests
+	// (Wait, docs/protocol.md "Waiting is not executing"): the attempt's
+	// wait limit counts from it. Zero when the attempt never waited; every
+	// write that ends the lease clears it.
+	WaitingSince time.Time
 }
 
 // Key returns the record's key.

@@ -275,6 +275,59 @@ func NoteEffect(r StepRecord, p NoteEffectParams) (StepRecord, error) {
 	return r, nil
 }
 
+// WaitParams is the supervisor letting a leased step's deadline pass
+// without counting a failure, because its request may still be waiting in
+// the agent queue (docs/protocol.md, "Waiting is not executing"). It is
+// fenced on exactly the lease it saw: state, holder, attempt and deadline,
+// so of several supervisors that saw the same deadline one extends it and
+// the others lose the race.
+type WaitParams struct {
+	Key     StepKey
+	From    ProcessState // Processing or Compensating, held
+	Owner   string       // the holder seen
+	Attempt int          // the attempt seen
+	DueAt   time.Time    // the deadline seen (passed)
+	// WaitingSince is the record's WaitingSince as seen: zero when this is
+	// the attempt's first wait.
+	WaitingSince time.Time
+	Now          time.Time
+	Until        time.Time // the new deadline: after Now
+	Actor        string
+	Reason       string // for the history, written on the attempt's first wait only
+}
+
+// Wait extends a held, due lease to Until. It keeps the holder, the attempt
+// and FailureCount; on the attempt's first wait it sets WaitingSince to the
+// deadline that passed and adds one history entry (later waits add none, so
+// a long wait does not grow the record).
+func Wait(r StepRecord, p WaitParams) (StepRecord, error) {
+	switch {
+	case p.From != Processing && p.From != Compensating:
+		return r, &ValidationError{Field: "from", Reason: fmt.Sprintf("cannot wait on a %s step", p.From)}
+	case p.Owner == "":
+		return r, &ValidationError{Field: "owner", Reason: "only a held lease waits"}
+	case !p.Until.After(p.Now):
+		return r, &ValidationError{Field: "until", Reason: "the new deadline must be after now"}
+	case p.DueAt.After(p.Now):
+		return r, &ValidationError{Field: "dueAt", Reason: "the deadline seen has not passed"}
+	}
+	if r.ProcessState != p.From || r.LockedBy != p.Owner || r.Attempt != p.Attempt ||
+		!r.DueAt.Equal(p.DueAt) || !r.WaitingSince.Equal(p.WaitingSince) {
+		return r, race("wait", r)
+	}
+	first := r.WaitingSince.IsZero()
+	if first {
+		r.WaitingSince = r.DueAt
+	}
+	r.CompleteBy, r.DueAt, r.UpdatedAt = p.Until, p.Until, p.Now
+	if first {
+		r.History = append(append([]HistoryEntry(nil), r.History...), HistoryEntry{
+			At: p.Now, Step: r.Step, Actor: p.Actor, From: r.ProcessState, To: r.ProcessState, Attempt: r.Attempt, Reason: p.Reason,
+		})
+	}
+	return r, nil
+}
+
 // Due reports whether the supervisor should act on the record at now.
 func Due(r StepRecord, now time.Time) bool {
 	switch r.ProcessState {
@@ -295,7 +348,7 @@ func checkDue(op string, r StepRecord, from ProcessState, attempt int, now time.
 }
 
 func unlease(r StepRecord) StepRecord {
-	r.LockedBy, r.CompleteBy, r.DueAt = "", time.Time{}, time.Time{}
+	r.LockedBy, r.CompleteBy, r.DueAt, r.WaitingSince = "", time.Time{}, time.Time{}, time.Time{}
 	return r
 }
 

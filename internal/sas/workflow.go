@@ -3,6 +3,7 @@ package sas
 import (
 	"context"
 	"fmt"
+	"sort"
 	"time"
 )
 
@@ -13,7 +14,17 @@ type StepDef struct {
 	Agent   string        // the agent that runs it (e.g. "payments")
 	Action  string        // what the agent does (e.g. "POST /payments")
 	Undo    string        // what undoes it (e.g. "POST /refunds"); "" if nothing to undo
-	Timeout time.Duration // the step's time limit: CompleteBy = claim time + Timeout
+	Timeout time.Duration // one attempt's execution limit: CompleteBy = claim time + Timeout
+	// WaitLimit bounds how long an attempt's request may wait in a busy
+	// agent queue beyond its deadline before the supervisor counts the
+	// attempt as failed (docs/protocol.md, "Waiting is not executing").
+	// Zero: the supervisor's default.
+	WaitLimit time.Duration
+	// TotalLimit, when set, bounds the step across all its attempts and
+	// waits, counted from the order's submission: past it the supervisor
+	// gives up on the step (Error, then compensation) instead of waiting or
+	// rescuing. Zero: no overall limit.
+	TotalLimit time.Duration
 }
 
 // Workflow is an ordered list of steps. Workflow logic lives with the
@@ -49,10 +60,43 @@ func NewRegistry(ws ...Workflow) (Registry, error) {
 			if s.Name == "" || s.Agent == "" || s.Timeout <= 0 {
 				return nil, &ValidationError{Field: "workflow", Reason: fmt.Sprintf("%s: every step needs a name, an agent and a timeout", w.Name)}
 			}
+			if s.WaitLimit < 0 || s.TotalLimit < 0 {
+				return nil, &ValidationError{Field: "workflow", Reason: fmt.Sprintf("%s step %s: negative wait or total limit", w.Name, s.Name)}
+			}
+			if s.TotalLimit > 0 && s.TotalLimit < s.Timeout {
+				return nil, &ValidationError{Field: "workflow", Reason: fmt.Sprintf("%s step %s: total limit %s is shorter than one attempt's %s", w.Name, s.Name, s.TotalLimit, s.Timeout)}
+			}
 		}
 		r[w.Name] = w
 	}
 	return r, nil
+}
+
+// StepLimits are the time limits of one step (see StepDef).
+type StepLimits struct {
+	Timeout, WaitLimit, TotalLimit time.Duration
+}
+
+// Limits returns the limits of every step name in the registry. A step name
+// that two workflows define with different limits is an error: the
+// supervisor knows a record by its step name alone.
+func (r Registry) Limits() (map[string]StepLimits, error) {
+	out := map[string]StepLimits{}
+	names := make([]string, 0, len(r))
+	for n := range r {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		for _, s := range r[n].Steps {
+			l := StepLimits{Timeout: s.Timeout, WaitLimit: s.WaitLimit, TotalLimit: s.TotalLimit}
+			if prev, ok := out[s.Name]; ok && prev != l {
+				return nil, &ValidationError{Field: "workflow", Reason: fmt.Sprintf("step %q has limits %+v in one workflow and %+v in %s", s.Name, prev, l, n)}
+			}
+			out[s.Name] = l
+		}
+	}
+	return out, nil
 }
 
 // Has reports whether a workflow is registered.

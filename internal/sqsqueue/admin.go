@@ -3,6 +3,7 @@ package sqsqueue
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -125,4 +126,39 @@ func (q *Queue) DeleteQueue(ctx context.Context, url string) error {
 		return fmt.Errorf("deleting queue %s: %w", url, translate(err))
 	}
 	return nil
+}
+
+// Depth reads a queue's approximate message counts with one
+// GetQueueAttributes request (sas.DepthReader). SQS documents the counts as
+// approximate: a message sent or received in the last few seconds may not
+// be counted yet.
+func (q *Queue) Depth(ctx context.Context, url string) (sas.QueueDepth, error) {
+	out, err := q.api.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{
+		QueueUrl: aws.String(url),
+		AttributeNames: []types.QueueAttributeName{
+			types.QueueAttributeNameApproximateNumberOfMessages,
+			types.QueueAttributeNameApproximateNumberOfMessagesNotVisible,
+			types.QueueAttributeNameApproximateNumberOfMessagesDelayed,
+		},
+	})
+	if err != nil {
+		return sas.QueueDepth{}, fmt.Errorf("reading the depth of %s: %w", url, translate(err))
+	}
+	count := func(name types.QueueAttributeName) (int, error) {
+		v, ok := out.Attributes[string(name)]
+		if !ok {
+			return 0, nil // an emulator may leave out a zero count
+		}
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			return 0, fmt.Errorf("reading the depth of %s: %s is %q, not a count", url, name, v)
+		}
+		return n, nil
+	}
+	var d sas.QueueDepth
+	var errs [3]error
+	d.Visible, errs[0] = count(types.QueueAttributeNameApproximateNumberOfMessages)
+	d.InFlight, errs[1] = count(types.QueueAttributeNameApproximateNumberOfMessagesNotVisible)
+	d.Delayed, errs[2] = count(types.QueueAttributeNameApproximateNumberOfMessagesDelayed)
+	return d, errors.Join(errs[:]...)
 }

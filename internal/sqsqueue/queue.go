@@ -42,8 +42,9 @@ type API interface {
 }
 
 var (
-	_ API       = (*sqs.Client)(nil)
-	_ sas.Queue = (*Queue)(nil)
+	_ API             = (*sqs.Client)(nil)
+	_ sas.Queue       = (*Queue)(nil)
+	_ sas.DepthReader = (*Queue)(nil)
 )
 
 // Queue is the SQS adapter. It holds no state besides the client and is safe

@@ -72,6 +72,17 @@ func testGuardsMatchTheDomain(t *testing.T, h Harness) {
 				func(k sas.StepKey, seen int) (sas.StepRecord, error) { return f.Store.GiveUp(ctx, gp(k, seen)) },
 				func(r sas.StepRecord, seen int) (sas.StepRecord, error) { return sas.GiveUp(r, gp(r.Key(), seen)) }})
 	}
+	for _, from := range []sas.ProcessState{sas.Processing, sas.Compensating} {
+		// The seen deadline is the one a passed combination carries; the
+		// others hold a later one, so the fence on the deadline refuses.
+		wp := func(k sas.StepKey, seen int) sas.WaitParams {
+			return sas.WaitParams{Key: k, From: from, Owner: "w", Attempt: seen, DueAt: now.Add(-time.Second), Now: now,
+				Until: now.Add(time.Minute), Actor: "sup", Reason: "agent queue busy"}
+		}
+		ops = append(ops, apply{"wait-" + string(from),
+			func(k sas.StepKey, seen int) (sas.StepRecord, error) { return f.Store.Wait(ctx, wp(k, seen)) },
+			func(r sas.StepRecord, seen int) (sas.StepRecord, error) { return sas.Wait(r, wp(r.Key(), seen)) }})
+	}
 
 	type combo struct {
 		op   int

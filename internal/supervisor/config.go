@@ -24,6 +24,9 @@ const (
 	// in hand, send its messages and flush its logs after the budget ends.
 	DefaultBudget = 20 * time.Second
 	DefaultActor  = "supervisor"
+	// DefaultWaitLimit is how long, beyond its deadline, a held step may wait
+	// for a busy agent queue when its step sets no WaitLimit.
+	DefaultWaitLimit = 10 * time.Minute
 	// DefaultOwedRetry: a give-up's effects not sent by the run that gave
 	// up are re-sent by the first sweep at least this long after it.
 	DefaultOwedRetry = 30 * time.Second
@@ -71,6 +74,22 @@ type Config struct {
 	// they succeed.
 	OwedRetry time.Duration
 
+	// BacklogQueueURLs are the queues that may hold a held step's request
+	// or its reply: the agent queues and the scheduler queue. When set (the
+	// Queue must then implement sas.DepthReader), a run that finds a held
+	// step past its deadline reads their depth once, and while any of them
+	// holds a message the step is waited on (sas.Wait: its lease extended,
+	// no failure counted, no second request sent), for at most its wait
+	// limit (docs/protocol.md, "Waiting is not executing"). Empty: every
+	// passed deadline is a failure.
+	BacklogQueueURLs []string
+	// WaitLimit is the wait limit of a step whose definition sets none.
+	WaitLimit time.Duration
+	// Steps are the time limits by step name (sas.Registry.Limits). A wait
+	// extends a lease by the step's Timeout (PickupTimeout for a step not
+	// listed); WaitLimit and TotalLimit are the step's, when set.
+	Steps map[string]sas.StepLimits
+
 	// Actor names this supervisor in the records' history.
 	Actor  string
 	Logger *slog.Logger // default slog.Default()
@@ -109,6 +128,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.OwedRetry == 0 {
 		c.OwedRetry = DefaultOwedRetry
+	}
+	if c.WaitLimit == 0 {
+		c.WaitLimit = DefaultWaitLimit
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -159,6 +181,19 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.Budget < 0 {
 		bad("Budget", "%s is negative", c.Budget)
+	}
+	if c.WaitLimit < 0 {
+		bad("WaitLimit", "%s is negative", c.WaitLimit)
+	}
+	if len(c.BacklogQueueURLs) > 0 {
+		if _, ok := c.Queue.(sas.DepthReader); !ok && c.Queue != nil {
+			bad("BacklogQueueURLs", "the Queue (%T) cannot read a queue's depth (sas.DepthReader)", c.Queue)
+		}
+	}
+	for name, l := range c.Steps {
+		if l.Timeout <= 0 || l.WaitLimit < 0 || l.TotalLimit < 0 {
+			bad("Steps", "step %q: want a positive Timeout and no negative limit, got %+v", name, l)
+		}
 	}
 	if err := errors.Join(errs...); err != nil {
 		return c, fmt.Errorf("configuring the supervisor: %w", err)

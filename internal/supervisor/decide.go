@@ -14,6 +14,7 @@ const (
 	skip   action = iota // not due (a stale index entry, or a state the supervisor does not own)
 	rescue               // hand back for another attempt after a backoff
 	giveUp               // Error or CompensationFailed, alert an operator
+	wait                 // extend a held lease: its request may still wait in a busy queue
 )
 
 func (a action) String() string {
@@ -22,6 +23,8 @@ func (a action) String() string {
 		return "rescue"
 	case giveUp:
 		return "give up"
+	case wait:
+		return "wait"
 	}
 	return "skip"
 }
@@ -32,26 +35,80 @@ type decision struct {
 	Action   action
 	Failures int           // the FailureCount the write leaves
 	Backoff  time.Duration // rescue only: the retry message's delay
+	Until    time.Time     // wait only: the lease's new deadline
 	Reason   string        // for the history, LastError, the retry message and the alert
 }
 
 // policy is the part of Config the decision reads.
 type policy struct {
-	MaxFailures int
-	BaseBackoff time.Duration
-	MaxBackoff  time.Duration
+	MaxFailures   int
+	BaseBackoff   time.Duration
+	MaxBackoff    time.Duration
+	PickupTimeout time.Duration
+	WaitLimit     time.Duration
+	Steps         map[string]sas.StepLimits
+}
+
+// limits are a step's limits, the defaults filled in.
+func (p policy) limits(step string) sas.StepLimits {
+	l, ok := p.Steps[step]
+	if !ok {
+		l.Timeout = p.PickupTimeout
+	}
+	if l.WaitLimit == 0 {
+		l.WaitLimit = p.WaitLimit
+	}
+	return l
 }
 
 // decide is the supervisor's only judgement (docs/pattern.md §2: "failed or stuck?",
-// "retry or give up?"). It is a pure function of the record as the index
-// showed it and the time: the write that follows is fenced on that view, so
-// a decision made on a stale view loses the race instead of doing harm.
-func (p policy) decide(rec sas.StepRecord, now time.Time) decision {
+// "retry or give up?"; docs/protocol.md, "Waiting is not executing": "waiting
+// or failed?"). It is a pure function of the record as the index showed it,
+// the time, and backlog: the messages the agent and scheduler queues held
+// when the run read them, or -1 when unknown. The write that follows is
+// fenced on that view, so a decision made on a stale view loses the race
+// instead of doing harm.
+//
+// A held step past its deadline while the queues hold messages may never
+// have started: its request may still wait behind others, or its reply
+// behind other replies. It is waited on, not failed, up to its wait limit
+// beyond the first deadline that passed. With the queues empty, neither
+// its request nor its reply is anywhere: the attempt failed.
+func (p policy) decide(rec sas.StepRecord, now time.Time, backlog int) decision {
 	if !sas.Due(rec, now) {
 		return decision{Action: skip}
 	}
 	failures := rec.FailureCount + 1
+	lim := p.limits(rec.StepName)
 	why := stall(rec)
+	forward := rec.ProcessState == sas.Processing || rec.ProcessState == sas.Pending
+	if forward && lim.TotalLimit > 0 && !rec.CreatedAt.IsZero() && !now.Before(rec.CreatedAt.Add(lim.TotalLimit)) {
+		return decision{
+			Action:   giveUp,
+			Failures: failures,
+			Reason:   fmt.Sprintf("%s; the step's overall limit of %s since the order was submitted has passed (giving up)", why, lim.TotalLimit),
+		}
+	}
+	if rec.ProcessState.Leased() && rec.LockedBy != "" && backlog > 0 {
+		since := rec.WaitingSince
+		if since.IsZero() {
+			since = rec.DueAt
+		}
+		if now.Before(since.Add(lim.WaitLimit)) {
+			until := now.Add(lim.Timeout)
+			if forward && lim.TotalLimit > 0 && !rec.CreatedAt.IsZero() {
+				until = minTime(until, rec.CreatedAt.Add(lim.TotalLimit))
+			}
+			return decision{
+				Action:   wait,
+				Failures: rec.FailureCount,
+				Until:    until,
+				Reason: fmt.Sprintf("%s while the queues hold %d messages: its request or reply may still be waiting; not a failure (waiting up to %s past %s)",
+					why, backlog, lim.WaitLimit, since.UTC().Format(time.RFC3339)),
+			}
+		}
+		why = fmt.Sprintf("%s, and waited %s in busy queues, its wait limit", why, now.Sub(since).Round(time.Second))
+	}
 	if failures >= p.MaxFailures {
 		return decision{
 			Action:   giveUp,
@@ -66,6 +123,13 @@ func (p policy) decide(rec sas.StepRecord, now time.Time) decision {
 		Backoff:  b,
 		Reason:   fmt.Sprintf("%s (failure %d of %d: retry in %s)", why, failures, p.MaxFailures, b),
 	}
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
 }
 
 // stall says what kind of stall the record shows. A leased record's agent

@@ -48,13 +48,79 @@ func TestDecide(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			d := tc.policy.decide(tc.rec, now)
+			d := tc.policy.decide(tc.rec, now, -1)
 			require.Equal(t, tc.action, d.Action, "action")
 			require.Equal(t, tc.failures, d.Failures, "failures")
 			require.Equal(t, tc.backoff, d.Backoff, "backoff")
 			require.Contains(t, d.Reason, tc.reason)
 			if d.Action != skip {
 				require.Equal(t, tc.rec.FailureCount+1, d.Failures, "the write bumps FailureCount once")
+			}
+		})
+	}
+}
+
+// TestDecideWaitsWhileTheQueuesAreBusy: a held step past its deadline
+// while the agent and scheduler queues hold messages is waited on (no
+// failure) up to its wait limit beyond the first deadline that passed; with
+// the queues empty, or the backlog unknown, or past the limit, it is a
+// failure as before. A step's overall limit overrides both.
+func TestDecideWaitsWhileTheQueuesAreBusy(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 11, 5, 10, 0, 0, 0, time.UTC)
+	p := policy{MaxFailures: 3, BaseBackoff: 5 * time.Second, MaxBackoff: 15 * time.Minute, PickupTimeout: time.Minute,
+		WaitLimit: 10 * time.Minute, Steps: map[string]sas.StepLimits{
+			"charge": {Timeout: 30 * time.Second},
+			"ship":   {Timeout: 30 * time.Second, WaitLimit: 2 * time.Minute, TotalLimit: time.Hour},
+		}}
+	rec := func(step string, state sas.ProcessState, lockedBy string, dueAt, waitingSince time.Time) sas.StepRecord {
+		return sas.StepRecord{OrderID: "o-1", StepName: step, ProcessState: state, LockedBy: lockedBy, Attempt: 1,
+			DueAt: dueAt, CompleteBy: dueAt, WaitingSince: waitingSince, CreatedAt: now.Add(-5 * time.Minute)}
+	}
+	past := now.Add(-time.Second)
+	tests := []struct {
+		name    string
+		rec     sas.StepRecord
+		backlog int
+		action  action
+		until   time.Time
+		reason  string
+	}{
+		{"busy queues: wait one step timeout", rec("charge", sas.Processing, "s1", past, time.Time{}), 40, wait, now.Add(30 * time.Second), "while the queues hold 40 messages"},
+		{"empty queues: a failure", rec("charge", sas.Processing, "s1", past, time.Time{}), 0, rescue, time.Time{}, "failure 1 of 3"},
+		{"backlog unknown: a failure", rec("charge", sas.Processing, "s1", past, time.Time{}), -1, rescue, time.Time{}, "failure 1 of 3"},
+		{"within the default wait limit", rec("charge", sas.Processing, "s1", past, now.Add(-9*time.Minute)), 1, wait, now.Add(30 * time.Second), "waiting up to 10m0s"},
+		{"past the default wait limit", rec("charge", sas.Processing, "s1", past, now.Add(-10*time.Minute)), 1, rescue, time.Time{}, "waited 10m0s in busy queues, its wait limit (failure 1 of 3"},
+		{"the step's own wait limit", rec("ship", sas.Processing, "s1", past, now.Add(-2*time.Minute)), 1, rescue, time.Time{}, "waited 2m0s in busy queues"},
+		{"an undo waits too", rec("charge", sas.Compensating, "s1", past, time.Time{}), 3, wait, now.Add(30 * time.Second), "undo attempt 1"},
+		{"an unheld step never waits", rec("charge", sas.Pending, "", past, time.Time{}), 3, rescue, time.Time{}, "not claimed by its pick-up deadline"},
+		{"an unknown step extends by the pick-up timeout", rec("mystery", sas.Processing, "s1", past, time.Time{}), 3, wait, now.Add(time.Minute), "waiting up to 10m0s"},
+		{"the overall limit caps a wait", func() sas.StepRecord {
+			r := rec("ship", sas.Processing, "s1", past, time.Time{})
+			r.CreatedAt = now.Add(-time.Hour + 10*time.Second)
+			return r
+		}(), 3, wait, now.Add(10 * time.Second), ""},
+		{"past the overall limit: give up, busy or not", func() sas.StepRecord {
+			r := rec("ship", sas.Processing, "s1", past, time.Time{})
+			r.CreatedAt = now.Add(-time.Hour)
+			return r
+		}(), 3, giveUp, time.Time{}, "overall limit of 1h0m0s since the order was submitted has passed"},
+		{"past the overall limit while pending: give up", func() sas.StepRecord {
+			r := rec("ship", sas.Pending, "", past, time.Time{})
+			r.CreatedAt = now.Add(-2 * time.Hour)
+			return r
+		}(), 0, giveUp, time.Time{}, "overall limit"},
+		{"not due: skip", rec("charge", sas.Processing, "s1", now.Add(time.Second), time.Time{}), 40, skip, time.Time{}, ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			d := p.decide(tc.rec, now, tc.backlog)
+			require.Equal(t, tc.action, d.Action, "action: %s", d.Reason)
+			require.Contains(t, d.Reason, tc.reason)
+			require.True(t, tc.until.Equal(d.Until), "until %s, want %s", d.Until, tc.until)
+			if d.Action == wait {
+				require.Equal(t, tc.rec.FailureCount, d.Failures, "a wait counts no failure")
 			}
 		})
 	}

@@ -60,6 +60,9 @@ type sentQueue struct {
 	mu    sync.Mutex
 	sent  []sas.OutboundMessage
 	calls []int
+
+	depthReads int
+	depthFault error
 }
 
 func (q *sentQueue) Send(ctx context.Context, p sas.SendParams) (sas.SendResult, error) {
@@ -112,6 +115,19 @@ func (q *sentQueue) take(t *testing.T) []sentMessage {
 	}
 	q.sent = nil
 	return out
+}
+
+// Depth passes through to the memory queue, counting the reads; depthFault,
+// when set, fails them.
+func (q *sentQueue) Depth(ctx context.Context, url string) (sas.QueueDepth, error) {
+	q.mu.Lock()
+	q.depthReads++
+	fault := q.depthFault
+	q.mu.Unlock()
+	if fault != nil {
+		return sas.QueueDepth{}, fault
+	}
+	return q.Queue.(sas.DepthReader).Depth(ctx, url)
 }
 
 func (q *sentQueue) sendCalls() []int {

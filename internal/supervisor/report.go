@@ -22,6 +22,7 @@ const (
 // StateCounts are one state's share of a run.
 type StateCounts struct {
 	Due       int `json:"due"`
+	Waited    int `json:"waited"`
 	Rescued   int `json:"rescued"`
 	GaveUp    int `json:"gaveUp"`
 	LostRaces int `json:"lostRaces"`
@@ -39,8 +40,14 @@ type Report struct {
 	Pages int `json:"pages"`
 	// DueFound counts the due records the run decided on (each once).
 	DueFound int `json:"dueFound"`
-	Rescued  int `json:"rescued"`
-	GaveUp   int `json:"gaveUp"`
+	// Waited counts held steps past their deadline whose lease was extended
+	// without a failure because the queues held messages (docs/protocol.md,
+	// "Waiting is not executing"); Backlog is what the queues held then
+	// (-1 or 0 when not read).
+	Waited  int `json:"waited"`
+	Backlog int `json:"backlog"`
+	Rescued int `json:"rescued"`
+	GaveUp  int `json:"gaveUp"`
 	// LostRaces counts fenced writes that found the record changed since the
 	// index showed it: another supervisor, a late reply, a claim. Normal.
 	LostRaces int `json:"lostRaces"`
@@ -102,6 +109,8 @@ func (r Report) log(ctx context.Context, logger *slog.Logger) {
 		slog.Float64("elapsedSeconds", r.Elapsed.Seconds()),
 		slog.Int("pages", r.Pages),
 		slog.Int("dueFound", r.DueFound),
+		slog.Int("waited", r.Waited),
+		slog.Int("backlog", r.Backlog),
 		slog.Int("rescued", r.Rescued),
 		slog.Int("gaveUp", r.GaveUp),
 		slog.Int("lostRaces", r.LostRaces),
@@ -115,7 +124,7 @@ func (r Report) log(ctx context.Context, logger *slog.Logger) {
 	for _, s := range sweptStates {
 		c := r.ByState[s]
 		attrs = append(attrs, slog.Group(string(s),
-			slog.Int("due", c.Due), slog.Int("rescued", c.Rescued), slog.Int("gaveUp", c.GaveUp),
+			slog.Int("due", c.Due), slog.Int("waited", c.Waited), slog.Int("rescued", c.Rescued), slog.Int("gaveUp", c.GaveUp),
 			slog.Int("lostRaces", c.LostRaces), slog.Int("errors", c.Errors)))
 	}
 	logger.LogAttrs(ctx, level, "supervisor sweep", attrs...)
@@ -151,6 +160,7 @@ type emfLine struct {
 
 	OldestStuckStepAgeSeconds float64 `json:"OldestStuckStepAgeSeconds"`
 	Rescues                   int     `json:"Rescues"`
+	Waits                     int     `json:"Waits"`
 	GiveUps                   int     `json:"GiveUps"`
 	LostRaces                 int     `json:"LostRaces"`
 
@@ -171,6 +181,7 @@ func (r Report) emf() []byte {
 				Metrics: []emfMetric{
 					{Name: "OldestStuckStepAgeSeconds", Unit: "Seconds"},
 					{Name: "Rescues", Unit: "Count"},
+					{Name: "Waits", Unit: "Count"},
 					{Name: "GiveUps", Unit: "Count"},
 					{Name: "LostRaces", Unit: "Count"},
 				},
@@ -180,6 +191,7 @@ func (r Report) emf() []byte {
 		// than missing data.
 		OldestStuckStepAgeSeconds: r.OldestStuckAge.Seconds(),
 		Rescues:                   r.Rescued,
+		Waits:                     r.Waited,
 		GiveUps:                   r.GaveUp,
 		LostRaces:                 r.LostRaces,
 		Actor:                     r.Actor,

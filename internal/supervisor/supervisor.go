@@ -57,8 +57,9 @@ func New(cfg Config) (*Supervisor, error) {
 		return nil, err
 	}
 	return &Supervisor{
-		cfg:    cfg,
-		policy: policy{MaxFailures: cfg.MaxFailures, BaseBackoff: cfg.BaseBackoff, MaxBackoff: cfg.MaxBackoff},
+		cfg: cfg,
+		policy: policy{MaxFailures: cfg.MaxFailures, BaseBackoff: cfg.BaseBackoff, MaxBackoff: cfg.MaxBackoff,
+			PickupTimeout: cfg.PickupTimeout, WaitLimit: cfg.WaitLimit, Steps: cfg.Steps},
 	}, nil
 }
 
@@ -132,6 +133,38 @@ type sweep struct {
 	seen map[sas.StepKey]bool
 	rep  Report
 	errs []error
+	// backlog is what the backlog queues held when first needed this run
+	// (-1: not configured, or the read failed); read once per run, and only
+	// when a held step is due.
+	backlog     int
+	backlogRead bool
+}
+
+// queueBacklog returns the messages the backlog queues hold, reading them
+// on the run's first call. A failed read is an error of the run, and the
+// run then treats every passed deadline as a failure, as without queues.
+func (r *sweep) queueBacklog() int {
+	if r.backlogRead {
+		return r.backlog
+	}
+	r.backlogRead, r.backlog = true, -1
+	cfg := r.s.cfg
+	if len(cfg.BacklogQueueURLs) == 0 {
+		return -1
+	}
+	dr := cfg.Queue.(sas.DepthReader) // checked by New
+	total := 0
+	for _, url := range cfg.BacklogQueueURLs {
+		d, err := dr.Depth(r.ctx, url)
+		if err != nil {
+			r.fail(sas.Processing, fmt.Errorf("reading the depth of %s: %w", url, err))
+			return -1
+		}
+		total += d.Total()
+	}
+	r.backlog = total
+	r.rep.Backlog = total
+	return total
 }
 
 func (r *sweep) all() {
@@ -218,7 +251,11 @@ func (r *sweep) page(state sas.ProcessState) bool {
 func (r *sweep) act(rec sas.StepRecord, out *effects) {
 	cfg := r.s.cfg
 	now := cfg.Clock.Now()
-	d := r.s.policy.decide(rec, now)
+	backlog := -1
+	if rec.ProcessState.Leased() && rec.LockedBy != "" && sas.Due(rec, now) {
+		backlog = r.queueBacklog()
+	}
+	d := r.s.policy.decide(rec, now, backlog)
 	if d.Action == skip {
 		return
 	}
@@ -227,6 +264,22 @@ func (r *sweep) act(rec sas.StepRecord, out *effects) {
 	r.rep.count(state, func(c *StateCounts) { c.Due++ })
 
 	switch d.Action {
+	case wait:
+		// No failure, no message: the request (or reply) already in the
+		// queues is the one live request for the step.
+		got, err := cfg.Store.Wait(r.ctx, sas.WaitParams{
+			Key: key, From: state, Owner: rec.LockedBy, Attempt: rec.Attempt, DueAt: rec.DueAt,
+			WaitingSince: rec.WaitingSince, Now: now, Until: d.Until, Actor: cfg.Actor, Reason: d.Reason,
+		})
+		if err != nil {
+			r.writeFailed(rec, "waiting on", err)
+			return
+		}
+		r.rep.Waited++
+		r.rep.count(state, func(c *StateCounts) { c.Waited++ })
+		cfg.Logger.LogAttrs(r.ctx, slog.LevelDebug, "waiting on step", stepAttrs(got, slog.Time("until", d.Until),
+			slog.String("reason", d.Reason))...)
+
 	case rescue:
 		// The message becomes visible after the backoff; a scheduler then
 		// has PickupTimeout to claim the step before a sweep re-drives it.
