@@ -307,9 +307,8 @@ func (st *Store) Wait(ctx context.Context, p sas.WaitParams) (sas.StepRecord, er
 	u := newUpdate()
 	// Every write that sets or clears WaitingSince also moves IdxSK or the
 	// attempt, so this fence also vouches for the WaitingSince seen.
-	u.cond("#st = :running AND #lb = :owner AND #at = :attempt AND #due = :seen",
-		"#st", attrState, "#lb", attrLockedBy, "#at", attrAttempt, "#due", attrIdxSK,
-		":running", s(string(p.From)), ":owner", s(p.Owner), ":attempt", ni(p.Attempt), ":seen", ms(p.DueAt))
+	held(&u, p.From, p.Owner, p.Attempt)
+	u.cond(u.condition+" AND #due = :seen", "#due", attrIdxSK, ":seen", ms(p.DueAt))
 	u.set(attrCompleteBy, ms(p.Until))
 	u.set(attrIdxSK, ms(p.Until))
 	if p.WaitingSince.IsZero() {
