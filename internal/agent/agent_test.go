@@ -79,7 +79,7 @@ func TestPermanentFailureRepliesFailedWithReason(t *testing.T) {
 	require.EqualValues(t, 1, r.sim.Stats().Calls, "a permanent answer is not retried")
 }
 
-func TestHangSendsNothingAndAcknowledges(t *testing.T) {
+func TestHangSendsNothingAndLeavesForRedelivery(t *testing.T) {
 	t.Parallel()
 	r := newRig(t, rigOptions{
 		faults: script("order-4:0", remotesim.ScriptStep{Fault: remotesim.FaultHang}),
@@ -89,8 +89,8 @@ func TestHangSendsNothingAndAcknowledges(t *testing.T) {
 	})
 
 	resp := r.handle(event(request("order-4")))
-	require.Empty(t, resp.BatchItemFailures, "a step that ran out of tries is acknowledged")
-	require.Empty(t, r.replies(), "no reply: the supervisor will notice")
+	require.Equal(t, []string{"m1"}, failedIDs(resp), "a step that ran out of tries is left for redelivery")
+	require.Empty(t, r.replies(), "no reply")
 	require.Empty(t, r.sim.Ledger().Effects)
 	require.EqualValues(t, 3, r.sim.Stats().Hangs)
 	require.Contains(t, r.logs.String(), "retries exhausted")
@@ -101,10 +101,13 @@ func TestHangUntilDeadlineSendsNothing(t *testing.T) {
 	r := newRig(t, rigOptions{
 		faults: script("order-4b:0", remotesim.ScriptStep{Fault: remotesim.FaultHang}),
 	})
-	// 1s margin (the caller's default) leaves 200ms for the one try.
-	resp := r.handle(event(request("order-4b", completeBy(epoch.Add(1200*time.Millisecond)))))
-	require.Empty(t, resp.BatchItemFailures)
+	// The agent's deadline is the step's limit from when it starts, not the
+	// lease (here long gone): 1s margin (the caller's default) leaves 200ms
+	// of the 1.2s for the one try.
+	resp := r.handle(event(request("order-4b", completeBy(epoch.Add(-time.Minute)), timeout(1200*time.Millisecond))))
+	require.Equal(t, []string{"m1"}, failedIDs(resp), "no outcome: left for redelivery")
 	require.Empty(t, r.replies())
+	require.EqualValues(t, 1, r.sim.Stats().Hangs, "one try, cut at the agent's deadline less the margin")
 	require.Contains(t, r.logs.String(), "deadline reached")
 }
 
@@ -275,27 +278,29 @@ func TestCircuitOpenMakesNoCallAndNoReply(t *testing.T) {
 
 	// Two 503s in a row open the breaker; the step runs out of tries.
 	resp := r.handle(event(request("order-12a")))
-	require.Empty(t, resp.BatchItemFailures)
+	require.Equal(t, []string{"m1"}, failedIDs(resp), "out of tries: left for redelivery")
 	require.Equal(t, httpagent.BreakerOpen, r.caller.BreakerState(r.simURL))
 	callsBefore := r.sim.Stats().Calls
 
 	// The next step's deadline comes before the breaker would let a probe
 	// through: the agent gives up without calling.
 	resp = r.handle(event(request("order-12b")))
-	require.Empty(t, resp.BatchItemFailures, "acknowledged")
+	require.Equal(t, []string{"m1"}, failedIDs(resp), "left for redelivery, for when the circuit closes")
 	require.Empty(t, r.replies(), "no reply for either")
 	require.Equal(t, callsBefore, r.sim.Stats().Calls, "no call while the circuit is open")
 	require.Contains(t, r.logs.String(), "circuit open")
 }
 
+// An older scheduler's request (no TimeoutMs) whose CompleteBy has passed
+// is its deadline: nothing can serve it.
 func TestExpiredOnArrivalMakesNoCall(t *testing.T) {
 	t.Parallel()
 	r := newRig(t, rigOptions{})
 	resp := r.handle(event(
-		request("order-13", completeBy(epoch.Add(-time.Second))),
-		request("order-14", completeBy(epoch)), // due exactly now: expired too
+		request("order-13", legacy, completeBy(epoch.Add(-time.Second))),
+		request("order-14", legacy, completeBy(epoch)), // due exactly now: expired too
 	))
-	require.Empty(t, resp.BatchItemFailures)
+	require.Empty(t, resp.BatchItemFailures, "acknowledged: nothing can serve them")
 	require.Empty(t, r.replies())
 	require.Zero(t, r.sim.Stats().Calls)
 	require.Contains(t, r.logs.String(), "expired on arrival")

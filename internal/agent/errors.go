@@ -11,8 +11,9 @@ import (
 // the service answered no for good, or the request asks for something this
 // deployment cannot do. The Service reports it to the scheduler as an
 // agent.reply with outcome "failed" (docs/pattern.md §2). Every other Run error means
-// "no outcome": the Service sends nothing and the supervisor re-drives the
-// step after its deadline.
+// "no outcome": the Service sends nothing and leaves the request for
+// redelivery, whose run repeats the call under the same key
+// (docs/protocol.md, "Agent").
 var ErrPermanent = errors.New("permanent failure")
 
 // PermanentError is an ErrPermanent with the reason the reply carries, written

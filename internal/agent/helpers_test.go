@@ -182,12 +182,13 @@ func (r *rig) effectsFor(key string) []remotesim.Effect {
 	return out
 }
 
-// request is a valid agent.request for the "payment" workflow's charge step.
+// request is a valid agent.request for the "payment" workflow's charge step,
+// as the scheduler sends it at epoch: a 30s limit, leased until epoch+30s.
 func request(orderID string, opts ...func(*sas.AgentRequest)) sas.AgentRequest {
 	req := sas.AgentRequest{
 		V: sas.MessageVersion, Kind: sas.KindAgentRequest,
 		OrderID: orderID, Step: 0, StepName: "charge", Agent: "payments",
-		Attempt: 1, LockedBy: "scheduler-a", CompleteBy: epoch.Add(30 * time.Second),
+		Attempt: 1, LockedBy: "scheduler-a", CompleteBy: epoch.Add(30 * time.Second), TimeoutMs: 30_000,
 		IdempotencyKey: sas.IdempotencyKey(orderID, 0, 0, false),
 		Payload:        json.RawMessage(`{"amount":1250,"currency":"EUR"}`),
 		Workflow:       "payment",
@@ -207,6 +208,30 @@ func compensation(req *sas.AgentRequest) {
 
 func completeBy(t time.Time) func(*sas.AgentRequest) {
 	return func(r *sas.AgentRequest) { r.CompleteBy = t }
+}
+
+// timeout sets the step's limit the agent counts from when it starts.
+func timeout(d time.Duration) func(*sas.AgentRequest) {
+	return func(r *sas.AgentRequest) { r.TimeoutMs = d.Milliseconds() }
+}
+
+// legacy makes the request an older scheduler's: no TimeoutMs, so
+// CompleteBy is the agent's deadline.
+func legacy(r *sas.AgentRequest) { r.TimeoutMs = 0 }
+
+// withReceives sets a record's ApproximateReceiveCount attribute, as SQS
+// and the local poller do.
+func withReceives(ev events.SQSEvent, counts ...string) events.SQSEvent {
+	for i, c := range counts {
+		if c == "" {
+			continue
+		}
+		if ev.Records[i].Attributes == nil {
+			ev.Records[i].Attributes = map[string]string{}
+		}
+		ev.Records[i].Attributes["ApproximateReceiveCount"] = c
+	}
+	return ev
 }
 
 // event makes an SQS event; a message is a sas.AgentRequest (encoded) or a

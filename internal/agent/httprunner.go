@@ -57,7 +57,10 @@ type HTTPRunnerConfig struct {
 //   - the request: the step's Action, or its Undo for a compensation, against
 //     Endpoint; the body is the order's payload object with "orderId" and
 //     "step" (the step's name) set by the agent; the Idempotency-Key header is
-//     the request's key; the deadline is the request's CompleteBy;
+//     the request's key; the deadline is the context's, which the Service
+//     sets to the agent's deadline for the request (Deadline: its TimeoutMs
+//     from when it started it), or the invocation's end less the reply
+//     reserve if that comes first; without a context deadline, CompleteBy;
 //   - the body depends only on the order and the step, never on the attempt,
 //     so every retry, re-drive and duplicate delivery sends the same bytes
 //     under the same key, which an idempotent service requires;
@@ -65,7 +68,8 @@ type HTTPRunnerConfig struct {
 //
 // Errors: a permanent answer (4xx) is a *PermanentError whose reason quotes
 // the service; running out of time or tries, or an open breaker, is returned
-// as httpagent reported it (the Service sends nothing for those).
+// as httpagent reported it (the Service sends nothing for those and leaves the
+// request for redelivery).
 type HTTPRunner struct {
 	agent    string
 	endpoint string
@@ -160,9 +164,16 @@ func (r *HTTPRunner) Run(ctx context.Context, req sas.AgentRequest) (json.RawMes
 	if key == "" {
 		key = sas.IdempotencyKey(req.OrderID, req.Step, 0, req.Compensation)
 	}
+	deadline := req.CompleteBy
+	if dl, ok := ctx.Deadline(); ok {
+		// The Service's: the agent's own deadline, counted from when it
+		// started the request, not the lease's CompleteBy, which a request
+		// that waited in the queue may have passed already.
+		deadline = dl
+	}
 	hr := httpagent.Request{
 		Endpoint: r.endpoint, Method: act.Method, Path: act.Path, Body: body,
-		IdempotencyKey: key, Deadline: req.CompleteBy,
+		IdempotencyKey: key, Deadline: deadline,
 		Header: http.Header{"Content-Type": {"application/json"}, "Accept": {"application/json"}},
 	}
 

@@ -3,14 +3,26 @@
 // its queue, runs each through the named agent's Runner, and answers the
 // scheduler with an agent.reply.
 //
-// Outcomes, per request:
+// The agent's deadline for a request is its own (Deadline): the step's
+// TimeoutMs counted from when it starts the request, so a request that waited
+// in the queue past its CompleteBy is run, not dropped; a request without
+// TimeoutMs (from an older scheduler) has CompleteBy as its deadline.
 //
-//	Run succeeded                    → agent.reply {outcome: done, result if small}
-//	Run failed with ErrPermanent     → agent.reply {outcome: failed, reason}
-//	CompleteBy passed on arrival     → no call, nothing sent
-//	anything else (deadline reached, → nothing sent: another agent may own the
-//	  tries exhausted, breaker open)   step by now; the supervisor notices
-//	the outcome came after CompleteBy → nothing sent, for the same reason
+// Outcomes, per request (docs/protocol.md, "Agent"):
+//
+//	Run succeeded                      → agent.reply {outcome: done, result if small}
+//	Run failed with ErrPermanent       → agent.reply {outcome: failed, reason}
+//	no TimeoutMs, CompleteBy passed    → no call, nothing sent, acknowledged
+//	  on arrival                          (nothing can serve it)
+//	no outcome (deadline reached,      → nothing sent, left for redelivery with a
+//	  tries exhausted, breaker open,      short visibility backoff: the next run
+//	  invocation ending)                  repeats the call under the same key;
+//	                                      after maxReceiveCount the DLQ, and the
+//	                                      supervisor takes over
+//	the outcome came after the deadline → nothing sent, left for redelivery the
+//	                                      same way (the next run gets the stored
+//	                                      answer under the same key)
+//	malformed message                  → logged, acknowledged
 //
 // A reply echoes the request's orderId, step, attempt and lockedBy, which
 // fence the scheduler's write: a late or duplicate reply loses cleanly there.
@@ -38,6 +50,7 @@ import (
 	"log/slog"
 	"runtime/debug"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -52,7 +65,10 @@ import (
 
 // Runner runs one attempt of one step for one agent. It returns the result
 // to report, an error wrapping ErrPermanent for a failure to report, or any
-// other error for "no outcome" (the Service then sends nothing).
+// other error for "no outcome" (the Service then sends nothing and leaves the
+// request for redelivery). The context's deadline is the agent's for the
+// request (Deadline), or the invocation's end less the reply reserve if that
+// comes first.
 type Runner interface {
 	Run(ctx context.Context, req sas.AgentRequest) (result json.RawMessage, err error)
 }
@@ -88,6 +104,11 @@ type Config struct {
 	Queue sas.Queue
 	// ReplyQueueURL is the scheduler's queue (SAS_SCHEDULER_QUEUE_URL). Required.
 	ReplyQueueURL string
+	// RequestQueueURL is the agent's own request queue (SAS_AGENT_QUEUE_URL).
+	// Optional: when set, a request left for redelivery without an outcome
+	// has its visibility shortened to a backoff (RedeliveryBackoff), so it
+	// comes back in seconds rather than after the queue's visibility timeout.
+	RequestQueueURL string
 	// Agents maps an agent name (AgentRequest.Agent) to its Runner. At least one.
 	Agents map[string]Runner
 	// Clock is the only source of "now". Default sas.SystemClock.
@@ -108,6 +129,7 @@ type Config struct {
 type Service struct {
 	queue       sas.Queue
 	replyURL    string
+	requestURL  string
 	agents      map[string]Runner
 	clock       sas.Clock
 	log         *slog.Logger
@@ -141,7 +163,7 @@ func New(cfg Config) (*Service, error) {
 		}
 	}
 	s := &Service{
-		queue: cfg.Queue, replyURL: cfg.ReplyQueueURL, agents: cfg.Agents,
+		queue: cfg.Queue, replyURL: cfg.ReplyQueueURL, requestURL: cfg.RequestQueueURL, agents: cfg.Agents,
 		clock: cfg.Clock, log: cfg.Logger, concurrency: cfg.Concurrency, reserve: cfg.ReplyReserve,
 		linger: cfg.ReplyLinger,
 	}
@@ -165,15 +187,16 @@ func New(cfg Config) (*Service, error) {
 
 // Handle is the typed Lambda handler for the agent request queue. It never
 // fails the whole batch: a malformed message is logged and acknowledged
-// alone; a message whose reply could not be sent is listed in
-// BatchItemFailures so SQS redelivers it (the remote call is idempotent by
-// key, so repeating it is safe). The list is empty, never nil, when all went
-// well: some pollers redeliver forever on a null list (docs/pattern.md §7).
+// alone; a message whose reply could not be sent, or whose request ended
+// without an outcome, is listed in BatchItemFailures so SQS redelivers it
+// (the remote call is idempotent by key, so repeating it is safe). The list
+// is empty, never nil, when all went well: some pollers redeliver forever on
+// a null list (docs/pattern.md §7).
 //
 // Replies are sent batched (see collect): one SendMessageBatch for the
 // replies that are ready together, instead of one SendMessage each.
 func (s *Service) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
-	failed := make([]bool, len(ev.Records))
+	failed := make([]fate, len(ev.Records))
 	groups := s.parse(ev.Records)
 
 	// Requests with the same idempotency key (a duplicate delivery in one
@@ -190,8 +213,8 @@ func (s *Service) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEve
 			sem <- struct{}{}
 			defer func() { <-sem }()
 			for _, m := range g {
-				out, ok := s.handleOne(ctx, m)
-				results <- result{index: m.index, out: out, ok: ok}
+				out, f := s.handleOne(ctx, m)
+				results <- result{index: m.index, out: out, fate: f}
 			}
 		}()
 	}
@@ -199,12 +222,82 @@ func (s *Service) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEve
 	s.collect(ctx, results, failed)
 
 	resp := events.SQSEventResponse{BatchItemFailures: []events.SQSBatchItemFailure{}}
+	var soon []events.SQSMessage
 	for i, f := range failed {
-		if f {
-			resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: ev.Records[i].MessageId})
+		if f == acknowledged {
+			continue
+		}
+		resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: ev.Records[i].MessageId})
+		if f == redeliverSoon {
+			soon = append(soon, ev.Records[i])
 		}
 	}
+	s.backOff(ctx, soon)
 	return resp, nil
+}
+
+// fate is what becomes of a request's message.
+type fate int
+
+const (
+	// acknowledged: deleted when the invocation returns (replied, or
+	// nothing can ever serve it).
+	acknowledged fate = iota
+	// redeliver: left for redelivery after the queue's visibility timeout
+	// (a reply that could not be sent, a panic).
+	redeliver
+	// redeliverSoon: no outcome; left for redelivery after a short backoff
+	// (RedeliveryBackoff) when the request queue is known.
+	redeliverSoon
+)
+
+// MaxRedeliveryBackoff caps RedeliveryBackoff.
+const MaxRedeliveryBackoff = 30 * time.Second
+
+// RedeliveryBackoff is how long a request left without an outcome stays
+// invisible before its next delivery: 2^(receives-1) seconds, at most
+// MaxRedeliveryBackoff, where receives is the message's
+// ApproximateReceiveCount (1 when absent or unreadable). The delivery count
+// is SQS's; after the queue's maxReceiveCount the message goes to the DLQ and
+// the supervisor takes over (docs/protocol.md, "Agent").
+func RedeliveryBackoff(msg events.SQSMessage) time.Duration {
+	receives, err := strconv.Atoi(msg.Attributes["ApproximateReceiveCount"])
+	if err != nil || receives < 1 {
+		receives = 1
+	}
+	if receives > 6 { // 2^5 s already passes the cap
+		return MaxRedeliveryBackoff
+	}
+	return min(time.Duration(1<<(receives-1))*time.Second, MaxRedeliveryBackoff)
+}
+
+// backOff shortens the visibility of the messages left without an outcome
+// to RedeliveryBackoff, so they come back in seconds rather than after the
+// queue's visibility timeout. Without a request queue URL it does nothing;
+// a failure is only logged: the message then comes back after the queue's
+// visibility timeout, which is slower but loses nothing.
+func (s *Service) backOff(ctx context.Context, msgs []events.SQSMessage) {
+	if s.requestURL == "" || len(msgs) == 0 {
+		return
+	}
+	var wg sync.WaitGroup
+	for _, m := range msgs {
+		if m.ReceiptHandle == "" {
+			s.log.Warn("agent: no receipt handle; the request comes back after the queue's visibility timeout", "messageId", m.MessageId)
+			continue
+		}
+		wg.Go(func() {
+			d := RedeliveryBackoff(m)
+			err := s.queue.ChangeVisibility(ctx, sas.ChangeVisibilityParams{QueueURL: s.requestURL, Receipt: m.ReceiptHandle, Timeout: d})
+			if err != nil {
+				s.log.Warn("agent: could not shorten the visibility of a request left for redelivery; it comes back after the queue's visibility timeout",
+					"messageId", m.MessageId, "backoff", d.String(), "err", err.Error())
+				return
+			}
+			s.log.Info("agent: request left for redelivery", "messageId", m.MessageId, "backoff", d.String())
+		})
+	}
+	wg.Wait()
 }
 
 // maxReplyBatch is SQS's limit of entries per SendMessageBatch.
@@ -214,23 +307,24 @@ const maxReplyBatch = 10
 type result struct {
 	index int
 	out   *outgoing // the reply to send; nil: nothing to send
-	ok    bool      // false: leave the message for redelivery
+	fate  fate      // of the message when out is nil; a sent reply acknowledges it
 }
 
 // outgoing is a reply ready to be sent.
 type outgoing struct {
-	index int
-	reply sas.AgentReply
-	req   sas.AgentRequest
-	log   *slog.Logger
-	start time.Time
+	index    int
+	reply    sas.AgentReply
+	req      sas.AgentRequest
+	log      *slog.Logger
+	start    time.Time
+	deadline time.Time // the agent's, Deadline(req, start)
 }
 
 // collect takes the results of one invocation as they come and sends the
 // replies in batches: a ready reply waits at most the linger for others.
 // It returns when every request has ended and every reply was sent (or
 // marked in failed).
-func (s *Service) collect(ctx context.Context, results <-chan result, failed []bool) {
+func (s *Service) collect(ctx context.Context, results <-chan result, failed []fate) {
 	var pending []outgoing
 	var timer *time.Timer
 	var linger <-chan time.Time
@@ -252,9 +346,9 @@ func (s *Service) collect(ctx context.Context, results <-chan result, failed []b
 				return
 			}
 			switch {
-			case !r.ok:
-				failed[r.index] = true
-			case r.out != nil:
+			case r.out == nil:
+				failed[r.index] = r.fate
+			default:
 				pending = append(pending, *r.out)
 				if len(pending) == maxReplyBatch {
 					flush()
@@ -270,14 +364,17 @@ func (s *Service) collect(ctx context.Context, results <-chan result, failed []b
 }
 
 // sendReplies sends ready replies in one Send (a SendMessageBatch for more
-// than one), dropping any whose deadline passed while it waited.
-func (s *Service) sendReplies(ctx context.Context, pending []outgoing, failed []bool) {
+// than one), holding back any whose deadline passed while it waited (their
+// messages are left for redelivery, as for no outcome).
+func (s *Service) sendReplies(ctx context.Context, pending []outgoing, failed []fate) {
 	var batch []outgoing
 	now := s.clock.Now()
 	for _, o := range pending {
-		if !s.late(o.log, o.reply, o.req, now) {
-			batch = append(batch, o)
+		if s.late(o.log, o.reply, o.deadline, now) {
+			failed[o.index] = redeliverSoon
+			continue
 		}
+		batch = append(batch, o)
 	}
 	if len(batch) == 0 {
 		return
@@ -294,7 +391,7 @@ func (s *Service) sendReplies(ctx context.Context, pending []outgoing, failed []
 		switch err := errs[i]; {
 		case err != nil:
 			o.log.Error("agent: reply not sent; message left for redelivery", "outcome", o.reply.Outcome, "err", err.Error())
-			failed[o.index] = true
+			failed[o.index] = redeliver
 		case o.reply.Outcome == sas.OutcomeFailed:
 			o.log.Warn("agent: replied failed", "outcome", o.reply.Outcome, "reason", o.reply.Reason, "took", took)
 		default:
@@ -303,16 +400,17 @@ func (s *Service) sendReplies(ctx context.Context, pending []outgoing, failed []
 	}
 }
 
-// late reports (and logs) an outcome that came at or after the step's
-// deadline. The pattern's agent stops at the deadline and says nothing: by
-// now the supervisor may have handed the step to another agent (docs/pattern.md §2).
-// The work is not lost: a re-drive sends the same key and gets the answer.
-func (s *Service) late(log *slog.Logger, reply sas.AgentReply, req sas.AgentRequest, now time.Time) bool {
-	if now.Before(req.CompleteBy) {
+// late reports (and logs) an outcome that came at or after the agent's
+// deadline for the request (Deadline). The pattern's agent stops at the
+// deadline and says nothing (docs/pattern.md §2). The work is not lost: the
+// message is left for redelivery, whose call sends the same key and gets the
+// stored answer (docs/protocol.md, "Agent").
+func (s *Service) late(log *slog.Logger, reply sas.AgentReply, deadline, now time.Time) bool {
+	if now.Before(deadline) {
 		return false
 	}
-	log.Warn("agent: outcome came after the deadline; no reply",
-		"outcome", reply.Outcome, "reason", reply.Reason, "completeBy", req.CompleteBy, "lateBy", now.Sub(req.CompleteBy).String())
+	log.Warn("agent: outcome came after the deadline; no reply, left for redelivery",
+		"outcome", reply.Outcome, "reason", reply.Reason, "deadline", deadline, "lateBy", now.Sub(deadline).String())
 	return true
 }
 
@@ -350,10 +448,10 @@ func (s *Service) parse(records []events.SQSMessage) [][]inbound {
 	return groups
 }
 
-// handleOne runs one request and returns the reply to send (nil: none) and
-// whether its message may be acknowledged. A panic is contained to its
-// message, which is redelivered (and dead-lettered if it keeps panicking).
-func (s *Service) handleOne(ctx context.Context, m inbound) (out *outgoing, ok bool) {
+// handleOne runs one request and returns the reply to send (nil: none) and,
+// when there is none, what becomes of its message. A panic is contained to
+// its message, which is redelivered (and dead-lettered if it keeps panicking).
+func (s *Service) handleOne(ctx context.Context, m inbound) (out *outgoing, f fate) {
 	log := s.log.With("messageId", m.messageID, "agent", m.req.Agent, "orderId", m.req.OrderID,
 		"step", m.req.Step, "stepName", m.req.StepName, "attempt", m.req.Attempt,
 		"compensation", m.req.Compensation, "idempotencyKey", m.req.IdempotencyKey)
@@ -361,31 +459,54 @@ func (s *Service) handleOne(ctx context.Context, m inbound) (out *outgoing, ok b
 		if p := recover(); p != nil {
 			log.Error("agent: panic while handling a request; message left for redelivery",
 				"panic", fmt.Sprint(p), "stack", string(debug.Stack()))
-			out, ok = nil, false
+			out, f = nil, redeliver
 		}
 	}()
-	if out = s.process(ctx, log, m.req); out != nil {
+	if out, f = s.process(ctx, log, m.req); out != nil {
 		out.index = m.index
 	}
-	return out, true
+	return out, f
 }
 
-// process runs one request and returns the reply to send, or nil when
-// nothing is to be sent.
-func (s *Service) process(ctx context.Context, log *slog.Logger, req sas.AgentRequest) *outgoing {
+// Deadline is when the agent stops working on req, which it started at
+// start (docs/protocol.md, "Agent"): start plus the step's TimeoutMs, its
+// execution limit, however long the request waited in the queue before; or,
+// for a request without TimeoutMs (from an older scheduler), its CompleteBy.
+func Deadline(req sas.AgentRequest, start time.Time) time.Time {
+	if req.TimeoutMs > 0 {
+		return start.Add(time.Duration(req.TimeoutMs) * time.Millisecond)
+	}
+	return req.CompleteBy
+}
+
+// process runs one request and returns the reply to send, or nil and what
+// becomes of the message when nothing is to be sent.
+func (s *Service) process(ctx context.Context, log *slog.Logger, req sas.AgentRequest) (*outgoing, fate) {
 	start := s.clock.Now()
+	deadline := Deadline(req, start)
 	if !start.Before(req.CompleteBy) {
-		log.Warn("agent: request expired on arrival; no call, no reply",
-			"completeBy", req.CompleteBy, "lateBy", start.Sub(req.CompleteBy).String())
-		return nil
+		if req.TimeoutMs == 0 {
+			// An older scheduler's request: its deadline has passed, and
+			// nothing can ever serve it.
+			log.Warn("agent: request expired on arrival; no call, no reply",
+				"completeBy", req.CompleteBy, "lateBy", start.Sub(req.CompleteBy).String())
+			return nil, acknowledged
+		}
+		// Waiting is not executing: the step's limit counts from now. The
+		// reply stays fenced on attempt and holder at the scheduler.
+		log.Info("agent: request waited past completeBy; running it on its own time limit",
+			"completeBy", req.CompleteBy, "waitedPast", start.Sub(req.CompleteBy).String(), "deadline", deadline)
 	}
 
-	callCtx := ctx
-	if dl, ok := ctx.Deadline(); ok {
-		var cancel context.CancelFunc
-		callCtx, cancel = context.WithDeadline(ctx, dl.Add(-s.reserve))
-		defer cancel()
+	// The call stops at the agent's deadline, or earlier when the
+	// invocation ends first (less the reserve for the replies). An
+	// HTTPRunner takes its call deadline from this context.
+	callDeadline := deadline
+	if dl, ok := ctx.Deadline(); ok && dl.Add(-s.reserve).Before(callDeadline) {
+		callDeadline = dl.Add(-s.reserve)
 	}
+	callCtx, cancel := context.WithDeadline(ctx, callDeadline)
+	defer cancel()
 	var result json.RawMessage
 	var err error
 	if r, ok := s.agents[req.Agent]; ok {
@@ -401,12 +522,12 @@ func (s *Service) process(ctx context.Context, log *slog.Logger, req sas.AgentRe
 	case errors.Is(err, ErrPermanent):
 		reply.Outcome, reply.Reason = sas.OutcomeFailed, reasonOf(err)
 	default:
-		log.Warn("agent: no outcome; no reply, the supervisor will re-drive the step after its deadline",
-			"why", whyNoOutcome(err), "err", err.Error(), "completeBy", req.CompleteBy)
-		return nil
+		log.Warn("agent: no outcome; no reply, message left for redelivery",
+			"why", whyNoOutcome(err), "err", err.Error(), "deadline", deadline, "completeBy", req.CompleteBy)
+		return nil, redeliverSoon
 	}
-	if s.late(log, reply, req, s.clock.Now()) {
-		return nil
+	if s.late(log, reply, deadline, s.clock.Now()) {
+		return nil, redeliverSoon
 	}
 	// The sizes are bounded at intake so that this never happens (sqslimits);
 	// should a request from elsewhere be that large, the result is the one
@@ -415,7 +536,7 @@ func (s *Service) process(ctx context.Context, log *slog.Logger, req sas.AgentRe
 		log.Warn("agent: reply over the message limit; result left out", "replyBytes", n, "limit", sqslimits.MaxBodyBytes)
 		reply.Result = nil
 	}
-	return &outgoing{reply: reply, req: req, log: log, start: start}
+	return &outgoing{reply: reply, req: req, log: log, start: start, deadline: deadline}, acknowledged
 }
 
 // carriedResult is the part of a service's result a done reply carries: the
@@ -507,6 +628,8 @@ func DecodeRequest(body []byte) (sas.AgentRequest, error) {
 		return bad("lockedBy", "required: the reply is fenced on it")
 	case req.CompleteBy.IsZero():
 		return bad("completeBy", "required: the agent must know when to stop")
+	case req.TimeoutMs < 0 || req.TimeoutMs > maxTimeoutMs:
+		return bad("timeoutMs", fmt.Sprintf("%d: want 0 (absent) or a positive number of milliseconds, at most %d", req.TimeoutMs, int64(maxTimeoutMs)))
 	case !printableKey(req.IdempotencyKey):
 		return bad("idempotencyKey", "must be printable ASCII without spaces, at most 255 characters")
 	}
@@ -516,6 +639,11 @@ func DecodeRequest(body []byte) (sas.AgentRequest, error) {
 	req.V = sas.MessageVersion
 	return req, nil
 }
+
+// maxTimeoutMs bounds a request's TimeoutMs: a day is far beyond any step
+// (SQS holds a message in flight for 12 hours at most), and keeps the
+// deadline arithmetic clear of overflow.
+const maxTimeoutMs = int64(24 * time.Hour / time.Millisecond)
 
 // printableKey accepts what an Idempotency-Key header can carry as a plain
 // token ("" is accepted: DecodeRequest derives one).

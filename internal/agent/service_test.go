@@ -51,7 +51,10 @@ func newServiceRig(t *testing.T, opts memqueue.Options) *serviceRig {
 
 func (r *serviceRig) service(cfg agent.Config) *agent.Service {
 	r.t.Helper()
-	cfg.Queue, cfg.ReplyQueueURL, cfg.Clock = r.queue, r.replyURL, r.clock
+	if cfg.Queue == nil {
+		cfg.Queue = r.queue
+	}
+	cfg.ReplyQueueURL, cfg.Clock = r.replyURL, r.clock
 	cfg.Logger = slog.New(slog.NewJSONHandler(r.logs, nil))
 	svc, err := agent.New(cfg)
 	require.NoError(r.t, err)
@@ -71,7 +74,7 @@ func TestOutcomes(t *testing.T) {
 	tests := []struct {
 		name        string
 		run         func(c *clocktest.Clock) (json.RawMessage, error)
-		wantOutcome sas.Outcome // "" for no reply
+		wantOutcome sas.Outcome // "" for no reply, and the message left for redelivery
 		wantResult  string
 		wantReason  string
 	}{
@@ -105,18 +108,18 @@ func TestOutcomes(t *testing.T) {
 			wantOutcome: sas.OutcomeFailed, wantReason: "permanent failure: no such account",
 		},
 		{
-			name: "any other error sends nothing",
+			name: "any other error sends nothing and leaves the message",
 			run:  func(*clocktest.Clock) (json.RawMessage, error) { return nil, errors.New("connection refused") },
 		},
 		{
-			name: "a success after the deadline sends nothing",
+			name: "a success after the deadline sends nothing and leaves the message",
 			run: func(c *clocktest.Clock) (json.RawMessage, error) {
 				c.Advance(31 * time.Second)
 				return json.RawMessage(`{}`), nil
 			},
 		},
 		{
-			name: "a permanent failure after the deadline sends nothing",
+			name: "a permanent failure after the deadline sends nothing and leaves the message",
 			run: func(c *clocktest.Clock) (json.RawMessage, error) {
 				c.Advance(30 * time.Second)
 				return nil, &agent.PermanentError{Reason: "late"}
@@ -132,13 +135,14 @@ func TestOutcomes(t *testing.T) {
 			})})
 			req := request("o-1")
 			resp := handleWith(t, svc, event(req))
-			require.Empty(t, resp.BatchItemFailures)
 
 			reps := r.replies()
 			if tt.wantOutcome == "" {
 				require.Empty(t, reps)
+				require.Equal(t, []string{"m1"}, failedIDs(resp), "no outcome: left for redelivery, never acknowledged")
 				return
 			}
+			require.Empty(t, resp.BatchItemFailures)
 			require.Len(t, reps, 1)
 			requireEcho(t, req, reps[0])
 			require.Equal(t, tt.wantOutcome, reps[0].Outcome)
@@ -191,12 +195,12 @@ func TestQueueOutageFailsEveryRepliedMessage(t *testing.T) {
 		return nil
 	}})
 	svc := r.service(agent.Config{Agents: payments(func(_ context.Context, req sas.AgentRequest) (json.RawMessage, error) {
-		if req.OrderID == "o-2" {
-			return nil, errors.New("timed out") // nothing to send: acknowledged anyway
-		}
 		return json.RawMessage(`{}`), nil
 	})})
-	resp := handleWith(t, svc, event(request("o-1"), request("o-2"), request("o-3")))
+	// o-2 is an older scheduler's request that expired on arrival: nothing
+	// to send, acknowledged anyway.
+	expired := request("o-2", legacy, completeBy(epoch))
+	resp := handleWith(t, svc, event(request("o-1"), expired, request("o-3")))
 	require.Equal(t, []string{"m1", "m3"}, failedIDs(resp))
 }
 
@@ -327,6 +331,12 @@ func TestDecodeRequest(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, good.OrderID, got.OrderID)
 	require.True(t, good.CompleteBy.Equal(got.CompleteBy))
+	require.Equal(t, int64(30_000), got.TimeoutMs)
+
+	// An older scheduler's request has no limit of its own.
+	got, err = agent.DecodeRequest([]byte(with(good, legacy)))
+	require.NoError(t, err)
+	require.Zero(t, got.TimeoutMs)
 
 	// A request without a key gets the scheduler's.
 	noKey := request("o-1", compensation)
@@ -357,6 +367,8 @@ func TestDecodeRequest(t *testing.T) {
 		"attempt 0":     {with(good, func(q *sas.AgentRequest) { q.Attempt = 0 }), "attempt"},
 		"no owner":      {with(good, func(q *sas.AgentRequest) { q.LockedBy = "" }), "lockedBy"},
 		"no deadline":   {with(good, func(q *sas.AgentRequest) { q.CompleteBy = time.Time{} }), "completeBy"},
+		"neg. timeout":  {with(good, func(q *sas.AgentRequest) { q.TimeoutMs = -1 }), "timeoutMs"},
+		"huge timeout":  {with(good, func(q *sas.AgentRequest) { q.TimeoutMs = 1 << 62 }), "timeoutMs"},
 		"key w/ space":  {with(good, func(q *sas.AgentRequest) { q.IdempotencyKey = "a b" }), "idempotencyKey"},
 	}
 	for name, tt := range bad {
@@ -379,7 +391,7 @@ func with(req sas.AgentRequest, f func(*sas.AgentRequest)) string {
 // a request from an older scheduler, without them, gets a reply without them.
 func TestReplyEchoesTheOrder(t *testing.T) {
 	t.Parallel()
-	legacy := func(q *sas.AgentRequest) { q.Workflow, q.ReplyTo = "", "" }
+	legacy := func(q *sas.AgentRequest) { q.Workflow, q.ReplyTo, q.TimeoutMs = "", "", 0 }
 	odd := func(q *sas.AgentRequest) {
 		// Key order is the scheduler's, not sorted: echoed, not re-read.
 		q.Payload = json.RawMessage(`{"z": 1,  "a":[ 2 ]}`)

@@ -31,7 +31,8 @@ type Deps struct {
 
 // FromConfig builds the Service this deployment runs: the payments agent
 // against SAS_PAYMENTS_URL for every step the registry gives it, replying on
-// SAS_SCHEDULER_QUEUE_URL. The Lambda entry point and local runs share it,
+// SAS_SCHEDULER_QUEUE_URL, and shortening the visibility of requests left for
+// redelivery on SAS_AGENT_QUEUE_URL when it is set. The Lambda entry point and local runs share it,
 // so both host the same agents.
 func FromConfig(cfg config.Config, d Deps) (*Service, error) {
 	if cfg.SchedulerQueueURL == "" || cfg.PaymentsURL == "" {
@@ -57,7 +58,10 @@ func FromConfig(cfg config.Config, d Deps) (*Service, error) {
 	}
 	return New(Config{
 		Queue: d.Queue, ReplyQueueURL: cfg.SchedulerQueueURL,
-		Agents: map[string]Runner{workflows.PaymentsAgent: payments},
-		Clock:  d.Clock, Logger: d.Logger, ReplyLinger: d.ReplyLinger,
+		// Optional: with it, a request left without an outcome comes back
+		// after a short backoff, not the queue's visibility timeout.
+		RequestQueueURL: cfg.AgentQueueURL,
+		Agents:          map[string]Runner{workflows.PaymentsAgent: payments},
+		Clock:           d.Clock, Logger: d.Logger, ReplyLinger: d.ReplyLinger,
 	})
 }

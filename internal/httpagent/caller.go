@@ -8,10 +8,13 @@
 //
 //	success       the service answered 2xx: reply with the result
 //	ErrPermanent  the service answered no for good: reply with an error
-//	ErrDeadline   out of time: reply with nothing (another agent may own the step)
+//	ErrDeadline   out of time: reply with nothing
 //	ErrTransient  out of tries, or the caller's context ended early: reply with
-//	              nothing; the step may succeed on a redelivery, or the
-//	              supervisor re-drives it after its deadline
+//	              nothing
+//
+// The agent leaves a request that ended in ErrDeadline or ErrTransient for
+// redelivery; its next run repeats the call under the same key
+// (docs/protocol.md, "Agent").
 //
 // Time is read from the injected sas.Clock only; waits go through the
 // injected Sleep. The only real timer is the one that bounds a try in flight,
@@ -69,8 +72,8 @@ type Config struct {
 	// than the whole step; its expiry is a transient failure. 0: a try may use
 	// all the time left.
 	AttemptTimeout time.Duration
-	// SafetyMargin is kept back from the step's deadline: the agent still has
-	// to send its reply before the supervisor takes the step back.
+	// SafetyMargin is kept back from the step's deadline (Request.Deadline):
+	// the agent still has to send its reply before that deadline.
 	SafetyMargin time.Duration
 	// MaxResponseBytes bounds how much of a 2xx body is kept. A larger one is
 	// still a success (the service did the work; failing it would have the
@@ -182,7 +185,10 @@ type Request struct {
 	// if the caller wants a re-driven step to count as new work). It is sent
 	// as the Idempotency-Key header on every try. Required.
 	IdempotencyKey string
-	// Deadline is the step's CompleteBy. Required.
+	// Deadline is when the step's time is up for this agent: the agent's own
+	// deadline for the request (agent.Deadline: the step's TimeoutMs from
+	// when it started the request, or the step's CompleteBy for a request
+	// without one), or the invocation's end if sooner. Required.
 	Deadline time.Time
 	// Header holds extra headers (Content-Type, auth). An Idempotency-Key in
 	// it must equal IdempotencyKey.

@@ -25,8 +25,8 @@ var (
 	// might not, or the caller's own context ended. The last cause is wrapped.
 	ErrTransient = errors.New("transient failure")
 	// ErrDeadline: the step's deadline (less the safety margin) arrived, or the
-	// next wait would cross it. The agent sends nothing back: another agent may
-	// already own the step (docs/pattern.md §2).
+	// next wait would cross it. The agent sends nothing back and leaves the
+	// request for redelivery (docs/protocol.md, "Agent").
 	ErrDeadline = errors.New("step deadline reached")
 	// ErrCircuitOpen: the endpoint's breaker rejected the try without sending it.
 	ErrCircuitOpen = errors.New("circuit open")

@@ -155,6 +155,16 @@ type killKey struct{}
 // agent request, with probability Rate, instead of sending: its state write
 // is done, its request never leaves, and its batch is abandoned undeleted —
 // a scheduler dying between its write and its send (docs/pattern.md §2).
+// Depth reads through to the real queue: the duplicating wrapper only
+// touches sends.
+func (q *dupQueue) Depth(ctx context.Context, url string) (sas.QueueDepth, error) {
+	dr, ok := q.Queue.(sas.DepthReader)
+	if !ok {
+		return sas.QueueDepth{}, fmt.Errorf("reading the depth of %s: %T cannot", url, q.Queue)
+	}
+	return dr.Depth(ctx, url)
+}
+
 type killBeforeSendQueue struct {
 	sas.Queue
 	agentQueueURL string

@@ -3,6 +3,7 @@ package localrun_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"maps"
 	"slices"
 	"strings"
@@ -13,11 +14,13 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sas-go/sas/internal/agent"
+	"github.com/sas-go/sas/internal/alerts"
 	"github.com/sas-go/sas/internal/awscount"
 	"github.com/sas-go/sas/internal/emulator"
 	"github.com/sas-go/sas/internal/httpagent"
 	"github.com/sas-go/sas/internal/localrun"
 	"github.com/sas-go/sas/internal/sas"
+	"github.com/sas-go/sas/internal/supervisor"
 	"github.com/sas-go/sas/internal/workflows"
 )
 
@@ -173,6 +176,11 @@ func (r *costRun) drain(name string, n int) {
 // order runs n single-step orders from the submitter's send to the
 // scheduler's completion, returning the counts per order.
 func (r *costRun) order(n int) (perOrder, awscount.Snapshot) {
+	return r.orderWith(n, nil)
+}
+
+// orderWith is order with between run after intake, before the agent polls.
+func (r *costRun) orderWith(n int, between func()) (perOrder, awscount.Snapshot) {
 	t := r.t
 	var ids []string
 	var intakes []sas.Intake
@@ -187,6 +195,9 @@ func (r *costRun) order(n int) (perOrder, awscount.Snapshot) {
 	require.NoError(t, r.sys.Submit(r.ctx, intakes...))
 	r.drain("intake-0", n)
 	afterIntake := r.counter.Snapshot()
+	if between != nil {
+		between()
+	}
 	r.drain("agent-0", n)
 	r.drain("scheduler-0", n)
 	d := r.counter.Snapshot().Sub(before)
@@ -232,6 +243,11 @@ func (r *costRun) log(name string, p perOrder, d awscount.Snapshot) {
 		name, c.SQS, c.DynamoDB, c.Lambda, c.Total(), cd.Total(), stepFunctionsPerMillionTransitions*stepFunctionsTransitionsPerOrder)
 }
 
+// aheadClock is the wall clock moved forward.
+type aheadClock struct{ by time.Duration }
+
+func (c aheadClock) Now() time.Time { return time.Now().UTC().Add(c.by) }
+
 // TestCostPerOrder counts every AWS request a completed single-step order
 // causes, from the submitter's send to the scheduler's completion (the
 // remote service excluded), and the DynamoDB units, and holds them to the
@@ -257,6 +273,43 @@ func TestCostPerOrder(t *testing.T) {
 		require.Zero(t, d.RCU, "read units: %s", d)
 		require.Equal(t, map[string]int{"intake-0": 1, "agent-0": 1, "scheduler-0": 1}, r.invocations)
 		require.InDelta(t, 8.575, costPerMillion(p).Total(), 1e-9)
+	})
+
+	// An order whose request waited in the agent queue past its step's
+	// deadline (docs/protocol.md, "Waiting is not executing"): a sweep finds
+	// the step due while the queue still holds the request and extends the
+	// lease. That wait is the order's only extra cost: one UpdateItem, 1
+	// write unit on the table and 2 on the index (its sort key moves: a
+	// delete and a put), so 7 + 3 = 10 write units; still no read. The
+	// sweep's own queries and queue-depth reads are per sweep, shared by
+	// every step it finds, and counted apart.
+	t.Run("waited", func(t *testing.T) {
+		r := newCostRun(t, false)
+		limits, err := r.sys.Registry.Limits()
+		require.NoError(t, err)
+		sup, err := supervisor.New(supervisor.Config{
+			Store: r.sys.Store, Queue: r.sys.Queue, Alerter: alerts.NewRecorder(), SchedulerQueueURL: r.sys.Config.SchedulerQueueURL,
+			BacklogQueueURLs: []string{r.sys.Config.AgentQueueURL, r.sys.Config.SchedulerQueueURL}, Steps: limits,
+			Clock:            aheadClock{by: r.sys.Config.StepTimeout + time.Second}, // as if the deadline had passed
+			Logger:           r.sys.Opts.Logger, Metrics: io.Discard,
+		})
+		require.NoError(t, err)
+		var sweep awscount.Snapshot
+		p, d := r.orderWith(1, func() {
+			before := r.counter.Snapshot()
+			rep, err := sup.RunOnce(r.ctx)
+			require.NoError(t, err)
+			require.Equal(t, 1, rep.Waited, "the step's request is still in the agent queue: wait, do not rescue")
+			require.Zero(t, rep.Rescued)
+			sweep = r.counter.Snapshot().Sub(before)
+		})
+		r.log("waited", p, d)
+		t.Logf("waited: the sweep: %s", sweep)
+		require.Equal(t, 1, sweep.Requests["DynamoDB.UpdateItem"], "one write: the wait")
+		require.Equal(t, 2, sweep.Requests["SQS.GetQueueAttributes"], "the depth of the agent and scheduler queues, once per sweep")
+		require.Equal(t, 3.0, sweep.WCU, "the wait: 1 table unit + 2 index units")
+		require.Equal(t, 10.0, d.WCU, "7 write units of an order that did not wait + 3 for its wait: %s", d)
+		require.Equal(t, map[string]int{"intake-0": 1, "agent-0": 1, "scheduler-0": 1}, r.invocations, "the late request ran once, its reply was accepted")
 	})
 
 	t.Run("batched", func(t *testing.T) {

@@ -53,10 +53,13 @@ type Options struct {
 	SupervisorEvery time.Duration // default 1s
 	BaseBackoff     time.Duration // supervisor's first retry delay; default 1s
 	MaxReceiveCount int           // before a message goes to its DLQ; default 5
-	Visibility      time.Duration // of the work queues; default 10s
-	BatchSize       int           // per poll; default 10
-	Faults          remotesim.Faults
-	Seed            uint64
+	// WaitLimit is how long past its deadline a held step may wait while
+	// the queues are busy before the supervisor counts a failure; default 2m.
+	WaitLimit  time.Duration
+	Visibility time.Duration // of the work queues; default 10s
+	BatchSize  int           // per poll; default 10
+	Faults     remotesim.Faults
+	Seed       uint64
 	// AttemptTimeout bounds one HTTP try of an agent; default StepTimeout/3,
 	// so a hung call costs one try, not the step. Tests of the supervisor set
 	// it to StepTimeout so that one hung call uses up the whole attempt.
@@ -131,6 +134,9 @@ func (o *Options) defaults() {
 	}
 	if o.Visibility == 0 {
 		o.Visibility = 10 * time.Second
+	}
+	if o.WaitLimit == 0 {
+		o.WaitLimit = 2 * time.Minute
 	}
 	if o.BatchSize == 0 {
 		o.BatchSize = 10
@@ -291,8 +297,13 @@ func Start(ctx context.Context, opts Options) (*System, error) {
 		}
 		s.Agents = append(s.Agents, ag)
 	}
+	limits, err := reg.Limits()
+	if err != nil {
+		return nil, err
+	}
 	for i := 0; i < opts.Supervisors; i++ {
 		sup, err := supervisor.New(supervisor.Config{
+			BacklogQueueURLs: []string{cfg.AgentQueueURL, cfg.SchedulerQueueURL}, WaitLimit: opts.WaitLimit, Steps: limits,
 			Store: s.Store, Queue: actorQueue, Alerter: alerter, SchedulerQueueURL: cfg.SchedulerQueueURL,
 			Clock:       skewedClock{offset: skewFor(i, opts.Supervisors, opts.ClockSkew)},
 			MaxFailures: cfg.MaxFailures, PickupTimeout: cfg.PickupTimeout, BaseBackoff: opts.BaseBackoff, MaxBackoff: 4 * opts.BaseBackoff,
@@ -404,6 +415,13 @@ func (s *System) Sweep(ctx context.Context, sup *supervisor.Supervisor) supervis
 	s.reports = append(s.reports, r)
 	s.mu.Unlock()
 	return r
+}
+
+// Reports returns the supervisors' reports so far.
+func (s *System) Reports() []supervisor.Report {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]supervisor.Report(nil), s.reports...)
 }
 
 // Totals adds up the supervisors' reports so far.

@@ -67,6 +67,12 @@ type AgentRequest struct {
 	Compensation   bool            `json:"compensation,omitempty"`
 	Workflow       string          `json:"workflow,omitempty"` // the order's workflow, echoed in the reply
 	ReplyTo        string          `json:"replyTo,omitempty"`  // the submitter's status queue, echoed in the reply
+	// TimeoutMs is the step's execution limit for one attempt, in
+	// milliseconds: the agent gives itself this long from the moment it
+	// starts the request, however long the request waited in its queue
+	// (docs/protocol.md, "Agent"). 0 (a request from an older scheduler):
+	// CompleteBy is the agent's deadline.
+	TimeoutMs int64 `json:"timeoutMs,omitempty"`
 }
 
 // Outcome is what an agent reports.

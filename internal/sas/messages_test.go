@@ -110,6 +110,9 @@ func TestAgentMessagesEchoFieldsAreOptional(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(Encode(req)), &keys))
 	require.NotContains(t, keys, "workflow")
 	require.NotContains(t, keys, "replyTo")
+	require.NotContains(t, keys, "timeoutMs", "absent when zero: the agent then runs on CompleteBy")
+	req.TimeoutMs = 30_000
+	require.Contains(t, Encode(req), `"timeoutMs":30000`)
 
 	rep = AgentReply{
 		V: 1, Kind: KindAgentReply, OrderID: "o", Step: 1, Attempt: 2, LockedBy: "s", Outcome: OutcomeFailed,

@@ -91,6 +91,7 @@ func TestCompensationFailure(t *testing.T) {
 	undo := f.request()
 	require.Equal(t, 0, undo.Step)
 	require.True(t, undo.Compensation)
+	require.Equal(t, stepTimeout.Milliseconds(), undo.TimeoutMs, "an undo carries the agent's limit too")
 
 	f.clock.Advance(time.Second)
 	undoFailed := reply(undo, sas.OutcomeFailed, "reservation already shipped")

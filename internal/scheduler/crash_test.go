@@ -157,6 +157,7 @@ func TestRetryRedeliveredAfterSendFailure(t *testing.T) {
 			}
 			req := f.request()
 			require.Equal(t, 2, req.Attempt)
+			require.Equal(t, stepTimeout.Milliseconds(), req.TimeoutMs, "a re-sent request carries the agent's limit")
 			f.deliver(done(req))
 			require.Equal(t, []sas.ProcessState{sas.Processed}, f.states("o-rr"))
 		})

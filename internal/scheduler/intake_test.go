@@ -64,6 +64,7 @@ func TestIntakeSubmitsClaimsAndDispatches(t *testing.T) {
 		Attempt: 1, LockedBy: owner, CompleteBy: t0.Add(stepTimeout), IdempotencyKey: "o-1:0",
 		Payload:  json.RawMessage(`{"amount":42,"currency":"EUR"}`),
 		Workflow: "payment", ReplyTo: f.replyURL, // for the agent to echo
+		TimeoutMs: stepTimeout.Milliseconds(), // the agent's own limit, from when it starts
 	}, req)
 	require.Equal(t, []string{"received#1000"}, statusList(f.statuses()))
 

@@ -92,7 +92,9 @@ func TestDuplicateReply(t *testing.T) {
 			f.clock.Advance(tc.advance)
 			f.deliver(done(req0))
 			if tc.wantResend {
-				require.Equal(t, req1, f.request())
+				again := f.request()
+				require.Equal(t, req1, again)
+				require.Equal(t, stepTimeout.Milliseconds(), again.TimeoutMs, "a re-send carries the agent's limit too")
 			} else {
 				require.Empty(t, f.requests())
 			}
@@ -217,6 +219,7 @@ func TestRetryClaimsAndDispatches(t *testing.T) {
 	require.Equal(t, 2, req.Attempt)
 	require.Equal(t, owner, req.LockedBy)
 	require.Equal(t, f.clock.Now().Add(stepTimeout), req.CompleteBy)
+	require.Equal(t, stepTimeout.Milliseconds(), req.TimeoutMs, "the agent's own limit on every attempt")
 	require.Equal(t, "o-rt:0", req.IdempotencyKey, "the same key on every attempt")
 	require.False(t, req.Compensation)
 

@@ -226,6 +226,11 @@ func (s *Service) dispatch(ctx context.Context, u *outbox.Unit, o sas.Order, def
 		// the order (see Reply).
 		Workflow: o.Workflow,
 		ReplyTo:  o.ReplyTo,
+		// The agent's own limit, counted from when it starts the request:
+		// time spent waiting in the agent queue is not execution
+		// (docs/protocol.md, "Agent"). Every send carries it, re-sends
+		// of a live step included.
+		TimeoutMs: s.timeout(def).Milliseconds(),
 	}
 	u.Send(outbox.Message{
 		QueueURL: s.cfg.AgentQueueURL, Body: sas.Encode(req),
