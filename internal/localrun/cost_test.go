@@ -290,8 +290,8 @@ func TestCostPerOrder(t *testing.T) {
 		sup, err := supervisor.New(supervisor.Config{
 			Store: r.sys.Store, Queue: r.sys.Queue, Alerter: alerts.NewRecorder(), SchedulerQueueURL: r.sys.Config.SchedulerQueueURL,
 			BacklogQueueURLs: []string{r.sys.Config.AgentQueueURL, r.sys.Config.SchedulerQueueURL}, Steps: limits,
-			Clock:            aheadClock{by: r.sys.Config.StepTimeout + time.Second}, // as if the deadline had passed
-			Logger:           r.sys.Opts.Logger, Metrics: io.Discard,
+			Clock:  aheadClock{by: r.sys.Config.StepTimeout + time.Second}, // as if the deadline had passed
+			Logger: r.sys.Opts.Logger, Metrics: io.Discard,
 		})
 		require.NoError(t, err)
 		var sweep awscount.Snapshot
