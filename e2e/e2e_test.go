@@ -26,6 +26,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/sas-go/sas/internal/agent"
 	"github.com/sas-go/sas/internal/dynamostore"
 	"github.com/sas-go/sas/internal/remotesim"
 	"github.com/sas-go/sas/internal/rig"
@@ -160,13 +161,16 @@ func TestDeployAndRun(t *testing.T) {
 
 	// --- the remote service ---
 	// In this process: the test reads its ledger and needs nothing else.
-	// The hang is scripted for one order's first call only; its retry (same
+	// The hang is scripted for one order's first three calls: the agent
+	// leaves a request without an outcome for redelivery, and acknowledges
+	// it after its third delivery (agent.DefaultMaxDeliveries), so only the
+	// scheduled supervisor can hand the step back; its retry (same
 	// idempotency key) passes clean.
 	run := time.Now().UTC().Format("150405")
 	hungOrder := "e2e-" + run + "-hung"
 	sim := startSim(t, remotesim.Faults{
 		Profile: remotesim.Profile{HangFor: 2 * time.Minute},
-		Scripts: []remotesim.Script{{OrderID: hungOrder, Plan: []remotesim.ScriptStep{{Fault: remotesim.FaultHang, Times: 1}}}},
+		Scripts: []remotesim.Script{{OrderID: hungOrder, Plan: []remotesim.ScriptStep{{Fault: remotesim.FaultHang, Times: agent.DefaultMaxDeliveries}}}},
 	})
 
 	// --- synth, bootstrap, deploy ---
@@ -328,7 +332,8 @@ func TestDeployAndRun(t *testing.T) {
 	}
 
 	// 2. The hung order: its agent gives up at the deadline and says nothing
-	// (docs/pattern.md §2); only the scheduled supervisor can hand the step back.
+	// (docs/pattern.md §2), three deliveries in a row; then only the
+	// scheduled supervisor can hand the step back.
 	vs, ok = waitProcessed([]string{hungOrder}, deployed.Add(rescueBudget))
 	if !ok {
 		hint := "the step was not even claimed"

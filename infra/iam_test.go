@@ -193,13 +193,30 @@ func TestLeastPrivilegePerFunction(t *testing.T) {
 			"dynamodb:GetItem":     {"StateTable"},
 			"dynamodb:UpdateItem":  {"StateTable"},
 			"sqs:SendMessage":      {"SchedulerQueue"},
-			"sns:Publish":          {"AlertTopic"},
-			"events:PutEvents":     {"event-bus/default"},
+			// The backlog check reads the depth of these two, and no more.
+			"sqs:GetQueueAttributes": {"AgentQueue", "SchedulerQueue"},
+			"sns:Publish":            {"AlertTopic"},
+			"events:PutEvents":       {"event-bus/default"},
 		},
 	}
 	for role, w := range want {
 		if got := def.grants(t, role); !reflect.DeepEqual(got, w) {
 			t.Errorf("%s grants:\n got %v\nwant %v", role, got, w)
+		}
+	}
+
+	// The supervisor reads queue depth on exactly the agent and scheduler
+	// queues, in any configuration, and consumes from no queue: depth is all
+	// the backlog check needs.
+	for name, s := range map[string]*synthesized{"default": def, "variant": variant} {
+		g := s.grants(t, "SupervisorRole")
+		if got, want := g["sqs:GetQueueAttributes"], []string{"AgentQueue", "SchedulerQueue"}; !reflect.DeepEqual(got, want) {
+			t.Errorf("%s supervisor sqs:GetQueueAttributes on %v, want %v", name, got, want)
+		}
+		for a := range g {
+			if strings.HasPrefix(a, "sqs:") && a != "sqs:GetQueueAttributes" && a != "sqs:SendMessage" {
+				t.Errorf("%s supervisor has %s", name, a)
+			}
 		}
 	}
 

@@ -163,8 +163,22 @@ func (s *sasStack) tables() {
 		PartitionKey:   &awsdynamodb.Attribute{Name: jsii.String("IdxPK"), Type: awsdynamodb.AttributeType_STRING},
 		SortKey:        &awsdynamodb.Attribute{Name: jsii.String("IdxSK"), Type: awsdynamodb.AttributeType_NUMBER},
 		ProjectionType: awsdynamodb.ProjectionType_INCLUDE,
+		// Exactly internal/dynamostore.IndexProjection (TestIndexProjectionMatchesTheStore
+		// compares them): the supervisor decides from the index alone, and
+		// CreatedAt and WaitingSince bound how long a held step may wait.
+		//
+		// Changing this list on a deployed stack is not an ordinary update.
+		// CloudFormation neither alters nor replaces an existing index when
+		// its projection changes: DynamoDB cannot change a projection in
+		// place, and the stack update fails ("Cannot update GSI's properties
+		// other than Provisioned Throughput and Contributor Insights
+		// Specification") and rolls back. The table itself is never replaced
+		// for this. To change an existing stack's projection, the index has to
+		// be dropped in one deployment and created again in a later one (one
+		// index added or deleted per update), during which the scheduler and
+		// supervisor cannot query it; a new stack is unaffected.
 		NonKeyAttributes: jsii.Strings("StepName", "ProcessState", "LockedBy", "CompleteBy",
-			"FailureCount", "Attempt", "UpdatedAt", "LastError", "Shard"),
+			"FailureCount", "Attempt", "UpdatedAt", "LastError", "Shard", "CreatedAt", "WaitingSince"),
 	})
 }
 
@@ -274,14 +288,23 @@ func (s *sasStack) functions() {
 		"SAS agent: calls the payments service for one step", agentTimeout(p.StepTimeout), awslambda.RecursiveLoop_ALLOW,
 		merge(tables, map[string]string{
 			"SAS_SCHEDULER_QUEUE_URL": *s.schedulerQ.QueueUrl(),
-			"SAS_PAYMENTS_URL":        p.PaymentsURL,
+			// Its own queue: a request left without an outcome gets a short
+			// visibility backoff there (docs/protocol.md, "Agent").
+			"SAS_AGENT_QUEUE_URL": *s.agentQ.QueueUrl(),
+			"SAS_PAYMENTS_URL":    p.PaymentsURL,
 		}))
 	s.super = s.function("Supervisor", "supervisor",
 		"SAS supervisor: rescues steps past their deadline", supervisorTimeout, awslambda.RecursiveLoop_TERMINATE,
 		merge(tables, alerts, map[string]string{
 			"SAS_SCHEDULER_QUEUE_URL": *s.schedulerQ.QueueUrl(),
-			"SAS_MAX_FAILURES":        strconv.Itoa(p.MaxFailures),
-			"SAS_PICKUP_TIMEOUT":      p.PickupTimeout.String(),
+			// Read, with the scheduler queue, for its depth: a held step
+			// past its deadline is waited on while they hold messages.
+			"SAS_AGENT_QUEUE_URL": *s.agentQ.QueueUrl(),
+			// The same step timeout as the scheduler's: the supervisor builds
+			// the same workflows to know each step's limits.
+			"SAS_STEP_TIMEOUT":   p.StepTimeout.String(),
+			"SAS_MAX_FAILURES":   strconv.Itoa(p.MaxFailures),
+			"SAS_PICKUP_TIMEOUT": p.PickupTimeout.String(),
 		}))
 	// A sweep that failed or waited is replaced by the next one a minute
 	// later; Lambda's own async retries would only replay a stale one.
@@ -355,6 +378,9 @@ func (s *sasStack) permissions() {
 	allow(s.super, []string{"dynamodb:Query"}, stateIndexARN)
 	allow(s.super, []string{"dynamodb:GetItem", "dynamodb:UpdateItem"}, s.state.TableArn())
 	allow(s.super, []string{"sqs:SendMessage"}, s.schedulerQ.QueueArn())
+	// The backlog check: queue depth only (ApproximateNumberOfMessages and
+	// friends), on the two queues a held step's request or reply sits in.
+	allow(s.super, []string{"sqs:GetQueueAttributes"}, s.agentQ.QueueArn(), s.schedulerQ.QueueArn())
 	allow(s.super, []string{"sns:Publish"}, s.topic.TopicArn())
 	allow(s.super, []string{"events:PutEvents"}, s.eventBusARN)
 	// No cloudwatch:PutMetricData: the supervisor publishes its metrics as

@@ -1,10 +1,14 @@
 package main
 
 import (
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"os"
 	"path/filepath"
 	"reflect"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -146,10 +150,101 @@ func TestTablesMatchTheStateStoreContract(t *testing.T) {
 	if proj["ProjectionType"] != "INCLUDE" {
 		t.Errorf("GSI projection %v, want INCLUDE", proj["ProjectionType"])
 	}
-	wantAttrs := []string{"Attempt", "CompleteBy", "FailureCount", "LastError", "LockedBy", "ProcessState", "Shard", "StepName", "UpdatedAt"}
+	wantAttrs := []string{"Attempt", "CompleteBy", "CreatedAt", "FailureCount", "LastError", "LockedBy", "ProcessState", "Shard", "StepName", "UpdatedAt", "WaitingSince"}
 	if got := strs(proj["NonKeyAttributes"]); !reflect.DeepEqual(got, wantAttrs) {
 		t.Errorf("GSI projected attributes %v, want %v", got, wantAttrs)
 	}
+}
+
+// TestIndexProjectionMatchesTheStore holds the stack's state-due projection
+// to the one the code reads from (internal/dynamostore.IndexProjection, which
+// also creates the local and test tables). This module cannot import the main
+// one, so the list is read from the store's source: its string constants
+// resolved by name, as the compiler would.
+func TestIndexProjectionMatchesTheStore(t *testing.T) {
+	want := storeIndexProjection(t, filepath.Join("..", "internal", "dynamostore"))
+	def, _ := stacks(t)
+	state := props(def.resource(t, "AWS::DynamoDB::Table", "StateTable"))
+	gsi := list(state["GlobalSecondaryIndexes"])[0].(map[string]any)
+	var got []string
+	for _, a := range list(gsi["Projection"].(map[string]any)["NonKeyAttributes"]) {
+		got = append(got, ref(a))
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("state-due projects %v; internal/dynamostore.IndexProjection is %v", got, want)
+	}
+}
+
+// storeIndexProjection parses the package in dir and evaluates its
+// IndexProjection: a []string literal of string constants and literals.
+func storeIndexProjection(t *testing.T, dir string) []string {
+	t.Helper()
+	fset := token.NewFileSet()
+	files, err := filepath.Glob(filepath.Join(dir, "*.go"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no Go files in %s (%v)", dir, err)
+	}
+	consts := map[string]string{}
+	var list *ast.CompositeLit
+	for _, name := range files {
+		if strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, name, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range f.Decls {
+			g, ok := d.(*ast.GenDecl)
+			if !ok {
+				continue
+			}
+			for _, spec := range g.Specs {
+				vs, ok := spec.(*ast.ValueSpec)
+				if !ok {
+					continue
+				}
+				for i, n := range vs.Names {
+					if i >= len(vs.Values) {
+						continue
+					}
+					switch {
+					case g.Tok == token.CONST:
+						if lit, ok := vs.Values[i].(*ast.BasicLit); ok && lit.Kind == token.STRING {
+							if v, err := strconv.Unquote(lit.Value); err == nil {
+								consts[n.Name] = v
+							}
+						}
+					case g.Tok == token.VAR && n.Name == "IndexProjection":
+						list, _ = vs.Values[i].(*ast.CompositeLit)
+					}
+				}
+			}
+		}
+	}
+	if list == nil {
+		t.Fatalf("%s declares no IndexProjection = []string{...}", dir)
+	}
+	var out []string
+	for _, e := range list.Elts {
+		switch e := e.(type) {
+		case *ast.Ident:
+			v, ok := consts[e.Name]
+			if !ok {
+				t.Fatalf("IndexProjection names %s, not a string constant of %s", e.Name, dir)
+			}
+			out = append(out, v)
+		case *ast.BasicLit:
+			v, err := strconv.Unquote(e.Value)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, v)
+		default:
+			t.Fatalf("IndexProjection holds %T, which this test cannot evaluate", e)
+		}
+	}
+	return out
 }
 
 // withTableDefaults adds what every table carries besides the contract.
@@ -238,9 +333,11 @@ func TestFunctionEnvironment(t *testing.T) {
 			"SAS_STEP_TIMEOUT":        "30s",
 			"SAS_PICKUP_TIMEOUT":      "1m0s",
 		}),
-		"Agent": merge(tables, map[string]string{"SAS_SCHEDULER_QUEUE_URL": "SchedulerQueue"}),
+		"Agent": merge(tables, map[string]string{"SAS_SCHEDULER_QUEUE_URL": "SchedulerQueue", "SAS_AGENT_QUEUE_URL": "AgentQueue"}),
 		"Supervisor": merge(tables, alerts, map[string]string{
 			"SAS_SCHEDULER_QUEUE_URL": "SchedulerQueue",
+			"SAS_AGENT_QUEUE_URL":     "AgentQueue", // its depth, for the backlog check
+			"SAS_STEP_TIMEOUT":        "30s",        // the scheduler's: the same step limits
 			"SAS_MAX_FAILURES":        "3",
 			"SAS_PICKUP_TIMEOUT":      "1m0s",
 		}),

@@ -21,6 +21,7 @@ import (
 	"github.com/sas-go/sas/internal/dynamostore"
 	"github.com/sas-go/sas/internal/sqsqueue"
 	"github.com/sas-go/sas/internal/supervisor"
+	"github.com/sas-go/sas/internal/workflows"
 )
 
 func main() {
@@ -33,7 +34,9 @@ func main() {
 }
 
 // required are the variables without which the supervisor cannot work.
-var required = []string{"SAS_ORDERS_TABLE", "SAS_STATE_TABLE", "SAS_SCHEDULER_QUEUE_URL"}
+// The agent queue is read (its depth) to tell a held step that waits for a
+// busy agent from one that is stuck.
+var required = []string{"SAS_ORDERS_TABLE", "SAS_STATE_TABLE", "SAS_SCHEDULER_QUEUE_URL", "SAS_AGENT_QUEUE_URL"}
 
 // setup builds the handler from the environment.
 func setup(ctx context.Context, getenv config.Getenv, logger *slog.Logger) (*supervisor.Handler, error) {
@@ -52,6 +55,16 @@ func setup(ctx context.Context, getenv config.Getenv, logger *slog.Logger) (*sup
 	if err != nil {
 		return nil, fmt.Errorf("state store: %w", err)
 	}
+	// The step limits come from the workflows the scheduler runs
+	// (functions/scheduler builds the same registry from the same variable).
+	reg, err := workflows.Default(cfg.StepTimeout)
+	if err != nil {
+		return nil, err
+	}
+	limits, err := reg.Limits()
+	if err != nil {
+		return nil, fmt.Errorf("step limits: %w", err)
+	}
 
 	alerter, err := alerts.FromConfig(aws, cfg, logger)
 	if err != nil {
@@ -65,9 +78,14 @@ func setup(ctx context.Context, getenv config.Getenv, logger *slog.Logger) (*sup
 		SchedulerQueueURL: cfg.SchedulerQueueURL,
 		MaxFailures:       cfg.MaxFailures,
 		PickupTimeout:     cfg.PickupTimeout,
-		Actor:             actor(getenv),
-		Logger:            logger,
-		Metrics:           os.Stdout, // EMF: Lambda ships stdout to CloudWatch Logs
+		// A held step past its deadline is waited on, not failed, while
+		// these queues hold messages (for at most its wait limit).
+		BacklogQueueURLs: []string{cfg.AgentQueueURL, cfg.SchedulerQueueURL},
+		WaitLimit:        cfg.WaitLimit, // 0: supervisor.DefaultWaitLimit
+		Steps:            limits,
+		Actor:            actor(getenv),
+		Logger:           logger,
+		Metrics:          os.Stdout, // EMF: Lambda ships stdout to CloudWatch Logs
 	})
 	if err != nil {
 		return nil, err

@@ -12,7 +12,7 @@ func env(m map[string]string) func(string) string { return func(k string) string
 
 func TestSetupNamesMissingConfiguration(t *testing.T) {
 	_, err := setup(t.Context(), env(nil), slog.New(slog.NewTextHandler(io.Discard, nil)))
-	require.ErrorContains(t, err, "SAS_ORDERS_TABLE, SAS_STATE_TABLE, SAS_SCHEDULER_QUEUE_URL")
+	require.ErrorContains(t, err, "SAS_ORDERS_TABLE, SAS_STATE_TABLE, SAS_SCHEDULER_QUEUE_URL, SAS_AGENT_QUEUE_URL")
 }
 
 func TestSetupWiresEverything(t *testing.T) {
@@ -24,6 +24,9 @@ func TestSetupWiresEverything(t *testing.T) {
 		"SAS_ORDERS_TABLE":           "orders",
 		"SAS_STATE_TABLE":            "state",
 		"SAS_SCHEDULER_QUEUE_URL":    "https://sqs.eu-west-1.amazonaws.com/123456789012/scheduler",
+		"SAS_AGENT_QUEUE_URL":        "https://sqs.eu-west-1.amazonaws.com/123456789012/agent",
+		"SAS_WAIT_LIMIT":             "20m",
+		"SAS_STEP_TIMEOUT":           "45s",
 		"SAS_ALERT_TOPIC_ARN":        "arn:aws:sns:eu-west-1:123456789012:alerts",
 		"SAS_EVENT_BUS_NAME":         "default",
 		"SAS_MAX_FAILURES":           "5",
@@ -32,11 +35,22 @@ func TestSetupWiresEverything(t *testing.T) {
 	require.NoError(t, err)
 	require.NotNil(t, h)
 
-	_, err = setup(t.Context(), env(map[string]string{
+	for name, bad := range map[string]string{"SAS_MAX_FAILURES": "many", "SAS_WAIT_LIMIT": "a while"} {
+		_, err = setup(t.Context(), env(map[string]string{
+			"SAS_ORDERS_TABLE": "orders", "SAS_STATE_TABLE": "state", "SAS_SCHEDULER_QUEUE_URL": "q", "SAS_AGENT_QUEUE_URL": "a",
+			name: bad,
+		}), slog.New(slog.NewTextHandler(io.Discard, nil)))
+		require.ErrorContains(t, err, name)
+	}
+}
+
+func TestSetupNeedsTheAgentQueue(t *testing.T) {
+	// The supervisor reads the agent queue's depth to wait on a busy agent
+	// instead of failing its held steps.
+	_, err := setup(t.Context(), env(map[string]string{
 		"SAS_ORDERS_TABLE": "orders", "SAS_STATE_TABLE": "state", "SAS_SCHEDULER_QUEUE_URL": "q",
-		"SAS_MAX_FAILURES": "many",
 	}), slog.New(slog.NewTextHandler(io.Discard, nil)))
-	require.ErrorContains(t, err, "SAS_MAX_FAILURES")
+	require.EqualError(t, err, "missing configuration: SAS_AGENT_QUEUE_URL")
 }
 
 func TestActor(t *testing.T) {

@@ -96,6 +96,11 @@ const (
 	// hanging call never holds back the replies of the fast ones, whose
 	// deadlines run meanwhile.
 	DefaultReplyLinger = 50 * time.Millisecond
+	// DefaultMaxDeliveries: a request that ends without an outcome this
+	// many deliveries in a row is acknowledged, and the supervisor takes
+	// over. Keep it below the queue's maxReceiveCount (5 in infra/), so the
+	// DLQ holds only messages nothing can serve.
+	DefaultMaxDeliveries = 3
 )
 
 // Config configures a Service.
@@ -123,6 +128,8 @@ type Config struct {
 	// only while another request of its batch still runs: when the last one
 	// ends, or ten replies are ready, they are sent at once.
 	ReplyLinger time.Duration
+	// MaxDeliveries: see DefaultMaxDeliveries. Default 3.
+	MaxDeliveries int
 }
 
 // Service hosts named agents. It is safe for concurrent use.
@@ -136,6 +143,8 @@ type Service struct {
 	concurrency int
 	reserve     time.Duration
 	linger      time.Duration
+	// maxDeliveries: see Config.MaxDeliveries.
+	maxDeliveries int
 }
 
 // New checks cfg and returns a Service.
@@ -154,6 +163,8 @@ func New(cfg Config) (*Service, error) {
 		return invalid("Concurrency", "must not be negative")
 	case cfg.ReplyReserve < 0:
 		return invalid("ReplyReserve", "must not be negative")
+	case cfg.MaxDeliveries < 0:
+		return invalid("MaxDeliveries", "must not be negative")
 	case cfg.ReplyLinger < 0:
 		return invalid("ReplyLinger", "must not be negative")
 	}
@@ -165,7 +176,7 @@ func New(cfg Config) (*Service, error) {
 	s := &Service{
 		queue: cfg.Queue, replyURL: cfg.ReplyQueueURL, requestURL: cfg.RequestQueueURL, agents: cfg.Agents,
 		clock: cfg.Clock, log: cfg.Logger, concurrency: cfg.Concurrency, reserve: cfg.ReplyReserve,
-		linger: cfg.ReplyLinger,
+		linger: cfg.ReplyLinger, maxDeliveries: cfg.MaxDeliveries,
 	}
 	if s.clock == nil {
 		s.clock = sas.SystemClock{}
@@ -181,6 +192,9 @@ func New(cfg Config) (*Service, error) {
 	}
 	if s.linger == 0 {
 		s.linger = DefaultReplyLinger
+	}
+	if s.maxDeliveries == 0 {
+		s.maxDeliveries = DefaultMaxDeliveries
 	}
 	return s, nil
 }
@@ -224,6 +238,14 @@ func (s *Service) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEve
 	resp := events.SQSEventResponse{BatchItemFailures: []events.SQSBatchItemFailure{}}
 	var soon []events.SQSMessage
 	for i, f := range failed {
+		if f == redeliverSoon && receives(ev.Records[i]) >= s.maxDeliveries {
+			// Enough: the supervisor re-drives the step once its deadline
+			// passes with the queues empty, and the queue's DLQ stays for
+			// messages nothing can serve (docs/protocol.md, "Agent").
+			s.log.Warn("agent: no outcome after the last delivery; acknowledged, the supervisor re-drives the step",
+				"messageId", ev.Records[i].MessageId, "deliveries", receives(ev.Records[i]))
+			f = acknowledged
+		}
 		if f == acknowledged {
 			continue
 		}
@@ -261,14 +283,21 @@ const MaxRedeliveryBackoff = 30 * time.Second
 // is SQS's; after the queue's maxReceiveCount the message goes to the DLQ and
 // the supervisor takes over (docs/protocol.md, "Agent").
 func RedeliveryBackoff(msg events.SQSMessage) time.Duration {
-	receives, err := strconv.Atoi(msg.Attributes["ApproximateReceiveCount"])
-	if err != nil || receives < 1 {
-		receives = 1
-	}
-	if receives > 6 { // 2^5 s already passes the cap
+	n := receives(msg)
+	if n > 6 { // 2^5 s already passes the cap
 		return MaxRedeliveryBackoff
 	}
-	return min(time.Duration(1<<(receives-1))*time.Second, MaxRedeliveryBackoff)
+	return min(time.Duration(1<<(n-1))*time.Second, MaxRedeliveryBackoff)
+}
+
+// receives is a message's ApproximateReceiveCount, 1 when absent or
+// unreadable.
+func receives(msg events.SQSMessage) int {
+	n, err := strconv.Atoi(msg.Attributes["ApproximateReceiveCount"])
+	if err != nil || n < 1 {
+		return 1
+	}
+	return n
 }
 
 // backOff shortens the visibility of the messages left without an outcome

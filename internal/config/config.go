@@ -23,7 +23,12 @@ type Config struct {
 	MaxFailures             int
 	StepTimeout             time.Duration
 	PickupTimeout           time.Duration
-	PaymentsURL             string
+	// WaitLimit is SAS_WAIT_LIMIT: how long past its deadline a held step
+	// may wait while the agent and scheduler queues hold messages, for a
+	// step whose definition sets no wait limit. 0 (unset) leaves the
+	// supervisor's default (supervisor.DefaultWaitLimit).
+	WaitLimit   time.Duration
+	PaymentsURL string
 }
 
 // Getenv is os.Getenv; tests pass a map's lookup.
@@ -61,6 +66,9 @@ func Load(getenv Getenv) (Config, error) {
 		return c, err
 	}
 	if c.PickupTimeout, err = durVar(getenv, "SAS_PICKUP_TIMEOUT", time.Minute); err != nil {
+		return c, err
+	}
+	if c.WaitLimit, err = durVar(getenv, "SAS_WAIT_LIMIT", 0); err != nil {
 		return c, err
 	}
 	return c, nil

@@ -17,6 +17,18 @@ func TestLoadDefaults(t *testing.T) {
 	require.Equal(t, 3, c.MaxFailures)
 	require.Equal(t, 30*time.Second, c.StepTimeout)
 	require.Equal(t, time.Minute, c.PickupTimeout)
+	require.Zero(t, c.WaitLimit, "unset: the supervisor's own default applies")
+}
+
+func TestLoadWaitLimit(t *testing.T) {
+	t.Parallel()
+	c, err := Load(env(map[string]string{"SAS_WAIT_LIMIT": "20m"}))
+	require.NoError(t, err)
+	require.Equal(t, 20*time.Minute, c.WaitLimit)
+	for _, v := range []string{"soon", "0", "-1m", "10"} {
+		_, err = Load(env(map[string]string{"SAS_WAIT_LIMIT": v}))
+		require.ErrorContains(t, err, "SAS_WAIT_LIMIT", v)
+	}
 }
 
 func TestLoadErrorsNameTheVariable(t *testing.T) {
