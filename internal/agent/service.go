@@ -17,8 +17,8 @@
 //	no outcome (deadline reached,      → nothing sent, left for redelivery with a
 //	  tries exhausted, breaker open,      short visibility backoff: the next run
 //	  invocation ending)                  repeats the call under the same key;
-//	                                      after maxReceiveCount the DLQ, and the
-//	                                      supervisor takes over
+//	                                      the third such delivery is acknowledged
+//	                                      and the supervisor takes over
 //	the outcome came after the deadline → nothing sent, left for redelivery the
 //	                                      same way (the next run gets the stored
 //	                                      answer under the same key)
@@ -280,8 +280,8 @@ const MaxRedeliveryBackoff = 30 * time.Second
 // invisible before its next delivery: 2^(receives-1) seconds, at most
 // MaxRedeliveryBackoff, where receives is the message's
 // ApproximateReceiveCount (1 when absent or unreadable). The delivery count
-// is SQS's; after the queue's maxReceiveCount the message goes to the DLQ and
-// the supervisor takes over (docs/protocol.md, "Agent").
+// is SQS's; the MaxDeliveries-th delivery without an outcome is acknowledged
+// and the supervisor takes over (docs/protocol.md, "Agent").
 func RedeliveryBackoff(msg events.SQSMessage) time.Duration {
 	n := receives(msg)
 	if n > 6 { // 2^5 s already passes the cap
