@@ -259,7 +259,23 @@ func TestDeployAndRun(t *testing.T) {
 	if len(out.Failed) > 0 {
 		t.Fatalf("the intake queue refused %d orders: %+v", len(out.Failed), out.Failed)
 	}
-	t.Logf("sent %d orders to the intake queue (%s is scripted to hang on its first call)", len(orders), hungOrder)
+	t.Logf("sent %d orders to the intake queue (%s is scripted to hang on its first %d calls)", len(orders), hungOrder, agent.DefaultMaxDeliveries)
+
+	// The ghost order: a scheduler wrote it, its first step claimed, and
+	// died before sending the agent request (the write and the send are
+	// two steps). Nothing is in any queue for it: only the scheduled
+	// supervisor, finding its deadline passed with the queues empty, can
+	// hand the step back.
+	ghostOrder := "e2e-" + run + "-ghost"
+	ghostAt := time.Now().UTC()
+	if _, err := store.Submit(ctx, sas.SubmitParams{
+		Order: sas.Order{OrderID: ghostOrder, Workflow: "payment", Steps: []string{"charge"}, Payload: json.RawMessage(`{"amount":99}`)},
+		Now:   ghostAt, PickupBy: ghostAt.Add(time.Minute),
+		Claim: &sas.ClaimParams{Owner: "scheduler-that-died", Now: ghostAt, CompleteBy: ghostAt.Add(stepTimeout)},
+	}); err != nil {
+		t.Fatalf("writing the ghost order: %v", err)
+	}
+	orders = append(orders, order{ghostOrder, "payment", 1})
 
 	// views polls the state store for every order.
 	views := func() map[string]*sas.OrderView {
@@ -331,13 +347,14 @@ func TestDeployAndRun(t *testing.T) {
 		}
 	}
 
-	// 2. The hung order: its agent gives up at the deadline and says nothing
-	// (docs/pattern.md §2), three deliveries in a row; then only the
-	// scheduled supervisor can hand the step back.
-	vs, ok = waitProcessed([]string{hungOrder}, deployed.Add(rescueBudget))
+	// 2. The hung order: its agent gives up at its deadline and says
+	// nothing, three deliveries in a row, then hands the request back to
+	// the scheduler, which sends it again; the fourth call passes. The
+	// ghost order: only the scheduled supervisor can hand its step back.
+	vs, ok = waitProcessed([]string{hungOrder, ghostOrder}, deployed.Add(rescueBudget))
 	if !ok {
 		hint := "the step was not even claimed"
-		if v := vs[hungOrder]; v != nil && len(v.Steps) > 0 {
+		if v := vs[ghostOrder]; v != nil && len(v.Steps) > 0 {
 			s0 := v.Steps[0]
 			switch {
 			case s0.FailureCount == 0 && s0.ProcessState == sas.Processing:
@@ -347,14 +364,14 @@ func TestDeployAndRun(t *testing.T) {
 				hint = "the supervisor rescued it, but the retry did not finish (scheduler queue mapping? agent?)"
 			}
 		}
-		t.Fatalf("order %s, whose first call hung, not Processed within %s of the deploy: %s:%s",
-			hungOrder, rescueBudget, hint, describe(vs, []string{hungOrder}))
+		t.Fatalf("orders %s (hung) and %s (ghost) not both Processed within %s of the deploy (the ghost: %s):%s",
+			hungOrder, ghostOrder, rescueBudget, hint, describe(vs, []string{hungOrder, ghostOrder}))
 	}
 	rescuedAfter := time.Since(deployed).Round(100 * time.Millisecond)
-	t.Logf("hung order rescued and Processed %s after the deploy", rescuedAfter)
-	s0 := vs[hungOrder].Steps[0]
+	t.Logf("hung order recovered and ghost order rescued, both Processed %s after the deploy", rescuedAfter)
+	s0 := vs[ghostOrder].Steps[0]
 	if s0.FailureCount < 1 {
-		t.Errorf("%s step 0: FailureCount %d, want ≥ 1 (the supervisor's rescue)", hungOrder, s0.FailureCount)
+		t.Errorf("%s step 0: FailureCount %d, want ≥ 1 (the supervisor's rescue)", ghostOrder, s0.FailureCount)
 	}
 	rescuedBySupervisor := false
 	for _, h := range s0.History {
@@ -363,7 +380,7 @@ func TestDeployAndRun(t *testing.T) {
 		}
 	}
 	if !rescuedBySupervisor {
-		t.Errorf("%s step 0: no Processing → Pending transition by a supervisor in its history: %+v", hungOrder, s0.History)
+		t.Errorf("%s step 0: no Processing → Pending transition by a supervisor in its history: %+v", ghostOrder, s0.History)
 	}
 
 	// 3. The remote side: exactly one effect per order step, whatever was
@@ -388,7 +405,7 @@ func TestDeployAndRun(t *testing.T) {
 	if len(ledger.Duplicates) > 0 {
 		t.Errorf("the remote service saw duplicate effects: %v", ledger.Duplicates)
 	}
-	if st := simStats(t, sim); st.Hangs < 1 {
+	if st := simStats(t, sim); st.Hangs < agent.DefaultMaxDeliveries {
 		t.Errorf("the simulator counted %d hung calls, want ≥ 1: the scripted fault did not happen", st.Hangs)
 	}
 

@@ -235,17 +235,10 @@ func (s *Service) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEve
 	go func() { wg.Wait(); close(results) }()
 	s.collect(ctx, results, failed)
 
+	s.requeue(ctx, ev.Records, failed)
 	resp := events.SQSEventResponse{BatchItemFailures: []events.SQSBatchItemFailure{}}
 	var soon []events.SQSMessage
 	for i, f := range failed {
-		if f == redeliverSoon && receives(ev.Records[i]) >= s.maxDeliveries {
-			// Enough: the supervisor re-drives the step once its deadline
-			// passes with the queues empty, and the queue's DLQ stays for
-			// messages nothing can serve (docs/protocol.md, "Agent").
-			s.log.Warn("agent: no outcome after the last delivery; acknowledged, the supervisor re-drives the step",
-				"messageId", ev.Records[i].MessageId, "deliveries", receives(ev.Records[i]))
-			f = acknowledged
-		}
 		if f == acknowledged {
 			continue
 		}
@@ -256,6 +249,50 @@ func (s *Service) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEve
 	}
 	s.backOff(ctx, soon)
 	return resp, nil
+}
+
+// requeue hands back the requests that ended without an outcome on their
+// last delivery (MaxDeliveries): for each, a retry{requeue} goes to the
+// scheduler, which sends the request again if its attempt is still current
+// (a fresh message, its delivery count from 1), and the old message is
+// acknowledged. The request thus stays in the agent queue, where the
+// supervisor sees it, instead of vanishing or piling up in the DLQ
+// (docs/protocol.md, "Waiting is not executing"). A retry that could not be
+// sent leaves its message for redelivery, as before.
+func (s *Service) requeue(ctx context.Context, records []events.SQSMessage, failed []fate) {
+	var msgs []outbox.Message
+	var idx []int
+	for i, f := range failed {
+		if f != redeliverSoon || receives(records[i]) < s.maxDeliveries {
+			continue
+		}
+		req, err := DecodeRequest([]byte(records[i].Body))
+		if err != nil {
+			continue // cannot happen: it was run
+		}
+		reason := fmt.Sprintf("no outcome after %d deliveries", receives(records[i]))
+		msgs = append(msgs, outbox.Message{
+			QueueURL: s.replyURL, Delay: RedeliveryBackoff(records[i]),
+			What: fmt.Sprintf("requeue of %s step %d attempt %d", req.OrderID, req.Step, req.Attempt),
+			Body: sas.Encode(sas.Retry{V: sas.MessageVersion, Kind: sas.KindRetry, OrderID: req.OrderID, Step: req.Step,
+				Attempt: req.Attempt, Reason: reason, Requeue: true}),
+		})
+		idx = append(idx, i)
+	}
+	if len(msgs) == 0 {
+		return
+	}
+	errs := outbox.Send(ctx, s.queue, s.replyURL, msgs)
+	for k, i := range idx {
+		if errs[k] != nil {
+			s.log.Error("agent: could not hand a request back to the scheduler; left for redelivery",
+				"messageId", records[i].MessageId, "err", errs[k].Error())
+			continue
+		}
+		s.log.Warn("agent: no outcome after the last delivery; handed back to the scheduler to send again",
+			"messageId", records[i].MessageId, "deliveries", receives(records[i]))
+		failed[i] = acknowledged
+	}
 }
 
 // fate is what becomes of a request's message.

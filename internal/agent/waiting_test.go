@@ -360,8 +360,16 @@ func TestNoOutcomeComesBackSoonThenIsHandedToTheSupervisor(t *testing.T) {
 
 	dead, err := r.queue.Receive(t.Context(), sas.ReceiveParams{QueueURL: q.DLQURL, Max: 10})
 	require.NoError(t, err)
-	require.Empty(t, dead, "the DLQ is for messages nothing can serve, not for a step the supervisor re-drives")
-	require.Empty(t, r.replies(), "no reply ever: the supervisor re-drives the step after its deadline")
+	require.Empty(t, dead, "the DLQ is for messages nothing can serve, not for a step still being worked on")
+	// No reply: one retry{requeue} for the same attempt, for the scheduler
+	// to send the request again if the attempt is still current.
+	msgs, err := r.queue.Receive(t.Context(), sas.ReceiveParams{QueueURL: r.replyURL, Max: 10, Visibility: time.Hour})
+	require.NoError(t, err)
+	require.Len(t, msgs, 1)
+	var rt sas.Retry
+	require.NoError(t, json.Unmarshal([]byte(msgs[0].Body), &rt))
+	require.Equal(t, sas.Retry{V: sas.MessageVersion, Kind: sas.KindRetry, OrderID: "order-dl", Step: 0, Attempt: 1,
+		Reason: "no outcome after 3 deliveries", Requeue: true}, rt)
 	st := p.Stats()
 	require.Equal(t, 2, st.Failed)
 	require.Equal(t, 1, st.Deleted)
@@ -370,5 +378,5 @@ func TestNoOutcomeComesBackSoonThenIsHandedToTheSupervisor(t *testing.T) {
 		require.Contains(t, logs, b)
 	}
 	require.Equal(t, 3, strings.Count(logs, "no outcome; no reply, message left for redelivery"))
-	require.Equal(t, 1, strings.Count(logs, "no outcome after the last delivery; acknowledged"))
+	require.Equal(t, 1, strings.Count(logs, "no outcome after the last delivery; handed back to the scheduler"))
 }

@@ -289,6 +289,9 @@ func explainLeg(r sas.StepRecord, undo bool, calls []remotesim.Call, harness []H
 		if !isSupervisor(h.Actor) || !onLeg(h, undo) || i == 0 {
 			continue
 		}
+		if h.From == h.To {
+			continue // a wait (sas.Wait): the lease extended, no failure counted
+		}
 		windows++
 		from, to := r.History[i-1].At.Add(-rules.Slack), h.At.Add(rules.Slack)
 		stall, transients, any := 0, 0, 0

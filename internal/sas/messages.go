@@ -123,6 +123,13 @@ type Retry struct {
 	Step    int    `json:"step"`
 	Attempt int    `json:"attempt"` // the attempt a claim must see
 	Reason  string `json:"reason,omitempty"`
+	// Requeue marks a retry from an agent that gave up on a request without
+	// an outcome after its last delivery: Attempt is the attempt of that
+	// request, and the scheduler sends the request again if that attempt is
+	// still the step's current, held one, whatever its deadline
+	// (docs/protocol.md, "Waiting is not executing"). The request is then
+	// back in the queue, where the supervisor sees it.
+	Requeue bool `json:"requeue,omitempty"`
 }
 
 // Compensate asks the scheduler to undo an order's completed steps, newest

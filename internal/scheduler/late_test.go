@@ -99,3 +99,38 @@ func TestResubmitKeepsTheKeyOfAnEffectThatMayExist(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 1, got.Generation, "refused and nothing took effect: a new key")
 }
+
+// An agent that gave up on a request without an outcome after its last
+// delivery hands it back (retry{requeue}, docs/protocol.md "Waiting is not
+// executing"): the scheduler sends the same request again while its attempt
+// is the step's current, held one, even past its deadline, and drops it
+// otherwise, so a stale attempt never adds a request.
+func TestRequeueResendsOnlyTheCurrentAttempt(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.deliver(intake("o-rq", "order", f.replyURL))
+	req := f.request()
+	requeue := func(attempt int) string {
+		return sas.Encode(sas.Retry{V: sas.MessageVersion, Kind: sas.KindRetry, OrderID: "o-rq", Step: 0, Attempt: attempt,
+			Reason: "no outcome after 3 deliveries", Requeue: true})
+	}
+
+	f.clock.Advance(time.Hour) // far past the lease's deadline: still the current attempt
+	f.deliver(requeue(req.Attempt))
+	again := f.request()
+	require.Equal(t, req.Attempt, again.Attempt)
+	require.Equal(t, req.LockedBy, again.LockedBy)
+	require.Equal(t, req.IdempotencyKey, again.IdempotencyKey)
+	require.Equal(t, req.TimeoutMs, again.TimeoutMs)
+	require.Equal(t, []sas.ProcessState{sas.Processing, sas.Pending, sas.Pending}, f.states("o-rq"), "nothing written")
+
+	f.deliver(requeue(req.Attempt + 1)) // an attempt that never existed
+	require.Empty(t, f.requests())
+
+	f.rescue("o-rq", 0)
+	f.deliver(requeue(req.Attempt)) // the attempt was taken back
+	require.Empty(t, f.requests(), "a stale attempt adds no request")
+
+	f.deliver(done(again)) // and its reply is fenced out as before
+	require.Equal(t, sas.Pending, f.step("o-rq", 0).ProcessState)
+}

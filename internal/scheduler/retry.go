@@ -43,6 +43,20 @@ func (s *Service) retry(ctx context.Context, u *outbox.Unit, m sas.Retry) error 
 		return drop(nil, "order %s has no step %d", m.OrderID, m.Step)
 	}
 	now := s.cfg.Clock.Now()
+	if m.Requeue {
+		// An agent gave up on this attempt's request without an outcome:
+		// put it back in the agent queue while the attempt is current. A
+		// stale one (rescued, finished) is dropped: no second request.
+		if rec.ProcessState.Leased() && rec.LockedBy != "" && rec.Attempt == m.Attempt {
+			s.log.InfoContext(ctx, "agent gave up without an outcome: re-sending the request", "order", m.OrderID, "step", m.Step,
+				"attempt", rec.Attempt, "reason", m.Reason)
+			s.dispatch(ctx, u, o.ord, o.wf.Steps[m.Step], rec)
+			return nil
+		}
+		s.log.InfoContext(ctx, "requeue for an attempt no longer current: dropped", "order", m.OrderID, "step", m.Step,
+			"attempt", m.Attempt, "state", rec.ProcessState, "currentAttempt", rec.Attempt)
+		return nil
+	}
 	var from sas.ProcessState
 	switch {
 	case rec.ProcessState == sas.Pending && rec.LockedBy == "":
