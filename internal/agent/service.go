@@ -237,17 +237,21 @@ func (s *Service) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEve
 
 	s.requeue(ctx, ev.Records, failed)
 	resp := events.SQSEventResponse{BatchItemFailures: []events.SQSBatchItemFailure{}}
-	var soon []events.SQSMessage
+	var soon, later []events.SQSMessage
 	for i, f := range failed {
 		if f == acknowledged {
 			continue
 		}
 		resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: ev.Records[i].MessageId})
-		if f == redeliverSoon {
+		switch f {
+		case redeliverSoon:
 			soon = append(soon, ev.Records[i])
+		case redeliverLater:
+			later = append(later, ev.Records[i])
 		}
 	}
-	s.backOff(ctx, soon)
+	s.backOff(ctx, soon, RedeliveryBackoff)
+	s.backOff(ctx, later, func(events.SQSMessage) time.Duration { return MaxRedeliveryBackoff })
 	return resp, nil
 }
 
@@ -263,7 +267,7 @@ func (s *Service) requeue(ctx context.Context, records []events.SQSMessage, fail
 	var msgs []outbox.Message
 	var idx []int
 	for i, f := range failed {
-		if f != redeliverSoon || receives(records[i]) < s.maxDeliveries {
+		if (f != redeliverSoon && f != redeliverLater) || receives(records[i]) < s.maxDeliveries {
 			continue
 		}
 		req, err := DecodeRequest([]byte(records[i].Body))
@@ -308,6 +312,10 @@ const (
 	// redeliverSoon: no outcome; left for redelivery after a short backoff
 	// (RedeliveryBackoff) when the request queue is known.
 	redeliverSoon
+	// redeliverLater: no outcome because the endpoint's circuit is open;
+	// left for redelivery after MaxRedeliveryBackoff, about the time a
+	// breaker rests (httpagent's default open time is 30 s).
+	redeliverLater
 )
 
 // MaxRedeliveryBackoff caps RedeliveryBackoff.
@@ -342,7 +350,7 @@ func receives(msg events.SQSMessage) int {
 // queue's visibility timeout. Without a request queue URL it does nothing;
 // a failure is only logged: the message then comes back after the queue's
 // visibility timeout, which is slower but loses nothing.
-func (s *Service) backOff(ctx context.Context, msgs []events.SQSMessage) {
+func (s *Service) backOff(ctx context.Context, msgs []events.SQSMessage, backoff func(events.SQSMessage) time.Duration) {
 	if s.requestURL == "" || len(msgs) == 0 {
 		return
 	}
@@ -353,7 +361,7 @@ func (s *Service) backOff(ctx context.Context, msgs []events.SQSMessage) {
 			continue
 		}
 		wg.Go(func() {
-			d := RedeliveryBackoff(m)
+			d := backoff(m)
 			err := s.queue.ChangeVisibility(ctx, sas.ChangeVisibilityParams{QueueURL: s.requestURL, Receipt: m.ReceiptHandle, Timeout: d})
 			if err != nil {
 				s.log.Warn("agent: could not shorten the visibility of a request left for redelivery; it comes back after the queue's visibility timeout",
@@ -590,6 +598,11 @@ func (s *Service) process(ctx context.Context, log *slog.Logger, req sas.AgentRe
 	default:
 		log.Warn("agent: no outcome; no reply, message left for redelivery",
 			"why", whyNoOutcome(err), "err", err.Error(), "deadline", deadline, "completeBy", req.CompleteBy)
+		if errors.Is(err, httpagent.ErrCircuitOpen) {
+			// The endpoint is resting: coming back in a second would only
+			// spin through the deliveries (and requeues) while it rests.
+			return nil, redeliverLater
+		}
 		return nil, redeliverSoon
 	}
 	if s.late(log, reply, deadline, s.clock.Now()) {

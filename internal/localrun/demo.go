@@ -132,6 +132,9 @@ func Demo(ctx context.Context, o DemoOptions, out io.Writer) (Summary, error) {
 		// enough that a hung call is rescued within the run.
 		StepTimeout: 8 * time.Second, PickupTimeout: 10 * time.Second, SupervisorEvery: time.Second,
 		Supervisors: o.Supervisors, ClockSkew: o.ClockSkew, Instances: 2, Faults: faults, Seed: o.Seed,
+		// 2 × 10 concurrent agent batches: the deployed event source's cap
+		// (infra/), so a hung call holds back what it would in AWS, no more.
+		AgentWorkers: 10,
 		KillEvery: o.KillEvery, DuplicateRate: o.DuplicateRate, KillBeforeSendRate: o.KillBeforeSendRate,
 		Counter: counter, Logger: slog.New(slog.NewTextHandler(demoLog(), nil)),
 	})

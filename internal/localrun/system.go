@@ -77,6 +77,11 @@ type Options struct {
 	// PollerWorkers is how many invocations each poller runs at once (a
 	// Lambda's concurrency per event source); default 1.
 	PollerWorkers int
+	// AgentWorkers is how many invocations each agent poller runs at once;
+	// default PollerWorkers. The deployed agent's event source runs up to 20
+	// batches at once (infra/), so a harness that mirrors it runs
+	// Instances × AgentWorkers = 20.
+	AgentWorkers int
 	// DuplicateRate is the chance that a message any actor sends is sent
 	// twice (chaos: at-least-once delivery).
 	DuplicateRate float64
@@ -110,6 +115,9 @@ func (o *Options) defaults() {
 	}
 	if o.PollerWorkers == 0 {
 		o.PollerWorkers = 1
+	}
+	if o.AgentWorkers == 0 {
+		o.AgentWorkers = o.PollerWorkers
 	}
 	if o.MaxFailures == 0 {
 		o.MaxFailures = 3
@@ -322,7 +330,7 @@ func Start(ctx context.Context, opts Options) (*System, error) {
 		s.Pollers = append(s.Pollers,
 			&Poller{Name: fmt.Sprintf("intake-%d", i), Queue: s.Queue, QueueURL: cfg.IntakeQueueURL, QueueARN: arn(cfg.IntakeQueueURL), BatchSize: opts.BatchSize, Workers: opts.PollerWorkers, Handler: sch.Handle, Logger: opts.Logger},
 			&Poller{Name: fmt.Sprintf("scheduler-%d", i), Queue: s.Queue, QueueURL: cfg.SchedulerQueueURL, QueueARN: arn(cfg.SchedulerQueueURL), BatchSize: opts.BatchSize, Workers: opts.PollerWorkers, Handler: sch.Handle, Logger: opts.Logger},
-			&Poller{Name: fmt.Sprintf("agent-%d", i), Queue: s.Queue, QueueURL: cfg.AgentQueueURL, QueueARN: arn(cfg.AgentQueueURL), BatchSize: opts.BatchSize, Workers: opts.PollerWorkers, Handler: ag.Handle, Logger: opts.Logger},
+			&Poller{Name: fmt.Sprintf("agent-%d", i), Queue: s.Queue, QueueURL: cfg.AgentQueueURL, QueueARN: arn(cfg.AgentQueueURL), BatchSize: opts.BatchSize, Workers: opts.AgentWorkers, Handler: ag.Handle, Logger: opts.Logger},
 		)
 	}
 	for _, p := range s.Pollers {
