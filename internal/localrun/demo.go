@@ -135,7 +135,7 @@ func Demo(ctx context.Context, o DemoOptions, out io.Writer) (Summary, error) {
 		// 2 × 10 concurrent agent batches: the deployed event source's cap
 		// (infra/), so a hung call holds back what it would in AWS, no more.
 		AgentWorkers: 10,
-		KillEvery: o.KillEvery, DuplicateRate: o.DuplicateRate, KillBeforeSendRate: o.KillBeforeSendRate,
+		KillEvery:    o.KillEvery, DuplicateRate: o.DuplicateRate, KillBeforeSendRate: o.KillBeforeSendRate,
 		Counter: counter, Logger: slog.New(slog.NewTextHandler(demoLog(), nil)),
 	})
 	if err != nil {
