@@ -144,9 +144,11 @@ func Judge(ev Evidence, rules JudgeRules) Verdict {
 		alerted[alertKey{a.OrderID, a.Step, a.State, a.Attempts}] = true
 	}
 	owed := map[alertKey]bool{}
-	ours := map[string]bool{}
+	// judged holds the orders whose alerts are compared with their
+	// histories: the terminal ones. An order still running when the run
+	// ended is reported as lost; its alerts say nothing more.
+	judged := map[string]bool{}
 	for _, id := range ev.IDs {
-		ours[id] = true
 		view, ok := ev.Views[id]
 		if !ok {
 			v.Lost = append(v.Lost, id+": not in the state store")
@@ -157,6 +159,7 @@ func Judge(ev Evidence, rules JudgeRules) Verdict {
 			continue
 		}
 		v.Illegal = append(v.Illegal, illegalTransitions(view)...)
+		judged[id] = true
 		for _, r := range view.Steps {
 			for _, h := range r.History {
 				if h.To == sas.Error || h.To == sas.CompensationFailed {
@@ -218,7 +221,7 @@ func Judge(ev Evidence, rules JudgeRules) Verdict {
 		}
 	}
 	for k := range alerted {
-		if ours[k.order] && !owed[k] {
+		if judged[k.order] && !owed[k] {
 			v.Alerts = append(v.Alerts, fmt.Sprintf("%s step %d: alert for %s at attempt %d, which its history never entered", k.order, k.step, k.state, k.attempt))
 		}
 	}

@@ -118,3 +118,38 @@ func TestJudgeInvariants(t *testing.T) {
 	require.Len(t, got.DoubleEffects, 1)
 	require.False(t, got.OK())
 }
+
+// An order still running when the run ends is lost, once: its alerts are not
+// compared with a history that has not ended (an alert for an Error the
+// order's history does have is not a mismatch, whatever state it is in now).
+func TestJudgeUnsettledOrderIsLostNotMisalerted(t *testing.T) {
+	t.Parallel()
+	reg, err := workflows.Default(8 * time.Second)
+	require.NoError(t, err)
+	v := refusedPayment("o-6")
+	v.Steps[0].ProcessState = sas.Compensating
+	v.Steps[0].History = append(v.Steps[0].History,
+		sas.HistoryEntry{At: at(2), From: sas.Error, To: sas.Compensating, Attempt: 1, Actor: "scheduler-0"})
+	got := localrun.Judge(localrun.Evidence{
+		IDs: []string{"o-6"}, Views: map[string]sas.OrderView{"o-6": v}, Registry: reg,
+		Alerts: []sas.Alert{{OrderID: "o-6", Step: 0, State: sas.Error, Attempts: 1}},
+	}, localrun.JudgeRules{})
+	require.Len(t, got.Lost, 1)
+	require.Contains(t, got.Lost[0], "not terminal")
+	require.Empty(t, got.Alerts)
+	require.False(t, got.OK())
+
+	// The same alert on a settled order whose history never entered Error
+	// at that attempt is a mismatch.
+	settled := refusedPayment("o-7")
+	got = localrun.Judge(localrun.Evidence{
+		IDs: []string{"o-7"}, Views: map[string]sas.OrderView{"o-7": settled}, Registry: reg,
+		Calls: map[string][]remotesim.Call{"o-7:0": {{Key: "o-7:0", Fault: remotesim.FaultPermanent}}},
+		Alerts: []sas.Alert{
+			{OrderID: "o-7", Step: 0, State: sas.Error, Attempts: 1},
+			{OrderID: "o-7", Step: 0, State: sas.Error, Attempts: 2},
+		},
+	}, localrun.JudgeRules{})
+	require.Len(t, got.Alerts, 1)
+	require.Contains(t, got.Alerts[0], "at attempt 2, which its history never entered")
+}
