@@ -7,17 +7,28 @@ import (
 
 // BreakerConfig sets the circuit breaker each endpoint gets.
 //
-// The breaker counts consecutive unhealthy tries to the endpoint across every
-// Call of one Caller, not a failure ratio over a window: one number, easy to
-// reason about, and an agent calls one service so the traffic is homogeneous.
-// Unhealthy means a transient outcome (network error, a try's timeout, 408,
-// 429, 5xx) or a try cut short by the step's deadline, since a service that
-// hangs must open the breaker too. Any other answer, a permanent 4xx
-// included, shows the service is up and resets the count.
+// The breaker counts the tries to the endpoint across every Call of one
+// Caller over a sliding window (Window, in ten buckets), and opens when the
+// unhealthy ones are both at least FailureThreshold and at least FailureRate
+// of the window's tries. A rate, not a count of failures in a row: an agent
+// makes hundreds of concurrent calls, and at that volume a service that
+// fails one try in four has runs of five failures every few seconds, while
+// it still serves three tries in four; opening on those runs would turn a
+// partial fault into an outage (docs/protocol.md, "Agent"). Unhealthy means
+// a transient outcome (network error, a try's timeout, 408, 429, 5xx) or a
+// try cut short by the step's deadline, since a service that hangs must open
+// the breaker too. Any other answer, a permanent 4xx included, shows the
+// service is up and counts as healthy.
 type BreakerConfig struct {
-	// FailureThreshold is how many unhealthy tries in a row open the breaker.
-	// Default 5.
+	// FailureThreshold is the fewest unhealthy tries in the window that
+	// open the breaker. Default 5.
 	FailureThreshold int
+	// FailureRate is the share of the window's tries that must be unhealthy
+	// for the breaker to open, in (0, 1]; above 1 it never opens. Default
+	// 0.5.
+	FailureRate float64
+	// Window is how far back tries are counted. Default 10s.
+	Window time.Duration
 	// OpenFor is how long an open breaker rejects tries before it lets one
 	// probe through (half-open). Default 30s.
 	OpenFor time.Duration
@@ -67,9 +78,40 @@ type breaker struct {
 	mu        sync.Mutex
 	state     BreakerState
 	gen       uint64
-	failures  int       // consecutive unhealthy tries while closed
-	openUntil time.Time // while open
-	probing   bool      // while half-open: the probe is out
+	window    [windowBuckets]bucket // tries while closed, by time
+	openUntil time.Time             // while open
+	probing   bool                  // while half-open: the probe is out
+}
+
+// windowBuckets is how many buckets the window is cut into: the window slides
+// by a tenth of its length.
+const windowBuckets = 10
+
+// bucket counts the tries reported in one slice of the window.
+type bucket struct {
+	slice          int64 // which slice of time (now / (Window/windowBuckets))
+	total, failing int
+}
+
+// note counts one try at now and returns the window's totals.
+func (b *breaker) note(now time.Time, h health) (total, failing int) {
+	width := max(b.cfg.Window/windowBuckets, time.Nanosecond)
+	slice := now.UnixNano() / int64(width)
+	cur := &b.window[slice%windowBuckets]
+	if cur.slice != slice {
+		*cur = bucket{slice: slice}
+	}
+	cur.total++
+	if h == unhealthy {
+		cur.failing++
+	}
+	for _, bk := range b.window {
+		if bk.slice > slice-windowBuckets && bk.slice <= slice {
+			total += bk.total
+			failing += bk.failing
+		}
+	}
+	return total, failing
 }
 
 // ticket admits one try.
@@ -109,14 +151,12 @@ func (b *breaker) report(t ticket, h health, now time.Time) {
 	}
 	switch b.state {
 	case BreakerClosed:
-		switch h {
-		case healthy:
-			b.failures = 0
-		case unhealthy:
-			b.failures++
-			if b.failures >= b.cfg.FailureThreshold {
-				b.open(now)
-			}
+		if h == neutral {
+			return
+		}
+		total, failing := b.note(now, h)
+		if h == unhealthy && failing >= b.cfg.FailureThreshold && float64(failing) >= b.cfg.FailureRate*float64(total) {
+			b.open(now)
 		}
 	case BreakerHalfOpen:
 		// Only the probe holds a ticket of this generation.
@@ -139,7 +179,7 @@ func (b *breaker) open(now time.Time) {
 func (b *breaker) setState(s BreakerState) {
 	b.state = s
 	b.gen++
-	b.failures = 0
+	b.window = [windowBuckets]bucket{}
 	b.probing = false
 }
 

@@ -47,6 +47,8 @@ const (
 	DefaultSafetyMargin     = time.Second
 	DefaultMaxResponseBytes = 1 << 20
 	DefaultFailureThreshold = 5
+	DefaultFailureRate      = 0.5
+	DefaultBreakerWindow    = 10 * time.Second
 	DefaultOpenFor          = 30 * time.Second
 )
 
@@ -125,6 +127,10 @@ func New(cfg Config) (*Caller, error) {
 		return invalid("Breaker.FailureThreshold", "must not be negative")
 	case cfg.Breaker.OpenFor < 0:
 		return invalid("Breaker.OpenFor", "must not be negative")
+	case cfg.Breaker.FailureRate < 0:
+		return invalid("Breaker.FailureRate", "must not be negative")
+	case cfg.Breaker.Window < 0:
+		return invalid("Breaker.Window", "must not be negative")
 	}
 	if cfg.MaxAttempts == 0 {
 		cfg.MaxAttempts = DefaultMaxAttempts
@@ -149,6 +155,12 @@ func New(cfg Config) (*Caller, error) {
 	}
 	if cfg.Breaker.OpenFor == 0 {
 		cfg.Breaker.OpenFor = DefaultOpenFor
+	}
+	if cfg.Breaker.FailureRate == 0 {
+		cfg.Breaker.FailureRate = DefaultFailureRate
+	}
+	if cfg.Breaker.Window == 0 {
+		cfg.Breaker.Window = DefaultBreakerWindow
 	}
 	if cfg.Client == nil {
 		var rt http.RoundTripper = http.DefaultTransport

@@ -515,6 +515,8 @@ func TestNewValidatesConfig(t *testing.T) {
 		{"negative response limit", httpagent.Config{MaxResponseBytes: -1}, "MaxResponseBytes"},
 		{"negative threshold", httpagent.Config{Breaker: httpagent.BreakerConfig{FailureThreshold: -1}}, "Breaker.FailureThreshold"},
 		{"negative open period", httpagent.Config{Breaker: httpagent.BreakerConfig{OpenFor: -1}}, "Breaker.OpenFor"},
+		{"negative failure rate", httpagent.Config{Breaker: httpagent.BreakerConfig{FailureRate: -0.5}}, "Breaker.FailureRate"},
+		{"negative window", httpagent.Config{Breaker: httpagent.BreakerConfig{Window: -1}}, "Breaker.Window"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -141,7 +141,9 @@ func TestExcerpt(t *testing.T) {
 func TestBreakerTransitions(t *testing.T) {
 	t.Parallel()
 	t0 := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
-	newB := func() *breaker { return &breaker{cfg: BreakerConfig{FailureThreshold: 2, OpenFor: time.Minute}} }
+	newB := func() *breaker {
+		return &breaker{cfg: BreakerConfig{FailureThreshold: 2, FailureRate: 0.5, Window: 10 * time.Second, OpenFor: time.Minute}}
+	}
 	admit := func(t *testing.T, b *breaker, now time.Time) ticket {
 		t.Helper()
 		tk, _, ok := b.allow(now)
@@ -149,15 +151,63 @@ func TestBreakerTransitions(t *testing.T) {
 		return tk
 	}
 
-	t.Run("a success between failures resets the count", func(t *testing.T) {
+	t.Run("successes dilute failures: it opens on a rate, not a run", func(t *testing.T) {
+		t.Parallel()
+		b := newB()
+		for range 6 {
+			b.report(admit(t, b, t0), healthy, t0)
+		}
+		// Three failures out of nine: past the threshold, under the rate.
+		for range 3 {
+			b.report(admit(t, b, t0), unhealthy, t0)
+		}
+		assert.Equal(t, BreakerClosed, b.current(t0))
+		// Six out of twelve: half the window's tries.
+		for range 2 {
+			b.report(admit(t, b, t0), unhealthy, t0)
+			assert.Equal(t, BreakerClosed, b.current(t0))
+		}
+		b.report(admit(t, b, t0), unhealthy, t0)
+		assert.Equal(t, BreakerOpen, b.current(t0))
+	})
+
+	t.Run("a partial fault at volume never opens it", func(t *testing.T) {
+		t.Parallel()
+		b := newB()
+		// One try in four fails, in runs of eight, for a minute.
+		now := t0
+		for i := range 2000 {
+			h := healthy
+			if i%32 >= 24 {
+				h = unhealthy
+			}
+			b.report(admit(t, b, now), h, now)
+			require.Equal(t, BreakerClosed, b.current(now), "try %d", i)
+			now = now.Add(30 * time.Millisecond)
+		}
+	})
+
+	t.Run("tries older than the window are forgotten", func(t *testing.T) {
 		t.Parallel()
 		b := newB()
 		b.report(admit(t, b, t0), unhealthy, t0)
-		b.report(admit(t, b, t0), healthy, t0)
-		b.report(admit(t, b, t0), unhealthy, t0)
-		assert.Equal(t, BreakerClosed, b.current(t0))
-		b.report(admit(t, b, t0), unhealthy, t0)
-		assert.Equal(t, BreakerOpen, b.current(t0))
+		later := t0.Add(11 * time.Second)
+		b.report(admit(t, b, later), unhealthy, later)
+		assert.Equal(t, BreakerClosed, b.current(later), "one failure in the window")
+		b.report(admit(t, b, later), unhealthy, later)
+		assert.Equal(t, BreakerOpen, b.current(later))
+	})
+
+	t.Run("successes outside the window do not dilute", func(t *testing.T) {
+		t.Parallel()
+		b := newB()
+		for range 100 {
+			b.report(admit(t, b, t0), healthy, t0)
+		}
+		later := t0.Add(20 * time.Second)
+		b.report(admit(t, b, later), unhealthy, later)
+		b.report(admit(t, b, later), unhealthy, later)
+		assert.Equal(t, BreakerOpen, b.current(later))
 	})
 
 	t.Run("neutral outcomes count for nothing", func(t *testing.T) {
