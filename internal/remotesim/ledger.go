@@ -34,6 +34,7 @@ type Counters struct {
 	Busy        int64 `json:"busy"`      // 409: key in use by a request in flight
 	Effects     int64 `json:"effects"`
 	Replays     int64 `json:"replays"`
+	Cancelled   int64 `json:"cancelled"` // 409: the key's undo took effect first
 	Lost        int64 `json:"lost"` // responses lost after the effect (or after a replay)
 }
 

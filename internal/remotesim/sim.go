@@ -23,6 +23,12 @@
 //     permanent failure with the same key is evaluated afresh, unlike Stripe,
 //     so an operator's resubmit with the same key can succeed).
 //   - A lost response strikes after the effect: the retry must be a replay.
+//   - An undo commutes with what it undoes (distributed sagas): a key ending
+//     in ":undo" that takes effect cancels its forward key (the same key
+//     without ":undo"). A forward call that reaches its effect after that
+//     makes none and gets 409 "cancelled" (no Retry-After), stored like any
+//     answer, so a late or duplicate request for a step already undone never
+//     leaves an effect behind its undo (docs/protocol.md, "Idempotency keys").
 //
 // The body hash is over the raw bytes, so a client must resend identical
 // bytes (Go's encoding/json is deterministic for the same value).
@@ -107,6 +113,7 @@ type Sim struct {
 	faults      Faults
 	scriptCalls []int // calls matched so far, per script
 	ledger      map[string]*entry
+	undone      map[string]string // forward key → the undo key that cancelled it
 	epoch       uint64
 	effects     []Effect
 	seq         uint64 // never reset, so ids stay unique across Reset
@@ -127,6 +134,7 @@ func New(cfg Config) (*Sim, error) {
 		seed:    cfg.Seed,
 		closed:  make(chan struct{}),
 		ledger:  make(map[string]*entry),
+		undone:  make(map[string]string),
 		byPath:  make(map[string]*Counters),
 	}
 	if s.now == nil {
@@ -177,6 +185,7 @@ func (s *Sim) Reset() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.ledger = make(map[string]*entry)
+	s.undone = make(map[string]string)
 	s.epoch++
 	s.effects = nil
 	s.total = Counters{}
@@ -386,15 +395,35 @@ func (s *Sim) serveResource(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	resp := s.effect(e, r.Method, path, orderID, body, fields)
-	note("effect")
+	resp, cancelled := s.effect(e, r.Method, path, orderID, body, fields)
+	if cancelled {
+		note("cancelled")
+	} else {
+		note("effect")
+	}
 	s.respond(w, r, path, d, resp, false)
 }
 
-// effect performs the call's effect and stores its response in the entry.
-func (s *Sim) effect(e *entry, method, path, orderID string, body []byte, fields map[string]any) storedResponse {
+// UndoSuffix ends the key of an undo: the key it cancels is the rest.
+const UndoSuffix = ":undo"
+
+// effect performs the call's effect and stores its response in the entry; or,
+// for a forward key an undo has cancelled, stores the refusal (cancelled).
+func (s *Sim) effect(e *entry, method, path, orderID string, body []byte, fields map[string]any) (resp storedResponse, cancelled bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if undoKey, ok := s.undone[e.key]; ok && s.ledger[e.key] == e && e.epoch == s.epoch {
+		var eb errorBody
+		eb.Error.Type, eb.Error.Status = "cancelled", http.StatusConflict
+		eb.Error.Message = fmt.Sprintf("Idempotency-Key %q was undone (by %q) before this request could take effect", e.key, undoKey)
+		b, err := marshal(eb)
+		if err != nil {
+			panic(fmt.Sprintf("remotesim: encoding response: %v", err))
+		}
+		e.state, e.status, e.body = stateDone, http.StatusConflict, b
+		s.count(path, func(c *Counters) { c.Cancelled++ })
+		return storedResponse{status: e.status, body: b}, true
+	}
 	s.seq++
 	resource := path[strings.LastIndexByte(path, '/')+1:]
 	singular := strings.TrimSuffix(resource, "s")
@@ -420,10 +449,13 @@ func (s *Sim) effect(e *entry, method, path, orderID string, body []byte, fields
 		// Strings always encode.
 		panic(fmt.Sprintf("remotesim: encoding response: %v", err))
 	}
-	resp := storedResponse{status: http.StatusCreated, body: respBody}
+	resp = storedResponse{status: http.StatusCreated, body: respBody}
 
 	if s.ledger[e.key] != e || e.epoch != s.epoch {
-		return resp // reset while in flight: answer, record nothing
+		return resp, false // reset while in flight: answer, record nothing
+	}
+	if fwd, ok := strings.CutSuffix(e.key, UndoSuffix); ok {
+		s.undone[fwd] = e.key
 	}
 	e.state, e.status, e.body, e.effectID = stateDone, resp.status, resp.body, effectID
 	s.effects = append(s.effects, Effect{
@@ -432,7 +464,7 @@ func (s *Sim) effect(e *entry, method, path, orderID string, body []byte, fields
 		Body: json.RawMessage(append([]byte(nil), body...)), At: s.now(),
 	})
 	s.count(path, func(c *Counters) { c.Effects++ })
-	return resp
+	return resp, false
 }
 
 // respond sends a success, or loses it as the decision says.

@@ -687,3 +687,62 @@ func TestNewRejectsBadKnobs(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "hangRate")
 }
+
+// An undo commutes with what it undoes: a forward call that reaches its
+// effect after its undo took effect makes none, and says so with a stored 409
+// that has no Retry-After (a permanent answer). A forward call done before
+// its undo is undone as usual.
+func TestUndoCancelsALaterForwardCall(t *testing.T) {
+	t.Parallel()
+	t.Run("undo first, then the late call", func(t *testing.T) {
+		t.Parallel()
+		h := newHarness(t, remotesim.Config{Seed: 1})
+		undo := h.mustCall(t, "/refunds", "o-late:1:undo", payment("o-late", 42))
+		require.Equal(t, http.StatusCreated, undo.status)
+
+		late := h.mustCall(t, "/payments", "o-late:1", payment("o-late", 42))
+		assert.Equal(t, http.StatusConflict, late.status, "body %s", late.body)
+		assert.Equal(t, "cancelled", late.errorType(t))
+		assert.Empty(t, late.header.Get("Retry-After"), "a cancelled key is not busy: no Retry-After")
+		assert.Zero(t, h.sim.EffectCount("o-late:1"))
+
+		again := h.mustCall(t, "/payments", "o-late:1", payment("o-late", 42))
+		assert.Equal(t, http.StatusConflict, again.status)
+		assert.Equal(t, "true", again.header.Get("Idempotent-Replayed"), "the refusal is stored")
+		assert.Zero(t, h.sim.EffectCount("o-late:1"))
+		assert.EqualValues(t, 1, h.sim.Stats().Cancelled)
+
+		// Another step's key, and the same step of another generation, are
+		// not cancelled.
+		assert.Equal(t, http.StatusCreated, h.mustCall(t, "/payments", "o-late:2", payment("o-late", 42)).status)
+		assert.Equal(t, http.StatusCreated, h.mustCall(t, "/payments", "o-late:1:g1", payment("o-late", 42)).status)
+	})
+	t.Run("the forward call in flight when the undo lands", func(t *testing.T) {
+		t.Parallel()
+		h := newHarness(t, remotesim.Config{Faults: remotesim.Faults{
+			Paths: map[string]remotesim.Profile{"/payments": {LatencyBase: 500 * time.Millisecond}},
+		}})
+		done := make(chan reply, 1)
+		go func() {
+			r, err := h.call(context.Background(), "/payments", "o-race:0", payment("o-race", 1))
+			assert.NoError(t, err)
+			done <- r
+		}()
+		eventually(t, func() bool {
+			keys := h.sim.Ledger().Keys
+			return len(keys) == 1 && keys[0].State == "inFlight"
+		}, "the forward call holds its key")
+		require.Equal(t, http.StatusCreated, h.mustCall(t, "/refunds", "o-race:0:undo", payment("o-race", 1)).status)
+		assert.Equal(t, http.StatusConflict, (<-done).status)
+		assert.Zero(t, h.sim.EffectCount("o-race:0"))
+	})
+	t.Run("done, then undone", func(t *testing.T) {
+		t.Parallel()
+		h := newHarness(t, remotesim.Config{Seed: 1})
+		require.Equal(t, http.StatusCreated, h.mustCall(t, "/payments", "o-ok:0", payment("o-ok", 1)).status)
+		require.Equal(t, http.StatusCreated, h.mustCall(t, "/refunds", "o-ok:0:undo", payment("o-ok", 1)).status)
+		replay := h.mustCall(t, "/payments", "o-ok:0", payment("o-ok", 1))
+		assert.Equal(t, http.StatusCreated, replay.status, "a call done before its undo replays as before")
+		assert.Equal(t, 1, h.sim.EffectCount("o-ok:0"))
+	})
+}
