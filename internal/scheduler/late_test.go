@@ -134,3 +134,56 @@ func TestRequeueResendsOnlyTheCurrentAttempt(t *testing.T) {
 	f.deliver(done(again)) // and its reply is fenced out as before
 	require.Equal(t, sas.Pending, f.step("o-rq", 0).ProcessState)
 }
+
+// A success that arrives after its step was undone. With one key (no
+// resubmit), the success is that key's one effect and the undo was sent for
+// the same key: it reversed the effect, or (reaching the remote first)
+// cancelled it, since a remote's undo must commute with what it undoes. No
+// alert. After a resubmit the step has had two keys and the reply does not
+// say which, so an operator is told.
+func TestSuccessAfterTheUndo(t *testing.T) {
+	t.Parallel()
+	t.Run("one key: the undo covers it", func(t *testing.T) {
+		t.Parallel()
+		f := newFixture(t)
+		charge := f.runForward("o-after", "order", 1)
+		f.deliver(done(charge))
+		ship := f.request()
+		f.deliver(reply(ship, sas.OutcomeFailed, "no carrier"))
+		f.deliver(done(f.request())) // undo charge
+		f.deliver(done(f.request())) // undo reserve
+		require.Equal(t, []sas.ProcessState{sas.Compensated, sas.Compensated, sas.Error}, f.states("o-after"))
+		alerts := len(f.alerts.all())
+		before := f.view("o-after")
+
+		f.deliver(done(charge)) // a late duplicate of the charge's success
+		require.Empty(t, f.requests())
+		require.Len(t, f.alerts.all(), alerts, "no alert")
+		require.Equal(t, before.Steps, f.view("o-after").Steps, "nothing written")
+	})
+	t.Run("after a resubmit: an operator is told", func(t *testing.T) {
+		t.Parallel()
+		f := newFixture(t)
+		f.deliver(intake("o-after2", "order", f.replyURL))
+		reserve1 := f.request()
+		f.deliver(reply(reserve1, sas.OutcomeFailed, "no stock (not stored)"))
+		rec := f.step("o-after2", 0)
+		now := f.clock.Now()
+		res, err := f.mem.Resubmit(f.ctx, sas.ResubmitParams{Key: rec.Key(), Attempt: rec.Attempt, Now: now, PickupBy: now.Add(time.Minute), Actor: "operator"})
+		require.NoError(t, err)
+		require.Equal(t, 1, res.Generation)
+		f.deliver(retryMsg("o-after2", 0, res.Attempt))
+		reserve2 := f.request()
+		require.Equal(t, "o-after2:0:g1", reserve2.IdempotencyKey)
+		f.deliver(done(reserve2))
+		f.deliver(reply(f.request(), sas.OutcomeFailed, "card declined"))
+		f.deliver(done(f.request())) // undo reserve (generation 1)
+		require.Equal(t, sas.Compensated, f.step("o-after2", 0).ProcessState)
+		alerts := len(f.alerts.all())
+
+		f.deliver(done(reserve1)) // generation 0's success, late
+		got := f.alerts.all()
+		require.Len(t, got, alerts+1)
+		require.Contains(t, got[len(got)-1].Reason, "arrived after the step's undo")
+	})
+}

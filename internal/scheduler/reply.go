@@ -210,7 +210,20 @@ func (s *Service) lateSuccess(ctx context.Context, u *outbox.Unit, o order, rep 
 	switch cur.ProcessState {
 	case sas.Pending, sas.Processing, sas.Error:
 	case sas.Compensated, sas.CompensationFailed:
-		// The undo ran already, and may have run before this effect landed.
+		if cur.Generation == 0 {
+			// The step has one key, so this success is its key's one
+			// effect, and the undo was sent for that key: done before the
+			// undo, the undo reversed it; reaching the remote after, the
+			// undo cancelled it (a remote's undo must commute with what it
+			// undoes: docs/protocol.md, "Idempotency keys"). A duplicate
+			// reply of an attempt that completed before the compensation
+			// is the common case. Nothing to tell anyone.
+			s.log.InfoContext(ctx, "late success of an undone step: its undo covers it", "order", rep.OrderID,
+				"step", rep.Step, "attempt", rep.Attempt, "state", cur.ProcessState)
+			return nil
+		}
+		// After a resubmit the step has had two keys, and the reply does
+		// not say which: an effect under the older one has no undo.
 		reason := fmt.Sprintf("a success for attempt %d of step %d (%s) arrived after the step's undo: check by hand that nothing is left to undo",
 			rep.Attempt, rep.Step, rep.StepName)
 		s.log.ErrorContext(ctx, "late success after undo", "order", rep.OrderID, "step", rep.Step, "attempt", rep.Attempt)
