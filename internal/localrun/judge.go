@@ -386,12 +386,19 @@ func compensationProblems(id string, v sas.OrderView, wf sas.Workflow, effects m
 	type undone struct {
 		step int
 		at   time.Time
+		late bool // its effect became known (a late success) after the chain had passed it
 	}
 	var undos []undone
 	state := v.State()
 	for i, d := range wf.Steps {
-		fwd := len(effects[sas.IdempotencyKey(id, i, v.Steps[i].Generation, false)]) > 0
+		fwds := effects[sas.IdempotencyKey(id, i, v.Steps[i].Generation, false)]
+		fwd := len(fwds) > 0
 		und := effects[sas.IdempotencyKey(id, i, v.Steps[i].Generation, true)]
+		if fwd && len(und) > 0 && und[0].At.Before(fwds[0].At) {
+			// A remote's undo must cancel a later call of its key
+			// (docs/protocol.md, "Idempotency keys"); the simulator's does.
+			out = append(out, fmt.Sprintf("%s step %d (%s): took effect after its undo, so the effect remains", id, i, d.Name))
+		}
 		if everIn(v.Steps[i], sas.Processed) && !fwd {
 			out = append(out, fmt.Sprintf("%s step %d (%s): completed, but the remote has no effect for it", id, i, d.Name))
 		}
@@ -413,16 +420,33 @@ func compensationProblems(id string, v sas.OrderView, wf sas.Workflow, effects m
 			out = append(out, fmt.Sprintf("%s step %d (%s): took effect in a %s order and was never undone", id, i, d.Name, state))
 		}
 		if len(und) > 0 {
-			undos = append(undos, undone{i, und[0].At})
+			undos = append(undos, undone{i, und[0].At, notedLate(v.Steps[i])})
 		}
 	}
 	for k := 1; k < len(undos); k++ {
 		if undos[k].at.Before(undos[k-1].at) {
 			continue // a lower step undone earlier is wrong; higher first is right
 		}
+		if undos[k].late {
+			// Refused, so nothing to undo when the chain passed it; a
+			// success that came later restarted the compensation for it
+			// (docs/protocol.md, "Idempotency keys"): undone once known.
+			continue
+		}
 		out = append(out, fmt.Sprintf("%s: step %d was undone before step %d (want newest first)", id, undos[k-1].step, undos[k].step))
 	}
 	return out
+}
+
+// notedLate reports whether a late success noted that the step's effect may
+// exist (sas.NoteEffect) after it had failed.
+func notedLate(r sas.StepRecord) bool {
+	for _, h := range r.History {
+		if h.From == h.To && h.From == sas.Error && strings.Contains(h.Reason, "its effect may exist") {
+			return true
+		}
+	}
+	return false
 }
 
 // givenUp reports whether the supervisor moved the step's forward leg to

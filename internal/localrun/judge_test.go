@@ -153,3 +153,73 @@ func TestJudgeUnsettledOrderIsLostNotMisalerted(t *testing.T) {
 	require.Len(t, got.Alerts, 1)
 	require.Contains(t, got.Alerts[0], "at attempt 2, which its history never entered")
 }
+
+// compensatedOrder is a three-step order whose ship step was refused and
+// whose reserve and charge were undone.
+func compensatedOrder(id string, chargeNotedLate bool) sas.OrderView {
+	steps := []sas.StepRecord{
+		{OrderID: id, Step: 0, StepName: "reserve", ProcessState: sas.Compensated, Attempt: 1, History: []sas.HistoryEntry{
+			{At: at(0), To: sas.Processing, Attempt: 1, Actor: "scheduler-0"},
+			{At: at(1), From: sas.Processing, To: sas.Processed, Attempt: 1, Actor: "scheduler-0"},
+			{At: at(5), From: sas.Processed, To: sas.Compensating, Attempt: 1, Actor: "scheduler-0"},
+			{At: at(6), From: sas.Compensating, To: sas.Compensated, Attempt: 1, Actor: "scheduler-0"},
+		}},
+		{OrderID: id, Step: 1, StepName: "charge", ProcessState: sas.Compensated, Attempt: 1},
+		{OrderID: id, Step: 2, StepName: "ship", ProcessState: sas.Error, Attempt: 1, History: []sas.HistoryEntry{
+			{At: at(2), From: sas.Pending, To: sas.Processing, Attempt: 1, Actor: "scheduler-0"},
+			{At: at(3), From: sas.Processing, To: sas.Error, Attempt: 1, Actor: "scheduler-0"},
+		}},
+	}
+	charge := []sas.HistoryEntry{{At: at(1), From: sas.Pending, To: sas.Processing, Attempt: 1, Actor: "scheduler-0"}}
+	if chargeNotedLate {
+		charge = append(charge,
+			sas.HistoryEntry{At: at(2), From: sas.Processing, To: sas.Error, Attempt: 1, Actor: "scheduler-0", Reason: "declined"},
+			sas.HistoryEntry{At: at(7), From: sas.Error, To: sas.Error, Attempt: 1, Actor: "scheduler-1", Reason: "a done reply for attempt 1 arrived while the step was Error: its effect may exist"},
+			sas.HistoryEntry{At: at(8), From: sas.Error, To: sas.Compensating, Attempt: 1, Actor: "scheduler-1"},
+		)
+	} else {
+		charge = append(charge,
+			sas.HistoryEntry{At: at(2), From: sas.Processing, To: sas.Processed, Attempt: 1, Actor: "scheduler-0"},
+			sas.HistoryEntry{At: at(4), From: sas.Processed, To: sas.Compensating, Attempt: 1, Actor: "scheduler-0"},
+		)
+	}
+	charge = append(charge, sas.HistoryEntry{At: at(9), From: sas.Compensating, To: sas.Compensated, Attempt: 1, Actor: "scheduler-1"})
+	steps[1].History = charge
+	return sas.OrderView{Order: sas.Order{OrderID: id, Workflow: workflows.Order}, Steps: steps}
+}
+
+func TestJudgeCompensationOrderAndTiming(t *testing.T) {
+	t.Parallel()
+	reg, err := workflows.Default(8 * time.Second)
+	require.NoError(t, err)
+	run := func(v sas.OrderView, effects ...remotesim.Effect) []string {
+		id := v.Order.OrderID
+		calls := map[string][]remotesim.Call{sas.IdempotencyKey(id, 2, 0, false): {{Fault: remotesim.FaultPermanent}}}
+		alerts := []sas.Alert{{OrderID: id, Step: 2, State: sas.Error, Attempts: 1}}
+		if notedLate := v.Steps[1].History[1].To == sas.Error; notedLate {
+			calls[sas.IdempotencyKey(id, 1, 0, false)] = []remotesim.Call{{Fault: remotesim.FaultPermanent}}
+			alerts = append(alerts, sas.Alert{OrderID: id, Step: 1, State: sas.Error, Attempts: 1})
+		}
+		return localrun.Judge(localrun.Evidence{
+			IDs: []string{id}, Views: map[string]sas.OrderView{id: v}, Registry: reg,
+			Effects: effects, Calls: calls, Alerts: alerts,
+		}, localrun.JudgeRules{}).Compensation
+	}
+	eff := func(id string, step int, undo bool, s float64) remotesim.Effect {
+		return remotesim.Effect{Key: sas.IdempotencyKey(id, step, 0, undo), OrderID: id, At: at(s)}
+	}
+
+	// Newest first: the charge (step 1) refunded before the reservation.
+	require.Empty(t, run(compensatedOrder("c-1", false), eff("c-1", 0, false, 1), eff("c-1", 1, false, 2), eff("c-1", 1, true, 4.5), eff("c-1", 0, true, 5.5)))
+	// Oldest first is a defect...
+	got := run(compensatedOrder("c-2", false), eff("c-2", 0, false, 1), eff("c-2", 1, false, 2), eff("c-2", 0, true, 4.5), eff("c-2", 1, true, 5.5))
+	require.Len(t, got, 1)
+	require.Contains(t, got[0], "step 0 was undone before step 1")
+	// ...unless the later step's effect became known only after the chain
+	// had passed it (a success after its refusal).
+	require.Empty(t, run(compensatedOrder("c-3", true), eff("c-3", 0, false, 1), eff("c-3", 1, false, 6.5), eff("c-3", 0, true, 5.5), eff("c-3", 1, true, 8.5)))
+	// An effect that landed after its undo remains: a defect.
+	got = run(compensatedOrder("c-4", false), eff("c-4", 0, false, 1), eff("c-4", 1, false, 5), eff("c-4", 1, true, 4.5), eff("c-4", 0, true, 5.5))
+	require.Len(t, got, 1)
+	require.Contains(t, got[0], "step 1 (charge): took effect after its undo")
+}
