@@ -35,7 +35,7 @@ type Counters struct {
 	Effects     int64 `json:"effects"`
 	Replays     int64 `json:"replays"`
 	Cancelled   int64 `json:"cancelled"` // 409: the key's undo took effect first
-	Lost        int64 `json:"lost"` // responses lost after the effect (or after a replay)
+	Lost        int64 `json:"lost"`      // responses lost after the effect (or after a replay)
 }
 
 // Stats are the counters in total and per request path.
