@@ -251,7 +251,7 @@ func (s *Service) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEve
 		}
 	}
 	s.backOff(ctx, soon, RedeliveryBackoff)
-	s.backOff(ctx, later, func(events.SQSMessage) time.Duration { return MaxRedeliveryBackoff })
+	s.backOff(ctx, later, func(events.SQSMessage) time.Duration { return CircuitOpenBackoff })
 	return resp, nil
 }
 
@@ -313,13 +313,17 @@ const (
 	// (RedeliveryBackoff) when the request queue is known.
 	redeliverSoon
 	// redeliverLater: no outcome because the endpoint's circuit is open;
-	// left for redelivery after MaxRedeliveryBackoff, about the time a
-	// breaker rests (httpagent's default open time is 30 s).
+	// left for redelivery after CircuitOpenBackoff, the time a breaker
+	// rests by default.
 	redeliverLater
 )
 
 // MaxRedeliveryBackoff caps RedeliveryBackoff.
 const MaxRedeliveryBackoff = 30 * time.Second
+
+// CircuitOpenBackoff is how long a request its endpoint's open circuit
+// refused stays invisible: the breaker's default open period.
+const CircuitOpenBackoff = httpagent.DefaultOpenFor
 
 // RedeliveryBackoff is how long a request left without an outcome stays
 // invisible before its next delivery: 2^(receives-1) seconds, at most

@@ -47,9 +47,9 @@ const (
 	DefaultSafetyMargin     = time.Second
 	DefaultMaxResponseBytes = 1 << 20
 	DefaultFailureThreshold = 5
-	DefaultFailureRate      = 0.5
+	DefaultFailureRate      = 0.8
 	DefaultBreakerWindow    = 10 * time.Second
-	DefaultOpenFor          = 30 * time.Second
+	DefaultOpenFor          = 10 * time.Second
 )
 
 // errorBodyBytes bounds how much of a non-2xx body is read: the excerpt needs

@@ -65,8 +65,8 @@ type Options struct {
 	// it to StepTimeout so that one hung call uses up the whole attempt.
 	AttemptTimeout time.Duration
 	// Breaker configures each agent's circuit breaker; zero fields take
-	// httpagent's defaults (at least 5 unhealthy tries, and at least half
-	// the tries of the last 10s, open it for 30s).
+	// httpagent's defaults (at least 5 unhealthy tries, and at least 80% of
+	// the tries of the last 10s, open it for 10s).
 	// Tests sharing one system across fault scenarios raise the threshold
 	// so one scenario's hangs do not stall the others' calls.
 	Breaker httpagent.BreakerConfig
