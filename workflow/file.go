@@ -1,0 +1,229 @@
+package workflow
+
+import (
+	"bytes"
+	_ "embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+)
+
+// File is the declarative form: {"workflows": [...]}. An optional "$schema"
+// names the schema for editors and is otherwise ignored.
+type File struct {
+	Schema    string     `json:"$schema,omitempty"`
+	Workflows []Workflow `json:"workflows"`
+}
+
+//go:embed schema.json
+var schema []byte
+
+// Schema returns the JSON Schema (draft 2020-12) of a workflow file.
+// Everything it refuses, Parse refuses too; Parse also checks what a schema
+// cannot say (unique names, limits shared by steps of one name).
+func Schema() []byte { return bytes.Clone(schema) }
+
+// MaxFileBytes bounds a workflow file.
+const MaxFileBytes = 1 << 20
+
+// Load reads and parses the workflow file at path.
+func Load(path string) ([]Workflow, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, &FieldError{File: path, Reason: fmt.Sprintf("cannot read the workflow file: %v", err)}
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, MaxFileBytes+1))
+	if err != nil {
+		return nil, &FieldError{File: path, Reason: fmt.Sprintf("cannot read the workflow file: %v", err)}
+	}
+	return Parse(path, data)
+}
+
+// Parse reads a workflow file's bytes (file names it in errors) and
+// validates the workflows it defines. Unknown fields are refused, so a
+// misspelt limit is an error, not a default.
+func Parse(file string, data []byte) ([]Workflow, error) {
+	fail := func(path, format string, args ...any) ([]Workflow, error) {
+		return nil, &FieldError{File: file, Path: path, Reason: fmt.Sprintf(format, args...)}
+	}
+	if len(data) > MaxFileBytes {
+		return fail("", "over the %d-byte limit", MaxFileBytes)
+	}
+	var top struct {
+		Schema    *json.RawMessage  `json:"$schema"`
+		Workflows []json.RawMessage `json:"workflows"`
+	}
+	if err := strict(data, &top); err != nil {
+		return fail(fieldPath("", err), "%s", reason(err))
+	}
+	if top.Workflows == nil {
+		return fail("workflows", "required: a list of workflows")
+	}
+	ws := make([]Workflow, len(top.Workflows))
+	for i, raw := range top.Workflows {
+		wp := fmt.Sprintf("workflows[%d]", i)
+		var w struct {
+			Name  string            `json:"name"`
+			Steps []json.RawMessage `json:"steps"`
+		}
+		if err := strict(raw, &w); err != nil {
+			return fail(fieldPath(wp, err), "%s", reason(err))
+		}
+		ws[i].Name = w.Name
+		ws[i].Steps = make([]Step, len(w.Steps))
+		for j, rs := range w.Steps {
+			sp := fmt.Sprintf("%s.steps[%d]", wp, j)
+			var r rawStep
+			if err := strict(rs, &r); err != nil {
+				return fail(fieldPath(sp, err), "%s", reason(err))
+			}
+			st, path, err := r.step(sp)
+			if err != nil {
+				return fail(path, "%s", err.Error())
+			}
+			ws[i].Steps[j] = st
+		}
+	}
+	if err := validate(file, ws); err != nil {
+		return nil, err
+	}
+	return ws, nil
+}
+
+// strict decodes one JSON value into v, refusing unknown fields and
+// trailing data.
+func strict(data []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if dec.More() {
+		return errors.New("unexpected data after the JSON value")
+	}
+	return nil
+}
+
+// fieldPath is where a decode error happened below prefix.
+func fieldPath(prefix string, err error) string {
+	var te *json.UnmarshalTypeError
+	field := ""
+	switch {
+	case errors.As(err, &te):
+		field = te.Field
+	default:
+		var ue unknownField
+		if ue.from(err) {
+			field = ue.name
+		}
+	}
+	switch {
+	case field == "":
+		return prefix
+	case prefix == "":
+		return field
+	}
+	return prefix + "." + field
+}
+
+// reason is a decode error said for a person.
+func reason(err error) string {
+	var te *json.UnmarshalTypeError
+	var se *json.SyntaxError
+	var ue unknownField
+	switch {
+	case errors.As(err, &te):
+		return fmt.Sprintf("must be %s, not %s", kind(te.Type.Kind().String()), te.Value)
+	case errors.As(err, &se):
+		return fmt.Sprintf("not valid JSON at byte %d: %v", se.Offset, se)
+	case ue.from(err):
+		return fmt.Sprintf("unknown field %q", ue.name)
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return "not valid JSON: it ends too early"
+	}
+	// A Duration's own message ("must be a duration string such as ...").
+	return err.Error()
+}
+
+func kind(k string) string {
+	switch k {
+	case "string":
+		return "a string"
+	case "slice":
+		return "a list"
+	case "struct", "map":
+		return "an object"
+	case "int", "int64":
+		return "a whole number"
+	}
+	return k
+}
+
+// unknownField reads encoding/json's "unknown field" error, which has no
+// type of its own.
+type unknownField struct{ name string }
+
+func (u *unknownField) from(err error) bool {
+	var name string
+	if _, scanErr := fmt.Sscanf(err.Error(), "json: unknown field %q", &name); scanErr != nil {
+		return false
+	}
+	u.name = name
+	return true
+}
+
+// rawStep is a step as written, its durations not yet read, so that a bad
+// duration is reported at its own path.
+type rawStep struct {
+	Name       string          `json:"name"`
+	Agent      string          `json:"agent"`
+	Action     string          `json:"action"`
+	Undo       string          `json:"undo"`
+	Timeout    json.RawMessage `json:"timeout"`
+	WaitLimit  json.RawMessage `json:"waitLimit"`
+	TotalLimit json.RawMessage `json:"totalLimit"`
+	Retry      *struct {
+		FailureThreshold int `json:"failureThreshold"`
+		Backoff          *struct {
+			Base json.RawMessage `json:"base"`
+			Max  json.RawMessage `json:"max"`
+		} `json:"backoff"`
+	} `json:"retry"`
+}
+
+// durField is one duration of a step, as written and where it goes.
+type durField struct {
+	field string
+	raw   json.RawMessage
+	into  *Duration
+}
+
+func (r rawStep) step(sp string) (Step, string, error) {
+	s := Step{Name: r.Name, Agent: r.Agent, Action: r.Action, Undo: r.Undo}
+	durations := []durField{
+		{"timeout", r.Timeout, &s.Timeout},
+		{"waitLimit", r.WaitLimit, &s.WaitLimit},
+		{"totalLimit", r.TotalLimit, &s.TotalLimit},
+	}
+	if r.Retry != nil {
+		s.Retry = &Retry{FailureThreshold: r.Retry.FailureThreshold}
+		if b := r.Retry.Backoff; b != nil {
+			s.Retry.Backoff = &Backoff{}
+			durations = append(durations,
+				durField{"retry.backoff.base", b.Base, &s.Retry.Backoff.Base},
+				durField{"retry.backoff.max", b.Max, &s.Retry.Backoff.Max})
+		}
+	}
+	for _, d := range durations {
+		if len(d.raw) == 0 {
+			continue
+		}
+		if err := d.into.UnmarshalJSON(d.raw); err != nil {
+			return Step{}, sp + "." + d.field, err
+		}
+	}
+	return s, "", nil
+}

@@ -1,0 +1,253 @@
+package workflow
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+)
+
+// Limits on a definition.
+const (
+	// MaxStepTimeout bounds one attempt's execution: an agent runs in a
+	// Lambda invocation, which lasts at most 15 minutes.
+	MaxStepTimeout = 15 * time.Minute
+	// MaxBackoff bounds a retry delay: the supervisor's retry message is
+	// delayed by SQS, which delays a message by at most 15 minutes.
+	MaxBackoff = 15 * time.Minute
+	// MaxFailureThreshold bounds a step's failure threshold.
+	MaxFailureThreshold = 100
+	// MaxSteps bounds the steps of one workflow.
+	MaxSteps = 50
+)
+
+// Workflow is an ordered list of steps, run one after the other. When a
+// step fails for good, the steps before it that have an Undo are undone,
+// newest first.
+type Workflow struct {
+	// Name is what an order's "workflow" field names: 1-64 characters of
+	// A-Z a-z 0-9 . _ -.
+	Name  string `json:"name"`
+	Steps []Step `json:"steps"`
+}
+
+// Step is one action of a workflow.
+type Step struct {
+	// Name is unique within its workflow (1-64 characters of A-Z a-z 0-9 .
+	// _ -). Steps of different workflows may share a name only if they
+	// share their limits and retry policy too: the supervisor knows a
+	// step by its name.
+	Name string `json:"name"`
+	// Agent names the agent that runs the step (same characters as Name).
+	Agent string `json:"agent"`
+	// Action is what the agent does, in the agent's terms: for the
+	// built-in HTTP agent, "METHOD /path" under its base URL.
+	Action string `json:"action"`
+	// Undo is what undoes the step, in the same terms; empty when nothing
+	// needs undoing (typically the last step).
+	Undo string `json:"undo,omitempty"`
+	// Timeout is one attempt's execution limit, counted from when an agent
+	// starts it: more than zero, at most MaxStepTimeout.
+	Timeout Duration `json:"timeout"`
+	// WaitLimit bounds how long an attempt's request may wait in busy
+	// queues past its deadline before the attempt counts as failed. Zero:
+	// the deployment's default (SAS_WAIT_LIMIT).
+	WaitLimit Duration `json:"waitLimit,omitempty"`
+	// TotalLimit, when set, bounds the step across all its attempts and
+	// waits, from the order's submission: past it the step is given up
+	// (and the order compensated). Zero: no overall limit. At least
+	// Timeout when set.
+	TotalLimit Duration `json:"totalLimit,omitempty"`
+	// Retry is the step's retry policy; nil: the deployment's.
+	Retry *Retry `json:"retry,omitempty"`
+}
+
+// Retry is how a step that failed without an answer (stuck past its
+// deadline) is tried again. A permanent refusal is never retried.
+type Retry struct {
+	// FailureThreshold is the failure at which the step is given up: 1
+	// gives up at the first, 3 retries twice. Zero: the deployment's
+	// (SAS_MAX_FAILURES).
+	FailureThreshold int `json:"failureThreshold,omitempty"`
+	// Backoff is the delay before each retry.
+	Backoff *Backoff `json:"backoff,omitempty"`
+}
+
+// Backoff is a delay that doubles with each failure: Base after the first,
+// never more than Max.
+type Backoff struct {
+	Base Duration `json:"base,omitempty"` // zero: the deployment's
+	Max  Duration `json:"max,omitempty"`  // zero: the deployment's; at least Base, at most MaxBackoff
+}
+
+// Duration is a time.Duration written in JSON as a Go duration string
+// ("30s", "1m30s").
+type Duration time.Duration
+
+// D returns d as a time.Duration.
+func (d Duration) D() time.Duration { return time.Duration(d) }
+
+// MarshalJSON writes d as a duration string.
+func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
+
+// UnmarshalJSON reads a duration string.
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return errors.New(`must be a duration string such as "30s"`)
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf(`%q is not a duration (write it like "30s" or "1m30s")`, s)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// ErrInvalid is what every definition error wraps.
+var ErrInvalid = errors.New("invalid workflow definition")
+
+// FieldError says what is wrong with a definition, and where.
+type FieldError struct {
+	File   string // the file, when the definition came from one
+	Path   string // the field, e.g. "workflows[0].steps[2].timeout"
+	Reason string
+}
+
+func (e *FieldError) Error() string {
+	var b strings.Builder
+	if e.File != "" {
+		b.WriteString(e.File)
+		b.WriteString(": ")
+	}
+	if e.Path != "" {
+		b.WriteString(e.Path)
+		b.WriteString(": ")
+	}
+	b.WriteString(e.Reason)
+	return b.String()
+}
+
+// Unwrap makes every FieldError an ErrInvalid.
+func (e *FieldError) Unwrap() error { return ErrInvalid }
+
+var namePattern = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
+
+const maxActionLen = 256
+
+// Validate checks workflows as one deployment's set: every field, unique
+// workflow names, and steps that share a name across workflows sharing their
+// limits. It returns every problem found, each a *FieldError, joined.
+func Validate(ws ...Workflow) error {
+	return validate("", ws)
+}
+
+func validate(file string, ws []Workflow) error {
+	var errs []error
+	bad := func(path, format string, args ...any) {
+		errs = append(errs, &FieldError{File: file, Path: path, Reason: fmt.Sprintf(format, args...)})
+	}
+	if len(ws) == 0 {
+		bad("workflows", "at least one workflow is required")
+	}
+	seen := map[string]int{}
+	type named struct {
+		path string
+		step Step
+	}
+	byStep := map[string]named{}
+	for i, w := range ws {
+		wp := fmt.Sprintf("workflows[%d]", i)
+		switch {
+		case !namePattern.MatchString(w.Name):
+			bad(wp+".name", "%q: must be 1-64 characters of A-Z a-z 0-9 . _ -", w.Name)
+		case seen[w.Name] > 0:
+			bad(wp+".name", "%q is already the name of workflows[%d]", w.Name, seen[w.Name]-1)
+		default:
+			seen[w.Name] = i + 1
+		}
+		if len(w.Steps) == 0 || len(w.Steps) > MaxSteps {
+			bad(wp+".steps", "must have 1 to %d steps, not %d", MaxSteps, len(w.Steps))
+		}
+		names := map[string]int{}
+		for j, s := range w.Steps {
+			sp := fmt.Sprintf("%s.steps[%d]", wp, j)
+			validateStep(sp, s, bad)
+			if namePattern.MatchString(s.Name) {
+				if k, dup := names[s.Name]; dup {
+					bad(sp+".name", "%q is already the name of step %d of this workflow", s.Name, k)
+				}
+				names[s.Name] = j
+				if prev, ok := byStep[s.Name]; ok && !sameLimits(prev.step, s) {
+					bad(sp, "step %q has other limits or retry policy than %s, a step of the same name: steps that share a name must share them (the supervisor knows a step by its name)", s.Name, prev.path)
+				} else if !ok {
+					byStep[s.Name] = named{sp, s}
+				}
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func validateStep(sp string, s Step, bad func(path, format string, args ...any)) {
+	if !namePattern.MatchString(s.Name) {
+		bad(sp+".name", "%q: must be 1-64 characters of A-Z a-z 0-9 . _ -", s.Name)
+	}
+	if !namePattern.MatchString(s.Agent) {
+		bad(sp+".agent", "%q: must name an agent, 1-64 characters of A-Z a-z 0-9 . _ -", s.Agent)
+	}
+	if strings.TrimSpace(s.Action) == "" || len(s.Action) > maxActionLen {
+		bad(sp+".action", "required, at most %d bytes", maxActionLen)
+	}
+	if len(s.Undo) > maxActionLen {
+		bad(sp+".undo", "at most %d bytes", maxActionLen)
+	}
+	if s.Timeout <= 0 || s.Timeout.D() > MaxStepTimeout {
+		bad(sp+".timeout", "%s: must be more than 0 and at most %s", s.Timeout.D(), MaxStepTimeout)
+	}
+	if s.WaitLimit < 0 {
+		bad(sp+".waitLimit", "%s: must not be negative", s.WaitLimit.D())
+	}
+	if s.TotalLimit < 0 || (s.TotalLimit > 0 && s.TotalLimit < s.Timeout) {
+		bad(sp+".totalLimit", "%s: must be 0 (no overall limit) or at least the timeout %s", s.TotalLimit.D(), s.Timeout.D())
+	}
+	if s.Retry == nil {
+		return
+	}
+	if t := s.Retry.FailureThreshold; t < 0 || t > MaxFailureThreshold {
+		bad(sp+".retry.failureThreshold", "%d: must be between 1 and %d (0: the deployment's)", t, MaxFailureThreshold)
+	}
+	if b := s.Retry.Backoff; b != nil {
+		switch {
+		case b.Base < 0 || b.Base.D() > MaxBackoff:
+			bad(sp+".retry.backoff.base", "%s: must be between 0 and %s", b.Base.D(), MaxBackoff)
+		case b.Max < 0 || b.Max.D() > MaxBackoff:
+			bad(sp+".retry.backoff.max", "%s: must be between 0 and %s", b.Max.D(), MaxBackoff)
+		case b.Max > 0 && b.Max < b.Base:
+			bad(sp+".retry.backoff.max", "%s is below the base %s", b.Max.D(), b.Base.D())
+		}
+	}
+}
+
+// sameLimits reports whether two steps agree on everything the supervisor
+// reads by step name.
+func sameLimits(a, b Step) bool {
+	ra, rb := a.Retry, b.Retry
+	if ra == nil {
+		ra = &Retry{}
+	}
+	if rb == nil {
+		rb = &Retry{}
+	}
+	ba, bb := ra.Backoff, rb.Backoff
+	if ba == nil {
+		ba = &Backoff{}
+	}
+	if bb == nil {
+		bb = &Backoff{}
+	}
+	return a.Timeout == b.Timeout && a.WaitLimit == b.WaitLimit && a.TotalLimit == b.TotalLimit &&
+		ra.FailureThreshold == rb.FailureThreshold && *ba == *bb
+}

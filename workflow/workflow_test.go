@@ -1,0 +1,105 @@
+package workflow_test
+
+import (
+	"encoding/json"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/sas-go/sas/workflow"
+)
+
+func TestLoadTheExampleFile(t *testing.T) {
+	t.Parallel()
+	ws, err := workflow.Load("testdata/travel.json")
+	require.NoError(t, err)
+	require.Len(t, ws, 1)
+	trip := ws[0]
+	require.Equal(t, "trip", trip.Name)
+	require.Len(t, trip.Steps, 3)
+	require.Equal(t, workflow.Step{Name: "flight", Agent: "airline", Action: "POST /bookings", Undo: "POST /bookings/cancel",
+		Timeout: workflow.Duration(30 * time.Second)}, trip.Steps[0])
+	require.Equal(t, 5*time.Minute, trip.Steps[1].WaitLimit.D())
+	pay := trip.Steps[2]
+	require.Equal(t, 30*time.Minute, pay.TotalLimit.D())
+	require.Equal(t, 5, pay.Retry.FailureThreshold)
+	require.Equal(t, 2*time.Second, pay.Retry.Backoff.Base.D())
+	require.Equal(t, time.Minute, pay.Retry.Backoff.Max.D())
+
+	// What Parse reads, a Go definition can write: the round trip holds.
+	b, err := json.Marshal(workflow.File{Workflows: ws})
+	require.NoError(t, err)
+	again, err := workflow.Parse("again.json", b)
+	require.NoError(t, err)
+	require.Equal(t, ws, again)
+}
+
+// badCases are files Parse must refuse, with the path and a word of the
+// reason. The schema test runs them through the JSON Schema too.
+var badCases = []struct {
+	name, body, path, reason string
+	schemaToo                bool // the schema refuses it as well
+}{
+	{"not JSON", `{"workflows": [`, "", "ends too early", true},
+	{"no workflows", `{}`, "workflows", "required", true},
+	{"empty list", `{"workflows": []}`, "workflows", "at least one", true},
+	{"unknown top field", `{"workflows": [], "extra": 1}`, "extra", `unknown field "extra"`, true},
+	{"workflow name", `{"workflows": [{"name": "a b", "steps": [{"name": "s", "agent": "a", "action": "x", "timeout": "1s"}]}]}`, "workflows[0].name", "1-64 characters", true},
+	{"no steps", `{"workflows": [{"name": "w", "steps": []}]}`, "workflows[0].steps", "1 to 50 steps", true},
+	{"unknown step field", `{"workflows": [{"name": "w", "steps": [{"name": "s", "agent": "a", "action": "x", "timeout": "1s", "timout": "2s"}]}]}`, "workflows[0].steps[0].timout", `unknown field "timout"`, true},
+	{"timeout not a duration", `{"workflows": [{"name": "w", "steps": [{"name": "s", "agent": "a", "action": "x", "timeout": "30"}]}]}`, "workflows[0].steps[0].timeout", "not a duration", true},
+	{"timeout a number", `{"workflows": [{"name": "w", "steps": [{"name": "s", "agent": "a", "action": "x", "timeout": 30}]}]}`, "workflows[0].steps[0].timeout", "duration string", true},
+	{"timeout missing", `{"workflows": [{"name": "w", "steps": [{"name": "s", "agent": "a", "action": "x"}]}]}`, "workflows[0].steps[0].timeout", "more than 0", true},
+	{"timeout too long", `{"workflows": [{"name": "w", "steps": [{"name": "s", "agent": "a", "action": "x", "timeout": "16m"}]}]}`, "workflows[0].steps[0].timeout", "at most 15m", false},
+	{"no agent", `{"workflows": [{"name": "w", "steps": [{"name": "s", "action": "x", "timeout": "1s"}]}]}`, "workflows[0].steps[0].agent", "must name an agent", true},
+	{"blank action", `{"workflows": [{"name": "w", "steps": [{"name": "s", "agent": "a", "action": "  ", "timeout": "1s"}]}]}`, "workflows[0].steps[0].action", "required", true},
+	{"total below timeout", `{"workflows": [{"name": "w", "steps": [{"name": "s", "agent": "a", "action": "x", "timeout": "1m", "totalLimit": "30s"}]}]}`, "workflows[0].steps[0].totalLimit", "at least the timeout", false},
+	{"threshold too high", `{"workflows": [{"name": "w", "steps": [{"name": "s", "agent": "a", "action": "x", "timeout": "1s", "retry": {"failureThreshold": 101}}]}]}`, "workflows[0].steps[0].retry.failureThreshold", "between 1 and 100", true},
+	{"backoff max below base", `{"workflows": [{"name": "w", "steps": [{"name": "s", "agent": "a", "action": "x", "timeout": "1s", "retry": {"backoff": {"base": "1m", "max": "1s"}}}]}]}`, "workflows[0].steps[0].retry.backoff.max", "below the base", false},
+	{"bad backoff duration", `{"workflows": [{"name": "w", "steps": [{"name": "s", "agent": "a", "action": "x", "timeout": "1s", "retry": {"backoff": {"base": "soon"}}}]}]}`, "workflows[0].steps[0].retry.backoff.base", "not a duration", true},
+	{"unknown retry field", `{"workflows": [{"name": "w", "steps": [{"name": "s", "agent": "a", "action": "x", "timeout": "1s", "retry": {"attempts": 3}}]}]}`, "workflows[0].steps[0].attempts", `unknown field "attempts"`, true},
+	{"duplicate workflow", `{"workflows": [{"name": "w", "steps": [{"name": "s", "agent": "a", "action": "x", "timeout": "1s"}]}, {"name": "w", "steps": [{"name": "s", "agent": "a", "action": "x", "timeout": "1s"}]}]}`, "workflows[1].name", "already the name of workflows[0]", false},
+	{"duplicate step", `{"workflows": [{"name": "w", "steps": [{"name": "s", "agent": "a", "action": "x", "timeout": "1s"}, {"name": "s", "agent": "a", "action": "y", "timeout": "1s"}]}]}`, "workflows[0].steps[1].name", "already the name of step 0", false},
+	{"shared step name, other limits", `{"workflows": [{"name": "w", "steps": [{"name": "s", "agent": "a", "action": "x", "timeout": "1s"}]}, {"name": "v", "steps": [{"name": "s", "agent": "a", "action": "x", "timeout": "2s"}]}]}`, "workflows[1].steps[0]", "must share them", false},
+}
+
+func TestParseRefusesWithFileFieldAndReason(t *testing.T) {
+	t.Parallel()
+	for _, tc := range badCases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := workflow.Parse("wf.json", []byte(tc.body))
+			require.Error(t, err)
+			require.ErrorIs(t, err, workflow.ErrInvalid)
+			var fe *workflow.FieldError
+			require.True(t, errors.As(err, &fe), "%v", err)
+			require.Equal(t, "wf.json", fe.File)
+			require.Equal(t, tc.path, fe.Path, "%v", err)
+			require.Contains(t, fe.Reason, tc.reason)
+			require.Contains(t, err.Error(), "wf.json: ")
+		})
+	}
+}
+
+func TestValidateReportsEveryProblem(t *testing.T) {
+	t.Parallel()
+	err := workflow.Validate(workflow.Workflow{Name: "w", Steps: []workflow.Step{
+		{Name: "a", Agent: "x", Action: "POST /a"},                   // no timeout
+		{Name: "b", Action: "POST /b", Timeout: workflow.Duration(1)}, // no agent
+	}})
+	require.ErrorIs(t, err, workflow.ErrInvalid)
+	require.Contains(t, err.Error(), "workflows[0].steps[0].timeout")
+	require.Contains(t, err.Error(), "workflows[0].steps[1].agent")
+	require.NoError(t, workflow.Validate(workflow.Workflow{Name: "w", Steps: []workflow.Step{
+		{Name: "a", Agent: "x", Action: "POST /a", Timeout: workflow.Duration(time.Second)},
+	}}))
+}
+
+func TestLoadMissingFile(t *testing.T) {
+	t.Parallel()
+	_, err := workflow.Load("testdata/nope.json")
+	require.ErrorIs(t, err, workflow.ErrInvalid)
+	require.Contains(t, err.Error(), "testdata/nope.json: cannot read")
+}
