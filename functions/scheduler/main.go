@@ -56,7 +56,7 @@ func setup(ctx context.Context, getenv config.Getenv, logger *slog.Logger, owner
 	if err != nil {
 		return nil, fmt.Errorf("state store: %w", err)
 	}
-	reg, err := workflows.Default(cfg.StepTimeout)
+	reg, err := workflows.Load(cfg.WorkflowsFile, cfg.StepTimeout)
 	if err != nil {
 		return nil, err
 	}

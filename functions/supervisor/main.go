@@ -57,7 +57,7 @@ func setup(ctx context.Context, getenv config.Getenv, logger *slog.Logger) (*sup
 	}
 	// The step limits come from the workflows the scheduler runs
 	// (functions/scheduler builds the same registry from the same variable).
-	reg, err := workflows.Default(cfg.StepTimeout)
+	reg, err := workflows.Load(cfg.WorkflowsFile, cfg.StepTimeout)
 	if err != nil {
 		return nil, err
 	}

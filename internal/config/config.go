@@ -29,6 +29,9 @@ type Config struct {
 	// supervisor's default (supervisor.DefaultWaitLimit).
 	WaitLimit   time.Duration
 	PaymentsURL string
+	// WorkflowsFile is SAS_WORKFLOWS_FILE: a workflow file (package
+	// workflow) that replaces the reference workflows. Checked at start-up.
+	WorkflowsFile string
 }
 
 // Getenv is os.Getenv; tests pass a map's lookup.
@@ -49,6 +52,7 @@ func Load(getenv Getenv) (Config, error) {
 		AlertTopicARN:     getenv("SAS_ALERT_TOPIC_ARN"),
 		EventBusName:      getenv("SAS_EVENT_BUS_NAME"),
 		PaymentsURL:       getenv("SAS_PAYMENTS_URL"),
+		WorkflowsFile:     getenv("SAS_WORKFLOWS_FILE"),
 	}
 	for _, q := range strings.Split(getenv("SAS_ALLOWED_REPLY_QUEUES"), ",") {
 		if q = strings.TrimSpace(q); q != "" {

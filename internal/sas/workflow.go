@@ -25,6 +25,12 @@ type StepDef struct {
 	// gives up on the step (Error, then compensation) instead of waiting or
 	// rescuing. Zero: no overall limit.
 	TotalLimit time.Duration
+	// MaxFailures is the step's failure threshold: the failure at which the
+	// supervisor gives up on it. Zero: the supervisor's (SAS_MAX_FAILURES).
+	MaxFailures int
+	// BaseBackoff and MaxBackoff shape the supervisor's retry delay (it
+	// doubles from BaseBackoff up to MaxBackoff). Zero: the supervisor's.
+	BaseBackoff, MaxBackoff time.Duration
 }
 
 // Workflow is an ordered list of steps. Workflow logic lives with the
@@ -63,6 +69,9 @@ func NewRegistry(ws ...Workflow) (Registry, error) {
 			if s.WaitLimit < 0 || s.TotalLimit < 0 {
 				return nil, &ValidationError{Field: "workflow", Reason: fmt.Sprintf("%s step %s: negative wait or total limit", w.Name, s.Name)}
 			}
+			if s.MaxFailures < 0 || s.BaseBackoff < 0 || s.MaxBackoff < 0 {
+				return nil, &ValidationError{Field: "workflow", Reason: fmt.Sprintf("%s step %s: negative failure threshold or backoff", w.Name, s.Name)}
+			}
 			if s.TotalLimit > 0 && s.TotalLimit < s.Timeout {
 				return nil, &ValidationError{Field: "workflow", Reason: fmt.Sprintf("%s step %s: total limit %s is shorter than one attempt's %s", w.Name, s.Name, s.TotalLimit, s.Timeout)}
 			}
@@ -72,9 +81,11 @@ func NewRegistry(ws ...Workflow) (Registry, error) {
 	return r, nil
 }
 
-// StepLimits are the time limits of one step (see StepDef).
+// StepLimits are the limits and retry policy of one step (see StepDef).
 type StepLimits struct {
 	Timeout, WaitLimit, TotalLimit time.Duration
+	MaxFailures                    int
+	BaseBackoff, MaxBackoff        time.Duration
 }
 
 // Limits returns the limits of every step name in the registry. A step name
@@ -89,7 +100,8 @@ func (r Registry) Limits() (map[string]StepLimits, error) {
 	sort.Strings(names)
 	for _, n := range names {
 		for _, s := range r[n].Steps {
-			l := StepLimits{Timeout: s.Timeout, WaitLimit: s.WaitLimit, TotalLimit: s.TotalLimit}
+			l := StepLimits{Timeout: s.Timeout, WaitLimit: s.WaitLimit, TotalLimit: s.TotalLimit,
+				MaxFailures: s.MaxFailures, BaseBackoff: s.BaseBackoff, MaxBackoff: s.MaxBackoff}
 			if prev, ok := out[s.Name]; ok && prev != l {
 				return nil, &ValidationError{Field: "workflow", Reason: fmt.Sprintf("step %q has limits %+v in one workflow and %+v in %s", s.Name, prev, l, n)}
 			}

@@ -58,6 +58,16 @@ func (p policy) limits(step string) sas.StepLimits {
 	if l.WaitLimit == 0 {
 		l.WaitLimit = p.WaitLimit
 	}
+	if l.MaxFailures == 0 {
+		l.MaxFailures = p.MaxFailures
+	}
+	if l.BaseBackoff == 0 {
+		l.BaseBackoff = p.BaseBackoff
+	}
+	if l.MaxBackoff == 0 {
+		l.MaxBackoff = max(p.MaxBackoff, l.BaseBackoff)
+	}
+	l.MaxBackoff = min(l.MaxBackoff, MaxDelay)
 	return l
 }
 
@@ -109,19 +119,19 @@ func (p policy) decide(rec sas.StepRecord, now time.Time, backlog int) decision 
 		}
 		why = fmt.Sprintf("%s, and waited %s in busy queues, its wait limit", why, now.Sub(since).Round(time.Second))
 	}
-	if failures >= p.MaxFailures {
+	if failures >= lim.MaxFailures {
 		return decision{
 			Action:   giveUp,
 			Failures: failures,
-			Reason:   fmt.Sprintf("%s (failure %d of %d: giving up)", why, failures, p.MaxFailures),
+			Reason:   fmt.Sprintf("%s (failure %d of %d: giving up)", why, failures, lim.MaxFailures),
 		}
 	}
-	b := backoff(failures, p.BaseBackoff, p.MaxBackoff)
+	b := backoff(failures, lim.BaseBackoff, lim.MaxBackoff)
 	return decision{
 		Action:   rescue,
 		Failures: failures,
 		Backoff:  b,
-		Reason:   fmt.Sprintf("%s (failure %d of %d: retry in %s)", why, failures, p.MaxFailures, b),
+		Reason:   fmt.Sprintf("%s (failure %d of %d: retry in %s)", why, failures, lim.MaxFailures, b),
 	}
 }
 

@@ -44,6 +44,13 @@ func TestDecide(t *testing.T) {
 		{"error waits for an operator", p, rec(sas.Error, "", 3, past), skip, 0, 0, ""},
 		{"compensation failed waits for an operator", p, rec(sas.CompensationFailed, "", 3, past), skip, 0, 0, ""},
 		{"threshold 1 gives up at once", policy{MaxFailures: 1, BaseBackoff: time.Second, MaxBackoff: time.Minute}, rec(sas.Processing, "s1", 0, past), giveUp, 1, 0, "failure 1 of 1: giving up"},
+		// A step's own retry policy (workflow.Retry) overrides the
+		// supervisor's; what it leaves zero comes from the supervisor.
+		{"the step's threshold", stepPolicy(p, sas.StepLimits{MaxFailures: 5}), rec(sas.Processing, "s1", 2, past), rescue, 3, 20 * time.Second, "failure 3 of 5: retry in 20s"},
+		{"the step's threshold reached", stepPolicy(p, sas.StepLimits{MaxFailures: 5}), rec(sas.Processing, "s1", 4, past), giveUp, 5, 0, "failure 5 of 5: giving up"},
+		{"the step's backoff", stepPolicy(p, sas.StepLimits{BaseBackoff: time.Second, MaxBackoff: 3 * time.Second}), rec(sas.Processing, "s1", 1, past), rescue, 2, 2 * time.Second, "failure 2 of 3: retry in 2s"},
+		{"the step's backoff, capped by its max", stepPolicy(p, sas.StepLimits{MaxFailures: 9, BaseBackoff: time.Second, MaxBackoff: 3 * time.Second}), rec(sas.Processing, "s1", 5, past), rescue, 6, 3 * time.Second, "retry in 3s"},
+		{"the step's base above the supervisor's max", stepPolicy(policy{MaxFailures: 3, BaseBackoff: time.Second, MaxBackoff: time.Second}, sas.StepLimits{BaseBackoff: 5 * time.Second}), rec(sas.Processing, "s1", 1, past), rescue, 2, 5 * time.Second, "retry in 5s"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -58,6 +65,12 @@ func TestDecide(t *testing.T) {
 			}
 		})
 	}
+}
+
+// stepPolicy is p with limits for the step of TestDecide's records.
+func stepPolicy(p policy, l sas.StepLimits) policy {
+	p.Steps = map[string]sas.StepLimits{"": l}
+	return p
 }
 
 // TestDecideWaitsWhileTheQueuesAreBusy: a held step past its deadline

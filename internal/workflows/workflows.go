@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sas-go/sas/internal/sas"
+	"github.com/sas-go/sas/workflow"
 )
 
 // Names of the reference workflows and of the agent that runs their steps.
@@ -47,4 +48,47 @@ func Default(stepTimeout time.Duration) (sas.Registry, error) {
 		return nil, fmt.Errorf("building the default workflows: %w", err)
 	}
 	return reg, nil
+}
+
+// FromDefinitions turns public definitions (package workflow, already
+// validated by it) into the registry the actors use.
+func FromDefinitions(defs []workflow.Workflow) (sas.Registry, error) {
+	if err := workflow.Validate(defs...); err != nil {
+		return nil, err
+	}
+	ws := make([]sas.Workflow, len(defs))
+	for i, d := range defs {
+		ws[i] = sas.Workflow{Name: d.Name, Steps: make([]sas.StepDef, len(d.Steps))}
+		for j, s := range d.Steps {
+			def := sas.StepDef{Name: s.Name, Agent: s.Agent, Action: s.Action, Undo: s.Undo,
+				Timeout: s.Timeout.D(), WaitLimit: s.WaitLimit.D(), TotalLimit: s.TotalLimit.D()}
+			if r := s.Retry; r != nil {
+				def.MaxFailures = r.FailureThreshold
+				if b := r.Backoff; b != nil {
+					def.BaseBackoff, def.MaxBackoff = b.Base.D(), b.Max.D()
+				}
+			}
+			ws[i].Steps[j] = def
+		}
+	}
+	reg, err := sas.NewRegistry(ws...)
+	if err != nil {
+		return nil, fmt.Errorf("registering the workflows: %w", err)
+	}
+	return reg, nil
+}
+
+// Load returns the deployment's registry: the workflows of the file at path
+// (SAS_WORKFLOWS_FILE), or, with no path, the reference workflows with the
+// given step timeout. A bad file is refused here, at start-up, with the
+// file, the field and the reason.
+func Load(path string, stepTimeout time.Duration) (sas.Registry, error) {
+	if path == "" {
+		return Default(stepTimeout)
+	}
+	defs, err := workflow.Load(path)
+	if err != nil {
+		return nil, err
+	}
+	return FromDefinitions(defs)
 }

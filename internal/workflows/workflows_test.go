@@ -1,6 +1,8 @@
 package workflows_test
 
 import (
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -8,6 +10,7 @@ import (
 
 	"github.com/sas-go/sas/internal/sas"
 	"github.com/sas-go/sas/internal/workflows"
+	"github.com/sas-go/sas/workflow"
 )
 
 func TestDefault(t *testing.T) {
@@ -35,4 +38,34 @@ func TestDefaultNeedsATimeout(t *testing.T) {
 	t.Parallel()
 	_, err := workflows.Default(0)
 	require.ErrorIs(t, err, sas.ErrInvalid)
+}
+
+func TestLoadFromAFile(t *testing.T) {
+	t.Parallel()
+	reg, err := workflows.Load("../../workflow/testdata/travel.json", time.Second)
+	require.NoError(t, err)
+	require.Len(t, reg, 1)
+	trip := reg["trip"]
+	require.Equal(t, []string{"flight", "hotel", "pay"}, trip.StepNames())
+	require.Equal(t, sas.StepDef{Name: "pay", Agent: "payments", Action: "POST /payments", Timeout: 20 * time.Second,
+		TotalLimit: 30 * time.Minute, MaxFailures: 5, BaseBackoff: 2 * time.Second, MaxBackoff: time.Minute}, trip.Steps[2])
+	limits, err := reg.Limits()
+	require.NoError(t, err)
+	require.Equal(t, sas.StepLimits{Timeout: 20 * time.Second, TotalLimit: 30 * time.Minute, MaxFailures: 5,
+		BaseBackoff: 2 * time.Second, MaxBackoff: time.Minute}, limits["pay"], "the supervisor gets the step's retry policy")
+	require.Equal(t, 5*time.Minute, limits["hotel"].WaitLimit)
+
+	// No file: the reference workflows.
+	reg, err = workflows.Load("", time.Second)
+	require.NoError(t, err)
+	require.True(t, reg.Has(workflows.Payment))
+}
+
+func TestLoadRefusesABadFileAtStartUp(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "workflows.json")
+	require.NoError(t, os.WriteFile(path, []byte(`{"workflows": [{"name": "w", "steps": [{"name": "s", "agent": "a", "action": "POST /s", "timeout": "-1s"}]}]}`), 0o600))
+	_, err := workflows.Load(path, time.Second)
+	require.ErrorIs(t, err, workflow.ErrInvalid)
+	require.Contains(t, err.Error(), path+": workflows[0].steps[0].timeout: -1s: must be more than 0")
 }
