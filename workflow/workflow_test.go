@@ -86,7 +86,7 @@ func TestParseRefusesWithFileFieldAndReason(t *testing.T) {
 func TestValidateReportsEveryProblem(t *testing.T) {
 	t.Parallel()
 	err := workflow.Validate(workflow.Workflow{Name: "w", Steps: []workflow.Step{
-		{Name: "a", Agent: "x", Action: "POST /a"},                   // no timeout
+		{Name: "a", Agent: "x", Action: "POST /a"},                    // no timeout
 		{Name: "b", Action: "POST /b", Timeout: workflow.Duration(1)}, // no agent
 	}})
 	require.ErrorIs(t, err, workflow.ErrInvalid)

@@ -42,7 +42,7 @@ func FromConfig(cfg config.Config, d Deps) (*Service, error) {
 	reg := d.Registry
 	if reg == nil {
 		var err error
-		if reg, err = workflows.Default(cfg.StepTimeout); err != nil {
+		if reg, err = workflows.Load(cfg.WorkflowsFile, cfg.StepTimeout); err != nil {
 			return nil, fmt.Errorf("configuring agent service: %w", err)
 		}
 	}
