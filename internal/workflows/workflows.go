@@ -50,8 +50,9 @@ func Default(stepTimeout time.Duration) (sas.Registry, error) {
 	return reg, nil
 }
 
-// FromDefinitions turns public definitions (package workflow, already
-// validated by it) into the registry the actors use.
+// FromDefinitions turns public definitions (package workflow) into the
+// registry the actors use. It validates them (workflow.Validate), since a Go
+// caller may pass definitions that never went through workflow.Parse.
 func FromDefinitions(defs []workflow.Workflow) (sas.Registry, error) {
 	if err := workflow.Validate(defs...); err != nil {
 		return nil, err
