@@ -3,11 +3,14 @@
 package config
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/sas-go/sas/internal/sas"
 )
 
 // Config is everything the functions and tools read from the environment.
@@ -17,12 +20,21 @@ type Config struct {
 	IntakeQueueURL          string
 	SchedulerQueueURL       string
 	AgentQueueURL           string
-	AllowedReplyQueues      []string // an entry ending in * is a prefix
-	AlertTopicARN           string
-	EventBusName            string
-	MaxFailures             int
-	StepTimeout             time.Duration
-	PickupTimeout           time.Duration
+	// AgentQueues is SAS_AGENT_QUEUES, a JSON object from agent name to
+	// its queues, {"payments": {"url": "…", "priorityUrl": "…"}}, with
+	// SAS_AGENT_QUEUE_URL as the queue of any agent not listed
+	// (docs/agents.md). The scheduler sends there; the supervisor watches
+	// them all.
+	AgentQueues sas.AgentQueues
+	// AgentPriorityQueueURL is SAS_AGENT_PRIORITY_QUEUE_URL: an agent
+	// function's own priority lane, beside SAS_AGENT_QUEUE_URL.
+	AgentPriorityQueueURL string
+	AllowedReplyQueues    []string // an entry ending in * is a prefix
+	AlertTopicARN         string
+	EventBusName          string
+	MaxFailures           int
+	StepTimeout           time.Duration
+	PickupTimeout         time.Duration
 	// WaitLimit is SAS_WAIT_LIMIT: how long past its deadline a held step
 	// may wait while the agent and scheduler queues hold messages, for a
 	// step whose definition sets no wait limit. 0 (unset) leaves the
@@ -44,19 +56,33 @@ func Load(getenv Getenv) (Config, error) {
 		getenv = os.Getenv
 	}
 	c := Config{
-		OrdersTable:       getenv("SAS_ORDERS_TABLE"),
-		StateTable:        getenv("SAS_STATE_TABLE"),
-		IntakeQueueURL:    getenv("SAS_INTAKE_QUEUE_URL"),
-		SchedulerQueueURL: getenv("SAS_SCHEDULER_QUEUE_URL"),
-		AgentQueueURL:     getenv("SAS_AGENT_QUEUE_URL"),
-		AlertTopicARN:     getenv("SAS_ALERT_TOPIC_ARN"),
-		EventBusName:      getenv("SAS_EVENT_BUS_NAME"),
-		PaymentsURL:       getenv("SAS_PAYMENTS_URL"),
-		WorkflowsFile:     getenv("SAS_WORKFLOWS_FILE"),
+		OrdersTable:           getenv("SAS_ORDERS_TABLE"),
+		StateTable:            getenv("SAS_STATE_TABLE"),
+		IntakeQueueURL:        getenv("SAS_INTAKE_QUEUE_URL"),
+		SchedulerQueueURL:     getenv("SAS_SCHEDULER_QUEUE_URL"),
+		AgentQueueURL:         getenv("SAS_AGENT_QUEUE_URL"),
+		AgentPriorityQueueURL: getenv("SAS_AGENT_PRIORITY_QUEUE_URL"),
+		AlertTopicARN:         getenv("SAS_ALERT_TOPIC_ARN"),
+		EventBusName:          getenv("SAS_EVENT_BUS_NAME"),
+		PaymentsURL:           getenv("SAS_PAYMENTS_URL"),
+		WorkflowsFile:         getenv("SAS_WORKFLOWS_FILE"),
 	}
 	for _, q := range strings.Split(getenv("SAS_ALLOWED_REPLY_QUEUES"), ",") {
 		if q = strings.TrimSpace(q); q != "" {
 			c.AllowedReplyQueues = append(c.AllowedReplyQueues, q)
+		}
+	}
+	c.AgentQueues.Default = c.AgentQueueURL
+	if v := strings.TrimSpace(getenv("SAS_AGENT_QUEUES")); v != "" {
+		dec := json.NewDecoder(strings.NewReader(v))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&c.AgentQueues.ByAgent); err != nil {
+			return c, fmt.Errorf("SAS_AGENT_QUEUES: want a JSON object such as {\"payments\": {\"url\": \"https://…\", \"priorityUrl\": \"https://…\"}}: %w", err)
+		}
+		for name, q := range c.AgentQueues.ByAgent {
+			if name == "" || q.URL == "" {
+				return c, fmt.Errorf("SAS_AGENT_QUEUES: agent %q needs a \"url\"", name)
+			}
 		}
 	}
 	var err error

@@ -50,3 +50,24 @@ func TestReplyToAllowed(t *testing.T) {
 	require.False(t, c.ReplyToAllowed("http://q/2/team-a"))
 	require.False(t, c.ReplyToAllowed(""))
 }
+
+func TestLoadAgentQueues(t *testing.T) {
+	t.Parallel()
+	c, err := Load(env(map[string]string{
+		"SAS_AGENT_QUEUE_URL": "http://q/1/default",
+		"SAS_AGENT_QUEUES":    `{"flights": {"url": "http://q/1/flights", "priorityUrl": "http://q/1/flights-hi"}, "hotels": {"url": "http://q/1/hotels"}}`,
+	}))
+	require.NoError(t, err)
+	q := c.AgentQueues
+	require.Equal(t, "http://q/1/flights", q.URL("flights", 0))
+	require.Equal(t, "http://q/1/flights", q.URL("flights", 4))
+	require.Equal(t, "http://q/1/flights-hi", q.URL("flights", 5), "priority 5 and up take the lane")
+	require.Equal(t, "http://q/1/hotels", q.URL("hotels", 9), "no lane: the agent's queue")
+	require.Equal(t, "http://q/1/default", q.URL("cars", 0), "an agent not listed: SAS_AGENT_QUEUE_URL")
+	require.Equal(t, []string{"http://q/1/default", "http://q/1/flights", "http://q/1/flights-hi", "http://q/1/hotels"}, q.All())
+
+	for _, bad := range []string{`[]`, `{"flights": "http://q"}`, `{"flights": {}}`, `{"flights": {"url": "x", "lane": "y"}}`} {
+		_, err := Load(env(map[string]string{"SAS_AGENT_QUEUES": bad}))
+		require.ErrorContains(t, err, "SAS_AGENT_QUEUES", bad)
+	}
+}

@@ -73,7 +73,24 @@ type AgentRequest struct {
 	// (docs/protocol.md, "Agent"). 0 (a request from an older scheduler):
 	// CompleteBy is the agent's deadline.
 	TimeoutMs int64 `json:"timeoutMs,omitempty"`
+	// Action is what this request asks of the agent: the step's Action, or
+	// its Undo when Compensation is set, taken from the definition the
+	// order runs on (its Version). An agent that serves steps by name may
+	// ignore it; the built-in HTTP agent calls it. Empty from an older
+	// scheduler: the agent then finds the call by StepName.
+	Action string `json:"action,omitempty"`
+	// Priority is the order's priority (0–9, higher first), echoed in the
+	// reply so that the next step goes to the same lane
+	// (docs/agents.md, "Priority lanes").
+	Priority int `json:"priority,omitempty"`
+	// Version identifies the workflow definition the order runs on
+	// (docs/workflows.md, "Versions"), echoed in the reply.
+	Version string `json:"version,omitempty"`
 }
+
+// HighPriority is the lowest priority that goes to an agent's priority lane
+// when the agent has one (docs/agents.md, "Priority lanes").
+const HighPriority = 5
 
 // Outcome is what an agent reports.
 type Outcome string
@@ -113,6 +130,8 @@ type AgentReply struct {
 	Payload      json.RawMessage `json:"payload,omitempty"`
 	Compensation bool            `json:"compensation,omitempty"`
 	StepName     string          `json:"stepName,omitempty"`
+	Priority     int             `json:"priority,omitempty"`
+	Version      string          `json:"version,omitempty"`
 }
 
 // Retry is the supervisor handing a step back to the schedulers.
