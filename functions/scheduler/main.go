@@ -37,7 +37,7 @@ func main() {
 }
 
 // required are the variables without which the scheduler cannot work.
-var required = []string{"SAS_ORDERS_TABLE", "SAS_STATE_TABLE", "SAS_AGENT_QUEUE_URL"}
+var required = []string{"SAS_ORDERS_TABLE", "SAS_STATE_TABLE"}
 
 // setup builds the handler from the environment.
 func setup(ctx context.Context, getenv config.Getenv, logger *slog.Logger, owner string) (*scheduler.Handler, error) {
@@ -47,6 +47,10 @@ func setup(ctx context.Context, getenv config.Getenv, logger *slog.Logger, owner
 	cfg, err := config.Load(getenv)
 	if err != nil {
 		return nil, err
+	}
+	if cfg.AgentQueues.Empty() {
+		// One queue for every agent, or one per agent (docs/agents.md).
+		return nil, fmt.Errorf("missing configuration: SAS_AGENT_QUEUES or SAS_AGENT_QUEUE_URL")
 	}
 	aws, err := awsenv.Load(ctx)
 	if err != nil {
@@ -73,7 +77,7 @@ func setup(ctx context.Context, getenv config.Getenv, logger *slog.Logger, owner
 		Alerter:        alerter,
 		Workflows:      reg,
 		Owner:          owner,
-		AgentQueueURL:  cfg.AgentQueueURL,
+		AgentQueues:    cfg.AgentQueues,
 		IntakeQueueURL: cfg.IntakeQueueURL,
 		StepTimeout:    cfg.StepTimeout,
 		PickupTimeout:  cfg.PickupTimeout,

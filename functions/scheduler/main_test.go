@@ -15,7 +15,9 @@ func discard() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, ni
 
 func TestSetupNamesMissingConfiguration(t *testing.T) {
 	_, err := setup(t.Context(), env(nil), discard(), "scheduler-x")
-	require.ErrorContains(t, err, "SAS_ORDERS_TABLE, SAS_STATE_TABLE, SAS_AGENT_QUEUE_URL")
+	require.ErrorContains(t, err, "SAS_ORDERS_TABLE, SAS_STATE_TABLE")
+	_, err = setup(t.Context(), env(map[string]string{"SAS_ORDERS_TABLE": "orders", "SAS_STATE_TABLE": "state"}), discard(), "scheduler-x")
+	require.EqualError(t, err, "missing configuration: SAS_AGENT_QUEUES or SAS_AGENT_QUEUE_URL")
 }
 
 func TestSetupWiresEverything(t *testing.T) {

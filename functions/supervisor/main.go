@@ -34,9 +34,9 @@ func main() {
 }
 
 // required are the variables without which the supervisor cannot work.
-// The agent queue is read (its depth) to tell a held step that waits for a
+// The agent queues (SAS_AGENT_QUEUES or SAS_AGENT_QUEUE_URL) are read (their depth) to tell a held step that waits for a
 // busy agent from one that is stuck.
-var required = []string{"SAS_ORDERS_TABLE", "SAS_STATE_TABLE", "SAS_SCHEDULER_QUEUE_URL", "SAS_AGENT_QUEUE_URL"}
+var required = []string{"SAS_ORDERS_TABLE", "SAS_STATE_TABLE", "SAS_SCHEDULER_QUEUE_URL"}
 
 // setup builds the handler from the environment.
 func setup(ctx context.Context, getenv config.Getenv, logger *slog.Logger) (*supervisor.Handler, error) {
@@ -46,6 +46,10 @@ func setup(ctx context.Context, getenv config.Getenv, logger *slog.Logger) (*sup
 	cfg, err := config.Load(getenv)
 	if err != nil {
 		return nil, err
+	}
+	if cfg.AgentQueues.Empty() {
+		// One queue for every agent, or one per agent (docs/agents.md).
+		return nil, fmt.Errorf("missing configuration: SAS_AGENT_QUEUES or SAS_AGENT_QUEUE_URL")
 	}
 	aws, err := awsenv.Load(ctx)
 	if err != nil {
@@ -80,7 +84,7 @@ func setup(ctx context.Context, getenv config.Getenv, logger *slog.Logger) (*sup
 		PickupTimeout:     cfg.PickupTimeout,
 		// A held step past its deadline is waited on, not failed, while
 		// these queues hold messages (for at most its wait limit).
-		BacklogQueueURLs: []string{cfg.AgentQueueURL, cfg.SchedulerQueueURL},
+		BacklogQueueURLs: append(cfg.AgentQueues.All(), cfg.SchedulerQueueURL),
 		WaitLimit:        cfg.WaitLimit, // 0: supervisor.DefaultWaitLimit
 		Steps:            limits,
 		Actor:            actor(getenv),

@@ -12,7 +12,7 @@ func env(m map[string]string) func(string) string { return func(k string) string
 
 func TestSetupNamesMissingConfiguration(t *testing.T) {
 	_, err := setup(t.Context(), env(nil), slog.New(slog.NewTextHandler(io.Discard, nil)))
-	require.ErrorContains(t, err, "SAS_ORDERS_TABLE, SAS_STATE_TABLE, SAS_SCHEDULER_QUEUE_URL, SAS_AGENT_QUEUE_URL")
+	require.ErrorContains(t, err, "SAS_ORDERS_TABLE, SAS_STATE_TABLE, SAS_SCHEDULER_QUEUE_URL")
 }
 
 func TestSetupWiresEverything(t *testing.T) {
@@ -50,7 +50,15 @@ func TestSetupNeedsTheAgentQueue(t *testing.T) {
 	_, err := setup(t.Context(), env(map[string]string{
 		"SAS_ORDERS_TABLE": "orders", "SAS_STATE_TABLE": "state", "SAS_SCHEDULER_QUEUE_URL": "q",
 	}), slog.New(slog.NewTextHandler(io.Discard, nil)))
-	require.EqualError(t, err, "missing configuration: SAS_AGENT_QUEUE_URL")
+	require.EqualError(t, err, "missing configuration: SAS_AGENT_QUEUES or SAS_AGENT_QUEUE_URL")
+
+	// One queue per agent serves as well.
+	t.Setenv("AWS_REGION", "eu-west-1")
+	_, err = setup(t.Context(), env(map[string]string{
+		"SAS_ORDERS_TABLE": "orders", "SAS_STATE_TABLE": "state", "SAS_SCHEDULER_QUEUE_URL": "q",
+		"SAS_AGENT_QUEUES": `{"payments": {"url": "https://sqs.eu-west-1.amazonaws.com/123456789012/payments"}}`,
+	}), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	require.NoError(t, err)
 }
 
 func TestActor(t *testing.T) {

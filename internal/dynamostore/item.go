@@ -43,6 +43,8 @@ const (
 	attrPriority    = "Priority"
 	attrSteps       = "Steps"
 	attrContentHash = "ContentHash"
+	attrVersion     = "Version"
+	attrDefinition  = "Definition"
 )
 
 // IndexProjection is what the state-due index projects besides the keys.
@@ -144,6 +146,9 @@ func orderItem(o sas.Order) map[string]av {
 	}
 	if o.Priority != 0 {
 		it[attrPriority] = ni(o.Priority)
+	}
+	if o.Version != "" {
+		it[attrVersion] = s(o.Version)
 	}
 	return it
 }
@@ -265,6 +270,7 @@ func decodeOrder(it map[string]av) (sas.Order, string, error) {
 		Workflow:  d.str(attrWorkflow),
 		ReplyTo:   d.str(attrReplyTo),
 		Priority:  int(d.num(attrPriority)),
+		Version:   d.str(attrVersion),
 		CreatedAt: d.time(attrCreatedAt),
 	}
 	if p := d.str(attrPayload); p != "" {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	mathrand "math/rand/v2"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -167,15 +168,15 @@ func (q *dupQueue) Depth(ctx context.Context, url string) (sas.QueueDepth, error
 
 type killBeforeSendQueue struct {
 	sas.Queue
-	agentQueueURL string
-	rate          float64
-	coin          *chance
-	log           *InjectedLog
+	agentQueueURLs []string
+	rate           float64
+	coin           *chance
+	log            *InjectedLog
 }
 
 func (q *killBeforeSendQueue) Send(ctx context.Context, p sas.SendParams) (sas.SendResult, error) {
 	kill, ok := ctx.Value(killKey{}).(func())
-	if !ok || p.QueueURL != q.agentQueueURL || !q.coin.hit(q.rate) {
+	if !ok || !slices.Contains(q.agentQueueURLs, p.QueueURL) || !q.coin.hit(q.rate) {
 		return q.Queue.Send(ctx, p)
 	}
 	now := time.Now()

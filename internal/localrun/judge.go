@@ -62,10 +62,13 @@ type Evidence struct {
 	IDs      []string
 	Views    map[string]sas.OrderView // absent: never created
 	Registry sas.Registry
-	Calls    map[string][]remotesim.Call // by idempotency key
-	Effects  []remotesim.Effect
-	Harness  func(orderID string) []HarnessFault
-	Alerts   []sas.Alert
+	// Definitions are the earlier workflow versions orders ran on, by
+	// "name#version" (docs/workflows.md, "Versions").
+	Definitions map[string]sas.Workflow
+	Calls       map[string][]remotesim.Call // by idempotency key
+	Effects     []remotesim.Effect
+	Harness     func(orderID string) []HarnessFault
+	Alerts      []sas.Alert
 }
 
 // Defect is an order whose outcome the injected faults do not explain, or
@@ -167,9 +170,9 @@ func Judge(ev Evidence, rules JudgeRules) Verdict {
 				}
 			}
 		}
-		wf, known := ev.Registry[view.Order.Workflow]
+		wf, known := ev.workflow(view.Order)
 		if !known {
-			v.Illegal = append(v.Illegal, fmt.Sprintf("%s: runs unknown workflow %q", id, view.Order.Workflow))
+			v.Illegal = append(v.Illegal, fmt.Sprintf("%s: runs unknown workflow %q version %q", id, view.Order.Workflow, view.Order.Version))
 			continue
 		}
 		v.Compensation = append(v.Compensation, compensationProblems(id, view, wf, effects)...)
@@ -543,4 +546,14 @@ func PrintVerdict(out io.Writer, v Verdict) {
 	} else {
 		fmt.Fprintln(out, "\nPASS: nothing lost, nothing done twice, every transition legal, one alert per failed step, compensation exactly for what took effect, and every failure explained by a fault injected into its order.")
 	}
+}
+
+// workflow is the definition an order ran on: the registered one, or the
+// earlier version it was submitted with.
+func (ev Evidence) workflow(o sas.Order) (sas.Workflow, bool) {
+	if w, ok := ev.Registry[o.Workflow]; ok && (o.Version == "" || w.Version() == o.Version) {
+		return w, true
+	}
+	w, ok := ev.Definitions[o.Workflow+"#"+o.Version]
+	return w, ok
 }

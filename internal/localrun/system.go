@@ -83,6 +83,14 @@ type Options struct {
 	// batches at once (infra/), so a harness that mirrors it runs
 	// Instances × AgentWorkers = 20.
 	AgentWorkers int
+	// Workflows are the workflows the actors run; default the reference
+	// ones (workflows.Default with StepTimeout). Deploy changes them.
+	Workflows sas.Registry
+	// PriorityWorkers, when positive, gives the agent a priority lane
+	// (docs/agents.md, "Priority lanes"): a second queue for orders of
+	// sas.HighPriority and up, polled by each instance with this many
+	// invocations at once, beside the agent queue's AgentWorkers.
+	PriorityWorkers int
 	// DuplicateRate is the chance that a message any actor sends is sent
 	// twice (chaos: at-least-once delivery).
 	DuplicateRate float64
@@ -190,6 +198,7 @@ type System struct {
 	observer      sas.Queue
 	observerStore *dynamostore.Store
 
+	actors    actors
 	simServer *http.Server
 	killed    atomic.Int64
 	mu        sync.Mutex
@@ -248,6 +257,20 @@ func Start(ctx context.Context, opts Options) (*System, error) {
 		*q.url = created.URL
 		s.DLQs[q.name] = created.DLQURL
 	}
+	cfg.AgentQueues = sas.AgentQueues{Default: cfg.AgentQueueURL}
+	if opts.PriorityWorkers > 0 {
+		lane, err := s.Queue.CreateQueue(ctx, sqsqueue.CreateQueueParams{
+			Name: opts.Name + "-agent-priority", Attributes: map[string]string{"VisibilityTimeout": vis}, MaxReceiveCount: opts.MaxReceiveCount,
+		})
+		if err != nil {
+			return nil, err
+		}
+		cfg.AgentPriorityQueueURL = lane.URL
+		s.DLQs["agent-priority"] = lane.DLQURL
+		cfg.AgentQueues.ByAgent = map[string]sas.AgentQueue{
+			workflows.PaymentsAgent: {URL: cfg.AgentQueueURL, PriorityURL: lane.URL},
+		}
+	}
 	status, err := s.Queue.CreateQueue(ctx, sqsqueue.CreateQueueParams{Name: opts.Name + "-status"})
 	if err != nil {
 		return nil, err
@@ -268,9 +291,11 @@ func Start(ctx context.Context, opts Options) (*System, error) {
 	go func() { _ = s.simServer.Serve(ln) }()
 	s.Config = cfg
 
-	reg, err := workflows.Default(cfg.StepTimeout)
-	if err != nil {
-		return nil, err
+	reg := opts.Workflows
+	if reg == nil {
+		if reg, err = workflows.Default(cfg.StepTimeout); err != nil {
+			return nil, err
+		}
 	}
 	s.Registry = reg
 	coin := newChance(opts.Seed)
@@ -281,30 +306,12 @@ func Start(ctx context.Context, opts Options) (*System, error) {
 	}
 	schedQueue := actorQueue
 	if opts.KillBeforeSendRate > 0 {
-		schedQueue = &killBeforeSendQueue{Queue: actorQueue, agentQueueURL: cfg.AgentQueueURL, rate: opts.KillBeforeSendRate, coin: coin, log: s.Injected}
+		schedQueue = &killBeforeSendQueue{Queue: actorQueue, agentQueueURLs: cfg.AgentQueues.All(), rate: opts.KillBeforeSendRate, coin: coin, log: s.Injected}
 	}
 	alerter := alerts.NewMulti(alerts.NewLog(opts.Logger), s.Alerts)
-	for i := 0; i < opts.Instances; i++ {
-		svc, err := scheduler.New(scheduler.Config{
-			Store: s.Store, Queue: schedQueue, Alerter: alerter, Workflows: reg,
-			Owner: fmt.Sprintf("scheduler-%d-%s", i, randomID()), AgentQueueURL: cfg.AgentQueueURL, IntakeQueueURL: cfg.IntakeQueueURL,
-			StepTimeout: cfg.StepTimeout, PickupTimeout: cfg.PickupTimeout, ReplyToAllowed: cfg.ReplyToAllowed, Logger: opts.Logger,
-		})
-		if err != nil {
-			return nil, err
-		}
-		s.Schedulers = append(s.Schedulers, scheduler.NewHandler(svc))
-		// By default a try may take at most a third of the step's time, so a
-		// hung call leaves room to retry within the deadline.
-		caller, err := httpagent.New(httpagent.Config{AttemptTimeout: opts.AttemptTimeout, MaxResponseBytes: agent.MaxResponseBytes, BaseBackoff: 50 * time.Millisecond, MaxBackoff: time.Second, SafetyMargin: 200 * time.Millisecond, Breaker: opts.Breaker})
-		if err != nil {
-			return nil, err
-		}
-		ag, err := agent.FromConfig(cfg, agent.Deps{Queue: actorQueue, Caller: caller, Logger: opts.Logger, Registry: reg})
-		if err != nil {
-			return nil, err
-		}
-		s.Agents = append(s.Agents, ag)
+	s.actors = actors{schedQueue: schedQueue, actorQueue: actorQueue, alerter: alerter}
+	if s.Schedulers, s.Agents, err = s.buildActors(reg); err != nil {
+		return nil, err
 	}
 	limits, err := reg.Limits()
 	if err != nil {
@@ -312,7 +319,7 @@ func Start(ctx context.Context, opts Options) (*System, error) {
 	}
 	for i := 0; i < opts.Supervisors; i++ {
 		sup, err := supervisor.New(supervisor.Config{
-			BacklogQueueURLs: []string{cfg.AgentQueueURL, cfg.SchedulerQueueURL}, WaitLimit: opts.WaitLimit, Steps: limits,
+			BacklogQueueURLs: append(cfg.AgentQueues.All(), cfg.SchedulerQueueURL), WaitLimit: opts.WaitLimit, Steps: limits,
 			Store: s.Store, Queue: actorQueue, Alerter: alerter, SchedulerQueueURL: cfg.SchedulerQueueURL,
 			Clock:       skewedClock{offset: skewFor(i, opts.Supervisors, opts.ClockSkew)},
 			MaxFailures: cfg.MaxFailures, PickupTimeout: cfg.PickupTimeout, BaseBackoff: opts.BaseBackoff, MaxBackoff: 4 * opts.BaseBackoff,
@@ -327,12 +334,21 @@ func Start(ctx context.Context, opts Options) (*System, error) {
 		return "arn:aws:sqs:us-east-1:000000000000:" + url[strings.LastIndex(url, "/")+1:]
 	}
 	for i := 0; i < opts.Instances; i++ {
-		sch, ag := s.Schedulers[i], s.Agents[i]
+		sch := SQSHandler(func(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
+			return s.scheduler(i).Handle(ctx, ev)
+		})
+		ag := SQSHandler(func(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
+			return s.agent(i).Handle(ctx, ev)
+		})
 		s.Pollers = append(s.Pollers,
-			&Poller{Name: fmt.Sprintf("intake-%d", i), Queue: s.Queue, QueueURL: cfg.IntakeQueueURL, QueueARN: arn(cfg.IntakeQueueURL), BatchSize: opts.BatchSize, Workers: opts.PollerWorkers, Handler: sch.Handle, Logger: opts.Logger},
-			&Poller{Name: fmt.Sprintf("scheduler-%d", i), Queue: s.Queue, QueueURL: cfg.SchedulerQueueURL, QueueARN: arn(cfg.SchedulerQueueURL), BatchSize: opts.BatchSize, Workers: opts.PollerWorkers, Handler: sch.Handle, Logger: opts.Logger},
-			&Poller{Name: fmt.Sprintf("agent-%d", i), Queue: s.Queue, QueueURL: cfg.AgentQueueURL, QueueARN: arn(cfg.AgentQueueURL), BatchSize: opts.BatchSize, Workers: opts.AgentWorkers, Handler: ag.Handle, Logger: opts.Logger},
+			&Poller{Name: fmt.Sprintf("intake-%d", i), Queue: s.Queue, QueueURL: cfg.IntakeQueueURL, QueueARN: arn(cfg.IntakeQueueURL), BatchSize: opts.BatchSize, Workers: opts.PollerWorkers, Handler: sch, Logger: opts.Logger},
+			&Poller{Name: fmt.Sprintf("scheduler-%d", i), Queue: s.Queue, QueueURL: cfg.SchedulerQueueURL, QueueARN: arn(cfg.SchedulerQueueURL), BatchSize: opts.BatchSize, Workers: opts.PollerWorkers, Handler: sch, Logger: opts.Logger},
+			&Poller{Name: fmt.Sprintf("agent-%d", i), Queue: s.Queue, QueueURL: cfg.AgentQueueURL, QueueARN: arn(cfg.AgentQueueURL), BatchSize: opts.BatchSize, Workers: opts.AgentWorkers, Handler: ag, Logger: opts.Logger},
 		)
+		if lane := cfg.AgentPriorityQueueURL; lane != "" {
+			s.Pollers = append(s.Pollers,
+				&Poller{Name: fmt.Sprintf("agent-priority-%d", i), Queue: s.Queue, QueueURL: lane, QueueARN: arn(lane), BatchSize: opts.BatchSize, Workers: opts.PriorityWorkers, Handler: ag, Logger: opts.Logger})
+		}
 	}
 	for _, p := range s.Pollers {
 		f := &inflight{}
@@ -340,6 +356,74 @@ func Start(ctx context.Context, opts Options) (*System, error) {
 		s.inflight = append(s.inflight, f)
 	}
 	return s, nil
+}
+
+// actors is what building the schedulers and agents needs besides the
+// configuration (buildActors).
+type actors struct {
+	schedQueue, actorQueue sas.Queue
+	alerter                sas.Alerter
+}
+
+// buildActors builds one scheduler and one agent per instance, running reg.
+func (s *System) buildActors(reg sas.Registry) (schedulers []*scheduler.Handler, agents []*agent.Service, err error) {
+	for i := 0; i < s.Opts.Instances; i++ {
+		svc, err := scheduler.New(scheduler.Config{
+			Store: s.Store, Queue: s.actors.schedQueue, Alerter: s.actors.alerter, Workflows: reg,
+			Owner: fmt.Sprintf("scheduler-%d-%s", i, randomID()), AgentQueues: s.Config.AgentQueues, IntakeQueueURL: s.Config.IntakeQueueURL,
+			StepTimeout: s.Config.StepTimeout, PickupTimeout: s.Config.PickupTimeout, ReplyToAllowed: s.Config.ReplyToAllowed, Logger: s.Opts.Logger,
+		})
+		if err != nil {
+			return nil, nil, err
+		}
+		// As a warm instance would have: the definitions are stored once
+		// per process, so requests per order count the orders alone.
+		if err := svc.StoreDefinitions(context.Background()); err != nil {
+			return nil, nil, err
+		}
+		schedulers = append(schedulers, scheduler.NewHandler(svc))
+		// By default a try may take at most a third of the step's time, so a
+		// hung call leaves room to retry within the deadline.
+		caller, err := httpagent.New(httpagent.Config{AttemptTimeout: s.Opts.AttemptTimeout, MaxResponseBytes: agent.MaxResponseBytes, BaseBackoff: 50 * time.Millisecond, MaxBackoff: time.Second, SafetyMargin: 200 * time.Millisecond, Breaker: s.Opts.Breaker})
+		if err != nil {
+			return nil, nil, err
+		}
+		ag, err := agent.FromConfig(s.Config, agent.Deps{Queue: s.actors.actorQueue, Caller: caller, Logger: s.Opts.Logger, Registry: reg})
+		if err != nil {
+			return nil, nil, err
+		}
+		agents = append(agents, ag)
+	}
+	return schedulers, agents, nil
+}
+
+// Deploy replaces every scheduler and agent with ones running reg, as a
+// deploy of a changed workflow would, while the system runs: messages
+// already being handled finish on the old ones. Orders submitted before
+// keep the version they were submitted with (docs/workflows.md,
+// "Versions").
+func (s *System) Deploy(reg sas.Registry) error {
+	schedulers, agents, err := s.buildActors(reg)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.Schedulers, s.Agents, s.Registry = schedulers, agents, reg
+	return nil
+}
+
+// scheduler and agent are instance i's current actors (Deploy swaps them).
+func (s *System) scheduler(i int) *scheduler.Handler {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.Schedulers[i]
+}
+
+func (s *System) agent(i int) *agent.Service {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.Agents[i]
 }
 
 func randomID() string {
@@ -696,8 +780,27 @@ func (s *System) WaitSettled(ctx context.Context, ids []string, every time.Durat
 // Evidence gathers what Judge reads, for the orders given and their final
 // views.
 func (s *System) Evidence(ids []string, views map[string]sas.OrderView) Evidence {
+	s.mu.Lock()
+	reg := s.Registry
+	s.mu.Unlock()
+	// An order submitted before a Deploy runs on its own version, which
+	// the store keeps.
+	defs := map[string]sas.Workflow{}
+	for _, v := range views {
+		o := v.Order
+		key := o.Workflow + "#" + o.Version
+		if w, ok := reg[o.Workflow]; o.Version == "" || (ok && w.Version() == o.Version) {
+			continue
+		}
+		if _, done := defs[key]; done {
+			continue
+		}
+		if w, err := s.observerStore.GetDefinition(context.Background(), o.Workflow, o.Version); err == nil {
+			defs[key] = w
+		}
+	}
 	return Evidence{
-		IDs: ids, Views: views, Registry: s.Registry,
+		IDs: ids, Views: views, Registry: reg, Definitions: defs,
 		Calls: s.Sim.CallsByKey(), Effects: s.Sim.Effects(),
 		Harness: s.Injected.Of, Alerts: s.Alerts.Alerts(),
 	}

@@ -30,6 +30,7 @@ type Store struct {
 	hashes map[string]string
 	steps  map[sas.StepKey]sas.StepRecord
 	byID   map[string][]sas.StepKey
+	defs   map[string][]byte // "name#version" → sas.EncodeWorkflow
 }
 
 var _ sas.StateStore = (*Store)(nil)
@@ -45,6 +46,7 @@ func New(cfg Config) *Store {
 		hashes: map[string]string{},
 		steps:  map[sas.StepKey]sas.StepRecord{},
 		byID:   map[string][]sas.StepKey{},
+		defs:   map[string][]byte{},
 	}
 }
 
@@ -390,4 +392,23 @@ func ms(t time.Time) time.Time {
 		return t
 	}
 	return time.UnixMilli(t.UnixMilli()).UTC()
+}
+
+// PutDefinition stores w under its version (sas.DefinitionStore).
+func (s *Store) PutDefinition(_ context.Context, w sas.Workflow) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.defs[w.Name+"#"+w.Version()] = sas.EncodeWorkflow(w)
+	return nil
+}
+
+// GetDefinition reads a stored definition (sas.DefinitionStore).
+func (s *Store) GetDefinition(_ context.Context, name, version string) (sas.Workflow, error) {
+	s.mu.Lock()
+	b, ok := s.defs[name+"#"+version]
+	s.mu.Unlock()
+	if !ok {
+		return sas.Workflow{}, fmt.Errorf("reading workflow %s version %s: %w", name, version, sas.ErrNotFound)
+	}
+	return sas.DecodeWorkflow(b)
 }

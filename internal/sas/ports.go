@@ -45,7 +45,8 @@ type StateStore interface {
 	GetOrder(ctx context.Context, orderID string) (OrderView, error)
 	ListByState(ctx context.Context, p ListByStateParams) (ListByStateResult, error)
 
-	OwedStore // a give-up's owed effects (owed.go)
+	OwedStore       // a give-up's owed effects (owed.go)
+	DefinitionStore // the workflow definitions orders run on (versions.go)
 }
 
 // SubmitParams creates an order. PickupBy is when a scheduler must have

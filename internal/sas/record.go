@@ -101,25 +101,31 @@ const HistoryLimit = 64
 
 // Order is the business item of the orders table.
 type Order struct {
-	OrderID   string
-	Workflow  string
-	Payload   json.RawMessage // a JSON object, or nil
-	ReplyTo   string
-	Priority  int
-	Steps     []string // step names in workflow order
+	OrderID  string
+	Workflow string
+	Payload  json.RawMessage // a JSON object, or nil
+	ReplyTo  string
+	Priority int
+	Steps    []string // step names in workflow order
+	// Version is the version of the workflow definition the order runs on
+	// (Workflow.Version; docs/workflows.md, "Versions"). "" for an order
+	// submitted before versions: it runs on the registered definition.
+	Version   string
 	CreatedAt time.Time
 }
 
 // ContentHash fingerprints what the submitter asked for, so a redelivered
-// intake message is told apart from a different order reusing the id.
+// intake message is told apart from a different order reusing the id. The
+// workflow's steps and version are not the submitter's: an intake
+// redelivered after a deploy changed the workflow is the same order (it
+// runs on the version it was submitted with).
 func (o Order) ContentHash() string {
 	canon := struct {
 		W string          `json:"w"`
 		P json.RawMessage `json:"p,omitempty"`
 		R string          `json:"r,omitempty"`
 		Q int             `json:"q,omitempty"`
-		S []string        `json:"s"`
-	}{o.Workflow, compactJSON(o.Payload), o.ReplyTo, o.Priority, o.Steps}
+	}{o.Workflow, compactJSON(o.Payload), o.ReplyTo, o.Priority}
 	b, _ := json.Marshal(canon) // cannot fail: only strings, ints and valid raw JSON
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:])

@@ -267,9 +267,15 @@ func (f *fixture) newService(id string) *scheduler.Service {
 	f.t.Helper()
 	reg, err := workflows.Default(stepTimeout)
 	require.NoError(f.t, err)
+	return f.newServiceWith(id, reg, sas.AgentQueues{Default: f.agentURL})
+}
+
+// newServiceWith is newService with its own workflows and agent queues.
+func (f *fixture) newServiceWith(id string, reg sas.Registry, queues sas.AgentQueues) *scheduler.Service {
+	f.t.Helper()
 	svc, err := scheduler.New(scheduler.Config{
 		Store: f.calls, Queue: f.q, Clock: f.clock, Alerter: f.alerts, Workflows: reg,
-		Owner: id, AgentQueueURL: f.agentURL, PickupTimeout: time.Minute, IntakeQueueURL: intakeQueueURL,
+		Owner: id, AgentQueues: queues, PickupTimeout: time.Minute, IntakeQueueURL: intakeQueueURL,
 		ReplyToAllowed: func(u string) bool { return u == f.replyURL || u == f.otherURL },
 		// Shown only for a failing test (or with -v).
 		Logger: slog.New(slog.NewTextHandler(f.t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug})).With("instance", id),
@@ -424,7 +430,7 @@ func reply(req sas.AgentRequest, outcome sas.Outcome, reason string) string {
 		V: sas.MessageVersion, Kind: sas.KindAgentReply, OrderID: req.OrderID, Step: req.Step,
 		Attempt: req.Attempt, LockedBy: req.LockedBy, Outcome: outcome, Reason: reason, Agent: req.Agent,
 		Workflow: req.Workflow, ReplyTo: req.ReplyTo, Payload: req.Payload, Compensation: req.Compensation,
-		StepName: req.StepName,
+		StepName: req.StepName, Priority: req.Priority, Version: req.Version,
 	})
 }
 

@@ -27,10 +27,14 @@ func (s *Service) intake(ctx context.Context, u *outbox.Unit, body []byte, messa
 		return s.reject(ctx, u, in, messageID, err)
 	}
 	w := s.cfg.Workflows[in.Workflow]
+	if err := s.storeDefinition(ctx, w); err != nil {
+		return err
+	}
 	now := s.cfg.Clock.Now()
 	o := sas.Order{
 		OrderID: in.OrderID, Workflow: in.Workflow, Payload: in.Payload,
 		ReplyTo: in.ReplyTo, Priority: in.Priority, Steps: w.StepNames(),
+		Version: s.versions[in.Workflow],
 	}
 	res, err := s.cfg.Store.Submit(ctx, sas.SubmitParams{
 		Order: o, Now: now, PickupBy: now.Add(s.cfg.PickupTimeout),
@@ -47,6 +51,13 @@ func (s *Service) intake(ctx context.Context, u *outbox.Unit, body []byte, messa
 		return fmt.Errorf("submitting order %s: %w", in.OrderID, err)
 	}
 	ord := order{ord: res.View.Order, wf: w, steps: res.View.Steps}
+	if !res.Created {
+		// The order may have been submitted before a deploy changed its
+		// workflow: it runs on its own version.
+		if ord.wf, err = s.workflow(ctx, ord.ord.Workflow, ord.ord.Version); err != nil {
+			return fmt.Errorf("order %s: %w", in.OrderID, err)
+		}
+	}
 	if res.Created {
 		first, ok := ord.step(0)
 		if !ok {

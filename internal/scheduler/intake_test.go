@@ -31,7 +31,7 @@ func TestNewChecksConfig(t *testing.T) {
 		{"no store", func(c *scheduler.Config) { c.Store = nil }, "state store"},
 		{"no queue", func(c *scheduler.Config) { c.Queue = nil }, "queue is required"},
 		{"no owner", func(c *scheduler.Config) { c.Owner = "" }, "owner"},
-		{"no agent queue", func(c *scheduler.Config) { c.AgentQueueURL = "" }, "agent queue URL"},
+		{"no agent queue", func(c *scheduler.Config) { c.AgentQueueURL = "" }, "an agent queue is required"},
 		{"no workflows", func(c *scheduler.Config) { c.Workflows = nil }, "at least one workflow"},
 		{"negative timeout", func(c *scheduler.Config) { c.StepTimeout = -time.Second }, "timeouts"},
 		{"step without agent", func(c *scheduler.Config) {
@@ -65,6 +65,8 @@ func TestIntakeSubmitsClaimsAndDispatches(t *testing.T) {
 		Payload:  json.RawMessage(`{"amount":42,"currency":"EUR"}`),
 		Workflow: "payment", ReplyTo: f.replyURL, // for the agent to echo
 		TimeoutMs: stepTimeout.Milliseconds(), // the agent's own limit, from when it starts
+		Action:    "POST /payments",           // what to call, from the order's definition
+		Version:   workflows.PaymentWorkflow(stepTimeout).Version(),
 	}, req)
 	require.Equal(t, []string{"received#1000"}, statusList(f.statuses()))
 

@@ -82,17 +82,18 @@ func (s *Service) reply(ctx context.Context, u *outbox.Unit, rep sas.AgentReply)
 	if err := checkReply(rep); err != nil {
 		return drop(err, "agent reply")
 	}
-	w, ok := s.cfg.Workflows[rep.Workflow]
+	w, err := s.workflow(ctx, rep.Workflow, rep.Version)
 	switch {
-	case !ok:
-		return drop(nil, "reply for order %s names workflow %q, which this deployment does not register", rep.OrderID, rep.Workflow)
+	case err != nil:
+		return fmt.Errorf("reply for order %s: %w", rep.OrderID, err)
 	case rep.Step >= len(w.Steps) || w.Steps[rep.Step].Name != rep.StepName:
 		// The workflow changed shape under the order: never guess a successor.
 		return drop(nil, "reply for order %s: step %d of workflow %q is not %q", rep.OrderID, rep.Step, w.Name, rep.StepName)
 	}
 	o := order{
-		ord: sas.Order{OrderID: rep.OrderID, Workflow: w.Name, Payload: rep.Payload, ReplyTo: rep.ReplyTo, Steps: w.StepNames()},
-		wf:  w,
+		ord: sas.Order{OrderID: rep.OrderID, Workflow: w.Name, Payload: rep.Payload, ReplyTo: rep.ReplyTo, Steps: w.StepNames(),
+			Priority: rep.Priority, Version: rep.Version}, // "" (an older agent): the registered version
+		wf: w,
 	}
 	now := s.cfg.Clock.Now()
 	key := sas.StepKey{OrderID: rep.OrderID, Step: rep.Step}

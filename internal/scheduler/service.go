@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/sas-go/sas/internal/alerts"
@@ -29,8 +30,13 @@ type Config struct {
 	Workflows sas.Registry   // required, at least one workflow
 	// Owner is this instance's id, written as LockedBy on every claim. It must
 	// be unique per process (Lambda: a random id per cold start).
-	Owner         string // required
-	AgentQueueURL string // required
+	Owner string // required
+	// AgentQueues routes each step's request to its agent's queue, and
+	// an order of sas.HighPriority or more to the agent's priority lane
+	// (docs/agents.md). AgentQueueURL, when set, is the queue of any agent
+	// AgentQueues does not list. Every agent of Workflows needs a queue.
+	AgentQueues   sas.AgentQueues
+	AgentQueueURL string
 	// IntakeQueueURL, when set, marks the intake queue: its records are read
 	// as intake messages whatever kind they claim, so that an application
 	// that may write orders cannot also send replies, retries or
@@ -54,6 +60,15 @@ type Config struct {
 type Service struct {
 	cfg Config
 	log *slog.Logger
+	// versions is the version of each registered workflow (sas.Workflow.Version).
+	versions map[string]string
+	// defs caches definitions read from the store by "name#version": they
+	// never change (docs/workflows.md, "Versions").
+	defs sync.Map
+	// stored marks the registered versions this process has written to
+	// the store, by "name#version"; a new order of a version is submitted
+	// only after its definition is stored.
+	stored sync.Map
 }
 
 // New checks the configuration and returns a Service.
@@ -86,8 +101,13 @@ func New(cfg Config) (*Service, error) {
 	if cfg.Owner == "" {
 		problems = append(problems, "an owner (instance id) is required")
 	}
-	if cfg.AgentQueueURL == "" {
-		problems = append(problems, "the agent queue URL is required")
+	if cfg.AgentQueues.Default == "" {
+		cfg.AgentQueues.Default = cfg.AgentQueueURL
+	}
+	if cfg.AgentQueues.Empty() {
+		problems = append(problems, "an agent queue is required (SAS_AGENT_QUEUES or SAS_AGENT_QUEUE_URL)")
+	} else if err := cfg.AgentQueues.Check(cfg.Workflows); err != nil {
+		problems = append(problems, err.Error())
 	}
 	if cfg.StepTimeout < 0 || cfg.PickupTimeout < 0 {
 		problems = append(problems, "timeouts must be positive")
@@ -112,7 +132,11 @@ func New(cfg Config) (*Service, error) {
 		return nil, fmt.Errorf("configuring the scheduler: %w",
 			&sas.ValidationError{Field: "config", Reason: strings.Join(problems, "; ")})
 	}
-	return &Service{cfg: cfg, log: cfg.Logger}, nil
+	versions := make(map[string]string, len(cfg.Workflows))
+	for name, w := range cfg.Workflows {
+		versions[name] = w.Version()
+	}
+	return &Service{cfg: cfg, log: cfg.Logger, versions: versions}, nil
 }
 
 // DropError marks a message that is acknowledged without effect because no
@@ -183,9 +207,9 @@ func (s *Service) load(ctx context.Context, orderID string) (order, error) {
 	if err != nil {
 		return order{}, fmt.Errorf("reading order %s: %w", orderID, err)
 	}
-	w, ok := s.cfg.Workflows[v.Order.Workflow]
-	if !ok {
-		return order{}, drop(nil, "order %s runs workflow %q, which this deployment does not register", orderID, v.Order.Workflow)
+	w, err := s.workflow(ctx, v.Order.Workflow, v.Order.Version)
+	if err != nil {
+		return order{}, fmt.Errorf("order %s: %w", orderID, err)
 	}
 	if !slices.Equal(w.StepNames(), v.Order.Steps) || len(v.Steps) != len(w.Steps) {
 		return order{}, drop(nil, "order %s was submitted with steps %v of workflow %q, which now has %v",
@@ -215,6 +239,10 @@ func live(r sas.StepRecord, now time.Time) bool {
 // dispatch adds the agent request for a claimed step (or undo) to u.
 func (s *Service) dispatch(ctx context.Context, u *outbox.Unit, o sas.Order, def sas.StepDef, r sas.StepRecord) {
 	undo := r.ProcessState == sas.Compensating
+	action := def.Action
+	if undo {
+		action = def.Undo
+	}
 	req := sas.AgentRequest{
 		V: sas.MessageVersion, Kind: sas.KindAgentRequest,
 		OrderID: o.OrderID, Step: r.Step, StepName: def.Name, Agent: def.Agent,
@@ -231,9 +259,13 @@ func (s *Service) dispatch(ctx context.Context, u *outbox.Unit, o sas.Order, def
 		// (docs/protocol.md, "Agent"). Every send carries it, re-sends
 		// of a live step included.
 		TimeoutMs: s.timeout(def).Milliseconds(),
+		// What to do, from the definition the order runs on, and what
+		// the reply echoes so that later steps stay on that definition
+		// and in the order's lane.
+		Action: action, Priority: o.Priority, Version: o.Version,
 	}
 	u.Send(outbox.Message{
-		QueueURL: s.cfg.AgentQueueURL, Body: sas.Encode(req),
+		QueueURL: s.cfg.AgentQueues.URL(def.Agent, o.Priority), Body: sas.Encode(req),
 		What: fmt.Sprintf("the request for step %s attempt %d", r.Key(), r.Attempt),
 	})
 	s.log.InfoContext(ctx, "step dispatched", "order", o.OrderID, "step", r.Step, "stepName", def.Name,

@@ -59,9 +59,15 @@ func testSubmitConflict(t *testing.T, h Harness) {
 	other.Payload = []byte(`{"amount":43}`)
 	_, err := s.Submit(ctx, sas.SubmitParams{Order: other, Now: T0, PickupBy: at(time.Minute)})
 	require.ErrorIs(t, err, sas.ErrOrderConflict)
+	// The same request after a deploy changed the workflow's steps is the
+	// same order: it keeps the steps and version it was submitted with.
 	more := order("o-conflict", 2)
-	_, err = s.Submit(ctx, sas.SubmitParams{Order: more, Now: T0, PickupBy: at(time.Minute)})
-	require.ErrorIs(t, err, sas.ErrOrderConflict)
+	more.Version = "v2"
+	res, err := s.Submit(ctx, sas.SubmitParams{Order: more, Now: T0, PickupBy: at(time.Minute)})
+	require.NoError(t, err)
+	require.False(t, res.Created)
+	require.Equal(t, []string{"step0"}, res.View.Order.Steps)
+	require.Empty(t, res.View.Order.Version)
 	v := get(t, s, "o-conflict")
 	require.Len(t, v.Steps, 1, "a conflicting submission writes nothing")
 	require.JSONEq(t, `{"amount":42,"currency":"EUR"}`, string(v.Order.Payload))

@@ -86,6 +86,9 @@ func Run(t *testing.T, h Harness) {
 		// resubmission of a compensated order's step (owed.go)
 		{"ResubmitRefusedOnceCompensating", testResubmitRefusedOnceCompensating},
 
+		// workflow definitions by version (definitions.go)
+		{"DefinitionsByVersion", testDefinitions},
+
 		// each transition's guard stated once (guards.go)
 		{"GuardsMatchTheDomain", testGuardsMatchTheDomain},
 	}

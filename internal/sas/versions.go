@@ -1,0 +1,92 @@
+package sas
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// Workflow versions (docs/workflows.md, "Versions"): an order runs to its
+// end on the definition it was submitted with. The scheduler stamps each
+// new order with its workflow's Version, stores that definition under its
+// version before the first such order exists (DefinitionStore), and runs an
+// order whose version it does not have in its registry (one submitted
+// before a deploy changed the workflow) on the stored definition.
+
+// versionedStep is the canonical form of a StepDef: what Version hashes and
+// what DefinitionStore keeps. Durations in milliseconds.
+type versionedStep struct {
+	Name        string `json:"name"`
+	Agent       string `json:"agent"`
+	Action      string `json:"action,omitempty"`
+	Undo        string `json:"undo,omitempty"`
+	TimeoutMs   int64  `json:"timeoutMs"`
+	WaitMs      int64  `json:"waitLimitMs,omitempty"`
+	TotalMs     int64  `json:"totalLimitMs,omitempty"`
+	MaxFailures int    `json:"maxFailures,omitempty"`
+	BaseMs      int64  `json:"baseBackoffMs,omitempty"`
+	MaxMs       int64  `json:"maxBackoffMs,omitempty"`
+}
+
+type versionedWorkflow struct {
+	Name  string          `json:"name"`
+	Steps []versionedStep `json:"steps"`
+}
+
+// EncodeWorkflow is the canonical encoding of a definition: the same
+// definition always encodes to the same bytes.
+func EncodeWorkflow(w Workflow) []byte {
+	v := versionedWorkflow{Name: w.Name, Steps: make([]versionedStep, len(w.Steps))}
+	for i, s := range w.Steps {
+		v.Steps[i] = versionedStep{
+			Name: s.Name, Agent: s.Agent, Action: s.Action, Undo: s.Undo,
+			TimeoutMs: s.Timeout.Milliseconds(), WaitMs: s.WaitLimit.Milliseconds(), TotalMs: s.TotalLimit.Milliseconds(),
+			MaxFailures: s.MaxFailures, BaseMs: s.BaseBackoff.Milliseconds(), MaxMs: s.MaxBackoff.Milliseconds(),
+		}
+	}
+	b, _ := json.Marshal(v) // cannot fail: strings and numbers only
+	return b
+}
+
+// DecodeWorkflow reads what EncodeWorkflow wrote.
+func DecodeWorkflow(b []byte) (Workflow, error) {
+	var v versionedWorkflow
+	if err := json.Unmarshal(b, &v); err != nil {
+		return Workflow{}, fmt.Errorf("decoding a stored workflow definition: %w", err)
+	}
+	ms := func(n int64) time.Duration { return time.Duration(n) * time.Millisecond }
+	w := Workflow{Name: v.Name, Steps: make([]StepDef, len(v.Steps))}
+	for i, s := range v.Steps {
+		w.Steps[i] = StepDef{
+			Name: s.Name, Agent: s.Agent, Action: s.Action, Undo: s.Undo,
+			Timeout: ms(s.TimeoutMs), WaitLimit: ms(s.WaitMs), TotalLimit: ms(s.TotalMs),
+			MaxFailures: s.MaxFailures, BaseBackoff: ms(s.BaseMs), MaxBackoff: ms(s.MaxMs),
+		}
+	}
+	if w.Name == "" || len(w.Steps) == 0 {
+		return Workflow{}, fmt.Errorf("decoding a stored workflow definition: no name or no steps")
+	}
+	return w, nil
+}
+
+// Version fingerprints the definition: 16 hex digits of the SHA-256 of its
+// canonical encoding. Any change to a step (its name, agent, action, undo,
+// limits or retry policy) gives another version.
+func (w Workflow) Version() string {
+	sum := sha256.Sum256(EncodeWorkflow(w))
+	return hex.EncodeToString(sum[:8])
+}
+
+// DefinitionStore keeps every workflow definition an order was submitted
+// with, by name and version. Definitions are immutable: storing a version
+// again is a no-op.
+type DefinitionStore interface {
+	// PutDefinition stores w under (w.Name, w.Version()).
+	PutDefinition(ctx context.Context, w Workflow) error
+	// GetDefinition reads a stored definition; an error that errors.Is
+	// ErrNotFound when there is none.
+	GetDefinition(ctx context.Context, name, version string) (Workflow, error)
+}
