@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 )
 
 // File is the declarative form: {"workflows": [...]}. An optional "$schema"
@@ -78,6 +79,13 @@ func Parse(file string, data []byte) ([]Workflow, error) {
 			sp := fmt.Sprintf("%s.steps[%d]", wp, j)
 			var r rawStep
 			if err := strict(rs, &r); err != nil {
+				var ue unknownField
+				if ue.from(err) {
+					// encoding/json names the field, not where it is:
+					// find it, so that a misspelt retry field reads
+					// "steps[0].retry.tries", not "steps[0].tries".
+					return fail(sp+"."+unknownIn(rs, ue.name), "%s", reason(err))
+				}
 				return fail(fieldPath(sp, err), "%s", reason(err))
 			}
 			st, path, err := r.step(sp)
@@ -187,6 +195,7 @@ type rawStep struct {
 	TotalLimit json.RawMessage `json:"totalLimit"`
 	Retry      *struct {
 		FailureThreshold int `json:"failureThreshold"`
+		Attempts         int `json:"attempts"`
 		Backoff          *struct {
 			Base json.RawMessage `json:"base"`
 			Max  json.RawMessage `json:"max"`
@@ -209,7 +218,7 @@ func (r rawStep) step(sp string) (Step, string, error) {
 		{"totalLimit", r.TotalLimit, &s.TotalLimit},
 	}
 	if r.Retry != nil {
-		s.Retry = &Retry{FailureThreshold: r.Retry.FailureThreshold}
+		s.Retry = &Retry{FailureThreshold: r.Retry.FailureThreshold, Attempts: r.Retry.Attempts}
 		if b := r.Retry.Backoff; b != nil {
 			s.Retry.Backoff = &Backoff{}
 			durations = append(durations,
@@ -226,4 +235,40 @@ func (r rawStep) step(sp string) (Step, string, error) {
 		}
 	}
 	return s, "", nil
+}
+
+// stepFields are the fields a step object may have, by where they are:
+// "" is the step, "retry" its retry policy, "retry.backoff" its backoff.
+var stepFields = map[string][]string{
+	"":              {"name", "agent", "action", "undo", "timeout", "waitLimit", "totalLimit", "retry"},
+	"retry":         {"failureThreshold", "attempts", "backoff"},
+	"retry.backoff": {"base", "max"},
+}
+
+// unknownIn is the path, within a step, of the unknown field name: the
+// first object of the step (the step, its retry, its backoff) that has a
+// field of that name it does not allow. Just name when it is not found.
+func unknownIn(step json.RawMessage, name string) string {
+	objects := map[string]json.RawMessage{"": step}
+	var top map[string]json.RawMessage
+	if json.Unmarshal(step, &top) == nil {
+		objects["retry"] = top["retry"]
+		var retry map[string]json.RawMessage
+		if json.Unmarshal(top["retry"], &retry) == nil {
+			objects["retry.backoff"] = retry["backoff"]
+		}
+	}
+	for _, where := range []string{"", "retry", "retry.backoff"} {
+		var fields map[string]json.RawMessage
+		if json.Unmarshal(objects[where], &fields) != nil {
+			continue
+		}
+		if _, ok := fields[name]; ok && !slices.Contains(stepFields[where], name) {
+			if where == "" {
+				return name
+			}
+			return where + "." + name
+		}
+	}
+	return name
 }

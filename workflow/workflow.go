@@ -19,6 +19,8 @@ const (
 	MaxBackoff = 15 * time.Minute
 	// MaxFailureThreshold bounds a step's failure threshold.
 	MaxFailureThreshold = 100
+	// MaxAttempts bounds a step's tries within one attempt.
+	MaxAttempts = 20
 	// MaxSteps bounds the steps of one workflow.
 	MaxSteps = 50
 )
@@ -71,6 +73,11 @@ type Retry struct {
 	// gives up at the first, 3 retries twice. Zero: the deployment's
 	// (SAS_MAX_FAILURES).
 	FailureThreshold int `json:"failureThreshold,omitempty"`
+	// Attempts is how many times the agent tries the step's call within
+	// one attempt, with jittered backoff between tries, while the step's
+	// deadline allows (agent.Request.Tries). Zero: the agent's default.
+	// At most MaxAttempts.
+	Attempts int `json:"attempts,omitempty"`
 	// Backoff is the delay before each retry.
 	Backoff *Backoff `json:"backoff,omitempty"`
 }
@@ -218,6 +225,9 @@ func validateStep(sp string, s Step, bad func(path, format string, args ...any))
 	}
 	if t := s.Retry.FailureThreshold; t < 0 || t > MaxFailureThreshold {
 		bad(sp+".retry.failureThreshold", "%d: must be between 1 and %d (0: the deployment's)", t, MaxFailureThreshold)
+	}
+	if a := s.Retry.Attempts; a < 0 || a > MaxAttempts {
+		bad(sp+".retry.attempts", "%d: must be between 1 and %d (0: the agent's)", a, MaxAttempts)
 	}
 	if b := s.Retry.Backoff; b != nil {
 		switch {

@@ -83,6 +83,9 @@ type AgentRequest struct {
 	// reply so that the next step goes to the same lane
 	// (docs/agents.md, "Priority lanes").
 	Priority int `json:"priority,omitempty"`
+	// Tries is how many times the agent may try the call within this
+	// attempt (the step's retry.attempts); 0: the agent's default.
+	Tries int `json:"tries,omitempty"`
 	// Version identifies the workflow definition the order runs on
 	// (docs/workflows.md, "Versions"), echoed in the reply.
 	Version string `json:"version,omitempty"`

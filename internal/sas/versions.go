@@ -29,6 +29,7 @@ type versionedStep struct {
 	MaxFailures int    `json:"maxFailures,omitempty"`
 	BaseMs      int64  `json:"baseBackoffMs,omitempty"`
 	MaxMs       int64  `json:"maxBackoffMs,omitempty"`
+	Tries       int    `json:"tries,omitempty"`
 }
 
 type versionedWorkflow struct {
@@ -45,6 +46,7 @@ func EncodeWorkflow(w Workflow) []byte {
 			Name: s.Name, Agent: s.Agent, Action: s.Action, Undo: s.Undo,
 			TimeoutMs: s.Timeout.Milliseconds(), WaitMs: s.WaitLimit.Milliseconds(), TotalMs: s.TotalLimit.Milliseconds(),
 			MaxFailures: s.MaxFailures, BaseMs: s.BaseBackoff.Milliseconds(), MaxMs: s.MaxBackoff.Milliseconds(),
+			Tries: s.Tries,
 		}
 	}
 	b, _ := json.Marshal(v) // cannot fail: strings and numbers only
@@ -64,6 +66,7 @@ func DecodeWorkflow(b []byte) (Workflow, error) {
 			Name: s.Name, Agent: s.Agent, Action: s.Action, Undo: s.Undo,
 			Timeout: ms(s.TimeoutMs), WaitLimit: ms(s.WaitMs), TotalLimit: ms(s.TotalMs),
 			MaxFailures: s.MaxFailures, BaseBackoff: ms(s.BaseMs), MaxBackoff: ms(s.MaxMs),
+			Tries: s.Tries,
 		}
 	}
 	if w.Name == "" || len(w.Steps) == 0 {

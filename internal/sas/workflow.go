@@ -31,6 +31,9 @@ type StepDef struct {
 	// BaseBackoff and MaxBackoff shape the supervisor's retry delay (it
 	// doubles from BaseBackoff up to MaxBackoff). Zero: the supervisor's.
 	BaseBackoff, MaxBackoff time.Duration
+	// Tries is how many times the agent tries the call within one attempt
+	// (AgentRequest.Tries). Zero: the agent's default.
+	Tries int
 }
 
 // Workflow is an ordered list of steps. Workflow logic lives with the
@@ -69,7 +72,7 @@ func NewRegistry(ws ...Workflow) (Registry, error) {
 			if s.WaitLimit < 0 || s.TotalLimit < 0 {
 				return nil, &ValidationError{Field: "workflow", Reason: fmt.Sprintf("%s step %s: negative wait or total limit", w.Name, s.Name)}
 			}
-			if s.MaxFailures < 0 || s.BaseBackoff < 0 || s.MaxBackoff < 0 {
+			if s.MaxFailures < 0 || s.BaseBackoff < 0 || s.MaxBackoff < 0 || s.Tries < 0 {
 				return nil, &ValidationError{Field: "workflow", Reason: fmt.Sprintf("%s step %s: negative failure threshold or backoff", w.Name, s.Name)}
 			}
 			if s.TotalLimit > 0 && s.TotalLimit < s.Timeout {

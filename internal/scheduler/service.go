@@ -262,7 +262,7 @@ func (s *Service) dispatch(ctx context.Context, u *outbox.Unit, o sas.Order, def
 		// What to do, from the definition the order runs on, and what
 		// the reply echoes so that later steps stay on that definition
 		// and in the order's lane.
-		Action: action, Priority: o.Priority, Version: o.Version,
+		Action: action, Priority: o.Priority, Version: o.Version, Tries: def.Tries,
 	}
 	u.Send(outbox.Message{
 		QueueURL: s.cfg.AgentQueues.URL(def.Agent, o.Priority), Body: sas.Encode(req),

@@ -15,7 +15,7 @@ import (
 func testDefinitions(t *testing.T, h Harness) {
 	s := h.New(t).Store
 	v1 := sas.Workflow{Name: "trip", Steps: []sas.StepDef{
-		{Name: "flight", Agent: "flights", Action: "reserve", Undo: "cancel", Timeout: 30 * time.Second, MaxFailures: 4, BaseBackoff: time.Second, MaxBackoff: time.Minute},
+		{Name: "flight", Agent: "flights", Action: "reserve", Undo: "cancel", Timeout: 30 * time.Second, MaxFailures: 4, BaseBackoff: time.Second, MaxBackoff: time.Minute, Tries: 5},
 		{Name: "charge", Agent: "payments", Action: "POST /payments", Timeout: time.Minute, WaitLimit: 5 * time.Minute, TotalLimit: time.Hour},
 	}}
 	v2 := sas.Workflow{Name: "trip", Steps: append([]sas.StepDef{{Name: "hotel", Agent: "hotels", Action: "book", Timeout: 10 * time.Second}}, v1.Steps...)}

@@ -64,7 +64,7 @@ func FromDefinitions(defs []workflow.Workflow) (sas.Registry, error) {
 			def := sas.StepDef{Name: s.Name, Agent: s.Agent, Action: s.Action, Undo: s.Undo,
 				Timeout: s.Timeout.D(), WaitLimit: s.WaitLimit.D(), TotalLimit: s.TotalLimit.D()}
 			if r := s.Retry; r != nil {
-				def.MaxFailures = r.FailureThreshold
+				def.MaxFailures, def.Tries = r.FailureThreshold, r.Attempts
 				if b := r.Backoff; b != nil {
 					def.BaseBackoff, def.MaxBackoff = b.Base.D(), b.Max.D()
 				}
