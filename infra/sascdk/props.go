@@ -82,8 +82,7 @@ type Props struct {
 // SAS_AGENT_PRIORITY_QUEUE_URL (its lane, when it has one) and
 // SAS_SCHEDULER_QUEUE_URL (where replies go), besides Environment. Its role
 // may consume its own queues, send to the scheduler queue and write its own
-// logs, and nothing else: give it more with Function().AddToRolePolicy on
-// the construct's AgentResources.
+// logs, and nothing else: give it more on its role, SAS.Agent(name).Role.
 type Agent struct {
 	// Name is what steps name as their agent: 1-64 characters of
 	// A-Z a-z 0-9 . _ -.
