@@ -85,13 +85,20 @@ deploy: build infra/node_modules/.package-lock.json ## build (arm64 unless ARCH=
 	rm -rf infra/cdk.out
 	cd infra && $(CDK_ENV) npx --no-install cdk deploy --no-notices -c arch=$(ARCH) $(CDK_ARGS)
 
-test-infra: ## CDK assertion tests and cfn-lint on the synthesized template
-	cd infra && $(SYNTH_ENV) $(GO) test -count=1 .
+test-infra: ## CDK assertion tests (the app and the sascdk construct) and cfn-lint on the synthesized templates
+	cd infra && $(SYNTH_ENV) $(GO) test -count=1 ./...
 	$(MAKE) lint-infra
 
-lint-infra: synth ## go vet the CDK app and cfn-lint the synthesized template (pinned, own venv)
-	cd infra && $(GO) vet . && out=$$(gofmt -l *.go) && if [ -n "$$out" ]; then echo "gofmt needed: $$out"; exit 1; fi
-	infra/scripts/cfn-lint.sh infra/cdk.out/*.template.json
+# The multi-agent template lint-infra checks besides the default one: the
+# built-in HTTP agent three times (two with a priority lane) and the
+# workflow file naming them, through the app's own context keys.
+MULTI_AGENT_ARGS := -c workflowsFile=../workflow/testdata/travel.json \
+	-c agents='{"airline":{"url":"https://airline.example.com","concurrency":5,"priorityConcurrency":2},"hotels":{"url":"https://hotels.example.com"},"payments":{"url":"https://payments.example.com","priorityConcurrency":2}}'
+
+lint-infra: synth ## go vet the CDK app and construct, and cfn-lint the default and a multi-agent template (pinned, own venv)
+	cd infra && $(GO) vet ./... && out=$$(gofmt -l *.go sascdk) && if [ -n "$$out" ]; then echo "gofmt needed: $$out"; exit 1; fi
+	cd infra && $(SYNTH_ENV) npx --no-install cdk synth --quiet --no-notices --output cdk.out/multi -c arch=$(ARCH) $(MULTI_AGENT_ARGS)
+	infra/scripts/cfn-lint.sh infra/cdk.out/*.template.json infra/cdk.out/multi/*.template.json
 
 # MiniStack runs the bootstraps as host processes: build for the host.
 E2E_ARCH := $(if $(filter aarch64 arm64,$(shell uname -m)),arm64,x86_64)

@@ -1,150 +1,18 @@
 package main
 
 import (
-	"errors"
+	"bytes"
+	"encoding/json"
 	"fmt"
-	"strconv"
+	"sort"
 	"strings"
 	"time"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/constructs-go/constructs/v10"
+
+	"github.com/sas-go/sas/infra/sascdk"
 )
-
-// Architectures the functions can be built for. The names are the Lambda
-// ones; the bootstraps live under dist/<GOARCH>/<name>/bootstrap.
-const (
-	ArchARM64 = "arm64"
-	ArchX8664 = "x86_64"
-)
-
-// StackProps configures the SAS stack. The zero value of every field means
-// "the default", so tests and main only set what they change.
-type StackProps struct {
-	awscdk.StackProps
-
-	// Arch is the Lambda architecture: "arm64" (default) or "x86_64"
-	// ("amd64" is accepted too). Local emulators that run the bootstrap as a
-	// host process need the host's architecture.
-	Arch string
-	// DistDir holds the prebuilt bootstraps as <GOARCH>/<name>/bootstrap.
-	// Default "../dist": the CDK app runs from infra/, the build writes to
-	// the repository root.
-	DistDir string
-	// AllowedReplyQueueARNs are the queues a submitter may name as replyTo.
-	// They become the scheduler's SendMessage resources and, as queue URLs,
-	// SAS_ALLOWED_REPLY_QUEUES. An ARN ending in "*" is a prefix. Empty: the
-	// scheduler may post status to no queue.
-	AllowedReplyQueueARNs []string
-	// RemovalPolicy applies to the tables, queues, topic and log groups.
-	// Default RETAIN (with table deletion protection) so that deleting the
-	// stack never deletes orders; test stacks set DESTROY.
-	RemovalPolicy awscdk.RemovalPolicy
-	// PaymentsURL is the agent's remote service (SAS_PAYMENTS_URL); unset if empty.
-	PaymentsURL string
-	// AlertEmail, if set, subscribes that address to the alert topic.
-	AlertEmail string
-
-	IndexShards   int           // SAS_INDEX_SHARDS, default 8
-	MaxFailures   int           // SAS_MAX_FAILURES, default 3
-	StepTimeout   time.Duration // SAS_STEP_TIMEOUT, default 30s
-	PickupTimeout time.Duration // SAS_PICKUP_TIMEOUT, default 60s
-	// StuckStepAlarmAge is the age of the oldest stuck step that pages an
-	// operator. Default 5 minutes: the supervisor sweeps every minute, so a
-	// step that old has survived several rescues.
-	StuckStepAlarmAge time.Duration
-}
-
-// withDefaults returns a copy with every unset field filled in.
-func (p StackProps) withDefaults() StackProps {
-	if p.Arch == "" {
-		p.Arch = ArchARM64
-	}
-	if p.Arch == "amd64" {
-		p.Arch = ArchX8664
-	}
-	if p.DistDir == "" {
-		p.DistDir = "../dist"
-	}
-	if p.RemovalPolicy == "" {
-		p.RemovalPolicy = awscdk.RemovalPolicy_RETAIN
-	}
-	if p.IndexShards == 0 {
-		p.IndexShards = 8
-	}
-	if p.MaxFailures == 0 {
-		p.MaxFailures = 3
-	}
-	if p.StepTimeout == 0 {
-		p.StepTimeout = 30 * time.Second
-	}
-	if p.PickupTimeout == 0 {
-		p.PickupTimeout = 60 * time.Second
-	}
-	if p.StuckStepAlarmAge == 0 {
-		p.StuckStepAlarmAge = 5 * time.Minute
-	}
-	return p
-}
-
-// Validate reports the first configuration error, after defaults are applied.
-func (p StackProps) Validate() error {
-	p = p.withDefaults()
-	if p.Arch != ArchARM64 && p.Arch != ArchX8664 {
-		return fmt.Errorf("arch %q: want %s or %s", p.Arch, ArchARM64, ArchX8664)
-	}
-	switch p.RemovalPolicy {
-	case awscdk.RemovalPolicy_RETAIN, awscdk.RemovalPolicy_DESTROY:
-	default:
-		return fmt.Errorf("removal policy %q: want RETAIN or DESTROY", p.RemovalPolicy)
-	}
-	if p.IndexShards < 1 || p.MaxFailures < 1 {
-		return errors.New("index shards and max failures must be at least 1")
-	}
-	// Lambda timeouts are whole seconds and the agent's must leave room after
-	// the step deadline (see agentTimeout); 12 minutes keeps it under Lambda's 15.
-	if p.StepTimeout < time.Second || p.StepTimeout > 12*time.Minute || p.StepTimeout%time.Second != 0 {
-		return fmt.Errorf("step timeout %s: want whole seconds between 1s and 12m", p.StepTimeout)
-	}
-	if p.PickupTimeout < time.Second {
-		return fmt.Errorf("pickup timeout %s: want at least 1s", p.PickupTimeout)
-	}
-	for _, arn := range p.AllowedReplyQueueARNs {
-		if _, err := replyQueueURL(arn); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// goarch maps the Lambda architecture name to Go's.
-func (p StackProps) goarch() string {
-	if p.Arch == ArchX8664 {
-		return "amd64"
-	}
-	return "arm64"
-}
-
-// replyQueueURL turns an SQS queue ARN (arn:<partition>:sqs:<region>:<account>:<name>)
-// into the queue URL the SDK uses, keeping a trailing "*" so that a prefix
-// ARN becomes a prefix URL, as SAS_ALLOWED_REPLY_QUEUES expects.
-func replyQueueURL(arn string) (string, error) {
-	parts := strings.Split(arn, ":")
-	if len(parts) != 6 || parts[0] != "arn" || parts[2] != "sqs" || parts[3] == "" || parts[4] == "" || parts[5] == "" {
-		return "", fmt.Errorf("reply queue %q: want an SQS queue ARN arn:<partition>:sqs:<region>:<account>:<name>", arn)
-	}
-	if strings.Contains(strings.TrimSuffix(parts[5], "*"), "*") || strings.ContainsAny(parts[3]+parts[4], "*?") {
-		return "", fmt.Errorf("reply queue %q: only a trailing * (a name prefix) is allowed", arn)
-	}
-	if _, err := strconv.ParseUint(parts[4], 10, 64); err != nil || len(parts[4]) != 12 {
-		return "", fmt.Errorf("reply queue %q: account %q is not a 12-digit account id", arn, parts[4])
-	}
-	domain := "amazonaws.com"
-	if parts[1] == "aws-cn" {
-		domain = "amazonaws.com.cn"
-	}
-	return fmt.Sprintf("https://sqs.%s.%s/%s/%s", parts[3], domain, parts[4], parts[5]), nil
-}
 
 // Context keys read by PropsFromContext (`npx cdk synth -c arch=x86_64`).
 const (
@@ -156,23 +24,45 @@ const (
 	ctxAlertEmail         = "alertEmail"
 	// ctxStepTimeout is a Go duration ("10s"); short ones are for test stacks.
 	ctxStepTimeout = "stepTimeout"
+	// ctxWorkflowsFile is a workflow file, relative to infra/.
+	ctxWorkflowsFile = "workflowsFile"
+	// ctxAgents lists built-in HTTP agents as JSON (see contextAgent); the
+	// alternative to paymentsUrl's single "payments" agent.
+	ctxAgents = "agents"
 )
 
-// PropsFromContext reads the stack configuration from CDK context, so the
-// same knobs work from the command line (-c key=value) and from cdk.json.
-func PropsFromContext(node constructs.Node) (StackProps, error) {
+// defaultDistDir is where `make build` puts the bootstraps, seen from infra/.
+const defaultDistDir = "../dist"
+
+// contextAgent is one built-in HTTP agent of the agents context value:
+// {"payments": {"url": "https://…", "concurrency": 20, "priorityConcurrency": 2}}.
+type contextAgent struct {
+	URL                 string `json:"url"`
+	Concurrency         int    `json:"concurrency"`
+	PriorityConcurrency int    `json:"priorityConcurrency"`
+}
+
+// PropsFromContext reads the deployment's configuration from CDK context, so
+// the same knobs work from the command line (-c key=value) and from
+// cdk.json. Its agents are built-in HTTP agents: one named "payments" at
+// paymentsUrl, or those the agents key lists.
+func PropsFromContext(node constructs.Node) (sascdk.Props, error) {
+	raw := func(key string) any { return node.TryGetContext(&key) }
 	get := func(key string) string {
-		v := node.TryGetContext(&key)
+		v := raw(key)
 		if v == nil {
 			return ""
 		}
 		return strings.TrimSpace(fmt.Sprint(v))
 	}
-	p := StackProps{
-		Arch:        get(ctxArch),
-		DistDir:     get(ctxDistDir),
-		PaymentsURL: get(ctxPaymentsURL),
-		AlertEmail:  get(ctxAlertEmail),
+	p := sascdk.Props{
+		Arch:          get(ctxArch),
+		DistDir:       get(ctxDistDir),
+		AlertEmail:    get(ctxAlertEmail),
+		WorkflowsFile: get(ctxWorkflowsFile),
+	}
+	if p.DistDir == "" {
+		p.DistDir = defaultDistDir
 	}
 	for _, arn := range strings.Split(get(ctxAllowedReplyQueues), ",") {
 		if arn = strings.TrimSpace(arn); arn != "" {
@@ -182,7 +72,7 @@ func PropsFromContext(node constructs.Node) (StackProps, error) {
 	if v := get(ctxStepTimeout); v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil {
-			return StackProps{}, fmt.Errorf("context %s=%q: %w", ctxStepTimeout, v, err)
+			return sascdk.Props{}, fmt.Errorf("context %s=%q: %w", ctxStepTimeout, v, err)
 		}
 		p.StepTimeout = d
 	}
@@ -191,10 +81,68 @@ func PropsFromContext(node constructs.Node) (StackProps, error) {
 	case "destroy":
 		p.RemovalPolicy = awscdk.RemovalPolicy_DESTROY
 	default:
-		return StackProps{}, fmt.Errorf("context %s=%q: want retain or destroy", ctxRemovalPolicy, rp)
+		return sascdk.Props{}, fmt.Errorf("context %s=%q: want retain or destroy", ctxRemovalPolicy, rp)
+	}
+	agents, err := agentsFromContext(raw(ctxAgents))
+	if err != nil {
+		return sascdk.Props{}, err
+	}
+	switch payments := get(ctxPaymentsURL); {
+	case agents != nil && payments != "":
+		return sascdk.Props{}, fmt.Errorf("context %s and %s: give the payments agent's url in %s", ctxPaymentsURL, ctxAgents, ctxAgents)
+	case agents != nil:
+		p.Agents = agents
+	default:
+		p.Agents = []sascdk.Agent{sascdk.HTTPAgent("payments", payments)}
 	}
 	if err := p.Validate(); err != nil {
-		return StackProps{}, fmt.Errorf("stack configuration: %w", err)
+		return sascdk.Props{}, fmt.Errorf("stack configuration: %w", err)
 	}
 	return p, nil
+}
+
+// agentsFromContext reads the agents key: a JSON string (from -c) or an
+// object (from cdk.json). Nil when unset.
+func agentsFromContext(v any) ([]sascdk.Agent, error) {
+	var text []byte
+	switch v := v.(type) {
+	case nil:
+		return nil, nil
+	case string:
+		if strings.TrimSpace(v) == "" {
+			return nil, nil
+		}
+		text = []byte(v)
+	default:
+		b, err := json.Marshal(v)
+		if err != nil {
+			return nil, fmt.Errorf("context %s: %w", ctxAgents, err)
+		}
+		text = b
+	}
+	var m map[string]contextAgent
+	dec := json.NewDecoder(bytes.NewReader(text))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&m); err != nil {
+		return nil, fmt.Errorf(`context %s: want {"<agent>": {"url": "https://…", "concurrency": 20, "priorityConcurrency": 0}}: %w`, ctxAgents, err)
+	}
+	if len(m) == 0 {
+		return nil, fmt.Errorf("context %s: no agents", ctxAgents)
+	}
+	names := make([]string, 0, len(m))
+	for n := range m {
+		names = append(names, n)
+	}
+	sort.Strings(names) // a stable template
+	out := make([]sascdk.Agent, 0, len(m))
+	for _, n := range names {
+		c := m[n]
+		a := sascdk.HTTPAgent(n, c.URL)
+		if c.Concurrency != 0 {
+			a.Concurrency = c.Concurrency
+		}
+		a.PriorityConcurrency = c.PriorityConcurrency
+		out = append(out, a)
+	}
+	return out, nil
 }

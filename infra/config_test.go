@@ -4,67 +4,15 @@ import (
 	"reflect"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
+
+	"github.com/sas-go/sas/infra/sascdk"
 )
 
-func TestReplyQueueURL(t *testing.T) {
-	t.Parallel()
-	for _, tc := range []struct {
-		arn, url, err string
-	}{
-		{arn: "arn:aws:sqs:eu-west-1:111122223333:status", url: "https://sqs.eu-west-1.amazonaws.com/111122223333/status"},
-		{arn: "arn:aws:sqs:us-east-1:111122223333:tenant-*", url: "https://sqs.us-east-1.amazonaws.com/111122223333/tenant-*"},
-		{arn: "arn:aws-cn:sqs:cn-north-1:111122223333:q", url: "https://sqs.cn-north-1.amazonaws.com.cn/111122223333/q"},
-		{arn: "arn:aws-us-gov:sqs:us-gov-west-1:111122223333:q", url: "https://sqs.us-gov-west-1.amazonaws.com/111122223333/q"},
-		{arn: "https://sqs.eu-west-1.amazonaws.com/111122223333/status", err: "want an SQS queue ARN"},
-		{arn: "arn:aws:sns:eu-west-1:111122223333:topic", err: "want an SQS queue ARN"},
-		{arn: "arn:aws:sqs:eu-west-1:111122223333:", err: "want an SQS queue ARN"},
-		{arn: "arn:aws:sqs:eu-west-1:111122223333:*", url: "https://sqs.eu-west-1.amazonaws.com/111122223333/*"},
-		{arn: "arn:aws:sqs:eu-west-1:111122223333:a*b", err: "only a trailing *"},
-		{arn: "arn:aws:sqs:*:111122223333:q", err: "only a trailing *"},
-		{arn: "arn:aws:sqs:eu-west-1:1234:q", err: "12-digit account"},
-	} {
-		url, err := replyQueueURL(tc.arn)
-		switch {
-		case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
-			t.Errorf("replyQueueURL(%q) error %v, want one containing %q", tc.arn, err, tc.err)
-		case tc.err == "" && (err != nil || url != tc.url):
-			t.Errorf("replyQueueURL(%q) = %q, %v; want %q", tc.arn, url, err, tc.url)
-		}
-	}
-}
-
-func TestValidate(t *testing.T) {
-	t.Parallel()
-	if err := (StackProps{}).Validate(); err != nil {
-		t.Fatalf("zero props: %v", err)
-	}
-	for name, p := range map[string]StackProps{
-		"arch":           {Arch: "riscv64"},
-		"removal":        {RemovalPolicy: awscdk.RemovalPolicy_SNAPSHOT},
-		"shards":         {IndexShards: -1},
-		"step too long":  {StepTimeout: 13 * time.Minute},
-		"step fraction":  {StepTimeout: 1500 * time.Millisecond},
-		"pickup":         {PickupTimeout: time.Millisecond},
-		"reply queue":    {AllowedReplyQueueARNs: []string{"not-an-arn"}},
-		"max failures":   {MaxFailures: -2},
-		"step too short": {StepTimeout: time.Millisecond},
-	} {
-		if err := p.Validate(); err == nil {
-			t.Errorf("%s: Validate accepted %+v", name, p)
-		}
-	}
-	if got := (StackProps{Arch: "amd64"}).withDefaults().Arch; got != ArchX8664 {
-		t.Errorf("amd64 normalises to %q, want %q", got, ArchX8664)
-	}
-}
-
 // TestPropsFromContext reads the knobs the way `cdk -c key=value` passes
-// them. It needs the jsii runtime, so it shares the one the stack tests use.
+// them. It needs the jsii runtime (started on first use, closed by TestMain).
 func TestPropsFromContext(t *testing.T) {
-	stacks(t) // start the shared runtime the usual way
 	app := awscdk.NewApp(&awscdk.AppProps{Context: &map[string]any{
 		"arch":               "x86_64",
 		"allowedReplyQueues": " arn:aws:sqs:eu-west-1:111122223333:a , ,arn:aws:sqs:eu-west-1:111122223333:b-*",
@@ -75,19 +23,77 @@ func TestPropsFromContext(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.Arch != ArchX8664 || p.RemovalPolicy != awscdk.RemovalPolicy_DESTROY || p.PaymentsURL != "https://pay.example.test" {
+	if p.Arch != sascdk.ArchX8664 || p.RemovalPolicy != awscdk.RemovalPolicy_DESTROY || p.DistDir != "../dist" {
 		t.Errorf("props %+v", p)
+	}
+	if want := []sascdk.Agent{sascdk.HTTPAgent("payments", "https://pay.example.test")}; !reflect.DeepEqual(p.Agents, want) {
+		t.Errorf("agents %+v, want %+v", p.Agents, want)
 	}
 	if want := []string{"arn:aws:sqs:eu-west-1:111122223333:a", "arn:aws:sqs:eu-west-1:111122223333:b-*"}; !reflect.DeepEqual(p.AllowedReplyQueueARNs, want) {
 		t.Errorf("reply queues %v, want %v", p.AllowedReplyQueueARNs, want)
 	}
 
-	bad := awscdk.NewApp(&awscdk.AppProps{Context: &map[string]any{"removalPolicy": "snapshot"}})
-	if _, err := PropsFromContext(bad.Node()); err == nil {
-		t.Error("removalPolicy=snapshot accepted")
-	}
 	empty := awscdk.NewApp(&awscdk.AppProps{Context: &map[string]any{"allowedReplyQueues": ""}})
 	if p, err := PropsFromContext(empty.Node()); err != nil || p.AllowedReplyQueueARNs != nil {
 		t.Errorf("empty context: %+v, %v", p, err)
+	}
+	for name, ctx := range map[string]map[string]any{
+		"removal policy":     {"removalPolicy": "snapshot"},
+		"agents and url":     {"agents": `{"a": {"url": "https://a.example.test"}}`, "paymentsUrl": "https://p.example.test"},
+		"agents not JSON":    {"agents": "a,b"},
+		"agents field":       {"agents": `{"a": {"uri": "https://a.example.test"}}`},
+		"agents concurrency": {"agents": `{"payments": {"url": "https://a.example.test", "concurrency": 1}}`},
+		"workflows file":     {"workflowsFile": "no-such-file.json"},
+	} {
+		bad := awscdk.NewApp(&awscdk.AppProps{Context: &ctx})
+		if _, err := PropsFromContext(bad.Node()); err == nil {
+			t.Errorf("%s: %v accepted", name, ctx)
+		}
+	}
+}
+
+// TestAgentsFromContext: many built-in agents, from -c (a JSON string) or
+// from cdk.json (an object), with a workflow file naming them.
+func TestAgentsFromContext(t *testing.T) {
+	want := func() []sascdk.Agent {
+		airline := sascdk.HTTPAgent("airline", "https://airline.example.test")
+		airline.Concurrency, airline.PriorityConcurrency = 5, 2
+		return []sascdk.Agent{
+			airline,
+			sascdk.HTTPAgent("hotels", "https://hotels.example.test"),
+			sascdk.HTTPAgent("payments", "https://payments.example.test"),
+		}
+	}()
+	agents := `{"payments": {"url": "https://payments.example.test"}, "hotels": {"url": "https://hotels.example.test"},
+		"airline": {"url": "https://airline.example.test", "concurrency": 5, "priorityConcurrency": 2}}`
+	for name, value := range map[string]any{
+		"string": agents,
+		"object": map[string]any{
+			"payments": map[string]any{"url": "https://payments.example.test"},
+			"hotels":   map[string]any{"url": "https://hotels.example.test"},
+			"airline":  map[string]any{"url": "https://airline.example.test", "concurrency": 5, "priorityConcurrency": 2},
+		},
+	} {
+		app := awscdk.NewApp(&awscdk.AppProps{Context: &map[string]any{
+			"agents":        value,
+			"workflowsFile": "../workflow/testdata/travel.json",
+		}})
+		p, err := PropsFromContext(app.Node())
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if !reflect.DeepEqual(p.Agents, want) {
+			t.Errorf("%s: agents %+v, want %+v", name, p.Agents, want)
+		}
+	}
+	// The reference file names "airline", "hotels" and "payments": one
+	// missing is refused with the path.
+	app := awscdk.NewApp(&awscdk.AppProps{Context: &map[string]any{
+		"agents":        `{"payments": {"url": "https://payments.example.test"}}`,
+		"workflowsFile": "../workflow/testdata/travel.json",
+	}})
+	_, err := PropsFromContext(app.Node())
+	if want := `travel.json: workflows[0].steps[0].agent: "airline" is not an agent of this deployment (agents: payments)`; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("PropsFromContext = %v, want %q", err, want)
 	}
 }

@@ -6,6 +6,7 @@ require (
 	github.com/aws/aws-cdk-go/awscdk/v2 v2.270.0
 	github.com/aws/constructs-go/constructs/v10 v10.6.0
 	github.com/aws/jsii-runtime-go v1.139.0
+	github.com/sas-go/sas v0.0.0-00010101000000-000000000000
 )
 
 require (
@@ -26,3 +27,7 @@ require (
 	golang.org/x/tools/cmd/godoc v0.1.0-deprecated // indirect
 	golang.org/x/tools/godoc v0.1.0-deprecated // indirect
 )
+
+// The workflow definitions the construct checks at synth come from the
+// repository's own module, whichever version of it this checkout holds.
+replace github.com/sas-go/sas => ../

@@ -1,6 +1,7 @@
-package main
+package sascdk
 
 import (
+	"fmt"
 	"go/ast"
 	"go/parser"
 	"go/token"
@@ -18,9 +19,9 @@ import (
 
 // sourceQueues maps each queue that feeds a function to its DLQ and consumer.
 var sourceQueues = map[string]struct{ dlq, consumer string }{
-	"IntakeQueue":    {"IntakeQueueDLQ", "Scheduler"},
-	"SchedulerQueue": {"SchedulerQueueDLQ", "Scheduler"},
-	"AgentQueue":     {"AgentQueueDLQ", "Agent"},
+	"IntakeQueue":        {"IntakeQueueDLQ", "Scheduler"},
+	"SchedulerQueue":     {"SchedulerQueueDLQ", "Scheduler"},
+	"AgentpaymentsQueue": {"AgentpaymentsQueueDLQ", "AgentpaymentsFunction"},
 }
 
 func TestResourceCounts(t *testing.T) {
@@ -162,7 +163,7 @@ func TestTablesMatchTheStateStoreContract(t *testing.T) {
 // one, so the list is read from the store's source: its string constants
 // resolved by name, as the compiler would.
 func TestIndexProjectionMatchesTheStore(t *testing.T) {
-	want := storeIndexProjection(t, filepath.Join("..", "internal", "dynamostore"))
+	want := storeIndexProjection(t, filepath.Join("..", "..", "internal", "dynamostore"))
 	def, _ := stacks(t)
 	state := props(def.resource(t, "AWS::DynamoDB::Table", "StateTable"))
 	gsi := list(state["GlobalSecondaryIndexes"])[0].(map[string]any)
@@ -277,6 +278,9 @@ func TestRemovalPolicy(t *testing.T) {
 	}
 }
 
+// functionBootstraps maps the default stack's functions to their bootstraps.
+var functionBootstraps = map[string]string{"Scheduler": "scheduler", "AgentpaymentsFunction": "agent", "Supervisor": "supervisor"}
+
 func TestFunctions(t *testing.T) {
 	def, variant := stacks(t)
 	for _, tc := range []struct {
@@ -285,7 +289,7 @@ func TestFunctions(t *testing.T) {
 		goarch string
 	}{{def, "arm64", "arm64"}, {variant, "x86_64", "amd64"}} {
 		fns := tc.s.resources("AWS::Lambda::Function")
-		for _, name := range []string{"Scheduler", "Agent", "Supervisor"} {
+		for name, bootstrap := range functionBootstraps {
 			r, ok := fns[name]
 			if !ok {
 				t.Errorf("function %s missing", name)
@@ -298,22 +302,20 @@ func TestFunctions(t *testing.T) {
 			if got := strs(p["Architectures"]); !reflect.DeepEqual(got, []string{tc.arch}) {
 				t.Errorf("%s: architectures %v, want [%s]", name, got, tc.arch)
 			}
-			if got := ref(p["LoggingConfig"].(map[string]any)["LogGroup"]); got != name+"Logs" {
-				t.Errorf("%s: logs to %s, want its own log group", name, got)
+			if got, want := ref(p["LoggingConfig"].(map[string]any)["LogGroup"]), strings.TrimSuffix(name, "Function")+"Logs"; got != want {
+				t.Errorf("%s: logs to %s, want its own log group %s", name, got, want)
 			}
 			// The staged asset is the bootstrap built for this function and arch.
-			// The zip's S3 key is the asset hash; the staged copy is asset.<hash>/.
-			key := ref(p["Code"].(map[string]any)["S3Key"])
-			body, err := os.ReadFile(filepath.Join(tc.s.outdir, "asset."+strings.TrimSuffix(key, ".zip"), "bootstrap"))
+			body, err := os.ReadFile(filepath.Join(tc.s.assetDir(t, p), "bootstrap"))
 			if err != nil {
 				t.Errorf("%s: asset: %v", name, err)
-			} else if want := distFakeMarker + tc.goarch + "/" + strings.ToLower(name) + "\n"; string(body) != want {
+			} else if want := distFakeMarker + tc.goarch + "/" + bootstrap + "\n"; string(body) != want {
 				t.Errorf("%s: ships %q, want %q", name, body, want)
 			}
 		}
 		// A loop of scheduler ↔ agent is the workflow itself; the supervisor
 		// starts fresh chains and keeps Lambda's loop guard.
-		for name, want := range map[string]any{"Scheduler": "Allow", "Agent": "Allow", "Supervisor": nil} {
+		for name, want := range map[string]any{"Scheduler": "Allow", "AgentpaymentsFunction": "Allow", "Supervisor": nil} {
 			if got := props(fns[name])["RecursiveLoop"]; got != want && !(want == nil && got == "Terminate") {
 				t.Errorf("%s: RecursiveLoop %v, want %v", name, got, want)
 			}
@@ -325,43 +327,40 @@ func TestFunctionEnvironment(t *testing.T) {
 	def, variant := stacks(t)
 	tables := map[string]string{"SAS_ORDERS_TABLE": "OrdersTable", "SAS_STATE_TABLE": "StateTable", "SAS_INDEX_SHARDS": "8"}
 	alerts := map[string]string{"SAS_ALERT_TOPIC_ARN": "AlertTopic", "SAS_EVENT_BUS_NAME": "default"}
+	routing := map[string]string{
+		"SAS_AGENT_QUEUES":    `{"payments":{"url":"AgentpaymentsQueue"}}`,
+		"SAS_AGENT_QUEUE_URL": "AgentpaymentsQueue", // one agent: the variable of old still set
+	}
 	want := map[string]map[string]string{
-		"Scheduler": merge(tables, alerts, map[string]string{
+		"Scheduler": merge(tables, alerts, routing, map[string]string{
 			"SAS_INTAKE_QUEUE_URL":    "IntakeQueue",
 			"SAS_SCHEDULER_QUEUE_URL": "SchedulerQueue",
-			"SAS_AGENT_QUEUE_URL":     "AgentQueue",
 			"SAS_STEP_TIMEOUT":        "30s",
 			"SAS_PICKUP_TIMEOUT":      "1m0s",
 		}),
-		"Agent": merge(tables, map[string]string{"SAS_SCHEDULER_QUEUE_URL": "SchedulerQueue", "SAS_AGENT_QUEUE_URL": "AgentQueue"}),
-		"Supervisor": merge(tables, alerts, map[string]string{
+		// No tables: the agent never touches the state store.
+		"AgentpaymentsFunction": {"SAS_SCHEDULER_QUEUE_URL": "SchedulerQueue", "SAS_AGENT_QUEUE_URL": "AgentpaymentsQueue", "SAS_AGENT_NAME": "payments"},
+		"Supervisor": merge(tables, alerts, routing, map[string]string{
 			"SAS_SCHEDULER_QUEUE_URL": "SchedulerQueue",
-			"SAS_AGENT_QUEUE_URL":     "AgentQueue", // its depth, for the backlog check
-			"SAS_STEP_TIMEOUT":        "30s",        // the scheduler's: the same step limits
+			"SAS_STEP_TIMEOUT":        "30s", // the scheduler's: the same step limits
 			"SAS_MAX_FAILURES":        "3",
 			"SAS_PICKUP_TIMEOUT":      "1m0s",
 		}),
 	}
-	env := func(s *synthesized, fn string) map[string]string {
-		vars := props(s.resource(t, "AWS::Lambda::Function", fn))["Environment"].(map[string]any)["Variables"].(map[string]any)
-		out := map[string]string{}
-		for k, v := range vars {
-			out[k] = ref(v)
-		}
-		return out
-	}
 	for fn, w := range want {
-		if got := env(def, fn); !reflect.DeepEqual(got, w) {
+		if got := def.env(t, fn); !reflect.DeepEqual(got, w) {
 			t.Errorf("%s environment:\n got %v\nwant %v", fn, got, w)
 		}
 	}
 	// The variant's allow-list arrives as queue URLs, the prefix kept.
-	if got, want := env(variant, "Scheduler")["SAS_ALLOWED_REPLY_QUEUES"],
+	if got, want := variant.env(t, "Scheduler")["SAS_ALLOWED_REPLY_QUEUES"],
 		"https://sqs.eu-west-1.amazonaws.com/111122223333/caller-status,https://sqs.eu-west-1.amazonaws.com/111122223333/tenant-*"; got != want {
 		t.Errorf("variant SAS_ALLOWED_REPLY_QUEUES = %q, want %q", got, want)
 	}
-	if got := env(variant, "Agent")["SAS_PAYMENTS_URL"]; got != "https://payments.example.test" {
-		t.Errorf("variant SAS_PAYMENTS_URL = %q", got)
+	// The built-in agent's service under both names: the new and the old.
+	env := variant.env(t, "AgentpaymentsFunction")
+	if env["SAS_AGENT_BASE_URL"] != "https://payments.example.test" || env["SAS_PAYMENTS_URL"] != "https://payments.example.test" {
+		t.Errorf("variant agent SAS_AGENT_BASE_URL = %q, SAS_PAYMENTS_URL = %q", env["SAS_AGENT_BASE_URL"], env["SAS_PAYMENTS_URL"])
 	}
 }
 
@@ -370,7 +369,8 @@ func TestEventSourceMappings(t *testing.T) {
 	var wired []string
 	for id, r := range def.resources("AWS::Lambda::EventSourceMapping") {
 		p := props(r)
-		wired = append(wired, ref(p["EventSourceArn"])+"→"+ref(p["FunctionName"]))
+		sc, _ := p["ScalingConfig"].(map[string]any)
+		wired = append(wired, fmt.Sprintf("%s→%s max %v", ref(p["EventSourceArn"]), ref(p["FunctionName"]), sc["MaximumConcurrency"]))
 		if got := strs(p["FunctionResponseTypes"]); !reflect.DeepEqual(got, []string{"ReportBatchItemFailures"}) {
 			t.Errorf("%s: FunctionResponseTypes %v, want [ReportBatchItemFailures]", id, got)
 		}
@@ -380,13 +380,13 @@ func TestEventSourceMappings(t *testing.T) {
 		if w, _ := p["MaximumBatchingWindowInSeconds"].(float64); w < 1 {
 			t.Errorf("%s: no batching window", id)
 		}
-		sc, _ := p["ScalingConfig"].(map[string]any)
-		if c, _ := sc["MaximumConcurrency"].(float64); c < 2 {
-			t.Errorf("%s: MaximumConcurrency %v, want ≥ 2", id, sc["MaximumConcurrency"])
-		}
 	}
 	sort.Strings(wired)
-	if want := []string{"AgentQueue→Agent", "IntakeQueue→Scheduler", "SchedulerQueue→Scheduler"}; !reflect.DeepEqual(wired, want) {
+	if want := []string{
+		"AgentpaymentsQueue→AgentpaymentsFunction max 20",
+		"IntakeQueue→Scheduler max 10",
+		"SchedulerQueue→Scheduler max 10",
+	}; !reflect.DeepEqual(wired, want) {
 		t.Errorf("event sources %v, want %v", wired, want)
 	}
 	check(t, "partial batch responses everywhere", func() {
@@ -440,9 +440,9 @@ func TestAlarms(t *testing.T) {
 	want := []key{
 		{"AWS/SQS", "ApproximateNumberOfMessagesVisible", "IntakeQueueDLQ"},
 		{"AWS/SQS", "ApproximateNumberOfMessagesVisible", "SchedulerQueueDLQ"},
-		{"AWS/SQS", "ApproximateNumberOfMessagesVisible", "AgentQueueDLQ"},
+		{"AWS/SQS", "ApproximateNumberOfMessagesVisible", "AgentpaymentsQueueDLQ"},
 		{"AWS/Lambda", "Errors", "Scheduler"},
-		{"AWS/Lambda", "Errors", "Agent"},
+		{"AWS/Lambda", "Errors", "AgentpaymentsFunction"},
 		{"AWS/Lambda", "Errors", "Supervisor"},
 		{"AWS/Lambda", "Invocations", "Supervisor"},
 		{MetricNamespace, StuckStepMetric, ""},
@@ -498,8 +498,8 @@ func TestWarnsWithoutPaymentsURL(t *testing.T) {
 	def, variant := stacks(t)
 	// Read from the cloud assembly: assertions.Annotations would force a
 	// second synthesis of the whole app.
-	if got := def.warnings(t); len(got) != 1 || !strings.Contains(got[0], "no payments URL") {
-		t.Errorf("default stack warnings %q, want the missing payments URL", got)
+	if got := def.warnings(t); len(got) != 1 || !strings.Contains(got[0], `agent "payments" has no base URL`) {
+		t.Errorf("default stack warnings %q, want the missing base URL", got)
 	}
 	if got := variant.warnings(t); len(got) != 0 {
 		t.Errorf("variant stack warnings %q, want none", got)

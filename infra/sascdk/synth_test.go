@@ -1,4 +1,4 @@
-package main
+package sascdk
 
 import (
 	"encoding/json"
@@ -18,9 +18,16 @@ import (
 
 // Every test shares one jsii runtime (one Node process per test binary) and
 // one synthesized app: starting Node and synthesizing cost seconds, the
-// assertions themselves milliseconds. The app holds two stacks: the default
-// configuration (what `make deploy` ships) and a variant with every knob
-// turned, synthesized together in one pass.
+// assertions themselves milliseconds. The app holds four stacks, each with
+// the construct under the id "Default" (as infra/main.go has it, so logical
+// ids read like construct ids), synthesized together in one pass:
+//
+//   - def: what `make deploy` ships without context, the built-in agent
+//     "payments" and the reference workflows;
+//   - variant: every knob turned;
+//   - two: two agents, one built-in with a priority lane and one of the
+//     user's own (CodeDir), with workflows given in Go;
+//   - five: five agents from a workflow file, code given every way.
 
 // replyQueueARNs configure the variant stack: one exact queue, one prefix.
 var replyQueueARNs = []string{
@@ -32,15 +39,21 @@ var replyQueueARNs = []string{
 // and as plain JSON for the walks the API has no matcher for.
 type synthesized struct {
 	stack  awscdk.Stack
+	sas    *SAS
+	props  Props
 	tmpl   assertions.Template
 	doc    map[string]any
 	outdir string
 }
 
+// fixtures are the stacks of the shared app.
+type fixtures struct {
+	def, variant, two, five *synthesized
+}
+
 var (
 	synthOnce      sync.Once
-	defaultStack   *synthesized // StackProps{} with only DistDir set
-	variantStack   *synthesized // x86_64, reply queues, DESTROY, payments URL, alert email
+	shared         fixtures
 	synthFailure   string
 	scratchDirs    []string
 	distFakeMarker = "fake bootstrap for "
@@ -59,9 +72,15 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// stacks synthesizes the shared app on first use. Tests that need no
-// template (config_test.go) never start Node.
+// stacks synthesizes the shared app on first use and returns the default
+// and variant stacks. Tests that need no template never start Node.
 func stacks(t *testing.T) (def, variant *synthesized) {
+	f := all(t)
+	return f.def, f.variant
+}
+
+// all synthesizes the shared app on first use.
+func all(t *testing.T) fixtures {
 	t.Helper()
 	synthOnce.Do(func() {
 		defer func() {
@@ -71,16 +90,19 @@ func stacks(t *testing.T) (def, variant *synthesized) {
 				synthFailure = fmt.Sprint(r)
 			}
 		}()
-		defaultStack, variantStack = synthesizeApp()
+		shared = synthesizeApp()
 	})
 	if synthFailure != "" {
 		t.Fatalf("synthesizing the app: %s", synthFailure)
 	}
-	return defaultStack, variantStack
+	return shared
 }
 
-func synthesizeApp() (*synthesized, *synthesized) {
-	dist := fakeDist()
+// fixtureDist is the fake dist directory of the shared app.
+var fixtureDist string
+
+func synthesizeApp() fixtures {
+	fixtureDist = fakeDist()
 	outdir := scratch("sas-cdk-out-")
 	app := awscdk.NewApp(&awscdk.AppProps{
 		Outdir: jsii.String(outdir),
@@ -88,28 +110,33 @@ func synthesizeApp() (*synthesized, *synthesized) {
 		// must see the same ones as `cdk synth`.
 		Context: cdkJSONContext(),
 	})
-	def := NewStack(app, "SasStack", StackProps{DistDir: dist})
-	variant := NewStack(app, "SasStackVariant", StackProps{
-		DistDir:               dist,
+	build := func(name string, p Props) *synthesized {
+		stack := awscdk.NewStack(app, jsii.String(name), nil)
+		return &synthesized{stack: stack, sas: New(stack, "Default", &p), props: p, outdir: outdir}
+	}
+	var f fixtures
+	f.def = build("SasStack", Props{DistDir: fixtureDist, Agents: []Agent{HTTPAgent("payments", "")}})
+	f.variant = build("SasStackVariant", Props{
+		DistDir:               fixtureDist,
 		Arch:                  ArchX8664,
 		AllowedReplyQueueARNs: replyQueueARNs,
 		RemovalPolicy:         awscdk.RemovalPolicy_DESTROY,
-		PaymentsURL:           "https://payments.example.test",
+		Agents:                []Agent{HTTPAgent("payments", "https://payments.example.test")},
 		AlertEmail:            "ops@example.test",
 	})
-	parse := func(s awscdk.Stack) *synthesized {
-		tmpl := assertions.Template_FromStack(s, nil) // the first call synthesizes the app
-		raw, err := json.Marshal(tmpl.ToJSON())
+	f.two = build("SasStackTwo", twoAgentProps(fixtureDist))
+	f.five = build("SasStackFive", fiveAgentProps(fixtureDist))
+	for _, s := range []*synthesized{f.def, f.variant, f.two, f.five} {
+		s.tmpl = assertions.Template_FromStack(s.stack, nil) // the first call synthesizes the app
+		raw, err := json.Marshal(s.tmpl.ToJSON())
 		if err != nil {
 			panic(err)
 		}
-		var doc map[string]any
-		if err := json.Unmarshal(raw, &doc); err != nil {
+		if err := json.Unmarshal(raw, &s.doc); err != nil {
 			panic(err)
 		}
-		return &synthesized{stack: s, tmpl: tmpl, doc: doc, outdir: outdir}
 	}
-	return parse(def), parse(variant)
+	return f
 }
 
 // fakeDist lays out dist/<goarch>/<name>/bootstrap with recognisable
@@ -118,7 +145,7 @@ func synthesizeApp() (*synthesized, *synthesized) {
 func fakeDist() string {
 	dist := scratch("sas-dist-")
 	for _, goarch := range []string{"arm64", "amd64"} {
-		for _, name := range []string{"scheduler", "agent", "supervisor"} {
+		for _, name := range []string{"scheduler", "agent", "supervisor", "cars", "trains"} {
 			dir := filepath.Join(dist, goarch, name)
 			if err := os.MkdirAll(dir, 0o755); err != nil {
 				panic(err)
@@ -142,7 +169,7 @@ func scratch(prefix string) string {
 }
 
 func cdkJSONContext() *map[string]any {
-	raw, err := os.ReadFile("cdk.json")
+	raw, err := os.ReadFile(filepath.Join("..", "cdk.json"))
 	if err != nil {
 		panic(err)
 	}

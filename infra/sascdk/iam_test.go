@@ -1,4 +1,4 @@
-package main
+package sascdk
 
 import (
 	"fmt"
@@ -173,17 +173,17 @@ func TestLeastPrivilegePerFunction(t *testing.T) {
 			"sqs:DeleteMessage":           {"IntakeQueue", "SchedulerQueue"},
 			"sqs:GetQueueAttributes":      {"IntakeQueue", "SchedulerQueue"},
 			"sqs:ChangeMessageVisibility": {"IntakeQueue", "SchedulerQueue"},
-			"sqs:SendMessage":             {"AgentQueue", "SchedulerQueue"},
+			"sqs:SendMessage":             {"AgentpaymentsQueue", "SchedulerQueue"},
 			"sns:Publish":                 {"AlertTopic"},
 			"events:PutEvents":            {"event-bus/default"},
 		},
-		"AgentRole": {
-			"logs:CreateLogStream":        {"AgentLogs"},
-			"logs:PutLogEvents":           {"AgentLogs"},
-			"sqs:ReceiveMessage":          {"AgentQueue"},
-			"sqs:DeleteMessage":           {"AgentQueue"},
-			"sqs:GetQueueAttributes":      {"AgentQueue"},
-			"sqs:ChangeMessageVisibility": {"AgentQueue"},
+		"AgentpaymentsRole": {
+			"logs:CreateLogStream":        {"AgentpaymentsLogs"},
+			"logs:PutLogEvents":           {"AgentpaymentsLogs"},
+			"sqs:ReceiveMessage":          {"AgentpaymentsQueue"},
+			"sqs:DeleteMessage":           {"AgentpaymentsQueue"},
+			"sqs:GetQueueAttributes":      {"AgentpaymentsQueue"},
+			"sqs:ChangeMessageVisibility": {"AgentpaymentsQueue"},
 			"sqs:SendMessage":             {"SchedulerQueue"},
 		},
 		"SupervisorRole": {
@@ -194,7 +194,7 @@ func TestLeastPrivilegePerFunction(t *testing.T) {
 			"dynamodb:UpdateItem":  {"StateTable"},
 			"sqs:SendMessage":      {"SchedulerQueue"},
 			// The backlog check reads the depth of these two, and no more.
-			"sqs:GetQueueAttributes": {"AgentQueue", "SchedulerQueue"},
+			"sqs:GetQueueAttributes": {"AgentpaymentsQueue", "SchedulerQueue"},
 			"sns:Publish":            {"AlertTopic"},
 			"events:PutEvents":       {"event-bus/default"},
 		},
@@ -210,7 +210,7 @@ func TestLeastPrivilegePerFunction(t *testing.T) {
 	// the backlog check needs.
 	for name, s := range map[string]*synthesized{"default": def, "variant": variant} {
 		g := s.grants(t, "SupervisorRole")
-		if got, want := g["sqs:GetQueueAttributes"], []string{"AgentQueue", "SchedulerQueue"}; !reflect.DeepEqual(got, want) {
+		if got, want := g["sqs:GetQueueAttributes"], []string{"AgentpaymentsQueue", "SchedulerQueue"}; !reflect.DeepEqual(got, want) {
 			t.Errorf("%s supervisor sqs:GetQueueAttributes on %v, want %v", name, got, want)
 		}
 		for a := range g {
@@ -222,7 +222,7 @@ func TestLeastPrivilegePerFunction(t *testing.T) {
 
 	// The agent never touches the state store, in any configuration.
 	for _, s := range []*synthesized{def, variant} {
-		for a := range s.grants(t, "AgentRole") {
+		for a := range s.grants(t, "AgentpaymentsRole") {
 			if strings.HasPrefix(a, "dynamodb:") {
 				t.Errorf("agent has %s", a)
 			}
@@ -232,7 +232,7 @@ func TestLeastPrivilegePerFunction(t *testing.T) {
 	// Reply queues: the variant's scheduler may post to exactly the listed
 	// ARNs (prefix included) besides its own two queues.
 	got := variant.grants(t, "SchedulerRole")["sqs:SendMessage"]
-	wantSend := append([]string{"AgentQueue", "SchedulerQueue"}, replyQueueARNs...)
+	wantSend := append([]string{"AgentpaymentsQueue", "SchedulerQueue"}, replyQueueARNs...)
 	sort.Strings(wantSend)
 	if !reflect.DeepEqual(got, wantSend) {
 		t.Errorf("variant scheduler SendMessage on %v, want %v", got, wantSend)

@@ -1,0 +1,431 @@
+package sascdk
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
+
+	"github.com/sas-go/sas/workflow"
+)
+
+// Architectures the functions can be built for. The names are Lambda's; the
+// SAS bootstraps live under DistDir as <GOARCH>/<name>/bootstrap.
+const (
+	ArchARM64 = "arm64"
+	ArchX8664 = "x86_64"
+)
+
+// Props configures a SAS deployment. The zero value of every field but
+// Agents and DistDir means "the default".
+type Props struct {
+	// Agents are the deployment's agents: at least one, names unique. Each
+	// gets its own queue, dead-letter queue, function, event source and
+	// role (and a second queue when it has a priority lane).
+	Agents []Agent
+	// Workflows are the deployment's workflows. They are checked at synth
+	// (workflow.Validate, and every step's agent must be one of Agents) and
+	// shipped to the scheduler, the supervisor and the built-in HTTP agents
+	// as a workflows.json beside their bootstrap (SAS_WORKFLOWS_FILE).
+	Workflows []workflow.Workflow
+	// WorkflowsFile is a workflow file (workflow.Load) read at synth, the
+	// alternative to Workflows; set one, not both. With neither, the
+	// functions run the reference workflows built into them ("payment" and
+	// "order"), whose steps all go to the agent "payments".
+	WorkflowsFile string
+
+	// DistDir holds the SAS bootstraps (scheduler, supervisor, and agent for
+	// the built-in HTTP agent) as <GOARCH>/<name>/bootstrap. Required.
+	DistDir string
+	// Arch is the Lambda architecture of every function, agents included:
+	// "arm64" (default) or "x86_64" ("amd64" is accepted too). Local
+	// emulators that run the bootstrap as a host process need the host's.
+	Arch string
+
+	// AllowedReplyQueueARNs are the queues a submitter may name as replyTo.
+	// They become the scheduler's SendMessage resources and, as queue URLs,
+	// SAS_ALLOWED_REPLY_QUEUES. An ARN ending in "*" is a prefix. Empty: the
+	// scheduler may post status to no queue.
+	AllowedReplyQueueARNs []string
+	// RemovalPolicy applies to the tables, queues, topic and log groups.
+	// Default RETAIN (with table deletion protection) so that deleting the
+	// stack never deletes orders; test stacks set DESTROY.
+	RemovalPolicy awscdk.RemovalPolicy
+	// AlertEmail, if set, subscribes that address to the alert topic.
+	AlertEmail string
+
+	IndexShards int // SAS_INDEX_SHARDS, default 8
+	MaxFailures int // SAS_MAX_FAILURES, default 3
+	// StepTimeout is SAS_STEP_TIMEOUT, every step's limit in the reference
+	// workflows (default 30s). With Workflows, each step has its own.
+	StepTimeout   time.Duration
+	PickupTimeout time.Duration // SAS_PICKUP_TIMEOUT, default 60s
+	// StuckStepAlarmAge is the age of the oldest stuck step that pages an
+	// operator. Default 5 minutes: the supervisor sweeps every minute, so a
+	// step that old has survived several rescues.
+	StuckStepAlarmAge time.Duration
+}
+
+// Agent is one agent of the deployment: the function that runs the steps
+// the workflows give it, fed by its own queue.
+//
+// Its function gets SAS_AGENT_NAME, SAS_AGENT_QUEUE_URL (its queue),
+// SAS_AGENT_PRIORITY_QUEUE_URL (its lane, when it has one) and
+// SAS_SCHEDULER_QUEUE_URL (where replies go), besides Environment. Its role
+// may consume its own queues, send to the scheduler queue and write its own
+// logs, and nothing else: give it more on its role, SAS.Agent(name).Role.
+type Agent struct {
+	// Name is what steps name as their agent: 1-64 characters of
+	// A-Z a-z 0-9 . _ -.
+	Name string
+	// Code is the function's code: a provided.al2023 bootstrap for Arch,
+	// handler "bootstrap". Set Code or CodeDir.
+	Code awslambda.Code
+	// CodeDir is a directory holding a bootstrap, the alternative to Code.
+	CodeDir string
+	// Concurrency is the MaximumConcurrency of the agent's event source: at
+	// most this many of its functions run at once, which is what protects
+	// the remote service it calls. Required, 2 (AWS's minimum) to 1000.
+	Concurrency int
+	// PriorityConcurrency, when more than 0, gives the agent a priority
+	// lane: a second queue (with its own dead-letter queue) for requests of
+	// high-priority orders, polled by its own event source with this
+	// MaximumConcurrency (2 to 1000), so that a backlog of ordinary
+	// requests never holds them back.
+	PriorityConcurrency int
+	// Environment is added to the function's environment. Names the
+	// construct sets (SAS_AGENT_*, SAS_SCHEDULER_QUEUE_URL,
+	// SAS_WORKFLOWS_FILE) are refused.
+	Environment map[string]string
+	// Timeout is the function's timeout. Default: the longest timeout of
+	// the agent's steps (StepTimeout without Workflows) plus 15 s, so that
+	// the agent notices a step's deadline and returns after it. At most 15
+	// minutes, and not below the longest step timeout.
+	Timeout time.Duration
+	// MemorySize in MB, default 256.
+	MemorySize int
+
+	// builtin: the SAS HTTP agent (DistDir/<GOARCH>/agent/bootstrap), which
+	// also reads the workflows to find each step's endpoint.
+	builtin bool
+}
+
+// HTTPAgent is the built-in HTTP agent: it runs a step by calling
+// "METHOD /path" (the step's action or undo) under baseURL, with the
+// step's idempotency key. Its function is DistDir's agent bootstrap with
+// SAS_AGENT_NAME=name and SAS_AGENT_BASE_URL=baseURL (and SAS_PAYMENTS_URL,
+// the name older bootstraps read), and the workflows file when there is
+// one. Concurrency is 20; change it, or add a lane, on the returned value:
+//
+//	a := sascdk.HTTPAgent("payments", "https://payments.example.com")
+//	a.Concurrency, a.PriorityConcurrency = 10, 2
+//
+// An empty baseURL is allowed with a synth warning: the agent refuses to
+// start until it has one.
+func HTTPAgent(name, baseURL string) Agent {
+	env := map[string]string{}
+	if baseURL != "" {
+		env[envAgentBaseURL] = baseURL
+		env[envPaymentsURL] = baseURL
+	}
+	return Agent{Name: name, Concurrency: defaultHTTPAgentConcurrency, Environment: env, builtin: true}
+}
+
+// defaultHTTPAgentConcurrency is the built-in agent's event source
+// MaximumConcurrency, the stack's value before agents were configurable.
+const defaultHTTPAgentConcurrency = 20
+
+// Environment variables the construct sets on agents.
+const (
+	envAgentName          = "SAS_AGENT_NAME"
+	envAgentBaseURL       = "SAS_AGENT_BASE_URL"
+	envPaymentsURL        = "SAS_PAYMENTS_URL"
+	envAgentQueueURL      = "SAS_AGENT_QUEUE_URL"
+	envAgentPriorityQueue = "SAS_AGENT_PRIORITY_QUEUE_URL"
+	envAgentQueues        = "SAS_AGENT_QUEUES"
+	envSchedulerQueueURL  = "SAS_SCHEDULER_QUEUE_URL"
+	envWorkflowsFile      = "SAS_WORKFLOWS_FILE"
+)
+
+// reservedAgentEnv are the names an Agent's Environment may not set.
+var reservedAgentEnv = []string{envAgentName, envAgentQueueURL, envAgentPriorityQueue, envSchedulerQueueURL, envWorkflowsFile}
+
+// Limits of an agent's function and event source.
+const (
+	minConcurrency   = 2 // AWS's minimum MaximumConcurrency
+	maxConcurrency   = 1000
+	maxLambdaTimeout = 15 * time.Minute
+	// agentMargin is how long an agent's function outlives its longest
+	// step: the agent stops at the step's deadline and returns after it.
+	agentMargin       = 15 * time.Second
+	defaultMemorySize = 256
+)
+
+// withDefaults returns a copy with every unset field filled in.
+func (p Props) withDefaults() Props {
+	if p.Arch == "" {
+		p.Arch = ArchARM64
+	}
+	if p.Arch == "amd64" {
+		p.Arch = ArchX8664
+	}
+	if p.RemovalPolicy == "" {
+		p.RemovalPolicy = awscdk.RemovalPolicy_RETAIN
+	}
+	if p.IndexShards == 0 {
+		p.IndexShards = 8
+	}
+	if p.MaxFailures == 0 {
+		p.MaxFailures = 3
+	}
+	if p.StepTimeout == 0 {
+		p.StepTimeout = 30 * time.Second
+	}
+	if p.PickupTimeout == 0 {
+		p.PickupTimeout = 60 * time.Second
+	}
+	if p.StuckStepAlarmAge == 0 {
+		p.StuckStepAlarmAge = 5 * time.Minute
+	}
+	return p
+}
+
+// Validate reports every configuration error, after defaults are applied:
+// the knobs, the agents, and the workflows (read from WorkflowsFile if set),
+// each workflow error a *workflow.FieldError naming the file, the field and
+// the reason. New panics with the same errors.
+func (p Props) Validate() error {
+	_, err := p.resolve()
+	return err
+}
+
+// resolved is Props with defaults applied and the workflows read and
+// checked: what New builds from.
+type resolved struct {
+	Props
+	// workflows is nil when the reference workflows apply.
+	workflows []workflow.Workflow
+}
+
+func (p Props) resolve() (resolved, error) {
+	p = p.withDefaults()
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+
+	if p.Arch != ArchARM64 && p.Arch != ArchX8664 {
+		bad("arch %q: want %s or %s", p.Arch, ArchARM64, ArchX8664)
+	}
+	if p.DistDir == "" {
+		bad("dist dir: required, the directory holding <GOARCH>/<name>/bootstrap")
+	}
+	switch p.RemovalPolicy {
+	case awscdk.RemovalPolicy_RETAIN, awscdk.RemovalPolicy_DESTROY:
+	default:
+		bad("removal policy %q: want RETAIN or DESTROY", p.RemovalPolicy)
+	}
+	if p.IndexShards < 1 || p.MaxFailures < 1 {
+		bad("index shards and max failures must be at least 1")
+	}
+	// Lambda timeouts are whole seconds, and the reference workflows' agent
+	// must leave room after the step deadline; 12 minutes keeps it under 15.
+	if p.StepTimeout < time.Second || p.StepTimeout > 12*time.Minute || p.StepTimeout%time.Second != 0 {
+		bad("step timeout %s: want whole seconds between 1s and 12m", p.StepTimeout)
+	}
+	if p.PickupTimeout < time.Second {
+		bad("pickup timeout %s: want at least 1s", p.PickupTimeout)
+	}
+	for _, arn := range p.AllowedReplyQueueARNs {
+		if _, err := replyQueueURL(arn); err != nil {
+			errs = append(errs, err)
+		}
+	}
+
+	r := resolved{Props: p}
+	wfErr := error(nil)
+	r.workflows, wfErr = p.loadWorkflows()
+	if wfErr != nil {
+		errs = append(errs, wfErr)
+	}
+	errs = append(errs, p.validateAgents(r.workflows, wfErr == nil)...)
+	if err := errors.Join(errs...); err != nil {
+		return resolved{}, err
+	}
+	return r, nil
+}
+
+// loadWorkflows returns the definitions of Workflows or WorkflowsFile,
+// validated as one deployment's set; nil for the reference workflows.
+func (p Props) loadWorkflows() ([]workflow.Workflow, error) {
+	switch {
+	case p.WorkflowsFile != "" && p.Workflows != nil:
+		return nil, errors.New("workflows: set Workflows or WorkflowsFile, not both")
+	case p.WorkflowsFile != "":
+		return workflow.Load(p.WorkflowsFile)
+	case p.Workflows != nil:
+		if err := workflow.Validate(p.Workflows...); err != nil {
+			return nil, err
+		}
+		return p.Workflows, nil
+	}
+	return nil, nil
+}
+
+// referenceAgent is the agent of every step of the reference workflows
+// (internal/workflows.PaymentsAgent in the main module).
+const referenceAgent = "payments"
+
+// agentNamePattern is what package workflow accepts as a step's agent.
+var agentNamePattern = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
+
+// validateAgents checks the agents, and, when the workflows are known to be
+// valid, that every step names one of them.
+func (p Props) validateAgents(ws []workflow.Workflow, checkSteps bool) []error {
+	var errs []error
+	if len(p.Agents) == 0 {
+		errs = append(errs, errors.New("agents: at least one agent is required"))
+	}
+	names := map[string]bool{}
+	for i, a := range p.Agents {
+		where := fmt.Sprintf("agents[%d] %q", i, a.Name)
+		bad := func(format string, args ...any) {
+			errs = append(errs, fmt.Errorf(where+": "+format, args...))
+		}
+		if !agentNamePattern.MatchString(a.Name) {
+			bad("name must be 1-64 characters of A-Z a-z 0-9 . _ -")
+		} else if names[a.Name] {
+			bad("another agent has this name")
+		}
+		names[a.Name] = true
+		switch {
+		case a.builtin && (a.Code != nil || a.CodeDir != ""):
+			bad("the built-in HTTP agent brings its own code: leave Code and CodeDir unset")
+		case a.builtin:
+		case (a.Code == nil) == (a.CodeDir == ""):
+			bad("set Code or CodeDir (a directory holding a bootstrap), not both")
+		case a.CodeDir != "":
+			if st, err := os.Stat(filepath.Join(a.CodeDir, "bootstrap")); err != nil || st.IsDir() {
+				bad("code dir %s holds no bootstrap file", a.CodeDir)
+			}
+		}
+		if a.Concurrency < minConcurrency || a.Concurrency > maxConcurrency {
+			bad("concurrency %d: the event source's maximum concurrency must be %d to %d", a.Concurrency, minConcurrency, maxConcurrency)
+		}
+		if a.PriorityConcurrency != 0 && (a.PriorityConcurrency < minConcurrency || a.PriorityConcurrency > maxConcurrency) {
+			bad("priority concurrency %d: 0 (no priority lane) or %d to %d", a.PriorityConcurrency, minConcurrency, maxConcurrency)
+		}
+		if a.MemorySize != 0 && (a.MemorySize < 128 || a.MemorySize > 10240) {
+			bad("memory size %d MB: want 128 to 10240", a.MemorySize)
+		}
+		longest := p.longestStep(ws, a.Name)
+		if t := a.Timeout; t != 0 {
+			switch {
+			case t%time.Second != 0 || t < time.Second || t > maxLambdaTimeout:
+				bad("timeout %s: want whole seconds between 1s and %s", t, maxLambdaTimeout)
+			case t < longest:
+				bad("timeout %s is shorter than its longest step timeout %s: the function would be stopped mid-step", t, longest)
+			}
+		}
+		for k := range a.Environment {
+			if slices.Contains(reservedAgentEnv, k) {
+				bad("environment: %s is set by the construct", k)
+			}
+		}
+		if a.builtin && a.Environment[envAgentBaseURL] != "" {
+			if u, err := url.Parse(a.Environment[envAgentBaseURL]); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+				bad("base URL %q: want an http(s) URL", a.Environment[envAgentBaseURL])
+			}
+		}
+	}
+	if !checkSteps || len(p.Agents) == 0 {
+		return errs
+	}
+	list := make([]string, 0, len(p.Agents))
+	for _, a := range p.Agents {
+		list = append(list, a.Name)
+	}
+	if ws == nil {
+		if !names[referenceAgent] {
+			errs = append(errs, fmt.Errorf("agents: without workflows the reference workflows run, and their steps go to the agent %q, which is not an agent of this deployment (agents: %s)",
+				referenceAgent, strings.Join(list, ", ")))
+		}
+		return errs
+	}
+	for i, w := range ws {
+		for j, s := range w.Steps {
+			if !names[s.Agent] {
+				errs = append(errs, &workflow.FieldError{
+					File:   p.WorkflowsFile,
+					Path:   fmt.Sprintf("workflows[%d].steps[%d].agent", i, j),
+					Reason: fmt.Sprintf("%q is not an agent of this deployment (agents: %s)", s.Agent, strings.Join(list, ", ")),
+				})
+			}
+		}
+	}
+	return errs
+}
+
+// longestStep is the longest timeout of the steps agent runs: StepTimeout
+// for the reference workflows, 0 for an agent no step names.
+func (p Props) longestStep(ws []workflow.Workflow, agent string) time.Duration {
+	if ws == nil {
+		return p.StepTimeout
+	}
+	var longest time.Duration
+	for _, w := range ws {
+		for _, s := range w.Steps {
+			if s.Agent == agent && s.Timeout.D() > longest {
+				longest = s.Timeout.D()
+			}
+		}
+	}
+	return longest
+}
+
+// agentTimeout is an agent function's timeout: its own, or its longest step
+// plus agentMargin, within Lambda's limit and never under a second.
+func (r resolved) agentTimeout(a Agent) time.Duration {
+	if a.Timeout != 0 {
+		return a.Timeout
+	}
+	// Whole seconds (Lambda's unit), rounded up.
+	t := (r.longestStep(r.workflows, a.Name) + agentMargin + time.Second - 1).Truncate(time.Second)
+	return min(t, maxLambdaTimeout)
+}
+
+// goarch maps the Lambda architecture name to Go's.
+func (p Props) goarch() string {
+	if p.Arch == ArchX8664 {
+		return "amd64"
+	}
+	return "arm64"
+}
+
+// replyQueueURL turns an SQS queue ARN (arn:<partition>:sqs:<region>:<account>:<name>)
+// into the queue URL the SDK uses, keeping a trailing "*" so that a prefix
+// ARN becomes a prefix URL, as SAS_ALLOWED_REPLY_QUEUES expects.
+func replyQueueURL(arn string) (string, error) {
+	parts := strings.Split(arn, ":")
+	if len(parts) != 6 || parts[0] != "arn" || parts[2] != "sqs" || parts[3] == "" || parts[4] == "" || parts[5] == "" {
+		return "", fmt.Errorf("reply queue %q: want an SQS queue ARN arn:<partition>:sqs:<region>:<account>:<name>", arn)
+	}
+	if strings.Contains(strings.TrimSuffix(parts[5], "*"), "*") || strings.ContainsAny(parts[3]+parts[4], "*?") {
+		return "", fmt.Errorf("reply queue %q: only a trailing * (a name prefix) is allowed", arn)
+	}
+	if _, err := strconv.ParseUint(parts[4], 10, 64); err != nil || len(parts[4]) != 12 {
+		return "", fmt.Errorf("reply queue %q: account %q is not a 12-digit account id", arn, parts[4])
+	}
+	domain := "amazonaws.com"
+	if parts[1] == "aws-cn" {
+		domain = "amazonaws.com.cn"
+	}
+	return fmt.Sprintf("https://sqs.%s.%s/%s/%s", parts[3], domain, parts[4], parts[5]), nil
+}
