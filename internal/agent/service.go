@@ -675,8 +675,8 @@ func (s *Service) process(ctx context.Context, log *slog.Logger, req sas.AgentRe
 	}
 
 	// The call stops at the agent's deadline, or earlier when the
-	// invocation ends first (less the reserve for the replies). An
-	// HTTPRunner takes its call deadline from this context.
+	// invocation ends first (less the reserve for the replies). A runner
+	// (the SDK's, package agent) takes its deadline from this context.
 	callDeadline := deadline
 	if dl, ok := ctx.Deadline(); ok && dl.Add(-s.reserve).Before(callDeadline) {
 		callDeadline = dl.Add(-s.reserve)
@@ -739,6 +739,21 @@ func carriedResult(log *slog.Logger, result json.RawMessage) json.RawMessage {
 	}
 	log.Info("agent: result left out of the reply", "resultBytes", len(result), "limit", sqslimits.MaxResultBytes)
 	return nil
+}
+
+// resultOf makes a success body a valid reply result: empty is no result,
+// JSON passes through, anything else is carried as a JSON string so the
+// scheduler still sees what the service said.
+func resultOf(body []byte) json.RawMessage {
+	s := strings.TrimSpace(string(body))
+	switch {
+	case s == "":
+		return nil
+	case json.Valid([]byte(s)):
+		return json.RawMessage(s)
+	}
+	b, _ := sas.Marshal(s) // a string always encodes
+	return b
 }
 
 // replyTo starts the reply to req. Besides the fence (order, step, attempt,

@@ -22,10 +22,12 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	sdk "github.com/sas-go/sas/agent"
 	"github.com/sas-go/sas/internal/agent"
 	"github.com/sas-go/sas/internal/alerts"
 	"github.com/sas-go/sas/internal/awscount"
 	"github.com/sas-go/sas/internal/awsenv"
+	"github.com/sas-go/sas/internal/builtinagent"
 	"github.com/sas-go/sas/internal/config"
 	"github.com/sas-go/sas/internal/dynamostore"
 	"github.com/sas-go/sas/internal/httpagent"
@@ -175,7 +177,7 @@ type System struct {
 	DLQs           map[string]string // queue name → its DLQ URL
 
 	Schedulers  []*scheduler.Handler
-	Agents      []*agent.Service
+	Agents      []*sdk.Handler
 	Supervisors []*supervisor.Supervisor
 	Pollers     []*Poller
 	// Injected records the faults the harness itself injected, per order
@@ -300,7 +302,7 @@ func Start(ctx context.Context, opts Options) (*System, error) {
 		if err != nil {
 			return nil, err
 		}
-		ag, err := agent.FromConfig(cfg, agent.Deps{Queue: actorQueue, Caller: caller, Logger: opts.Logger, Registry: reg})
+		ag, err := builtinagent.FromConfig(cfg, builtinagent.Deps{Queue: actorQueue, Caller: caller, Logger: opts.Logger, Registry: reg})
 		if err != nil {
 			return nil, err
 		}
