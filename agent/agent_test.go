@@ -371,15 +371,17 @@ func TestNewHandlerRefusesMistakes(t *testing.T) {
 		cfg  func(*agent.HandlerConfig)
 		want string
 	}{
-		"no agents":        {func(c *agent.HandlerConfig) { c.Agents = nil }, "at least one agent"},
-		"nil agent":        {func(c *agent.HandlerConfig) { c.Agents = []*agent.Agent{nil} }, "agent 0 is nil"},
-		"agent twice":      {func(c *agent.HandlerConfig) { c.Agents = append(c.Agents, agent.New("flights").Step("x", do, nil)) }, `agent "flights" given twice`},
-		"no name":          {func(c *agent.HandlerConfig) { c.Agents = []*agent.Agent{agent.New("").Step("x", do, nil)} }, "name"},
-		"step twice":       {func(c *agent.HandlerConfig) { c.Agents[0].Step("reserve-flight", do, nil) }, `step "reserve-flight" registered twice`},
-		"nil do":           {func(c *agent.HandlerConfig) { c.Agents[0].Step("cancel", nil, nil) }, `step "cancel": do is nil`},
-		"unnamed step":     {func(c *agent.HandlerConfig) { c.Agents[0].Step("", do, nil) }, "a step needs a name"},
-		"tries 0":          {func(c *agent.HandlerConfig) { c.Agents = []*agent.Agent{agent.New("f", agent.Tries(0))} }, "Tries"},
-		"backoff":          {func(c *agent.HandlerConfig) { c.Agents = []*agent.Agent{agent.New("f", agent.Backoff(time.Second, time.Millisecond))} }, "Backoff"},
+		"no agents":    {func(c *agent.HandlerConfig) { c.Agents = nil }, "at least one agent"},
+		"nil agent":    {func(c *agent.HandlerConfig) { c.Agents = []*agent.Agent{nil} }, "agent 0 is nil"},
+		"agent twice":  {func(c *agent.HandlerConfig) { c.Agents = append(c.Agents, agent.New("flights").Step("x", do, nil)) }, `agent "flights" given twice`},
+		"no name":      {func(c *agent.HandlerConfig) { c.Agents = []*agent.Agent{agent.New("").Step("x", do, nil)} }, "name"},
+		"step twice":   {func(c *agent.HandlerConfig) { c.Agents[0].Step("reserve-flight", do, nil) }, `step "reserve-flight" registered twice`},
+		"nil do":       {func(c *agent.HandlerConfig) { c.Agents[0].Step("cancel", nil, nil) }, `step "cancel": do is nil`},
+		"unnamed step": {func(c *agent.HandlerConfig) { c.Agents[0].Step("", do, nil) }, "a step needs a name"},
+		"tries 0":      {func(c *agent.HandlerConfig) { c.Agents = []*agent.Agent{agent.New("f", agent.Tries(0))} }, "Tries"},
+		"backoff": {func(c *agent.HandlerConfig) {
+			c.Agents = []*agent.Agent{agent.New("f", agent.Backoff(time.Second, time.Millisecond))}
+		}, "Backoff"},
 		"default twice":    {func(c *agent.HandlerConfig) { c.Agents[0].Default(do, nil).Default(do, nil) }, "Default"},
 		"no queue":         {func(c *agent.HandlerConfig) { c.Queue = nil }, "SQS"},
 		"no reply queue":   {func(c *agent.HandlerConfig) { c.SchedulerQueueURL = "" }, "ReplyQueueURL"},
@@ -416,4 +418,3 @@ func TestPanicIsContainedToItsRequest(t *testing.T) {
 	require.Len(t, reps, 1)
 	require.Equal(t, "o-fine", reps[0].OrderID)
 }
-
