@@ -35,14 +35,17 @@
 // (workflow, replyTo, payload, compensation, stepName): with them the
 // scheduler advances the order without reading it (sas.AgentReply).
 //
-// How the agent knows what to call: the scheduler's agent.request names the
-// agent ("payments") and the step ("stepName"); the agent's Routes map that
-// step name to the step's Action and Undo ("POST /payments", "POST /refunds"),
-// taken at start-up from the same workflow registry the scheduler runs
-// (RoutesFromRegistry over internal/workflows), so a bad action fails the
-// cold start, not an order. Routing is by step name alone: a request from an
-// older scheduler carries no workflow name, so a step name must mean the same
-// call in every workflow that gives it to the same agent;
+// The Runners come from the public SDK (package agent), which adapts a
+// team's step functions to Runner. How the built-in HTTP agent
+// (agent.HTTP, internal/builtinagent) knows what to call: a newer
+// scheduler's request carries the step's action ("action": "POST
+// /payments", or the undo's for a compensation); for a request without one
+// (an older scheduler) the agent's Routes map the step name to the step's
+// Action and Undo, taken at start-up from the same workflow registry the
+// scheduler runs (RoutesFromRegistry over internal/workflows), so a bad
+// action fails the cold start, not an order. Routing is by step name alone:
+// such a request carries no workflow name either, so a step name must mean
+// the same call in every workflow that gives it to the same agent;
 // RoutesFromRegistry refuses a registry where it does not.
 package agent
 
