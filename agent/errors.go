@@ -52,8 +52,8 @@ func (e *permanentError) Unwrap() error { return e.err }
 // rate-limit window). If the step's deadline leaves room, the SDK waits d
 // and runs the Func again, within its tries (see Tries); otherwise it
 // reports nothing and leaves the request for redelivery after d, the
-// message staying invisible in its queue that long (at most 12 hours, SQS's
-// limit). A negative d counts as 0.
+// message staying invisible in its queue that long (at least the usual
+// redelivery backoff of a second or more, at most 12 hours, SQS's limit). A negative d counts as 0.
 //
 // The mark survives wrapping. RetryAfter(d, nil) is an error, never nil.
 //

@@ -41,8 +41,8 @@ func (e *PermanentError) Unwrap() []error {
 
 // RedeliveryError is a Run error that asks for the request to come back
 // after Delay: no outcome, like any other error that is not ErrPermanent,
-// but the request's visibility is set to Delay (at most SQS's 12 hours)
-// instead of the short RedeliveryBackoff. A runner returns it when the
+// but the request's visibility is set to Delay (at least RedeliveryBackoff,
+// at most SQS's 12 hours) instead of the short RedeliveryBackoff. A runner returns it when the
 // service said when to ask again ("retry after 10 minutes") and that is
 // beyond the request's deadline. Found with errors.As, so it may be wrapped.
 type RedeliveryError struct {

@@ -118,16 +118,16 @@ func TestBackoffWithAnUnknownQueueIsLeftAlone(t *testing.T) {
 }
 
 // A runner that asks for a later redelivery (*RedeliveryError, found
-// through wrapping) gets that visibility, bounded to SQS's 12 hours; on the
-// last delivery the request is handed back to the scheduler with that delay,
+// through wrapping) gets that visibility, at least the usual backoff and at
+// most SQS's 12 hours; on the last delivery the request is handed back to the scheduler with that delay,
 // bounded to SQS's 15 minutes.
 func TestRedeliveryErrorSetsTheVisibilityAskedFor(t *testing.T) {
 	t.Parallel()
 	r := newServiceRig(t, memqueue.Options{})
 	vis := &visibilityRecorder{Queue: r.queue}
-	asks := map[string]time.Duration{"o-7m": 7 * time.Minute, "o-20h": 20 * time.Hour, "o-last": time.Hour}
-	url, recs := r.receivedFrom("payments", request("o-7m"), request("o-20h"), request("o-last"))
-	ev := withReceives(events.SQSEvent{Records: recs}, "1", "2", "3")
+	asks := map[string]time.Duration{"o-7m": 7 * time.Minute, "o-20h": 20 * time.Hour, "o-last": time.Hour, "o-now": 0}
+	url, recs := r.receivedFrom("payments", request("o-7m"), request("o-20h"), request("o-last"), request("o-now"))
+	ev := withReceives(events.SQSEvent{Records: recs}, "1", "2", "3", "2")
 	svc := r.service(agent.Config{Queue: vis, RequestQueueURL: url, Agents: payments(func(_ context.Context, req sas.AgentRequest) (json.RawMessage, error) {
 		return nil, fmt.Errorf("calling the service: %w", &agent.RedeliveryError{Delay: asks[req.OrderID], Err: errors.New("HTTP 429")})
 	})})
@@ -139,11 +139,12 @@ func TestRedeliveryErrorSetsTheVisibilityAskedFor(t *testing.T) {
 		require.NoError(t, json.Unmarshal([]byte(rec.Body), &req))
 		byOrder[req.OrderID] = rec
 	}
-	require.ElementsMatch(t, []string{byOrder["o-7m"].MessageId, byOrder["o-20h"].MessageId}, failedIDs(resp),
+	require.ElementsMatch(t, []string{byOrder["o-7m"].MessageId, byOrder["o-20h"].MessageId, byOrder["o-now"].MessageId}, failedIDs(resp),
 		"the third delivery is the last: handed back")
 	require.Equal(t, map[string]time.Duration{
 		byOrder["o-7m"].ReceiptHandle:  7 * time.Minute,
 		byOrder["o-20h"].ReceiptHandle: 12 * time.Hour,
+		byOrder["o-now"].ReceiptHandle: 2 * time.Second, // "at once" is no sooner than the usual backoff
 	}, vis.changes())
 	require.Contains(t, r.logs.String(), `"why":"retry after 7m0s"`)
 

@@ -369,7 +369,9 @@ func (f fate) backoff(msg events.SQSMessage) (d time.Duration, ok bool) {
 	case circuitRest:
 		return CircuitOpenBackoff, true
 	case asked:
-		return f.delay, true
+		// Never sooner than the usual backoff: "ask again at once" from a
+		// service must not spin the request through its deliveries.
+		return max(f.delay, RedeliveryBackoff(msg)), true
 	}
 	return 0, false
 }
