@@ -53,7 +53,8 @@ func (e *permanentError) Unwrap() error { return e.err }
 // and runs the Func again, within its tries (see Tries); otherwise it
 // reports nothing and leaves the request for redelivery after d, the
 // message staying invisible in its queue that long (at least the usual
-// redelivery backoff of a second or more, at most 12 hours, SQS's limit). A negative d counts as 0.
+// redelivery backoff of a second or more, at most 12 hours, SQS's limit).
+// A negative d counts as 0.
 //
 // The mark survives wrapping. RetryAfter(d, nil) is an error, never nil.
 //
