@@ -1,24 +1,25 @@
-// Command agent is the agent Lambda function: it reads agent.request messages
-// from the agent queue, calls the payments service, and replies to the
-// scheduler (internal/agent). This file only wires.
+// Command agent is the built-in agent's Lambda function: an HTTP agent of
+// the public SDK (package agent) that calls each step's action on one
+// service and replies to the scheduler (internal/builtinagent). This file
+// only wires.
 package main
 
 import (
 	"context"
+	"fmt"
 	"log"
-	"log/slog"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-lambda-go/lambda"
-	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
-	"github.com/sas-go/sas/internal/agent"
-	"github.com/sas-go/sas/internal/awsenv"
+	"github.com/sas-go/sas/agent"
+	iagent "github.com/sas-go/sas/internal/agent"
+	"github.com/sas-go/sas/internal/builtinagent"
 	"github.com/sas-go/sas/internal/config"
 	"github.com/sas-go/sas/internal/httpagent"
-	"github.com/sas-go/sas/internal/sqsqueue"
 )
 
 // Remote-call settings that are not configuration: they follow from the
@@ -37,31 +38,36 @@ func main() {
 	lambda.Start(handler)
 }
 
-// build wires environment → SDK client → queue adapter → HTTP caller →
-// service, and returns the typed handler.
+// build wires environment → HTTP caller → the built-in agent → the SDK's
+// handler (SQS client included), and returns the typed handler.
 func build(ctx context.Context, getenv config.Getenv) (func(context.Context, events.SQSEvent) (events.SQSEventResponse, error), error) {
 	cfg, err := config.Load(getenv)
 	if err != nil {
 		return nil, err
 	}
-	if err := config.Require(getenv, "SAS_SCHEDULER_QUEUE_URL", "SAS_PAYMENTS_URL"); err != nil {
-		return nil, err
+	var missing []string
+	if getenv(agent.EnvSchedulerQueueURL) == "" {
+		missing = append(missing, agent.EnvSchedulerQueueURL)
 	}
-	awsCfg, err := awsenv.Load(ctx)
+	if getenv(builtinagent.EnvBaseURL) == "" && cfg.PaymentsURL == "" {
+		missing = append(missing, builtinagent.EnvBaseURL+" (or SAS_PAYMENTS_URL)")
+	}
+	if len(missing) > 0 {
+		return nil, fmt.Errorf("missing configuration: %s", strings.Join(missing, ", "))
+	}
+	caller, err := httpagent.New(httpagent.Config{AttemptTimeout: attemptTimeout, MaxResponseBytes: iagent.MaxResponseBytes})
 	if err != nil {
 		return nil, err
 	}
-	caller, err := httpagent.New(httpagent.Config{AttemptTimeout: attemptTimeout, MaxResponseBytes: agent.MaxResponseBytes})
-	if err != nil {
-		return nil, err
-	}
-	svc, err := agent.FromConfig(cfg, agent.Deps{
-		Queue:  sqsqueue.New(sqs.NewFromConfig(awsCfg)),
-		Caller: caller,
-		Logger: slog.New(slog.NewJSONHandler(os.Stderr, nil)),
+	a, err := builtinagent.Agent(cfg, builtinagent.Deps{
+		Caller: caller, Name: getenv(builtinagent.EnvName), BaseURL: getenv(builtinagent.EnvBaseURL),
 	})
 	if err != nil {
 		return nil, err
 	}
-	return svc.Handle, nil
+	h, err := agent.FromEnv(ctx, getenv, a)
+	if err != nil {
+		return nil, err
+	}
+	return h.Handle, nil
 }

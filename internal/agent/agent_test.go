@@ -13,7 +13,7 @@ import (
 	"github.com/sas-go/sas/internal/sas"
 )
 
-// These tests run the agent as deployed (agent.FromConfig, the default
+// These tests run the agent as deployed (builtinagent.FromConfig, the default
 // workflows, httpagent) against the remote simulator on 127.0.0.1.
 
 func TestSuccessRepliesDoneWithOneEffect(t *testing.T) {

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"errors"
+	"time"
 	"unicode/utf8"
 
 	"github.com/sas-go/sas/internal/sqslimits"
@@ -37,6 +38,27 @@ func (e *PermanentError) Unwrap() []error {
 	}
 	return []error{ErrPermanent, e.Err}
 }
+
+// RedeliveryError is a Run error that asks for the request to come back
+// after Delay: no outcome, like any other error that is not ErrPermanent,
+// but the request's visibility is set to Delay (at least RedeliveryBackoff,
+// at most SQS's 12 hours) instead of the short RedeliveryBackoff. A runner returns it when the
+// service said when to ask again ("retry after 10 minutes") and that is
+// beyond the request's deadline. Found with errors.As, so it may be wrapped.
+type RedeliveryError struct {
+	Delay time.Duration
+	Err   error // the cause, for logs; may be nil
+}
+
+func (e *RedeliveryError) Error() string {
+	if e.Err == nil {
+		return "retry after " + e.Delay.String()
+	}
+	return "retry after " + e.Delay.String() + ": " + e.Err.Error()
+}
+
+// Unwrap returns the cause.
+func (e *RedeliveryError) Unwrap() error { return e.Err }
 
 // maxReasonBytes bounds a reply's reason: it travels on to a status message
 // and an operator alert, where a whole error page would only get in the way,

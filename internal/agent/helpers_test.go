@@ -2,6 +2,7 @@ package agent_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -15,7 +16,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/stretchr/testify/require"
 
-	"github.com/sas-go/sas/internal/agent"
+	"github.com/sas-go/sas/internal/builtinagent"
 	"github.com/sas-go/sas/internal/clocktest"
 	"github.com/sas-go/sas/internal/config"
 	"github.com/sas-go/sas/internal/httpagent"
@@ -45,8 +46,8 @@ func (l *logBuffer) String() string {
 	return l.b.String()
 }
 
-// rig is one agent Service wired as in production (agent.FromConfig, the
-// default workflows) against a remote simulator on 127.0.0.1 and an
+// rig is one agent wired as in production (builtinagent.FromConfig: the
+// SDK's HTTP agent on the SDK's handler, the default workflows) against a remote simulator on 127.0.0.1 and an
 // in-memory scheduler queue.
 type rig struct {
 	t        *testing.T
@@ -57,7 +58,7 @@ type rig struct {
 	queue    *memqueue.Queue
 	replyURL string
 	caller   *httpagent.Caller
-	svc      *agent.Service
+	svc      handler
 	logs     *logBuffer
 }
 
@@ -123,13 +124,18 @@ func newRig(t *testing.T, o rigOptions) *rig {
 	return r
 }
 
-// newService builds another Service (another Lambda instance) on the same
+// handler is what takes an SQS event: a Service, or the SDK's Handler.
+type handler interface {
+	Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error)
+}
+
+// newService builds another handler (another Lambda instance) on the same
 // simulator, queue and caller.
-func (r *rig) newService() *agent.Service {
+func (r *rig) newService() handler {
 	r.t.Helper()
-	svc, err := agent.FromConfig(
+	svc, err := builtinagent.FromConfig(
 		config.Config{SchedulerQueueURL: r.replyURL, PaymentsURL: r.simURL, StepTimeout: 30 * time.Second},
-		agent.Deps{
+		builtinagent.Deps{
 			Queue: r.queue, Caller: r.caller, Clock: r.clock,
 			Logger: slog.New(slog.NewJSONHandler(r.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		})
@@ -143,7 +149,7 @@ func (r *rig) handle(ev events.SQSEvent) events.SQSEventResponse {
 	return handleWith(r.t, r.svc, ev)
 }
 
-func handleWith(t *testing.T, svc *agent.Service, ev events.SQSEvent) events.SQSEventResponse {
+func handleWith(t *testing.T, svc handler, ev events.SQSEvent) events.SQSEventResponse {
 	t.Helper()
 	resp, err := svc.Handle(t.Context(), ev)
 	require.NoError(t, err)

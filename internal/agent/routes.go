@@ -2,9 +2,7 @@ package agent
 
 import (
 	"fmt"
-	"net/http"
 	"slices"
-	"strings"
 
 	"github.com/sas-go/sas/internal/sas"
 )
@@ -53,38 +51,4 @@ func RoutesFromRegistry(reg sas.Registry, agent string) (Routes, error) {
 		}
 	}
 	return out, nil
-}
-
-// endpointAction is a parsed "METHOD /path".
-type endpointAction struct {
-	Method string
-	Path   string
-}
-
-func (a endpointAction) String() string { return a.Method + " " + a.Path }
-
-// parseAction reads "METHOD /path" (the path may carry a query).
-func parseAction(s string) (endpointAction, error) {
-	f := strings.Fields(s)
-	if len(f) != 2 {
-		return endpointAction{}, &sas.ValidationError{Field: "action", Reason: fmt.Sprintf("%q: want \"METHOD /path\", e.g. \"POST /payments\"", s)}
-	}
-	m, p := f[0], f[1]
-	if m != strings.ToUpper(m) || !validMethod(m) {
-		return endpointAction{}, &sas.ValidationError{Field: "action", Reason: fmt.Sprintf("%q: %q is not an upper-case HTTP method", s, m)}
-	}
-	if !strings.HasPrefix(p, "/") {
-		return endpointAction{}, &sas.ValidationError{Field: "action", Reason: fmt.Sprintf("%q: the path must start with /", s)}
-	}
-	return endpointAction{Method: m, Path: p}, nil
-}
-
-// validMethod accepts the methods a remote call can sensibly use. GET and
-// HEAD are left out on purpose: the agent always sends a body.
-func validMethod(m string) bool {
-	switch m {
-	case http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete:
-		return true
-	}
-	return false
 }

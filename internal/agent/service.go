@@ -19,10 +19,15 @@
 //	  invocation ending)                  repeats the call under the same key;
 //	                                      the third such delivery is acknowledged
 //	                                      and the supervisor takes over
+//	no outcome, *RedeliveryError       → the same, the backoff being its Delay
 //	the outcome came after the deadline → nothing sent, left for redelivery the
 //	                                      same way (the next run gets the stored
 //	                                      answer under the same key)
 //	malformed message                  → logged, acknowledged
+//
+// The agent's function may poll two queues, its own and its priority lane
+// (Config.RequestQueueURL, Config.PriorityQueueURL): a request's visibility
+// is changed on the queue it came from.
 //
 // A reply echoes the request's orderId, step, attempt and lockedBy, which
 // fence the scheduler's write: a late or duplicate reply loses cleanly there.
@@ -30,14 +35,17 @@
 // (workflow, replyTo, payload, compensation, stepName): with them the
 // scheduler advances the order without reading it (sas.AgentReply).
 //
-// How the agent knows what to call: the scheduler's agent.request names the
-// agent ("payments") and the step ("stepName"); the agent's Routes map that
-// step name to the step's Action and Undo ("POST /payments", "POST /refunds"),
-// taken at start-up from the same workflow registry the scheduler runs
-// (RoutesFromRegistry over internal/workflows), so a bad action fails the
-// cold start, not an order. Routing is by step name alone: a request from an
-// older scheduler carries no workflow name, so a step name must mean the same
-// call in every workflow that gives it to the same agent;
+// The Runners come from the public SDK (package agent), which adapts a
+// team's step functions to Runner. How the built-in HTTP agent
+// (agent.HTTP, internal/builtinagent) knows what to call: a newer
+// scheduler's request carries the step's action ("action": "POST
+// /payments", or the undo's for a compensation); for a request without one
+// (an older scheduler) the agent's Routes map the step name to the step's
+// Action and Undo, taken at start-up from the same workflow registry the
+// scheduler runs (RoutesFromRegistry over internal/workflows), so a bad
+// action fails the cold start, not an order. Routing is by step name alone:
+// such a request carries no workflow name either, so a step name must mean
+// the same call in every workflow that gives it to the same agent;
 // RoutesFromRegistry refuses a registry where it does not.
 package agent
 
@@ -66,7 +74,8 @@ import (
 // Runner runs one attempt of one step for one agent. It returns the result
 // to report, an error wrapping ErrPermanent for a failure to report, or any
 // other error for "no outcome" (the Service then sends nothing and leaves the
-// request for redelivery). The context's deadline is the agent's for the
+// request for redelivery; a *RedeliveryError in the chain says after how
+// long). The context's deadline is the agent's for the
 // request (Deadline), or the invocation's end less the reply reserve if that
 // comes first.
 type Runner interface {
@@ -114,6 +123,11 @@ type Config struct {
 	// has its visibility shortened to a backoff (RedeliveryBackoff), so it
 	// comes back in seconds rather than after the queue's visibility timeout.
 	RequestQueueURL string
+	// PriorityQueueURL is the agent's priority lane
+	// (SAS_AGENT_PRIORITY_QUEUE_URL), a second queue the same function
+	// polls. Optional. A message's visibility is changed on the queue it
+	// came from (see queueOf), so both lanes get the backoff.
+	PriorityQueueURL string
 	// Agents maps an agent name (AgentRequest.Agent) to its Runner. At least one.
 	Agents map[string]Runner
 	// Clock is the only source of "now". Default sas.SystemClock.
@@ -134,9 +148,11 @@ type Config struct {
 
 // Service hosts named agents. It is safe for concurrent use.
 type Service struct {
-	queue       sas.Queue
-	replyURL    string
-	requestURL  string
+	queue    sas.Queue
+	replyURL string
+	// requestURLs are the agent's own queues: its queue and its priority
+	// lane, those that are set.
+	requestURLs []string
 	agents      map[string]Runner
 	clock       sas.Clock
 	log         *slog.Logger
@@ -174,9 +190,14 @@ func New(cfg Config) (*Service, error) {
 		}
 	}
 	s := &Service{
-		queue: cfg.Queue, replyURL: cfg.ReplyQueueURL, requestURL: cfg.RequestQueueURL, agents: cfg.Agents,
+		queue: cfg.Queue, replyURL: cfg.ReplyQueueURL, agents: cfg.Agents,
 		clock: cfg.Clock, log: cfg.Logger, concurrency: cfg.Concurrency, reserve: cfg.ReplyReserve,
 		linger: cfg.ReplyLinger, maxDeliveries: cfg.MaxDeliveries,
+	}
+	for _, u := range []string{cfg.RequestQueueURL, cfg.PriorityQueueURL} {
+		if u != "" && !slices.Contains(s.requestURLs, u) {
+			s.requestURLs = append(s.requestURLs, u)
+		}
 	}
 	if s.clock == nil {
 		s.clock = sas.SystemClock{}
@@ -237,21 +258,17 @@ func (s *Service) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEve
 
 	s.requeue(ctx, ev.Records, failed)
 	resp := events.SQSEventResponse{BatchItemFailures: []events.SQSBatchItemFailure{}}
-	var soon, later []events.SQSMessage
+	var waits []wait
 	for i, f := range failed {
 		if f == acknowledged {
 			continue
 		}
 		resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: ev.Records[i].MessageId})
-		switch f {
-		case redeliverSoon:
-			soon = append(soon, ev.Records[i])
-		case redeliverLater:
-			later = append(later, ev.Records[i])
+		if d, ok := f.backoff(ev.Records[i]); ok {
+			waits = append(waits, wait{msg: ev.Records[i], d: d})
 		}
 	}
-	s.backOff(ctx, soon, RedeliveryBackoff)
-	s.backOff(ctx, later, func(events.SQSMessage) time.Duration { return CircuitOpenBackoff })
+	s.backOff(ctx, waits)
 	return resp, nil
 }
 
@@ -267,7 +284,8 @@ func (s *Service) requeue(ctx context.Context, records []events.SQSMessage, fail
 	var msgs []outbox.Message
 	var idx []int
 	for i, f := range failed {
-		if (f != redeliverSoon && f != redeliverLater) || receives(records[i]) < s.maxDeliveries {
+		delay, noOutcome := f.backoff(records[i])
+		if !noOutcome || receives(records[i]) < s.maxDeliveries {
 			continue
 		}
 		req, err := DecodeRequest([]byte(records[i].Body))
@@ -276,7 +294,7 @@ func (s *Service) requeue(ctx context.Context, records []events.SQSMessage, fail
 		}
 		reason := fmt.Sprintf("no outcome after %d deliveries", receives(records[i]))
 		msgs = append(msgs, outbox.Message{
-			QueueURL: s.replyURL, Delay: RedeliveryBackoff(records[i]),
+			QueueURL: s.replyURL, Delay: min(delay, sqslimits.MaxDelay),
 			What: fmt.Sprintf("requeue of %s step %d attempt %d", req.OrderID, req.Step, req.Attempt),
 			Body: sas.Encode(sas.Retry{V: sas.MessageVersion, Kind: sas.KindRetry, OrderID: req.OrderID, Step: req.Step,
 				Attempt: req.Attempt, Reason: reason, Requeue: true}),
@@ -299,24 +317,64 @@ func (s *Service) requeue(ctx context.Context, records []events.SQSMessage, fail
 	}
 }
 
-// fate is what becomes of a request's message.
-type fate int
+// fate is what becomes of a request's message. Compare with the values
+// below; redeliverAfter makes the one that carries a delay.
+type fate struct {
+	kind fateKind
+	// delay is the redelivery a runner asked for (a *RedeliveryError),
+	// bounded to what SQS accepts; for redeliverAsked only.
+	delay time.Duration
+}
+
+type fateKind int
 
 const (
+	ackd fateKind = iota
+	visibilityTimeout
+	soon
+	circuitRest
+	asked
+)
+
+var (
 	// acknowledged: deleted when the invocation returns (replied, or
 	// nothing can ever serve it).
-	acknowledged fate = iota
+	acknowledged = fate{kind: ackd}
 	// redeliver: left for redelivery after the queue's visibility timeout
 	// (a reply that could not be sent, a panic).
-	redeliver
+	redeliver = fate{kind: visibilityTimeout}
 	// redeliverSoon: no outcome; left for redelivery after a short backoff
 	// (RedeliveryBackoff) when the request queue is known.
-	redeliverSoon
+	redeliverSoon = fate{kind: soon}
 	// redeliverLater: no outcome because the endpoint's circuit is open;
 	// left for redelivery after CircuitOpenBackoff, the time a breaker
 	// rests by default.
-	redeliverLater
+	redeliverLater = fate{kind: circuitRest}
 )
+
+// redeliverAfter: no outcome, and the runner asked for the request to come
+// back after d (a *RedeliveryError: the service said "retry after d"),
+// bounded to SQS's longest visibility timeout.
+func redeliverAfter(d time.Duration) fate {
+	return fate{kind: asked, delay: min(max(d, 0), sqslimits.MaxVisibility)}
+}
+
+// backoff is how long a message left without an outcome stays invisible;
+// ok is false for the other fates (acknowledged, or left to the queue's
+// visibility timeout).
+func (f fate) backoff(msg events.SQSMessage) (d time.Duration, ok bool) {
+	switch f.kind {
+	case soon:
+		return RedeliveryBackoff(msg), true
+	case circuitRest:
+		return CircuitOpenBackoff, true
+	case asked:
+		// Never sooner than the usual backoff: "ask again at once" from a
+		// service must not spin the request through its deliveries.
+		return max(f.delay, RedeliveryBackoff(msg)), true
+	}
+	return 0, false
+}
 
 // MaxRedeliveryBackoff caps RedeliveryBackoff.
 const MaxRedeliveryBackoff = 30 * time.Second
@@ -349,33 +407,78 @@ func receives(msg events.SQSMessage) int {
 	return n
 }
 
-// backOff shortens the visibility of the messages left without an outcome
-// to RedeliveryBackoff, so they come back in seconds rather than after the
-// queue's visibility timeout. Without a request queue URL it does nothing;
-// a failure is only logged: the message then comes back after the queue's
-// visibility timeout, which is slower but loses nothing.
-func (s *Service) backOff(ctx context.Context, msgs []events.SQSMessage, backoff func(events.SQSMessage) time.Duration) {
-	if s.requestURL == "" || len(msgs) == 0 {
+// wait is a message left without an outcome and how long it is to stay
+// invisible.
+type wait struct {
+	msg events.SQSMessage
+	d   time.Duration
+}
+
+// backOff sets the visibility of the messages left without an outcome to
+// their backoff, so they come back in seconds (or when the service asked)
+// rather than after the queue's visibility timeout. The change goes to the
+// queue each message came from (queueOf); a message whose queue is not
+// known is left alone. A failure is only logged: the message then comes
+// back after the queue's visibility timeout, which is slower but loses
+// nothing.
+func (s *Service) backOff(ctx context.Context, waits []wait) {
+	if len(s.requestURLs) == 0 || len(waits) == 0 {
 		return
 	}
 	var wg sync.WaitGroup
-	for _, m := range msgs {
+	for _, w := range waits {
+		m := w.msg
 		if m.ReceiptHandle == "" {
 			s.log.Warn("agent: no receipt handle; the request comes back after the queue's visibility timeout", "messageId", m.MessageId)
 			continue
 		}
+		url := s.queueOf(m)
+		if url == "" {
+			s.log.Warn("agent: the request's queue is none of this agent's; it comes back after the queue's visibility timeout",
+				"messageId", m.MessageId, "eventSourceARN", m.EventSourceARN)
+			continue
+		}
 		wg.Go(func() {
-			d := backoff(m)
-			err := s.queue.ChangeVisibility(ctx, sas.ChangeVisibilityParams{QueueURL: s.requestURL, Receipt: m.ReceiptHandle, Timeout: d})
+			err := s.queue.ChangeVisibility(ctx, sas.ChangeVisibilityParams{QueueURL: url, Receipt: m.ReceiptHandle, Timeout: w.d})
 			if err != nil {
 				s.log.Warn("agent: could not shorten the visibility of a request left for redelivery; it comes back after the queue's visibility timeout",
-					"messageId", m.MessageId, "backoff", d.String(), "err", err.Error())
+					"messageId", m.MessageId, "backoff", w.d.String(), "err", err.Error())
 				return
 			}
-			s.log.Info("agent: request left for redelivery", "messageId", m.MessageId, "backoff", d.String())
+			s.log.Info("agent: request left for redelivery", "messageId", m.MessageId, "backoff", w.d.String())
 		})
 	}
 	wg.Wait()
+}
+
+// queueOf is the URL of the agent's queue a message came from, "" when it
+// cannot tell. An agent's function may poll two queues (its queue and its
+// priority lane); a receipt handle is only good on its own queue. The event
+// names the queue by ARN (arn:aws:sqs:region:account:name) and a queue URL
+// ends in the same name (https://sqs.region.amazonaws.com/account/name), so
+// the two are matched by name. An event without an ARN (a test, a poller
+// that does not fill it) can only be from the one queue the agent knows
+// when it knows one.
+func (s *Service) queueOf(m events.SQSMessage) string {
+	if m.EventSourceARN == "" {
+		if len(s.requestURLs) == 1 {
+			return s.requestURLs[0]
+		}
+		return ""
+	}
+	name := m.EventSourceARN[strings.LastIndexByte(m.EventSourceARN, ':')+1:]
+	for _, u := range s.requestURLs {
+		if queueName(u) == name {
+			return u
+		}
+	}
+	return ""
+}
+
+// queueName is the last path segment of a queue URL.
+func queueName(url string) string {
+	url = strings.TrimRight(url, "/")
+	return url[strings.LastIndexByte(url, '/')+1:]
 }
 
 // maxReplyBatch is SQS's limit of entries per SendMessageBatch.
@@ -577,8 +680,8 @@ func (s *Service) process(ctx context.Context, log *slog.Logger, req sas.AgentRe
 	}
 
 	// The call stops at the agent's deadline, or earlier when the
-	// invocation ends first (less the reserve for the replies). An
-	// HTTPRunner takes its call deadline from this context.
+	// invocation ends first (less the reserve for the replies). A runner
+	// (the SDK's, package agent) takes its deadline from this context.
 	callDeadline := deadline
 	if dl, ok := ctx.Deadline(); ok && dl.Add(-s.reserve).Before(callDeadline) {
 		callDeadline = dl.Add(-s.reserve)
@@ -602,6 +705,11 @@ func (s *Service) process(ctx context.Context, log *slog.Logger, req sas.AgentRe
 	default:
 		log.Warn("agent: no outcome; no reply, message left for redelivery",
 			"why", whyNoOutcome(err), "err", err.Error(), "deadline", deadline, "completeBy", req.CompleteBy)
+		if re := (*RedeliveryError)(nil); errors.As(err, &re) {
+			// The service said when to ask again: the next delivery waits
+			// for that rather than spinning through the deliveries.
+			return nil, redeliverAfter(re.Delay)
+		}
 		if errors.Is(err, httpagent.ErrCircuitOpen) {
 			// The endpoint is resting: coming back in a second would only
 			// spin through the deliveries (and requeues) while it rests.
@@ -638,6 +746,21 @@ func carriedResult(log *slog.Logger, result json.RawMessage) json.RawMessage {
 	return nil
 }
 
+// resultOf makes a success body a valid reply result: empty is no result,
+// JSON passes through, anything else is carried as a JSON string so the
+// scheduler still sees what the service said.
+func resultOf(body []byte) json.RawMessage {
+	s := strings.TrimSpace(string(body))
+	switch {
+	case s == "":
+		return nil
+	case json.Valid([]byte(s)):
+		return json.RawMessage(s)
+	}
+	b, _ := sas.Marshal(s) // a string always encodes
+	return b
+}
+
 // replyTo starts the reply to req. Besides the fence (order, step, attempt,
 // holder) it echoes the order's workflow, replyTo, payload, undo flag and step
 // name verbatim, so the scheduler can advance the order without reading it.
@@ -665,7 +788,10 @@ func (s *Service) agentNames() string {
 
 // whyNoOutcome names the class of a no-outcome error for the log.
 func whyNoOutcome(err error) string {
+	var re *RedeliveryError
 	switch {
+	case errors.As(err, &re):
+		return "retry after " + re.Delay.String()
 	case errors.Is(err, httpagent.ErrCircuitOpen):
 		return "circuit open"
 	case errors.Is(err, httpagent.ErrDeadline):

@@ -13,9 +13,9 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/stretchr/testify/require"
 
-	"github.com/sas-go/sas/internal/agent"
 	"github.com/sas-go/sas/internal/alerts"
 	"github.com/sas-go/sas/internal/awscount"
+	"github.com/sas-go/sas/internal/builtinagent"
 	"github.com/sas-go/sas/internal/emulator"
 	"github.com/sas-go/sas/internal/httpagent"
 	"github.com/sas-go/sas/internal/localrun"
@@ -131,7 +131,7 @@ func newCostRun(t *testing.T, batched bool) *costRun {
 	if batched {
 		caller, err := httpagent.New(httpagent.Config{AttemptTimeout: time.Second, BaseBackoff: 50 * time.Millisecond, MaxBackoff: time.Second})
 		require.NoError(t, err)
-		ag, err := agent.FromConfig(sys.Config, agent.Deps{Queue: sys.Queue, Caller: caller, Logger: sys.Opts.Logger, ReplyLinger: time.Minute})
+		ag, err := builtinagent.FromConfig(sys.Config, builtinagent.Deps{Queue: sys.Queue, Caller: caller, Logger: sys.Opts.Logger, ReplyLinger: time.Minute})
 		require.NoError(t, err)
 		r.poller("agent-0").Handler = ag.Handle
 	}

@@ -22,10 +22,12 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	sdk "github.com/sas-go/sas/agent"
 	"github.com/sas-go/sas/internal/agent"
 	"github.com/sas-go/sas/internal/alerts"
 	"github.com/sas-go/sas/internal/awscount"
 	"github.com/sas-go/sas/internal/awsenv"
+	"github.com/sas-go/sas/internal/builtinagent"
 	"github.com/sas-go/sas/internal/config"
 	"github.com/sas-go/sas/internal/dynamostore"
 	"github.com/sas-go/sas/internal/httpagent"
@@ -183,7 +185,7 @@ type System struct {
 	DLQs           map[string]string // queue name → its DLQ URL
 
 	Schedulers  []*scheduler.Handler
-	Agents      []*agent.Service
+	Agents      []*sdk.Handler
 	Supervisors []*supervisor.Supervisor
 	Pollers     []*Poller
 	// Injected records the faults the harness itself injected, per order
@@ -366,7 +368,7 @@ type actors struct {
 }
 
 // buildActors builds one scheduler and one agent per instance, running reg.
-func (s *System) buildActors(reg sas.Registry) (schedulers []*scheduler.Handler, agents []*agent.Service, err error) {
+func (s *System) buildActors(reg sas.Registry) (schedulers []*scheduler.Handler, agents []*sdk.Handler, err error) {
 	for i := 0; i < s.Opts.Instances; i++ {
 		svc, err := scheduler.New(scheduler.Config{
 			Store: s.Store, Queue: s.actors.schedQueue, Alerter: s.actors.alerter, Workflows: reg,
@@ -388,7 +390,7 @@ func (s *System) buildActors(reg sas.Registry) (schedulers []*scheduler.Handler,
 		if err != nil {
 			return nil, nil, err
 		}
-		ag, err := agent.FromConfig(s.Config, agent.Deps{Queue: s.actors.actorQueue, Caller: caller, Logger: s.Opts.Logger, Registry: reg})
+		ag, err := builtinagent.FromConfig(s.Config, builtinagent.Deps{Queue: s.actors.actorQueue, Caller: caller, Logger: s.Opts.Logger, Registry: reg})
 		if err != nil {
 			return nil, nil, err
 		}
@@ -420,7 +422,7 @@ func (s *System) scheduler(i int) *scheduler.Handler {
 	return s.Schedulers[i]
 }
 
-func (s *System) agent(i int) *agent.Service {
+func (s *System) agent(i int) *sdk.Handler {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.Agents[i]

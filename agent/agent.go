@@ -1,0 +1,256 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"time"
+
+	iagent "github.com/sas-go/sas/internal/agent"
+	"github.com/sas-go/sas/internal/sas"
+)
+
+// Defaults for an Agent's in-process retries of transient errors.
+const (
+	// DefaultTries bounds the runs of a step's Func for one delivery of its
+	// request, the first included.
+	DefaultTries = 3
+	// DefaultBackoff is the longest first wait between two runs; it
+	// doubles for each later wait, up to DefaultMaxBackoff.
+	DefaultBackoff = 200 * time.Millisecond
+	// DefaultMaxBackoff caps the wait between two runs.
+	DefaultMaxBackoff = 2 * time.Second
+)
+
+// Agent serves the steps of one agent name (the "agent" of a workflow
+// step): a Func for each step it does, and optionally one for each step's
+// undo. Build it with New and Step before handing it to NewHandler or
+// Start; it must not change after that.
+//
+// Mistakes in the definition (an empty name, a step registered twice, a
+// nil Func) do not panic: Err reports them, and NewHandler and Start refuse
+// the agent with them, so they stop the cold start rather than an order.
+type Agent struct {
+	name     string
+	steps    map[string]step
+	fallback *step
+	tries    int
+	backoff  time.Duration
+	maxWait  time.Duration
+	errs     []error
+}
+
+// step is one step's pair of functions; undo may be nil.
+type step struct{ do, undo Func }
+
+// Option tunes an Agent.
+type Option func(*Agent)
+
+// Tries bounds how often a step's Func runs for one delivery of its
+// request when it fails transiently (the first run included; default
+// DefaultTries). 1 turns in-process retries off: every transient failure
+// then leaves the request for redelivery. Less than 1 is a mistake that Err
+// reports.
+func Tries(n int) Option {
+	return func(a *Agent) {
+		if n < 1 {
+			a.fail("Tries", fmt.Sprintf("%d: at least 1", n))
+		}
+		a.tries = n
+	}
+}
+
+// Backoff sets the waits between in-process runs of a failed step: the
+// n-th wait is drawn from [w/2, w] with w = min(maxWait, first·2^(n-1))
+// (jittered, so that agents hit by the same outage do not retry in step).
+// Defaults DefaultBackoff and DefaultMaxBackoff; both must be positive and
+// first at most maxWait.
+func Backoff(first, maxWait time.Duration) Option {
+	return func(a *Agent) {
+		if first <= 0 || maxWait < first {
+			a.fail("Backoff", fmt.Sprintf("first %s, max %s: want 0 < first <= max", first, maxWait))
+		}
+		a.backoff, a.maxWait = first, maxWait
+	}
+}
+
+// New returns an agent that serves the requests addressed to name, with no
+// steps yet.
+func New(name string, opts ...Option) *Agent {
+	a := &Agent{name: name, steps: map[string]step{}, tries: DefaultTries, backoff: DefaultBackoff, maxWait: DefaultMaxBackoff}
+	if name == "" {
+		a.fail("name", "required: it is the agent name workflow steps give")
+	}
+	for _, o := range opts {
+		o(a)
+	}
+	return a
+}
+
+// Name is the agent's name.
+func (a *Agent) Name() string { return a.name }
+
+// Step registers the step called name: do runs it, undo compensates it.
+// undo may be nil for a step with nothing to undo (a compensation request
+// for it is then a permanent failure naming the step, since the scheduler
+// should never ask for it). It returns a, so that calls chain.
+func (a *Agent) Step(name string, do, undo Func) *Agent {
+	switch {
+	case name == "":
+		a.fail("Step", "a step needs a name")
+	case do == nil:
+		a.fail("Step", fmt.Sprintf("step %q: do is nil", name))
+	default:
+		if _, dup := a.steps[name]; dup {
+			a.fail("Step", fmt.Sprintf("step %q registered twice", name))
+		}
+		a.steps[name] = step{do: do, undo: undo}
+	}
+	return a
+}
+
+// Default registers the functions for every step not registered with
+// Step: do for the step, undo (may be nil) for its compensation. Without
+// it, a request for an unknown step is a permanent failure naming the step
+// and the agent. The HTTP agent is built on it.
+func (a *Agent) Default(do, undo Func) *Agent {
+	switch {
+	case do == nil:
+		a.fail("Default", "do is nil")
+	case a.fallback != nil:
+		a.fail("Default", "set twice")
+	default:
+		a.fallback = &step{do: do, undo: undo}
+	}
+	return a
+}
+
+// Err reports the mistakes in the agent's definition so far, nil if none.
+// They wrap the module's validation error, one per mistake.
+func (a *Agent) Err() error {
+	return errors.Join(a.errs...)
+}
+
+func (a *Agent) fail(field, reason string) {
+	a.errs = append(a.errs, fmt.Errorf("agent %q: %w", a.name, &sas.ValidationError{Field: field, Reason: reason}))
+}
+
+// lookup is the Func for req, or the permanent failure to report.
+func (a *Agent) lookup(req Request) (Func, error) {
+	st, ok := a.steps[req.Step]
+	if !ok {
+		if a.fallback == nil {
+			return nil, permanentf(nil, "agent %q has no step %q (it serves: %s)", a.name, req.Step, a.stepNames())
+		}
+		st = *a.fallback
+	}
+	if !req.Undo {
+		return st.do, nil
+	}
+	if st.undo == nil {
+		return nil, permanentf(nil, "agent %q: step %q has no undo, so its compensation cannot be served", a.name, req.Step)
+	}
+	return st.undo, nil
+}
+
+func (a *Agent) stepNames() string {
+	names := make([]string, 0, len(a.steps))
+	for n := range a.steps {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	if len(names) == 0 {
+		return "no steps"
+	}
+	return strings.Join(names, ", ")
+}
+
+// wait is the jittered wait after the n-th failed run (n from 1).
+func (a *Agent) wait(n int) time.Duration {
+	w := a.backoff
+	for i := 1; i < n && w < a.maxWait; i++ {
+		w *= 2
+	}
+	w = min(w, a.maxWait)
+	return w/2 + time.Duration(rand.Int64N(int64(w/2)+1))
+}
+
+// runner runs an Agent's steps for the Service (internal/agent), which
+// decodes the request, sets the deadline, and sends the reply.
+type runner struct {
+	a     *Agent
+	clock Clock
+	sleep func(context.Context, time.Duration) error
+	log   *slog.Logger
+}
+
+var _ iagent.Runner = (*runner)(nil)
+
+// Run runs the step's Func until it succeeds, fails for good, or runs out of
+// tries or time, and says so in the Service's terms: a result; an
+// *iagent.PermanentError for a failure to report; an *iagent.RedeliveryError
+// for a wait the service asked for; any other error for no outcome.
+func (r *runner) Run(ctx context.Context, sreq sas.AgentRequest) (json.RawMessage, error) {
+	deadline, _ := ctx.Deadline() // the Service always sets one
+	req := requestOf(sreq, deadline)
+	fn, err := r.a.lookup(req)
+	if err != nil {
+		return nil, &iagent.PermanentError{Reason: err.Error()}
+	}
+	what := fmt.Sprintf("agent %s, step %s", r.a.name, req.Step)
+	if req.Undo {
+		what += " (undo)"
+	}
+	for try := 1; ; try++ {
+		res, err := fn(ctx, req)
+		if err == nil {
+			return r.encode(req, res), nil
+		}
+		c, asked := classify(err)
+		switch {
+		case c == permanent:
+			return nil, &iagent.PermanentError{Reason: err.Error(), Err: err}
+		case ctx.Err() != nil:
+			return nil, fmt.Errorf("%s: the step's time is up (%w): %w", what, context.Cause(ctx), err)
+		case c == spent:
+			return nil, fmt.Errorf("%s: %w", what, err)
+		}
+		wait := asked
+		if c == transient {
+			wait = r.a.wait(try)
+		}
+		if try >= r.a.tries || !r.clock.Now().Add(wait).Before(deadline) {
+			if c == later {
+				return nil, &iagent.RedeliveryError{Delay: asked, Err: fmt.Errorf("%s, try %d: %w", what, try, err)}
+			}
+			return nil, fmt.Errorf("%s: no outcome after %d tries: %w", what, try, err)
+		}
+		r.log.Info("agent: step failed; trying again", "agent", r.a.name, "orderId", req.OrderID, "stepName", req.Step,
+			"undo", req.Undo, "try", try, "wait", wait.String(), "err", err.Error())
+		if serr := r.sleep(ctx, wait); serr != nil {
+			return nil, fmt.Errorf("%s: waiting to try again: %w (last failure: %w)", what, serr, err)
+		}
+	}
+}
+
+// encode makes a Func's result the reply's JSON.
+func (r *runner) encode(req Request, res any) json.RawMessage {
+	switch v := res.(type) {
+	case nil:
+		return nil
+	case json.RawMessage:
+		return v
+	}
+	b, err := json.Marshal(res)
+	if err != nil {
+		r.log.Error("agent: the step's result cannot be encoded as JSON; reported done without it",
+			"agent", r.a.name, "orderId", req.OrderID, "stepName", req.Step, "err", err.Error())
+		return nil
+	}
+	return b
+}

@@ -1,0 +1,112 @@
+package agent
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/sas-go/sas/internal/httpagent"
+)
+
+// Permanent marks err as a failure that trying again cannot fix: the
+// service said no for good (a declined card, an unknown customer), or the
+// request asks for something impossible. The step is reported failed, with
+// err's text as the reason (cut to 1000 bytes), and the scheduler
+// compensates the order: it runs the undo of every earlier step that has
+// one.
+//
+// The mark survives wrapping (fmt.Errorf("...: %w", Permanent(err)) is
+// still permanent) and wins over RetryAfter anywhere in the chain.
+// Permanent(nil) is a permanent failure with the reason "permanent
+// failure", never nil: a Func that returns it has failed.
+func Permanent(err error) error {
+	if err == nil {
+		err = errors.New("permanent failure")
+	}
+	return &permanentError{err: err}
+}
+
+// permanentf is a permanent failure whose reason is written for the
+// operator, with the error it explains still in the chain.
+func permanentf(cause error, format string, args ...any) error {
+	return &permanentError{msg: fmt.Sprintf(format, args...), err: cause}
+}
+
+// permanentError is what Permanent returns.
+type permanentError struct {
+	msg string // the reason when set; else err's text
+	err error
+}
+
+func (e *permanentError) Error() string {
+	if e.msg != "" {
+		return e.msg
+	}
+	return e.err.Error()
+}
+
+func (e *permanentError) Unwrap() error { return e.err }
+
+// RetryAfter marks err as transient with a time to wait: the service said
+// "not now, ask again in d" (an HTTP 429 or 503 with Retry-After, a
+// rate-limit window). If the step's deadline leaves room, the SDK waits d
+// and runs the Func again, within its tries (see Tries); otherwise it
+// reports nothing and leaves the request for redelivery after d, the
+// message staying invisible in its queue that long (at least the usual
+// redelivery backoff of a second or more, at most 12 hours, SQS's limit).
+// A negative d counts as 0.
+//
+// The mark survives wrapping. RetryAfter(d, nil) is an error, never nil.
+//
+// Waiting is bounded by more than d: after the last delivery the request
+// goes back to the scheduler (docs/protocol.md, "Agent"), and a step that
+// waits past its workflow's wait limit is re-driven by the supervisor.
+func RetryAfter(d time.Duration, err error) error {
+	d = max(d, 0)
+	if err == nil {
+		err = fmt.Errorf("retry after %s", d)
+	}
+	return &retryAfterError{d: d, err: err}
+}
+
+// retryAfterError is what RetryAfter returns.
+type retryAfterError struct {
+	d   time.Duration
+	err error
+}
+
+func (e *retryAfterError) Error() string { return e.err.Error() }
+func (e *retryAfterError) Unwrap() error { return e.err }
+
+// class is what a Func's error means for the request.
+type class int
+
+const (
+	// transient: try again in-process after a jittered backoff, while the
+	// tries and the deadline allow.
+	transient class = iota
+	// permanent: report failed.
+	permanent
+	// later: the service said when; wait that long, in-process or by
+	// redelivery.
+	later
+	// spent: an error whose retries were already made (the HTTP client
+	// gave up after its own tries, or stopped at the deadline): trying
+	// again at once would repeat them. Left for redelivery.
+	spent
+)
+
+// classify reads err's class, and for later the wait asked.
+func classify(err error) (class, time.Duration) {
+	var pe *permanentError
+	var ra *retryAfterError
+	switch {
+	case errors.As(err, &pe):
+		return permanent, 0
+	case errors.As(err, &ra):
+		return later, ra.d
+	case errors.Is(err, httpagent.ErrTransient), errors.Is(err, httpagent.ErrDeadline):
+		return spent, 0
+	}
+	return transient, 0
+}

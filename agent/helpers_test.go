@@ -1,0 +1,226 @@
+package agent_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sas-go/sas/agent"
+	"github.com/sas-go/sas/internal/clocktest"
+	"github.com/sas-go/sas/internal/memqueue"
+	"github.com/sas-go/sas/internal/sas"
+)
+
+// epoch is the fake clock's start.
+var epoch = time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+
+// logBuffer collects log lines from concurrent goroutines.
+type logBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// fixture is a handler's world in memory: a fake clock (whose Sleep the
+// SDK's waits go through), an in-memory queue with the scheduler's queue,
+// and the logs.
+type fixture struct {
+	t        *testing.T
+	clock    *clocktest.Clock
+	queue    *memqueue.Queue
+	replyURL string
+	logs     *logBuffer
+}
+
+func newFixture(t *testing.T) *fixture {
+	t.Helper()
+	f := &fixture{t: t, clock: clocktest.New(epoch), logs: &logBuffer{}}
+	f.queue = memqueue.New(memqueue.Options{Clock: f.clock})
+	q, err := f.queue.CreateQueue(t.Context(), memqueue.CreateQueueParams{Name: "scheduler"})
+	require.NoError(t, err)
+	f.replyURL = q.URL
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("agent logs:\n%s", f.logs.String())
+		}
+	})
+	return f
+}
+
+// config is a HandlerConfig on the fixture's queue and clock.
+func (f *fixture) config(agents ...*agent.Agent) agent.HandlerConfig {
+	return agent.HandlerConfig{
+		Agents: agents, SchedulerQueueURL: f.replyURL, Queue: f.queue, Clock: f.clock,
+		Logger: slog.New(slog.NewJSONHandler(f.logs, nil)),
+	}
+}
+
+func (f *fixture) handler(agents ...*agent.Agent) *agent.Handler {
+	f.t.Helper()
+	h, err := agent.NewHandler(f.config(agents...))
+	require.NoError(f.t, err)
+	return h
+}
+
+// handle runs one event; the handler never fails a batch as a whole.
+func (f *fixture) handle(h *agent.Handler, ev events.SQSEvent) events.SQSEventResponse {
+	f.t.Helper()
+	resp, err := h.Handle(f.t.Context(), ev)
+	require.NoError(f.t, err)
+	require.NotNil(f.t, resp.BatchItemFailures, "batchItemFailures must be a list, never null")
+	return resp
+}
+
+// replies drains the scheduler's queue.
+func (f *fixture) replies() []sas.AgentReply {
+	f.t.Helper()
+	var out []sas.AgentReply
+	for {
+		msgs, err := f.queue.Receive(f.t.Context(), sas.ReceiveParams{QueueURL: f.replyURL, Max: 10, Visibility: time.Hour})
+		require.NoError(f.t, err)
+		if len(msgs) == 0 {
+			return out
+		}
+		for _, m := range msgs {
+			var rep sas.AgentReply
+			dec := json.NewDecoder(strings.NewReader(m.Body))
+			dec.DisallowUnknownFields()
+			require.NoError(f.t, dec.Decode(&rep), m.Body)
+			out = append(out, rep)
+		}
+	}
+}
+
+// received sends requests to a new queue named name and receives them for
+// an hour, as the event source does: real receipt handles, and the queue's
+// ARN in each record.
+func (f *fixture) received(name string, reqs ...sas.AgentRequest) (string, []events.SQSMessage) {
+	f.t.Helper()
+	q, err := f.queue.CreateQueue(f.t.Context(), memqueue.CreateQueueParams{Name: name})
+	require.NoError(f.t, err)
+	arn, err := f.queue.QueueARN(q.URL)
+	require.NoError(f.t, err)
+	var out []sas.OutboundMessage
+	for i, req := range reqs {
+		out = append(out, sas.OutboundMessage{ID: fmt.Sprint(i), Body: sas.Encode(req)})
+	}
+	if len(out) > 0 {
+		sent, err := f.queue.Send(f.t.Context(), sas.SendParams{QueueURL: q.URL, Messages: out})
+		require.NoError(f.t, err)
+		require.Empty(f.t, sent.Failed)
+	}
+	msgs, err := f.queue.Receive(f.t.Context(), sas.ReceiveParams{QueueURL: q.URL, Max: 10, Visibility: time.Hour})
+	require.NoError(f.t, err)
+	require.Len(f.t, msgs, len(reqs))
+	var recs []events.SQSMessage
+	for _, m := range msgs {
+		recs = append(recs, events.SQSMessage{MessageId: m.MessageID, ReceiptHandle: m.Receipt, Body: m.Body,
+			EventSource: "aws:sqs", EventSourceARN: arn})
+	}
+	return q.URL, recs
+}
+
+// visible receives what url holds at the clock's now, by order id.
+func (f *fixture) visible(url string) []string {
+	f.t.Helper()
+	msgs, err := f.queue.Receive(f.t.Context(), sas.ReceiveParams{QueueURL: url, Max: 10, Visibility: time.Hour})
+	require.NoError(f.t, err)
+	ids := []string{}
+	for _, m := range msgs {
+		var req sas.AgentRequest
+		require.NoError(f.t, json.Unmarshal([]byte(m.Body), &req))
+		ids = append(ids, req.OrderID)
+	}
+	return ids
+}
+
+// request is an agent.request for agent "flights", step "reserve-flight"
+// (index 1), as the scheduler sends it at epoch: a 30s limit.
+func request(orderID string, opts ...func(*sas.AgentRequest)) sas.AgentRequest {
+	req := sas.AgentRequest{
+		V: sas.MessageVersion, Kind: sas.KindAgentRequest,
+		OrderID: orderID, Step: 1, StepName: "reserve-flight", Agent: "flights",
+		Attempt: 2, LockedBy: "scheduler-a", CompleteBy: epoch.Add(30 * time.Second), TimeoutMs: 30_000,
+		IdempotencyKey: sas.IdempotencyKey(orderID, 1, 0, false),
+		Payload:        json.RawMessage(`{"flight":"FL123","seats":2}`),
+		Workflow:       "trip", ReplyTo: "https://sqs.example/caller", Action: "POST /reservations",
+		Priority: 7, Version: "v3",
+	}
+	for _, o := range opts {
+		o(&req)
+	}
+	return req
+}
+
+// undo makes the request its step's compensation.
+func undo(req *sas.AgentRequest) {
+	req.Compensation = true
+	req.IdempotencyKey = sas.IdempotencyKey(req.OrderID, req.Step, 0, true)
+	req.Action = "POST /reservations/cancel"
+}
+
+func step(name string) func(*sas.AgentRequest) {
+	return func(r *sas.AgentRequest) { r.StepName = name }
+}
+
+func timeout(d time.Duration) func(*sas.AgentRequest) {
+	return func(r *sas.AgentRequest) { r.TimeoutMs = d.Milliseconds() }
+}
+
+// event makes an SQS event of requests (encoded) or raw bodies.
+func event(msgs ...any) events.SQSEvent {
+	ev := events.SQSEvent{}
+	for i, m := range msgs {
+		body, ok := m.(string)
+		if !ok {
+			body = sas.Encode(m)
+		}
+		ev.Records = append(ev.Records, events.SQSMessage{
+			MessageId: fmt.Sprintf("m%d", i+1), ReceiptHandle: fmt.Sprintf("rh-%d", i+1), Body: body,
+			EventSource: "aws:sqs", EventSourceARN: "arn:aws:sqs:us-east-1:000000000000:flights",
+		})
+	}
+	return ev
+}
+
+func failedIDs(resp events.SQSEventResponse) []string {
+	ids := []string{}
+	for _, f := range resp.BatchItemFailures {
+		ids = append(ids, f.ItemIdentifier)
+	}
+	return ids
+}
+
+// requireEcho checks what every reply echoes of its request.
+func requireEcho(t *testing.T, req sas.AgentRequest, rep sas.AgentReply) {
+	t.Helper()
+	require.Equal(t, req.OrderID, rep.OrderID)
+	require.Equal(t, req.Step, rep.Step)
+	require.Equal(t, req.Attempt, rep.Attempt)
+	require.Equal(t, req.LockedBy, rep.LockedBy)
+	require.Equal(t, req.Agent, rep.Agent)
+	require.Equal(t, req.Workflow, rep.Workflow)
+	require.Equal(t, req.StepName, rep.StepName)
+	require.Equal(t, req.Compensation, rep.Compensation)
+	require.Equal(t, req.Priority, rep.Priority)
+	require.Equal(t, req.Version, rep.Version)
+}

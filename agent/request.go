@@ -1,0 +1,91 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/sas-go/sas/internal/sas"
+)
+
+// Request is one step of one order that the scheduler asks of an agent.
+type Request struct {
+	// OrderID names the order.
+	OrderID string
+	// Workflow is the order's workflow; empty from an older scheduler.
+	Workflow string
+	// Step is the step's name in the workflow ("reserve-flight"): the name
+	// a Func is registered under with Agent.Step.
+	Step string
+	// StepIndex is the step's position in the workflow, from 0.
+	StepIndex int
+	// Attempt counts the scheduler's attempts at this step, from 1. It is
+	// for logs: every attempt of a step carries the same IdempotencyKey,
+	// and the work must not depend on the attempt.
+	Attempt int
+	// IdempotencyKey is the same on every delivery, retry and attempt of
+	// this step of this order ("o-1:1"; "o-1:1:undo" for its undo). Send it
+	// with every effect the step has, and have the service do the effect at
+	// most once per key (see the package documentation).
+	IdempotencyKey string
+	// Payload is the order's payload, a JSON object (or empty). See
+	// DecodePayload.
+	Payload json.RawMessage
+	// Undo is true for a compensation: the Func running is the step's undo,
+	// asked because a later step failed for good.
+	Undo bool
+	// Action is the step's action from the workflow definition the order
+	// runs on (its undo text when Undo is set), such as "POST /payments".
+	// An agent may ignore it; the HTTP agent calls it. Empty from an older
+	// scheduler, and for a step whose definition gives none.
+	Action string
+	// Priority is the order's priority, 0 to 9, higher first.
+	Priority int
+	// Deadline is when this run of the step must be over: the step's time
+	// limit counted from when the agent started the request (or the Lambda
+	// invocation's end, less a reserve for the replies, if that is sooner).
+	// The Func's context ends then; an outcome after it is not reported.
+	Deadline time.Time
+}
+
+// DecodePayload decodes the payload into v (with encoding/json). A payload
+// that does not decode never will: the error is permanent (see Permanent),
+// so a step can return it as it is.
+func (r Request) DecodePayload(v any) error {
+	p := r.Payload
+	if len(p) == 0 {
+		p = json.RawMessage("null")
+	}
+	if err := json.Unmarshal(p, v); err != nil {
+		return Permanent(fmt.Errorf("order %s, step %s: reading the payload: %w", r.OrderID, r.Step, err))
+	}
+	return nil
+}
+
+// Func runs one step (or its undo) for one order and returns its result.
+//
+// The result is reported to the scheduler, which records it with the order
+// (a small JSON value: larger than 1 KiB, it is left out of the reply).
+// Return nil for no result, a json.RawMessage to pass JSON through as it
+// is, or any value encoding/json can encode. A result that cannot be
+// encoded is logged and left out; the step still counts as done, since its
+// effect has happened.
+//
+// The error decides what happens next (see Permanent and RetryAfter; any
+// other error is transient). The context ends at req.Deadline.
+//
+// A Func may run more than once for the same IdempotencyKey, at the same
+// time even (SQS delivers a message at least once), and its undo may run
+// before it: see the package documentation.
+type Func func(ctx context.Context, req Request) (result any, err error)
+
+// requestOf is the SDK's view of a decoded agent.request, run until
+// deadline.
+func requestOf(r sas.AgentRequest, deadline time.Time) Request {
+	return Request{
+		OrderID: r.OrderID, Workflow: r.Workflow, Step: r.StepName, StepIndex: r.Step, Attempt: r.Attempt,
+		IdempotencyKey: r.IdempotencyKey, Payload: r.Payload, Undo: r.Compensation, Action: r.Action,
+		Priority: r.Priority, Deadline: deadline,
+	}
+}

@@ -1,0 +1,86 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"time"
+
+	iagent "github.com/sas-go/sas/internal/agent"
+	"github.com/sas-go/sas/internal/httpagent"
+	"github.com/sas-go/sas/internal/sas"
+)
+
+// The statuses of an Outcome.
+const (
+	// StatusDone: the step succeeded; the scheduler moves on.
+	StatusDone = "done"
+	// StatusFailed: the step failed for good; the scheduler compensates.
+	StatusFailed = "failed"
+	// StatusNone: no outcome; the request is left for redelivery.
+	StatusNone = ""
+)
+
+// Outcome is what the handler would do with a request's run: the reply it
+// would send, or none.
+type Outcome struct {
+	// Status is StatusDone, StatusFailed or StatusNone.
+	Status string
+	// Result is the step's result, encoded (StatusDone).
+	Result json.RawMessage
+	// Reason is what a failed reply says (StatusFailed).
+	Reason string
+	// RetryAfter is the wait a RetryAfter asked for when it could not be
+	// honoured before the deadline: the redelivery's delay (StatusNone).
+	RetryAfter time.Duration
+	// Err is the error behind a failure or no outcome.
+	Err error
+}
+
+// DefaultRunDeadline is the time Run gives a request that has no Deadline,
+// under a context without one.
+const DefaultRunDeadline = 30 * time.Second
+
+// Run runs req through a as the handler does, with no queue: the same
+// lookup of the step (or its undo), in-process retries, classification of
+// errors and deadline, on the wall clock. It is for tests of an agent and
+// for local runs; a deployed agent is run by NewHandler or Start.
+//
+// The deadline is req.Deadline, or the context's if sooner, or
+// DefaultRunDeadline from now when neither has one. An outcome that comes
+// at or after the deadline is no outcome, as in the handler.
+func (a *Agent) Run(ctx context.Context, req Request) Outcome {
+	if err := a.Err(); err != nil {
+		return Outcome{Status: StatusNone, Err: err}
+	}
+	deadline := req.Deadline
+	if dl, ok := ctx.Deadline(); ok && (deadline.IsZero() || dl.Before(deadline)) {
+		deadline = dl
+	}
+	if deadline.IsZero() {
+		deadline = time.Now().Add(DefaultRunDeadline)
+	}
+	ctx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+	r := &runner{a: a, clock: systemClock{}, sleep: httpagent.Sleep, log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	res, err := r.Run(ctx, sas.AgentRequest{
+		OrderID: req.OrderID, Workflow: req.Workflow, StepName: req.Step, Step: req.StepIndex, Attempt: req.Attempt,
+		IdempotencyKey: req.IdempotencyKey, Payload: req.Payload, Compensation: req.Undo, Action: req.Action,
+		Priority: req.Priority, Agent: a.name,
+	})
+	var pe *iagent.PermanentError
+	var re *iagent.RedeliveryError
+	switch {
+	case err == nil && time.Now().Before(deadline):
+		return Outcome{Status: StatusDone, Result: res}
+	case err == nil:
+		return Outcome{Status: StatusNone, Err: errors.New("the outcome came after the deadline")}
+	case errors.As(err, &pe) && time.Now().Before(deadline):
+		return Outcome{Status: StatusFailed, Reason: pe.Reason, Err: err}
+	case errors.As(err, &re):
+		return Outcome{Status: StatusNone, RetryAfter: re.Delay, Err: err}
+	}
+	return Outcome{Status: StatusNone, Err: err}
+}

@@ -1,0 +1,60 @@
+package builtinagent_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/sas-go/sas/internal/builtinagent"
+	"github.com/sas-go/sas/internal/config"
+	"github.com/sas-go/sas/internal/httpagent"
+	"github.com/sas-go/sas/internal/memqueue"
+	"github.com/sas-go/sas/internal/sas"
+)
+
+func TestFromConfigNeedsItsEnvironment(t *testing.T) {
+	t.Parallel()
+	caller, err := httpagent.New(httpagent.Config{})
+	require.NoError(t, err)
+	d := builtinagent.Deps{Queue: memqueue.New(memqueue.Options{}), Caller: caller}
+	for name, cfg := range map[string]config.Config{
+		"no payments URL":    {SchedulerQueueURL: "http://q/scheduler", StepTimeout: time.Minute},
+		"no scheduler URL":   {PaymentsURL: "http://127.0.0.1:1", StepTimeout: time.Minute},
+		"bad payments URL":   {SchedulerQueueURL: "http://q/scheduler", PaymentsURL: "payments", StepTimeout: time.Minute},
+		"nothing whatsoever": {StepTimeout: time.Minute},
+	} {
+		_, err := builtinagent.FromConfig(cfg, d)
+		require.ErrorIs(t, err, sas.ErrInvalid, name)
+	}
+
+	good := config.Config{SchedulerQueueURL: "http://q/scheduler", PaymentsURL: "http://127.0.0.1:1", StepTimeout: time.Minute}
+	_, err = builtinagent.FromConfig(good, d)
+	require.NoError(t, err)
+	bad := d
+	bad.BaseURL = "ftp://h"
+	_, err = builtinagent.FromConfig(good, bad)
+	require.ErrorIs(t, err, sas.ErrInvalid, "SAS_AGENT_BASE_URL is checked like SAS_PAYMENTS_URL")
+	bad = d
+	bad.Caller = nil
+	_, err = builtinagent.FromConfig(good, bad)
+	require.ErrorIs(t, err, sas.ErrInvalid, "no caller")
+}
+
+// SAS_AGENT_NAME and SAS_AGENT_BASE_URL (Deps.Name, Deps.BaseURL) win over
+// the defaults, "payments" and SAS_PAYMENTS_URL. An agent no workflow
+// names has no routes: it serves the requests that carry their action.
+func TestAgentNameAndBaseURL(t *testing.T) {
+	t.Parallel()
+	caller, err := httpagent.New(httpagent.Config{})
+	require.NoError(t, err)
+	cfg := config.Config{PaymentsURL: "http://127.0.0.1:1", StepTimeout: time.Minute}
+	a, err := builtinagent.Agent(cfg, builtinagent.Deps{Caller: caller, Name: "flights", BaseURL: "http://127.0.0.1:2/api"})
+	require.NoError(t, err)
+	require.Equal(t, "flights", a.Name())
+	a, err = builtinagent.Agent(cfg, builtinagent.Deps{Caller: caller})
+	require.NoError(t, err)
+	require.Equal(t, "payments", a.Name())
+	_, err = builtinagent.Agent(config.Config{StepTimeout: time.Minute}, builtinagent.Deps{Caller: caller, BaseURL: "http://127.0.0.1:2"})
+	require.NoError(t, err, "SAS_AGENT_BASE_URL alone is enough")
+}
