@@ -206,6 +206,10 @@ func (r *runner) Run(ctx context.Context, sreq sas.AgentRequest) (json.RawMessag
 	if req.Undo {
 		what += " (undo)"
 	}
+	tries := r.a.tries
+	if req.Tries > 0 {
+		tries = req.Tries // the step's own (retry.attempts)
+	}
 	for try := 1; ; try++ {
 		res, err := fn(ctx, req)
 		if err == nil {
@@ -224,7 +228,7 @@ func (r *runner) Run(ctx context.Context, sreq sas.AgentRequest) (json.RawMessag
 		if c == transient {
 			wait = r.a.wait(try)
 		}
-		if try >= r.a.tries || !r.clock.Now().Add(wait).Before(deadline) {
+		if try >= tries || !r.clock.Now().Add(wait).Before(deadline) {
 			if c == later {
 				return nil, &iagent.RedeliveryError{Delay: asked, Err: fmt.Errorf("%s, try %d: %w", what, try, err)}
 			}

@@ -167,6 +167,34 @@ func TestTransientOutOfTriesLeavesForRedelivery(t *testing.T) {
 	}
 }
 
+// A step's own retry.attempts (the request's tries) overrides the agent's
+// Tries: more runs for a step that asks for them, fewer for one that asks
+// for fewer.
+func TestTheStepsTriesOverrideTheAgents(t *testing.T) {
+	t.Parallel()
+	for stepTries, want := range map[int]int32{5: 5, 1: 1} {
+		f := newFixture(t)
+		var runs atomic.Int32
+		a := agent.New("flights").Step("reserve-flight", func(context.Context, agent.Request) (any, error) {
+			runs.Add(1)
+			return nil, errors.New("HTTP 503")
+		}, nil)
+		resp := f.handle(f.handler(a), event(request("o-1", func(r *sas.AgentRequest) { r.Tries = stepTries })))
+		require.Len(t, resp.BatchItemFailures, 1, "no outcome: left for redelivery")
+		require.Equal(t, want, runs.Load(), "the step asks for %d tries", stepTries)
+	}
+	// And a Run with Tries set honours it the same way.
+	var runs atomic.Int32
+	a := agent.New("flights", agent.Backoff(time.Millisecond, time.Millisecond)).Step("reserve-flight", func(context.Context, agent.Request) (any, error) {
+		if runs.Add(1) < 5 {
+			return nil, errors.New("HTTP 503")
+		}
+		return "ok", nil
+	}, nil)
+	out := a.Run(context.Background(), agent.Request{OrderID: "o-2", Step: "reserve-flight", Tries: 5})
+	require.Equal(t, agent.StatusDone, out.Status, "%v", out.Err)
+}
+
 // A RetryAfter that fits before the deadline is waited out in-process.
 func TestRetryAfterWithinTheDeadlineWaits(t *testing.T) {
 	t.Parallel()

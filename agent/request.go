@@ -47,6 +47,11 @@ type Request struct {
 	// invocation's end, less a reserve for the replies, if that is sooner).
 	// The Func's context ends then; an outcome after it is not reported.
 	Deadline time.Time
+	// Tries is how many times the agent may run the step's Func for this
+	// attempt (the step's retry.attempts in its workflow definition); 0:
+	// the agent's own (Tries, DefaultTries). An HTTPClient's tries of one
+	// call are the client's own (HTTPOptions).
+	Tries int
 }
 
 // DecodePayload decodes the payload into v (with encoding/json). A payload
@@ -86,6 +91,6 @@ func requestOf(r sas.AgentRequest, deadline time.Time) Request {
 	return Request{
 		OrderID: r.OrderID, Workflow: r.Workflow, Step: r.StepName, StepIndex: r.Step, Attempt: r.Attempt,
 		IdempotencyKey: r.IdempotencyKey, Payload: r.Payload, Undo: r.Compensation, Action: r.Action,
-		Priority: r.Priority, Deadline: deadline,
+		Priority: r.Priority, Deadline: deadline, Tries: r.Tries,
 	}
 }

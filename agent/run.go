@@ -68,7 +68,7 @@ func (a *Agent) Run(ctx context.Context, req Request) Outcome {
 	res, err := r.Run(ctx, sas.AgentRequest{
 		OrderID: req.OrderID, Workflow: req.Workflow, StepName: req.Step, Step: req.StepIndex, Attempt: req.Attempt,
 		IdempotencyKey: req.IdempotencyKey, Payload: req.Payload, Compensation: req.Undo, Action: req.Action,
-		Priority: req.Priority, Agent: a.name,
+		Priority: req.Priority, Tries: req.Tries, Agent: a.name,
 	})
 	var pe *iagent.PermanentError
 	var re *iagent.RedeliveryError
