@@ -6,7 +6,7 @@ RIG := $(GO) run ./cmd/rig
 .DEFAULT_GOAL := help
 
 help: ## list the targets
-	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*## "}{printf "  %-12s %s\n",$$1,$$2}'
+	@grep -hE '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*## "}{printf "  %-12s %s\n",$$1,$$2}'
 
 # The Go suites run verbose into .rig/test.log, one package at a time (-p 1):
 # the integration suite asserts on deadlines of a few seconds, and sharing
@@ -102,6 +102,12 @@ lint-infra: synth ## go vet the CDK app and construct, and cfn-lint the default 
 
 # MiniStack runs the bootstraps as host processes: build for the host.
 E2E_ARCH := $(if $(filter aarch64 arm64,$(shell uname -m)),arm64,x86_64)
+
+# The emulator a newcomer deploys to by hand (docs/deploy.md): the same
+# pinned MiniStack as make e2e, on a fixed port, until Ctrl-C.
+EMULATOR_PORT ?= 4566
+emulator: ## start MiniStack on 127.0.0.1:4566 (EMULATOR_PORT=), print its export lines, run until Ctrl-C (docs/deploy.md)
+	$(RIG) ministack -port $(EMULATOR_PORT)
 e2e: infra/node_modules/.package-lock.json ## deploy the stack to MiniStack (installed, started and stopped for you) and run orders through it
 	$(MAKE) build ARCH=$(E2E_ARCH)
 	$(CDK_ENV) $(GO) test -tags e2e -count=1 -v -timeout 20m ./e2e
@@ -122,4 +128,4 @@ chaos: ## chaos soak: every fault kind at once (ORDERS=10000 works); fails on an
 		-kill-every 3s -duplicate 0.02 -kill-before-send 0.01 -supervisors 3 -clock-skew 300ms \
 		-min-processed $(CHAOS_MIN_PROCESSED) -timeout $(CHAOS_TIMEOUT)
 
-.PHONY: soak help test test-unit vet run synth deploy bench chaos build test-infra lint-infra e2e
+.PHONY: soak help test test-unit vet run synth deploy bench chaos build test-infra lint-infra e2e emulator
