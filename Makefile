@@ -6,7 +6,7 @@ RIG := $(GO) run ./cmd/rig
 .DEFAULT_GOAL := help
 
 help: ## list the targets
-	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*## "}{printf "  %-12s %s\n",$$1,$$2}'
+	@grep -hE '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*## "}{printf "  %-12s %s\n",$$1,$$2}'
 
 # The Go suites run verbose into .rig/test.log, one package at a time (-p 1):
 # the integration suite asserts on deadlines of a few seconds, and sharing
@@ -46,7 +46,10 @@ run: ## the whole system end to end on local emulators, faults on, judged agains
 # ARCH is the Lambda architecture: arm64 (what AWS runs) or x86_64 (emulators
 # that run the bootstrap on an x86 host). Bootstraps land in
 # dist/<GOARCH>/<function>/bootstrap, where the CDK app picks them up.
-ARCH ?= arm64
+# Deploying to an endpoint (below), the default is the host's: MiniStack runs
+# the bootstraps as host processes.
+HOST_ARCH := $(if $(filter aarch64 arm64,$(shell uname -m)),arm64,x86_64)
+ARCH ?= $(if $(ENDPOINT),$(HOST_ARCH),arm64)
 LAMBDA_GOARCH_arm64 := arm64
 LAMBDA_GOARCH_x86_64 := amd64
 LAMBDA_GOARCH_amd64 := amd64
@@ -81,9 +84,44 @@ synth: build infra/node_modules/.package-lock.json ## cdk synth to infra/cdk.out
 	rm -rf infra/cdk.out
 	cd infra && $(SYNTH_ENV) npx --no-install cdk synth --quiet --no-notices -c arch=$(ARCH) $(CDK_ARGS)
 
-deploy: build infra/node_modules/.package-lock.json ## build (arm64 unless ARCH=) and cdk deploy with your AWS credentials (docs/deploy.md)
-	rm -rf infra/cdk.out
-	cd infra && $(CDK_ENV) npx --no-install cdk deploy --no-notices -c arch=$(ARCH) $(CDK_ARGS)
+# ENDPOINT deploys to an emulator instead of AWS (MiniStack from make
+# emulator: ENDPOINT=http://127.0.0.1:4566, or the AWS_ENDPOINT_URL its export
+# lines set). Then the CLI gets dummy credentials and the emulator's account
+# and region, never your AWS profile; the stack is synthesized once,
+# bootstrapped (the emulator forgets it on every restart) and deployed
+# without asking about IAM changes (nothing enforces them there).
+ENDPOINT ?= $(AWS_ENDPOINT_URL)
+EMULATOR_ACCOUNT ?= 000000000000
+EMULATOR_REGION ?= us-east-1
+ifneq ($(ENDPOINT),)
+deploy: export AWS_ENDPOINT_URL := $(ENDPOINT)
+deploy: export AWS_ACCESS_KEY_ID := test
+deploy: export AWS_SECRET_ACCESS_KEY := test
+deploy: export AWS_SESSION_TOKEN :=
+deploy: export AWS_PROFILE :=
+deploy: export AWS_REGION := $(EMULATOR_REGION)
+deploy: export AWS_DEFAULT_REGION := $(EMULATOR_REGION)
+deploy: export AWS_CONFIG_FILE := /dev/null
+deploy: export AWS_SHARED_CREDENTIALS_FILE := /dev/null
+endif
+# The stack outputs of the last deploy, which make env turns into SAS_* lines.
+OUTPUTS := infra/outputs.json
+
+deploy: build infra/node_modules/.package-lock.json ## build and cdk deploy to AWS with your credentials, or to ENDPOINT= (an emulator); writes infra/outputs.json and prints the SAS_* export lines (docs/deploy.md)
+	rm -rf infra/cdk.out $(OUTPUTS)
+ifeq ($(ENDPOINT),)
+	cd infra && $(CDK_ENV) npx --no-install cdk deploy --no-notices --outputs-file outputs.json -c arch=$(ARCH) $(CDK_ARGS)
+else
+	@echo "deploy: to $(ENDPOINT) (account $(EMULATOR_ACCOUNT), $(EMULATOR_REGION)), not to AWS; ARCH=$(ARCH)"
+	cd infra && $(SYNTH_ENV) npx --no-install cdk synth --quiet --no-notices -c arch=$(ARCH) $(CDK_ARGS)
+	cd infra && $(CDK_ENV) npx --no-install cdk bootstrap --no-notices --app cdk.out aws://$(EMULATOR_ACCOUNT)/$(EMULATOR_REGION)
+	cd infra && $(CDK_ENV) npx --no-install cdk deploy --no-notices --app cdk.out --require-approval never --outputs-file outputs.json SasStack
+endif
+	@echo '# the stack'"'"'s variables, from $(OUTPUTS); eval "$$(make -s env)" sets them in your shell:'
+	@$(GO) run ./cmd/sasctl -outputs $(OUTPUTS) env
+
+env: ## print the SAS_* export lines of the last make deploy (infra/outputs.json), or of STACK=<name> from CloudFormation
+	@$(GO) run ./cmd/sasctl $(if $(STACK),-stack $(STACK),-outputs $(OUTPUTS)) env
 
 test-infra: ## CDK assertion tests (the app and the sascdk construct) and cfn-lint on the synthesized templates
 	cd infra && $(SYNTH_ENV) $(GO) test -count=1 ./...
@@ -101,7 +139,13 @@ lint-infra: synth ## go vet the CDK app and construct, and cfn-lint the default 
 	infra/scripts/cfn-lint.sh infra/cdk.out/*.template.json infra/cdk.out/multi/*.template.json
 
 # MiniStack runs the bootstraps as host processes: build for the host.
-E2E_ARCH := $(if $(filter aarch64 arm64,$(shell uname -m)),arm64,x86_64)
+E2E_ARCH := $(HOST_ARCH)
+
+# The emulator a newcomer deploys to by hand (docs/deploy.md): the same
+# pinned MiniStack as make e2e, on a fixed port, until Ctrl-C.
+EMULATOR_PORT ?= 4566
+emulator: ## start MiniStack on 127.0.0.1:4566 (EMULATOR_PORT=), print its export lines, run until Ctrl-C (docs/deploy.md)
+	$(RIG) ministack -port $(EMULATOR_PORT)
 e2e: infra/node_modules/.package-lock.json ## deploy the stack to MiniStack (installed, started and stopped for you) and run orders through it
 	$(MAKE) build ARCH=$(E2E_ARCH)
 	$(CDK_ENV) $(GO) test -tags e2e -count=1 -v -timeout 20m ./e2e
@@ -122,4 +166,4 @@ chaos: ## chaos soak: every fault kind at once (ORDERS=10000 works); fails on an
 		-kill-every 3s -duplicate 0.02 -kill-before-send 0.01 -supervisors 3 -clock-skew 300ms \
 		-min-processed $(CHAOS_MIN_PROCESSED) -timeout $(CHAOS_TIMEOUT)
 
-.PHONY: soak help test test-unit vet run synth deploy bench chaos build test-infra lint-infra e2e
+.PHONY: soak help test test-unit vet run synth deploy bench chaos build test-infra lint-infra e2e emulator env

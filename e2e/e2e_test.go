@@ -152,7 +152,7 @@ func TestDeployAndRun(t *testing.T) {
 	}
 	t.Cleanup(ms.Stop)
 	mark("start ministack", step)
-	t.Logf("MiniStack %s on %s (pid %d), log %s", MiniStackVersion, ms.Endpoint, ms.proc.PID(), ms.LogPath)
+	t.Logf("MiniStack %s on %s (pid %d), log %s", MiniStackVersion, ms.Endpoint, ms.PID(), ms.LogPath)
 	defer func() {
 		if t.Failed() {
 			t.Logf("last lines of %s:\n%s", ms.LogPath, rig.TailFile(ms.LogPath, 60))

@@ -7,6 +7,9 @@
 //	rig up                     start them, print export lines, run until
 //	                           SIGINT/SIGTERM
 //	rig install                install them (pinned versions) and exit
+//	rig ministack [-port N]    start MiniStack (the emulator the CDK stack
+//	                           deploys to), print export lines, run until
+//	                           SIGINT/SIGTERM
 //
 // Installs go to $SAS_RIG_HOME (default ~/.cache/sas-rig). When
 // AWS_ENDPOINT_URL is set (LocalStack, MiniStack) exec starts nothing and
@@ -16,11 +19,13 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"log"
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -33,12 +38,15 @@ const usage = `usage:
   rig exec [--] CMD [ARGS...]   run CMD against fresh emulators; exit with its status
   rig up                        start the emulators, print export lines, run until Ctrl-C
   rig install                   install the pinned emulators and exit
+  rig ministack [-port 4566] [-dir DIR]
+                                start MiniStack ` + rig.MiniStackVersion + ` (PyPI) on 127.0.0.1 for a CDK deploy
+                                (docs/deploy.md), print export lines, run until Ctrl-C
 
 DynamoDB Local ` + rig.DynamoDBLocalVersion + ` and ElasticMQ ` + rig.ElasticMQVersion + ` (Maven Central) serve DynamoDB and SQS;
 SAS_RIG_SQS=moto serves SQS with moto ` + rig.MotoVersion + ` (PyPI) instead, and SAS_RIG_SQS=elasticmq,moto
 runs both (the second for the queue contract suite, named in SAS_RIG_SQS_EXTRA). They are
-installed into $SAS_RIG_HOME (default ~/.cache/sas-rig). If AWS_ENDPOINT_URL is set, nothing
-is started.
+installed into $SAS_RIG_HOME (default ~/.cache/sas-rig), MiniStack too. If AWS_ENDPOINT_URL
+is set, exec and up start nothing.
 `
 
 func main() {
@@ -57,6 +65,8 @@ func main() {
 		code, err = runUp()
 	case "install":
 		code, err = runInstall()
+	case "ministack":
+		code, err = runMiniStack(os.Args[2:])
 	case "help", "-h", "-help", "--help":
 		fmt.Print(usage)
 	default:
@@ -239,4 +249,54 @@ func runInstall() (int, error) {
 	}
 	fmt.Fprintf(os.Stderr, "rig: installed in %s (took %s)\n", inst.Home, time.Since(begin).Round(100*time.Millisecond))
 	return 0, nil
+}
+
+// runMiniStack installs and starts MiniStack, the emulator a newcomer
+// deploys the CDK stack to (docs/deploy.md), prints the export lines that
+// point the CLIs and the SDK at it on stdout, and runs until SIGINT/SIGTERM,
+// when it stops MiniStack and the Lambda processes it spawned. Unlike up and
+// exec it starts MiniStack even when AWS_ENDPOINT_URL is set: that is what
+// the printed lines set, and MiniStack gets a clean environment anyway.
+func runMiniStack(args []string) (int, error) {
+	fs := flag.NewFlagSet("rig ministack", flag.ContinueOnError)
+	port := fs.Int("port", 4566, "127.0.0.1 port to serve on (0: a free one)")
+	dir := fs.String("dir", "", "run directory for its log and unpacked functions (default: a new one under $TMPDIR)")
+	if err := fs.Parse(args); err != nil {
+		return 2, err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	runDir := *dir
+	if runDir == "" {
+		d, err := os.MkdirTemp("", "sas-ministack-")
+		if err != nil {
+			return 1, err
+		}
+		runDir = d
+	} else if err := os.MkdirAll(runDir, 0o755); err != nil {
+		return 1, err
+	}
+	opts := rig.MiniStackOptions{Dir: runDir, Port: *port, Logf: log.Printf}
+	bin, err := rig.InstallMiniStack(ctx, opts)
+	if err != nil {
+		return 1, fmt.Errorf("installing MiniStack: %w", err)
+	}
+	ms, err := rig.StartMiniStack(ctx, bin, opts)
+	if err != nil {
+		return 1, err
+	}
+	defer ms.Stop()
+	fmt.Println(strings.Join(rig.ExportLines(rig.MiniStackEnv(ms.Endpoint)), "\n"))
+	log.Printf("MiniStack %s on %s (pid %d; this rig is pid %d), log %s", rig.MiniStackVersion, ms.Endpoint, ms.PID(), os.Getpid(), ms.LogPath)
+	log.Printf("state is in memory: stopping it forgets every stack. Ctrl-C or `kill %d` stops it", os.Getpid())
+	select {
+	case <-ctx.Done():
+		log.Print("stopping MiniStack")
+		ms.Stop()
+		// The unpacked bootstraps are bulky; the log stays.
+		_ = os.RemoveAll(filepath.Join(runDir, "ministack-tmp"))
+		return 0, nil
+	case <-ms.Done():
+		return 1, ms.ExitError()
+	}
 }

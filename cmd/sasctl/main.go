@@ -1,16 +1,22 @@
 // Command sasctl is the operator's command line (see internal/sasctl).
-// It reads the same environment variables as the functions.
+// It reads the same environment variables as the functions, or takes them
+// from the deployed stack's outputs (-outputs FILE, -stack NAME; package
+// stackenv).
 package main
 
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"os/user"
+	"strings"
 	"syscall"
 
+	"github.com/aws/aws-sdk-go-v2/service/cloudformation"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/sas-go/sas/internal/awsenv"
@@ -18,12 +24,13 @@ import (
 	"github.com/sas-go/sas/internal/dynamostore"
 	"github.com/sas-go/sas/internal/sasctl"
 	"github.com/sas-go/sas/internal/sqsqueue"
+	"github.com/sas-go/sas/internal/stackenv"
 )
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, os.Args[1:]); err != nil {
+	if err := run(ctx, os.Args[1:], os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "sasctl:", err)
 		if errors.Is(err, sasctl.ErrUsage) {
 			os.Exit(2)
@@ -32,17 +39,77 @@ func main() {
 	}
 }
 
-func run(ctx context.Context, args []string) error {
-	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
-		fmt.Fprint(os.Stdout, sasctl.Usage)
-		return sasctl.ErrUsage
+// global are the flags before the command.
+type global struct {
+	outputs string // a `cdk deploy --outputs-file` file
+	stack   string // the stack in it, or, alone, the stack to ask CloudFormation about
+}
+
+func parseGlobal(args []string, stderr io.Writer) (global, []string, error) {
+	var g global
+	fs := flag.NewFlagSet("sasctl", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&g.outputs, "outputs", "", "take the SAS_* variables from this cdk outputs file (make deploy writes infra/outputs.json)")
+	fs.StringVar(&g.stack, "stack", "", "the stack in the -outputs file; alone, read this stack's outputs from CloudFormation")
+	fs.Usage = func() { fmt.Fprint(stderr, sasctl.Usage) }
+	if err := fs.Parse(args); err != nil {
+		return g, nil, fmt.Errorf("%v: %w", err, sasctl.ErrUsage)
 	}
-	cfg, err := config.Load(os.Getenv)
+	return g, fs.Args(), nil
+}
+
+// stackEnv returns the SAS_* variables of the stack g names, or nil when it
+// names none.
+func stackEnv(ctx context.Context, g global) ([]string, error) {
+	var outputs map[string]string
+	var err error
+	switch {
+	case g.outputs != "":
+		outputs, err = stackenv.ReadOutputsFile(g.outputs, g.stack)
+	case g.stack != "":
+		awsCfg, lerr := awsenv.Load(ctx)
+		if lerr != nil {
+			return nil, lerr
+		}
+		outputs, err = stackenv.StackOutputs(ctx, cloudformation.NewFromConfig(awsCfg), g.stack)
+	default:
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return stackenv.Env(outputs)
+}
+
+func run(ctx context.Context, args []string, stdout io.Writer) error {
+	g, args, err := parseGlobal(args, os.Stderr)
 	if err != nil {
 		return err
 	}
-	if err := config.Require(os.Getenv, "SAS_ORDERS_TABLE", "SAS_STATE_TABLE"); err != nil {
+	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
+		fmt.Fprint(stdout, sasctl.Usage)
+		return sasctl.ErrUsage
+	}
+	env, err := stackEnv(ctx, g)
+	if err != nil {
 		return err
+	}
+	if args[0] == "env" {
+		if env == nil {
+			return fmt.Errorf("env needs -outputs FILE or -stack NAME: %w", sasctl.ErrUsage)
+		}
+		fmt.Fprintln(stdout, strings.Join(stackenv.ExportLines(env), "\n"))
+		return nil
+	}
+	// The stack's outputs, when named, win over the environment: they are
+	// what the command line asked for.
+	getenv := stackenv.Getenv(env, os.Getenv)
+	cfg, err := config.Load(getenv)
+	if err != nil {
+		return err
+	}
+	if err := config.Require(getenv, "SAS_ORDERS_TABLE", "SAS_STATE_TABLE"); err != nil {
+		return fmt.Errorf("%w (export them, e.g. eval \"$(sasctl -outputs infra/outputs.json env)\", or pass -outputs or -stack)", err)
 	}
 	awsCfg, err := awsenv.Load(ctx)
 	if err != nil {
@@ -59,7 +126,7 @@ func run(ctx context.Context, args []string) error {
 	app := &sasctl.App{
 		Store: store, Queue: sqsqueue.New(sqs.NewFromConfig(awsCfg)),
 		IntakeQueueURL: cfg.IntakeQueueURL, SchedulerQueueURL: cfg.SchedulerQueueURL,
-		PickupTimeout: cfg.PickupTimeout, Actor: actor, Out: os.Stdout,
+		PickupTimeout: cfg.PickupTimeout, Actor: actor, Out: stdout,
 	}
 	return app.Run(ctx, args)
 }

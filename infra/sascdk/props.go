@@ -54,7 +54,10 @@ type Props struct {
 	// AllowedReplyQueueARNs are the queues a submitter may name as replyTo.
 	// They become the scheduler's SendMessage resources and, as queue URLs,
 	// SAS_ALLOWED_REPLY_QUEUES. An ARN ending in "*" is a prefix. Empty: the
-	// scheduler may post status to no queue.
+	// scheduler may post status to no queue. Deployed to an emulator, the
+	// scheduler also accepts the same queues' URLs at the emulator's
+	// address (its AWS_ENDPOINT_URL), and at no other host
+	// (internal/config, Config.ReplyToAllowed).
 	AllowedReplyQueueARNs []string
 	// RemovalPolicy applies to the tables, queues, topic and log groups.
 	// Default RETAIN (with table deletion protection) so that deleting the

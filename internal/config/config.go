@@ -30,11 +30,15 @@ type Config struct {
 	// function's own priority lane, beside SAS_AGENT_QUEUE_URL.
 	AgentPriorityQueueURL string
 	AllowedReplyQueues    []string // an entry ending in * is a prefix
-	AlertTopicARN         string
-	EventBusName          string
-	MaxFailures           int
-	StepTimeout           time.Duration
-	PickupTimeout         time.Duration
+	// SQSEndpoint is the endpoint the SDK sends SQS calls to instead of
+	// AWS (AWS_ENDPOINT_URL_SQS, else AWS_ENDPOINT_URL): an emulator's.
+	// Empty on AWS. ReplyToAllowed accepts the allowed queues' URLs at it.
+	SQSEndpoint   string
+	AlertTopicARN string
+	EventBusName  string
+	MaxFailures   int
+	StepTimeout   time.Duration
+	PickupTimeout time.Duration
 	// WaitLimit is SAS_WAIT_LIMIT: how long past its deadline a held step
 	// may wait while the agent and scheduler queues hold messages, for a
 	// step whose definition sets no wait limit. 0 (unset) leaves the
@@ -66,6 +70,10 @@ func Load(getenv Getenv) (Config, error) {
 		EventBusName:          getenv("SAS_EVENT_BUS_NAME"),
 		PaymentsURL:           getenv("SAS_PAYMENTS_URL"),
 		WorkflowsFile:         getenv("SAS_WORKFLOWS_FILE"),
+		SQSEndpoint:           getenv("AWS_ENDPOINT_URL_SQS"),
+	}
+	if c.SQSEndpoint == "" {
+		c.SQSEndpoint = getenv("AWS_ENDPOINT_URL")
 	}
 	for _, q := range strings.Split(getenv("SAS_ALLOWED_REPLY_QUEUES"), ",") {
 		if q = strings.TrimSpace(q); q != "" {
@@ -121,18 +129,107 @@ func Require(getenv Getenv, names ...string) error {
 	return nil
 }
 
-// ReplyToAllowed reports whether a submitter may name url as its replyTo.
+// ReplyToAllowed reports whether a submitter may name url as its replyTo:
+// url is an entry of AllowedReplyQueues (an entry ending in * allows every
+// queue name that starts with the rest), or, when the SDK talks to an
+// emulator (SQSEndpoint), the same queue, account and name, at the
+// emulator's address.
+//
+// Why the second form, and why it is safe. The allow-list holds AWS URLs
+// (the CDK construct derives them from the queues' ARNs), but an emulator
+// hands out its own: MiniStack's are http://127.0.0.1:4566/000000000000/name
+// (or localhost, for queues made by its CloudFormation), and a caller
+// naturally passes the URL its CreateQueue returned. The host part of a
+// queue URL does not choose where the SDK sends: it sends every call to
+// SQSEndpoint, or to AWS when that is empty, and the queue is the URL's
+// account and name. So a URL at SQSEndpoint reaches exactly the queue the
+// same account and name reach on AWS, and accepting it grants nothing more.
+// What is never accepted is an account and name at any other host: on AWS,
+// where Lambda sets no endpoint variable, only the exact AWS URLs pass, as
+// before, and a replyTo naming some other host (stored with the order, shown
+// to operators, perhaps dialled by a future client) is refused.
 func (c Config) ReplyToAllowed(url string) bool {
 	for _, a := range c.AllowedReplyQueues {
-		if p, ok := strings.CutSuffix(a, "*"); ok {
-			if strings.HasPrefix(url, p) {
-				return true
-			}
-		} else if url == a {
+		if queueMatches(a, url) {
 			return true
 		}
 	}
+	if c.SQSEndpoint == "" {
+		return false
+	}
+	origin, path, ok := splitQueueURL(url)
+	if !ok || !sameOrigin(origin, c.SQSEndpoint) {
+		return false
+	}
+	for _, a := range c.AllowedReplyQueues {
+		if _, allowed, ok := splitQueueURL(strings.TrimSuffix(a, "*")); ok {
+			if strings.HasSuffix(a, "*") {
+				allowed += "*"
+			}
+			if queueMatches(allowed, path) {
+				return true
+			}
+		}
+	}
 	return false
+}
+
+// queueMatches reports whether url is the allowed entry, or, for an entry
+// ending in *, starts with the rest and goes on with queue-name characters
+// only (a prefix allows names, not paths or queries after them).
+func queueMatches(entry, url string) bool {
+	p, ok := strings.CutSuffix(entry, "*")
+	if !ok {
+		return url == entry
+	}
+	rest, ok := strings.CutPrefix(url, p)
+	return ok && strings.IndexFunc(rest, func(r rune) bool { return !queueNameRune(r) }) < 0
+}
+
+// queueNameRune is a character SQS allows in a queue name (and the dot of
+// the .fifo suffix).
+func queueNameRune(r rune) bool {
+	return r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.'
+}
+
+// splitQueueURL splits scheme://host[:port]/<account>/<name> into its
+// origin and "/<account>/<name>".
+func splitQueueURL(u string) (origin, path string, ok bool) {
+	scheme, rest, ok := strings.Cut(u, "://")
+	if !ok || scheme == "" {
+		return "", "", false
+	}
+	host, p, ok := strings.Cut(rest, "/")
+	if !ok || host == "" {
+		return "", "", false
+	}
+	account, name, ok := strings.Cut(p, "/")
+	if !ok || account == "" || name == "" || strings.Contains(name, "/") {
+		return "", "", false
+	}
+	return scheme + "://" + host, "/" + p, true
+}
+
+// sameOrigin compares an origin with an endpoint (which may end in "/"),
+// case-insensitively, taking the loopback names localhost, 127.0.0.1 and
+// [::1] for one another: MiniStack bound to 127.0.0.1 names the queues its
+// CloudFormation creates http://localhost:<port>/…, and all three reach the
+// same machine.
+func sameOrigin(origin, endpoint string) bool {
+	norm := func(s string) string {
+		s = strings.ToLower(strings.TrimRight(s, "/"))
+		scheme, hostport, _ := strings.Cut(s, "://")
+		host, port := hostport, ""
+		if i := strings.LastIndex(hostport, ":"); i >= 0 && !strings.HasSuffix(hostport, "]") {
+			host, port = hostport[:i], hostport[i:]
+		}
+		switch host {
+		case "localhost", "127.0.0.1", "[::1]":
+			host = "loopback"
+		}
+		return scheme + "://" + host + port
+	}
+	return norm(origin) == norm(endpoint)
 }
 
 func intVar(getenv Getenv, name string, def int) (int, error) {

@@ -49,6 +49,57 @@ func TestReplyToAllowed(t *testing.T) {
 	require.True(t, c.ReplyToAllowed("http://q/1/team-a"))
 	require.False(t, c.ReplyToAllowed("http://q/2/team-a"))
 	require.False(t, c.ReplyToAllowed(""))
+	require.False(t, c.ReplyToAllowed("http://q/1/team-a/../../2/x"), "a prefix allows queue names, not paths")
+	require.False(t, c.ReplyToAllowed("http://q/1/team-a?QueueUrl=x"))
+	require.True(t, c.ReplyToAllowed("http://q/1/team-a.fifo"))
+}
+
+// The allow-list holds AWS URLs (the construct makes them from ARNs); an
+// emulator's own URLs for the same queues pass only when the SDK is pointed
+// at that emulator, and never at another host.
+func TestReplyToAllowedAtTheEmulator(t *testing.T) {
+	t.Parallel()
+	allowed := "https://sqs.us-east-1.amazonaws.com/000000000000/my-replies,https://sqs.us-east-1.amazonaws.com/000000000000/tenant-*"
+	cases := []struct {
+		name, endpoint, url string
+		want                bool
+	}{
+		{"AWS URL, no endpoint", "", "https://sqs.us-east-1.amazonaws.com/000000000000/my-replies", true},
+		{"on AWS the emulator's URL is refused", "", "http://127.0.0.1:4566/000000000000/my-replies", false},
+		{"on AWS another host is refused", "", "https://evil.example.com/000000000000/my-replies", false},
+		{"at the endpoint", "http://127.0.0.1:4566", "http://127.0.0.1:4566/000000000000/my-replies", true},
+		{"AWS URL still passes at an emulator", "http://127.0.0.1:4566", "https://sqs.us-east-1.amazonaws.com/000000000000/my-replies", true},
+		{"localhost for 127.0.0.1", "http://127.0.0.1:4566", "http://localhost:4566/000000000000/my-replies", true},
+		{"127.0.0.1 for localhost, endpoint with slash", "http://localhost:4566/", "http://127.0.0.1:4566/000000000000/my-replies", true},
+		{"[::1] for 127.0.0.1", "http://127.0.0.1:4566", "http://[::1]:4566/000000000000/my-replies", true},
+		{"prefix at the endpoint", "http://127.0.0.1:4566", "http://127.0.0.1:4566/000000000000/tenant-a", true},
+		{"prefix allows names only", "http://127.0.0.1:4566", "http://127.0.0.1:4566/000000000000/tenant-a/x", false},
+		{"other port", "http://127.0.0.1:4566", "http://127.0.0.1:4567/000000000000/my-replies", false},
+		{"other scheme", "http://127.0.0.1:4566", "https://127.0.0.1:4566/000000000000/my-replies", false},
+		{"other host with an allowed account and name", "http://127.0.0.1:4566", "http://evil.example.com:4566/000000000000/my-replies", false},
+		{"other account", "http://127.0.0.1:4566", "http://127.0.0.1:4566/111122223333/my-replies", false},
+		{"other name", "http://127.0.0.1:4566", "http://127.0.0.1:4566/000000000000/my-replies-2", false},
+		{"no account", "http://127.0.0.1:4566", "http://127.0.0.1:4566/my-replies", false},
+		{"not a URL", "http://127.0.0.1:4566", "my-replies", false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			c, err := Load(env(map[string]string{"SAS_ALLOWED_REPLY_QUEUES": allowed, "AWS_ENDPOINT_URL": tc.endpoint}))
+			require.NoError(t, err)
+			require.Equal(t, tc.want, c.ReplyToAllowed(tc.url), "replyTo %s with endpoint %q", tc.url, tc.endpoint)
+		})
+	}
+}
+
+func TestSQSEndpointPrefersTheSQSVariable(t *testing.T) {
+	t.Parallel()
+	c, err := Load(env(map[string]string{"AWS_ENDPOINT_URL": "http://127.0.0.1:1", "AWS_ENDPOINT_URL_SQS": "http://127.0.0.1:2"}))
+	require.NoError(t, err)
+	require.Equal(t, "http://127.0.0.1:2", c.SQSEndpoint)
+	c, err = Load(env(map[string]string{"AWS_ENDPOINT_URL": "http://127.0.0.1:1"}))
+	require.NoError(t, err)
+	require.Equal(t, "http://127.0.0.1:1", c.SQSEndpoint)
 }
 
 func TestLoadAgentQueues(t *testing.T) {

@@ -34,8 +34,13 @@ type App struct {
 }
 
 // Usage is printed on a bad command line.
-const Usage = `usage: sasctl <command> [flags]
+const Usage = `usage: sasctl [-outputs FILE [-stack NAME] | -stack NAME] <command> [flags]
 
+  The deployment is named by the SAS_* variables (docs/state-store.md), or,
+  overriding them, by the stack's outputs: -outputs reads the file
+  ` + "`make deploy`" + ` writes (infra/outputs.json), -stack alone asks CloudFormation.
+
+  env        (with -outputs or -stack) print the stack's SAS_* variables as export lines
   submit     -order ID -workflow NAME [-payload JSON] [-reply-to URL] [-priority N]
   show       ORDER_ID [-json]
   list       STATE [-limit N]          (Pending, Processing, Error, Compensating, CompensationFailed)
