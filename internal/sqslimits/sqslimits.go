@@ -25,7 +25,7 @@ const (
 	// bytes in one batch. SQS raised both to 1 MiB in 2025, but queues created
 	// earlier, LocalStack and ElasticMQ keep 256 KiB: we hold to what every
 	// backend accepts, and the stack sets its queues' MaximumMessageSize to
-	// exactly this (infra/stack.go), so the code and the queues agree.
+	// exactly this (infra/sascdk/sascdk.go), so the code and the queues agree.
 	MaxBodyBytes  = 256 * 1024
 	MaxBatchBytes = 256 * 1024
 	// MaxDelay, MaxWait and MaxVisibility bound DelaySeconds, WaitTimeSeconds

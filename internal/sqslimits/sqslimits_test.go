@@ -193,14 +193,14 @@ func TestOrderMessagesFitAQueueMessage(t *testing.T) {
 	assert.Nil(t, sqslimits.CheckMessage(sas.OutboundMessage{Body: strings.Repeat("<", sqslimits.MaxOrderMessageBytes)}))
 }
 
-// The stack (a module of its own, which cannot import this package) sets its
+// The construct (infra/sascdk, in a module of its own) sets its
 // queues' MaximumMessageSize to the same limit.
 func TestStackConfiguresTheSameLimit(t *testing.T) {
 	t.Parallel()
-	src, err := os.ReadFile(filepath.Join("..", "..", "infra", "stack.go"))
+	src, err := os.ReadFile(filepath.Join("..", "..", "infra", "sascdk", "sascdk.go"))
 	require.NoError(t, err)
 	m := regexp.MustCompile(`const queueMaxMessageBytes = (\d+) \* 1024`).FindSubmatch(src)
-	require.NotNil(t, m, "infra/stack.go no longer declares queueMaxMessageBytes")
+	require.NotNil(t, m, "infra/sascdk/sascdk.go no longer declares queueMaxMessageBytes")
 	kib, err := strconv.Atoi(string(m[1]))
 	require.NoError(t, err)
 	assert.Equal(t, sqslimits.MaxBodyBytes, kib*1024)

@@ -48,7 +48,7 @@ func TestLoadFromAFile(t *testing.T) {
 	trip := reg["trip"]
 	require.Equal(t, []string{"flight", "hotel", "pay"}, trip.StepNames())
 	require.Equal(t, sas.StepDef{Name: "pay", Agent: "payments", Action: "POST /payments", Timeout: 20 * time.Second,
-		TotalLimit: 30 * time.Minute, MaxFailures: 5, BaseBackoff: 2 * time.Second, MaxBackoff: time.Minute}, trip.Steps[2])
+		TotalLimit: 30 * time.Minute, MaxFailures: 5, BaseBackoff: 2 * time.Second, MaxBackoff: time.Minute, Tries: 4}, trip.Steps[2])
 	limits, err := reg.Limits()
 	require.NoError(t, err)
 	require.Equal(t, sas.StepLimits{Timeout: 20 * time.Second, TotalLimit: 30 * time.Minute, MaxFailures: 5,
