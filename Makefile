@@ -16,17 +16,25 @@ help: ## list the targets
 # and, when something fails, the failing tests' output. ElasticMQ serves SQS;
 # moto runs beside it for the queue contract suite alone (a few seconds), so
 # the one suite shows how both emulators depart from SQS.
-test: ## every test: Go suites on DynamoDB Local + ElasticMQ (queue contract on moto too), CDK assertions, cfn-lint, vet, and the MiniStack deploy-and-run (all installed and started for you)
+test: ## every test: Go suites on DynamoDB Local + ElasticMQ (queue contract on moto too), CDK assertions, the examples, cfn-lint, vet, and the MiniStack deploy-and-run (all installed and started for you)
 	@mkdir -p .rig
 	@set -o pipefail; SAS_RIG_SQS=elasticmq,moto $(RIG) exec -- $(GO) test -p 1 -count=1 -race -v -timeout 30m ./... > .rig/test.log 2>&1; rc=$$?; \
 		grep -E '^rig:|^\s*--- (PASS|FAIL|SKIP)|^(ok|FAIL|panic:)|^\s+[a-z_]+\.go:[0-9]+: (sweep over|loaded|[0-9]+ rounds)' .rig/test.log; \
 		if [ $$rc -ne 0 ]; then echo; echo "== failures (full log: .rig/test.log) =="; grep -A14 -E 'Error Trace:|^panic:|^\s*[a-z_]+\.go:[0-9]+: .*(FAIL|fail|unexpected)' .rig/test.log | head -800; exit $$rc; fi
 	$(MAKE) test-infra
+	$(MAKE) test-examples
 	$(MAKE) vet
 	$(MAKE) e2e
 
 test-unit: ## tests that need no emulator (fast)
 	SAS_NO_EMULATORS=1 $(GO) test -count=1 ./...
+	cd examples/travel && $(GO) test -count=1 ./...
+
+# Each example is a Go module of its own, which ./... here does not reach.
+# Its test target builds the bootstraps its CDK synth test needs (the
+# example's agents, and the SAS ones with `make build`) before testing.
+test-examples: ## the examples' tests (examples/travel, its own module), its CDK synth included
+	$(MAKE) -C examples/travel test
 
 # staticcheck is pinned; the module proxy here serves v0.7.0 (2026.1).
 STATICCHECK := $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.7.0
@@ -36,6 +44,7 @@ vet: ## go vet, gofmt and staticcheck (pinned)
 	$(GO) vet -tags e2e ./e2e
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(STATICCHECK) ./...
+	cd examples/travel && $(GO) vet ./... && $(STATICCHECK) ./...
 
 ORDERS ?= 300
 MIN_PROCESSED ?= 0.97
@@ -166,4 +175,4 @@ chaos: ## chaos soak: every fault kind at once (ORDERS=10000 works); fails on an
 		-kill-every 3s -duplicate 0.02 -kill-before-send 0.01 -supervisors 3 -clock-skew 300ms \
 		-min-processed $(CHAOS_MIN_PROCESSED) -timeout $(CHAOS_TIMEOUT)
 
-.PHONY: soak help test test-unit vet run synth deploy bench chaos build test-infra lint-infra e2e emulator env
+.PHONY: soak help test test-unit test-examples vet run synth deploy bench chaos build test-infra lint-infra e2e emulator env

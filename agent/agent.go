@@ -187,6 +187,7 @@ type runner struct {
 	clock Clock
 	sleep func(context.Context, time.Duration) error
 	log   *slog.Logger
+	wrap  func(Func) Func // HandlerConfig.Middleware; nil: none
 }
 
 var _ iagent.Runner = (*runner)(nil)
@@ -201,6 +202,9 @@ func (r *runner) Run(ctx context.Context, sreq sas.AgentRequest) (json.RawMessag
 	fn, err := r.a.lookup(req)
 	if err != nil {
 		return nil, &iagent.PermanentError{Reason: err.Error()}
+	}
+	if r.wrap != nil {
+		fn = r.wrap(fn)
 	}
 	what := fmt.Sprintf("agent %s, step %s", r.a.name, req.Step)
 	if req.Undo {

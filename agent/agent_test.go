@@ -136,6 +136,39 @@ func TestTransientIsRetriedInProcess(t *testing.T) {
 	require.True(t, f.clock.Now().After(epoch), "it waited between the tries")
 }
 
+// The handler's Middleware sees every run of a step, in-process retries
+// included, and what it returns is the step's outcome, classified as usual:
+// here it fails the first run transiently instead of running the step.
+func TestMiddlewareWrapsEveryRun(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	var steps atomic.Int32
+	a := agent.New("flights").Step("reserve-flight", func(context.Context, agent.Request) (any, error) {
+		steps.Add(1)
+		return "R-1", nil
+	}, nil)
+	var seen []string
+	cfg := f.config(a)
+	cfg.Middleware = func(next agent.Func) agent.Func {
+		return func(ctx context.Context, req agent.Request) (any, error) {
+			seen = append(seen, fmt.Sprintf("%s#%d undo=%t", req.Step, req.Attempt, req.Undo))
+			if len(seen) == 1 {
+				return nil, errors.New("injected: connection reset")
+			}
+			return next(ctx, req)
+		}
+	}
+	h, err := agent.NewHandler(cfg)
+	require.NoError(t, err)
+	resp := f.handle(h, event(request("o-1")))
+	require.Empty(t, resp.BatchItemFailures)
+	reps := f.replies()
+	require.Len(t, reps, 1)
+	require.Equal(t, sas.OutcomeDone, reps[0].Outcome)
+	require.Equal(t, []string{"reserve-flight#2 undo=false", "reserve-flight#2 undo=false"}, seen)
+	require.EqualValues(t, 1, steps.Load(), "the injected failure ran instead of the step")
+}
+
 // Out of tries: no reply, the request is left for redelivery (the
 // Service's path: a short visibility backoff, then the supervisor). Tries
 // bounds the runs per delivery.

@@ -83,6 +83,12 @@ type HandlerConfig struct {
 	// ReplyLinger is how long a ready reply waits for others to share a
 	// SendMessageBatch. Default 50ms.
 	ReplyLinger time.Duration
+	// Middleware, when set, wraps the Func of each request (the step's, or
+	// its undo's): every run of it, in-process retries included, goes
+	// through the Func it returns, whose result and error are the step's,
+	// classified as usual. For instrumentation and test kits (package
+	// sastest injects failures and records calls with it).
+	Middleware func(Func) Func
 }
 
 // Handler is the typed Lambda handler of an agent function: it takes the
@@ -136,7 +142,7 @@ func NewHandler(cfg HandlerConfig) (*Handler, error) {
 		if _, dup := runners[a.name]; dup {
 			invalid("Agents", fmt.Sprintf("agent %q given twice", a.name))
 		}
-		runners[a.name] = &runner{a: a, clock: clock, sleep: sleep, log: log}
+		runners[a.name] = &runner{a: a, clock: clock, sleep: sleep, log: log, wrap: cfg.Middleware}
 	}
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("configuring the agent handler: %w", errors.Join(errs...))

@@ -1,0 +1,77 @@
+// Package booking is the example's travel agent: the steps flight, hotel
+// and car of the trip workflow, each a hold with its supplier (package
+// inventory) under the step's idempotency key, and each undone by releasing
+// that hold.
+package booking
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/sas-go/sas/agent"
+	"github.com/sas-go/sas/examples/travel/inventory"
+	"github.com/sas-go/sas/examples/travel/trip"
+)
+
+// Suppliers are the services the travel agent books with.
+type Suppliers struct {
+	Airline, Hotels, Cars *inventory.Inventory
+}
+
+// FullHotel is the hotel of the demo suppliers that has no room left: a
+// trip to it is refused at the hotel step, and its flight released.
+const FullHotel = "full"
+
+// DemoSuppliers are the suppliers the example runs with, in memory: 100
+// seats on every flight, 50 rooms in every hotel but FullHotel, which has
+// none, and 20 cars of every class. Deployed, each instance of the agent's
+// function has its own: a demo, not a booking system.
+func DemoSuppliers() Suppliers {
+	return Suppliers{
+		Airline: inventory.New("airline", nil, 100),
+		Hotels:  inventory.New("hotels", map[string]int{FullHotel: 0}, 50),
+		Cars:    inventory.New("cars", nil, 20),
+	}
+}
+
+// Agent is the travel agent, serving the steps flight, hotel and car with
+// s. The options tune its in-process retries (agent.Tries, agent.Backoff).
+func Agent(s Suppliers, opts ...agent.Option) *agent.Agent {
+	return agent.New(trip.TravelAgent, opts...).
+		Step(trip.Flight, hold(s.Airline, "flight", func(p trip.Payload) string { return p.Flight }), release(s.Airline)).
+		Step(trip.Hotel, hold(s.Hotels, "hotel", func(p trip.Payload) string { return p.Hotel }), release(s.Hotels)).
+		Step(trip.Car, hold(s.Cars, "car", func(p trip.Payload) string { return p.Car }), release(s.Cars))
+}
+
+// hold holds the item of the payload that item picks, under the step's key.
+func hold(inv *inventory.Inventory, what string, item func(trip.Payload) string) agent.Func {
+	return func(_ context.Context, req agent.Request) (any, error) {
+		var p trip.Payload
+		if err := req.DecodePayload(&p); err != nil {
+			return nil, err // permanent: it will never decode
+		}
+		name := item(p)
+		if name == "" {
+			return nil, agent.Permanent(fmt.Errorf("the order names no %s", what))
+		}
+		h, err := inv.Hold(req.IdempotencyKey, name)
+		switch {
+		case errors.Is(err, inventory.ErrSoldOut), errors.Is(err, inventory.ErrCancelled):
+			return nil, agent.Permanent(fmt.Errorf("%s %q: %w", what, name, err))
+		case err != nil:
+			return nil, fmt.Errorf("holding %s %q: %w", what, name, err) // transient: tried again, same key
+		}
+		return h, nil
+	}
+}
+
+// release releases the hold of the step the undo compensates.
+func release(inv *inventory.Inventory) agent.Func {
+	return func(_ context.Context, req agent.Request) (any, error) {
+		// The undo's key is the step's with ":undo": the release cancels
+		// the step's key (docs/protocol.md, "Idempotency keys").
+		return nil, inv.Release(strings.TrimSuffix(req.IdempotencyKey, ":undo"))
+	}
+}

@@ -1,0 +1,61 @@
+// Package trip is the example's workflow: book a trip by holding a seat on
+// a flight, a hotel room and a rental car, then charging the traveller's
+// card. When a step is refused, what was done before it is undone, newest
+// first: a declined card releases the car, then the room, then the seat.
+//
+// The same definition is written out as ../workflows.json, for a
+// deployment that takes a workflow file; a test keeps the two in step.
+package trip
+
+import (
+	"time"
+
+	"github.com/sas-go/sas/workflow"
+)
+
+// The workflow's name, what an order's "workflow" field names.
+const Name = "trip"
+
+// The agents the steps go to: the travel agency's (flights, hotels, cars)
+// and the payments agent's.
+const (
+	TravelAgent   = "travel"
+	PaymentsAgent = "payments"
+)
+
+// The steps, in order.
+const (
+	Flight = "flight"
+	Hotel  = "hotel"
+	Car    = "car"
+	Pay    = "pay"
+)
+
+// Payload is an order's payload: what each step reads.
+type Payload struct {
+	Traveller string `json:"traveller"`
+	// Flight, Hotel and Car name what to hold: a flight number, a hotel,
+	// a car class.
+	Flight string `json:"flight"`
+	Hotel  string `json:"hotel"`
+	Car    string `json:"car"`
+	// Amount is what the card is charged, in euros.
+	Amount int `json:"amount"`
+}
+
+// Workflow is the trip workflow.
+func Workflow() workflow.Workflow {
+	d := func(v time.Duration) workflow.Duration { return workflow.Duration(v) }
+	return workflow.Workflow{Name: Name, Steps: []workflow.Step{
+		{Name: Flight, Agent: TravelAgent, Action: "hold a seat", Undo: "release the seat", Timeout: d(30 * time.Second)},
+		{Name: Hotel, Agent: TravelAgent, Action: "hold a room", Undo: "release the room", Timeout: d(30 * time.Second)},
+		{Name: Car, Agent: TravelAgent, Action: "hold a car", Undo: "release the car", Timeout: d(30 * time.Second)},
+		// The card is charged last, so nothing after it can fail: its
+		// refund runs only when an operator compensates a booked trip.
+		{Name: Pay, Agent: PaymentsAgent, Action: "charge the card", Undo: "refund", Timeout: d(20 * time.Second),
+			Retry: &workflow.Retry{FailureThreshold: 5, Backoff: &workflow.Backoff{Base: d(2 * time.Second), Max: d(time.Minute)}}},
+	}}
+}
+
+// Workflows are the example deployment's workflows: the trip alone.
+func Workflows() []workflow.Workflow { return []workflow.Workflow{Workflow()} }

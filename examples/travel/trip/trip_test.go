@@ -1,0 +1,180 @@
+package trip_test
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/sas-go/sas/agent"
+	"github.com/sas-go/sas/examples/travel/bank"
+	"github.com/sas-go/sas/examples/travel/booking"
+	"github.com/sas-go/sas/examples/travel/payments"
+	"github.com/sas-go/sas/examples/travel/trip"
+	"github.com/sas-go/sas/sastest"
+	"github.com/sas-go/sas/workflow"
+)
+
+// The workflow file a deployment may load is the Go definition, written
+// out.
+func TestTheFileIsTheGoDefinition(t *testing.T) {
+	t.Parallel()
+	fromFile, err := workflow.Load("../workflows.json")
+	require.NoError(t, err)
+	require.Equal(t, trip.Workflows(), fromFile)
+}
+
+// world is one deployment of the example in the test: the agents on their
+// demo services, run by the kit.
+type world struct {
+	env       *sastest.Env
+	suppliers booking.Suppliers
+	bank      *bank.Bank
+}
+
+func newWorld(t *testing.T) *world {
+	t.Helper()
+	w := &world{suppliers: booking.DemoSuppliers(), bank: bank.New(payments.DemoLimit)}
+	w.env = sastest.New(t, trip.Workflows(), booking.Agent(w.suppliers), payments.Agent(w.bank))
+	return w
+}
+
+// ada's trip, within the card's limit, to a hotel with rooms.
+func adasTrip() trip.Payload {
+	return trip.Payload{Traveller: "Ada", Flight: "LH 123", Hotel: "Ritz", Car: "compact", Amount: 420}
+}
+
+// requireNothingHeld checks that every service is back where it started.
+func (w *world) requireNothingHeld(t *testing.T) {
+	t.Helper()
+	require.Zero(t, w.suppliers.Airline.Held(), "seats held")
+	require.Zero(t, w.suppliers.Hotels.Held(), "rooms held")
+	require.Zero(t, w.suppliers.Cars.Held(), "cars held")
+	require.Zero(t, w.bank.Balance(), "charged")
+}
+
+func TestATripIsBooked(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	res := w.env.Run(trip.Name, "trip-1", adasTrip())
+
+	require.Equal(t, sastest.StatusProcessed, res.Status)
+	require.Equal(t, []string{"received", "step-done/flight", "step-done/hotel", "step-done/car", "step-done/pay", "processed"}, res.Statuses)
+	require.Equal(t, 99, w.suppliers.Airline.Left("LH 123"))
+	require.Equal(t, 49, w.suppliers.Hotels.Left("Ritz"))
+	require.Equal(t, 19, w.suppliers.Cars.Left("compact"))
+	require.Equal(t, 420, w.bank.Balance())
+	require.Empty(t, res.Undone)
+}
+
+// The hotel is full: the flight, the only step done before it, is
+// released; the car and the payment are never asked for.
+func TestAFullHotelReleasesTheFlight(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	p := adasTrip()
+	p.Hotel = booking.FullHotel
+	res := w.env.Run(trip.Name, "trip-1", p)
+
+	require.Equal(t, sastest.StatusCompensated, res.Status)
+	require.Equal(t, []string{trip.Flight}, res.Undone)
+	hotel, _ := res.Step(trip.Hotel)
+	require.Equal(t, sastest.StateError, hotel.State)
+	require.Equal(t, `hotel "full": sold out`, hotel.Reason)
+	for _, name := range []string{trip.Car, trip.Pay} {
+		s, _ := res.Step(name)
+		require.Equal(t, sastest.StatePending, s.State, name)
+		require.Zero(t, s.Attempts, name)
+	}
+	require.Equal(t, []string{"received", "step-done/flight", "failed/hotel", "compensated"}, res.Statuses)
+	w.requireNothingHeld(t)
+}
+
+// The card is declined: everything booked is released, newest first.
+func TestADeclinedCardReleasesEverything(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	p := adasTrip()
+	p.Amount = 5000
+	res := w.env.Run(trip.Name, "trip-1", p)
+
+	require.Equal(t, sastest.StatusCompensated, res.Status)
+	require.Equal(t, []string{trip.Car, trip.Hotel, trip.Flight}, res.Undone)
+	pay, _ := res.Step(trip.Pay)
+	require.Equal(t, "charging Ada: card declined: 5000 EUR (the limit is 2000 EUR)", pay.Reason)
+	require.Equal(t, []string{"received", "step-done/flight", "step-done/hotel", "step-done/car", "failed/pay", "compensated"}, res.Statuses)
+	w.requireNothingHeld(t)
+}
+
+// The car rental's API is down for the car's whole first attempt: the
+// deployment retries (in process, by redelivery, then the supervisor), and
+// the trip is booked on the second attempt.
+func TestAnOutageIsRetried(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	w.env.Fail(trip.Car, 1, errors.New("car rental API: connection reset"))
+	res := w.env.Run(trip.Name, "trip-1", adasTrip())
+
+	require.Equal(t, sastest.StatusProcessed, res.Status)
+	car, _ := res.Step(trip.Car)
+	require.Equal(t, 2, car.Attempts)
+	require.Equal(t, 19, w.suppliers.Cars.Left("compact"))
+}
+
+// The car rental takes the hold but the answer is lost, twice: the agent
+// asks again under the same key and gets the hold already made, so one car
+// is held, not three.
+func TestALostAnswerHoldsOneCar(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	w.suppliers.Cars.DropAnswers(2)
+	res := w.env.Run(trip.Name, "trip-1", adasTrip())
+
+	require.Equal(t, sastest.StatusProcessed, res.Status)
+	var carCalls []string
+	for _, c := range res.Calls {
+		if c.Step == trip.Car {
+			carCalls = append(carCalls, c.String())
+		}
+	}
+	require.Equal(t, []string{
+		`car#1 → holding car "compact": service unavailable`,
+		`car#1 → holding car "compact": service unavailable`,
+		"car#1",
+	}, carCalls, "tried in process, under the same key")
+	require.Equal(t, 1, w.suppliers.Cars.Held())
+	require.Equal(t, 19, w.suppliers.Cars.Left("compact"))
+}
+
+// A release that fails for a while is retried like any step, and the
+// compensation completes.
+func TestAFailingReleaseIsRetried(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	w.env.FailUndo(trip.Hotel, 1, errors.New("the hotel's channel manager is down"))
+	p := adasTrip()
+	p.Amount = 5000
+	res := w.env.Run(trip.Name, "trip-1", p)
+
+	require.Equal(t, sastest.StatusCompensated, res.Status)
+	require.Equal(t, []string{trip.Car, trip.Hotel, trip.Flight}, res.Undone)
+	w.requireNothingHeld(t)
+}
+
+// A release refused for good stops the compensation and alerts an
+// operator: the room and the seat stay held until a person sees to them.
+func TestARefusedReleaseNeedsAnOperator(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	w.env.FailUndo(trip.Hotel, 1, agent.Permanent(errors.New("the booking is past its free cancellation")))
+	p := adasTrip()
+	p.Amount = 5000
+	res := w.env.Run(trip.Name, "trip-1", p)
+
+	require.Equal(t, sastest.StatusCompensationFailed, res.Status)
+	require.Equal(t, []string{trip.Car}, res.Undone)
+	require.Contains(t, res.Alerts, "hotel: CompensationFailed: the booking is past its free cancellation")
+	require.Equal(t, 1, w.suppliers.Hotels.Held())
+	require.Equal(t, 1, w.suppliers.Airline.Held())
+	require.Zero(t, w.suppliers.Cars.Held())
+}

@@ -1,0 +1,175 @@
+package sastest
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/sas-go/sas/internal/sas"
+)
+
+// How an order ended: Result.Status.
+const (
+	// StatusProcessed: every step succeeded.
+	StatusProcessed = "processed"
+	// StatusCompensated: a step failed for good, and every step done
+	// before it that has an undo was undone.
+	StatusCompensated = "compensated"
+	// StatusFailed: a step failed for good, with nothing to undo (it was
+	// the first, or the steps before it have no undo).
+	StatusFailed = "failed"
+	// StatusCompensationFailed: an undo failed for good, or the supervisor
+	// gave up on it; an operator was alerted.
+	StatusCompensationFailed = "compensation-failed"
+)
+
+// Where a step ended: Step.State, the state of its record in the store
+// (docs/pattern.md §2).
+const (
+	StateProcessed          = string(sas.Processed)
+	StateError              = string(sas.Error)
+	StateCompensated        = string(sas.Compensated)
+	StateCompensationFailed = string(sas.CompensationFailed)
+	// StatePending: a step never started, because an earlier one failed.
+	StatePending = string(sas.Pending)
+)
+
+// Result is how an order ended.
+type Result struct {
+	OrderID string
+	// Status is StatusProcessed, StatusCompensated, StatusFailed or
+	// StatusCompensationFailed.
+	Status string
+	// Steps are the order's steps, in workflow order.
+	Steps []Step
+	// Undone are the names of the steps that were undone, in the order
+	// their undo succeeded: newest first.
+	Undone []string
+	// Statuses are what the order's replyTo queue received, in sequence
+	// order: "received", "step-done/flight", "failed/hotel",
+	// "compensated", ... (the status, and "/" and the step when it names
+	// one; docs/intake.md, "Statuses").
+	Statuses []string
+	// Alerts are what an operator was told about the order, each
+	// "<step>: <state>: <reason>".
+	Alerts []string
+	// Calls are the runs of the agents' Funcs for the order, in order:
+	// every run, in-process tries and redeliveries included.
+	Calls []Call
+	// Took is the virtual time from submission to settling.
+	Took time.Duration
+}
+
+// Step is where one step of an order ended.
+type Step struct {
+	Name string
+	// State is the step's final state: StateProcessed, StateError,
+	// StateCompensated, StateCompensationFailed or StatePending.
+	State string
+	// Attempts counts the scheduler's attempts at the step that reached
+	// its agent (its undo's not included).
+	Attempts int
+	// Failures counts the times the supervisor found the step stuck.
+	Failures int
+	// Reason is the step's last error: a refusal's reason, or why the
+	// supervisor gave it up.
+	Reason string
+}
+
+// Call is one run of an agent's Func for a step of an order.
+type Call struct {
+	Step string
+	// Attempt is the scheduler's attempt, from 1, counted apart for the
+	// step and for its undo: what Fail and FailUndo name.
+	Attempt int
+	// Undo is true for a run of the step's undo.
+	Undo bool
+	// Err is the error the run returned (injected or the Func's), "" for
+	// a success.
+	Err string
+}
+
+// String is "flight#1", "flight#2 undo", with the error after a "→".
+func (c Call) String() string {
+	s := fmt.Sprintf("%s#%d", c.Step, c.Attempt)
+	if c.Undo {
+		s += " undo"
+	}
+	if c.Err != "" {
+		s += " → " + c.Err
+	}
+	return s
+}
+
+// Step returns the step of that name, and false when the order has none.
+func (r Result) Step(name string) (Step, bool) {
+	i := slices.IndexFunc(r.Steps, func(s Step) bool { return s.Name == name })
+	if i < 0 {
+		return Step{}, false
+	}
+	return r.Steps[i], true
+}
+
+// result reads how order v ended.
+func (e *Env) result(v sas.OrderView, statuses []sas.Status, took time.Duration) Result {
+	e.t.Helper()
+	id := v.Order.OrderID
+	res := Result{OrderID: id, Took: took}
+	switch st := v.State(); st {
+	case sas.Processed:
+		res.Status = StatusProcessed
+	case sas.Compensated:
+		res.Status = StatusCompensated
+	case sas.Error:
+		res.Status = StatusFailed
+	case sas.CompensationFailed:
+		res.Status = StatusCompensationFailed
+	default:
+		e.t.Fatalf("sastest: order %s is stuck (%s): nothing is left to deliver and no step is due, but it did not end: %s", id, st, describe(v))
+	}
+
+	e.mu.Lock()
+	for _, c := range e.calls {
+		if c.order == id {
+			res.Calls = append(res.Calls, c.Call)
+		}
+	}
+	state := map[string]sas.ProcessState{}
+	for i, r := range v.Steps {
+		name := r.StepName
+		if name == "" && i < len(v.Order.Steps) {
+			name = v.Order.Steps[i]
+		}
+		state[name] = r.ProcessState
+		res.Steps = append(res.Steps, Step{
+			Name: name, State: string(r.ProcessState), Failures: r.FailureCount, Reason: r.LastError,
+			Attempts: len(e.attempts[attemptKey{order: id, step: name}]),
+		})
+	}
+	e.mu.Unlock()
+
+	for _, c := range res.Calls {
+		if c.Undo && c.Err == "" && state[c.Step] == sas.Compensated && !slices.Contains(res.Undone, c.Step) {
+			res.Undone = append(res.Undone, c.Step)
+		}
+	}
+	for _, s := range statuses {
+		if s.Step != "" {
+			res.Statuses = append(res.Statuses, s.Status+"/"+s.Step)
+		} else {
+			res.Statuses = append(res.Statuses, s.Status)
+		}
+	}
+	seen := map[string]bool{}
+	for _, a := range e.alert.Alerts() {
+		if a.OrderID != id {
+			continue
+		}
+		text := fmt.Sprintf("%s: %s: %s", a.StepName, a.State, a.Reason)
+		if key := a.ID + "|" + text; !seen[key] { // a re-sent alert is the same alert
+			seen[key] = true
+			res.Alerts = append(res.Alerts, text)
+		}
+	}
+	return res
+}
