@@ -80,6 +80,7 @@ var keptRunDir atomic.Value
 // them), keeping the logs.
 func trimRunDir(dir string) {
 	_ = os.RemoveAll(filepath.Join(dir, "cdk.out"))
+	_ = os.RemoveAll(filepath.Join(dir, travelDir, "cdk.out"))
 	_ = os.RemoveAll(filepath.Join(dir, "ministack-tmp"))
 }
 

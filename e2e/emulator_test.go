@@ -95,7 +95,7 @@ func stopSharedEmulator(failed bool) {
 	shared.ms.Stop()
 	if failed {
 		trimRunDir(shared.runDir)
-		fmt.Fprintf(os.Stderr, "e2e: logs kept in %s (ministack.log, cdk-*.log, outputs.json)\n", shared.runDir)
+		fmt.Fprintf(os.Stderr, "e2e: logs kept in %s (ministack.log; cdk-*.log and outputs.json of the infra stack, travel/ for the example's)\n", shared.runDir)
 		return
 	}
 	_ = os.RemoveAll(shared.runDir)
