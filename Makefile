@@ -155,8 +155,9 @@ E2E_ARCH := $(HOST_ARCH)
 EMULATOR_PORT ?= 4566
 emulator: ## start MiniStack on 127.0.0.1:4566 (EMULATOR_PORT=), print its export lines, run until Ctrl-C (docs/deploy.md)
 	$(RIG) ministack -port $(EMULATOR_PORT)
-e2e: infra/node_modules/.package-lock.json ## deploy the stack to MiniStack (installed, started and stopped for you) and run orders through it
+e2e: infra/node_modules/.package-lock.json ## deploy the stack and the travel example to MiniStack (installed, started and stopped for you) and run orders through both
 	$(MAKE) build ARCH=$(E2E_ARCH)
+	$(MAKE) -C examples/travel build ARCH=$(E2E_ARCH)
 	$(CDK_ENV) $(GO) test -tags e2e -count=1 -v -timeout 20m ./e2e
 
 soak: ## the small chaos soak alone (every fault kind, 200 orders) with its verdict; make test runs it too

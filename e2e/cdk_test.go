@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 
@@ -18,15 +19,18 @@ import (
 // stackName is the CDK app's stack id (infra/main.go).
 const stackName = "SasStack"
 
-// cdk runs the pinned CDK CLI (infra/package.json) from infra/ against
-// MiniStack. Each command's output goes to its own log in runDir.
+// cdk runs the pinned CDK CLI (infra/package.json) for one CDK app and one
+// stack against MiniStack. Each command's output goes to its own log in
+// workDir, where the cloud assembly and the outputs file go too.
 type cdk struct {
-	infraDir string
-	runDir   string
-	env      []string
+	cli     string // infra/node_modules/.bin/cdk
+	appDir  string // where the app's cdk.json is; the commands run there
+	stack   string
+	workDir string
+	env     []string
 }
 
-func newCDK(infraDir, runDir, endpoint string) *cdk {
+func newCDK(cli, appDir, stack, workDir, endpoint string) *cdk {
 	env := awsEnv(endpoint)
 	// The same quiet switches as the Makefile's CDK_ENV and SYNTH_ENV: no
 	// version check or notices (both go to the network), and no built-in
@@ -41,19 +45,24 @@ func newCDK(infraDir, runDir, endpoint string) *cdk {
 			env = append(env, "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION="+major)
 		}
 	}
-	return &cdk{infraDir: infraDir, runDir: runDir, env: env}
+	return &cdk{cli: cli, appDir: appDir, stack: stack, workDir: workDir, env: env}
 }
 
 func (c *cdk) run(ctx context.Context, logName string, args ...string) error {
-	argv := append([]string{"npx", "--no-install", "cdk"}, args...)
+	// The CLI itself, not npx: an example app's directory has no
+	// node_modules of its own for npx to find it in.
+	argv := append([]string{c.cli}, args...)
 	argv = append(argv, "--no-notices")
-	return runProc(ctx, rig.ProcessSpec{Name: "cdk " + args[0], Dir: c.infraDir, Env: c.env, LogPath: filepath.Join(c.runDir, logName), Argv: argv})
+	return runProc(ctx, rig.ProcessSpec{Name: "cdk " + args[0] + " (" + c.stack + ")", Dir: c.appDir, Env: c.env, LogPath: filepath.Join(c.workDir, logName), Argv: argv})
 }
 
 // assembly is where synth writes the cloud assembly; bootstrap and deploy
-// read it (--app), so the Go app is synthesized once and infra/cdk.out is
-// left alone.
-func (c *cdk) assembly() string { return filepath.Join(c.runDir, "cdk.out") }
+// read it (--app), so the Go app is synthesized once and the app's own
+// cdk.out is left alone.
+func (c *cdk) assembly() string { return filepath.Join(c.workDir, "cdk.out") }
+
+// outputsFile is where deploy writes the stack's outputs.
+func (c *cdk) outputsFile() string { return filepath.Join(c.workDir, "outputs.json") }
 
 // synth synthesizes the stack with the given context.
 func (c *cdk) synth(ctx context.Context, context map[string]string) error {
@@ -71,15 +80,16 @@ func (c *cdk) synth(ctx context.Context, context map[string]string) error {
 
 // bootstrap creates the CDK toolkit stack (staging bucket, roles, version
 // parameter) in MiniStack's account, for the environment of the assembly.
+// It is needed once per MiniStack: emulator.bootstrap runs it once.
 func (c *cdk) bootstrap(ctx context.Context) error {
 	return c.run(ctx, "cdk-bootstrap.log", "bootstrap", "--app", c.assembly(), "aws://"+account+"/"+region)
 }
 
 // deploy deploys the synthesized stack and returns its outputs.
 func (c *cdk) deploy(ctx context.Context) (map[string]string, error) {
-	outFile := filepath.Join(c.runDir, "outputs.json")
+	outFile := c.outputsFile()
 	if err := c.run(ctx, "cdk-deploy.log", "deploy", "--app", c.assembly(), "--require-approval", "never",
-		"--progress", "events", "--outputs-file", outFile, stackName); err != nil {
+		"--progress", "events", "--outputs-file", outFile, c.stack); err != nil {
 		return nil, err
 	}
 	b, err := os.ReadFile(outFile)
@@ -90,16 +100,33 @@ func (c *cdk) deploy(ctx context.Context) (map[string]string, error) {
 	if err := json.Unmarshal(b, &all); err != nil {
 		return nil, fmt.Errorf("decoding %s: %w", outFile, err)
 	}
-	out, ok := all[stackName]
+	out, ok := all[c.stack]
 	if !ok {
-		return nil, fmt.Errorf("%s has no outputs for %s", outFile, stackName)
+		return nil, fmt.Errorf("%s has no outputs for %s", outFile, c.stack)
 	}
 	return out, nil
 }
 
+// constructOutput finds the output the construct sascdk names name under a
+// construct id other than "Default": CDK names it <path><name><8 hex
+// digits>, such as SasIntakeQueueUrlB1C2D3E4 for the construct "Sas".
+func constructOutput(outputs map[string]string, path, name string) (string, error) {
+	re := regexp.MustCompile("^" + regexp.QuoteMeta(path+name) + "[0-9A-F]{8}$")
+	var found []string
+	for k := range outputs {
+		if k == path+name || re.MatchString(k) {
+			found = append(found, k)
+		}
+	}
+	if len(found) != 1 {
+		return "", fmt.Errorf("the deploy outputs have %d outputs named %s%s…, want 1: %v", len(found), path, name, found)
+	}
+	return outputs[found[0]], nil
+}
+
 // template reads the synthesized template.
 func (c *cdk) template() (map[string]any, error) {
-	path := filepath.Join(c.assembly(), stackName+".template.json")
+	path := filepath.Join(c.assembly(), c.stack+".template.json")
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("reading the synthesized template: %w", err)
@@ -176,7 +203,7 @@ func (c *cdk) dropResources(prefixes []string) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	path := filepath.Join(c.assembly(), stackName+".template.json")
+	path := filepath.Join(c.assembly(), c.stack+".template.json")
 	if err := os.WriteFile(path, b, 0o644); err != nil {
 		return nil, err
 	}

@@ -12,7 +12,6 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"runtime"
 	"sort"
 	"strings"
 	"sync/atomic"
@@ -21,7 +20,6 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
@@ -29,7 +27,6 @@ import (
 	"github.com/sas-go/sas/internal/agent"
 	"github.com/sas-go/sas/internal/dynamostore"
 	"github.com/sas-go/sas/internal/remotesim"
-	"github.com/sas-go/sas/internal/rig"
 	"github.com/sas-go/sas/internal/sas"
 )
 
@@ -70,6 +67,7 @@ func TestMain(m *testing.M) {
 		os.Exit(2)
 	}()
 	code := m.Run()
+	stopSharedEmulator(code != 0)
 	stopAll()
 	os.Exit(code)
 }
@@ -78,10 +76,11 @@ func TestMain(m *testing.M) {
 var keptRunDir atomic.Value
 
 // trimRunDir removes the bulky parts of a run's directory (the cloud
-// assembly with its bootstrap assets, MiniStack's unpacked copies of them),
-// keeping the logs.
+// assemblies with their bootstrap assets, MiniStack's unpacked copies of
+// them), keeping the logs.
 func trimRunDir(dir string) {
 	_ = os.RemoveAll(filepath.Join(dir, "cdk.out"))
+	_ = os.RemoveAll(filepath.Join(dir, travelDir, "cdk.out"))
 	_ = os.RemoveAll(filepath.Join(dir, "ministack-tmp"))
 }
 
@@ -105,59 +104,23 @@ func TestDeployAndRun(t *testing.T) {
 	}
 
 	// --- inputs: the bootstraps and the CDK CLI ---
-	root, err := filepath.Abs("..")
-	if err != nil {
-		t.Fatal(err)
-	}
-	lambdaArch := map[string]string{"amd64": "x86_64", "arm64": "arm64"}[runtime.GOARCH]
-	if lambdaArch == "" {
-		t.Fatalf("MiniStack runs the bootstraps as host processes: no Lambda architecture for GOARCH=%s", runtime.GOARCH)
-	}
-	for _, fn := range []string{"scheduler", "agent", "supervisor"} {
-		p := filepath.Join(root, "dist", runtime.GOARCH, fn, "bootstrap")
-		if _, err := os.Stat(p); err != nil {
-			t.Fatalf("no %s bootstrap for this host (%v): run `make e2e`, which builds them (make build ARCH=%s)", fn, err, lambdaArch)
-		}
-	}
+	root := repoRoot(t)
+	lambdaArch := hostLambdaArch(t)
+	requireBootstraps(t, filepath.Join(root, "dist"), "make build", "scheduler", "agent", "supervisor")
 	infraDir := filepath.Join(root, "infra")
-	if _, err := os.Stat(filepath.Join(infraDir, "node_modules", ".bin", "cdk")); err != nil {
-		t.Fatalf("the pinned CDK CLI is not installed in infra/node_modules (%v): run `make e2e`, which runs npm ci", err)
-	}
+	cli := cdkCLI(t, root)
 
-	runDir, err := os.MkdirTemp("", "sas-e2e-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	keptRunDir.Store(runDir)
+	// --- MiniStack, shared with the example's test ---
+	em := sharedEmulator(t)
+	timings["install ministack (0 when cached)"], timings["start ministack"] = em.install, em.start
+	runDir := em.runDir
+	defer em.tailOnFailure(t)
 	t.Cleanup(func() {
 		if t.Failed() {
-			trimRunDir(runDir)
-			t.Logf("logs kept in %s (ministack.log, cdk-*.log, outputs.json)", runDir)
-			return
+			t.Logf("logs in %s (ministack.log, cdk-*.log, outputs.json), kept after the run", runDir)
 		}
-		_ = os.RemoveAll(runDir)
 	})
-
-	// --- MiniStack ---
-	step := time.Now()
-	bin, err := installMiniStack(ctx, t.Logf)
-	if err != nil {
-		t.Fatalf("installing MiniStack: %v", err)
-	}
-	mark("install ministack (0 when cached)", step)
-	step = time.Now()
-	ms, err := startMiniStack(ctx, bin, runDir)
-	if err != nil {
-		t.Fatalf("starting MiniStack: %v", err)
-	}
-	t.Cleanup(ms.Stop)
-	mark("start ministack", step)
-	t.Logf("MiniStack %s on %s (pid %d), log %s", MiniStackVersion, ms.Endpoint, ms.PID(), ms.LogPath)
-	defer func() {
-		if t.Failed() {
-			t.Logf("last lines of %s:\n%s", ms.LogPath, rig.TailFile(ms.LogPath, 60))
-		}
-	}()
+	t.Parallel()
 
 	// --- the remote service ---
 	// In this process: the test reads its ledger and needs nothing else.
@@ -174,8 +137,8 @@ func TestDeployAndRun(t *testing.T) {
 	})
 
 	// --- synth, bootstrap, deploy ---
-	c := newCDK(infraDir, runDir, ms.Endpoint)
-	step = time.Now()
+	c := newCDK(cli, infraDir, stackName, runDir, em.ms.Endpoint)
+	step := time.Now()
 	if err := c.synth(ctx, map[string]string{
 		"arch":          lambdaArch,
 		"removalPolicy": "destroy",
@@ -192,13 +155,13 @@ func TestDeployAndRun(t *testing.T) {
 		}
 		t.Logf("SAS_E2E_DROP=%s: deploying without %s; this run must FAIL", d, strings.Join(removed, ", "))
 	}
-	step = time.Now()
-	if err := c.bootstrap(ctx); err != nil {
+	took, err := em.bootstrap(ctx, c)
+	if err != nil {
 		t.Fatalf("cdk bootstrap: %v", err)
 	}
-	mark("cdk bootstrap", step)
+	timings["cdk bootstrap (0 when the other test did it)"] = took
 	step = time.Now()
-	outputs, err := c.deploy(ctx)
+	outputs, err := em.deploy(ctx, c)
 	if err != nil {
 		t.Fatalf("cdk deploy: %v", err)
 	}
@@ -210,14 +173,7 @@ func TestDeployAndRun(t *testing.T) {
 		}
 	}
 
-	// Built by hand, not from the environment: whatever AWS_* variables or
-	// profiles the caller has, the test talks to MiniStack and nothing else.
-	awsCfg := aws.Config{
-		Region:                     region,
-		Credentials:                credentials.NewStaticCredentialsProvider("test", "test", ""),
-		BaseEndpoint:               aws.String(ms.Endpoint),
-		ResponseChecksumValidation: aws.ResponseChecksumValidationWhenRequired,
-	}
+	awsCfg := em.awsConfig()
 	sqsc := sqs.NewFromConfig(awsCfg)
 	db := dynamodb.NewFromConfig(awsCfg, func(o *dynamodb.Options) { o.DisableValidateResponseChecksum = true })
 	store, err := dynamostore.New(db, dynamostore.Config{OrdersTable: outputs["OrdersTableName"], StateTable: outputs["StateTableName"]})
@@ -438,7 +394,7 @@ func ensureRedrive(ctx context.Context, t *testing.T, c *cdk, sqsc *sqs.Client) 
 	res, _ := tmpl["Resources"].(map[string]any)
 	urlOf := func(logicalID string) (string, error) {
 		// CloudFormation names a queue <stack>-<logical id>-<suffix>.
-		out, err := sqsc.ListQueues(ctx, &sqs.ListQueuesInput{QueueNamePrefix: aws.String(stackName + "-" + logicalID + "-")})
+		out, err := sqsc.ListQueues(ctx, &sqs.ListQueuesInput{QueueNamePrefix: aws.String(c.stack + "-" + logicalID + "-")})
 		if err != nil {
 			return "", err
 		}
