@@ -472,7 +472,8 @@ func (s *server) startActors(ctx context.Context, cfg config.Config) error {
 	}
 	agentEnv := rig.MergeEnv(os.Environ(), []string{
 		"SAS_SCHEDULER_QUEUE_URL=" + cfg.SchedulerQueueURL,
-		"AWS_LAMBDA_RUNTIME_API=", // not in Lambda: agent.Start polls
+		"SAS_AGENT_PRIORITY_QUEUE_URL=", // no lanes here, whatever the shell says
+		"AWS_LAMBDA_RUNTIME_API=",       // not in Lambda: agent.Start polls
 	})
 	for _, a := range s.opts.Agents {
 		if err := s.procs.start(ctx, a.Name, rig.MergeEnv(agentEnv, []string{"SAS_AGENT_QUEUE_URL=" + s.agentQueues[a.Name]})); err != nil {
