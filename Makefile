@@ -46,6 +46,17 @@ vet: ## go vet, gofmt and staticcheck (pinned)
 	$(STATICCHECK) ./...
 	cd examples/travel && $(GO) vet ./... && $(STATICCHECK) ./...
 
+# The dev server (docs/dev.md): the example's workflows and agents when
+# examples/travel is there, else the reference workflows with the built-in
+# HTTP agent. DEV_ARGS='-workflows FILE -agent NAME=DIR' runs yours. Built,
+# then exec'd rather than `go run`: the server is then make's own child, and
+# its exit status (0 on Ctrl-C) is what make sees.
+DEV_ARGS ?=
+dev: ## the whole system on local emulators with your workflows and agent programs, until Ctrl-C: exports for sasctl and the aws CLI, a line per order (docs/dev.md; DEV_ARGS='-workflows FILE -agent NAME=DIR')
+	@mkdir -p .rig
+	@$(GO) build -o .rig/sasdev ./cmd/sasdev
+	@exec .rig/sasdev $(DEV_ARGS)
+
 ORDERS ?= 300
 MIN_PROCESSED ?= 0.97
 run: ## the whole system end to end on local emulators, faults on, judged against the faults injected (ORDERS=300, MIN_PROCESSED=0.97)
@@ -176,4 +187,4 @@ chaos: ## chaos soak: every fault kind at once (ORDERS=10000 works); fails on an
 		-kill-every 3s -duplicate 0.02 -kill-before-send 0.01 -supervisors 3 -clock-skew 300ms \
 		-min-processed $(CHAOS_MIN_PROCESSED) -timeout $(CHAOS_TIMEOUT)
 
-.PHONY: soak help test test-unit test-examples vet run synth deploy bench chaos build test-infra lint-infra e2e emulator env
+.PHONY: dev soak help test test-unit test-examples vet run synth deploy bench chaos build test-infra lint-infra e2e emulator env

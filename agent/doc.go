@@ -68,6 +68,11 @@
 // from explicit configuration, for tests and local runs; Agent.Run runs one
 // request through an agent without any queue.
 //
+// Outside Lambda (AWS_LAMBDA_RUNTIME_API unset) the same main polls its
+// queues itself (Handler.Poll): SAS_AGENT_QUEUE_URL is then required, and
+// the program runs until SIGINT or SIGTERM, then exits with status 0. That
+// is how a local dev server (docs/dev.md) or a container hosts it.
+//
 // # Calling HTTP services
 //
 // An HTTPClient (NewHTTPClient) makes a step's calls the way an agent must:

@@ -96,6 +96,11 @@ type HandlerConfig struct {
 // step, and replies to the scheduler. It is safe for concurrent use.
 type Handler struct {
 	svc *iagent.Service
+	// What Poll needs: the queue the requests are received from, the
+	// agent's queues, and the logger.
+	queue                 sas.Queue
+	queueURL, priorityURL string
+	log                   *slog.Logger
 }
 
 // NewHandler checks cfg and the agents' definitions and returns a Handler.
@@ -155,7 +160,7 @@ func NewHandler(cfg HandlerConfig) (*Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Handler{svc: svc}, nil
+	return &Handler{svc: svc, queue: q, queueURL: cfg.QueueURL, priorityURL: cfg.PriorityQueueURL, log: log}, nil
 }
 
 // Handle handles one SQS event (up to ten requests) and never fails it as
@@ -203,10 +208,20 @@ func FromEnv(ctx context.Context, getenv func(string) string, agents ...*Agent) 
 //
 // The function's event source mappings (one per queue it polls) must
 // report batch item failures (FunctionResponseTypes ReportBatchItemFailures).
+//
+// Outside Lambda (AWS_LAMBDA_RUNTIME_API unset: a local run, a container)
+// the same program polls its queues itself (Handler.Poll), which then needs
+// SAS_AGENT_QUEUE_URL, until SIGINT or SIGTERM; it then lets the batches in
+// hand finish and exits the process with status 0. The AWS SDK's usual
+// variables (AWS_ENDPOINT_URL, AWS_REGION, credentials) point it at an
+// emulator or an account.
 func Start(agents ...*Agent) error {
 	h, err := FromEnv(context.Background(), os.Getenv, agents...)
 	if err != nil {
 		return err
+	}
+	if !inLambda(os.Getenv) {
+		return startLocal(h)
 	}
 	lambda.Start(h.Handle)
 	return nil

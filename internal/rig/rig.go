@@ -38,6 +38,12 @@ type Options struct {
 	// IgnoreEnvironment makes Start run its own emulators even when the
 	// environment already names endpoints.
 	IgnoreEnvironment bool
+	// StopGrace is how long Stop waits after SIGTERM before it kills an
+	// emulator. Default: 10 seconds. ElasticMQ answers the long polls in
+	// progress before it exits (up to their 20 s wait, even when their
+	// client has gone); a caller whose emulators hold nothing worth a
+	// graceful stop shortens it.
+	StopGrace time.Duration
 	// SQS names the SQS emulators to run (SQSElasticMQ, SQSMoto): the
 	// first serves AWS_ENDPOINT_URL_SQS, the others run beside it for the
 	// queue contract suite (EnvSQSExtra). Default: $SAS_RIG_SQS, else
@@ -78,6 +84,9 @@ func (o Options) withDefaults() (Options, error) {
 	if o.ReadyTimeout <= 0 {
 		o.ReadyTimeout = 2 * time.Minute
 	}
+	if o.StopGrace <= 0 {
+		o.StopGrace = 10 * time.Second
+	}
 	if len(o.SQS) == 0 {
 		sqs, err := SQSFromEnv()
 		if err != nil {
@@ -102,9 +111,10 @@ type Rig struct {
 	// ExtraSQS are the other SQS emulators Options.SQS asked for, by name.
 	ExtraSQS map[string]string
 
-	external string
-	procs    []*Process
-	logDir   string
+	external  string
+	procs     []*Process
+	logDir    string
+	stopGrace time.Duration
 
 	stopping  chan struct{}
 	stopOnce  sync.Once
@@ -181,7 +191,7 @@ func Start(ctx context.Context, opts Options) (*Rig, error) {
 	wg.Wait()
 
 	r := newRig()
-	r.logDir = logDir
+	r.logDir, r.stopGrace = logDir, opts.StopGrace
 	var all, causes []error
 	for _, res := range results {
 		if res.p != nil {
@@ -287,7 +297,7 @@ func (r *Rig) stopProcesses() {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			p.Stop(10 * time.Second)
+			p.Stop(r.stopGrace)
 		}()
 	}
 	wg.Wait()
