@@ -88,7 +88,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.Var(&agents, "agent", "NAME=DIR: run the agent program in DIR (a main package; built with go build in its own module) for the workflows' agent NAME; repeatable (default: the directories under "+exampleAgents+" when the example's workflows are used)")
 	fs.StringVar(&o.Dir, "dir", ".rig/dev", "where the logs and the agent binaries go")
 	fs.StringVar(&o.Name, "name", "sasdev", "prefix of the tables' and queues' names")
-	fs.StringVar(&o.Payload, "payload", "", "payload of the sample order in the printed commands (default {\"amount\":42} for the reference workflows, else {})")
+	fs.StringVar(&o.Payload, "payload", "", "payload of the sample order in the printed commands (default: the "+SamplePayloadFile+" beside the workflows file, {\"amount\":42} for the reference workflows, else {})")
 	fs.DurationVar(&o.SupervisorEvery, "supervisor-every", 10*time.Second, "how often the supervisor sweeps (1m when deployed)")
 	fs.Usage = func() {
 		fmt.Fprint(stderr, "usage: sasdev [flags]   (docs/dev.md)\n\n")

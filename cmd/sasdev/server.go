@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -37,7 +38,10 @@ import (
 // The example the defaults point at (a module of its own, in the repo).
 const (
 	exampleWorkflows = "examples/travel/workflows.json"
-	exampleAgents    = "examples/travel/agents"
+	// SamplePayloadFile, beside a workflows file, is the payload of the
+	// sample order the dev server prints.
+	SamplePayloadFile = "sample-payload.json"
+	exampleAgents     = "examples/travel/agents"
 )
 
 // Queue settings. The deployment's (infra/sascdk) are the model: five
@@ -558,6 +562,12 @@ func (s *server) printUsage() {
 		payload = "{}"
 		if s.opts.Workflows == "" {
 			payload = `{"amount":42}`
+		} else if b, err := os.ReadFile(filepath.Join(filepath.Dir(s.opts.Workflows), SamplePayloadFile)); err == nil {
+			// The workflows' own sample order, beside their file.
+			var compact bytes.Buffer
+			if json.Compact(&compact, b) == nil {
+				payload = compact.String()
+			}
 		}
 	}
 	body := fmt.Sprintf(`{"orderId":"order-1","workflow":%q,"payload":%s,"replyTo":%q}`, wf, payload, s.statusURL)
