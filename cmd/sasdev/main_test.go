@@ -77,6 +77,9 @@ func TestDevServer(t *testing.T) {
 	})
 
 	stderr.waitFor(t, regexp.MustCompile(`^sasdev: ready`), 2*time.Minute, exited)
+	// stdout is another pipe, read by another goroutine: wait for its last
+	// printed line too before reading the export lines above it.
+	stdout.waitFor(t, regexp.MustCompile(`^aws sqs receive-message `), time.Minute, exited)
 	exports := map[string]string{}
 	for _, l := range stdout.all() {
 		if kv, ok := strings.CutPrefix(l, "export "); ok {

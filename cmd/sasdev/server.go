@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -32,6 +34,7 @@ import (
 	"github.com/sas-go/sas/internal/rig"
 	"github.com/sas-go/sas/internal/sas"
 	"github.com/sas-go/sas/internal/sqsqueue"
+	"github.com/sas-go/sas/internal/wiring"
 	"github.com/sas-go/sas/internal/workflows"
 )
 
@@ -424,7 +427,10 @@ func (s *server) startActors(ctx context.Context, cfg config.Config) error {
 	if err != nil {
 		return err
 	}
-	sched, err := newScheduler(s.aws, cfg, schedLog)
+	// Wired as functions/scheduler and functions/supervisor wire them
+	// (internal/wiring); only the triggers differ: pollers and a ticker.
+	owner := "scheduler-" + randomHex(16)
+	sched, err := wiring.Scheduler(s.aws, cfg, schedLog.With("owner", owner), owner)
 	if err != nil {
 		return fmt.Errorf("the scheduler: %w", err)
 	}
@@ -432,7 +438,9 @@ func (s *server) startActors(ctx context.Context, cfg config.Config) error {
 	if err != nil {
 		return err
 	}
-	sup, err := newSupervisor(s.aws, cfg, supLog, supFile)
+	// Its EMF metric lines go to its log, as Lambda ships them with the
+	// function's stdout.
+	sup, err := wiring.Supervisor(s.aws, cfg, supLog, "supervisor:sasdev-"+randomHex(6), supFile)
 	if err != nil {
 		return fmt.Errorf("the supervisor: %w", err)
 	}
@@ -612,4 +620,10 @@ func lastSegment(url string) string {
 
 func shellQuote(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b) // crypto/rand.Read never fails
+	return hex.EncodeToString(b)
 }

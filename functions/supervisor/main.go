@@ -7,21 +7,16 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"fmt"
 	"log"
 	"log/slog"
 	"os"
 
 	"github.com/aws/aws-lambda-go/lambda"
-	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
-	"github.com/sas-go/sas/internal/alerts"
 	"github.com/sas-go/sas/internal/awsenv"
 	"github.com/sas-go/sas/internal/config"
-	"github.com/sas-go/sas/internal/dynamostore"
-	"github.com/sas-go/sas/internal/sqsqueue"
 	"github.com/sas-go/sas/internal/supervisor"
-	"github.com/sas-go/sas/internal/workflows"
+	"github.com/sas-go/sas/internal/wiring"
 )
 
 func main() {
@@ -38,7 +33,8 @@ func main() {
 // busy agent from one that is stuck.
 var required = []string{"SAS_ORDERS_TABLE", "SAS_STATE_TABLE", "SAS_SCHEDULER_QUEUE_URL"}
 
-// setup builds the handler from the environment.
+// setup builds the handler from the environment (internal/wiring, which
+// the dev server shares).
 func setup(ctx context.Context, getenv config.Getenv, logger *slog.Logger) (*supervisor.Handler, error) {
 	if err := config.Require(getenv, required...); err != nil {
 		return nil, err
@@ -49,52 +45,14 @@ func setup(ctx context.Context, getenv config.Getenv, logger *slog.Logger) (*sup
 	}
 	if cfg.AgentQueues.Empty() {
 		// One queue for every agent, or one per agent (docs/agents.md).
-		return nil, fmt.Errorf("missing configuration: SAS_AGENT_QUEUES or SAS_AGENT_QUEUE_URL")
+		return nil, wiring.ErrNoAgentQueue
 	}
 	aws, err := awsenv.Load(ctx)
 	if err != nil {
 		return nil, err
 	}
-	store, err := dynamostore.FromConfig(aws, cfg)
-	if err != nil {
-		return nil, fmt.Errorf("state store: %w", err)
-	}
-	// The step limits come from the workflows the scheduler runs
-	// (functions/scheduler builds the same registry from the same variable).
-	reg, err := workflows.Load(cfg.WorkflowsFile, cfg.StepTimeout)
-	if err != nil {
-		return nil, err
-	}
-	limits, err := reg.Limits()
-	if err != nil {
-		return nil, fmt.Errorf("step limits: %w", err)
-	}
-
-	alerter, err := alerts.FromConfig(aws, cfg, logger)
-	if err != nil {
-		return nil, err
-	}
-
-	sup, err := supervisor.New(supervisor.Config{
-		Store:             store,
-		Queue:             sqsqueue.New(sqs.NewFromConfig(aws)),
-		Alerter:           alerter,
-		SchedulerQueueURL: cfg.SchedulerQueueURL,
-		MaxFailures:       cfg.MaxFailures,
-		PickupTimeout:     cfg.PickupTimeout,
-		// A held step past its deadline is waited on, not failed, while
-		// these queues hold messages (for at most its wait limit).
-		BacklogQueueURLs: append(cfg.AgentQueues.All(), cfg.SchedulerQueueURL),
-		WaitLimit:        cfg.WaitLimit, // 0: supervisor.DefaultWaitLimit
-		Steps:            limits,
-		Actor:            actor(getenv),
-		Logger:           logger,
-		Metrics:          os.Stdout, // EMF: Lambda ships stdout to CloudWatch Logs
-	})
-	if err != nil {
-		return nil, err
-	}
-	return supervisor.NewHandler(sup), nil
+	// EMF: Lambda ships stdout to CloudWatch Logs.
+	return wiring.Supervisor(aws, cfg, logger, actor(getenv), os.Stdout)
 }
 
 // actor names this instance in the records' history: the Lambda log stream,

@@ -1,8 +1,12 @@
-package main
+// Package wiring builds the scheduler's and the supervisor's handlers from
+// the deployment's configuration (internal/config, the SAS_* variables):
+// store, queue, alerter, workflows, limits. The Lambda entry points
+// (functions/scheduler, functions/supervisor) and the dev server
+// (cmd/sasdev) build them here, so what runs locally is wired as what runs
+// in Lambda; only the trigger differs.
+package wiring
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"io"
 	"log/slog"
@@ -20,17 +24,15 @@ import (
 	"github.com/sas-go/sas/internal/workflows"
 )
 
-// The scheduler and the supervisor are built here from the configuration
-// the functions read (config.Load over the variables the stack sets), with
-// the same constructors and the same handlers, wired as functions/scheduler
-// and functions/supervisor wire them; only the trigger differs (pollers and
-// a ticker instead of the event source mappings and the schedule). Keep the
-// two in step when a function's wiring changes.
+// ErrNoAgentQueue is the configuration error of a deployment that names no
+// agent queue at all (docs/agents.md).
+var ErrNoAgentQueue = fmt.Errorf("missing configuration: SAS_AGENT_QUEUES or SAS_AGENT_QUEUE_URL")
 
-// newScheduler is functions/scheduler's setup.
-func newScheduler(awsCfg aws.Config, cfg config.Config, logger *slog.Logger) (*scheduler.Handler, error) {
+// Scheduler builds the scheduler's handler; owner is the instance's id
+// (LockedBy), unique per process.
+func Scheduler(awsCfg aws.Config, cfg config.Config, logger *slog.Logger, owner string) (*scheduler.Handler, error) {
 	if cfg.AgentQueues.Empty() {
-		return nil, fmt.Errorf("missing configuration: SAS_AGENT_QUEUES or SAS_AGENT_QUEUE_URL")
+		return nil, ErrNoAgentQueue
 	}
 	store, err := dynamostore.FromConfig(awsCfg, cfg)
 	if err != nil {
@@ -44,7 +46,6 @@ func newScheduler(awsCfg aws.Config, cfg config.Config, logger *slog.Logger) (*s
 	if err != nil {
 		return nil, err
 	}
-	owner := "scheduler-" + randomHex(16)
 	svc, err := scheduler.New(scheduler.Config{
 		Store:          store,
 		Queue:          sqsqueue.New(sqs.NewFromConfig(awsCfg)),
@@ -57,7 +58,7 @@ func newScheduler(awsCfg aws.Config, cfg config.Config, logger *slog.Logger) (*s
 		StepTimeout:    cfg.StepTimeout,
 		PickupTimeout:  cfg.PickupTimeout,
 		ReplyToAllowed: cfg.ReplyToAllowed,
-		Logger:         logger.With("owner", owner),
+		Logger:         logger,
 	})
 	if err != nil {
 		return nil, err
@@ -65,16 +66,21 @@ func newScheduler(awsCfg aws.Config, cfg config.Config, logger *slog.Logger) (*s
 	return scheduler.NewHandler(svc), nil
 }
 
-// newSupervisor is functions/supervisor's setup. Its EMF metric lines go
-// to its log, as Lambda ships them with the function's stdout.
-func newSupervisor(awsCfg aws.Config, cfg config.Config, logger *slog.Logger, metrics io.Writer) (*supervisor.Handler, error) {
+// Supervisor builds the supervisor's handler. actor names the instance in
+// the records' history; metrics receives its EMF lines (Lambda ships stdout
+// to CloudWatch Logs).
+func Supervisor(awsCfg aws.Config, cfg config.Config, logger *slog.Logger, actor string, metrics io.Writer) (*supervisor.Handler, error) {
 	if cfg.AgentQueues.Empty() {
-		return nil, fmt.Errorf("missing configuration: SAS_AGENT_QUEUES or SAS_AGENT_QUEUE_URL")
+		// The agent queues' depth tells a held step that waits for a busy
+		// agent from one that is stuck.
+		return nil, ErrNoAgentQueue
 	}
 	store, err := dynamostore.FromConfig(awsCfg, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("state store: %w", err)
 	}
+	// The step limits come from the workflows the scheduler runs, read
+	// from the same variable.
 	reg, err := workflows.Load(cfg.WorkflowsFile, cfg.StepTimeout)
 	if err != nil {
 		return nil, err
@@ -94,21 +100,17 @@ func newSupervisor(awsCfg aws.Config, cfg config.Config, logger *slog.Logger, me
 		SchedulerQueueURL: cfg.SchedulerQueueURL,
 		MaxFailures:       cfg.MaxFailures,
 		PickupTimeout:     cfg.PickupTimeout,
-		BacklogQueueURLs:  append(cfg.AgentQueues.All(), cfg.SchedulerQueueURL),
-		WaitLimit:         cfg.WaitLimit,
-		Steps:             limits,
-		Actor:             "supervisor:sasdev-" + randomHex(6),
-		Logger:            logger,
-		Metrics:           metrics,
+		// A held step past its deadline is waited on, not failed, while
+		// these queues hold messages (for at most its wait limit).
+		BacklogQueueURLs: append(cfg.AgentQueues.All(), cfg.SchedulerQueueURL),
+		WaitLimit:        cfg.WaitLimit, // 0: supervisor.DefaultWaitLimit
+		Steps:            limits,
+		Actor:            actor,
+		Logger:           logger,
+		Metrics:          metrics,
 	})
 	if err != nil {
 		return nil, err
 	}
 	return supervisor.NewHandler(sup), nil
-}
-
-func randomHex(n int) string {
-	b := make([]byte, n)
-	_, _ = rand.Read(b) // crypto/rand.Read never fails
-	return hex.EncodeToString(b)
 }
