@@ -43,10 +43,6 @@ func setup(ctx context.Context, getenv config.Getenv, logger *slog.Logger) (*sup
 	if err != nil {
 		return nil, err
 	}
-	if cfg.AgentQueues.Empty() {
-		// One queue for every agent, or one per agent (docs/agents.md).
-		return nil, wiring.ErrNoAgentQueue
-	}
 	aws, err := awsenv.Load(ctx)
 	if err != nil {
 		return nil, err

@@ -37,8 +37,9 @@ func (st *Store) PutDefinition(ctx context.Context, w sas.Workflow) error {
 	return nil
 }
 
-// GetDefinition reads a stored definition (an eventually consistent read:
-// a definition is written before any order that names it, and never changes).
+// GetDefinition reads a stored definition. The read is consistent: a
+// definition is written just before the first order that names it, possibly
+// by another scheduler a moment earlier.
 func (st *Store) GetDefinition(ctx context.Context, name, version string) (sas.Workflow, error) {
 	out, err := st.db.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName: &st.cfg.OrdersTable, Key: definitionKey(name, version), ConsistentRead: aws.Bool(true),

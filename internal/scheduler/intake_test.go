@@ -18,7 +18,7 @@ func TestNewChecksConfig(t *testing.T) {
 	reg, err := workflows.Default(time.Second)
 	require.NoError(t, err)
 	valid := func() scheduler.Config {
-		return scheduler.Config{Store: memstore.New(memstore.Config{}), Queue: newFixture(t).q, Workflows: reg, Owner: "s-1", AgentQueueURL: "http://q/agent"}
+		return scheduler.Config{Store: memstore.New(memstore.Config{}), Queue: newFixture(t).q, Workflows: reg, Owner: "s-1", AgentQueues: sas.AgentQueues{Default: "http://q/agent"}}
 	}
 	_, err = scheduler.New(valid())
 	require.NoError(t, err, "the rest has defaults")
@@ -31,7 +31,7 @@ func TestNewChecksConfig(t *testing.T) {
 		{"no store", func(c *scheduler.Config) { c.Store = nil }, "state store"},
 		{"no queue", func(c *scheduler.Config) { c.Queue = nil }, "queue is required"},
 		{"no owner", func(c *scheduler.Config) { c.Owner = "" }, "owner"},
-		{"no agent queue", func(c *scheduler.Config) { c.AgentQueueURL = "" }, "an agent queue is required"},
+		{"no agent queue", func(c *scheduler.Config) { c.AgentQueues = sas.AgentQueues{} }, "an agent queue is required"},
 		{"no workflows", func(c *scheduler.Config) { c.Workflows = nil }, "at least one workflow"},
 		{"negative timeout", func(c *scheduler.Config) { c.StepTimeout = -time.Second }, "timeouts"},
 		{"step without agent", func(c *scheduler.Config) {

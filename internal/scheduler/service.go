@@ -31,12 +31,11 @@ type Config struct {
 	// Owner is this instance's id, written as LockedBy on every claim. It must
 	// be unique per process (Lambda: a random id per cold start).
 	Owner string // required
-	// AgentQueues routes each step's request to its agent's queue, and
-	// an order of sas.HighPriority or more to the agent's priority lane
-	// (docs/agents.md). AgentQueueURL, when set, is the queue of any agent
-	// AgentQueues does not list. Every agent of Workflows needs a queue.
-	AgentQueues   sas.AgentQueues
-	AgentQueueURL string
+	// AgentQueues routes each step's request to its agent's queue (its
+	// Default for an agent it does not list), and an order of
+	// sas.HighPriority or more to the agent's priority lane
+	// (docs/agents.md). Every agent of Workflows needs a queue.
+	AgentQueues sas.AgentQueues
 	// IntakeQueueURL, when set, marks the intake queue: its records are read
 	// as intake messages whatever kind they claim, so that an application
 	// that may write orders cannot also send replies, retries or
@@ -100,9 +99,6 @@ func New(cfg Config) (*Service, error) {
 	}
 	if cfg.Owner == "" {
 		problems = append(problems, "an owner (instance id) is required")
-	}
-	if cfg.AgentQueues.Default == "" {
-		cfg.AgentQueues.Default = cfg.AgentQueueURL
 	}
 	if cfg.AgentQueues.Empty() {
 		problems = append(problems, "an agent queue is required (SAS_AGENT_QUEUES or SAS_AGENT_QUEUE_URL)")

@@ -25,33 +25,23 @@ import (
 )
 
 // ErrNoAgentQueue is the configuration error of a deployment that names no
-// agent queue at all (docs/agents.md).
+// agent queue at all: one queue for every agent, or one per agent
+// (docs/agents.md).
 var ErrNoAgentQueue = fmt.Errorf("missing configuration: SAS_AGENT_QUEUES or SAS_AGENT_QUEUE_URL")
 
 // Scheduler builds the scheduler's handler; owner is the instance's id
 // (LockedBy), unique per process.
 func Scheduler(awsCfg aws.Config, cfg config.Config, logger *slog.Logger, owner string) (*scheduler.Handler, error) {
-	if cfg.AgentQueues.Empty() {
-		return nil, ErrNoAgentQueue
-	}
-	store, err := dynamostore.FromConfig(awsCfg, cfg)
-	if err != nil {
-		return nil, fmt.Errorf("state store: %w", err)
-	}
-	reg, err := workflows.Load(cfg.WorkflowsFile, cfg.StepTimeout)
-	if err != nil {
-		return nil, err
-	}
-	alerter, err := alerts.FromConfig(awsCfg, cfg, logger)
+	d, err := load(awsCfg, cfg, logger)
 	if err != nil {
 		return nil, err
 	}
 	svc, err := scheduler.New(scheduler.Config{
-		Store:          store,
-		Queue:          sqsqueue.New(sqs.NewFromConfig(awsCfg)),
+		Store:          d.store,
+		Queue:          d.queue,
 		Clock:          sas.SystemClock{},
-		Alerter:        alerter,
-		Workflows:      reg,
+		Alerter:        d.alerter,
+		Workflows:      d.workflows,
 		Owner:          owner,
 		AgentQueues:    cfg.AgentQueues,
 		IntakeQueueURL: cfg.IntakeQueueURL,
@@ -70,33 +60,18 @@ func Scheduler(awsCfg aws.Config, cfg config.Config, logger *slog.Logger, owner 
 // the records' history; metrics receives its EMF lines (Lambda ships stdout
 // to CloudWatch Logs).
 func Supervisor(awsCfg aws.Config, cfg config.Config, logger *slog.Logger, actor string, metrics io.Writer) (*supervisor.Handler, error) {
-	if cfg.AgentQueues.Empty() {
-		// The agent queues' depth tells a held step that waits for a busy
-		// agent from one that is stuck.
-		return nil, ErrNoAgentQueue
-	}
-	store, err := dynamostore.FromConfig(awsCfg, cfg)
-	if err != nil {
-		return nil, fmt.Errorf("state store: %w", err)
-	}
-	// The step limits come from the workflows the scheduler runs, read
-	// from the same variable.
-	reg, err := workflows.Load(cfg.WorkflowsFile, cfg.StepTimeout)
+	d, err := load(awsCfg, cfg, logger)
 	if err != nil {
 		return nil, err
 	}
-	limits, err := reg.Limits()
+	limits, err := d.workflows.Limits()
 	if err != nil {
 		return nil, fmt.Errorf("step limits: %w", err)
 	}
-	alerter, err := alerts.FromConfig(awsCfg, cfg, logger)
-	if err != nil {
-		return nil, err
-	}
 	sup, err := supervisor.New(supervisor.Config{
-		Store:             store,
-		Queue:             sqsqueue.New(sqs.NewFromConfig(awsCfg)),
-		Alerter:           alerter,
+		Store:             d.store,
+		Queue:             d.queue,
+		Alerter:           d.alerter,
 		SchedulerQueueURL: cfg.SchedulerQueueURL,
 		MaxFailures:       cfg.MaxFailures,
 		PickupTimeout:     cfg.PickupTimeout,
@@ -113,4 +88,37 @@ func Supervisor(awsCfg aws.Config, cfg config.Config, logger *slog.Logger, actor
 		return nil, err
 	}
 	return supervisor.NewHandler(sup), nil
+}
+
+// deps are what both actors are built on.
+type deps struct {
+	store     *dynamostore.Store
+	queue     sas.Queue
+	alerter   sas.Alerter
+	workflows sas.Registry
+}
+
+// load builds the deps from the configuration. A deployment without an
+// agent queue is refused: the scheduler sends to them, and the supervisor
+// reads their depth to tell a held step that waits for a busy agent from
+// one that is stuck.
+func load(awsCfg aws.Config, cfg config.Config, logger *slog.Logger) (deps, error) {
+	if cfg.AgentQueues.Empty() {
+		return deps{}, ErrNoAgentQueue
+	}
+	store, err := dynamostore.FromConfig(awsCfg, cfg)
+	if err != nil {
+		return deps{}, fmt.Errorf("state store: %w", err)
+	}
+	// Both read the workflows from the same variable: the supervisor's
+	// step limits are those of the workflows the scheduler runs.
+	reg, err := workflows.Load(cfg.WorkflowsFile, cfg.StepTimeout)
+	if err != nil {
+		return deps{}, err
+	}
+	alerter, err := alerts.FromConfig(awsCfg, cfg, logger)
+	if err != nil {
+		return deps{}, err
+	}
+	return deps{store: store, queue: sqsqueue.New(sqs.NewFromConfig(awsCfg)), alerter: alerter, workflows: reg}, nil
 }
