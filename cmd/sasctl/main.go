@@ -22,6 +22,7 @@ import (
 	"github.com/sas-go/sas/internal/awsenv"
 	"github.com/sas-go/sas/internal/config"
 	"github.com/sas-go/sas/internal/dynamostore"
+	"github.com/sas-go/sas/internal/rig"
 	"github.com/sas-go/sas/internal/sasctl"
 	"github.com/sas-go/sas/internal/sqsqueue"
 	"github.com/sas-go/sas/internal/stackenv"
@@ -98,7 +99,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		if env == nil {
 			return fmt.Errorf("env needs -outputs FILE or -stack NAME: %w", sasctl.ErrUsage)
 		}
-		fmt.Fprintln(stdout, strings.Join(stackenv.ExportLines(env), "\n"))
+		fmt.Fprintln(stdout, strings.Join(rig.ExportLines(env), "\n"))
 		return nil
 	}
 	// The stack's outputs, when named, win over the environment: they are

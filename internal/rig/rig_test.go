@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -13,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/require"
 )
 
 func TestFreePortsAreDistinctAndBindable(t *testing.T) {
@@ -303,5 +306,16 @@ func TestIndentTail(t *testing.T) {
 	}
 	if got := indentTail(nil, 2); got != "    (log is empty)" {
 		t.Fatalf("indentTail(empty) = %q", got)
+	}
+}
+
+func TestExportLinesQuoteForTheShell(t *testing.T) {
+	t.Parallel()
+	lines := ExportLines([]string{"A=http://q/1/x", `B={"p":{"url":"u"}}`, "C=it's", "D="})
+	require.Equal(t, []string{"export A=http://q/1/x", `export B='{"p":{"url":"u"}}'`, `export C='it'\''s'`, "export D=''"}, lines)
+	if _, err := exec.LookPath("sh"); err == nil {
+		out, err := exec.Command("sh", "-c", strings.Join(lines, "; ")+`; printf '%s|%s|%s' "$B" "$C" "$D"`).Output()
+		require.NoError(t, err)
+		require.Equal(t, `{"p":{"url":"u"}}|it's|`, string(out))
 	}
 }

@@ -162,29 +162,6 @@ func Env(outputs map[string]string) ([]string, error) {
 	return env, nil
 }
 
-// ExportLines renders "NAME=value" variables as POSIX shell export
-// statements, quoting values that need it (SAS_AGENT_QUEUES is JSON).
-func ExportLines(env []string) []string {
-	lines := make([]string, 0, len(env))
-	for _, kv := range env {
-		k, v, _ := strings.Cut(kv, "=")
-		lines = append(lines, "export "+k+"="+shellQuote(v))
-	}
-	return lines
-}
-
-// shellQuote leaves words of safe characters alone and single-quotes the
-// rest.
-func shellQuote(s string) string {
-	safe := func(r rune) bool {
-		return r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_./:+@%,=", r)
-	}
-	if s != "" && strings.IndexFunc(s, func(r rune) bool { return !safe(r) }) < 0 {
-		return s
-	}
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
-}
-
 // Getenv returns a lookup that answers the variables of env and asks
 // fallback for the others.
 func Getenv(env []string, fallback func(string) string) func(string) string {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -99,17 +98,6 @@ func TestVarsCoverTheConstructsOutputs(t *testing.T) {
 		}
 	}
 	require.Equal(t, len(Vars), found, "every variable of Vars is an output described with its name")
-}
-
-func TestExportLinesQuoteForTheShell(t *testing.T) {
-	t.Parallel()
-	lines := ExportLines([]string{"A=http://q/1/x", `B={"p":{"url":"u"}}`, "C=it's", "D="})
-	require.Equal(t, []string{"export A=http://q/1/x", `export B='{"p":{"url":"u"}}'`, `export C='it'\''s'`, "export D=''"}, lines)
-	if _, err := exec.LookPath("sh"); err == nil {
-		out, err := exec.Command("sh", "-c", strings.Join(lines, "; ")+`; printf '%s|%s|%s' "$B" "$C" "$D"`).Output()
-		require.NoError(t, err)
-		require.Equal(t, `{"p":{"url":"u"}}|it's|`, string(out))
-	}
 }
 
 func TestGetenvOverlays(t *testing.T) {
