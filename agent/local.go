@@ -5,14 +5,12 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
 
-	"github.com/aws/aws-lambda-go/events"
-
+	"github.com/sas-go/sas/internal/eventsource"
 	"github.com/sas-go/sas/internal/sas"
 )
 
@@ -124,32 +122,12 @@ func (h *Handler) pollLoop(ctx, work context.Context, url string) {
 // handleBatch hands msgs to Handle as one event and deletes what it did not
 // list as failed.
 func (h *Handler) handleBatch(ctx context.Context, url, arn string, msgs []sas.InboundMessage) {
-	ev := events.SQSEvent{Records: make([]events.SQSMessage, len(msgs))}
-	for i, m := range msgs {
-		ev.Records[i] = events.SQSMessage{
-			MessageId: m.MessageID, ReceiptHandle: m.Receipt, Body: m.Body,
-			EventSource: "aws:sqs", EventSourceARN: arn,
-			Attributes: map[string]string{
-				"ApproximateReceiveCount": strconv.Itoa(max(m.ReceiveCount, 1)),
-				"SentTimestamp":           strconv.FormatInt(m.SentAt.UnixMilli(), 10),
-			},
-		}
-	}
-	resp, err := h.Handle(ctx, ev)
+	resp, err := h.Handle(ctx, eventsource.Event(arn, msgs))
 	if err != nil {
 		h.log.Warn("agent: the batch failed as a whole; it will be redelivered", "queue", url, "messages", len(msgs), "err", err.Error())
 		return
 	}
-	failed := make(map[string]bool, len(resp.BatchItemFailures))
-	for _, f := range resp.BatchItemFailures {
-		failed[f.ItemIdentifier] = true
-	}
-	receipts := make([]string, 0, len(msgs))
-	for _, m := range msgs {
-		if !failed[m.MessageID] {
-			receipts = append(receipts, m.Receipt)
-		}
-	}
+	receipts := eventsource.Done(msgs, resp)
 	if len(receipts) == 0 {
 		return
 	}

@@ -7,12 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/sas-go/sas/internal/eventsource"
 	"github.com/sas-go/sas/internal/sas"
 )
 
@@ -130,31 +130,12 @@ func (e *Env) deliver(a actor, url string) int {
 	if err != nil {
 		e.t.Fatalf("sastest: %v", err)
 	}
-	ev := events.SQSEvent{Records: make([]events.SQSMessage, len(msgs))}
-	for i, m := range msgs {
-		ev.Records[i] = events.SQSMessage{
-			MessageId: m.MessageID, ReceiptHandle: m.Receipt, Body: m.Body, EventSource: "aws:sqs", EventSourceARN: arn,
-			Attributes: map[string]string{
-				"ApproximateReceiveCount": strconv.Itoa(m.ReceiveCount),
-				"SentTimestamp":           strconv.FormatInt(m.SentAt.UnixMilli(), 10),
-			},
-		}
-	}
+	ev := eventsource.Event(arn, msgs)
 	resp, err := a.handle(e.ctx, ev)
 	if err != nil {
 		return len(msgs) // the whole batch comes back after its visibility timeout
 	}
-	failed := map[string]bool{}
-	for _, f := range resp.BatchItemFailures {
-		failed[f.ItemIdentifier] = true
-	}
-	var receipts []string
-	for _, m := range msgs {
-		if !failed[m.MessageID] {
-			receipts = append(receipts, m.Receipt)
-		}
-	}
-	if len(receipts) > 0 {
+	if receipts := eventsource.Done(msgs, resp); len(receipts) > 0 {
 		if _, err := e.queue.Delete(e.ctx, sas.DeleteParams{QueueURL: url, Receipts: receipts}); err != nil {
 			e.t.Fatalf("sastest: deleting from %s: %v", url, err)
 		}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/sas-go/sas/internal/eventsource"
 	"github.com/sas-go/sas/internal/localrun"
 	"github.com/sas-go/sas/internal/sas"
 )
@@ -56,10 +57,7 @@ func (t *tracker) observe(h localrun.SQSHandler, intake bool) localrun.SQSHandle
 		if err != nil {
 			return resp, err
 		}
-		failed := make(map[string]bool, len(resp.BatchItemFailures))
-		for _, f := range resp.BatchItemFailures {
-			failed[f.ItemIdentifier] = true
-		}
+		failed := eventsource.Failed(resp)
 		for _, r := range ev.Records {
 			if failed[r.MessageId] {
 				continue

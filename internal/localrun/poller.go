@@ -9,12 +9,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strconv"
 	"sync"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/sas-go/sas/internal/eventsource"
 	"github.com/sas-go/sas/internal/sas"
 )
 
@@ -113,20 +113,7 @@ func (p *Poller) PollOnce(ctx context.Context) (int, error) {
 	if len(msgs) == 0 {
 		return 0, nil
 	}
-	ev := events.SQSEvent{Records: make([]events.SQSMessage, len(msgs))}
-	for i, m := range msgs {
-		ev.Records[i] = events.SQSMessage{
-			MessageId:      m.MessageID,
-			ReceiptHandle:  m.Receipt,
-			Body:           m.Body,
-			EventSource:    "aws:sqs",
-			EventSourceARN: p.QueueARN,
-			Attributes: map[string]string{
-				"ApproximateReceiveCount": strconv.Itoa(m.ReceiveCount),
-				"SentTimestamp":           strconv.FormatInt(m.SentAt.UnixMilli(), 10),
-			},
-		}
-	}
+	ev := eventsource.Event(p.QueueARN, msgs)
 	resp, err := p.invoke(ctx, ev)
 	p.count(func(s *PollerStats) { s.Invocations++ })
 	if err != nil {
@@ -135,17 +122,8 @@ func (p *Poller) PollOnce(ctx context.Context) (int, error) {
 		p.Logger.Warn("handler failed the batch", "poller", p.Name, "messages", len(msgs), "err", err)
 		return len(msgs), nil
 	}
-	failed := map[string]bool{}
-	for _, f := range resp.BatchItemFailures {
-		failed[f.ItemIdentifier] = true
-	}
-	var receipts []string
-	for _, m := range msgs {
-		if !failed[m.MessageID] {
-			receipts = append(receipts, m.Receipt)
-		}
-	}
-	p.count(func(s *PollerStats) { s.Failed += len(failed) })
+	receipts := eventsource.Done(msgs, resp)
+	p.count(func(s *PollerStats) { s.Failed += len(msgs) - len(receipts) })
 	if len(receipts) > 0 {
 		res, err := p.Queue.Delete(ctx, sas.DeleteParams{QueueURL: p.QueueURL, Receipts: receipts})
 		if err != nil {
