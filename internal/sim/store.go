@@ -1,0 +1,220 @@
+package sim
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/sas-go/sas/internal/memstore"
+	"github.com/sas-go/sas/internal/sas"
+)
+
+// store is the world's sas.StateStore: the in-memory store, with every
+// call stopping the calling task first, and every write checked against
+// the legal transitions and turned into the obligations it creates.
+//
+// An ambiguous commit (faultAmbiguous) is DynamoDB's: the conditional write
+// committed, its response was lost, and the SDK's retry of the same request
+// failed its condition against the write it had just made. The caller sees
+// the retry's answer.
+type store struct {
+	w   *World
+	mem *memstore.Store
+}
+
+var _ sas.StateStore = (*store)(nil)
+
+// write runs one conditional write with its faults, checks every record it
+// changed, and returns the answer the caller sees.
+func write[T any](ctx context.Context, s *store, name string, keys []sas.StepKey, do func() (T, error)) (T, error) {
+	c := stop(ctx, opWrite, "%s %v", name, keys)
+	before := s.snapshot(keys)
+	res, err := do()
+	committed := err == nil
+	if committed {
+		s.w.wrote(ctx, name, before, s.snapshot(keys), res)
+	}
+	if c.fault == faultAmbiguous && committed {
+		s.w.tracef("  %s committed; its response is lost and the retry answers", name)
+		res, err = do()
+		if err == nil && name != "Submit" { // a second Submit of the same order is a no-op by contract
+			// A write that succeeds twice is not fenced: the second must lose.
+			s.w.violate("unfenced write", "%s %v succeeded twice in a row on the same parameters", name, keys)
+		}
+	}
+	return res, err
+}
+
+func (s *store) snapshot(keys []sas.StepKey) []sas.StepRecord {
+	out := make([]sas.StepRecord, len(keys))
+	for i, k := range keys {
+		r, err := s.mem.GetStep(context.Background(), k)
+		if err == nil {
+			out[i] = r
+		}
+	}
+	return out
+}
+
+func (s *store) Submit(ctx context.Context, p sas.SubmitParams) (sas.SubmitResult, error) {
+	keys := make([]sas.StepKey, len(p.Order.Steps))
+	for i := range keys {
+		keys[i] = sas.StepKey{OrderID: p.Order.OrderID, Step: i}
+	}
+	return write(ctx, s, "Submit", keys, func() (sas.SubmitResult, error) { return s.mem.Submit(ctx, p) })
+}
+
+func (s *store) Claim(ctx context.Context, p sas.ClaimParams) (sas.StepRecord, error) {
+	return write(ctx, s, "Claim", []sas.StepKey{p.Key}, func() (sas.StepRecord, error) { return s.mem.Claim(ctx, p) })
+}
+
+func (s *store) Complete(ctx context.Context, p sas.CompleteParams) ([]sas.StepRecord, error) {
+	keys := []sas.StepKey{p.Key}
+	if p.Next != nil {
+		keys = append(keys, p.Next.Key)
+	}
+	return write(ctx, s, "Complete", keys, func() ([]sas.StepRecord, error) { return s.mem.Complete(ctx, p) })
+}
+
+func (s *store) Fail(ctx context.Context, p sas.FailParams) (sas.StepRecord, error) {
+	return write(ctx, s, "Fail", []sas.StepKey{p.Key}, func() (sas.StepRecord, error) { return s.mem.Fail(ctx, p) })
+}
+
+func (s *store) Rescue(ctx context.Context, p sas.RescueParams) (sas.StepRecord, error) {
+	return write(ctx, s, "Rescue", []sas.StepKey{p.Key}, func() (sas.StepRecord, error) { return s.mem.Rescue(ctx, p) })
+}
+
+func (s *store) GiveUp(ctx context.Context, p sas.GiveUpParams) (sas.StepRecord, error) {
+	return write(ctx, s, "GiveUp", []sas.StepKey{p.Key}, func() (sas.StepRecord, error) { return s.mem.GiveUp(ctx, p) })
+}
+
+func (s *store) Wait(ctx context.Context, p sas.WaitParams) (sas.StepRecord, error) {
+	return write(ctx, s, "Wait", []sas.StepKey{p.Key}, func() (sas.StepRecord, error) { return s.mem.Wait(ctx, p) })
+}
+
+func (s *store) Resubmit(ctx context.Context, p sas.ResubmitParams) (sas.StepRecord, error) {
+	return write(ctx, s, "Resubmit", []sas.StepKey{p.Key}, func() (sas.StepRecord, error) { return s.mem.Resubmit(ctx, p) })
+}
+
+func (s *store) NoteEffect(ctx context.Context, p sas.NoteEffectParams) (sas.StepRecord, error) {
+	// Noting a step noted already writes nothing, so its retry answers
+	// as the first call did: no ambiguous commit to model.
+	stop(ctx, opWrite, "NoteEffect %v", p.Key)
+	before := s.snapshot([]sas.StepKey{p.Key})
+	r, err := s.mem.NoteEffect(ctx, p)
+	if err == nil {
+		s.w.wrote(ctx, "NoteEffect", before, s.snapshot([]sas.StepKey{p.Key}), r)
+	}
+	return r, err
+}
+
+func (s *store) Settle(ctx context.Context, p sas.SettleParams) (sas.StepRecord, error) {
+	return write(ctx, s, "Settle", []sas.StepKey{p.Key}, func() (sas.StepRecord, error) { return s.mem.Settle(ctx, p) })
+}
+
+func (s *store) FindDue(ctx context.Context, p sas.FindDueParams) (sas.FindDueResult, error) {
+	stop(ctx, opRead, "FindDue %s", p.State)
+	return s.mem.FindDue(ctx, p)
+}
+
+func (s *store) FindOwed(ctx context.Context, p sas.FindOwedParams) (sas.FindDueResult, error) {
+	stop(ctx, opRead, "FindOwed")
+	return s.mem.FindOwed(ctx, p)
+}
+
+func (s *store) GetStep(ctx context.Context, k sas.StepKey) (sas.StepRecord, error) {
+	stop(ctx, opRead, "GetStep %v", k)
+	return s.mem.GetStep(ctx, k)
+}
+
+func (s *store) GetOrder(ctx context.Context, id string) (sas.OrderView, error) {
+	stop(ctx, opRead, "GetOrder %s", id)
+	return s.mem.GetOrder(ctx, id)
+}
+
+func (s *store) ListByState(ctx context.Context, p sas.ListByStateParams) (sas.ListByStateResult, error) {
+	stop(ctx, opRead, "ListByState %s", p.State)
+	return s.mem.ListByState(ctx, p)
+}
+
+func (s *store) PutDefinition(ctx context.Context, wf sas.Workflow) error {
+	stop(ctx, opWrite, "PutDefinition %s", wf.Name)
+	return s.mem.PutDefinition(ctx, wf)
+}
+
+func (s *store) GetDefinition(ctx context.Context, name, version string) (sas.Workflow, error) {
+	stop(ctx, opRead, "GetDefinition %s", name)
+	return s.mem.GetDefinition(ctx, name, version)
+}
+
+// wrote checks the records a committed write changed and notes what the
+// write obliges its task to send.
+func (w *World) wrote(ctx context.Context, name string, before, after []sas.StepRecord, res any) {
+	for i := range after {
+		b, a := before[i], after[i]
+		if a.ProcessState != b.ProcessState || a.Attempt != b.Attempt {
+			if b.ProcessState != a.ProcessState && !sas.Legal(b.ProcessState, a.ProcessState) {
+				w.violate("illegal transition", "%s moved %v from %q to %q", name, a.Key(), b.ProcessState, a.ProcessState)
+			}
+			w.tracef("  %s: %v %s a%d -> %s a%d", name, a.Key(), orDash(b.ProcessState), b.Attempt, a.ProcessState, a.Attempt)
+		}
+		// A step that became held at a new attempt owes its request; a
+		// rescue owes its retry message.
+		t := taskOf(ctx)
+		if t == nil {
+			continue
+		}
+		switch {
+		case a.ProcessState.Leased() && a.LockedBy != "" && a.Attempt > b.Attempt:
+			t.owes = append(t.owes, obligation{kind: owesRequest, key: a.Key(), attempt: a.Attempt, what: name})
+		case name == "Rescue":
+			t.owes = append(t.owes, obligation{kind: owesRetry, key: a.Key(), attempt: a.Attempt, what: name})
+		case name == "GiveUp" || (name == "Fail" && a.ProcessState != b.ProcessState):
+			w.gaveUp = append(w.gaveUp, failure{key: a.Key(), state: a.ProcessState, attempt: a.Attempt, by: name, at: w.clock.Now()})
+		}
+	}
+	_ = res
+}
+
+func orDash(s sas.ProcessState) string {
+	if s == "" {
+		return "-"
+	}
+	return string(s)
+}
+
+// obligation is a message a task's committed write obliges it to send
+// before it ends: a claim its agent request, a rescue its retry. A task
+// that ends without sending it, neither dying nor having a send fail, has
+// lost work the supervisor must then find (and count as a failure).
+type obligation struct {
+	kind    obligationKind
+	key     sas.StepKey
+	attempt int
+	what    string
+}
+
+type obligationKind int
+
+const (
+	owesRequest obligationKind = iota
+	owesRetry
+)
+
+func (o obligation) String() string {
+	what := "the agent request"
+	if o.kind == owesRetry {
+		what = "the retry message"
+	}
+	return fmt.Sprintf("%s for %v attempt %d (after %s)", what, o.key, o.attempt, o.what)
+}
+
+// failure is a step moved to Error or CompensationFailed: an operator must
+// be told of each.
+type failure struct {
+	key     sas.StepKey
+	state   sas.ProcessState
+	attempt int
+	by      string
+	at      time.Time
+}

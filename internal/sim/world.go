@@ -1,0 +1,410 @@
+package sim
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/sas-go/sas/agent"
+	"github.com/sas-go/sas/internal/clocktest"
+	"github.com/sas-go/sas/internal/eventsource"
+	"github.com/sas-go/sas/internal/memstore"
+	"github.com/sas-go/sas/internal/sas"
+	"github.com/sas-go/sas/internal/sasctl"
+	"github.com/sas-go/sas/internal/scheduler"
+	"github.com/sas-go/sas/internal/supervisor"
+)
+
+// The deployment the simulator runs: the construct's queue settings, and
+// limits short enough that a seed's run goes through many supervisor
+// decisions in little virtual time.
+const (
+	maxReceives        = 5 // every queue's redrive policy, as the construct sets it
+	schedulerVisible   = 3 * time.Minute
+	agentMaxDeliveries = 3
+	pickupTimeout      = 30 * time.Second
+	waitLimit          = time.Minute
+	sweepEvery         = 10 * time.Second
+	stepTimeout        = 10 * time.Second
+)
+
+// start is the virtual time every run starts at: fixed, so that a trace
+// reads the same on every replay, and far ahead of the wall clock, so that
+// the agents' context deadlines (which Go counts in real time) never end.
+var start = time.Date(2100, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// World is one run's deployment: the real scheduler, supervisor, agent
+// handler and operator commands over the in-memory store, the queue model
+// and the remote model, on a fake clock.
+type World struct {
+	cfg   Config
+	rng   *rand.Rand
+	clock *clocktest.Clock
+	mem   *memstore.Store
+	st    *store
+
+	queues                 []*queue // in creation order: iteration is deterministic
+	byURL                  map[string]*queue
+	intake, sched, status  *queue
+	agentQ                 map[string]*queue
+	agentNames             []string
+	schedulers             []*scheduler.Handler
+	supervisors            []*supervisor.Supervisor
+	agents                 map[string]*agent.Handler
+	operator               *sasctl.App
+	tasks                  []*task
+	nextTask, nextMsg      int
+	remote                 *remote
+	alerts                 []sas.Alert
+	statuses               map[string][]sas.Status
+	gaveUp                 []failure
+	defs                   map[string]sas.Workflow // by version
+	v1, v2                 sas.Workflow
+	deployed               bool
+	orders                 []string
+	violations             []Violation
+	trace                  []string
+	events                 int
+	faults                 bool
+	calmSince              time.Time
+	opsLeft, submitsLeft   int
+	discard                *slog.Logger
+	sweepsBySupervisor     []int
+	deadLettered           int
+}
+
+// Violation is an invariant the run broke.
+type Violation struct {
+	Rule   string
+	Detail string
+}
+
+func (v Violation) String() string { return v.Rule + ": " + v.Detail }
+
+func (w *World) violate(rule, format string, args ...any) {
+	v := Violation{Rule: rule, Detail: fmt.Sprintf(format, args...)}
+	w.violations = append(w.violations, v)
+	w.tracef("VIOLATION %s", v)
+}
+
+func (w *World) tracef(format string, args ...any) {
+	line := fmt.Sprintf("[%4d %8s] ", w.events, w.clock.Now().Sub(start).Round(time.Millisecond)) + fmt.Sprintf(format, args...)
+	w.trace = append(w.trace, line)
+	if w.cfg.Log != nil {
+		fmt.Fprintln(w.cfg.Log, line)
+	}
+}
+
+func newWorld(cfg Config) *World {
+	w := &World{
+		cfg:      cfg,
+		rng:      rand.New(rand.NewPCG(uint64(cfg.Seed), 0x5a5)),
+		clock:    clocktest.New(start),
+		mem:      memstore.New(memstore.Config{Shards: 2}),
+		byURL:    map[string]*queue{},
+		agentQ:   map[string]*queue{},
+		agents:   map[string]*agent.Handler{},
+		statuses: map[string][]sas.Status{},
+		defs:     map[string]sas.Workflow{},
+		faults:   true,
+		discard:  slog.New(slog.NewTextHandler(io.Discard, nil)),
+	}
+	w.st = &store{w: w, mem: w.mem}
+	w.remote = newRemote(w)
+	w.opsLeft, w.submitsLeft = cfg.Operator, cfg.LateOrders
+
+	w.intake = w.newQueue("intake", "scheduler", schedulerVisible)
+	w.sched = w.newQueue("scheduler", "scheduler", schedulerVisible)
+	w.status = w.newQueue("status", "", 0)
+	w.v1 = tripWorkflow()
+	w.v2 = variant(w.v1, cfg.Variant)
+	w.defs[w.v1.Version()] = w.v1
+	w.defs[w.v2.Version()] = w.v2
+	for _, wf := range []sas.Workflow{w.v1, w.v2} {
+		for _, s := range wf.Steps {
+			if w.agentQ[s.Agent] == nil {
+				w.agentQ[s.Agent] = w.newQueue("agent-"+s.Agent, s.Agent, 6*(2*stepTimeout+15*time.Second))
+				w.agentNames = append(w.agentNames, s.Agent)
+			}
+		}
+	}
+	for _, name := range w.agentNames {
+		w.agents[name] = w.newAgent(name)
+	}
+	w.deploy(w.v1, "")
+	w.operator = &sasctl.App{Store: w.st, Queue: queues{w}, Clock: w.clock, IntakeQueueURL: w.intake.url,
+		SchedulerQueueURL: w.sched.url, PickupTimeout: pickupTimeout, Actor: "operator:sim", Out: io.Discard}
+	return w
+}
+
+func (w *World) newQueue(name, consumer string, visibility time.Duration) *queue {
+	q := &queue{name: name, url: "https://sqs.sim.example/000000000000/" + name, arn: "arn:aws:sqs:sim:000000000000:" + name,
+		visibility: visibility, consumer: consumer}
+	if consumer != "" {
+		q.maxReceives = maxReceives
+		q.dlq = &queue{name: name + "-dlq", url: q.url + "-dlq", arn: q.arn + "-dlq"}
+		w.byURL[q.dlq.url] = q.dlq
+	}
+	w.queues = append(w.queues, q)
+	w.byURL[q.url] = q
+	return q
+}
+
+// deploy replaces the schedulers and supervisors with ones running wf:
+// two of each, the second supervisor's clock skewed.
+func (w *World) deploy(wf sas.Workflow, suffix string) {
+	reg, err := sas.NewRegistry(wf)
+	if err != nil {
+		panic(err)
+	}
+	aq := sas.AgentQueues{ByAgent: map[string]sas.AgentQueue{}}
+	var backlog []string
+	for _, name := range w.agentNames {
+		aq.ByAgent[name] = sas.AgentQueue{URL: w.agentQ[name].url}
+		backlog = append(backlog, w.agentQ[name].url)
+	}
+	backlog = append(backlog, w.sched.url)
+	w.schedulers = nil
+	for _, owner := range []string{"sched-a" + suffix, "sched-b" + suffix} {
+		svc, err := scheduler.New(scheduler.Config{
+			Store: w.st, Queue: queues{w}, Clock: w.clock, Alerter: alerter{w}, Workflows: reg, Owner: owner,
+			AgentQueues: aq, IntakeQueueURL: w.intake.url, PickupTimeout: pickupTimeout, StepTimeout: stepTimeout,
+			ReplyToAllowed: func(u string) bool { return u == w.status.url }, Logger: w.discard,
+		})
+		if err != nil {
+			panic(err)
+		}
+		w.schedulers = append(w.schedulers, scheduler.NewHandler(svc))
+	}
+	limits, err := reg.Limits()
+	if err != nil {
+		panic(err)
+	}
+	w.supervisors = nil
+	skew := time.Duration(w.rng.IntN(4001)-2000) * time.Millisecond
+	for i, offset := range []time.Duration{0, skew} {
+		sup, err := supervisor.New(supervisor.Config{
+			Store: w.st, Queue: queues{w}, Alerter: alerter{w}, SchedulerQueueURL: w.sched.url,
+			Clock: skewed{w.clock, offset}, MaxFailures: 3, PickupTimeout: pickupTimeout,
+			BaseBackoff: time.Second, MaxBackoff: 8 * time.Second, OwedRetry: 10 * time.Second,
+			BacklogQueueURLs: backlog, WaitLimit: waitLimit, Steps: limits, Budget: time.Hour,
+			Actor: fmt.Sprintf("sup-%d%s", i+1, suffix), Logger: w.discard, Metrics: io.Discard,
+		})
+		if err != nil {
+			panic(err)
+		}
+		w.supervisors = append(w.supervisors, sup)
+	}
+	w.sweepsBySupervisor = make([]int, len(w.supervisors))
+}
+
+// skewed is a supervisor's clock, off the world's by a fixed offset.
+type skewed struct {
+	c      *clocktest.Clock
+	offset time.Duration
+}
+
+func (s skewed) Now() time.Time { return s.c.Now().Add(s.offset) }
+
+// agentClock is the agents' clock: a sleep between in-process tries is a
+// stop (others run meanwhile), not a jump of the world's time.
+type agentClock struct{ w *World }
+
+func (c agentClock) Now() time.Time { return c.w.clock.Now() }
+
+func (c agentClock) Sleep(ctx context.Context, d time.Duration) error {
+	stop(ctx, opOther, "sleep %s", d)
+	return ctx.Err()
+}
+
+func (w *World) newAgent(name string) *agent.Handler {
+	a := agent.New(name, agent.Tries(2), agent.Backoff(100*time.Millisecond, time.Second)).Default(
+		func(ctx context.Context, req agent.Request) (any, error) { return w.remote.call(ctx, name, req) },
+		func(ctx context.Context, req agent.Request) (any, error) { return w.remote.call(ctx, name, req) },
+	)
+	q := w.agentQ[name]
+	h, err := agent.NewHandler(agent.HandlerConfig{
+		Agents: []*agent.Agent{a}, SchedulerQueueURL: w.sched.url, QueueURL: q.url, Queue: queues{w},
+		Clock: agentClock{w}, Logger: w.discard, Concurrency: 1, MaxDeliveries: agentMaxDeliveries,
+	})
+	if err != nil {
+		panic(err)
+	}
+	return h
+}
+
+// alerter is the world's sas.Alerter: it records every alert that went out.
+type alerter struct{ w *World }
+
+func (a alerter) Alert(ctx context.Context, al sas.Alert) error {
+	c := stop(ctx, opAlert, "alert %s/%d %s attempt %d (%s)", al.OrderID, al.Step, al.State, al.Attempts, al.Source)
+	if c.fault == faultFail {
+		if t := taskOf(ctx); t != nil {
+			t.excused = true
+		}
+		return errors.New("sim: the alert failed (injected)")
+	}
+	a.w.alerts = append(a.w.alerts, al)
+	a.w.tracef("  alert out: %s/%d %s attempt %d id=%q: %s", al.OrderID, al.Step, al.State, al.Attempts, al.ID, al.Reason)
+	return nil
+}
+
+// oldAgent says whether a message an agent sends goes out as an agent built
+// before the reply's version field would send it.
+func (w *World) oldAgent(ctx context.Context, body string) bool {
+	t := taskOf(ctx)
+	return w.cfg.OldAgents && t != nil && strings.HasPrefix(t.name, "agent") &&
+		strings.Contains(body, `"kind":"agent.reply"`) && w.rng.IntN(2) == 0
+}
+
+// sent notes a message that went out: it discharges what its task owes,
+// and statuses are kept for the checks.
+func (w *World) sent(ctx context.Context, q *queue, m *message) {
+	w.tracef("  sent %s to %s: %s", m.id, q.name, describeBody(m.body))
+	if q == w.status {
+		var s sas.Status
+		if err := json.Unmarshal([]byte(m.body), &s); err == nil {
+			w.statuses[s.OrderID] = append(w.statuses[s.OrderID], s)
+		}
+		m.gone = true
+		return
+	}
+	t := taskOf(ctx)
+	if t == nil {
+		return
+	}
+	var h struct {
+		Kind    sas.Kind `json:"kind"`
+		OrderID string   `json:"orderId"`
+		Step    int      `json:"step"`
+		Attempt int      `json:"attempt"`
+		Requeue bool     `json:"requeue"`
+	}
+	if json.Unmarshal([]byte(m.body), &h) != nil {
+		return
+	}
+	k := sas.StepKey{OrderID: h.OrderID, Step: h.Step}
+	keep := t.owes[:0]
+	for _, o := range t.owes {
+		switch {
+		case o.kind == owesRequest && h.Kind == sas.KindAgentRequest && o.key == k && o.attempt == h.Attempt:
+		case o.kind == owesRetry && h.Kind == sas.KindRetry && !h.Requeue && o.key == k && o.attempt == h.Attempt:
+		default:
+			keep = append(keep, o)
+		}
+	}
+	t.owes = keep
+}
+
+// ended is called when a task ends: a task that did not die has the event
+// source delete what it acknowledged, and must have sent what its writes
+// obliged it to.
+func (w *World) ended(t *task) {
+	for i, x := range w.tasks {
+		if x == t {
+			w.tasks = append(w.tasks[:i], w.tasks[i+1:]...)
+			break
+		}
+	}
+	if t.panicked != "" {
+		w.violate("panic", "task %d (%s) panicked: %s", t.id, t.name, t.panicked)
+		return
+	}
+	if t.dead.Load() {
+		w.tracef("task %d (%s) died", t.id, t.name)
+		return
+	}
+	if t.after != nil {
+		t.after()
+	}
+	if !t.excused {
+		for _, o := range t.owes {
+			w.violate("lost work", "task %d (%s) ended normally without sending %s", t.id, t.name, o)
+		}
+	}
+	w.tracef("task %d (%s) ended", t.id, t.name)
+}
+
+// deliver hands up to batch visible messages of q (chosen at random, in
+// any order) to its consumer, as an event source mapping would, counting
+// each receive and dead-lettering a message received past maxReceives.
+func (w *World) deliver(q *queue, msgs []*message) {
+	now := w.clock.Now()
+	var in []sas.InboundMessage
+	for _, m := range msgs {
+		m.receives++
+		if q.maxReceives > 0 && m.receives > q.maxReceives {
+			m.gone = true
+			q.dlq.msgs = append(q.dlq.msgs, m)
+			w.deadLettered++
+			w.violate("dead-lettered", "message %s (%s), sent by %s, went to %s after %d receives",
+				m.id, describeBody(m.body), m.sender, q.dlq.name, m.receives-1)
+			continue
+		}
+		m.visibleAt = now.Add(q.visibility)
+		m.receipt = fmt.Sprintf("%s#%d", m.id, m.receives)
+		in = append(in, sas.InboundMessage{MessageID: m.id, Receipt: m.receipt, Body: m.body, ReceiveCount: m.receives, SentAt: m.sentAt})
+	}
+	if len(in) == 0 {
+		return
+	}
+	var handle func(context.Context, events.SQSEvent) (events.SQSEventResponse, error)
+	var name string
+	if q.consumer == "scheduler" {
+		i := w.rng.IntN(len(w.schedulers))
+		handle, name = w.schedulers[i].Handle, fmt.Sprintf("scheduler %d", i)
+	} else {
+		handle, name = w.agents[q.consumer].Handle, "agent "+q.consumer
+	}
+	var ids []string
+	for _, m := range in {
+		ids = append(ids, fmt.Sprintf("%s(r%d %s)", m.MessageID, m.ReceiveCount, describeBody(m.Body)))
+	}
+	w.tracef("deliver %s from %s to %s", strings.Join(ids, ", "), q.name, name)
+	w.start(name, func(ctx context.Context) {
+		resp, err := handle(ctx, eventsource.Event(q.arn, in))
+		if err != nil {
+			return // the whole batch comes back after its visibility timeout
+		}
+		receipts := eventsource.Done(in, resp)
+		taskOf(ctx).after = func() {
+			for _, r := range receipts {
+				q.delete(r)
+			}
+		}
+	})
+}
+
+// sweep runs one supervisor's RunOnce as a task.
+func (w *World) sweep(i int) {
+	w.sweepsBySupervisor[i]++
+	sup := w.supervisors[i]
+	w.tracef("sweep by supervisor %d", i+1)
+	w.start(fmt.Sprintf("supervisor %d", i+1), func(ctx context.Context) { _, _ = sup.RunOnce(ctx) })
+}
+
+// operate runs one operator command (sasctl) as a task.
+func (w *World) operate(args ...string) {
+	w.tracef("operator: sasctl %s", strings.Join(args, " "))
+	w.start("operator", func(ctx context.Context) { _ = w.operator.Run(ctx, args) })
+}
+
+// submit sends an order to the intake queue, as an application does.
+func (w *World) submit() {
+	id := fmt.Sprintf("o%d", len(w.orders)+1)
+	w.orders = append(w.orders, id)
+	body := sas.Encode(sas.Intake{V: sas.MessageVersion, Kind: sas.KindIntake, OrderID: id, Workflow: w.v1.Name,
+		Payload: json.RawMessage(fmt.Sprintf(`{"amount":%d}`, 10+len(w.orders))), ReplyTo: w.status.url})
+	w.nextMsg++
+	m := &message{id: fmt.Sprintf("m%d", w.nextMsg), body: body, sentAt: w.clock.Now(), visibleAt: w.clock.Now(), sender: "application"}
+	w.intake.msgs = append(w.intake.msgs, m)
+	w.tracef("submit %s", id)
+}
