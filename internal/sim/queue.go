@@ -197,15 +197,15 @@ func describeBodies(ms []sas.OutboundMessage) string {
 
 func describeBody(body string) string {
 	var m struct {
-		Kind         string `json:"kind"`
-		OrderID      string `json:"orderId"`
+		Kind         string          `json:"kind"`
+		OrderID      string          `json:"orderId"`
 		Step         json.RawMessage `json:"step"`
-		Attempt      int    `json:"attempt"`
-		Outcome      string `json:"outcome"`
-		Compensation bool   `json:"compensation"`
-		Status       string `json:"status"`
-		Requeue      bool   `json:"requeue"`
-		Version      string `json:"version"`
+		Attempt      int             `json:"attempt"`
+		Outcome      string          `json:"outcome"`
+		Compensation bool            `json:"compensation"`
+		Status       string          `json:"status"`
+		Requeue      bool            `json:"requeue"`
+		Version      string          `json:"version"`
 	}
 	if err := json.Unmarshal([]byte(body), &m); err != nil {
 		return "undecodable"

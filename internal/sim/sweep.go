@@ -13,8 +13,8 @@ type SweepResult struct {
 	Orders, Calls, Alerts int
 	Elapsed               time.Duration
 	// ByRule counts the failed seeds by the first rule each broke.
-	ByRule map[string]int
-	Failures              []Result // the first few
+	ByRule   map[string]int
+	Failures []Result // the first few
 }
 
 // Sweep runs seeds from..from+n-1, reporting each failure to out as it is

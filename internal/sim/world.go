@@ -51,34 +51,34 @@ type World struct {
 	mem   *memstore.Store
 	st    *store
 
-	queues                 []*queue // in creation order: iteration is deterministic
-	byURL                  map[string]*queue
-	intake, sched, status  *queue
-	agentQ                 map[string]*queue
-	agentNames             []string
-	schedulers             []*scheduler.Handler
-	supervisors            []*supervisor.Supervisor
-	agents                 map[string]*agent.Handler
-	operator               *sasctl.App
-	tasks                  []*task
-	nextTask, nextMsg      int
-	remote                 *remote
-	alerts                 []sas.Alert
-	statuses               map[string][]sas.Status
-	gaveUp                 []failure
-	defs                   map[string]sas.Workflow // by version
-	v1, v2                 sas.Workflow
-	deployed               bool
-	orders                 []string
-	violations             []Violation
-	trace                  []string
-	events                 int
-	faults                 bool
-	calmSince              time.Time
-	opsLeft, submitsLeft   int
-	discard                *slog.Logger
-	sweepsBySupervisor     []int
-	deadLettered           int
+	queues                []*queue // in creation order: iteration is deterministic
+	byURL                 map[string]*queue
+	intake, sched, status *queue
+	agentQ                map[string]*queue
+	agentNames            []string
+	schedulers            []*scheduler.Handler
+	supervisors           []*supervisor.Supervisor
+	agents                map[string]*agent.Handler
+	operator              *sasctl.App
+	tasks                 []*task
+	nextTask, nextMsg     int
+	remote                *remote
+	alerts                []sas.Alert
+	statuses              map[string][]sas.Status
+	gaveUp                []failure
+	defs                  map[string]sas.Workflow // by version
+	v1, v2                sas.Workflow
+	deployed              bool
+	orders                []string
+	violations            []Violation
+	trace                 []string
+	events                int
+	faults                bool
+	calmSince             time.Time
+	opsLeft, submitsLeft  int
+	discard               *slog.Logger
+	sweepsBySupervisor    []int
+	deadLettered          int
 }
 
 // Violation is an invariant the run broke.
