@@ -20,6 +20,7 @@ func main() {
 	seed := flag.Int64("seed", 0, "replay this one seed (with -v: its whole trace)")
 	verbose := flag.Bool("v", false, "print every event of a replayed seed as it happens")
 	lines := flag.Int("trace", 60, "events of a failing seed's trace printed in a sweep")
+	keep := flag.Int("keep", 5, "failing seeds reported in full in a sweep")
 	flag.Parse()
 
 	if *seed != 0 {
@@ -36,7 +37,7 @@ func main() {
 			*seed, r.Events, r.Virtual, r.Orders, r.Calls)
 		return
 	}
-	s := sim.Sweep(*from, *seeds, os.Stdout, *lines, 5)
+	s := sim.Sweep(*from, *seeds, os.Stdout, *lines, *keep)
 	fmt.Println(s)
 	if s.Failed > 0 {
 		os.Exit(1)

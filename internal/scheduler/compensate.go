@@ -82,7 +82,12 @@ func (s *Service) startCompensation(ctx context.Context, u *outbox.Unit, o order
 		s.log.InfoContext(ctx, "nothing to compensate", "order", ord.OrderID)
 		return nil
 	}
-	claimed, err := s.cfg.Store.Claim(ctx, *s.claimParams(o, *cand, cand.ProcessState, now))
+	cp := *s.claimParams(o, *cand, cand.ProcessState, now)
+	claimed, err := s.cfg.Store.Claim(ctx, cp)
+	if own, ok := sas.OwnClaim(err, cp); ok {
+		// Our claim committed and its retry lost to it: it is ours to send.
+		claimed, err = own, nil
+	}
 	if errors.Is(err, sas.ErrLostRace) {
 		// Another delivery started it: that one dispatches the undo.
 		s.log.InfoContext(ctx, "compensation already started elsewhere", "order", ord.OrderID, "step", cand.Step, "error", err)

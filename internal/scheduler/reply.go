@@ -228,7 +228,7 @@ func (s *Service) lateSuccess(ctx context.Context, u *outbox.Unit, o order, rep 
 		reason := fmt.Sprintf("a success for attempt %d of step %d (%s) arrived after the step's undo: check by hand that nothing is left to undo",
 			rep.Attempt, rep.Step, rep.StepName)
 		s.log.ErrorContext(ctx, "late success after undo", "order", rep.OrderID, "step", rep.Step, "attempt", rep.Attempt)
-		s.alert(u, o, cur, reason, now)
+		s.alert(u, o, cur, fmt.Sprintf("%s/late/%d", sas.AlertID(cur.Key(), cur.ProcessState, cur.Attempt), rep.Attempt), reason, now)
 		return nil
 	default:
 		return nil // Processed: the same key's effect, undone with it; Compensating: its undo is running
@@ -351,7 +351,7 @@ func (s *Service) afterUndone(ctx context.Context, u *outbox.Unit, o order, rep 
 // submitter, and (for a forward step) undo what was done.
 func (s *Service) afterFailed(ctx context.Context, u *outbox.Unit, o order, r sas.StepRecord, undo bool, now time.Time) error {
 	reason := r.LastError
-	s.alert(u, o, r, reason, now)
+	s.alert(u, o, r, sas.AlertID(r.Key(), r.ProcessState, r.Attempt), reason, now)
 	st := sas.Status{Status: sas.StatusFailed, Step: o.wf.Steps[r.Step].Name, Sequence: SeqFailed(r.Step, r.Attempt), Reason: reason}
 	if undo {
 		st.Sequence, st.Reason = SeqUndoFailed(o.n(), r.Step, r.Attempt), "compensation failed: "+reason

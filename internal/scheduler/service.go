@@ -268,10 +268,13 @@ func (s *Service) dispatch(ctx context.Context, u *outbox.Unit, o sas.Order, def
 		"attempt", r.Attempt, "compensation", undo, "completeBy", r.CompleteBy)
 }
 
-// alert adds an operator alert about a step that needs a person to u.
-func (s *Service) alert(u *outbox.Unit, o order, r sas.StepRecord, reason string, now time.Time) {
+// alert adds an operator alert about a step that needs a person to u. id
+// names the event (sas.AlertID, and a suffix for events other than the
+// step reaching its state): a redelivery of the message that raised it
+// raises the same id, so an alert pipeline that drops repeats pages once.
+func (s *Service) alert(u *outbox.Unit, o order, r sas.StepRecord, id, reason string, now time.Time) {
 	a := sas.Alert{
-		OrderID: o.id(), Step: r.Step, StepName: r.StepName, State: r.ProcessState, Reason: reason,
+		ID: id, OrderID: o.id(), Step: r.Step, StepName: r.StepName, State: r.ProcessState, Reason: reason,
 		Attempts: r.Attempt, Failures: r.FailureCount, At: now, Source: "scheduler",
 	}
 	if a.StepName == "" && r.Step < o.n() {

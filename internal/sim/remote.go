@@ -56,10 +56,10 @@ func (r *remote) call(ctx context.Context, service string, req agent.Request) (a
 		r.effects[doKey] = e
 	}
 	if req.Undo {
-		switch c.fault {
-		case faultTransient:
+		switch {
+		case c.fault == faultTransient:
 			return nil, errors.New("the service is unavailable (injected)")
-		case faultPermanent:
+		case c.fault == faultPermanent && !e.undone:
 			return nil, agent.Permanent(errors.New("the undo is refused (injected)"))
 		}
 		if !e.undone {
@@ -74,10 +74,11 @@ func (r *remote) call(ctx context.Context, service string, req agent.Request) (a
 	if reason, ok := r.refused[doKey]; ok {
 		return nil, agent.Permanent(errors.New(reason))
 	}
-	switch c.fault {
-	case faultTransient:
+	switch {
+	case c.fault == faultTransient:
 		return nil, errors.New("the service is unavailable (injected)")
-	case faultPermanent:
+	case c.fault == faultPermanent && !e.done && !e.undone:
+		// Idempotent by key: a key whose effect exists answers with it.
 		reason := "refused (injected)"
 		if r.w.cfg.StoreRefusals {
 			r.refused[doKey] = reason + ", stored"

@@ -167,7 +167,7 @@ func (w *World) wrote(ctx context.Context, name string, before, after []sas.Step
 		switch {
 		case a.ProcessState.Leased() && a.LockedBy != "" && a.Attempt > b.Attempt:
 			t.owes = append(t.owes, obligation{kind: owesRequest, key: a.Key(), attempt: a.Attempt, what: name})
-		case name == "Rescue":
+		case name == "Rescue" || name == "Resubmit":
 			t.owes = append(t.owes, obligation{kind: owesRetry, key: a.Key(), attempt: a.Attempt, what: name})
 		case name == "GiveUp" || (name == "Fail" && a.ProcessState != b.ProcessState):
 			w.gaveUp = append(w.gaveUp, failure{key: a.Key(), state: a.ProcessState, attempt: a.Attempt, by: name, at: w.clock.Now()})

@@ -287,6 +287,9 @@ func (r *sweep) act(rec sas.StepRecord, out *effects) {
 			Key: key, From: state, Attempt: rec.Attempt, Now: now,
 			PickupBy: now.Add(d.Backoff + cfg.PickupTimeout), Actor: cfg.Actor, Reason: d.Reason,
 		})
+		if own, ok := sas.OwnWrite(err, cfg.Actor, now, sas.RescueTarget(state), rec.Attempt); ok {
+			got, err = own, nil // committed; its retry lost to it (docs/protocol.md, "Ambiguous commits")
+		}
 		if err != nil {
 			r.writeFailed(rec, "rescuing", err)
 			return
@@ -312,6 +315,9 @@ func (r *sweep) act(rec sas.StepRecord, out *effects) {
 			Key: key, From: state, Attempt: rec.Attempt, Now: now, Actor: cfg.Actor, Reason: d.Reason,
 			OwedAt: now.Add(cfg.OwedRetry),
 		})
+		if own, ok := sas.OwnWrite(err, cfg.Actor, now, sas.GiveUpTarget(state), rec.Attempt); ok {
+			got, err = own, nil
+		}
 		if err != nil {
 			r.writeFailed(rec, "giving up on", err)
 			return

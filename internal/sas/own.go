@@ -1,0 +1,44 @@
+package sas
+
+import (
+	"errors"
+	"time"
+)
+
+// OwnWrite recognises a lost race that was won: a conditional write that
+// committed, whose response was lost, and whose retry (the AWS SDK retries
+// on its own) failed its condition against the very write it made. The
+// refusal's current record then shows our own transition as its newest
+// history entry: made by actor at now, to state to, at attempt. A caller
+// that gets ok carries on as if its write had succeeded, with the record
+// returned; otherwise the race was lost to someone else (docs/protocol.md,
+// "Ambiguous commits").
+func OwnWrite(err error, actor string, now time.Time, to ProcessState, attempt int) (StepRecord, bool) {
+	var re *RaceError
+	if !errors.As(err, &re) || re.Current == nil {
+		return StepRecord{}, false
+	}
+	cur := *re.Current
+	if cur.ProcessState != to || cur.Attempt != attempt || len(cur.History) == 0 {
+		return StepRecord{}, false
+	}
+	last := cur.History[len(cur.History)-1]
+	if last.Actor != actor || last.To != to || last.Attempt != attempt || last.At.UnixMilli() != now.UnixMilli() {
+		return StepRecord{}, false
+	}
+	return cur, true
+}
+
+// OwnClaim is OwnWrite for a claim: the current record is the claim p would
+// have made, held by p.Owner at the attempt after p.Attempt.
+func OwnClaim(err error, p ClaimParams) (StepRecord, bool) {
+	_, to, terr := p.Target()
+	if terr != nil {
+		return StepRecord{}, false
+	}
+	cur, ok := OwnWrite(err, p.Owner, p.Now, to, p.Attempt+1)
+	if !ok || cur.LockedBy != p.Owner {
+		return StepRecord{}, false
+	}
+	return cur, true
+}
