@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/sas-go/sas/internal/outbox"
@@ -82,6 +83,9 @@ func (s *Service) startCompensation(ctx context.Context, u *outbox.Unit, o order
 		s.log.InfoContext(ctx, "nothing to compensate", "order", ord.OrderID)
 		return nil
 	}
+	if err := s.tellBeforeClaim(ctx, u, o, *cand, now); err != nil {
+		return err
+	}
 	cp := *s.claimParams(o, *cand, cand.ProcessState, now)
 	claimed, err := s.cfg.Store.Claim(ctx, cp)
 	if own, ok := sas.OwnClaim(err, cp); ok {
@@ -132,4 +136,33 @@ func (s *Service) compensate(ctx context.Context, u *outbox.Unit, m sas.Compensa
 		}
 	}
 	return s.startCompensation(ctx, u, o, true, now)
+}
+
+// tellBeforeClaim delivers, before a compensation claim moves a failed step
+// on, the alert its failure may still owe: a give-up's owed alert (the claim
+// clears what is owed), or the scheduler's own alert of a refused step
+// (after the claim, a redelivery of the failed reply no longer finds the
+// step failed, so nothing would send it again). Only delivering an alert
+// settles it (docs/decisions.md, "A give-up's effects are owed until
+// sent"). The alert carries the id of the first, so a repeat pages nobody
+// twice; the submitter is told the step failed too. A failed alert fails the
+// message, and its redelivery tries again before claiming.
+func (s *Service) tellBeforeClaim(ctx context.Context, u *outbox.Unit, o order, r sas.StepRecord, now time.Time) error {
+	var a sas.Alert
+	switch {
+	case slices.Contains(r.Owes, sas.EffectAlert):
+		a = r.OwedAlert("supervisor")
+	case r.ProcessState == sas.Error && r.Refused:
+		a = alertFor(o, r, sas.AlertID(r.Key(), r.ProcessState, r.Attempt), r.LastError, r.UpdatedAt)
+	default:
+		return nil
+	}
+	if err := s.cfg.Alerter.Alert(ctx, a); err != nil {
+		return fmt.Errorf("alerting about step %s before compensating it: %w", r.Key(), err)
+	}
+	if r.ProcessState == sas.Error {
+		s.post(ctx, u, o.ord, sas.Status{Status: sas.StatusFailed, Step: o.wf.Steps[r.Step].Name,
+			Sequence: SeqFailed(r.Step, r.Attempt), Reason: r.LastError}, now)
+	}
+	return nil
 }

@@ -273,6 +273,10 @@ func (s *Service) dispatch(ctx context.Context, u *outbox.Unit, o sas.Order, def
 // step reaching its state): a redelivery of the message that raised it
 // raises the same id, so an alert pipeline that drops repeats pages once.
 func (s *Service) alert(u *outbox.Unit, o order, r sas.StepRecord, id, reason string, now time.Time) {
+	u.Alert(alertFor(o, r, id, reason, now))
+}
+
+func alertFor(o order, r sas.StepRecord, id, reason string, now time.Time) sas.Alert {
 	a := sas.Alert{
 		ID: id, OrderID: o.id(), Step: r.Step, StepName: r.StepName, State: r.ProcessState, Reason: reason,
 		Attempts: r.Attempt, Failures: r.FailureCount, At: now, Source: "scheduler",
@@ -280,7 +284,7 @@ func (s *Service) alert(u *outbox.Unit, o order, r sas.StepRecord, id, reason st
 	if a.StepName == "" && r.Step < o.n() {
 		a.StepName = o.wf.Steps[r.Step].Name
 	}
-	u.Alert(a)
+	return a
 }
 
 // run handles one message outside a Handler: its effects are sent as soon

@@ -186,7 +186,7 @@ func (w *World) checkStatuses(v sas.OrderView) {
 		w.violate("false status", "order %s was posted processed but no step is Processed (%s)", id, steps(v))
 	}
 	for _, f := range w.gaveUp {
-		if f.key.OrderID == id && f.state == sas.Error && f.key.Step < len(v.Steps) && !failedSteps[v.Steps[f.key.Step].StepName] {
+		if f.key.OrderID == id && f.state == sas.Error && !w.resubmitted[f.id()] && f.key.Step < len(v.Steps) && !failedSteps[v.Steps[f.key.Step].StepName] {
 			w.violate("status missing", "step %v went to Error (%s, attempt %d) and the submitter was never told it failed", f.key, f.by, f.attempt)
 		}
 	}
@@ -198,7 +198,7 @@ func (w *World) checkStatuses(v sas.OrderView) {
 // twice).
 func (w *World) checkAlerts() {
 	for _, f := range w.gaveUp {
-		if !slices.ContainsFunc(w.alerts, func(a sas.Alert) bool {
+		if !w.resubmitted[f.id()] && !slices.ContainsFunc(w.alerts, func(a sas.Alert) bool {
 			return a.OrderID == f.key.OrderID && a.Step == f.key.Step && a.State == f.state && a.Attempts == f.attempt
 		}) {
 			w.violate("not alerted", "step %v went to %s at attempt %d (%s) and no alert went out", f.key, f.state, f.attempt, f.by)

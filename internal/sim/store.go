@@ -168,6 +168,10 @@ func (w *World) wrote(ctx context.Context, name string, before, after []sas.Step
 		case a.ProcessState.Leased() && a.LockedBy != "" && a.Attempt > b.Attempt:
 			t.owes = append(t.owes, obligation{kind: owesRequest, key: a.Key(), attempt: a.Attempt, what: name})
 		case name == "Rescue" || name == "Resubmit":
+			if name == "Resubmit" {
+				// The operator acted on the failure: they were told.
+				w.resubmitted[failure{key: a.Key(), state: sas.Error, attempt: b.Attempt}.id()] = true
+			}
 			t.owes = append(t.owes, obligation{kind: owesRetry, key: a.Key(), attempt: a.Attempt, what: name})
 		case name == "GiveUp" || (name == "Fail" && a.ProcessState != b.ProcessState):
 			w.gaveUp = append(w.gaveUp, failure{key: a.Key(), state: a.ProcessState, attempt: a.Attempt, by: name, at: w.clock.Now()})
@@ -208,6 +212,8 @@ func (o obligation) String() string {
 	}
 	return fmt.Sprintf("%s for %v attempt %d (after %s)", what, o.key, o.attempt, o.what)
 }
+
+func (f failure) id() string { return sas.AlertID(f.key, f.state, f.attempt) }
 
 // failure is a step moved to Error or CompensationFailed: an operator must
 // be told of each.

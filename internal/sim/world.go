@@ -66,6 +66,7 @@ type World struct {
 	alerts                []sas.Alert
 	statuses              map[string][]sas.Status
 	gaveUp                []failure
+	resubmitted           map[string]bool         // failures an operator resubmitted, by failure.id
 	defs                  map[string]sas.Workflow // by version
 	v1, v2                sas.Workflow
 	deployed              bool
@@ -105,17 +106,18 @@ func (w *World) tracef(format string, args ...any) {
 
 func newWorld(cfg Config) *World {
 	w := &World{
-		cfg:      cfg,
-		rng:      rand.New(rand.NewPCG(uint64(cfg.Seed), 0x5a5)),
-		clock:    clocktest.New(start),
-		mem:      memstore.New(memstore.Config{Shards: 2}),
-		byURL:    map[string]*queue{},
-		agentQ:   map[string]*queue{},
-		agents:   map[string]*agent.Handler{},
-		statuses: map[string][]sas.Status{},
-		defs:     map[string]sas.Workflow{},
-		faults:   true,
-		discard:  slog.New(slog.NewTextHandler(io.Discard, nil)),
+		cfg:         cfg,
+		rng:         rand.New(rand.NewPCG(uint64(cfg.Seed), 0x5a5)),
+		clock:       clocktest.New(start),
+		mem:         memstore.New(memstore.Config{Shards: 2}),
+		byURL:       map[string]*queue{},
+		agentQ:      map[string]*queue{},
+		agents:      map[string]*agent.Handler{},
+		statuses:    map[string][]sas.Status{},
+		resubmitted: map[string]bool{},
+		defs:        map[string]sas.Workflow{},
+		faults:      true,
+		discard:     slog.New(slog.NewTextHandler(io.Discard, nil)),
 	}
 	w.st = &store{w: w, mem: w.mem}
 	w.remote = newRemote(w)
@@ -270,10 +272,6 @@ func (w *World) oldAgent(ctx context.Context, body string) bool {
 func (w *World) sent(ctx context.Context, q *queue, m *message) {
 	w.tracef("  sent %s to %s: %s", m.id, q.name, describeBody(m.body))
 	if q == w.status {
-		var s sas.Status
-		if err := json.Unmarshal([]byte(m.body), &s); err == nil {
-			w.statuses[s.OrderID] = append(w.statuses[s.OrderID], s)
-		}
 		m.gone = true
 		return
 	}
