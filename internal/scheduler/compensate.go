@@ -83,7 +83,7 @@ func (s *Service) startCompensation(ctx context.Context, u *outbox.Unit, o order
 		s.log.InfoContext(ctx, "nothing to compensate", "order", ord.OrderID)
 		return nil
 	}
-	if err := s.tellBeforeClaim(ctx, u, o, *cand, now); err != nil {
+	if err := s.tellBeforeClaim(ctx, u, o, *cand, !explicit, now); err != nil {
 		return err
 	}
 	cp := *s.claimParams(o, *cand, cand.ProcessState, now)
@@ -145,9 +145,10 @@ func (s *Service) compensate(ctx context.Context, u *outbox.Unit, m sas.Compensa
 // step failed, so nothing would send it again). Only delivering an alert
 // settles it (docs/decisions.md, "A give-up's effects are owed until
 // sent"). The alert carries the id of the first, so a repeat pages nobody
-// twice; the submitter is told the step failed too. A failed alert fails the
+// twice; the submitter is told the step failed too (tell; a compensate
+// message tells of every failed step itself). A failed alert fails the
 // message, and its redelivery tries again before claiming.
-func (s *Service) tellBeforeClaim(ctx context.Context, u *outbox.Unit, o order, r sas.StepRecord, now time.Time) error {
+func (s *Service) tellBeforeClaim(ctx context.Context, u *outbox.Unit, o order, r sas.StepRecord, tell bool, now time.Time) error {
 	var a sas.Alert
 	switch {
 	case slices.Contains(r.Owes, sas.EffectAlert):
@@ -160,7 +161,7 @@ func (s *Service) tellBeforeClaim(ctx context.Context, u *outbox.Unit, o order, 
 	if err := s.cfg.Alerter.Alert(ctx, a); err != nil {
 		return fmt.Errorf("alerting about step %s before compensating it: %w", r.Key(), err)
 	}
-	if r.ProcessState == sas.Error {
+	if tell && r.ProcessState == sas.Error {
 		s.post(ctx, u, o.ord, sas.Status{Status: sas.StatusFailed, Step: o.wf.Steps[r.Step].Name,
 			Sequence: SeqFailed(r.Step, r.Attempt), Reason: r.LastError}, now)
 	}

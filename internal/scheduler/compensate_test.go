@@ -63,6 +63,7 @@ func TestPermanentFailureCompensatesNewestFirst(t *testing.T) {
 			require.Equal(t, sas.Alert{
 				OrderID: "o-pf", Step: req.Step, StepName: req.StepName, State: sas.Error, Reason: "declined by the bank",
 				Attempts: 1, Failures: 0, At: f.clock.Now(), Source: "scheduler",
+				ID: sas.AlertID(sas.StepKey{OrderID: "o-pf", Step: req.Step}, sas.Error, 1),
 			}, alerts[0])
 
 			require.Equal(t, tc.wantUndo, f.undoAll())
@@ -159,7 +160,13 @@ func TestCompensateAfterSupervisorGaveUp(t *testing.T) {
 	require.Equal(t, []int{0}, f.undoAll())
 	require.Equal(t, []string{"compensated#15000"}, statusList(f.statuses()))
 	require.Equal(t, []sas.ProcessState{sas.Compensated, sas.Compensated, sas.Pending}, f.states("o-gu"))
-	require.Empty(t, f.alerts.all(), "the supervisor alerted; the scheduler does not repeat it")
+	// The give-up above was written but its alert never sent (as when the
+	// supervisor's run died): the compensation claim, which clears what the
+	// give-up owes, was made only after delivering it, under its own id.
+	alerts := f.alerts.all()
+	require.Len(t, alerts, 1, "the owed alert, once")
+	require.Equal(t, sas.AlertID(sas.StepKey{OrderID: "o-gu", Step: 1}, sas.Error, 1), alerts[0].ID)
+	require.Equal(t, "supervisor", alerts[0].Source)
 
 	// After the end, another compensate only repeats "compensated".
 	f.deliver(compensateMsg("o-gu"))

@@ -82,18 +82,13 @@ func (s *Service) reply(ctx context.Context, u *outbox.Unit, rep sas.AgentReply)
 	if err := checkReply(rep); err != nil {
 		return drop(err, "agent reply")
 	}
-	w, err := s.workflow(ctx, rep.Workflow, rep.Version)
-	switch {
-	case err != nil:
-		return fmt.Errorf("reply for order %s: %w", rep.OrderID, err)
-	case rep.Step >= len(w.Steps) || w.Steps[rep.Step].Name != rep.StepName:
+	o, err := s.replyOrder(ctx, rep)
+	if err != nil {
+		return err
+	}
+	if w := o.wf; rep.Step >= len(w.Steps) || w.Steps[rep.Step].Name != rep.StepName {
 		// The workflow changed shape under the order: never guess a successor.
 		return drop(nil, "reply for order %s: step %d of workflow %q is not %q", rep.OrderID, rep.Step, w.Name, rep.StepName)
-	}
-	o := order{
-		ord: sas.Order{OrderID: rep.OrderID, Workflow: w.Name, Payload: rep.Payload, ReplyTo: rep.ReplyTo, Steps: w.StepNames(),
-			Priority: rep.Priority, Version: rep.Version}, // "" (an older agent): the registered version
-		wf: w,
 	}
 	now := s.cfg.Clock.Now()
 	key := sas.StepKey{OrderID: rep.OrderID, Step: rep.Step}
@@ -144,6 +139,32 @@ func (s *Service) reply(ctx context.Context, u *outbox.Unit, rep sas.AgentReply)
 	}
 	s.log.InfoContext(ctx, "step done", "order", rep.OrderID, "step", rep.Step, "attempt", rep.Attempt, "compensation", undo)
 	return s.afterDone(ctx, u, o, rep, claimed, now)
+}
+
+// replyOrder is the order a reply is about. A reply echoes it (workflow,
+// version, payload, replyTo, priority), so the happy path reads nothing. A
+// reply without a version comes from an agent built before the field
+// existed: the order's version is then read from the order, never taken to
+// be the deployed one, which may have other steps (docs/workflows.md,
+// "Versions").
+func (s *Service) replyOrder(ctx context.Context, rep sas.AgentReply) (order, error) {
+	if rep.Version == "" {
+		o, err := s.load(ctx, rep.OrderID)
+		if err != nil {
+			return order{}, err
+		}
+		o.steps = nil // read again where the records decide, after this reply's write
+		return o, nil
+	}
+	w, err := s.workflow(ctx, rep.Workflow, rep.Version)
+	if err != nil {
+		return order{}, fmt.Errorf("reply for order %s: %w", rep.OrderID, err)
+	}
+	return order{
+		ord: sas.Order{OrderID: rep.OrderID, Workflow: w.Name, Payload: rep.Payload, ReplyTo: rep.ReplyTo, Steps: w.StepNames(),
+			Priority: rep.Priority, Version: rep.Version},
+		wf: w,
+	}, nil
 }
 
 // refused sorts out a reply whose write was refused, from the record the
