@@ -83,10 +83,16 @@ func (s *Service) startCompensation(ctx context.Context, u *outbox.Unit, o order
 		s.log.InfoContext(ctx, "nothing to compensate", "order", ord.OrderID)
 		return nil
 	}
-	if err := s.tellBeforeClaim(ctx, u, o, *cand, !explicit, now); err != nil {
+	return s.claimUndo(ctx, u, o, *cand, !explicit, now)
+}
+
+// claimUndo claims the undo of step r and dispatches it, after delivering
+// what its failure may still owe (tellBeforeClaim).
+func (s *Service) claimUndo(ctx context.Context, u *outbox.Unit, o order, r sas.StepRecord, tell bool, now time.Time) error {
+	if err := s.tellBeforeClaim(ctx, u, o, r, tell, now); err != nil {
 		return err
 	}
-	cp := *s.claimParams(o, *cand, cand.ProcessState, now)
+	cp := *s.claimParams(o, r, r.ProcessState, now)
 	claimed, err := s.cfg.Store.Claim(ctx, cp)
 	if own, ok := sas.OwnClaim(err, cp); ok {
 		// Our claim committed and its retry lost to it: it is ours to send.
@@ -94,14 +100,14 @@ func (s *Service) startCompensation(ctx context.Context, u *outbox.Unit, o order
 	}
 	if errors.Is(err, sas.ErrLostRace) {
 		// Another delivery started it: that one dispatches the undo.
-		s.log.InfoContext(ctx, "compensation already started elsewhere", "order", ord.OrderID, "step", cand.Step, "error", err)
+		s.log.InfoContext(ctx, "compensation already started elsewhere", "order", o.id(), "step", r.Step, "error", err)
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("claiming the undo of step %s: %w", cand.Key(), err)
+		return fmt.Errorf("claiming the undo of step %s: %w", r.Key(), err)
 	}
-	s.log.InfoContext(ctx, "compensation started", "order", ord.OrderID, "step", cand.Step, "explicit", explicit)
-	s.dispatch(ctx, u, ord, o.wf.Steps[cand.Step], claimed)
+	s.log.InfoContext(ctx, "undo claimed", "order", o.id(), "step", r.Step)
+	s.dispatch(ctx, u, o.ord, o.wf.Steps[r.Step], claimed)
 	return nil
 }
 

@@ -342,7 +342,13 @@ func (s *Service) afterUndone(ctx context.Context, u *outbox.Unit, o order, rep 
 		return nil
 	}
 	// No successor claimed by this delivery: it finished the last undo, or
-	// it is a duplicate and the first delivery claimed the next one.
+	// it is a duplicate and the first delivery claimed the next one. Read
+	// again: the view the completion was planned on predates its write, and
+	// a late success may have marked a step owed its undo since. Finishing
+	// a compensation claims any step still owing one.
+	if err := s.read(ctx, &o); err != nil {
+		return err
+	}
 	for i := o.n() - 1; i >= 0; i-- {
 		r, ok := o.step(i)
 		if !ok || i == rep.Step {
@@ -357,10 +363,10 @@ func (s *Service) afterUndone(ctx context.Context, u *outbox.Unit, o order, rep 
 		case r.ProcessState == sas.CompensationFailed:
 			return nil // the chain stopped there; an operator was told
 		case undoable(r, o.wf.Steps[i], true):
-			// Left to undo but not claimed: a twin delivery claims it right
-			// now (our view predates its write), or a late success marked it
-			// owed. Not "compensated" yet; a compensate message resumes it.
-			return nil
+			// Left to undo but not claimed: a late success marked it owed,
+			// or a twin delivery is claiming it right now (then our claim
+			// loses, and the twin dispatches it).
+			return s.claimUndo(ctx, u, o, r, false, now)
 		}
 	}
 	s.log.InfoContext(ctx, "order compensated", "order", o.id())

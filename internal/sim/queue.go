@@ -33,6 +33,9 @@ type message struct {
 	receives  int
 	receipt   string
 	gone      bool
+	// duplicated: SQS delivered it twice once already (at-least-once
+	// delivery makes that rare, not a habit).
+	duplicated bool
 	// sender is the task that sent it, for the trace.
 	sender string
 }
@@ -50,7 +53,7 @@ func (q *queue) visible(now time.Time) []*message {
 func (q *queue) inFlight(now time.Time) []*message {
 	var out []*message
 	for _, m := range q.msgs {
-		if !m.gone && m.receives > 0 && m.visibleAt.After(now) {
+		if !m.gone && !m.duplicated && m.receives > 0 && m.visibleAt.After(now) {
 			out = append(out, m)
 		}
 	}

@@ -222,6 +222,7 @@ func (w *World) chaos() {
 	if q, m := w.inFlight(); q != nil {
 		add(0.4, func() {
 			w.tracef("duplicate delivery of %s", m.id)
+			m.duplicated = true
 			w.deliver(q, []*message{m})
 		})
 	}
