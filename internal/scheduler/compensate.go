@@ -155,17 +155,19 @@ func (s *Service) compensate(ctx context.Context, u *outbox.Unit, m sas.Compensa
 // message tells of every failed step itself). A failed alert fails the
 // message, and its redelivery tries again before claiming.
 func (s *Service) tellBeforeClaim(ctx context.Context, u *outbox.Unit, o order, r sas.StepRecord, tell bool, now time.Time) error {
-	var a sas.Alert
+	var a *sas.Alert
 	switch {
 	case slices.Contains(r.Owes, sas.EffectAlert):
-		a = r.OwedAlert("supervisor")
+		owed := r.OwedAlert("supervisor")
+		a = &owed
 	case r.ProcessState == sas.Error && r.Refused:
-		a = alertFor(o, r, sas.AlertID(r.Key(), r.ProcessState, r.Attempt), r.LastError, r.UpdatedAt)
-	default:
-		return nil
+		own := alertFor(o, r, sas.AlertID(r.Key(), r.ProcessState, r.Attempt), r.LastError, r.UpdatedAt)
+		a = &own
 	}
-	if err := s.cfg.Alerter.Alert(ctx, a); err != nil {
-		return fmt.Errorf("alerting about step %s before compensating it: %w", r.Key(), err)
+	if a != nil {
+		if err := s.cfg.Alerter.Alert(ctx, *a); err != nil {
+			return fmt.Errorf("alerting about step %s before compensating it: %w", r.Key(), err)
+		}
 	}
 	if tell && r.ProcessState == sas.Error {
 		s.post(ctx, u, o.ord, sas.Status{Status: sas.StatusFailed, Step: o.wf.Steps[r.Step].Name,
