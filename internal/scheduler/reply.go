@@ -113,6 +113,11 @@ func (s *Service) reply(ctx context.Context, u *outbox.Unit, rep sas.AgentReply)
 			return err
 		}
 		if r, ok := nextUndo(o, rep.Step); ok {
+			// The completion claims the next undo in the same write: what
+			// that step's failure may owe goes out first (tellBeforeClaim).
+			if err := s.tellBeforeClaim(ctx, u, o, r, true, now); err != nil {
+				return err
+			}
 			next = s.claimParams(o, r, r.ProcessState, now)
 		}
 	} else if rep.Step+1 < o.n() {
