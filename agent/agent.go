@@ -214,6 +214,25 @@ func (r *runner) Run(ctx context.Context, sreq sas.AgentRequest) (json.RawMessag
 	if req.Tries > 0 {
 		tries = req.Tries // the step's own (retry.attempts)
 	}
+	if req.Undo {
+		// An operator's resubmit gave the step a new key; an effect under an
+		// older one may exist too (a late success), so the undo undoes each
+		// older key first. Undoing a key that never took effect is a no-op
+		// by the undo's contract (docs/protocol.md, "Idempotency keys").
+		for _, k := range sreq.PriorKeys {
+			prior := req
+			prior.IdempotencyKey = k
+			if _, err := r.run(ctx, prior, fn, what+" under "+k, tries, deadline); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return r.run(ctx, req, fn, what, tries, deadline)
+}
+
+// run runs fn for req until it succeeds, fails for good, or runs out of
+// tries or time.
+func (r *runner) run(ctx context.Context, req Request, fn Func, what string, tries int, deadline time.Time) (json.RawMessage, error) {
 	for try := 1; ; try++ {
 		res, err := fn(ctx, req)
 		if err == nil {

@@ -773,7 +773,7 @@ func replyTo(req sas.AgentRequest) sas.AgentReply {
 		Attempt: req.Attempt, LockedBy: req.LockedBy, Agent: req.Agent,
 		Workflow: req.Workflow, ReplyTo: req.ReplyTo, Payload: req.Payload,
 		Compensation: req.Compensation, StepName: req.StepName,
-		Priority: req.Priority, Version: req.Version,
+		Priority: req.Priority, Version: req.Version, Generation: req.Generation,
 	}
 }
 

@@ -89,6 +89,14 @@ type AgentRequest struct {
 	// Version identifies the workflow definition the order runs on
 	// (docs/workflows.md, "Versions"), echoed in the reply.
 	Version string `json:"version,omitempty"`
+	// Generation is the step's generation (part of IdempotencyKey), echoed
+	// in the reply: a success under an older generation than the step's is
+	// an effect beside the step's own (docs/protocol.md, "Idempotency keys").
+	Generation int `json:"generation,omitempty"`
+	// PriorKeys, on an undo of a step an operator resubmitted, are the undo
+	// keys of its earlier generations: the agent undoes each before
+	// IdempotencyKey, since an effect under an older key may exist.
+	PriorKeys []string `json:"priorKeys,omitempty"`
 }
 
 // HighPriority is the lowest priority that goes to an agent's priority lane
@@ -135,6 +143,7 @@ type AgentReply struct {
 	StepName     string          `json:"stepName,omitempty"`
 	Priority     int             `json:"priority,omitempty"`
 	Version      string          `json:"version,omitempty"`
+	Generation   int             `json:"generation,omitempty"`
 }
 
 // Retry is the supervisor handing a step back to the schedulers.

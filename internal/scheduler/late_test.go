@@ -177,13 +177,19 @@ func TestSuccessAfterTheUndo(t *testing.T) {
 		require.Equal(t, "o-after2:0:g1", reserve2.IdempotencyKey)
 		f.deliver(done(reserve2))
 		f.deliver(reply(f.request(), sas.OutcomeFailed, "card declined"))
-		f.deliver(done(f.request())) // undo reserve (generation 1)
+		undo := f.request()
+		require.Equal(t, "o-after2:0:g1:undo", undo.IdempotencyKey)
+		require.Equal(t, []string{"o-after2:0:undo"}, undo.PriorKeys, "the undo undoes generation 0's key too")
+		f.deliver(done(undo))
 		require.Equal(t, sas.Compensated, f.step("o-after2", 0).ProcessState)
 		alerts := len(f.alerts.all())
 
 		f.deliver(done(reserve1)) // generation 0's success, late
 		got := f.alerts.all()
-		require.Len(t, got, alerts+1)
-		require.Contains(t, got[len(got)-1].Reason, "arrived after the step's undo")
+		require.Len(t, got, alerts+1, "one alert: the effect under the older key")
+		require.Contains(t, got[len(got)-1].Reason, "after the step was resubmitted as generation 1")
+		f.deliver(done(reserve1)) // its redelivery pages under the same id
+		again := f.alerts.all()
+		require.Equal(t, got[len(got)-1].ID, again[len(again)-1].ID)
 	})
 }

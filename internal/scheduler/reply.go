@@ -234,27 +234,29 @@ func lateFor(cur sas.StepRecord, rep sas.AgentReply) bool {
 // first call without storing the outcome and succeeded on a second with the
 // same key is how this happens (docs/protocol.md, "Idempotency keys").
 func (s *Service) lateSuccess(ctx context.Context, u *outbox.Unit, o order, rep sas.AgentReply, cur sas.StepRecord, now time.Time) error {
+	if rep.Generation < cur.Generation {
+		// An operator resubmitted the step under a new key since this
+		// attempt: its effect is one beside the step's own. An undo of the
+		// step undoes every generation's key (AgentRequest.PriorKeys), but
+		// an order that completes is not undone: an operator is told
+		// (docs/protocol.md, "Idempotency keys"). A reply without the field
+		// (an older agent) reads as generation 0: told too.
+		reason := fmt.Sprintf("a success for attempt %d of step %d (%s) arrived under its generation %d key (%s) after the step was resubmitted as generation %d: "+
+			"an effect exists under each; if the order completes, undo the older one by hand",
+			rep.Attempt, rep.Step, rep.StepName, rep.Generation, sas.IdempotencyKey(rep.OrderID, rep.Step, rep.Generation, false), cur.Generation)
+		s.log.ErrorContext(ctx, "success under an older generation", "order", rep.OrderID, "step", rep.Step, "attempt", rep.Attempt, "generation", rep.Generation)
+		s.alert(u, o, cur, fmt.Sprintf("%s/stale/g%d", sas.AlertID(cur.Key(), sas.Error, rep.Attempt), rep.Generation), reason, now)
+	}
 	switch cur.ProcessState {
 	case sas.Pending, sas.Processing, sas.Error:
 	case sas.Compensated, sas.CompensationFailed:
-		if cur.Generation == 0 {
-			// The step has one key, so this success is its key's one
-			// effect, and the undo was sent for that key: done before the
-			// undo, the undo reversed it; reaching the remote after, the
-			// undo cancelled it (a remote's undo must commute with what it
-			// undoes: docs/protocol.md, "Idempotency keys"). A duplicate
-			// reply of an attempt that completed before the compensation
-			// is the common case. Nothing to tell anyone.
-			s.log.InfoContext(ctx, "late success of an undone step: its undo covers it", "order", rep.OrderID,
-				"step", rep.Step, "attempt", rep.Attempt, "state", cur.ProcessState)
-			return nil
-		}
-		// After a resubmit the step has had two keys, and the reply does
-		// not say which: an effect under the older one has no undo.
-		reason := fmt.Sprintf("a success for attempt %d of step %d (%s) arrived after the step's undo: check by hand that nothing is left to undo",
-			rep.Attempt, rep.Step, rep.StepName)
-		s.log.ErrorContext(ctx, "late success after undo", "order", rep.OrderID, "step", rep.Step, "attempt", rep.Attempt)
-		s.alert(u, o, cur, fmt.Sprintf("%s/late/%d", sas.AlertID(cur.Key(), cur.ProcessState, cur.Attempt), rep.Attempt), reason, now)
+		// The undo was sent for every key the step has had (PriorKeys):
+		// done before it, the undo reversed this effect; reaching the
+		// remote after, the undo cancelled it (an undo commutes with what it
+		// undoes: docs/protocol.md, "Idempotency keys"). A failed undo was
+		// alerted. A success under an older key was told above.
+		s.log.InfoContext(ctx, "late success of an undone step: its undo covers it", "order", rep.OrderID,
+			"step", rep.Step, "attempt", rep.Attempt, "state", cur.ProcessState)
 		return nil
 	default:
 		return nil // Processed: the same key's effect, undone with it; Compensating: its undo is running

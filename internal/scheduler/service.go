@@ -259,6 +259,12 @@ func (s *Service) dispatch(ctx context.Context, u *outbox.Unit, o sas.Order, def
 		// the reply echoes so that later steps stay on that definition
 		// and in the order's lane.
 		Action: action, Priority: o.Priority, Version: o.Version, Tries: def.Tries,
+		Generation: r.Generation,
+	}
+	if undo {
+		for g := 0; g < r.Generation; g++ {
+			req.PriorKeys = append(req.PriorKeys, sas.IdempotencyKey(o.OrderID, r.Step, g, true))
+		}
 	}
 	u.Send(outbox.Message{
 		QueueURL: s.cfg.AgentQueues.URL(def.Agent, o.Priority), Body: sas.Encode(req),

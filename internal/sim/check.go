@@ -207,7 +207,13 @@ func (w *World) checkAlerts() {
 			w.violate("alert without id", "the %s alert about %s/%d %s attempt %d has no id", a.Source, a.OrderID, a.Step, a.State, a.Attempts)
 			continue
 		}
-		event := fmt.Sprintf("%s/%d/%s/%d", a.OrderID, a.Step, a.State, a.Attempts)
+		// The kind of event is what an id adds to sas.AlertID (a failure
+		// has nothing; "stale/g0", say, for an effect under an older key).
+		kind := ""
+		if parts := strings.SplitN(a.ID, "/", 5); len(parts) == 5 {
+			kind = parts[4]
+		}
+		event := fmt.Sprintf("%s/%d/%s/%d %s", a.OrderID, a.Step, a.State, a.Attempts, kind)
 		if prev, ok := ids[event]; ok && prev != a.ID {
 			w.violate("alerted twice", "the event %s was alerted under two ids, %s and %s", event, prev, a.ID)
 		}

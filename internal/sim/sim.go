@@ -1,11 +1,15 @@
 package sim
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"time"
+
+	"github.com/sas-go/sas/internal/sas"
 )
 
 // Config is one run. Everything not given is drawn from the seed
@@ -287,6 +291,16 @@ func (w *World) inFlight() (*queue, *message) {
 func (w *World) operatorEvent() {
 	w.opsLeft--
 	id := w.orders[w.rng.IntN(len(w.orders))]
+	// An operator mostly acts on what needs one: an order with a failed step.
+	var failed []string
+	for _, o := range w.orders {
+		if v, err := w.mem.GetOrder(context.Background(), o); err == nil && slices.ContainsFunc(v.Steps, func(r sas.StepRecord) bool { return r.ProcessState == sas.Error }) {
+			failed = append(failed, o)
+		}
+	}
+	if len(failed) > 0 && w.rng.IntN(4) > 0 {
+		id = failed[w.rng.IntN(len(failed))]
+	}
 	switch w.rng.IntN(4) {
 	case 0, 1:
 		w.operate("resubmit", id)
