@@ -160,7 +160,10 @@ func (s *Service) tellBeforeClaim(ctx context.Context, u *outbox.Unit, o order, 
 	case slices.Contains(r.Owes, sas.EffectAlert):
 		owed := r.OwedAlert("supervisor")
 		a = &owed
-	case r.ProcessState == sas.Error && r.Refused:
+	case r.ProcessState == sas.Error && r.Refused, r.ProcessState == sas.CompensationFailed:
+		// Its alert went out from the reply that failed it, or not (the
+		// reply's redelivery no longer finds it after this claim): the same
+		// id again, so a repeat is known for one.
 		own := alertFor(o, r, sas.AlertID(r.Key(), r.ProcessState, r.Attempt), r.LastError, r.UpdatedAt)
 		a = &own
 	}
