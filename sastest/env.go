@@ -226,7 +226,7 @@ func NewWith(t testing.TB, opts Options, defs []workflow.Workflow, agents ...*ag
 	alerter := alerts.NewMulti(alerts.NewLog(log), e.alert)
 	svc, err := scheduler.New(scheduler.Config{
 		Store: e.store, Queue: e.queue, Clock: e.clock, Alerter: alerter, Workflows: reg,
-		Owner: "sastest-scheduler", AgentQueues: queues, IntakeQueueURL: e.intakeURL,
+		Owner: "sastest-scheduler", AgentQueues: queues, IntakeQueueURL: e.intakeURL, SchedulerQueueURL: e.schedulerURL,
 		PickupTimeout: opts.PickupTimeout, ReplyToAllowed: func(u string) bool { return u == e.statusURL },
 		Logger: log.With("actor", "scheduler"),
 	})

@@ -373,7 +373,7 @@ func (s *System) buildActors(reg sas.Registry) (schedulers []*scheduler.Handler,
 		svc, err := scheduler.New(scheduler.Config{
 			Store: s.Store, Queue: s.actors.schedQueue, Alerter: s.actors.alerter, Workflows: reg,
 			Owner: fmt.Sprintf("scheduler-%d-%s", i, randomID()), AgentQueues: s.Config.AgentQueues, IntakeQueueURL: s.Config.IntakeQueueURL,
-			StepTimeout: s.Config.StepTimeout, PickupTimeout: s.Config.PickupTimeout, ReplyToAllowed: s.Config.ReplyToAllowed, Logger: s.Opts.Logger,
+			SchedulerQueueURL: s.Config.SchedulerQueueURL, StepTimeout: s.Config.StepTimeout, PickupTimeout: s.Config.PickupTimeout, ReplyToAllowed: s.Config.ReplyToAllowed, Logger: s.Opts.Logger,
 		})
 		if err != nil {
 			return nil, nil, err

@@ -63,11 +63,20 @@ type Handler struct {
 	svc    *Service
 	log    *slog.Logger
 	intake string // the intake queue's name; "" when not configured
+	// urls are the queues the handler takes, by name: where a message on
+	// its last receive is renewed (renew.go).
+	urls map[string]string
 }
 
 // NewHandler returns the Lambda handler of a Service.
 func NewHandler(svc *Service) *Handler {
-	return &Handler{svc: svc, log: svc.log, intake: queueName(svc.cfg.IntakeQueueURL)}
+	urls := map[string]string{}
+	for _, u := range []string{svc.cfg.IntakeQueueURL, svc.cfg.SchedulerQueueURL} {
+		if u != "" {
+			urls[queueName(u)] = u
+		}
+	}
+	return &Handler{svc: svc, log: svc.log, intake: queueName(svc.cfg.IntakeQueueURL), urls: urls}
 }
 
 // queueName is the last segment of a queue URL (…/account/name) or ARN
@@ -127,10 +136,14 @@ func (h *Handler) handleRecord(ctx context.Context, u *outbox.Unit, rec events.S
 		// Out of time: leave the rest for redelivery rather than half-do it.
 		return fmt.Errorf("not handled: %w", err)
 	}
+	if h.renew(ctx, rec) {
+		return nil
+	}
+	_, body := renewals(rec.Body)
 	if h.intake != "" && queueName(rec.EventSourceARN) == h.intake {
-		err = h.svc.intake(ctx, u, []byte(rec.Body), rec.MessageId)
+		err = h.svc.intake(ctx, u, []byte(body), rec.MessageId)
 	} else {
-		err = h.svc.handleMessage(ctx, u, []byte(rec.Body), rec.MessageId)
+		err = h.svc.handleMessage(ctx, u, []byte(body), rec.MessageId)
 	}
 	return h.settle(ctx, log, err)
 }

@@ -41,6 +41,13 @@ type Config struct {
 	// that may write orders cannot also send replies, retries or
 	// compensation requests. Unset, records are routed by kind alone.
 	IntakeQueueURL string
+	// SchedulerQueueURL is the scheduler's own queue: with IntakeQueueURL,
+	// where a message on its last receive before the dead-letter queue is
+	// renewed (renew.go). Unset, its messages are not renewed.
+	SchedulerQueueURL string
+	// MaxReceives is the queues' maxReceiveCount (default
+	// DefaultMaxReceives, the construct's).
+	MaxReceives int
 	// StepTimeout is a step's time limit when its StepDef has none.
 	StepTimeout time.Duration
 	// PickupTimeout is how long a new order's first step may stay unclaimed
@@ -86,6 +93,9 @@ func New(cfg Config) (*Service, error) {
 	}
 	if cfg.PickupTimeout == 0 {
 		cfg.PickupTimeout = DefaultPickupTimeout
+	}
+	if cfg.MaxReceives == 0 {
+		cfg.MaxReceives = DefaultMaxReceives
 	}
 	if cfg.ReplyToAllowed == nil {
 		cfg.ReplyToAllowed = func(string) bool { return false }

@@ -178,7 +178,7 @@ func (w *World) deploy(wf sas.Workflow, suffix string) {
 	for _, owner := range []string{"sched-a" + suffix, "sched-b" + suffix} {
 		svc, err := scheduler.New(scheduler.Config{
 			Store: w.st, Queue: queues{w}, Clock: w.clock, Alerter: alerter{w}, Workflows: reg, Owner: owner,
-			AgentQueues: aq, IntakeQueueURL: w.intake.url, PickupTimeout: pickupTimeout, StepTimeout: stepTimeout,
+			AgentQueues: aq, IntakeQueueURL: w.intake.url, SchedulerQueueURL: w.sched.url, PickupTimeout: pickupTimeout, StepTimeout: stepTimeout,
 			ReplyToAllowed: func(u string) bool { return u == w.status.url }, Logger: w.discard,
 		})
 		if err != nil {

@@ -37,18 +37,19 @@ func Scheduler(awsCfg aws.Config, cfg config.Config, logger *slog.Logger, owner 
 		return nil, err
 	}
 	svc, err := scheduler.New(scheduler.Config{
-		Store:          d.store,
-		Queue:          d.queue,
-		Clock:          sas.SystemClock{},
-		Alerter:        d.alerter,
-		Workflows:      d.workflows,
-		Owner:          owner,
-		AgentQueues:    cfg.AgentQueues,
-		IntakeQueueURL: cfg.IntakeQueueURL,
-		StepTimeout:    cfg.StepTimeout,
-		PickupTimeout:  cfg.PickupTimeout,
-		ReplyToAllowed: cfg.ReplyToAllowed,
-		Logger:         logger,
+		Store:             d.store,
+		Queue:             d.queue,
+		Clock:             sas.SystemClock{},
+		Alerter:           d.alerter,
+		Workflows:         d.workflows,
+		Owner:             owner,
+		AgentQueues:       cfg.AgentQueues,
+		IntakeQueueURL:    cfg.IntakeQueueURL,
+		SchedulerQueueURL: cfg.SchedulerQueueURL,
+		StepTimeout:       cfg.StepTimeout,
+		PickupTimeout:     cfg.PickupTimeout,
+		ReplyToAllowed:    cfg.ReplyToAllowed,
+		Logger:            logger,
 	})
 	if err != nil {
 		return nil, err
