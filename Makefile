@@ -57,6 +57,12 @@ dev: ## the whole system on local emulators with your workflows and agent progra
 	@$(GO) build -o .rig/sasdev ./cmd/sasdev
 	@exec .rig/sasdev $(DEV_ARGS)
 
+# The protocol simulator (docs/simulation.md): SEEDS seeds from 1, without
+# the race detector; make test runs a smaller sweep of the same seeds.
+SEEDS ?= 10000
+sim: ## the seeded whole-protocol simulator over SEEDS seeds (default 10000); a failing seed prints the command that replays it
+	$(GO) run ./cmd/sassim -seeds $(SEEDS)
+
 ORDERS ?= 300
 MIN_PROCESSED ?= 0.97
 run: ## the whole system end to end on local emulators, faults on, judged against the faults injected (ORDERS=300, MIN_PROCESSED=0.97)

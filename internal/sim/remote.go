@@ -65,7 +65,7 @@ func (r *remote) call(ctx context.Context, service string, req agent.Request) (a
 		if !e.undone {
 			r.w.tracef("  remote: %s undone", doKey)
 		}
-		e.undone = true
+		e.undone = r.w.cfg.Sabotage != SabotageSkipUndo
 		if c.fault == faultLost {
 			return nil, errors.New("the answer was lost (injected)")
 		}

@@ -40,7 +40,17 @@ type Config struct {
 	MaxEvents int
 	// Log, when set, receives the trace as it happens.
 	Log io.Writer
+	// Sabotage plants a known bug in the world (SabotageLoseAlerts,
+	// SabotageSkipUndo): the simulator's own tests use it to show that the
+	// checks catch what they are for.
+	Sabotage string
 }
+
+// Sabotages.
+const (
+	SabotageLoseAlerts = "lose-alerts" // the alerter reports success and sends nothing
+	SabotageSkipUndo   = "skip-undo"   // the remote answers undos without undoing
+)
 
 // ForSeed draws a run's configuration from its seed.
 func ForSeed(seed int64) Config {

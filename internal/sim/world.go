@@ -254,6 +254,9 @@ func (a alerter) Alert(ctx context.Context, al sas.Alert) error {
 		}
 		return errors.New("sim: the alert failed (injected)")
 	}
+	if a.w.cfg.Sabotage == SabotageLoseAlerts {
+		return nil
+	}
 	a.w.alerts = append(a.w.alerts, al)
 	a.w.tracef("  alert out: %s/%d %s attempt %d id=%q: %s", al.OrderID, al.Step, al.State, al.Attempts, al.ID, al.Reason)
 	return nil
