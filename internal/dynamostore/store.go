@@ -94,7 +94,7 @@ func (st *Store) Submit(ctx context.Context, p sas.SubmitParams) (sas.SubmitResu
 	}
 	_, err = st.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
 	if err == nil {
-		return sas.SubmitResult{Created: true, View: sas.OrderView{Order: o, Steps: recs, History: sas.MergeHistory(recs)}}, nil
+		return sas.SubmitResult{Created: true, View: written(items)}, nil
 	}
 	var tce *types.TransactionCanceledException
 	if !errors.As(err, &tce) || len(tce.CancellationReasons) == 0 {
@@ -114,6 +114,19 @@ func (st *Store) Submit(ctx context.Context, p sas.SubmitParams) (sas.SubmitResu
 	// A concurrent submission of the same order (TransactionConflict) and the
 	// like: the caller retries, and the retry takes the branch above.
 	return sas.SubmitResult{}, fmt.Errorf("submitting order %s: %s: %w", o.OrderID, reasons(tce), sas.ErrLostRace)
+}
+
+// written is the order a submission wrote, decoded from its items, so that
+// it is what a read returns (times at millisecond precision, for one).
+func written(items []types.TransactWriteItem) sas.OrderView {
+	o, _, _ := decodeOrder(items[0].Put.Item) // encoded by orderItem just now
+	v := sas.OrderView{Order: o}
+	for _, it := range items[1:] {
+		r, _ := decodeStep(it.Put.Item)
+		v.Steps = append(v.Steps, r)
+	}
+	v.History = sas.MergeHistory(v.Steps)
+	return v
 }
 
 // update runs one conditional UpdateItem and decodes the new record, or
@@ -157,7 +170,7 @@ func raceFromItem(op string, k sas.StepKey, item map[string]av) error {
 }
 
 func (st *Store) Claim(ctx context.Context, p sas.ClaimParams) (sas.StepRecord, error) {
-	if err := checkClaim(p); err != nil {
+	if err := p.Check(); err != nil {
 		return sas.StepRecord{}, fmt.Errorf("claiming step %s: %w", p.Key, err)
 	}
 	return st.update(ctx, "claiming", p.Key, st.claimExpr(p))
@@ -185,16 +198,6 @@ func (st *Store) claimExpr(p sas.ClaimParams) updateExpr {
 	return u
 }
 
-// checkClaim rejects parameters no record could satisfy, before any request.
-func checkClaim(p sas.ClaimParams) error {
-	from, _, err := p.Target()
-	if err != nil {
-		return err
-	}
-	_, err = sas.Claim(sas.StepRecord{ProcessState: from, Attempt: p.Attempt}, p)
-	return err
-}
-
 // held is the fence of the holder's writes: state, owner and attempt.
 func held(u *updateExpr, state sas.ProcessState, owner string, attempt int) {
 	u.cond("#st = :running AND #lb = :owner AND #at = :attempt",
@@ -203,6 +206,9 @@ func held(u *updateExpr, state sas.ProcessState, owner string, attempt int) {
 }
 
 func (st *Store) Complete(ctx context.Context, p sas.CompleteParams) ([]sas.StepRecord, error) {
+	if err := p.Check(); err != nil {
+		return nil, fmt.Errorf("completing step %s: %w", p.Key, err)
+	}
 	running, done, _ := sas.Leg(p.Compensation)
 	u := newUpdate()
 	held(&u, running, p.Owner, p.Attempt)
@@ -215,9 +221,6 @@ func (st *Store) Complete(ctx context.Context, p sas.CompleteParams) ([]sas.Step
 			return nil, err
 		}
 		return []sas.StepRecord{r}, nil
-	}
-	if err := checkClaim(*p.Next); err != nil {
-		return nil, fmt.Errorf("claiming next step %s: %w", p.Next.Key, err)
 	}
 	_, err := st.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
 		{Update: asTransactUpdate(u.input(st.cfg.StateTable, p.Key))},

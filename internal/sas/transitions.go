@@ -44,6 +44,17 @@ func (p ClaimParams) validate() error {
 	return nil
 }
 
+// Check rejects parameters no record could take (ErrInvalid). Stores check
+// them before they look at the record, so a bad call is invalid whatever
+// the record, in every store.
+func (p ClaimParams) Check() error {
+	if err := p.validate(); err != nil {
+		return err
+	}
+	_, _, err := p.Target()
+	return err
+}
+
 // Claim moves Pending → Processing, fenced on no holder and the attempt seen.
 // A compensation claim from a settled state starts a fresh failure count.
 func Claim(r StepRecord, p ClaimParams) (StepRecord, error) {
@@ -80,6 +91,18 @@ type CompleteParams struct {
 	Now          time.Time
 	Compensation bool // finishing an undo: Compensating → Compensated
 	Next         *ClaimParams
+}
+
+// Check rejects a Next no record could take, or one that is the step
+// being completed (one write cannot move a record twice).
+func (p CompleteParams) Check() error {
+	if p.Next == nil {
+		return nil
+	}
+	if p.Next.Key == p.Key {
+		return &ValidationError{Field: "next", Reason: fmt.Sprintf("step %s cannot claim itself as its next", p.Key)}
+	}
+	return p.Next.Check()
 }
 
 // Leg returns the leased state a completion or failure requires, and the
@@ -144,11 +167,13 @@ type RescueParams struct {
 // bumps FailureCount and sets a pick-up deadline. It re-checks state, attempt
 // and expiry, so it can never overwrite a step that completed meanwhile.
 func Rescue(r StepRecord, p RescueParams) (StepRecord, error) {
-	if err := checkDue("rescue", r, p.From, p.Attempt, p.Now); err != nil {
-		return r, err
-	}
+	// Parameters first, the guard second: a bad call is invalid whatever
+	// the record, in every store.
 	if !p.PickupBy.After(p.Now) {
 		return r, &ValidationError{Field: "pickupBy", Reason: "the pick-up deadline must be after now"}
+	}
+	if err := checkDue("rescue", r, p.From, p.Attempt, p.Now); err != nil {
+		return r, err
 	}
 	r = unlease(r)
 	r.FailureCount++
