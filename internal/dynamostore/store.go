@@ -242,14 +242,62 @@ func (st *Store) Complete(ctx context.Context, p sas.CompleteParams) ([]sas.Step
 		}
 		return nil, fmt.Errorf("completing step %s: %w", p.Key, translate(err))
 	}
-	// A transaction returns no items: report what the write set. History
-	// and failure counts are not read back (that would cost a read per step).
-	_, nextState, _ := p.Next.Target()
-	first := sas.StepRecord{OrderID: p.Key.OrderID, Step: p.Key.Step, ProcessState: done, Attempt: p.Attempt, UpdatedAt: p.Now, Shard: st.shard(p.Key)}
-	next := sas.StepRecord{OrderID: p.Next.Key.OrderID, Step: p.Next.Key.Step, ProcessState: nextState,
-		LockedBy: p.Next.Owner, CompleteBy: p.Next.CompleteBy, DueAt: p.Next.CompleteBy, Attempt: p.Next.Attempt + 1,
-		UpdatedAt: p.Now, Shard: st.shard(p.Next.Key)}
-	return []sas.StepRecord{first, next}, nil
+	// A transaction returns no items, and a record rebuilt from what the
+	// write set loses what it did not set (a chained undo went out without
+	// its generation: issue 16, hole 1). Read both back, consistently.
+	recs, err := st.readBack(ctx, p.Key, p.Next.Key)
+	if err != nil {
+		return nil, fmt.Errorf("completing step %s (written): %w", p.Key, err)
+	}
+	return recs, nil
+}
+
+// readBack reads records just written, in the order given: one consistent
+// Query when they share an order (as a step and its successor or its
+// predecessor's undo do), else one read each. A write that followed ours in
+// between is read with it; the caller's next fenced write sees it anyway.
+func (st *Store) readBack(ctx context.Context, keys ...sas.StepKey) ([]sas.StepRecord, error) {
+	out := make([]sas.StepRecord, len(keys))
+	lo, hi, same := keys[0].Step, keys[0].Step, true
+	for _, k := range keys {
+		lo, hi, same = min(lo, k.Step), max(hi, k.Step), same && k.OrderID == keys[0].OrderID
+	}
+	if !same {
+		for i, k := range keys {
+			r, err := st.GetStep(ctx, k)
+			if err != nil {
+				return nil, err
+			}
+			out[i] = r
+		}
+		return out, nil
+	}
+	q, err := st.db.Query(ctx, &dynamodb.QueryInput{
+		TableName:                 &st.cfg.StateTable,
+		KeyConditionExpression:    aws.String("#id = :id AND #step BETWEEN :lo AND :hi"),
+		ExpressionAttributeNames:  map[string]string{"#id": attrOrderID, "#step": attrStep},
+		ExpressionAttributeValues: map[string]av{":id": s(keys[0].OrderID), ":lo": ni(lo), ":hi": ni(hi)},
+		ConsistentRead:            aws.Bool(true),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("reading back order %s: %w", keys[0].OrderID, translate(err))
+	}
+	byStep := map[int]sas.StepRecord{}
+	for _, it := range q.Items {
+		r, err := decodeStep(it)
+		if err != nil {
+			return nil, fmt.Errorf("reading back order %s: %w", keys[0].OrderID, err)
+		}
+		byStep[r.Step] = r
+	}
+	for i, k := range keys {
+		r, ok := byStep[k.Step]
+		if !ok {
+			return nil, fmt.Errorf("reading back step %s: %w", k, sas.ErrNotFound)
+		}
+		out[i] = r
+	}
+	return out, nil
 }
 
 func (st *Store) Fail(ctx context.Context, p sas.FailParams) (sas.StepRecord, error) {
