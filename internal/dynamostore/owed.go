@@ -75,9 +75,7 @@ func (st *Store) Settle(ctx context.Context, p sas.SettleParams) (sas.StepRecord
 		return sas.StepRecord{}, fmt.Errorf("settling step %s: %w", p.Key, err)
 	}
 	u := newUpdate()
-	u.cond("#st = :state AND #at = :attempt AND begins_with(#pk, :owed)",
-		"#st", attrState, "#at", attrAttempt, "#pk", attrIdxPK,
-		":state", s(string(p.State)), ":attempt", ni(p.Attempt), ":owed", s(owedPrefix))
+	owing(&u, p.State, p.Attempt)
 	shard := st.shard(p.Key)
 	u.set(attrIdxPK, s(sas.IndexPartition(p.State, shard)))
 	u.sets = append(u.sets, u.name(attrIdxSK)+" = "+u.name(attrUpdatedAt))

@@ -41,12 +41,14 @@ func (st *Store) resubmitWrite(ctx context.Context, p sas.ResubmitParams, u upda
 		if r.Step == p.Key.Step {
 			continue
 		}
+		c := newUpdate()
+		inState(&c, r.ProcessState)
 		items = append(items, types.TransactWriteItem{ConditionCheck: &types.ConditionCheck{
 			TableName:                 &st.cfg.StateTable,
 			Key:                       stepKey(r.Key()),
-			ConditionExpression:       aws.String("#st = :seen"),
-			ExpressionAttributeNames:  map[string]string{"#st": attrState},
-			ExpressionAttributeValues: map[string]av{":seen": s(string(r.ProcessState))},
+			ConditionExpression:       aws.String(c.condition),
+			ExpressionAttributeNames:  c.names,
+			ExpressionAttributeValues: c.values,
 		}})
 	}
 	_, err := st.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})

@@ -81,7 +81,7 @@ func (st *Store) Submit(ctx context.Context, p sas.SubmitParams) (sas.SubmitResu
 	items := []types.TransactWriteItem{{Put: &types.Put{
 		TableName:                           &st.cfg.OrdersTable,
 		Item:                                orderItem(o),
-		ConditionExpression:                 aws.String("attribute_not_exists(OrderID)"),
+		ConditionExpression:                 aws.String(absent),
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	}}}
 	for i := range recs {
@@ -89,7 +89,7 @@ func (st *Store) Submit(ctx context.Context, p sas.SubmitParams) (sas.SubmitResu
 		items = append(items, types.TransactWriteItem{Put: &types.Put{
 			TableName:           &st.cfg.StateTable,
 			Item:                stepItem(recs[i]),
-			ConditionExpression: aws.String("attribute_not_exists(OrderID)"),
+			ConditionExpression: aws.String(absent),
 		}})
 	}
 	_, err = st.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
@@ -179,9 +179,7 @@ func (st *Store) Claim(ctx context.Context, p sas.ClaimParams) (sas.StepRecord, 
 func (st *Store) claimExpr(p sas.ClaimParams) updateExpr {
 	from, to, _ := p.Target() // checked by the caller
 	u := newUpdate()
-	u.cond("#st = :from AND attribute_not_exists(#lb) AND #at = :seen",
-		"#st", attrState, "#lb", attrLockedBy, "#at", attrAttempt,
-		":from", s(string(from)), ":seen", ni(p.Attempt))
+	claimable(&u, from, p.Attempt)
 	u.set(attrState, s(string(to)))
 	reason := "claimed"
 	if to == sas.Compensating {
@@ -196,13 +194,6 @@ func (st *Store) claimExpr(p sas.ClaimParams) updateExpr {
 	st.index(&u, p.Key, to, ms(p.CompleteBy))
 	u.touch(p.Now, sas.HistoryEntry{At: p.Now, Step: p.Key.Step, Actor: p.Owner, From: from, To: to, Attempt: p.Attempt + 1, Reason: reason})
 	return u
-}
-
-// held is the fence of the holder's writes: state, owner and attempt.
-func held(u *updateExpr, state sas.ProcessState, owner string, attempt int) {
-	u.cond("#st = :running AND #lb = :owner AND #at = :attempt",
-		"#st", attrState, "#lb", attrLockedBy, "#at", attrAttempt,
-		":running", s(string(state)), ":owner", s(owner), ":attempt", ni(attempt))
 }
 
 func (st *Store) Complete(ctx context.Context, p sas.CompleteParams) ([]sas.StepRecord, error) {
@@ -314,14 +305,6 @@ func (st *Store) Fail(ctx context.Context, p sas.FailParams) (sas.StepRecord, er
 	return st.update(ctx, "failing", p.Key, u)
 }
 
-// dueCondition is the supervisor's fence: the state and attempt it saw, and
-// the deadline still passed (IdxSK is CompleteBy or the pick-up deadline).
-func dueCondition(u *updateExpr, from sas.ProcessState, attempt int, now av) {
-	u.cond("#st = :from AND #at = :attempt AND #due <= :now",
-		"#st", attrState, "#at", attrAttempt, "#due", attrIdxSK,
-		":from", s(string(from)), ":attempt", ni(attempt), ":now", now)
-}
-
 func (st *Store) Rescue(ctx context.Context, p sas.RescueParams) (sas.StepRecord, error) {
 	probe := sas.StepRecord{ProcessState: p.From, Attempt: p.Attempt, DueAt: p.Now}
 	if _, err := sas.Rescue(probe, p); err != nil {
@@ -356,10 +339,8 @@ func (st *Store) Wait(ctx context.Context, p sas.WaitParams) (sas.StepRecord, er
 		return sas.StepRecord{}, fmt.Errorf("waiting on step %s: %w", p.Key, err)
 	}
 	u := newUpdate()
-	// Every write that sets or clears WaitingSince also moves IdxSK or the
-	// attempt, so this fence also vouches for the WaitingSince seen.
 	held(&u, p.From, p.Owner, p.Attempt)
-	u.cond(u.condition+" AND #due = :seen", "#due", attrIdxSK, ":seen", ms(p.DueAt))
+	leaseSeen(&u, p.DueAt, p.WaitingSince)
 	u.set(attrCompleteBy, ms(p.Until))
 	u.set(attrIdxSK, ms(p.Until))
 	if p.WaitingSince.IsZero() {
@@ -389,7 +370,7 @@ type dueWrite struct {
 // goes, FailureCount+1, and the index entry moves to w.To at w.IndexAt.
 func (st *Store) settleDue(ctx context.Context, op string, w dueWrite) (sas.StepRecord, error) {
 	u := newUpdate()
-	dueCondition(&u, w.From, w.Attempt, ms(w.Now))
+	dueFrom(&u, w.From, w.Attempt, w.Now)
 	u.set(attrState, s(string(w.To)))
 	u.add(attrFailureCount, 1)
 	u.set(attrLastError, s(w.Reason))
@@ -422,8 +403,7 @@ func (st *Store) Resubmit(ctx context.Context, p sas.ResubmitParams) (sas.StepRe
 		return sas.StepRecord{}, fmt.Errorf("resubmitting step %s: %w", p.Key, err)
 	}
 	u := newUpdate()
-	u.cond("#st = :error AND #at = :attempt", "#st", attrState, "#at", attrAttempt,
-		":error", s(string(sas.Error)), ":attempt", ni(p.Attempt))
+	failedAt(&u, p.Attempt)
 	u.set(attrState, s(string(sas.Pending)))
 	u.set(attrFailureCount, ni(0))
 	u.set(attrGeneration, ni(next.Generation))
@@ -443,10 +423,9 @@ func (st *Store) NoteEffect(ctx context.Context, p sas.NoteEffectParams) (sas.St
 		return sas.StepRecord{}, fmt.Errorf("noting the effect of step %s: %w", p.Key, err)
 	}
 	u := newUpdate()
-	u.cond("#st = :seen AND (attribute_not_exists(#uo) OR #uo = :no)",
-		"#st", attrState, "#uo", attrUndoOwed, ":seen", s(string(p.State)), ":no", boolean(false))
+	notNoted(&u, p.State)
 	u.set(attrUndoOwed, boolean(true))
-	u.touch(p.Now, probe.History[len(probe.History)-1])
+	u.record(probe.History[len(probe.History)-1]) // not a transition: UpdatedAt kept
 	r, err := st.update(ctx, "noting the effect of", p.Key, u)
 	var re *sas.RaceError
 	if errors.As(err, &re) && re.Current != nil && re.Current.UndoOwed && re.Current.ProcessState == p.State {

@@ -309,14 +309,18 @@ func (s *Store) ListByState(_ context.Context, p sas.ListByStateParams) (sas.Lis
 			if resumed && !less(last, e) {
 				continue
 			}
-			if n == p.Limit {
-				next[shard] = last
-				break
-			}
 			n++
 			last = e
 			res.Stats.ItemsRead++
 			res.Records = append(res.Records, projected(s.steps[e.key]))
+			if n == p.Limit {
+				break
+			}
+		}
+		if n == p.Limit {
+			// DynamoDB stops at the limit with a cursor, even when nothing
+			// follows: the next page is then empty.
+			next[shard] = last
 		}
 	}
 	if sas.MayOwe(p.State) {

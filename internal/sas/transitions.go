@@ -119,11 +119,17 @@ func Leg(compensation bool) (running, done, failed ProcessState) {
 // step away: the work is done and the attempt is still the current one.
 func Complete(r StepRecord, p CompleteParams) (StepRecord, error) {
 	running, done, _ := Leg(p.Compensation)
-	if r.ProcessState != running || r.LockedBy != p.Owner || r.Attempt != p.Attempt {
+	if !heldBy(r, running, p.Owner, p.Attempt) {
 		return r, race("complete", r)
 	}
 	r = unlease(r)
 	return move(r, done, p.Owner, "completed", p.Now), nil
+}
+
+// heldBy is the holder's fence: the state, a holder (an undo the supervisor
+// handed back has none, and no empty owner may finish it) and the attempt.
+func heldBy(r StepRecord, state ProcessState, owner string, attempt int) bool {
+	return r.ProcessState == state && r.LockedBy != "" && r.LockedBy == owner && r.Attempt == attempt
 }
 
 // FailParams reports a permanent failure of the holder's attempt.
@@ -140,7 +146,7 @@ type FailParams struct {
 // fenced on holder and attempt.
 func Fail(r StepRecord, p FailParams) (StepRecord, error) {
 	running, _, failed := Leg(p.Compensation)
-	if r.ProcessState != running || r.LockedBy != p.Owner || r.Attempt != p.Attempt {
+	if !heldBy(r, running, p.Owner, p.Attempt) {
 		return r, race("fail", r)
 	}
 	r = unlease(r)
@@ -291,8 +297,10 @@ func NoteEffect(r StepRecord, p NoteEffectParams) (StepRecord, error) {
 	if r.UndoOwed {
 		return r, nil // noted already: no write, no history entry
 	}
+	// Not a transition: UpdatedAt is kept, so an Error record keeps its
+	// place in the index (DynamoDB's IdxSK is the failure time) and a
+	// give-up's owed alert, rebuilt from the record, stays the same.
 	r.UndoOwed = true
-	r.UpdatedAt = p.Now
 	r.History = append(append([]HistoryEntry(nil), r.History...), HistoryEntry{
 		At: p.Now, Step: r.Step, Actor: p.Actor, From: r.ProcessState, To: r.ProcessState, Attempt: p.Attempt,
 		Reason: fmt.Sprintf("a done reply for attempt %d arrived while the step was %s: its effect may exist", p.Attempt, r.ProcessState),

@@ -21,14 +21,14 @@ import (
 )
 
 // The default run is sized for `make test` on two shared cores (-race):
-// 20 sequences of about 40 operations. RAPID_CHECKS and RAPID_STEPS (or
+// 50 sequences of about 50 operations. RAPID_CHECKS and RAPID_STEPS (or
 // -rapid.checks, -rapid.steps) run more; -rapid.seed=N replays a failure.
 // No fail files: a seed is the whole replay, and the tree stays clean.
 func TestMain(m *testing.M) {
 	flag.Parse()
 	set := map[string]bool{}
 	flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	defaults := map[string]string{"rapid.checks": "20", "rapid.steps": "40", "rapid.nofailfile": "true"}
+	defaults := map[string]string{"rapid.checks": "50", "rapid.steps": "50", "rapid.nofailfile": "true"}
 	for name, v := range defaults {
 		env := "RAPID_" + strings.ToUpper(strings.TrimPrefix(name, "rapid."))
 		if _, ok := os.LookupEnv(env); !set[name] && !ok {
