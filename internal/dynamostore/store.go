@@ -473,6 +473,16 @@ func (st *Store) GetOrder(ctx context.Context, orderID string) (sas.OrderView, e
 		return sas.OrderView{}, fmt.Errorf("getting order %s: %w", orderID, err)
 	}
 	v := sas.OrderView{Order: o}
+	if v.Steps, err = st.readSteps(ctx, orderID); err != nil {
+		return sas.OrderView{}, err
+	}
+	v.History = sas.MergeHistory(v.Steps)
+	return v, nil
+}
+
+// readSteps reads an order's step records, consistently, in step order.
+func (st *Store) readSteps(ctx context.Context, orderID string) ([]sas.StepRecord, error) {
+	var out []sas.StepRecord
 	var start map[string]av
 	for {
 		q, err := st.db.Query(ctx, &dynamodb.QueryInput{
@@ -484,21 +494,19 @@ func (st *Store) GetOrder(ctx context.Context, orderID string) (sas.OrderView, e
 			ExclusiveStartKey:         start,
 		})
 		if err != nil {
-			return sas.OrderView{}, fmt.Errorf("getting steps of order %s: %w", orderID, translate(err))
+			return nil, fmt.Errorf("getting steps of order %s: %w", orderID, translate(err))
 		}
 		for _, it := range q.Items {
 			r, err := decodeStep(it)
 			if err != nil {
-				return sas.OrderView{}, fmt.Errorf("getting steps of order %s: %w", orderID, err)
+				return nil, fmt.Errorf("getting steps of order %s: %w", orderID, err)
 			}
-			v.Steps = append(v.Steps, r)
+			out = append(out, r)
 		}
 		if start = q.LastEvaluatedKey; len(start) == 0 {
-			break
+			return out, nil
 		}
 	}
-	v.History = sas.MergeHistory(v.Steps)
-	return v, nil
 }
 
 // FindDue queries every shard's partition of the state-due index for
