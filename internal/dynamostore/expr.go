@@ -28,10 +28,14 @@ func newUpdate() updateExpr {
 	return updateExpr{names: map[string]string{}, values: map[string]av{}, n: new(int)}
 }
 
-// cond sets the condition; pairs are placeholder, value (string names for #,
-// attribute values for :).
+// cond adds a condition (AND); pairs are placeholder, value (string names
+// for #, attribute values for :). Guards (guards.go) are its only callers.
 func (u *updateExpr) cond(expr string, pairs ...any) {
-	u.condition = expr
+	if u.condition == "" {
+		u.condition = expr
+	} else {
+		u.condition = "(" + u.condition + ") AND (" + expr + ")"
+	}
 	for i := 0; i+1 < len(pairs); i += 2 {
 		k := pairs[i].(string)
 		if strings.HasPrefix(k, "#") {
@@ -72,6 +76,11 @@ func (u *updateExpr) remove(attrs ...string) {
 // touch stamps UpdatedAt and appends one history entry.
 func (u *updateExpr) touch(now time.Time, h sas.HistoryEntry) {
 	u.set(attrUpdatedAt, ms(now))
+	u.record(h)
+}
+
+// record appends one history entry.
+func (u *updateExpr) record(h sas.HistoryEntry) {
 	hist := u.name(attrHistory)
 	u.sets = append(u.sets, hist+" = list_append("+hist+", "+u.value(&types.AttributeValueMemberL{Value: []av{historyEntry(h)}})+")")
 }

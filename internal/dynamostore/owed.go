@@ -70,13 +70,12 @@ func (st *Store) FindOwed(ctx context.Context, p sas.FindOwedParams) (sas.FindDu
 // the state's partition at the failure time (UpdatedAt, copied in place: no
 // read).
 func (st *Store) Settle(ctx context.Context, p sas.SettleParams) (sas.StepRecord, error) {
-	if !sas.MayOwe(p.State) {
-		return sas.StepRecord{}, fmt.Errorf("settling step %s: %w", p.Key, &sas.ValidationError{Field: "state", Reason: fmt.Sprintf("%s records owe nothing", p.State)})
+	probe := sas.StepRecord{ProcessState: p.State, Attempt: p.Attempt, Owes: []sas.Effect{sas.EffectAlert}}
+	if _, err := sas.Settle(probe, p); err != nil {
+		return sas.StepRecord{}, fmt.Errorf("settling step %s: %w", p.Key, err)
 	}
 	u := newUpdate()
-	u.cond("#st = :state AND #at = :attempt AND begins_with(#pk, :owed)",
-		"#st", attrState, "#at", attrAttempt, "#pk", attrIdxPK,
-		":state", s(string(p.State)), ":attempt", ni(p.Attempt), ":owed", s(owedPrefix))
+	owing(&u, p.State, p.Attempt)
 	shard := st.shard(p.Key)
 	u.set(attrIdxPK, s(sas.IndexPartition(p.State, shard)))
 	u.sets = append(u.sets, u.name(attrIdxSK)+" = "+u.name(attrUpdatedAt))

@@ -12,14 +12,15 @@ import (
 	"github.com/sas-go/sas/internal/sas"
 )
 
-// readForResubmit reads the whole order (an operator action, off the hot
+// readForResubmit reads the order's steps (an operator action, off the hot
 // path): sas.CanResubmit judges the step against its siblings.
 func (st *Store) readForResubmit(ctx context.Context, k sas.StepKey) (sas.OrderView, sas.StepRecord, error) {
-	view, err := st.GetOrder(ctx, k.OrderID)
+	steps, err := st.readSteps(ctx, k.OrderID)
 	if err != nil {
-		return view, sas.StepRecord{}, fmt.Errorf("resubmitting step %s: %w", k, err)
+		return sas.OrderView{}, sas.StepRecord{}, fmt.Errorf("resubmitting step %s: %w", k, err)
 	}
-	for _, r := range view.Steps {
+	view := sas.OrderView{Order: sas.Order{OrderID: k.OrderID}, Steps: steps}
+	for _, r := range steps {
 		if r.Step == k.Step {
 			return view, r, nil
 		}
@@ -41,12 +42,14 @@ func (st *Store) resubmitWrite(ctx context.Context, p sas.ResubmitParams, u upda
 		if r.Step == p.Key.Step {
 			continue
 		}
+		c := newUpdate()
+		inState(&c, r.ProcessState)
 		items = append(items, types.TransactWriteItem{ConditionCheck: &types.ConditionCheck{
 			TableName:                 &st.cfg.StateTable,
 			Key:                       stepKey(r.Key()),
-			ConditionExpression:       aws.String("#st = :seen"),
-			ExpressionAttributeNames:  map[string]string{"#st": attrState},
-			ExpressionAttributeValues: map[string]av{":seen": s(string(r.ProcessState))},
+			ConditionExpression:       aws.String(c.condition),
+			ExpressionAttributeNames:  c.names,
+			ExpressionAttributeValues: c.values,
 		}})
 	}
 	_, err := st.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
@@ -61,14 +64,9 @@ func (st *Store) resubmitWrite(ctx context.Context, p sas.ResubmitParams, u upda
 		return sas.StepRecord{}, fmt.Errorf("resubmitting step %s: %w", p.Key, translate(err))
 	}
 	// A transaction returns no item: read the step back (operator path).
-	v, err := st.GetOrder(ctx, p.Key.OrderID)
+	r, err := st.GetStep(ctx, p.Key)
 	if err != nil {
 		return sas.StepRecord{}, fmt.Errorf("resubmitting step %s (written): %w", p.Key, err)
 	}
-	for _, r := range v.Steps {
-		if r.Step == p.Key.Step {
-			return r, nil
-		}
-	}
-	return sas.StepRecord{}, fmt.Errorf("resubmitting step %s (written): %w", p.Key, sas.ErrNotFound)
+	return r, nil
 }

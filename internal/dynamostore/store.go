@@ -81,7 +81,7 @@ func (st *Store) Submit(ctx context.Context, p sas.SubmitParams) (sas.SubmitResu
 	items := []types.TransactWriteItem{{Put: &types.Put{
 		TableName:                           &st.cfg.OrdersTable,
 		Item:                                orderItem(o),
-		ConditionExpression:                 aws.String("attribute_not_exists(OrderID)"),
+		ConditionExpression:                 aws.String(absent),
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	}}}
 	for i := range recs {
@@ -89,12 +89,12 @@ func (st *Store) Submit(ctx context.Context, p sas.SubmitParams) (sas.SubmitResu
 		items = append(items, types.TransactWriteItem{Put: &types.Put{
 			TableName:           &st.cfg.StateTable,
 			Item:                stepItem(recs[i]),
-			ConditionExpression: aws.String("attribute_not_exists(OrderID)"),
+			ConditionExpression: aws.String(absent),
 		}})
 	}
 	_, err = st.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
 	if err == nil {
-		return sas.SubmitResult{Created: true, View: sas.OrderView{Order: o, Steps: recs, History: sas.MergeHistory(recs)}}, nil
+		return sas.SubmitResult{Created: true, View: written(items)}, nil
 	}
 	var tce *types.TransactionCanceledException
 	if !errors.As(err, &tce) || len(tce.CancellationReasons) == 0 {
@@ -114,6 +114,19 @@ func (st *Store) Submit(ctx context.Context, p sas.SubmitParams) (sas.SubmitResu
 	// A concurrent submission of the same order (TransactionConflict) and the
 	// like: the caller retries, and the retry takes the branch above.
 	return sas.SubmitResult{}, fmt.Errorf("submitting order %s: %s: %w", o.OrderID, reasons(tce), sas.ErrLostRace)
+}
+
+// written is the order a submission wrote, decoded from its items, so that
+// it is what a read returns (times at millisecond precision, for one).
+func written(items []types.TransactWriteItem) sas.OrderView {
+	o, _, _ := decodeOrder(items[0].Put.Item) // encoded by orderItem just now
+	v := sas.OrderView{Order: o}
+	for _, it := range items[1:] {
+		r, _ := decodeStep(it.Put.Item)
+		v.Steps = append(v.Steps, r)
+	}
+	v.History = sas.MergeHistory(v.Steps)
+	return v
 }
 
 // update runs one conditional UpdateItem and decodes the new record, or
@@ -157,7 +170,7 @@ func raceFromItem(op string, k sas.StepKey, item map[string]av) error {
 }
 
 func (st *Store) Claim(ctx context.Context, p sas.ClaimParams) (sas.StepRecord, error) {
-	if err := checkClaim(p); err != nil {
+	if err := p.Check(); err != nil {
 		return sas.StepRecord{}, fmt.Errorf("claiming step %s: %w", p.Key, err)
 	}
 	return st.update(ctx, "claiming", p.Key, st.claimExpr(p))
@@ -166,9 +179,7 @@ func (st *Store) Claim(ctx context.Context, p sas.ClaimParams) (sas.StepRecord, 
 func (st *Store) claimExpr(p sas.ClaimParams) updateExpr {
 	from, to, _ := p.Target() // checked by the caller
 	u := newUpdate()
-	u.cond("#st = :from AND attribute_not_exists(#lb) AND #at = :seen",
-		"#st", attrState, "#lb", attrLockedBy, "#at", attrAttempt,
-		":from", s(string(from)), ":seen", ni(p.Attempt))
+	claimable(&u, from, p.Attempt)
 	u.set(attrState, s(string(to)))
 	reason := "claimed"
 	if to == sas.Compensating {
@@ -185,24 +196,10 @@ func (st *Store) claimExpr(p sas.ClaimParams) updateExpr {
 	return u
 }
 
-// checkClaim rejects parameters no record could satisfy, before any request.
-func checkClaim(p sas.ClaimParams) error {
-	from, _, err := p.Target()
-	if err != nil {
-		return err
-	}
-	_, err = sas.Claim(sas.StepRecord{ProcessState: from, Attempt: p.Attempt}, p)
-	return err
-}
-
-// held is the fence of the holder's writes: state, owner and attempt.
-func held(u *updateExpr, state sas.ProcessState, owner string, attempt int) {
-	u.cond("#st = :running AND #lb = :owner AND #at = :attempt",
-		"#st", attrState, "#lb", attrLockedBy, "#at", attrAttempt,
-		":running", s(string(state)), ":owner", s(owner), ":attempt", ni(attempt))
-}
-
 func (st *Store) Complete(ctx context.Context, p sas.CompleteParams) ([]sas.StepRecord, error) {
+	if err := p.Check(); err != nil {
+		return nil, fmt.Errorf("completing step %s: %w", p.Key, err)
+	}
 	running, done, _ := sas.Leg(p.Compensation)
 	u := newUpdate()
 	held(&u, running, p.Owner, p.Attempt)
@@ -215,9 +212,6 @@ func (st *Store) Complete(ctx context.Context, p sas.CompleteParams) ([]sas.Step
 			return nil, err
 		}
 		return []sas.StepRecord{r}, nil
-	}
-	if err := checkClaim(*p.Next); err != nil {
-		return nil, fmt.Errorf("claiming next step %s: %w", p.Next.Key, err)
 	}
 	_, err := st.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
 		{Update: asTransactUpdate(u.input(st.cfg.StateTable, p.Key))},
@@ -239,14 +233,62 @@ func (st *Store) Complete(ctx context.Context, p sas.CompleteParams) ([]sas.Step
 		}
 		return nil, fmt.Errorf("completing step %s: %w", p.Key, translate(err))
 	}
-	// A transaction returns no items: report what the write set. History
-	// and failure counts are not read back (that would cost a read per step).
-	_, nextState, _ := p.Next.Target()
-	first := sas.StepRecord{OrderID: p.Key.OrderID, Step: p.Key.Step, ProcessState: done, Attempt: p.Attempt, UpdatedAt: p.Now, Shard: st.shard(p.Key)}
-	next := sas.StepRecord{OrderID: p.Next.Key.OrderID, Step: p.Next.Key.Step, ProcessState: nextState,
-		LockedBy: p.Next.Owner, CompleteBy: p.Next.CompleteBy, DueAt: p.Next.CompleteBy, Attempt: p.Next.Attempt + 1,
-		UpdatedAt: p.Now, Shard: st.shard(p.Next.Key)}
-	return []sas.StepRecord{first, next}, nil
+	// A transaction returns no items, and a record rebuilt from what the
+	// write set loses what it did not set (a chained undo went out without
+	// its generation: issue 16, hole 1). Read both back, consistently.
+	recs, err := st.readBack(ctx, p.Key, p.Next.Key)
+	if err != nil {
+		return nil, fmt.Errorf("completing step %s (written): %w", p.Key, err)
+	}
+	return recs, nil
+}
+
+// readBack reads records just written, in the order given: one consistent
+// Query when they share an order (as a step and its successor or its
+// predecessor's undo do), else one read each. A write that followed ours in
+// between is read with it; the caller's next fenced write sees it anyway.
+func (st *Store) readBack(ctx context.Context, keys ...sas.StepKey) ([]sas.StepRecord, error) {
+	out := make([]sas.StepRecord, len(keys))
+	lo, hi, same := keys[0].Step, keys[0].Step, true
+	for _, k := range keys {
+		lo, hi, same = min(lo, k.Step), max(hi, k.Step), same && k.OrderID == keys[0].OrderID
+	}
+	if !same {
+		for i, k := range keys {
+			r, err := st.GetStep(ctx, k)
+			if err != nil {
+				return nil, err
+			}
+			out[i] = r
+		}
+		return out, nil
+	}
+	q, err := st.db.Query(ctx, &dynamodb.QueryInput{
+		TableName:                 &st.cfg.StateTable,
+		KeyConditionExpression:    aws.String("#id = :id AND #step BETWEEN :lo AND :hi"),
+		ExpressionAttributeNames:  map[string]string{"#id": attrOrderID, "#step": attrStep},
+		ExpressionAttributeValues: map[string]av{":id": s(keys[0].OrderID), ":lo": ni(lo), ":hi": ni(hi)},
+		ConsistentRead:            aws.Bool(true),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("reading back order %s: %w", keys[0].OrderID, translate(err))
+	}
+	byStep := map[int]sas.StepRecord{}
+	for _, it := range q.Items {
+		r, err := decodeStep(it)
+		if err != nil {
+			return nil, fmt.Errorf("reading back order %s: %w", keys[0].OrderID, err)
+		}
+		byStep[r.Step] = r
+	}
+	for i, k := range keys {
+		r, ok := byStep[k.Step]
+		if !ok {
+			return nil, fmt.Errorf("reading back step %s: %w", k, sas.ErrNotFound)
+		}
+		out[i] = r
+	}
+	return out, nil
 }
 
 func (st *Store) Fail(ctx context.Context, p sas.FailParams) (sas.StepRecord, error) {
@@ -261,14 +303,6 @@ func (st *Store) Fail(ctx context.Context, p sas.FailParams) (sas.StepRecord, er
 	st.index(&u, p.Key, failed, ms(p.Now))
 	u.touch(p.Now, sas.HistoryEntry{At: p.Now, Step: p.Key.Step, Actor: p.Owner, From: running, To: failed, Attempt: p.Attempt, Reason: p.Reason})
 	return st.update(ctx, "failing", p.Key, u)
-}
-
-// dueCondition is the supervisor's fence: the state and attempt it saw, and
-// the deadline still passed (IdxSK is CompleteBy or the pick-up deadline).
-func dueCondition(u *updateExpr, from sas.ProcessState, attempt int, now av) {
-	u.cond("#st = :from AND #at = :attempt AND #due <= :now",
-		"#st", attrState, "#at", attrAttempt, "#due", attrIdxSK,
-		":from", s(string(from)), ":attempt", ni(attempt), ":now", now)
 }
 
 func (st *Store) Rescue(ctx context.Context, p sas.RescueParams) (sas.StepRecord, error) {
@@ -305,10 +339,8 @@ func (st *Store) Wait(ctx context.Context, p sas.WaitParams) (sas.StepRecord, er
 		return sas.StepRecord{}, fmt.Errorf("waiting on step %s: %w", p.Key, err)
 	}
 	u := newUpdate()
-	// Every write that sets or clears WaitingSince also moves IdxSK or the
-	// attempt, so this fence also vouches for the WaitingSince seen.
 	held(&u, p.From, p.Owner, p.Attempt)
-	u.cond(u.condition+" AND #due = :seen", "#due", attrIdxSK, ":seen", ms(p.DueAt))
+	leaseSeen(&u, p.DueAt, p.WaitingSince)
 	u.set(attrCompleteBy, ms(p.Until))
 	u.set(attrIdxSK, ms(p.Until))
 	if p.WaitingSince.IsZero() {
@@ -338,7 +370,7 @@ type dueWrite struct {
 // goes, FailureCount+1, and the index entry moves to w.To at w.IndexAt.
 func (st *Store) settleDue(ctx context.Context, op string, w dueWrite) (sas.StepRecord, error) {
 	u := newUpdate()
-	dueCondition(&u, w.From, w.Attempt, ms(w.Now))
+	dueFrom(&u, w.From, w.Attempt, w.Now)
 	u.set(attrState, s(string(w.To)))
 	u.add(attrFailureCount, 1)
 	u.set(attrLastError, s(w.Reason))
@@ -371,8 +403,7 @@ func (st *Store) Resubmit(ctx context.Context, p sas.ResubmitParams) (sas.StepRe
 		return sas.StepRecord{}, fmt.Errorf("resubmitting step %s: %w", p.Key, err)
 	}
 	u := newUpdate()
-	u.cond("#st = :error AND #at = :attempt", "#st", attrState, "#at", attrAttempt,
-		":error", s(string(sas.Error)), ":attempt", ni(p.Attempt))
+	failedAt(&u, p.Attempt)
 	u.set(attrState, s(string(sas.Pending)))
 	u.set(attrFailureCount, ni(0))
 	u.set(attrGeneration, ni(next.Generation))
@@ -392,10 +423,9 @@ func (st *Store) NoteEffect(ctx context.Context, p sas.NoteEffectParams) (sas.St
 		return sas.StepRecord{}, fmt.Errorf("noting the effect of step %s: %w", p.Key, err)
 	}
 	u := newUpdate()
-	u.cond("#st = :seen AND (attribute_not_exists(#uo) OR #uo = :no)",
-		"#st", attrState, "#uo", attrUndoOwed, ":seen", s(string(p.State)), ":no", boolean(false))
+	notNoted(&u, p.State)
 	u.set(attrUndoOwed, boolean(true))
-	u.touch(p.Now, probe.History[len(probe.History)-1])
+	u.record(probe.History[len(probe.History)-1]) // not a transition: UpdatedAt kept
 	r, err := st.update(ctx, "noting the effect of", p.Key, u)
 	var re *sas.RaceError
 	if errors.As(err, &re) && re.Current != nil && re.Current.UndoOwed && re.Current.ProcessState == p.State {
@@ -443,6 +473,16 @@ func (st *Store) GetOrder(ctx context.Context, orderID string) (sas.OrderView, e
 		return sas.OrderView{}, fmt.Errorf("getting order %s: %w", orderID, err)
 	}
 	v := sas.OrderView{Order: o}
+	if v.Steps, err = st.readSteps(ctx, orderID); err != nil {
+		return sas.OrderView{}, err
+	}
+	v.History = sas.MergeHistory(v.Steps)
+	return v, nil
+}
+
+// readSteps reads an order's step records, consistently, in step order.
+func (st *Store) readSteps(ctx context.Context, orderID string) ([]sas.StepRecord, error) {
+	var out []sas.StepRecord
 	var start map[string]av
 	for {
 		q, err := st.db.Query(ctx, &dynamodb.QueryInput{
@@ -454,21 +494,19 @@ func (st *Store) GetOrder(ctx context.Context, orderID string) (sas.OrderView, e
 			ExclusiveStartKey:         start,
 		})
 		if err != nil {
-			return sas.OrderView{}, fmt.Errorf("getting steps of order %s: %w", orderID, translate(err))
+			return nil, fmt.Errorf("getting steps of order %s: %w", orderID, translate(err))
 		}
 		for _, it := range q.Items {
 			r, err := decodeStep(it)
 			if err != nil {
-				return sas.OrderView{}, fmt.Errorf("getting steps of order %s: %w", orderID, err)
+				return nil, fmt.Errorf("getting steps of order %s: %w", orderID, err)
 			}
-			v.Steps = append(v.Steps, r)
+			out = append(out, r)
 		}
 		if start = q.LastEvaluatedKey; len(start) == 0 {
-			break
+			return out, nil
 		}
 	}
-	v.History = sas.MergeHistory(v.Steps)
-	return v, nil
 }
 
 // FindDue queries every shard's partition of the state-due index for

@@ -9,6 +9,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sort"
 	"sync"
@@ -91,9 +92,11 @@ func (s *Store) update(op string, k sas.StepKey, f func(sas.StepRecord) (sas.Ste
 func (s *Store) updateLocked(op string, k sas.StepKey, f func(sas.StepRecord) (sas.StepRecord, error)) (sas.StepRecord, error) {
 	cur, ok := s.steps[k]
 	if !ok {
-		cur = sas.StepRecord{OrderID: k.OrderID, Step: k.Step}
-	}
-	if !ok {
+		// Parameters no record could take are invalid before they are not
+		// found, as DynamoDB's store checks them before its request.
+		if _, err := f(sas.StepRecord{OrderID: k.OrderID, Step: k.Step}); errors.Is(err, sas.ErrInvalid) {
+			return sas.StepRecord{}, fmt.Errorf("%s step %s: %w", op, k, err)
+		}
 		return sas.StepRecord{}, fmt.Errorf("%s step %s: %w", op, k, sas.ErrNotFound)
 	}
 	next, err := f(cur)
@@ -110,6 +113,9 @@ func (s *Store) Claim(_ context.Context, p sas.ClaimParams) (sas.StepRecord, err
 }
 
 func (s *Store) Complete(_ context.Context, p sas.CompleteParams) ([]sas.StepRecord, error) {
+	if err := p.Check(); err != nil {
+		return nil, fmt.Errorf("completing step %s: %w", p.Key, err)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	cur, ok := s.steps[p.Key]
@@ -303,14 +309,18 @@ func (s *Store) ListByState(_ context.Context, p sas.ListByStateParams) (sas.Lis
 			if resumed && !less(last, e) {
 				continue
 			}
-			if n == p.Limit {
-				next[shard] = last
-				break
-			}
 			n++
 			last = e
 			res.Stats.ItemsRead++
 			res.Records = append(res.Records, projected(s.steps[e.key]))
+			if n == p.Limit {
+				break
+			}
+		}
+		if n == p.Limit {
+			// DynamoDB stops at the limit with a cursor, even when nothing
+			// follows: the next page is then empty.
+			next[shard] = last
 		}
 	}
 	if sas.MayOwe(p.State) {
@@ -353,9 +363,12 @@ func decodeCursor(c string, into *map[int]indexEntry) error {
 	return nil
 }
 
-// projected drops what the index does not project (the history).
+// projected keeps what DynamoDB's index projects (dynamostore.IndexProjection):
+// no history, and none of the outcome fields. A caller that needs those
+// reads the record.
 func projected(r sas.StepRecord) sas.StepRecord {
 	r.History = nil
+	r.FailedBy, r.Refused, r.UndoOwed, r.Generation = "", false, false, 0
 	return r
 }
 

@@ -39,16 +39,18 @@ func (s *Store) listOwedLocked(p sas.ListByStateParams, after, next map[int]inde
 			if resumed && !less(last, e) {
 				continue
 			}
-			if n == p.Limit {
-				next[ck] = last
-				break
-			}
 			n++
 			last = e
 			res.Stats.ItemsRead++
 			if r := s.steps[e.key]; r.ProcessState == p.State {
 				res.Records = append(res.Records, projected(r))
 			}
+			if n == p.Limit {
+				break
+			}
+		}
+		if n == p.Limit {
+			next[ck] = last // as DynamoDB: a cursor at the limit
 		}
 	}
 }

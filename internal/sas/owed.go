@@ -85,6 +85,9 @@ type SettleParams struct {
 // history entry, UpdatedAt kept, so the alert rebuilt from the record stays
 // the same); it only moves the index entry back to the state's partition.
 func Settle(r StepRecord, p SettleParams) (StepRecord, error) {
+	if !MayOwe(p.State) {
+		return r, &ValidationError{Field: "state", Reason: fmt.Sprintf("%s records owe nothing", p.State)}
+	}
 	if r.ProcessState != p.State || r.Attempt != p.Attempt || !r.Owing() {
 		return r, race("settle", r)
 	}

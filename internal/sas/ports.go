@@ -98,8 +98,9 @@ type ReadStats struct {
 	ItemsRead int
 }
 
-// FindDueResult holds due records (as projected by the index: no history)
-// oldest deadline first.
+// FindDueResult holds due records as the index projects them, oldest
+// deadline first: no History, FailedBy, Refused, UndoOwed or Generation (a
+// caller that needs them reads the record). ListByState's records too.
 type FindDueResult struct {
 	Records []StepRecord
 	Stats   ReadStats

@@ -44,6 +44,17 @@ func (p ClaimParams) validate() error {
 	return nil
 }
 
+// Check rejects parameters no record could take (ErrInvalid). Stores check
+// them before they look at the record, so a bad call is invalid whatever
+// the record, in every store.
+func (p ClaimParams) Check() error {
+	if err := p.validate(); err != nil {
+		return err
+	}
+	_, _, err := p.Target()
+	return err
+}
+
 // Claim moves Pending → Processing, fenced on no holder and the attempt seen.
 // A compensation claim from a settled state starts a fresh failure count.
 func Claim(r StepRecord, p ClaimParams) (StepRecord, error) {
@@ -82,6 +93,18 @@ type CompleteParams struct {
 	Next         *ClaimParams
 }
 
+// Check rejects a Next no record could take, or one that is the step
+// being completed (one write cannot move a record twice).
+func (p CompleteParams) Check() error {
+	if p.Next == nil {
+		return nil
+	}
+	if p.Next.Key == p.Key {
+		return &ValidationError{Field: "next", Reason: fmt.Sprintf("step %s cannot claim itself as its next", p.Key)}
+	}
+	return p.Next.Check()
+}
+
 // Leg returns the leased state a completion or failure requires, and the
 // states it leaves on success and on failure.
 func Leg(compensation bool) (running, done, failed ProcessState) {
@@ -96,11 +119,17 @@ func Leg(compensation bool) (running, done, failed ProcessState) {
 // step away: the work is done and the attempt is still the current one.
 func Complete(r StepRecord, p CompleteParams) (StepRecord, error) {
 	running, done, _ := Leg(p.Compensation)
-	if r.ProcessState != running || r.LockedBy != p.Owner || r.Attempt != p.Attempt {
+	if !heldBy(r, running, p.Owner, p.Attempt) {
 		return r, race("complete", r)
 	}
 	r = unlease(r)
 	return move(r, done, p.Owner, "completed", p.Now), nil
+}
+
+// heldBy is the holder's fence: the state, a holder (an undo the supervisor
+// handed back has none, and no empty owner may finish it) and the attempt.
+func heldBy(r StepRecord, state ProcessState, owner string, attempt int) bool {
+	return r.ProcessState == state && r.LockedBy != "" && r.LockedBy == owner && r.Attempt == attempt
 }
 
 // FailParams reports a permanent failure of the holder's attempt.
@@ -117,7 +146,7 @@ type FailParams struct {
 // fenced on holder and attempt.
 func Fail(r StepRecord, p FailParams) (StepRecord, error) {
 	running, _, failed := Leg(p.Compensation)
-	if r.ProcessState != running || r.LockedBy != p.Owner || r.Attempt != p.Attempt {
+	if !heldBy(r, running, p.Owner, p.Attempt) {
 		return r, race("fail", r)
 	}
 	r = unlease(r)
@@ -144,11 +173,13 @@ type RescueParams struct {
 // bumps FailureCount and sets a pick-up deadline. It re-checks state, attempt
 // and expiry, so it can never overwrite a step that completed meanwhile.
 func Rescue(r StepRecord, p RescueParams) (StepRecord, error) {
-	if err := checkDue("rescue", r, p.From, p.Attempt, p.Now); err != nil {
-		return r, err
-	}
+	// Parameters first, the guard second: a bad call is invalid whatever
+	// the record, in every store.
 	if !p.PickupBy.After(p.Now) {
 		return r, &ValidationError{Field: "pickupBy", Reason: "the pick-up deadline must be after now"}
+	}
+	if err := checkDue("rescue", r, p.From, p.Attempt, p.Now); err != nil {
+		return r, err
 	}
 	r = unlease(r)
 	r.FailureCount++
@@ -266,8 +297,10 @@ func NoteEffect(r StepRecord, p NoteEffectParams) (StepRecord, error) {
 	if r.UndoOwed {
 		return r, nil // noted already: no write, no history entry
 	}
+	// Not a transition: UpdatedAt is kept, so an Error record keeps its
+	// place in the index (DynamoDB's IdxSK is the failure time) and a
+	// give-up's owed alert, rebuilt from the record, stays the same.
 	r.UndoOwed = true
-	r.UpdatedAt = p.Now
 	r.History = append(append([]HistoryEntry(nil), r.History...), HistoryEntry{
 		At: p.Now, Step: r.Step, Actor: p.Actor, From: r.ProcessState, To: r.ProcessState, Attempt: p.Attempt,
 		Reason: fmt.Sprintf("a done reply for attempt %d arrived while the step was %s: its effect may exist", p.Attempt, r.ProcessState),

@@ -13,7 +13,8 @@ import (
 )
 
 // testGuardsMatchTheDomain states each transition's guard once: every
-// (state, holder, attempt seen, deadline) combination goes through the
+// (state, holder, owing/noted/waited, attempt seen, deadline) combination
+// of every write (Resubmit, NoteEffect and Settle included) goes through the
 // store and through the pure function in internal/sas, and both must give
 // the same verdict (won or lost the race) and, when won, the same state,
 // attempt and holder. The DynamoDB conditions are written separately from
@@ -22,6 +23,7 @@ func testGuardsMatchTheDomain(t *testing.T, h Harness) {
 	f := h.New(t)
 	require.NotNil(t, f.Load)
 	now := at(time.Hour)
+	waitedSince := now.Add(-time.Minute) // the first wait of "waited" records
 	type apply struct {
 		name  string
 		store func(k sas.StepKey, seen int) (sas.StepRecord, error)
@@ -36,15 +38,19 @@ func testGuardsMatchTheDomain(t *testing.T, h Harness) {
 			func(k sas.StepKey, seen int) (sas.StepRecord, error) { return f.Store.Claim(ctx, p(k, seen)) },
 			func(r sas.StepRecord, seen int) (sas.StepRecord, error) { return sas.Claim(r, p(r.Key(), seen)) }})
 	}
-	for _, leg := range []bool{false, true} {
+	for _, c := range []struct {
+		leg   bool
+		owner string // "": a writer with no lease must never win
+	}{{false, "w"}, {true, "w"}, {false, ""}, {true, ""}} {
+		leg, owner := c.leg, c.owner
 		cp := func(k sas.StepKey, seen int) sas.CompleteParams {
-			return sas.CompleteParams{Key: k, Owner: "w", Attempt: seen, Now: now, Compensation: leg}
+			return sas.CompleteParams{Key: k, Owner: owner, Attempt: seen, Now: now, Compensation: leg}
 		}
 		fp := func(k sas.StepKey, seen int) sas.FailParams {
-			return sas.FailParams{Key: k, Owner: "w", Attempt: seen, Now: now, Reason: "no", Compensation: leg}
+			return sas.FailParams{Key: k, Owner: owner, Attempt: seen, Now: now, Reason: "no", Compensation: leg}
 		}
 		ops = append(ops,
-			apply{fmt.Sprintf("complete-%v", leg),
+			apply{fmt.Sprintf("complete-%v-%q", leg, owner),
 				func(k sas.StepKey, seen int) (sas.StepRecord, error) {
 					rs, err := f.Store.Complete(ctx, cp(k, seen))
 					if err != nil {
@@ -53,7 +59,7 @@ func testGuardsMatchTheDomain(t *testing.T, h Harness) {
 					return rs[0], nil
 				},
 				func(r sas.StepRecord, seen int) (sas.StepRecord, error) { return sas.Complete(r, cp(r.Key(), seen)) }},
-			apply{fmt.Sprintf("fail-%v", leg),
+			apply{fmt.Sprintf("fail-%v-%q", leg, owner),
 				func(k sas.StepKey, seen int) (sas.StepRecord, error) { return f.Store.Fail(ctx, fp(k, seen)) },
 				func(r sas.StepRecord, seen int) (sas.StepRecord, error) { return sas.Fail(r, fp(r.Key(), seen)) }})
 	}
@@ -73,15 +79,40 @@ func testGuardsMatchTheDomain(t *testing.T, h Harness) {
 				func(r sas.StepRecord, seen int) (sas.StepRecord, error) { return sas.GiveUp(r, gp(r.Key(), seen)) }})
 	}
 	for _, from := range []sas.ProcessState{sas.Processing, sas.Compensating} {
-		// The seen deadline is the one a passed combination carries; the
-		// others hold a later one, so the fence on the deadline refuses.
-		wp := func(k sas.StepKey, seen int) sas.WaitParams {
-			return sas.WaitParams{Key: k, From: from, Owner: "w", Attempt: seen, DueAt: now.Add(-time.Second), Now: now,
-				Until: now.Add(time.Minute), Actor: "sup", Reason: "agent queue busy"}
+		for _, ws := range []time.Time{{}, waitedSince} {
+			// The seen deadline is the one a passed combination carries; the
+			// others hold a later one, so the fence on the deadline refuses.
+			// The first wait seen is none, or the one "waited" records carry.
+			wp := func(k sas.StepKey, seen int) sas.WaitParams {
+				return sas.WaitParams{Key: k, From: from, Owner: "w", Attempt: seen, DueAt: now.Add(-time.Second), WaitingSince: ws,
+					Now: now, Until: now.Add(time.Minute), Actor: "sup", Reason: "agent queue busy"}
+			}
+			ops = append(ops, apply{fmt.Sprintf("wait-%s-waited=%v", from, !ws.IsZero()),
+				func(k sas.StepKey, seen int) (sas.StepRecord, error) { return f.Store.Wait(ctx, wp(k, seen)) },
+				func(r sas.StepRecord, seen int) (sas.StepRecord, error) { return sas.Wait(r, wp(r.Key(), seen)) }})
 		}
-		ops = append(ops, apply{"wait-" + string(from),
-			func(k sas.StepKey, seen int) (sas.StepRecord, error) { return f.Store.Wait(ctx, wp(k, seen)) },
-			func(r sas.StepRecord, seen int) (sas.StepRecord, error) { return sas.Wait(r, wp(r.Key(), seen)) }})
+	}
+	rsp := func(k sas.StepKey, seen int) sas.ResubmitParams {
+		return sas.ResubmitParams{Key: k, Attempt: seen, Now: now, PickupBy: now.Add(time.Minute), Actor: "op", Reason: "fixed"}
+	}
+	ops = append(ops, apply{"resubmit",
+		func(k sas.StepKey, seen int) (sas.StepRecord, error) { return f.Store.Resubmit(ctx, rsp(k, seen)) },
+		func(r sas.StepRecord, seen int) (sas.StepRecord, error) { return sas.Resubmit(r, rsp(r.Key(), seen)) }})
+	for _, state := range []sas.ProcessState{sas.Pending, sas.Processing, sas.Error} {
+		np := func(k sas.StepKey, seen int) sas.NoteEffectParams {
+			return sas.NoteEffectParams{Key: k, State: state, Now: now, Actor: "sched", Attempt: seen}
+		}
+		ops = append(ops, apply{"noteEffect-" + string(state),
+			func(k sas.StepKey, seen int) (sas.StepRecord, error) { return f.Store.NoteEffect(ctx, np(k, seen)) },
+			func(r sas.StepRecord, seen int) (sas.StepRecord, error) { return sas.NoteEffect(r, np(r.Key(), seen)) }})
+	}
+	for _, state := range []sas.ProcessState{sas.Error, sas.CompensationFailed} {
+		sp := func(k sas.StepKey, seen int) sas.SettleParams {
+			return sas.SettleParams{Key: k, State: state, Attempt: seen}
+		}
+		ops = append(ops, apply{"settle-" + string(state),
+			func(k sas.StepKey, seen int) (sas.StepRecord, error) { return f.Store.Settle(ctx, sp(k, seen)) },
+			func(r sas.StepRecord, seen int) (sas.StepRecord, error) { return sas.Settle(r, sp(r.Key(), seen)) }})
 	}
 
 	type combo struct {
@@ -99,26 +130,39 @@ func testGuardsMatchTheDomain(t *testing.T, h Harness) {
 				if holder != "" && !st.Leased() {
 					continue // only leased states carry a holder
 				}
-				for _, seen := range []int{3, 2} {
-					for _, passed := range []bool{true, false} {
-						due := now.Add(time.Minute)
-						if passed {
-							due = now.Add(-time.Second)
+				for _, flag := range []string{"", "owing", "noted", "waited"} {
+					if (flag == "owing" && !sas.MayOwe(st)) || (flag == "waited" && holder == "") {
+						continue // only a give-up's states owe; only a held lease waits
+					}
+					for _, seen := range []int{3, 2} {
+						for _, passed := range []bool{true, false} {
+							due := now.Add(time.Minute)
+							if passed {
+								due = now.Add(-time.Second)
+							}
+							r := sas.StepRecord{OrderID: fmt.Sprintf("g-%s-%03d", op.name, i), StepName: "s", ProcessState: st,
+								LockedBy: holder, Attempt: 3, FailureCount: 1, LastError: "earlier", CreatedAt: T0, UpdatedAt: at(time.Minute),
+								History: []sas.HistoryEntry{{At: T0, Actor: "load", To: st, Attempt: 3}}}
+							if st == sas.Pending || st.Leased() {
+								r.DueAt = due
+							}
+							if holder != "" {
+								r.CompleteBy = due
+							}
+							switch flag {
+							case "owing":
+								r.Owes, r.OwedAt = sas.GiveUpOwes(st), at(time.Minute)
+							case "noted":
+								r.UndoOwed = true
+							case "waited":
+								r.WaitingSince = waitedSince
+							}
+							r.Shard = sas.ShardFor(r.Key(), f.Shards)
+							i++
+							recs = append(recs, r)
+							combos = append(combos, combo{op: oi, rec: r, seen: seen,
+								desc: fmt.Sprintf("%s on %s holder=%q %s seen=%d passed=%v", op.name, st, holder, flag, seen, passed)})
 						}
-						r := sas.StepRecord{OrderID: fmt.Sprintf("g-%s-%03d", op.name, i), StepName: "s", ProcessState: st,
-							LockedBy: holder, Attempt: 3, FailureCount: 1, LastError: "earlier", CreatedAt: T0, UpdatedAt: at(time.Minute),
-							History: []sas.HistoryEntry{{At: T0, Actor: "load", To: st, Attempt: 3}}}
-						if st == sas.Pending || st.Leased() {
-							r.DueAt = due
-						}
-						if holder != "" {
-							r.CompleteBy = due
-						}
-						r.Shard = sas.ShardFor(r.Key(), f.Shards)
-						i++
-						recs = append(recs, r)
-						combos = append(combos, combo{op: oi, rec: r, seen: seen,
-							desc: fmt.Sprintf("%s on %s holder=%q seen=%d passed=%v", op.name, st, holder, seen, passed)})
 					}
 				}
 			}
@@ -146,8 +190,12 @@ func testGuardsMatchTheDomain(t *testing.T, h Harness) {
 				errs <- fmt.Sprintf("%s: domain %v, store %v", c.desc, werr, gerr)
 			case werr != nil && !errors.Is(gerr, sas.ErrLostRace):
 				errs <- fmt.Sprintf("%s: domain lost the race, store %v", c.desc, gerr)
-			case werr == nil && (want.ProcessState != got.ProcessState || want.Attempt != got.Attempt || want.LockedBy != got.LockedBy):
-				errs <- fmt.Sprintf("%s: domain %s/%d/%q, store %s/%d/%q", c.desc, want.ProcessState, want.Attempt, want.LockedBy, got.ProcessState, got.Attempt, got.LockedBy)
+			case werr == nil && (want.ProcessState != got.ProcessState || want.Attempt != got.Attempt || want.LockedBy != got.LockedBy ||
+				want.UndoOwed != got.UndoOwed || want.Owing() != got.Owing() || want.Generation != got.Generation ||
+				!want.WaitingSince.Equal(got.WaitingSince)):
+				errs <- fmt.Sprintf("%s: domain %s/%d/%q undoOwed=%v owing=%v gen=%d waiting=%v, store %s/%d/%q undoOwed=%v owing=%v gen=%d waiting=%v", c.desc,
+					want.ProcessState, want.Attempt, want.LockedBy, want.UndoOwed, want.Owing(), want.Generation, want.WaitingSince,
+					got.ProcessState, got.Attempt, got.LockedBy, got.UndoOwed, got.Owing(), got.Generation, got.WaitingSince)
 			}
 		}()
 	}

@@ -89,6 +89,9 @@ func Run(t *testing.T, h Harness) {
 		// workflow definitions by version (definitions.go)
 		{"DefinitionsByVersion", testDefinitions},
 
+		// what a write returns is the whole record (whole.go)
+		{"WritesReturnWholeRecords", testWritesReturnWholeRecords},
+
 		// each transition's guard stated once (guards.go)
 		{"GuardsMatchTheDomain", testGuardsMatchTheDomain},
 	}
