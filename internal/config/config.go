@@ -19,7 +19,21 @@ type Config struct {
 	IndexShards             int
 	IntakeQueueURL          string
 	SchedulerQueueURL       string
-	AgentQueueURL           string
+	// ControlQueueURL is SAS_CONTROL_QUEUE_URL: the queue only the
+	// supervisor and operators may send to, for retries and compensations
+	// (docs/trust.md).
+	ControlQueueURL string
+	// SigningKeySecret is SAS_SIGNING_KEY_SECRET: the Secrets Manager
+	// secret (ARN or name) holding the key the scheduler signs its agent
+	// requests with, readable by the scheduler's role alone. SigningKey is
+	// SAS_SIGNING_KEY, the key itself (base64), for local runs only: a
+	// function's environment is readable by whoever may read its
+	// configuration.
+	SigningKeySecret, SigningKey string
+	// RequireSignedReplies is SAS_REQUIRE_SIGNED_REPLIES=true: replies
+	// without a signature are dropped instead of handled from the store.
+	RequireSignedReplies bool
+	AgentQueueURL        string
 	// AgentQueues is SAS_AGENT_QUEUES, a JSON object from agent name to
 	// its queues, {"payments": {"url": "…", "priorityUrl": "…"}}, with
 	// SAS_AGENT_QUEUE_URL as the queue of any agent not listed
@@ -64,6 +78,9 @@ func Load(getenv Getenv) (Config, error) {
 		StateTable:            getenv("SAS_STATE_TABLE"),
 		IntakeQueueURL:        getenv("SAS_INTAKE_QUEUE_URL"),
 		SchedulerQueueURL:     getenv("SAS_SCHEDULER_QUEUE_URL"),
+		ControlQueueURL:       getenv("SAS_CONTROL_QUEUE_URL"),
+		SigningKeySecret:      getenv("SAS_SIGNING_KEY_SECRET"),
+		SigningKey:            getenv("SAS_SIGNING_KEY"),
 		AgentQueueURL:         getenv("SAS_AGENT_QUEUE_URL"),
 		AgentPriorityQueueURL: getenv("SAS_AGENT_PRIORITY_QUEUE_URL"),
 		AlertTopicARN:         getenv("SAS_ALERT_TOPIC_ARN"),
@@ -92,6 +109,13 @@ func Load(getenv Getenv) (Config, error) {
 				return c, fmt.Errorf("SAS_AGENT_QUEUES: agent %q needs a \"url\"", name)
 			}
 		}
+	}
+	switch v := strings.TrimSpace(getenv("SAS_REQUIRE_SIGNED_REPLIES")); v {
+	case "", "false", "0":
+	case "true", "1":
+		c.RequireSignedReplies = true
+	default:
+		return c, fmt.Errorf("SAS_REQUIRE_SIGNED_REPLIES=%q: want true or false", v)
 	}
 	var err error
 	if c.IndexShards, err = intVar(getenv, "SAS_INDEX_SHARDS", 8); err != nil {

@@ -89,6 +89,10 @@ type AgentRequest struct {
 	// Version identifies the workflow definition the order runs on
 	// (docs/workflows.md, "Versions"), echoed in the reply.
 	Version string `json:"version,omitempty"`
+	// Sig is the scheduler's signature over the fields the reply echoes
+	// (Signer, docs/trust.md). The agent echoes it in its reply unread.
+	// Optional on the wire: a request from an older scheduler has none.
+	Sig string `json:"sig,omitempty"`
 }
 
 // HighPriority is the lowest priority that goes to an agent's priority lane
@@ -135,6 +139,10 @@ type AgentReply struct {
 	StepName     string          `json:"stepName,omitempty"`
 	Priority     int             `json:"priority,omitempty"`
 	Version      string          `json:"version,omitempty"`
+	// Sig is the request's signature, echoed unread. With it the scheduler
+	// believes the echo; without it (an older agent), or with one that does
+	// not match, the echo is never used (docs/trust.md).
+	Sig string `json:"sig,omitempty"`
 }
 
 // Retry is the supervisor handing a step back to the schedulers.
@@ -152,6 +160,9 @@ type Retry struct {
 	// (docs/protocol.md, "Waiting is not executing"). The request is then
 	// back in the queue, where the supervisor sees it.
 	Requeue bool `json:"requeue,omitempty"`
+	// Sig is the signature of the request a requeue hands back, echoed
+	// unread: the scheduler takes a requeue only with it (docs/trust.md).
+	Sig string `json:"sig,omitempty"`
 }
 
 // Compensate asks the scheduler to undo an order's completed steps, newest
@@ -161,7 +172,10 @@ type Compensate struct {
 	Kind    Kind   `json:"kind"`
 	OrderID string `json:"orderId"`
 	Reason  string `json:"reason,omitempty"`
-	Actor   string `json:"actor,omitempty"`
+	// Actor is who the sender says it is. Only logged beside the actor the
+	// scheduler records, which it takes from who sent the message
+	// (docs/trust.md).
+	Actor string `json:"actor,omitempty"`
 }
 
 // Status values posted to a submitter's replyTo queue.
