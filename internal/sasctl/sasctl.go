@@ -21,14 +21,14 @@ import (
 
 // App holds what the commands need.
 type App struct {
-	Store             sas.StateStore
-	Queue             sas.Queue
-	Clock             sas.Clock
-	IntakeQueueURL    string
+	Store           sas.StateStore
+	Queue           sas.Queue
+	Clock           sas.Clock
+	IntakeQueueURL  string
 	ControlQueueURL string
-	PickupTimeout     time.Duration
-	Actor             string // who is acting, recorded in the history ("operator:<user>")
-	Out               io.Writer
+	PickupTimeout   time.Duration
+	Actor           string // who is acting, recorded in the history ("operator:<user>")
+	Out             io.Writer
 	// Sleep waits between live-view refreshes; tests replace it.
 	Sleep func(context.Context, time.Duration) error
 }
