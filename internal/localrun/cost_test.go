@@ -289,7 +289,7 @@ func TestCostPerOrder(t *testing.T) {
 		require.NoError(t, err)
 		sup, err := supervisor.New(supervisor.Config{
 			Store: r.sys.Store, Queue: r.sys.Queue, Alerter: alerts.NewRecorder(), ControlQueueURL: r.sys.Config.ControlQueueURL,
-			BacklogQueueURLs: append(r.sys.Config.AgentQueues.All(), r.sys.Config.SchedulerQueueURL, r.sys.Config.ControlQueueURL), Steps: limits,
+			BacklogQueueURLs: append(r.sys.Config.AgentQueues.All(), r.sys.Config.SchedulerQueueURL), Steps: limits,
 			Clock:  aheadClock{by: r.sys.Config.StepTimeout + time.Second}, // as if the deadline had passed
 			Logger: r.sys.Opts.Logger, Metrics: io.Discard,
 		})

@@ -121,7 +121,7 @@ func Supervisor(awsCfg aws.Config, cfg config.Config, logger *slog.Logger, actor
 		PickupTimeout:   cfg.PickupTimeout,
 		// A held step past its deadline is waited on, not failed, while
 		// these queues hold messages (for at most its wait limit).
-		BacklogQueueURLs: append(cfg.AgentQueues.All(), cfg.SchedulerQueueURL, cfg.ControlQueueURL),
+		BacklogQueueURLs: append(cfg.AgentQueues.All(), cfg.SchedulerQueueURL),
 		WaitLimit:        cfg.WaitLimit, // 0: supervisor.DefaultWaitLimit
 		Steps:            limits,
 		Actor:            actor,
