@@ -93,9 +93,15 @@ func Load(getenv Getenv) (Config, error) {
 		c.SQSEndpoint = getenv("AWS_ENDPOINT_URL")
 	}
 	for _, q := range strings.Split(getenv("SAS_ALLOWED_REPLY_QUEUES"), ",") {
-		if q = strings.TrimSpace(q); q != "" {
-			c.AllowedReplyQueues = append(c.AllowedReplyQueues, q)
+		if q = strings.TrimSpace(q); q == "" {
+			continue
 		}
+		if strings.HasSuffix(q, "/*") || q == "*" {
+			// Every queue of an account, the deployment's own included
+			// (docs/trust.md).
+			return c, fmt.Errorf("SAS_ALLOWED_REPLY_QUEUES: %q allows every queue of the account: name a queue, or a name prefix before the *", q)
+		}
+		c.AllowedReplyQueues = append(c.AllowedReplyQueues, q)
 	}
 	c.AgentQueues.Default = c.AgentQueueURL
 	if v := strings.TrimSpace(getenv("SAS_AGENT_QUEUES")); v != "" {
@@ -173,6 +179,9 @@ func Require(getenv Getenv, names ...string) error {
 // before, and a replyTo naming some other host (stored with the order, shown
 // to operators, perhaps dialled by a future client) is refused.
 func (c Config) ReplyToAllowed(url string) bool {
+	if c.ownQueue(url) {
+		return false
+	}
 	for _, a := range c.AllowedReplyQueues {
 		if queueMatches(a, url) {
 			return true
@@ -193,6 +202,20 @@ func (c Config) ReplyToAllowed(url string) bool {
 			if queueMatches(allowed, path) {
 				return true
 			}
+		}
+	}
+	return false
+}
+
+// ownQueue reports whether url names one of the deployment's own queues
+// (by queue name, whatever the host): statuses posted there would reach
+// the scheduler or an agent as if from them (docs/trust.md).
+func (c Config) ownQueue(url string) bool {
+	name := url[strings.LastIndex(url, "/")+1:]
+	own := append([]string{c.IntakeQueueURL, c.SchedulerQueueURL, c.ControlQueueURL, c.AgentQueueURL, c.AgentPriorityQueueURL}, c.AgentQueues.All()...)
+	for _, q := range own {
+		if q != "" && q[strings.LastIndex(q, "/")+1:] == name {
+			return true
 		}
 	}
 	return false

@@ -296,6 +296,7 @@ func (s *Service) alert(u *outbox.Unit, o order, r sas.StepRecord, reason string
 		OrderID: o.id(), Step: r.Step, StepName: r.StepName, State: r.ProcessState, Reason: reason,
 		Attempts: r.Attempt, Failures: r.FailureCount, At: now, Source: "scheduler",
 	}
+	a.Reason = sas.BoundReason(a.Reason)
 	if a.StepName == "" && r.Step < o.n() {
 		a.StepName = o.wf.Steps[r.Step].Name
 	}

@@ -57,6 +57,7 @@ func (s *Service) post(ctx context.Context, u *outbox.Unit, o sas.Order, st sas.
 		return
 	}
 	st.V, st.Kind, st.At = sas.MessageVersion, sas.KindStatus, now
+	st.Reason = sas.BoundReason(st.Reason) // an agent's or a submitter's words, cut (docs/trust.md)
 	if st.OrderID == "" {
 		st.OrderID = o.OrderID
 	}

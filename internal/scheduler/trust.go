@@ -114,6 +114,9 @@ func (s *Service) sign(req *sas.AgentRequest) {
 // store holds for its order and step, so that all it contributes is its
 // outcome for the attempt and holder it names, fenced as every reply.
 func (s *Service) trustReply(ctx context.Context, rep sas.AgentReply) (sas.AgentReply, error) {
+	// The agent's reason goes into the record, its history, the alert and
+	// the status: cut to a bound, whoever wrote it.
+	rep.Reason = sas.BoundReason(rep.Reason)
 	err := s.signer.Verify(rep.Signed(), rep.Sig)
 	switch {
 	case err == nil:

@@ -2,6 +2,7 @@ package scheduler_test
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -172,4 +173,36 @@ func TestHandleMessageTakesTheOrigin(t *testing.T) {
 	require.Contains(t, de.Reason, "only the control queue takes it")
 	require.NoError(t, f.svc.HandleMessage(f.ctx, scheduler.Origin{Source: scheduler.FromControl, SenderID: "AROAOPERATOR:alice"}, []byte(compensateMsg("o-hm"))))
 	require.Equal(t, []sas.ProcessState{sas.Compensating}, f.states("o-hm"))
+}
+
+// Reasons are bounded wherever they are carried: a long agent reason is
+// cut in the record, its history, the alert and the status; an intake
+// naming a huge workflow gets a rejection that fits.
+func TestReasonsAreBounded(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.deliver(intake("o-long", "payment", f.replyURL))
+	f.statuses()
+	long := strings.Repeat("x", 100_000)
+	f.deliver(reply(f.request(), sas.OutcomeFailed, long))
+	r := f.step("o-long", 0)
+	require.LessOrEqual(t, len(r.LastError), sas.MaxReasonBytes)
+	require.Contains(t, r.LastError, "[cut: 100000 bytes]")
+	for _, h := range f.view("o-long").History {
+		require.LessOrEqual(t, len(h.Reason), sas.MaxReasonBytes)
+	}
+	for _, a := range f.alerts.all() {
+		require.LessOrEqual(t, len(a.Reason), sas.MaxReasonBytes)
+	}
+	st := f.statuses()
+	require.NotEmpty(t, st)
+	for _, s := range st {
+		require.LessOrEqual(t, len(s.Reason), sas.MaxReasonBytes)
+	}
+
+	f.deliver(`{"v":1,"orderId":"o-wf","workflow":"` + strings.Repeat("w", 120_000) + `","replyTo":"` + f.replyURL + `"}`)
+	st = f.statuses()
+	require.Len(t, st, 1)
+	require.Equal(t, sas.StatusRejected, st[0].Status)
+	require.LessOrEqual(t, len(st[0].Reason), sas.MaxReasonBytes)
 }
