@@ -69,7 +69,7 @@ func accepts(src Source, k sas.Kind, requeue bool) bool {
 }
 
 func refuseSource(from Origin, k sas.Kind) error {
-	return drop(nil, "a %s message from %s (sender %q): only %s takes it, so it does nothing",
+	return drop(nil, "%s message from %s (sender %q): only %s takes it, so it does nothing",
 		kindName(k), from.Source, from.SenderID, wantSource(k))
 }
 
