@@ -83,6 +83,7 @@ func (o Options) withDefaults() Options {
 const (
 	intakeQueue    = "intake"
 	schedulerQueue = "scheduler"
+	controlQueue   = "control"
 	statusQueue    = "status"
 	// maxReceiveCount is the construct's, before a message goes to its DLQ.
 	maxReceiveCount = 5
@@ -109,12 +110,12 @@ type Env struct {
 	alert *alerts.Recorder
 	logs  *logBuffer // nil when Options.Logs is set
 
-	intakeURL, schedulerURL, statusURL string
-	sched                              actor   // the scheduler, on the intake and scheduler queues
-	agents                             []actor // one per agent, on its queue
-	sup                                *supervisor.Supervisor
-	nextSweep                          time.Time
-	ran                                map[string]bool // order ids run
+	intakeURL, schedulerURL, controlURL, statusURL string
+	sched                                          actor   // the scheduler, on the intake, scheduler and control queues
+	agents                                         []actor // one per agent, on its queue
+	sup                                            *supervisor.Supervisor
+	nextSweep                                      time.Time
+	ran                                            map[string]bool // order ids run
 
 	mu       sync.Mutex // the agents' Middleware writes what follows
 	faults   map[fault]error
@@ -208,6 +209,7 @@ func NewWith(t testing.TB, opts Options, defs []workflow.Workflow, agents ...*ag
 
 	e.intakeURL = e.createQueue(intakeQueue, schedulerVisibility, maxReceiveCount)
 	e.schedulerURL = e.createQueue(schedulerQueue, schedulerVisibility, maxReceiveCount)
+	e.controlURL = e.createQueue(controlQueue, schedulerVisibility, maxReceiveCount)
 	e.statusURL = e.createQueue(statusQueue, 0, 0)
 	queues := sas.AgentQueues{ByAgent: map[string]sas.AgentQueue{}}
 	for _, a := range agents {
@@ -226,21 +228,22 @@ func NewWith(t testing.TB, opts Options, defs []workflow.Workflow, agents ...*ag
 	alerter := alerts.NewMulti(alerts.NewLog(log), e.alert)
 	svc, err := scheduler.New(scheduler.Config{
 		Store: e.store, Queue: e.queue, Clock: e.clock, Alerter: alerter, Workflows: reg,
-		Owner: "sastest-scheduler", AgentQueues: queues, IntakeQueueURL: e.intakeURL, SchedulerQueueURL: e.schedulerURL,
+		Owner: "sastest-scheduler", AgentQueues: queues, IntakeQueueURL: e.intakeURL, ControlQueueURL: e.controlURL, SchedulerQueueURL: e.schedulerURL,
+		SigningKey:    sas.NewSigningKey(), // one per Env, as a local run has one per run
 		PickupTimeout: opts.PickupTimeout, ReplyToAllowed: func(u string) bool { return u == e.statusURL },
 		Logger: log.With("actor", "scheduler"),
 	})
 	if err != nil {
 		t.Fatalf("sastest: %v", err)
 	}
-	e.sched = actor{name: "scheduler", queues: []string{e.intakeURL, e.schedulerURL}, batch: 10, handle: scheduler.NewHandler(svc).Handle}
+	e.sched = actor{name: "scheduler", queues: []string{e.intakeURL, e.schedulerURL, e.controlURL}, batch: 10, handle: scheduler.NewHandler(svc).Handle}
 
 	limits, err := reg.Limits()
 	if err != nil {
 		t.Fatalf("sastest: %v", err)
 	}
 	e.sup, err = supervisor.New(supervisor.Config{
-		Store: e.store, Queue: e.queue, Alerter: alerter, SchedulerQueueURL: e.schedulerURL, Clock: e.clock,
+		Store: e.store, Queue: e.queue, Alerter: alerter, ControlQueueURL: e.controlURL, Clock: e.clock,
 		MaxFailures: opts.MaxFailures, PickupTimeout: opts.PickupTimeout,
 		BacklogQueueURLs: append(queues.All(), e.schedulerURL), WaitLimit: opts.WaitLimit, Steps: limits,
 		Actor: "sastest-supervisor", Logger: log.With("actor", "supervisor"), Metrics: io.Discard,

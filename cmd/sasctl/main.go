@@ -18,6 +18,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/cloudformation"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sts"
 
 	"github.com/sas-go/sas/internal/awsenv"
 	"github.com/sas-go/sas/internal/config"
@@ -120,14 +121,25 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	actor := "operator"
-	if u, err := user.Current(); err == nil {
-		actor = "operator:" + u.Username
-	}
 	app := &sasctl.App{
 		Store: store, Queue: sqsqueue.New(sqs.NewFromConfig(awsCfg)),
-		IntakeQueueURL: cfg.IntakeQueueURL, SchedulerQueueURL: cfg.SchedulerQueueURL,
-		PickupTimeout: cfg.PickupTimeout, Actor: actor, Out: stdout,
+		IntakeQueueURL: cfg.IntakeQueueURL, ControlQueueURL: cfg.ControlQueueURL,
+		PickupTimeout: cfg.PickupTimeout, Actor: operator(ctx, sts.NewFromConfig(awsCfg)), Out: stdout,
 	}
 	return app.Run(ctx, args)
+}
+
+// operator is who the history records as acting: the identity AWS
+// authenticates the credentials as (STS GetCallerIdentity), not a name the
+// operator typed (docs/trust.md). Where STS does not answer (an emulator
+// without it), the login name, marked as unverified.
+func operator(ctx context.Context, c *sts.Client) string {
+	out, err := c.GetCallerIdentity(ctx, &sts.GetCallerIdentityInput{})
+	if err == nil && out.Arn != nil && *out.Arn != "" {
+		return "operator:" + *out.Arn
+	}
+	if u, err := user.Current(); err == nil {
+		return "operator:" + u.Username + " (unverified)"
+	}
+	return "operator (unverified)"
 }

@@ -113,6 +113,26 @@ func TestDevServer(t *testing.T) {
 	stdout.waitFor(t, regexp.MustCompile(`  t-fail  hello  Compensated  in .*: charge Compensated, greet Error \(asked to fail\)$`), time.Minute, exited)
 	stdout.waitFor(t, regexp.MustCompile(`  t-nope  rejected: .*"nope" is not a registered workflow`), time.Minute, exited)
 
+	// From outside, on the scheduler queue every agent may send to (issue
+	// 21, docs/trust.md): an order creates nothing, a compensate undoes
+	// nothing. Both are dropped with a logged reason.
+	res, err = queue.Send(t.Context(), sas.SendParams{QueueURL: exports["SAS_SCHEDULER_QUEUE_URL"], Messages: []sas.OutboundMessage{
+		{ID: "1", Body: `{"v":1,"orderId":"t-smuggled","workflow":"hello","payload":{"name":"x"}}`},
+		{ID: "2", Body: `{"v":1,"kind":"compensate","orderId":"t-ok","actor":"operator:alice"}`},
+	}})
+	require.NoError(t, err)
+	require.Empty(t, res.Failed)
+	schedLog := filepath.Join(dir, "dev", "scheduler.log")
+	require.Eventually(t, func() bool {
+		b, _ := os.ReadFile(schedLog)
+		return strings.Contains(string(b), "intake message from the scheduler queue") &&
+			strings.Contains(string(b), "compensate message from the scheduler queue")
+	}, time.Minute, 100*time.Millisecond, "both dropped with their reason")
+	for _, l := range stdout.all() {
+		require.NotContains(t, l, "t-smuggled", "no order from the scheduler queue")
+		require.NotRegexp(t, `t-ok .*Compensat`, l, "nothing undone")
+	}
+
 	// Every process it started: the emulators and the agent program.
 	var pids []int
 	for _, l := range stderr.all() {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -362,6 +363,14 @@ func (s *server) createResources(ctx context.Context, base config.Config) error 
 	if s.env["SAS_SCHEDULER_QUEUE_URL"], err = create(n+"-scheduler", schedulerVisibility, true); err != nil {
 		return err
 	}
+	// Retries and compensations: the supervisor and sasctl send here, and
+	// the scheduler takes them from nowhere else (docs/trust.md).
+	if s.env["SAS_CONTROL_QUEUE_URL"], err = create(n+"-control", schedulerVisibility, true); err != nil {
+		return err
+	}
+	// A key for this run, held by the in-process scheduler alone: never
+	// exported, never given to the agents' processes.
+	s.env["SAS_SIGNING_KEY"] = base64.StdEncoding.EncodeToString(sas.NewSigningKey())
 	if s.statusURL, err = create(n+"-status", schedulerVisibility, false); err != nil {
 		return err
 	}
@@ -451,7 +460,7 @@ func (s *server) startActors(ctx context.Context, cfg config.Config) error {
 	for _, q := range []struct {
 		name, url string
 		intake    bool
-	}{{"intake", cfg.IntakeQueueURL, true}, {"scheduler", cfg.SchedulerQueueURL, false}} {
+	}{{"intake", cfg.IntakeQueueURL, true}, {"scheduler", cfg.SchedulerQueueURL, false}, {"control", cfg.ControlQueueURL, false}} {
 		p := &localrun.Poller{
 			Name: q.name, Queue: s.queue, QueueURL: q.url, QueueARN: "arn:aws:sqs:" + s.aws.Region + ":000000000000:" + lastSegment(q.url),
 			BatchSize: 10, Wait: 20 * time.Second, Workers: 2, Handler: s.tracker.observe(sched.Handle, q.intake), Logger: schedLog,
@@ -550,7 +559,7 @@ func (s *server) printUsage() {
 	if r := os.Getenv("AWS_REGION"); r != "" && os.Getenv("AWS_DEFAULT_REGION") == "" {
 		exports = append(exports, "AWS_DEFAULT_REGION="+r) // what version 1 of the aws CLI reads
 	}
-	for _, k := range []string{"SAS_ORDERS_TABLE", "SAS_STATE_TABLE", "SAS_INDEX_SHARDS", "SAS_INTAKE_QUEUE_URL", "SAS_SCHEDULER_QUEUE_URL"} {
+	for _, k := range []string{"SAS_ORDERS_TABLE", "SAS_STATE_TABLE", "SAS_INDEX_SHARDS", "SAS_INTAKE_QUEUE_URL", "SAS_SCHEDULER_QUEUE_URL", "SAS_CONTROL_QUEUE_URL"} {
 		exports = append(exports, k+"="+s.env[k])
 	}
 	exports = append(exports, "SAS_STATUS_QUEUE_URL="+s.statusURL)

@@ -99,13 +99,13 @@ func TestAgentsShape(t *testing.T) {
 			}
 		}
 		for typ, n := range map[string]int{
-			"AWS::SQS::Queue":                 4 + 2*agents + 2*lanes, // intake, scheduler, their DLQs; per agent a queue and DLQ; per lane the same
-			"AWS::SQS::QueuePolicy":           4 + 2*agents + 2*lanes,
+			"AWS::SQS::Queue":                 6 + 2*agents + 2*lanes, // intake, scheduler, control, their DLQs; per agent a queue and DLQ; per lane the same
+			"AWS::SQS::QueuePolicy":           6 + 2*agents + 2*lanes,
 			"AWS::Lambda::Function":           2 + agents,
-			"AWS::Lambda::EventSourceMapping": 2 + agents + lanes,
+			"AWS::Lambda::EventSourceMapping": 3 + agents + lanes,
 			"AWS::IAM::Role":                  2 + agents,
 			"AWS::Logs::LogGroup":             2 + agents,
-			"AWS::CloudWatch::Alarm":          2 + 2 + 2 + 2*agents + lanes, // DLQs, errors, stuck step and not running; per agent DLQ and errors; per lane DLQ
+			"AWS::CloudWatch::Alarm":          3 + 2 + 2 + 2*agents + lanes, // DLQs, errors, stuck step and not running; per agent DLQ and errors; per lane DLQ
 		} {
 			if got := len(s.resources(typ)); got != n {
 				t.Errorf("%s: %d %s, want %d", name, got, typ, n)

@@ -59,9 +59,9 @@ func Example() {
 		fmt.Println("SAS_AGENT_QUEUES joined by CloudFormation:", joined)
 	}
 	// Output:
-	// queues: 10
+	// queues: 12
 	// functions: 4
-	// event sources: 5
+	// event sources: 6
 	// roles: 4
 	// payments has a lane: true
 	// flights has a lane: false

@@ -59,6 +59,11 @@ type Props struct {
 	// address (its AWS_ENDPOINT_URL), and at no other host
 	// (internal/config, Config.ReplyToAllowed).
 	AllowedReplyQueueARNs []string
+	// OperatorRoleARNs are the IAM roles (or users) of operators: with the
+	// supervisor's role, the only principals the control queue takes
+	// messages from (sasctl resubmit and compensate; docs/trust.md). Empty:
+	// only the supervisor may ask for retries and compensations.
+	OperatorRoleARNs []string
 	// RemovalPolicy applies to the tables, queues, topic and log groups.
 	// Default RETAIN (with table deletion protection) so that deleting the
 	// stack never deletes orders; test stacks set DESTROY.
@@ -251,6 +256,11 @@ func (p Props) resolve() (resolved, error) {
 			errs = append(errs, err)
 		}
 	}
+	for _, arn := range p.OperatorRoleARNs {
+		if !operatorARN.MatchString(arn) {
+			bad("operator %q: want an IAM role or user ARN, arn:<partition>:iam::<account>:role/<name> or :user/<name>", arn)
+		}
+	}
 
 	r := resolved{Props: p}
 	wfErr := error(nil)
@@ -281,6 +291,10 @@ func (p Props) loadWorkflows() ([]workflow.Workflow, error) {
 	}
 	return nil, nil
 }
+
+// operatorARN is an IAM role or user: a principal the control queue's
+// policy can name.
+var operatorARN = regexp.MustCompile(`^arn:aws[a-z-]*:iam::[0-9]{12}:(role|user)/[A-Za-z0-9+=,.@_/-]+$`)
 
 // referenceAgent is the agent of every step of the reference workflows
 // (internal/workflows.PaymentsAgent in the main module).
@@ -422,6 +436,11 @@ func replyQueueURL(arn string) (string, error) {
 	}
 	if strings.Contains(strings.TrimSuffix(parts[5], "*"), "*") || strings.ContainsAny(parts[3]+parts[4], "*?") {
 		return "", fmt.Errorf("reply queue %q: only a trailing * (a name prefix) is allowed", arn)
+	}
+	if parts[5] == "*" {
+		// Every queue of the account, the stack's own included: a submitter
+		// could aim status messages at any of them (docs/trust.md).
+		return "", fmt.Errorf("reply queue %q: an account-wide wildcard; name a queue, or a name prefix before the *", arn)
 	}
 	if _, err := strconv.ParseUint(parts[4], 10, 64); err != nil || len(parts[4]) != 12 {
 		return "", fmt.Errorf("reply queue %q: account %q is not a 12-digit account id", arn, parts[4])

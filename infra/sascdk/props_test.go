@@ -27,7 +27,8 @@ func TestReplyQueueURL(t *testing.T) {
 		{arn: "https://sqs.eu-west-1.amazonaws.com/111122223333/status", err: "want an SQS queue ARN"},
 		{arn: "arn:aws:sns:eu-west-1:111122223333:topic", err: "want an SQS queue ARN"},
 		{arn: "arn:aws:sqs:eu-west-1:111122223333:", err: "want an SQS queue ARN"},
-		{arn: "arn:aws:sqs:eu-west-1:111122223333:*", url: "https://sqs.eu-west-1.amazonaws.com/111122223333/*"},
+		// Every queue of the account, the stack's own included (docs/trust.md).
+		{arn: "arn:aws:sqs:eu-west-1:111122223333:*", err: "account-wide wildcard"},
 		{arn: "arn:aws:sqs:eu-west-1:111122223333:a*b", err: "only a trailing *"},
 		{arn: "arn:aws:sqs:*:111122223333:q", err: "only a trailing *"},
 		{arn: "arn:aws:sqs:eu-west-1:1234:q", err: "12-digit account"},

@@ -16,8 +16,10 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsevents"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awseventstargets"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awskms"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awssecretsmanager"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssns"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssnssubscriptions"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssqs"
@@ -56,11 +58,19 @@ type SAS struct {
 
 	intake, intakeDLQ    awssqs.Queue
 	schedulerQ, schedDLQ awssqs.Queue
+	// controlQ takes retries and compensations, from the supervisor and
+	// operators alone (docs/trust.md).
+	controlQ, controlDLQ awssqs.Queue
 	orders, state        awsdynamodb.Table
 	topic                awssns.Topic
+	alertKey             awskms.Key
+	bus                  awsevents.EventBus
 	eventBusARN          *string
-	scheduler, super     fn
-	agents               []*AgentResources
+	// signingKey is the scheduler's key for its agent requests, readable
+	// by the scheduler's role alone.
+	signingKey       awssecretsmanager.Secret
+	scheduler, super fn
+	agents           []*AgentResources
 	// workflows is the workflow file shipped to the functions; nil for the
 	// reference workflows.
 	workflows []byte
@@ -135,6 +145,16 @@ func (s *SAS) IntakeDLQ() awssqs.Queue { return s.intakeDLQ }
 // SchedulerQueue takes the agents' replies and the supervisor's retries.
 func (s *SAS) SchedulerQueue() awssqs.Queue { return s.schedulerQ }
 
+// ControlQueue takes retries and compensations (SAS_CONTROL_QUEUE_URL):
+// only the supervisor's role and Props.OperatorRoleARNs may send to it.
+func (s *SAS) ControlQueue() awssqs.Queue { return s.controlQ }
+
+// SigningKey is the secret the scheduler signs its agent requests with.
+func (s *SAS) SigningKey() awssecretsmanager.Secret { return s.signingKey }
+
+// AlertBus is the stack's own event bus, where alerts go.
+func (s *SAS) AlertBus() awsevents.EventBus { return s.bus }
+
 // SchedulerDLQ is the scheduler queue's dead-letter queue.
 func (s *SAS) SchedulerDLQ() awssqs.Queue { return s.schedDLQ }
 
@@ -206,6 +226,14 @@ func (s *SAS) queues() {
 	// is not handed out again while throttled retries of it may still run.
 	s.intake, s.intakeDLQ = s.queue(s, "IntakeQueue", 6*schedulerTimeout)
 	s.schedulerQ, s.schedDLQ = s.queue(s, "SchedulerQueue", 6*schedulerTimeout)
+	s.controlQ, s.controlDLQ = s.queue(s, "ControlQueue", 6*schedulerTimeout)
+	s.signingKey = awssecretsmanager.NewSecret(s, jsii.String("SigningKey"), &awssecretsmanager.SecretProps{
+		Description: jsii.String("SAS: the key the scheduler signs its agent requests with (docs/trust.md)"),
+		GenerateSecretString: &awssecretsmanager.SecretStringGenerator{
+			PasswordLength: jsii.Number(64), ExcludePunctuation: jsii.Bool(true),
+		},
+		RemovalPolicy: s.p.RemovalPolicy,
+	})
 	for _, a := range s.p.Agents {
 		// Any name package workflow accepts is a valid construct id; the
 		// prefix keeps agents apart from the shared resources.
@@ -269,23 +297,39 @@ func (s *SAS) tables() {
 }
 
 func (s *SAS) alerting() {
-	// Not KMS-encrypted on purpose: CloudWatch alarms cannot publish to a
-	// topic under the AWS-managed SNS key.
+	// A customer-managed key: CloudWatch alarms cannot publish to a topic
+	// under the AWS-managed SNS key, but may use one whose policy grants
+	// them (the statement below). The functions' roles get their own grants
+	// (permissions).
+	s.alertKey = awskms.NewKey(s, jsii.String("AlertKey"), &awskms.KeyProps{
+		Description:       jsii.String("SAS: encrypts the operator alert topic"),
+		EnableKeyRotation: jsii.Bool(true),
+		RemovalPolicy:     s.p.RemovalPolicy,
+	})
+	s.alertKey.AddToResourcePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Sid:        jsii.String("CloudWatchAlarmsPublish"),
+		Principals: &[]awsiam.IPrincipal{awsiam.NewServicePrincipal(jsii.String("cloudwatch.amazonaws.com"), nil)},
+		Actions:    jsii.Strings("kms:Decrypt", "kms:GenerateDataKey"),
+		Resources:  jsii.Strings("*"), // a key policy's resource is the key itself
+	}), nil)
 	s.topic = awssns.NewTopic(s, jsii.String("AlertTopic"), &awssns.TopicProps{
 		DisplayName: jsii.String("SAS operator alerts"),
 		EnforceSSL:  jsii.Bool(true),
+		MasterKey:   s.alertKey,
 	})
 	s.topic.ApplyRemovalPolicy(s.p.RemovalPolicy)
 	if s.p.AlertEmail != "" {
 		s.topic.AddSubscription(awssnssubscriptions.NewEmailSubscription(jsii.String(s.p.AlertEmail), nil))
 	}
-	// The default bus: operators' rules live there, and its ARN can be
-	// named, so PutEvents needs no wildcard.
-	s.eventBusARN = awscdk.Stack_Of(s).FormatArn(&awscdk.ArnComponents{
-		Service:      jsii.String("events"),
-		Resource:     jsii.String("event-bus"),
-		ResourceName: jsii.String("default"),
+	// A bus of the stack's own, not the default one, where anyone with
+	// events:PutEvents could forge an alert: its policy (permissions) lets
+	// only the scheduler's and supervisor's roles put events on it.
+	// Operators' rules match on it (source "sas").
+	s.bus = awsevents.NewEventBus(s, jsii.String("AlertBus"), &awsevents.EventBusProps{
+		Description: jsii.String("SAS operator alerts"),
 	})
+	s.bus.ApplyRemovalPolicy(s.p.RemovalPolicy)
+	s.eventBusARN = s.bus.EventBusArn()
 }
 
 // sasCode is the code of one of the SAS bootstraps in DistDir: the
@@ -406,7 +450,7 @@ func (s *SAS) functions() {
 	}
 	alerts := map[string]string{
 		"SAS_ALERT_TOPIC_ARN": *s.topic.TopicArn(),
-		"SAS_EVENT_BUS_NAME":  "default",
+		"SAS_EVENT_BUS_NAME":  *s.bus.EventBusName(),
 	}
 	// Where the scheduler sends each agent's requests and what the
 	// supervisor watches for backlogs (internal/config, SAS_AGENT_QUEUES).
@@ -426,8 +470,12 @@ func (s *SAS) functions() {
 	}
 
 	schedulerEnv := merge(tables, alerts, routing, map[string]string{
-		"SAS_INTAKE_QUEUE_URL":     *s.intake.QueueUrl(),
-		"SAS_SCHEDULER_QUEUE_URL":  *s.schedulerQ.QueueUrl(),
+		"SAS_INTAKE_QUEUE_URL":    *s.intake.QueueUrl(),
+		"SAS_SCHEDULER_QUEUE_URL": *s.schedulerQ.QueueUrl(),
+		"SAS_CONTROL_QUEUE_URL":   *s.controlQ.QueueUrl(),
+		// The secret's ARN, not the key: only the scheduler's role may read
+		// the value (permissions).
+		"SAS_SIGNING_KEY_SECRET":   *s.signingKey.SecretArn(),
 		"SAS_ALLOWED_REPLY_QUEUES": strings.Join(replyURLs, ","),
 		"SAS_STEP_TIMEOUT":         p.StepTimeout.String(),
 		"SAS_PICKUP_TIMEOUT":       p.PickupTimeout.String(),
@@ -440,6 +488,7 @@ func (s *SAS) functions() {
 	})
 	superEnv := merge(tables, alerts, routing, map[string]string{
 		"SAS_SCHEDULER_QUEUE_URL": *s.schedulerQ.QueueUrl(),
+		"SAS_CONTROL_QUEUE_URL":   *s.controlQ.QueueUrl(),
 		// The same step timeout as the scheduler's: the supervisor builds
 		// the same workflows to know each step's limits.
 		"SAS_STEP_TIMEOUT":   p.StepTimeout.String(),
@@ -561,6 +610,7 @@ func (s *SAS) eventSources() {
 	}
 	wire("FromIntake", s.scheduler.Function, s.intake, schedulerConcurrency)
 	wire("FromSchedulerQueue", s.scheduler.Function, s.schedulerQ, schedulerConcurrency)
+	wire("FromControlQueue", s.scheduler.Function, s.controlQ, schedulerConcurrency)
 	for i, a := range s.p.Agents {
 		res := s.agents[i]
 		wire("FromQueue", res.Function, res.Queue, a.Concurrency)
@@ -611,13 +661,14 @@ func (s *SAS) permissions() {
 	allow(s.scheduler.role, []string{"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem",
 		"dynamodb:ConditionCheckItem", "dynamodb:Query"}, tables...)
 	allow(s.scheduler.role, []string{"dynamodb:Query"}, stateIndexARN)
-	allow(s.scheduler.role, consume, s.intake.QueueArn(), s.schedulerQ.QueueArn())
+	allow(s.scheduler.role, consume, s.intake.QueueArn(), s.schedulerQ.QueueArn(), s.controlQ.QueueArn())
 	allow(s.scheduler.role, []string{"sqs:SendMessage"}, append(s.agentQueueARNs(), s.schedulerQ.QueueArn())...)
 	if len(s.p.AllowedReplyQueueARNs) > 0 {
 		allow(s.scheduler.role, []string{"sqs:SendMessage"}, *jsii.Strings(s.p.AllowedReplyQueueARNs...)...)
 	}
 	allow(s.scheduler.role, []string{"sns:Publish"}, s.topic.TopicArn())
 	allow(s.scheduler.role, []string{"events:PutEvents"}, s.eventBusARN)
+	allow(s.scheduler.role, []string{"secretsmanager:GetSecretValue"}, s.signingKey.SecretArn())
 
 	// Each agent: its own queues in, the scheduler queue out, its own logs;
 	// no state store, no other agent's queue.
@@ -634,7 +685,7 @@ func (s *SAS) permissions() {
 	// Supervisor: reads due records from the index, fences them in the table.
 	allow(s.super.role, []string{"dynamodb:Query"}, stateIndexARN)
 	allow(s.super.role, []string{"dynamodb:GetItem", "dynamodb:UpdateItem"}, s.state.TableArn())
-	allow(s.super.role, []string{"sqs:SendMessage"}, s.schedulerQ.QueueArn())
+	allow(s.super.role, []string{"sqs:SendMessage"}, s.controlQ.QueueArn())
 	// The backlog check: queue depth only (ApproximateNumberOfMessages and
 	// friends), on the queues a held step's request or reply sits in.
 	allow(s.super.role, []string{"sqs:GetQueueAttributes"}, append(s.agentQueueARNs(), s.schedulerQ.QueueArn())...)
@@ -643,6 +694,50 @@ func (s *SAS) permissions() {
 	// No cloudwatch:PutMetricData: the supervisor publishes its metrics as
 	// Embedded Metric Format lines in its own log stream
 	// (internal/supervisor/report.go), which the logs grant above covers.
+
+	// Publishing to the topic encrypts under its key.
+	for _, f := range []fn{s.scheduler, s.super} {
+		allow(f.role, []string{"kms:Decrypt", "kms:GenerateDataKey"}, s.alertKey.KeyArn())
+	}
+	s.resourcePolicies()
+}
+
+// resourcePolicies fence the resources whose senders matter with policies
+// of their own, so that a principal whose identity policy allows more
+// (sqs:* on *, an administrator's role) is still refused (docs/trust.md).
+// Each is a Deny for every principal but the ones named, conditioned on
+// aws:PrincipalArn (a role session's ARN is its role's there).
+func (s *SAS) resourcePolicies() {
+	roleARNs := func(roles ...awsiam.Role) []*string {
+		var out []*string
+		for _, r := range roles {
+			out = append(out, r.RoleArn())
+		}
+		return out
+	}
+	denyAllBut := func(sid string, actions []string, resource *string, principals []*string) awsiam.PolicyStatement {
+		return awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+			Sid:        jsii.String(sid),
+			Effect:     awsiam.Effect_DENY,
+			Principals: &[]awsiam.IPrincipal{awsiam.NewAnyPrincipal()},
+			Actions:    jsii.Strings(actions...),
+			Resources:  &[]*string{resource},
+			Conditions: &map[string]any{"ArnNotEquals": map[string]any{"aws:PrincipalArn": principals}},
+		})
+	}
+	// The control queue: the supervisor and the operators.
+	control := append(roleARNs(s.super.role), *jsii.Strings(s.p.OperatorRoleARNs...)...)
+	s.controlQ.AddToResourcePolicy(denyAllBut("OnlySupervisorAndOperatorsSend", []string{"sqs:SendMessage"}, s.controlQ.QueueArn(), control))
+	// The scheduler queue: the agents (replies, requeues) and the scheduler.
+	agents := roleARNs(s.scheduler.role)
+	for _, a := range s.agents {
+		agents = append(agents, a.Role.RoleArn())
+	}
+	s.schedulerQ.AddToResourcePolicy(denyAllBut("OnlyAgentsSend", []string{"sqs:SendMessage"}, s.schedulerQ.QueueArn(), agents))
+	// The signing key: the scheduler alone.
+	s.signingKey.AddToResourcePolicy(denyAllBut("OnlySchedulerReads", []string{"secretsmanager:GetSecretValue"}, jsii.String("*"), roleARNs(s.scheduler.role)))
+	// The alert bus: the scheduler and the supervisor.
+	s.bus.AddToResourcePolicy(denyAllBut("OnlySasPutsAlerts", []string{"events:PutEvents"}, s.bus.EventBusArn(), roleARNs(s.scheduler.role, s.super.role)))
 }
 
 func allow(role awsiam.Role, actions []string, resources ...*string) {
@@ -691,6 +786,7 @@ func (s *SAS) alarms() {
 
 	dlqAlarm(s, "IntakeDLQ", "IntakeDLQ", s.intakeDLQ)
 	dlqAlarm(s, "SchedulerDLQ", "SchedulerDLQ", s.schedDLQ)
+	dlqAlarm(s, "ControlDLQ", "ControlDLQ", s.controlDLQ)
 	errorsAlarm(s, "SchedulerErrors", "Scheduler", s.scheduler.Function)
 	errorsAlarm(s, "SupervisorErrors", "Supervisor", s.super.Function)
 	for _, a := range s.agents {
@@ -739,6 +835,8 @@ func (s *SAS) outputs() {
 	out("IntakeQueueUrl", s.intake.QueueUrl(), "SAS_INTAKE_QUEUE_URL: applications send orders here")
 	out("IntakeQueueArn", s.intake.QueueArn(), "grant sqs:SendMessage on this to submitters")
 	out("SchedulerQueueUrl", s.schedulerQ.QueueUrl(), "SAS_SCHEDULER_QUEUE_URL")
+	out("ControlQueueUrl", s.controlQ.QueueUrl(), "SAS_CONTROL_QUEUE_URL: sasctl resubmit and compensate send here (operators only)")
+	out("AlertBusName", s.bus.EventBusName(), "SAS_EVENT_BUS_NAME: the event bus alerts go to")
 	out("IntakeDLQUrl", s.intakeDLQ.QueueUrl(), "intake dead-letter queue")
 	out("SchedulerDLQUrl", s.schedDLQ.QueueUrl(), "scheduler dead-letter queue")
 	out("AgentQueues", jsii.String(s.agentQueuesJSON(false)), "SAS_AGENT_QUEUES: each agent's queue and priority lane")

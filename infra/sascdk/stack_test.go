@@ -21,19 +21,20 @@ import (
 var sourceQueues = map[string]struct{ dlq, consumer string }{
 	"IntakeQueue":        {"IntakeQueueDLQ", "Scheduler"},
 	"SchedulerQueue":     {"SchedulerQueueDLQ", "Scheduler"},
+	"ControlQueue":       {"ControlQueueDLQ", "Scheduler"},
 	"AgentpaymentsQueue": {"AgentpaymentsQueueDLQ", "AgentpaymentsFunction"},
 }
 
 func TestResourceCounts(t *testing.T) {
 	def, _ := stacks(t)
 	for typ, n := range map[string]float64{
-		"AWS::SQS::Queue":                     6, // three queues, three DLQs
+		"AWS::SQS::Queue":                     8, // four queues, four DLQs
 		"AWS::DynamoDB::Table":                2,
 		"AWS::Lambda::Function":               3,
-		"AWS::Lambda::EventSourceMapping":     3,
+		"AWS::Lambda::EventSourceMapping":     4,
 		"AWS::Events::Rule":                   1,
 		"AWS::SNS::Topic":                     1,
-		"AWS::CloudWatch::Alarm":              3 + 3 + 1 + 1, // DLQs, errors, stuck step, supervisor not running
+		"AWS::CloudWatch::Alarm":              4 + 3 + 1 + 1, // DLQs, errors, stuck step, supervisor not running
 		"AWS::IAM::Role":                      3,
 		"AWS::Logs::LogGroup":                 3,
 		"AWS::SNS::Subscription":              0, // only with AlertEmail
@@ -42,7 +43,12 @@ func TestResourceCounts(t *testing.T) {
 		"Custom::LogRetention":                0, // retention is set on our own log groups
 		"AWS::IAM::ManagedPolicy":             0,
 		"AWS::DynamoDB::GlobalTable":          0,
-		"AWS::SQS::QueuePolicy":               6, // TLS-only guards
+		"AWS::SQS::QueuePolicy":               8, // TLS-only guards; the control and scheduler queues' sender lists
+		"AWS::SecretsManager::Secret":         1, // the signing key
+		"AWS::SecretsManager::ResourcePolicy": 1,
+		"AWS::KMS::Key":                       1, // the alert topic's
+		"AWS::Events::EventBus":               1, // the alert bus
+		"AWS::Events::EventBusPolicy":         1,
 		"AWS::Lambda::Permission":             1, // EventBridge → supervisor
 		"AWS::CloudFormation::CustomResource": 0,
 	} {
@@ -326,7 +332,7 @@ func TestFunctions(t *testing.T) {
 func TestFunctionEnvironment(t *testing.T) {
 	def, variant := stacks(t)
 	tables := map[string]string{"SAS_ORDERS_TABLE": "OrdersTable", "SAS_STATE_TABLE": "StateTable", "SAS_INDEX_SHARDS": "8"}
-	alerts := map[string]string{"SAS_ALERT_TOPIC_ARN": "AlertTopic", "SAS_EVENT_BUS_NAME": "default"}
+	alerts := map[string]string{"SAS_ALERT_TOPIC_ARN": "AlertTopic", "SAS_EVENT_BUS_NAME": "AlertBus"}
 	routing := map[string]string{
 		"SAS_AGENT_QUEUES":    `{"payments":{"url":"AgentpaymentsQueue"}}`,
 		"SAS_AGENT_QUEUE_URL": "AgentpaymentsQueue", // one agent: the variable of old still set
@@ -335,6 +341,8 @@ func TestFunctionEnvironment(t *testing.T) {
 		"Scheduler": merge(tables, alerts, routing, map[string]string{
 			"SAS_INTAKE_QUEUE_URL":    "IntakeQueue",
 			"SAS_SCHEDULER_QUEUE_URL": "SchedulerQueue",
+			"SAS_CONTROL_QUEUE_URL":   "ControlQueue",
+			"SAS_SIGNING_KEY_SECRET":  "SigningKey",
 			"SAS_STEP_TIMEOUT":        "30s",
 			"SAS_PICKUP_TIMEOUT":      "1m0s",
 		}),
@@ -342,6 +350,7 @@ func TestFunctionEnvironment(t *testing.T) {
 		"AgentpaymentsFunction": {"SAS_SCHEDULER_QUEUE_URL": "SchedulerQueue", "SAS_AGENT_QUEUE_URL": "AgentpaymentsQueue", "SAS_AGENT_NAME": "payments"},
 		"Supervisor": merge(tables, alerts, routing, map[string]string{
 			"SAS_SCHEDULER_QUEUE_URL": "SchedulerQueue",
+			"SAS_CONTROL_QUEUE_URL":   "ControlQueue",
 			"SAS_STEP_TIMEOUT":        "30s", // the scheduler's: the same step limits
 			"SAS_MAX_FAILURES":        "3",
 			"SAS_PICKUP_TIMEOUT":      "1m0s",
@@ -384,6 +393,7 @@ func TestEventSourceMappings(t *testing.T) {
 	sort.Strings(wired)
 	if want := []string{
 		"AgentpaymentsQueue→AgentpaymentsFunction max 20",
+		"ControlQueue→Scheduler max 10",
 		"IntakeQueue→Scheduler max 10",
 		"SchedulerQueue→Scheduler max 10",
 	}; !reflect.DeepEqual(wired, want) {
@@ -440,6 +450,7 @@ func TestAlarms(t *testing.T) {
 	want := []key{
 		{"AWS/SQS", "ApproximateNumberOfMessagesVisible", "IntakeQueueDLQ"},
 		{"AWS/SQS", "ApproximateNumberOfMessagesVisible", "SchedulerQueueDLQ"},
+		{"AWS/SQS", "ApproximateNumberOfMessagesVisible", "ControlQueueDLQ"},
 		{"AWS/SQS", "ApproximateNumberOfMessagesVisible", "AgentpaymentsQueueDLQ"},
 		{"AWS/Lambda", "Errors", "Scheduler"},
 		{"AWS/Lambda", "Errors", "AgentpaymentsFunction"},
@@ -457,7 +468,7 @@ func TestAlarms(t *testing.T) {
 			"MetricName":         "ApproximateNumberOfMessagesVisible",
 			"ComparisonOperator": "GreaterThanThreshold",
 			"Threshold":          0,
-		}, jsii.Number(3))
+		}, jsii.Number(4))
 	})
 	check(t, "stuck-step alarm", func() {
 		def.tmpl.HasResourceProperties(jsii.String("AWS::CloudWatch::Alarm"), map[string]any{

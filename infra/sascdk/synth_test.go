@@ -30,6 +30,10 @@ import (
 //   - five: five agents from a workflow file, code given every way.
 
 // replyQueueARNs configure the variant stack: one exact queue, one prefix.
+// operatorRoleARN is the variant's operator: it may send to the control
+// queue.
+const operatorRoleARN = "arn:aws:iam::111122223333:role/sas-operators"
+
 var replyQueueARNs = []string{
 	"arn:aws:sqs:eu-west-1:111122223333:caller-status",
 	"arn:aws:sqs:eu-west-1:111122223333:tenant-*",
@@ -120,6 +124,7 @@ func synthesizeApp() fixtures {
 		DistDir:               fixtureDist,
 		Arch:                  ArchX8664,
 		AllowedReplyQueueARNs: replyQueueARNs,
+		OperatorRoleARNs:      []string{operatorRoleARN},
 		RemovalPolicy:         awscdk.RemovalPolicy_DESTROY,
 		Agents:                []Agent{HTTPAgent("payments", "https://payments.example.test")},
 		AlertEmail:            "ops@example.test",

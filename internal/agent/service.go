@@ -297,7 +297,7 @@ func (s *Service) requeue(ctx context.Context, records []events.SQSMessage, fail
 			QueueURL: s.replyURL, Delay: min(delay, sqslimits.MaxDelay),
 			What: fmt.Sprintf("requeue of %s step %d attempt %d", req.OrderID, req.Step, req.Attempt),
 			Body: sas.Encode(sas.Retry{V: sas.MessageVersion, Kind: sas.KindRetry, OrderID: req.OrderID, Step: req.Step,
-				Attempt: req.Attempt, Reason: reason, Requeue: true}),
+				Attempt: req.Attempt, Reason: reason, Requeue: true, Sig: req.Sig}),
 		})
 		idx = append(idx, i)
 	}
@@ -774,6 +774,7 @@ func replyTo(req sas.AgentRequest) sas.AgentReply {
 		Workflow: req.Workflow, ReplyTo: req.ReplyTo, Payload: req.Payload,
 		Compensation: req.Compensation, StepName: req.StepName,
 		Priority: req.Priority, Version: req.Version, Generation: req.Generation,
+		Sig: req.Sig, // the scheduler's signature over the echo, unread (docs/trust.md)
 	}
 }
 

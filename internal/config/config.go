@@ -19,7 +19,21 @@ type Config struct {
 	IndexShards             int
 	IntakeQueueURL          string
 	SchedulerQueueURL       string
-	AgentQueueURL           string
+	// ControlQueueURL is SAS_CONTROL_QUEUE_URL: the queue only the
+	// supervisor and operators may send to, for retries and compensations
+	// (docs/trust.md).
+	ControlQueueURL string
+	// SigningKeySecret is SAS_SIGNING_KEY_SECRET: the Secrets Manager
+	// secret (ARN or name) holding the key the scheduler signs its agent
+	// requests with, readable by the scheduler's role alone. SigningKey is
+	// SAS_SIGNING_KEY, the key itself (base64), for local runs only: a
+	// function's environment is readable by whoever may read its
+	// configuration.
+	SigningKeySecret, SigningKey string
+	// RequireSignedReplies is SAS_REQUIRE_SIGNED_REPLIES=true: replies
+	// without a signature are dropped instead of handled from the store.
+	RequireSignedReplies bool
+	AgentQueueURL        string
 	// AgentQueues is SAS_AGENT_QUEUES, a JSON object from agent name to
 	// its queues, {"payments": {"url": "…", "priorityUrl": "…"}}, with
 	// SAS_AGENT_QUEUE_URL as the queue of any agent not listed
@@ -64,6 +78,9 @@ func Load(getenv Getenv) (Config, error) {
 		StateTable:            getenv("SAS_STATE_TABLE"),
 		IntakeQueueURL:        getenv("SAS_INTAKE_QUEUE_URL"),
 		SchedulerQueueURL:     getenv("SAS_SCHEDULER_QUEUE_URL"),
+		ControlQueueURL:       getenv("SAS_CONTROL_QUEUE_URL"),
+		SigningKeySecret:      getenv("SAS_SIGNING_KEY_SECRET"),
+		SigningKey:            getenv("SAS_SIGNING_KEY"),
 		AgentQueueURL:         getenv("SAS_AGENT_QUEUE_URL"),
 		AgentPriorityQueueURL: getenv("SAS_AGENT_PRIORITY_QUEUE_URL"),
 		AlertTopicARN:         getenv("SAS_ALERT_TOPIC_ARN"),
@@ -76,9 +93,15 @@ func Load(getenv Getenv) (Config, error) {
 		c.SQSEndpoint = getenv("AWS_ENDPOINT_URL")
 	}
 	for _, q := range strings.Split(getenv("SAS_ALLOWED_REPLY_QUEUES"), ",") {
-		if q = strings.TrimSpace(q); q != "" {
-			c.AllowedReplyQueues = append(c.AllowedReplyQueues, q)
+		if q = strings.TrimSpace(q); q == "" {
+			continue
 		}
+		if strings.HasSuffix(q, "/*") || q == "*" {
+			// Every queue of an account, the deployment's own included
+			// (docs/trust.md).
+			return c, fmt.Errorf("SAS_ALLOWED_REPLY_QUEUES: %q allows every queue of the account: name a queue, or a name prefix before the *", q)
+		}
+		c.AllowedReplyQueues = append(c.AllowedReplyQueues, q)
 	}
 	c.AgentQueues.Default = c.AgentQueueURL
 	if v := strings.TrimSpace(getenv("SAS_AGENT_QUEUES")); v != "" {
@@ -92,6 +115,13 @@ func Load(getenv Getenv) (Config, error) {
 				return c, fmt.Errorf("SAS_AGENT_QUEUES: agent %q needs a \"url\"", name)
 			}
 		}
+	}
+	switch v := strings.TrimSpace(getenv("SAS_REQUIRE_SIGNED_REPLIES")); v {
+	case "", "false", "0":
+	case "true", "1":
+		c.RequireSignedReplies = true
+	default:
+		return c, fmt.Errorf("SAS_REQUIRE_SIGNED_REPLIES=%q: want true or false", v)
 	}
 	var err error
 	if c.IndexShards, err = intVar(getenv, "SAS_INDEX_SHARDS", 8); err != nil {
@@ -149,6 +179,9 @@ func Require(getenv Getenv, names ...string) error {
 // before, and a replyTo naming some other host (stored with the order, shown
 // to operators, perhaps dialled by a future client) is refused.
 func (c Config) ReplyToAllowed(url string) bool {
+	if c.ownQueue(url) {
+		return false
+	}
 	for _, a := range c.AllowedReplyQueues {
 		if queueMatches(a, url) {
 			return true
@@ -169,6 +202,20 @@ func (c Config) ReplyToAllowed(url string) bool {
 			if queueMatches(allowed, path) {
 				return true
 			}
+		}
+	}
+	return false
+}
+
+// ownQueue reports whether url names one of the deployment's own queues
+// (by queue name, whatever the host): statuses posted there would reach
+// the scheduler or an agent as if from them (docs/trust.md).
+func (c Config) ownQueue(url string) bool {
+	name := url[strings.LastIndex(url, "/")+1:]
+	own := append([]string{c.IntakeQueueURL, c.SchedulerQueueURL, c.ControlQueueURL, c.AgentQueueURL, c.AgentPriorityQueueURL}, c.AgentQueues.All()...)
+	for _, q := range own {
+		if q != "" && q[strings.LastIndex(q, "/")+1:] == name {
+			return true
 		}
 	}
 	return false

@@ -122,3 +122,23 @@ func TestLoadAgentQueues(t *testing.T) {
 		require.ErrorContains(t, err, "SAS_AGENT_QUEUES", bad)
 	}
 }
+
+// The allow-list takes no account-wide wildcard, and never the
+// deployment's own queues, whatever it lists (docs/trust.md).
+func TestReplyToNeverTheDeploymentsOwnQueues(t *testing.T) {
+	t.Parallel()
+	_, err := Load(env(map[string]string{"SAS_ALLOWED_REPLY_QUEUES": "https://sqs.eu-west-1.amazonaws.com/111122223333/*"}))
+	require.ErrorContains(t, err, "every queue of the account")
+	c, err := Load(env(map[string]string{
+		"SAS_ALLOWED_REPLY_QUEUES": "https://sqs.eu-west-1.amazonaws.com/111122223333/sas-*",
+		"SAS_INTAKE_QUEUE_URL":     "https://sqs.eu-west-1.amazonaws.com/111122223333/sas-intake",
+		"SAS_SCHEDULER_QUEUE_URL":  "https://sqs.eu-west-1.amazonaws.com/111122223333/sas-scheduler",
+		"SAS_CONTROL_QUEUE_URL":    "https://sqs.eu-west-1.amazonaws.com/111122223333/sas-control",
+		"SAS_AGENT_QUEUES":         `{"payments":{"url":"https://sqs.eu-west-1.amazonaws.com/111122223333/sas-payments"}}`,
+	}))
+	require.NoError(t, err)
+	require.True(t, c.ReplyToAllowed("https://sqs.eu-west-1.amazonaws.com/111122223333/sas-status"))
+	for _, own := range []string{"sas-intake", "sas-scheduler", "sas-control", "sas-payments"} {
+		require.False(t, c.ReplyToAllowed("https://sqs.eu-west-1.amazonaws.com/111122223333/"+own), own)
+	}
+}

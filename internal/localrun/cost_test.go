@@ -288,7 +288,7 @@ func TestCostPerOrder(t *testing.T) {
 		limits, err := r.sys.Registry.Limits()
 		require.NoError(t, err)
 		sup, err := supervisor.New(supervisor.Config{
-			Store: r.sys.Store, Queue: r.sys.Queue, Alerter: alerts.NewRecorder(), SchedulerQueueURL: r.sys.Config.SchedulerQueueURL,
+			Store: r.sys.Store, Queue: r.sys.Queue, Alerter: alerts.NewRecorder(), ControlQueueURL: r.sys.Config.ControlQueueURL,
 			BacklogQueueURLs: append(r.sys.Config.AgentQueues.All(), r.sys.Config.SchedulerQueueURL), Steps: limits,
 			Clock:  aheadClock{by: r.sys.Config.StepTimeout + time.Second}, // as if the deadline had passed
 			Logger: r.sys.Opts.Logger, Metrics: io.Discard,

@@ -649,7 +649,8 @@ func (it *itSystem) pump(ctx context.Context, t *testing.T, dup bool, done func(
 			url string
 			hs  [2]localrun.SQSHandler
 		}{
-			{it.Config.SchedulerQueueURL, [2]localrun.SQSHandler{it.Schedulers[0].Handle, it.Schedulers[1].Handle}},
+			{it.Config.SchedulerQueueURL, [2]localrun.SQSHandler{it.ByKind(it.Schedulers[0].Handle), it.ByKind(it.Schedulers[1].Handle)}},
+			{it.Config.ControlQueueURL, [2]localrun.SQSHandler{it.ByKind(it.Schedulers[0].Handle), it.ByKind(it.Schedulers[1].Handle)}},
 			{it.Config.AgentQueueURL, [2]localrun.SQSHandler{it.Agents[0].Handle, it.Agents[1].Handle}},
 		} {
 			bodies := it.recvNow(ctx, t, q.url)

@@ -509,7 +509,7 @@ func itBadIntake(t *testing.T, sys *itSystem) {
 		good("good-4", "order"), second)...)
 	// An empty body cannot travel on SQS; the handler sees it if a caller
 	// of Lambda hands it one.
-	itDeliver(ctx, t, sys.Schedulers[0].Handle, "")
+	itDeliver(ctx, t, sys.ByKind(sys.Schedulers[0].Handle), "")
 
 	// The good orders of the same batches all complete.
 	for _, id := range []string{"good-1", "good-3"} {
@@ -630,7 +630,7 @@ func itHandDriven(t *testing.T) {
 		StepTimeout: 10 * time.Second, BaseBackoff: itBackoff, Instances: 2, Supervisors: 1,
 		Faults: remotesim.Faults{Scripts: []remotesim.Script{itScript("hd-decline", "/payments", itTimes(remotesim.FaultPermanent, 0))}},
 	}, false)
-	sch0, sch1 := sys.Schedulers[0].Handle, sys.Schedulers[1].Handle
+	sch0, sch1 := sys.ByKind(sys.Schedulers[0].Handle), sys.ByKind(sys.Schedulers[1].Handle)
 	ag0 := sys.Agents[0].Handle
 	history := func(ctx context.Context, t *testing.T, id string) sas.OrderView {
 		t.Helper()
@@ -689,7 +689,7 @@ func itHandDriven(t *testing.T) {
 
 		// An operator compensates the order; the compensate message comes twice.
 		comp := sas.Encode(sas.Compensate{V: sas.MessageVersion, Kind: sas.KindCompensate, OrderID: id, Reason: "customer cancelled", Actor: "operator"})
-		require.NoError(t, sys.SendRaw(ctx, sys.Config.SchedulerQueueURL, sas.OutboundMessage{ID: "c", Body: comp}))
+		require.NoError(t, sys.SendRaw(ctx, sys.Config.ControlQueueURL, sas.OutboundMessage{ID: "c", Body: comp}))
 		sys.pump(ctx, t, true, sys.orderDone(ctx, id, sas.Compensated, sas.Compensated, sas.Processed))
 		v = sys.requireFinal(ctx, t, id, sas.Compensated, sas.Compensated, sas.Processed)
 		// Shipping has no undo and stays Processed; the order is compensated.
@@ -749,7 +749,7 @@ func itHandDriven(t *testing.T) {
 // when the supervisor took their step back.
 func itExpiry(t *testing.T) {
 	sys := itStart(t, localrun.Options{StepTimeout: itStepTimeout, BaseBackoff: itBackoff, Instances: 2, Supervisors: 1}, false)
-	sch0, sch1 := sys.Schedulers[0].Handle, sys.Schedulers[1].Handle
+	sch0, sch1 := sys.ByKind(sys.Schedulers[0].Handle), sys.ByKind(sys.Schedulers[1].Handle)
 	ag0 := sys.Agents[0].Handle
 
 	// sweepUntil runs the supervisor until it has rescued the order's first
@@ -786,7 +786,7 @@ func itExpiry(t *testing.T) {
 		// The agent that took the request dies: the request is gone.
 		sys.recvN(ctx, t, sys.Config.AgentQueueURL, id, 1)
 		sweepUntil(ctx, t, id)
-		retry := sys.recvN(ctx, t, sys.Config.SchedulerQueueURL, id, 1)[0]
+		retry := sys.recvN(ctx, t, sys.Config.ControlQueueURL, id, 1)[0]
 		require.Equal(t, sas.KindRetry, itKindOf(t, retry))
 
 		itDeliver(ctx, t, sch0, retry)
@@ -866,7 +866,7 @@ func itExpiry(t *testing.T) {
 
 		// ...and once attempt 2 runs, under the same scheduler instance:
 		// only the attempt tells the replies apart.
-		retry := sys.recvN(ctx, t, sys.Config.SchedulerQueueURL, id, 1)[0]
+		retry := sys.recvN(ctx, t, sys.Config.ControlQueueURL, id, 1)[0]
 		require.Equal(t, sas.KindRetry, itKindOf(t, retry))
 		itDeliver(ctx, t, sch0, retry)
 		running := history(ctx, t, id).Steps[0]

@@ -3,6 +3,7 @@ package localrun
 import (
 	"context"
 	"crypto/rand"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -249,7 +250,7 @@ func Start(ctx context.Context, opts Options) (*System, error) {
 	for _, q := range []struct {
 		name string
 		url  *string
-	}{{"intake", &cfg.IntakeQueueURL}, {"scheduler", &cfg.SchedulerQueueURL}, {"agent", &cfg.AgentQueueURL}} {
+	}{{"intake", &cfg.IntakeQueueURL}, {"scheduler", &cfg.SchedulerQueueURL}, {"control", &cfg.ControlQueueURL}, {"agent", &cfg.AgentQueueURL}} {
 		created, err := s.Queue.CreateQueue(ctx, sqsqueue.CreateQueueParams{
 			Name: opts.Name + "-" + q.name, Attributes: map[string]string{"VisibilityTimeout": vis}, MaxReceiveCount: opts.MaxReceiveCount,
 		})
@@ -260,6 +261,8 @@ func Start(ctx context.Context, opts Options) (*System, error) {
 		s.DLQs[q.name] = created.DLQURL
 	}
 	cfg.AgentQueues = sas.AgentQueues{Default: cfg.AgentQueueURL}
+	// One key per run, shared by the run's schedulers (docs/trust.md).
+	cfg.SigningKey = base64.StdEncoding.EncodeToString(sas.NewSigningKey())
 	if opts.PriorityWorkers > 0 {
 		lane, err := s.Queue.CreateQueue(ctx, sqsqueue.CreateQueueParams{
 			Name: opts.Name + "-agent-priority", Attributes: map[string]string{"VisibilityTimeout": vis}, MaxReceiveCount: opts.MaxReceiveCount,
@@ -322,7 +325,7 @@ func Start(ctx context.Context, opts Options) (*System, error) {
 	for i := 0; i < opts.Supervisors; i++ {
 		sup, err := supervisor.New(supervisor.Config{
 			BacklogQueueURLs: append(cfg.AgentQueues.All(), cfg.SchedulerQueueURL), WaitLimit: opts.WaitLimit, Steps: limits,
-			Store: s.Store, Queue: actorQueue, Alerter: alerter, SchedulerQueueURL: cfg.SchedulerQueueURL,
+			Store: s.Store, Queue: actorQueue, Alerter: alerter, ControlQueueURL: cfg.ControlQueueURL,
 			Clock:       skewedClock{offset: skewFor(i, opts.Supervisors, opts.ClockSkew)},
 			MaxFailures: cfg.MaxFailures, PickupTimeout: cfg.PickupTimeout, BaseBackoff: opts.BaseBackoff, MaxBackoff: 4 * opts.BaseBackoff,
 			Actor: fmt.Sprintf("supervisor-%d", i), Logger: opts.Logger, Metrics: opts.Metrics,
@@ -345,6 +348,7 @@ func Start(ctx context.Context, opts Options) (*System, error) {
 		s.Pollers = append(s.Pollers,
 			&Poller{Name: fmt.Sprintf("intake-%d", i), Queue: s.Queue, QueueURL: cfg.IntakeQueueURL, QueueARN: arn(cfg.IntakeQueueURL), BatchSize: opts.BatchSize, Workers: opts.PollerWorkers, Handler: sch, Logger: opts.Logger},
 			&Poller{Name: fmt.Sprintf("scheduler-%d", i), Queue: s.Queue, QueueURL: cfg.SchedulerQueueURL, QueueARN: arn(cfg.SchedulerQueueURL), BatchSize: opts.BatchSize, Workers: opts.PollerWorkers, Handler: sch, Logger: opts.Logger},
+			&Poller{Name: fmt.Sprintf("control-%d", i), Queue: s.Queue, QueueURL: cfg.ControlQueueURL, QueueARN: arn(cfg.ControlQueueURL), BatchSize: opts.BatchSize, Workers: opts.PollerWorkers, Handler: sch, Logger: opts.Logger},
 			&Poller{Name: fmt.Sprintf("agent-%d", i), Queue: s.Queue, QueueURL: cfg.AgentQueueURL, QueueARN: arn(cfg.AgentQueueURL), BatchSize: opts.BatchSize, Workers: opts.AgentWorkers, Handler: ag, Logger: opts.Logger},
 		)
 		if lane := cfg.AgentPriorityQueueURL; lane != "" {
@@ -369,11 +373,16 @@ type actors struct {
 
 // buildActors builds one scheduler and one agent per instance, running reg.
 func (s *System) buildActors(reg sas.Registry) (schedulers []*scheduler.Handler, agents []*sdk.Handler, err error) {
+	key, err := sas.ParseSigningKey(s.Config.SigningKey)
+	if err != nil {
+		return nil, nil, err
+	}
 	for i := 0; i < s.Opts.Instances; i++ {
 		svc, err := scheduler.New(scheduler.Config{
 			Store: s.Store, Queue: s.actors.schedQueue, Alerter: s.actors.alerter, Workflows: reg,
 			Owner: fmt.Sprintf("scheduler-%d-%s", i, randomID()), AgentQueues: s.Config.AgentQueues, IntakeQueueURL: s.Config.IntakeQueueURL,
-			SchedulerQueueURL: s.Config.SchedulerQueueURL, StepTimeout: s.Config.StepTimeout, PickupTimeout: s.Config.PickupTimeout, ReplyToAllowed: s.Config.ReplyToAllowed, Logger: s.Opts.Logger,
+			ControlQueueURL: s.Config.ControlQueueURL, SigningKey: key, SchedulerQueueURL: s.Config.SchedulerQueueURL,
+			StepTimeout: s.Config.StepTimeout, PickupTimeout: s.Config.PickupTimeout, ReplyToAllowed: s.Config.ReplyToAllowed, Logger: s.Opts.Logger,
 		})
 		if err != nil {
 			return nil, nil, err
@@ -805,5 +814,33 @@ func (s *System) Evidence(ids []string, views map[string]sas.OrderView) Evidence
 		IDs: ids, Views: views, Registry: reg, Definitions: defs,
 		Calls: s.Sim.CallsByKey(), Effects: s.Sim.Effects(),
 		Harness: s.Injected.Of, Alerts: s.Alerts.Alerts(),
+	}
+}
+
+// ByKind wraps a scheduler's handler for messages handed to it directly
+// (Invoke) rather than received by a poller: each record without a source
+// is given the queue its kind belongs to (an intake the intake queue, a
+// retry or compensation the control queue, anything else the scheduler
+// queue), as if it had arrived there (docs/trust.md).
+func (s *System) ByKind(h SQSHandler) SQSHandler {
+	arn := func(url string) string {
+		return "arn:aws:sqs:us-east-1:000000000000:" + url[strings.LastIndex(url, "/")+1:]
+	}
+	return func(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
+		for i, r := range ev.Records {
+			if r.EventSourceARN != "" {
+				continue
+			}
+			h, _ := sas.DecodeHeader([]byte(r.Body))
+			switch h.Kind {
+			case "", sas.KindIntake:
+				ev.Records[i].EventSourceARN = arn(s.Config.IntakeQueueURL)
+			case sas.KindRetry, sas.KindCompensate:
+				ev.Records[i].EventSourceARN = arn(s.Config.ControlQueueURL)
+			default:
+				ev.Records[i].EventSourceARN = arn(s.Config.SchedulerQueueURL)
+			}
+		}
+		return h(ctx, ev)
 	}
 }

@@ -97,6 +97,10 @@ type AgentRequest struct {
 	// keys of its earlier generations: the agent undoes each before
 	// IdempotencyKey, since an effect under an older key may exist.
 	PriorKeys []string `json:"priorKeys,omitempty"`
+	// Sig is the scheduler's signature over the fields the reply echoes
+	// (Signer, docs/trust.md). The agent echoes it in its reply unread.
+	// Optional on the wire: a request from an older scheduler has none.
+	Sig string `json:"sig,omitempty"`
 }
 
 // HighPriority is the lowest priority that goes to an agent's priority lane
@@ -144,6 +148,10 @@ type AgentReply struct {
 	Priority     int             `json:"priority,omitempty"`
 	Version      string          `json:"version,omitempty"`
 	Generation   int             `json:"generation,omitempty"`
+	// Sig is the request's signature, echoed unread. With it the scheduler
+	// believes the echo; without it (an older agent), or with one that does
+	// not match, the echo is never used (docs/trust.md).
+	Sig string `json:"sig,omitempty"`
 }
 
 // Retry is the supervisor handing a step back to the schedulers.
@@ -161,6 +169,9 @@ type Retry struct {
 	// (docs/protocol.md, "Waiting is not executing"). The request is then
 	// back in the queue, where the supervisor sees it.
 	Requeue bool `json:"requeue,omitempty"`
+	// Sig is the signature of the request a requeue hands back, echoed
+	// unread: the scheduler takes a requeue only with it (docs/trust.md).
+	Sig string `json:"sig,omitempty"`
 }
 
 // Compensate asks the scheduler to undo an order's completed steps, newest
@@ -170,7 +181,10 @@ type Compensate struct {
 	Kind    Kind   `json:"kind"`
 	OrderID string `json:"orderId"`
 	Reason  string `json:"reason,omitempty"`
-	Actor   string `json:"actor,omitempty"`
+	// Actor is who the sender says it is. Only logged beside the actor the
+	// scheduler records, which it takes from who sent the message
+	// (docs/trust.md).
+	Actor string `json:"actor,omitempty"`
 }
 
 // Status values posted to a submitter's replyTo queue.

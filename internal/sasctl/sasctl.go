@@ -21,14 +21,14 @@ import (
 
 // App holds what the commands need.
 type App struct {
-	Store             sas.StateStore
-	Queue             sas.Queue
-	Clock             sas.Clock
-	IntakeQueueURL    string
-	SchedulerQueueURL string
-	PickupTimeout     time.Duration
-	Actor             string // who is acting, recorded in the history ("operator:<user>")
-	Out               io.Writer
+	Store           sas.StateStore
+	Queue           sas.Queue
+	Clock           sas.Clock
+	IntakeQueueURL  string
+	ControlQueueURL string
+	PickupTimeout   time.Duration
+	Actor           string // who is acting, recorded in the history ("operator:<user>")
+	Out             io.Writer
 	// Sleep waits between live-view refreshes; tests replace it.
 	Sleep func(context.Context, time.Duration) error
 }
@@ -373,11 +373,11 @@ func (a *App) resubmitOne(ctx context.Context, r sas.StepRecord) error {
 	if err != nil {
 		return err
 	}
-	if a.SchedulerQueueURL == "" {
-		return errors.New("SAS_SCHEDULER_QUEUE_URL is not set (the step is Pending; the supervisor will re-drive it)")
+	if a.ControlQueueURL == "" {
+		return errors.New("SAS_CONTROL_QUEUE_URL is not set (the step is Pending; the supervisor will re-drive it)")
 	}
 	retry := sas.Retry{V: sas.MessageVersion, Kind: sas.KindRetry, OrderID: rec.OrderID, Step: rec.Step, Attempt: rec.Attempt, Reason: "resubmitted by " + a.Actor}
-	if err := a.send(ctx, a.SchedulerQueueURL, sas.Encode(retry)); err != nil {
+	if err := a.send(ctx, a.ControlQueueURL, sas.Encode(retry)); err != nil {
 		return fmt.Errorf("the step is Pending but the retry message failed (the supervisor will re-drive it): %w", err)
 	}
 	return nil
@@ -396,11 +396,11 @@ func (a *App) compensate(ctx context.Context, args []string) error {
 	if _, err := a.Store.GetOrder(ctx, pos[0]); err != nil {
 		return fmt.Errorf("compensate %s: %w", pos[0], err)
 	}
-	if a.SchedulerQueueURL == "" {
-		return errors.New("compensate: SAS_SCHEDULER_QUEUE_URL is not set")
+	if a.ControlQueueURL == "" {
+		return errors.New("compensate: SAS_CONTROL_QUEUE_URL is not set")
 	}
 	msg := sas.Compensate{V: sas.MessageVersion, Kind: sas.KindCompensate, OrderID: pos[0], Reason: *reason, Actor: a.Actor}
-	if err := a.send(ctx, a.SchedulerQueueURL, sas.Encode(msg)); err != nil {
+	if err := a.send(ctx, a.ControlQueueURL, sas.Encode(msg)); err != nil {
 		return fmt.Errorf("compensate %s: %w", pos[0], err)
 	}
 	fmt.Fprintf(a.Out, "asked the scheduler to compensate %s\n", pos[0])

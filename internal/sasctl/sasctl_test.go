@@ -35,7 +35,7 @@ func setup(t *testing.T) fixture {
 	require.NoError(t, err)
 	out := &bytes.Buffer{}
 	st := memstore.New(memstore.Config{Shards: 4})
-	return fixture{app: &App{Store: st, Queue: q, Clock: clocktest.New(t0.Add(time.Hour)), IntakeQueueURL: in.URL, SchedulerQueueURL: sq.URL,
+	return fixture{app: &App{Store: st, Queue: q, Clock: clocktest.New(t0.Add(time.Hour)), IntakeQueueURL: in.URL, ControlQueueURL: sq.URL,
 		Actor: "operator:test", Out: out}, out: out, store: st, queue: q, intake: in.URL, schq: sq.URL}
 }
 

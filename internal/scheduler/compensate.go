@@ -137,8 +137,12 @@ func (s *Service) compensate(ctx context.Context, u *outbox.Unit, m sas.Compensa
 	s.log.InfoContext(ctx, "compensation requested", "order", m.OrderID, "actor", m.Actor, "reason", m.Reason)
 	for _, r := range o.steps {
 		if r.ProcessState == sas.Error {
+			// Told before the undo is claimed: after the claim, a
+			// redelivery no longer finds the step failed.
 			st := sas.Status{Status: sas.StatusFailed, Step: o.wf.Steps[r.Step].Name, Sequence: SeqFailed(r.Step, r.Attempt), Reason: r.LastError}
-			s.post(ctx, u, o.ord, st, now)
+			if err := s.postNow(ctx, o.ord, st, now); err != nil {
+				return err
+			}
 		}
 	}
 	return s.startCompensation(ctx, u, o, true, now)
@@ -173,7 +177,7 @@ func (s *Service) tellBeforeClaim(ctx context.Context, u *outbox.Unit, o order, 
 		}
 	}
 	if tell && r.ProcessState == sas.Error {
-		s.post(ctx, u, o.ord, sas.Status{Status: sas.StatusFailed, Step: o.wf.Steps[r.Step].Name,
+		return s.postNow(ctx, o.ord, sas.Status{Status: sas.StatusFailed, Step: o.wf.Steps[r.Step].Name,
 			Sequence: SeqFailed(r.Step, r.Attempt), Reason: r.LastError}, now)
 	}
 	return nil

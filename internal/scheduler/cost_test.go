@@ -216,36 +216,45 @@ func TestStoreCallsOffTheHappyPath(t *testing.T) {
 func TestTheEchoRoutesTheFenceDecides(t *testing.T) {
 	t.Parallel()
 
-	t.Run("undo reply echoing a forward step: refused, nothing changes", func(t *testing.T) {
+	// The leg and the replyTo are signed (docs/trust.md): a reply that
+	// rewrites them is dropped before any write, and the holder's genuine
+	// reply still goes through.
+	t.Run("undo reply echoing a forward step: dropped, nothing changes", func(t *testing.T) {
 		t.Parallel()
 		f := newFixture(t)
 		f.deliver(reply(f.runForward("o-hint", "order", 2), sas.OutcomeFailed, "declined"))
 		undo := f.request()
 		require.True(t, undo.Compensation)
 		before := f.view("o-hint")
-		undo.Compensation = false // an agent that lost the flag
+		forged := undo
+		forged.Compensation = false // an agent that lost the flag
 		f.calls.take()
 
-		f.deliver(done(undo))
+		f.deliver(done(forged))
 		calls, _ := f.calls.take()
-		require.Equal(t, map[string]int{"Complete": 1}, calls)
+		require.Empty(t, calls)
 		require.Equal(t, before.Steps, f.view("o-hint").Steps)
 		require.Empty(t, f.requests())
+		f.deliver(done(undo))
+		require.Equal(t, sas.Compensated, f.step("o-hint", 1).ProcessState)
 	})
 
-	t.Run("forward reply echoing an undo: refused, nothing changes", func(t *testing.T) {
+	t.Run("forward reply echoing an undo: dropped, nothing changes", func(t *testing.T) {
 		t.Parallel()
 		f := newFixture(t)
 		f.deliver(intake("o-hint", "payment", f.replyURL))
 		req := f.request()
 		before := f.view("o-hint")
-		req.Compensation = true
+		forged := req
+		forged.Compensation = true
 		f.calls.take()
 
-		f.deliver(done(req))
+		f.deliver(done(forged))
 		calls, _ := f.calls.take()
-		require.Equal(t, map[string]int{"Complete": 1, "GetOrder": 1}, calls, "an undo reply reads to plan the next undo")
+		require.Empty(t, calls)
 		require.Equal(t, before.Steps, f.view("o-hint").Steps)
+		f.deliver(done(req))
+		require.Equal(t, []sas.ProcessState{sas.Processed}, f.states("o-hint"))
 	})
 
 	t.Run("a replyTo the deployment does not allow gets nothing", func(t *testing.T) {
@@ -254,7 +263,11 @@ func TestTheEchoRoutesTheFenceDecides(t *testing.T) {
 		f.deliver(intake("o-hint", "payment", f.replyURL))
 		req := f.request()
 		f.statuses()
-		req.ReplyTo = f.deniedURL
+		forged := req
+		forged.ReplyTo = f.deniedURL
+		f.deliver(done(forged))
+		require.Equal(t, []sas.ProcessState{sas.Processing}, f.states("o-hint"))
+		require.Empty(t, f.statusesAt(f.deniedURL))
 		f.deliver(done(req))
 		require.Equal(t, []sas.ProcessState{sas.Processed}, f.states("o-hint"))
 		require.Empty(t, f.statusesAt(f.deniedURL))

@@ -15,25 +15,37 @@ import (
 	"github.com/sas-go/sas/internal/sas"
 )
 
-// HandleMessage routes one message body by its kind. Intake messages may
-// omit the kind; so may a body that is not even JSON, which is then
-// reported as a malformed intake (with a rejection where possible).
-func (s *Service) HandleMessage(ctx context.Context, body []byte) error {
-	return s.run(ctx, func(u *outbox.Unit) error { return s.handleMessage(ctx, u, body, "") })
+// HandleMessage routes one message body by its kind, as it would a
+// record from the queue from names. What a message may ask depends on where
+// it came from (trust.go): an intake is taken only from the intake queue,
+// a reply only from the scheduler queue, a retry or compensation only from
+// the control queue. Intake messages may omit the kind; so may a body that
+// is not even JSON, which is then reported as a malformed intake (with a
+// rejection where possible).
+func (s *Service) HandleMessage(ctx context.Context, from Origin, body []byte) error {
+	return s.run(ctx, func(u *outbox.Unit) error { return s.handleMessage(ctx, u, from, body) })
 }
 
-func (s *Service) handleMessage(ctx context.Context, u *outbox.Unit, body []byte, messageID string) error {
+func (s *Service) handleMessage(ctx context.Context, u *outbox.Unit, from Origin, body []byte) error {
+	if from.Source == FromIntake {
+		// Whatever kind it claims: an application that may write orders
+		// cannot also send replies, retries or compensation requests.
+		// ParseIntake reports the header's problems too, with a reason.
+		return s.intake(ctx, u, body, from.MessageID)
+	}
 	h, herr := sas.DecodeHeader(body)
 	switch h.Kind {
 	case "", sas.KindIntake:
-		// ParseIntake reports the header's problems too, with a reason.
-		return s.intake(ctx, u, body, messageID)
+		return refuseSource(from, h.Kind) // nothing is created, nobody is told
 	case sas.KindAgentReply, sas.KindRetry, sas.KindCompensate:
 	default:
 		return drop(herr, "kind %q is not a message for the scheduler", h.Kind)
 	}
 	if herr != nil {
 		return drop(herr, "%s message", h.Kind)
+	}
+	if h.Kind != sas.KindRetry && !accepts(from.Source, h.Kind, false) {
+		return refuseSource(from, h.Kind)
 	}
 	switch h.Kind {
 	case sas.KindAgentReply:
@@ -47,12 +59,18 @@ func (s *Service) handleMessage(ctx context.Context, u *outbox.Unit, body []byte
 		if err := json.Unmarshal(body, &m); err != nil {
 			return drop(err, "malformed retry message")
 		}
+		if !accepts(from.Source, h.Kind, m.Requeue) {
+			return refuseSource(from, h.Kind)
+		}
 		return s.retry(ctx, u, m)
 	default:
 		var m sas.Compensate
 		if err := json.Unmarshal(body, &m); err != nil {
 			return drop(err, "malformed compensate message")
 		}
+		// Who asked is who sent it, not what the message says.
+		s.log.InfoContext(ctx, "compensate message", "order", m.OrderID, "sender", from.SenderID, "declaredActor", m.Actor)
+		m.Actor = actor(from)
 		return s.compensate(ctx, u, m)
 	}
 }
@@ -60,11 +78,12 @@ func (s *Service) handleMessage(ctx context.Context, u *outbox.Unit, body []byte
 // Handler is the scheduler's Lambda handler for SQS events (the intake queue
 // and the scheduler queue), with partial batch failures.
 type Handler struct {
-	svc    *Service
-	log    *slog.Logger
-	intake string // the intake queue's name; "" when not configured
-	// urls are the queues the handler takes, by name: where a message on
-	// its last receive is renewed (renew.go).
+	svc     *Service
+	log     *slog.Logger
+	intake  string // the intake queue's name; "" when not configured
+	control string // the control queue's name; "" when not configured
+	// urls are the queues whose messages are renewed on their last
+	// receive, by name (renew.go).
 	urls map[string]string
 }
 
@@ -76,7 +95,21 @@ func NewHandler(svc *Service) *Handler {
 			urls[queueName(u)] = u
 		}
 	}
-	return &Handler{svc: svc, log: svc.log, intake: queueName(svc.cfg.IntakeQueueURL), urls: urls}
+	return &Handler{svc: svc, log: svc.log, intake: queueName(svc.cfg.IntakeQueueURL), control: queueName(svc.cfg.ControlQueueURL), urls: urls}
+}
+
+// origin tells which queue a record came from by its eventSourceARN, and
+// who sent it by its SenderId attribute.
+func (h *Handler) origin(rec events.SQSMessage) Origin {
+	o := Origin{Source: FromAgents, SenderID: rec.Attributes["SenderId"], MessageID: rec.MessageId}
+	switch name := queueName(rec.EventSourceARN); {
+	case name == "":
+	case name == h.intake:
+		o.Source = FromIntake
+	case name == h.control:
+		o.Source = FromControl
+	}
+	return o
 }
 
 // queueName is the last segment of a queue URL (…/account/name) or ARN
@@ -140,12 +173,7 @@ func (h *Handler) handleRecord(ctx context.Context, u *outbox.Unit, rec events.S
 		return nil
 	}
 	_, body := renewals(rec.Body)
-	if h.intake != "" && queueName(rec.EventSourceARN) == h.intake {
-		err = h.svc.intake(ctx, u, []byte(body), rec.MessageId)
-	} else {
-		err = h.svc.handleMessage(ctx, u, []byte(body), rec.MessageId)
-	}
-	return h.settle(ctx, log, err)
+	return h.settle(ctx, log, h.svc.handleMessage(ctx, u, h.origin(rec), []byte(body)))
 }
 
 // settle logs how a record ended and returns its error only when SQS should

@@ -157,8 +157,9 @@ func loadEvent(t *testing.T, name string) events.SQSEvent {
 
 // The golden events are SQS events as Lambda delivers them: an intake batch
 // with one good order and two bad ones, the agent's reply (twice, as SQS may
-// deliver it), and a scheduler-queue batch mixing an operator's compensate
-// with messages that must be dropped.
+// deliver it; an agent built before signatures, so the reply is handled
+// from the store), and a control-queue batch mixing an operator's
+// compensate with messages that must be dropped.
 func TestGoldenEvents(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
@@ -182,7 +183,7 @@ func TestGoldenEvents(t *testing.T) {
 	require.Equal(t, []string{"step-done/charge#3001", "processed#4000", "step-done/charge#3001", "processed#4000"}, statusList(f.statuses()))
 	require.Equal(t, []sas.ProcessState{sas.Processed}, f.states("golden-1"))
 
-	require.Empty(t, f.handle(loadEvent(t, "scheduler-queue.json")))
+	require.Empty(t, f.handle(loadEvent(t, "control-queue.json")))
 	undo := f.request()
 	require.True(t, undo.Compensation)
 	require.Equal(t, "golden-1:0:undo", undo.IdempotencyKey)
@@ -203,7 +204,7 @@ func TestIntakeQueueCarriesOrdersOnly(t *testing.T) {
 	compensate := `{"v":1,"kind":"compensate","orderId":"o-iq","replyTo":"` + f.replyURL + `"}`
 	ev := f.event(compensate, retryMsg("o-iq", 0, 1), intake("o-iq2", "payment", ""))
 	for i := range ev.Records {
-		ev.Records[i].EventSourceARN = "arn:aws:sqs:eu-west-1:123456789012:sas-intake"
+		ev.Records[i].EventSourceARN = intakeARN
 	}
 	require.Empty(t, f.handle(ev))
 	require.Equal(t, "o-iq2", f.request().OrderID, "only the order is acted on")
@@ -214,7 +215,7 @@ func TestIntakeQueueCarriesOrdersOnly(t *testing.T) {
 	require.Equal(t, before.Steps, f.view("o-iq").Steps)
 	require.Equal(t, []sas.ProcessState{sas.Processed}, f.states("o-iq"))
 
-	// The same request from the scheduler queue is obeyed.
+	// The same request from the control queue is obeyed.
 	f.deliver(compensate)
 	undo := f.request()
 	require.True(t, undo.Compensation)

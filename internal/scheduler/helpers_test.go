@@ -27,8 +27,19 @@ const (
 	stepTimeout = 30 * time.Second
 )
 
-// intakeQueueURL names the intake queue of the golden events' ARNs.
-const intakeQueueURL = "https://sqs.eu-west-1.amazonaws.com/123456789012/sas-intake"
+// intakeQueueURL and controlQueueURL name the intake and control queues of
+// the golden events' ARNs; any other queue is the scheduler queue.
+const (
+	intakeQueueURL  = "https://sqs.eu-west-1.amazonaws.com/123456789012/sas-intake"
+	controlQueueURL = "https://sqs.eu-west-1.amazonaws.com/123456789012/sas-control"
+	intakeARN       = "arn:aws:sqs:eu-west-1:123456789012:sas-intake"
+	controlARN      = "arn:aws:sqs:eu-west-1:123456789012:sas-control"
+	schedulerARN    = "arn:aws:sqs:eu-west-1:123456789012:sas-scheduler"
+)
+
+// testKey is the signing key every scheduler of a fixture shares, as the
+// schedulers of a deployment do.
+var testKey = []byte("0123456789abcdef0123456789abcdef")
 
 // t0 is the fake clock's start: millisecond-aligned, as the store keeps times.
 var t0 = storetest.T0
@@ -270,16 +281,34 @@ func (f *fixture) newService(id string) *scheduler.Service {
 	return f.newServiceWith(id, reg, sas.AgentQueues{Default: f.agentURL})
 }
 
+// newServiceStrict is newService requiring signed replies.
+func (f *fixture) newServiceStrict(id string) *scheduler.Service {
+	f.t.Helper()
+	reg, err := workflows.Default(stepTimeout)
+	require.NoError(f.t, err)
+	return f.newServiceConfig(id, reg, sas.AgentQueues{Default: f.agentURL}, func(c *scheduler.Config) { c.RequireSignedReplies = true })
+}
+
 // newServiceWith is newService with its own workflows and agent queues.
 func (f *fixture) newServiceWith(id string, reg sas.Registry, queues sas.AgentQueues) *scheduler.Service {
 	f.t.Helper()
-	svc, err := scheduler.New(scheduler.Config{
+	return f.newServiceConfig(id, reg, queues, nil)
+}
+
+func (f *fixture) newServiceConfig(id string, reg sas.Registry, queues sas.AgentQueues, mutate func(*scheduler.Config)) *scheduler.Service {
+	f.t.Helper()
+	cfg := scheduler.Config{
 		Store: f.calls, Queue: f.q, Clock: f.clock, Alerter: f.alerts, Workflows: reg,
 		Owner: id, AgentQueues: queues, PickupTimeout: time.Minute, IntakeQueueURL: intakeQueueURL,
+		ControlQueueURL: controlQueueURL, SigningKey: testKey,
 		ReplyToAllowed: func(u string) bool { return u == f.replyURL || u == f.otherURL },
 		// Shown only for a failing test (or with -v).
 		Logger: slog.New(slog.NewTextHandler(f.t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug})).With("instance", id),
-	})
+	}
+	if mutate != nil {
+		mutate(&cfg)
+	}
+	svc, err := scheduler.New(cfg)
 	require.NoError(f.t, err)
 	return svc
 }
@@ -297,6 +326,8 @@ func (f *fixture) failEntries(fn func(url, body string) bool) {
 }
 
 // event wraps bodies as one SQS event; message ids are unique per fixture.
+// Each record comes from the queue its kind belongs to (sourceARN); a test
+// of the trust rules sets another.
 func (f *fixture) event(bodies ...string) events.SQSEvent {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -304,10 +335,36 @@ func (f *fixture) event(bodies ...string) events.SQSEvent {
 	for _, b := range bodies {
 		f.msgCounter++
 		ev.Records = append(ev.Records, events.SQSMessage{
-			MessageId: fmt.Sprintf("msg-%d", f.msgCounter), Body: b, EventSource: "aws:sqs",
+			MessageId: fmt.Sprintf("msg-%d", f.msgCounter), Body: b, EventSource: "aws:sqs", EventSourceARN: sourceARN(b),
 		})
 	}
 	return ev
+}
+
+// sourceARN is the queue a message of body's kind is sent to: an intake
+// (or anything that is not JSON) the intake queue, a retry or compensate
+// the control queue (an agent's requeue the scheduler queue), a reply the
+// scheduler queue.
+func sourceARN(body string) string {
+	var h struct {
+		Kind    sas.Kind `json:"kind"`
+		Requeue bool     `json:"requeue"`
+	}
+	if json.Unmarshal([]byte(body), &h) != nil {
+		return intakeARN
+	}
+	switch h.Kind {
+	case "", sas.KindIntake:
+		return intakeARN
+	case sas.KindRetry:
+		if h.Requeue {
+			return schedulerARN
+		}
+		return controlARN
+	case sas.KindCompensate:
+		return controlARN
+	}
+	return schedulerARN
 }
 
 // handle delivers an event and returns the ids of the failed messages.
@@ -430,7 +487,7 @@ func reply(req sas.AgentRequest, outcome sas.Outcome, reason string) string {
 		V: sas.MessageVersion, Kind: sas.KindAgentReply, OrderID: req.OrderID, Step: req.Step,
 		Attempt: req.Attempt, LockedBy: req.LockedBy, Outcome: outcome, Reason: reason, Agent: req.Agent,
 		Workflow: req.Workflow, ReplyTo: req.ReplyTo, Payload: req.Payload, Compensation: req.Compensation,
-		StepName: req.StepName, Priority: req.Priority, Version: req.Version,
+		StepName: req.StepName, Priority: req.Priority, Version: req.Version, Generation: req.Generation, Sig: req.Sig,
 	})
 }
 

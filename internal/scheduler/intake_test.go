@@ -18,7 +18,7 @@ func TestNewChecksConfig(t *testing.T) {
 	reg, err := workflows.Default(time.Second)
 	require.NoError(t, err)
 	valid := func() scheduler.Config {
-		return scheduler.Config{Store: memstore.New(memstore.Config{}), Queue: newFixture(t).q, Workflows: reg, Owner: "s-1", AgentQueues: sas.AgentQueues{Default: "http://q/agent"}}
+		return scheduler.Config{Store: memstore.New(memstore.Config{}), Queue: newFixture(t).q, Workflows: reg, Owner: "s-1", AgentQueues: sas.AgentQueues{Default: "http://q/agent"}, SigningKey: testKey}
 	}
 	_, err = scheduler.New(valid())
 	require.NoError(t, err, "the rest has defaults")
@@ -33,6 +33,8 @@ func TestNewChecksConfig(t *testing.T) {
 		{"no owner", func(c *scheduler.Config) { c.Owner = "" }, "owner"},
 		{"no agent queue", func(c *scheduler.Config) { c.AgentQueues = sas.AgentQueues{} }, "an agent queue is required"},
 		{"no workflows", func(c *scheduler.Config) { c.Workflows = nil }, "at least one workflow"},
+		{"no signing key", func(c *scheduler.Config) { c.SigningKey = nil }, "signing key"},
+		{"a short signing key", func(c *scheduler.Config) { c.SigningKey = testKey[:31] }, "signing key"},
 		{"negative timeout", func(c *scheduler.Config) { c.StepTimeout = -time.Second }, "timeouts"},
 		{"step without agent", func(c *scheduler.Config) {
 			c.Workflows = sas.Registry{"w": {Name: "w", Steps: []sas.StepDef{{Name: "s"}}}}
@@ -59,6 +61,10 @@ func TestIntakeSubmitsClaimsAndDispatches(t *testing.T) {
 	f.deliver(intake("o-1", "payment", f.replyURL))
 
 	req := f.request()
+	signer, err := sas.NewSigner(testKey)
+	require.NoError(t, err)
+	require.NoError(t, signer.Verify(req.Signed(), req.Sig), "signed for the reply's echo")
+	req.Sig = ""
 	require.Equal(t, sas.AgentRequest{
 		V: 1, Kind: sas.KindAgentRequest, OrderID: "o-1", Step: 0, StepName: "charge", Agent: "payments",
 		Attempt: 1, LockedBy: owner, CompleteBy: t0.Add(stepTimeout), IdempotencyKey: "o-1:0",

@@ -112,10 +112,15 @@ func TestRequeueResendsOnlyTheCurrentAttempt(t *testing.T) {
 	req := f.request()
 	requeue := func(attempt int) string {
 		return sas.Encode(sas.Retry{V: sas.MessageVersion, Kind: sas.KindRetry, OrderID: "o-rq", Step: 0, Attempt: attempt,
-			Reason: "no outcome after 3 deliveries", Requeue: true})
+			Reason: "no outcome after 3 deliveries", Requeue: true, Sig: req.Sig})
 	}
 
 	f.clock.Advance(time.Hour) // far past the lease's deadline: still the current attempt
+	// Only with the request's signature (docs/trust.md): a requeue anyone
+	// on the scheduler queue could forge adds no request.
+	unsigned := sas.Encode(sas.Retry{V: sas.MessageVersion, Kind: sas.KindRetry, OrderID: "o-rq", Step: 0, Attempt: req.Attempt, Requeue: true})
+	f.deliver(unsigned)
+	require.Empty(t, f.requests(), "an unsigned requeue")
 	f.deliver(requeue(req.Attempt))
 	again := f.request()
 	require.Equal(t, req.Attempt, again.Attempt)

@@ -47,7 +47,7 @@ func (f *fixture) countingHandler() (*scheduler.Handler, *sendCounting) {
 	require.NoError(f.t, err)
 	svc, err := scheduler.New(scheduler.Config{
 		Store: f.calls, Queue: q, Clock: f.clock, Alerter: f.alerts, Workflows: reg,
-		Owner: owner, AgentQueues: sas.AgentQueues{Default: f.agentURL}, PickupTimeout: time.Minute, IntakeQueueURL: intakeQueueURL,
+		Owner: owner, AgentQueues: sas.AgentQueues{Default: f.agentURL}, PickupTimeout: time.Minute, IntakeQueueURL: intakeQueueURL, SigningKey: testKey,
 		ReplyToAllowed: func(u string) bool { return u == f.replyURL || u == f.otherURL },
 		Logger:         slog.New(slog.NewTextHandler(f.t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug})),
 	})

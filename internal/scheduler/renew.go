@@ -15,9 +15,9 @@ import (
 // Renewal keeps good messages out of the dead-letter queue (docs/protocol.md,
 // "Dead letters"). SQS counts every receive against the queue's
 // maxReceiveCount, those of instances that died or timed out included, so a
-// good message can reach the DLQ through bad luck alone. A message received
-// for the last time before that (MaxReceives-1 and after) is sent again as a
-// fresh copy, whose count starts at 0, and the old one acknowledged; the copy
+// good message can reach the DLQ through bad luck alone. A message on one of
+// its last two receives before that (MaxReceives-2 and after: two chances,
+// since the instance renewing it may die too) is sent again as a fresh copy, whose count starts at 0, and the old one acknowledged; the copy
 // says how often it was renewed, and after MaxRenewals it is handled as it
 // is, so a message that no handler can process still ends in the DLQ.
 const (
@@ -52,12 +52,12 @@ func renewals(body string) (int, string) {
 	return n, string(b)
 }
 
-// renew sends a fresh copy of rec to its queue when this receive is its
-// last before the DLQ and it may still be renewed. It reports whether the
+// renew sends a fresh copy of rec to its queue when this receive is one of
+// its last before the DLQ and it may still be renewed. It reports whether the
 // copy went out, in which case rec is acknowledged unhandled.
 func (h *Handler) renew(ctx context.Context, rec events.SQSMessage) bool {
 	n, _ := strconv.Atoi(rec.Attributes["ApproximateReceiveCount"])
-	if n < h.svc.cfg.MaxReceives-1 {
+	if n < max(h.svc.cfg.MaxReceives-2, 1) {
 		return false
 	}
 	done, body := renewals(rec.Body)

@@ -82,6 +82,11 @@ func (s *Service) reply(ctx context.Context, u *outbox.Unit, rep sas.AgentReply)
 	if err := checkReply(rep); err != nil {
 		return drop(err, "agent reply")
 	}
+	// The echo is believed only under the scheduler's signature (trust.go).
+	rep, err := s.trustReply(ctx, rep)
+	if err != nil {
+		return err
+	}
 	o, err := s.replyOrder(ctx, rep)
 	if err != nil {
 		return err

@@ -44,6 +44,10 @@ func (s *Service) retry(ctx context.Context, u *outbox.Unit, m sas.Retry) error 
 	}
 	now := s.cfg.Clock.Now()
 	if m.Requeue {
+		// Only a request the scheduler sent for this attempt (trust.go).
+		if err := s.requeueAuthentic(o, rec, m); err != nil {
+			return err
+		}
 		// An agent gave up on this attempt's request without an outcome:
 		// put it back in the agent queue while the attempt is current. A
 		// stale one (rescued, finished) is dropped: no second request.

@@ -48,6 +48,21 @@ type Config struct {
 	// MaxReceives is the queues' maxReceiveCount (default
 	// DefaultMaxReceives, the construct's).
 	MaxReceives int
+	// ControlQueueURL marks the control queue, which only the supervisor
+	// and operators may send to: retries and compensations are taken from
+	// it and from nowhere else (docs/trust.md). Records from any queue that
+	// is neither the intake nor the control queue are taken as from the
+	// scheduler queue, where agents send.
+	ControlQueueURL string
+	// SigningKey signs every agent request (sas.Signer); a reply's echo is
+	// believed only under a matching signature. Required, at least
+	// sas.MinSigningKeyBytes; every scheduler of a deployment shares it and
+	// nothing else may read it (docs/trust.md).
+	SigningKey []byte
+	// RequireSignedReplies drops replies that carry no signature. Unset, an
+	// unsigned reply (an agent built before signatures) is handled from the
+	// store: its echo is ignored and the order read.
+	RequireSignedReplies bool
 	// StepTimeout is a step's time limit when its StepDef has none.
 	StepTimeout time.Duration
 	// PickupTimeout is how long a new order's first step may stay unclaimed
@@ -75,6 +90,8 @@ type Service struct {
 	// the store, by "name#version"; a new order of a version is submitted
 	// only after its definition is stored.
 	stored sync.Map
+	// signer signs the requests and checks the replies' echo.
+	signer *sas.Signer
 }
 
 // New checks the configuration and returns a Service.
@@ -115,6 +132,10 @@ func New(cfg Config) (*Service, error) {
 	} else if err := cfg.AgentQueues.Check(cfg.Workflows); err != nil {
 		problems = append(problems, err.Error())
 	}
+	signer, err := sas.NewSigner(cfg.SigningKey)
+	if err != nil {
+		problems = append(problems, err.Error())
+	}
 	if cfg.StepTimeout < 0 || cfg.PickupTimeout < 0 {
 		problems = append(problems, "timeouts must be positive")
 	}
@@ -142,7 +163,7 @@ func New(cfg Config) (*Service, error) {
 	for name, w := range cfg.Workflows {
 		versions[name] = w.Version()
 	}
-	return &Service{cfg: cfg, log: cfg.Logger, versions: versions}, nil
+	return &Service{cfg: cfg, log: cfg.Logger, versions: versions, signer: signer}, nil
 }
 
 // DropError marks a message that is acknowledged without effect because no
@@ -276,6 +297,7 @@ func (s *Service) dispatch(ctx context.Context, u *outbox.Unit, o sas.Order, def
 			req.PriorKeys = append(req.PriorKeys, sas.IdempotencyKey(o.OrderID, r.Step, g, true))
 		}
 	}
+	s.sign(&req) // so that the reply's echo can be believed (trust.go)
 	u.Send(outbox.Message{
 		QueueURL: s.cfg.AgentQueues.URL(def.Agent, o.Priority), Body: sas.Encode(req),
 		What: fmt.Sprintf("the request for step %s attempt %d", r.Key(), r.Attempt),
@@ -297,6 +319,7 @@ func alertFor(o order, r sas.StepRecord, id, reason string, now time.Time) sas.A
 		ID: id, OrderID: o.id(), Step: r.Step, StepName: r.StepName, State: r.ProcessState, Reason: reason,
 		Attempts: r.Attempt, Failures: r.FailureCount, At: now, Source: "scheduler",
 	}
+	a.Reason = sas.BoundReason(a.Reason)
 	if a.StepName == "" && r.Step < o.n() {
 		a.StepName = o.wf.Steps[r.Step].Name
 	}

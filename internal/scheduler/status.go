@@ -57,6 +57,7 @@ func (s *Service) post(ctx context.Context, u *outbox.Unit, o sas.Order, st sas.
 		return
 	}
 	st.V, st.Kind, st.At = sas.MessageVersion, sas.KindStatus, now
+	st.Reason = sas.BoundReason(st.Reason) // an agent's or a submitter's words, cut (docs/trust.md)
 	if st.OrderID == "" {
 		st.OrderID = o.OrderID
 	}
@@ -64,4 +65,17 @@ func (s *Service) post(ctx context.Context, u *outbox.Unit, o sas.Order, st sas.
 		QueueURL: o.ReplyTo, Body: sas.Encode(st), BestEffort: true,
 		What: fmt.Sprintf("status %s (seq %d) of order %s", st.Status, st.Sequence, st.OrderID),
 	})
+}
+
+// postNow posts a status at once rather than with the message's other
+// effects: for a status that must be out before a write that would stop a
+// redelivery from posting it again (a step's failure, before its undo is
+// claimed). A failure to send fails the message.
+func (s *Service) postNow(ctx context.Context, o sas.Order, st sas.Status, now time.Time) error {
+	var b outbox.Batch
+	s.post(ctx, b.Unit(0), o, st, now)
+	for _, f := range b.Flush(ctx, s.sink()) {
+		return fmt.Errorf("posting %s of order %s: %w", st.Status, o.OrderID, f.Err)
+	}
+	return nil
 }

@@ -255,14 +255,17 @@ func describeBody(body string) string {
 	return s
 }
 
-// stripVersion removes the "version" field of a reply, as an agent built
-// before the field existed would send it.
+// stripVersion removes the "version" field of a reply, and the fields that
+// came after it, as an agent built before them would send it.
 func stripVersion(body string) string {
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal([]byte(body), &m); err != nil {
 		return body
 	}
+	// Fields added after the version: an agent without it has none of them.
 	delete(m, "version")
+	delete(m, "sig")
+	delete(m, "generation")
 	b, err := json.Marshal(m)
 	if err != nil {
 		return body

@@ -54,6 +54,7 @@ type World struct {
 	queues                []*queue // in creation order: iteration is deterministic
 	byURL                 map[string]*queue
 	intake, sched, status *queue
+	control               *queue
 	agentQ                map[string]*queue
 	agentNames            []string
 	schedulers            []*scheduler.Handler
@@ -126,6 +127,7 @@ func newWorld(cfg Config) *World {
 	w.intake = w.newQueue("intake", "scheduler", schedulerVisible)
 	w.sched = w.newQueue("scheduler", "scheduler", schedulerVisible)
 	w.status = w.newQueue("status", "", 0)
+	w.control = w.newQueue("control", "scheduler", schedulerVisible)
 	w.v1 = tripWorkflow()
 	w.v2 = variant(w.v1, cfg.Variant)
 	w.defs[w.v1.Version()] = w.v1
@@ -143,7 +145,7 @@ func newWorld(cfg Config) *World {
 	}
 	w.deploy(w.v1, "")
 	w.operator = &sasctl.App{Store: w.st, Queue: queues{w}, Clock: w.clock, IntakeQueueURL: w.intake.url,
-		SchedulerQueueURL: w.sched.url, PickupTimeout: pickupTimeout, Actor: "operator:sim", Out: io.Discard}
+		ControlQueueURL: w.control.url, PickupTimeout: pickupTimeout, Actor: "operator:sim", Out: io.Discard}
 	return w
 }
 
@@ -178,7 +180,8 @@ func (w *World) deploy(wf sas.Workflow, suffix string) {
 	for _, owner := range []string{"sched-a" + suffix, "sched-b" + suffix} {
 		svc, err := scheduler.New(scheduler.Config{
 			Store: w.st, Queue: queues{w}, Clock: w.clock, Alerter: alerter{w}, Workflows: reg, Owner: owner,
-			AgentQueues: aq, IntakeQueueURL: w.intake.url, SchedulerQueueURL: w.sched.url, PickupTimeout: pickupTimeout, StepTimeout: stepTimeout,
+			AgentQueues: aq, IntakeQueueURL: w.intake.url, SchedulerQueueURL: w.sched.url,
+			ControlQueueURL: w.control.url, SigningKey: signingKey, PickupTimeout: pickupTimeout, StepTimeout: stepTimeout,
 			ReplyToAllowed: func(u string) bool { return u == w.status.url }, Logger: w.discard,
 		})
 		if err != nil {
@@ -194,7 +197,7 @@ func (w *World) deploy(wf sas.Workflow, suffix string) {
 	skew := time.Duration(w.rng.IntN(4001)-2000) * time.Millisecond
 	for i, offset := range []time.Duration{0, skew} {
 		sup, err := supervisor.New(supervisor.Config{
-			Store: w.st, Queue: queues{w}, Alerter: alerter{w}, SchedulerQueueURL: w.sched.url,
+			Store: w.st, Queue: queues{w}, Alerter: alerter{w}, ControlQueueURL: w.control.url,
 			Clock: skewed{w.clock, offset}, MaxFailures: 3, PickupTimeout: pickupTimeout,
 			BaseBackoff: time.Second, MaxBackoff: 8 * time.Second, OwedRetry: 10 * time.Second,
 			BacklogQueueURLs: backlog, WaitLimit: waitLimit, Steps: limits, Budget: time.Hour,
@@ -207,6 +210,9 @@ func (w *World) deploy(wf sas.Workflow, suffix string) {
 	}
 	w.sweepsBySupervisor = make([]int, len(w.supervisors))
 }
+
+// signingKey is the schedulers' key (fixed: a seed replays byte for byte).
+var signingKey = []byte("sim-signing-key-0123456789abcdef-0123456789abcdef")
 
 // skewed is a supervisor's clock, off the world's by a fixed offset.
 type skewed struct {

@@ -32,9 +32,11 @@ type Var struct {
 var Vars = []Var{
 	{"IntakeQueueUrl", "SAS_INTAKE_QUEUE_URL"},
 	{"SchedulerQueueUrl", "SAS_SCHEDULER_QUEUE_URL"},
+	{"ControlQueueUrl", "SAS_CONTROL_QUEUE_URL"}, // sasctl resubmit and compensate (docs/trust.md)
 	{"OrdersTableName", "SAS_ORDERS_TABLE"},
 	{"StateTableName", "SAS_STATE_TABLE"},
 	{"AlertTopicArn", "SAS_ALERT_TOPIC_ARN"},
+	{"AlertBusName", "SAS_EVENT_BUS_NAME"},
 	{"AgentQueues", "SAS_AGENT_QUEUES"},
 	{"AgentQueueUrl", "SAS_AGENT_QUEUE_URL"},
 }

@@ -44,9 +44,11 @@ type Config struct {
 	// Alerter tells operators about given-up steps. Required: a supervisor
 	// that gives up silently is worse than one that does not start.
 	Alerter sas.Alerter
-	// SchedulerQueueURL receives retry and compensate messages. Required.
-	SchedulerQueueURL string
-	Clock             sas.Clock // default sas.SystemClock
+	// ControlQueueURL receives retry and compensate messages: the
+	// scheduler's control queue, which only the supervisor and operators
+	// may send to (docs/trust.md). Required.
+	ControlQueueURL string
+	Clock           sas.Clock // default sas.SystemClock
 
 	// MaxFailures is the failure count at which the supervisor gives up: a
 	// step found stuck for the MaxFailures-th time goes to Error (or
@@ -152,8 +154,8 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Alerter == nil {
 		bad("Alerter", "required: given-up steps must reach an operator")
 	}
-	if c.SchedulerQueueURL == "" {
-		bad("SchedulerQueueURL", "required")
+	if c.ControlQueueURL == "" {
+		bad("ControlQueueURL", "required")
 	}
 	if c.MaxFailures < 1 {
 		bad("MaxFailures", "%d: want at least 1", c.MaxFailures)

@@ -189,7 +189,7 @@ func newEnv(t *testing.T, tweak ...func(*Config)) *env {
 	e.queue = &sentQueue{Queue: e.mq}
 	e.cfg = Config{
 		Store: e.store, Queue: e.queue, Clock: e.clock, Alerter: e.alerts,
-		SchedulerQueueURL: e.url, Actor: "sup-test",
+		ControlQueueURL: e.url, Actor: "sup-test",
 		Logger:  slog.New(slog.NewJSONHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		Metrics: io.Discard,
 	}

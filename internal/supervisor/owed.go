@@ -41,7 +41,7 @@ func (r *sweep) owe(rec sas.StepRecord, state sas.ProcessState, out *effects) {
 			u.Alert(rec.OwedAlert(AlertSource))
 		case sas.EffectCompensate:
 			u.Send(outbox.Message{
-				QueueURL: r.s.cfg.SchedulerQueueURL, What: "compensate for " + rec.OrderID,
+				QueueURL: r.s.cfg.ControlQueueURL, What: "compensate for " + rec.OrderID,
 				Body: sas.Encode(rec.OwedCompensate(r.s.cfg.Actor)),
 			})
 		}

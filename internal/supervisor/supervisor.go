@@ -299,7 +299,7 @@ func (r *sweep) act(rec sas.StepRecord, out *effects) {
 		cfg.Logger.LogAttrs(r.ctx, slog.LevelDebug, "rescued step", stepAttrs(got, slog.String("from", string(state)),
 			slog.Duration("backoff", d.Backoff), slog.String("reason", d.Reason))...)
 		out.unit(got, state).Send(outbox.Message{
-			QueueURL: cfg.SchedulerQueueURL, Delay: d.Backoff, What: "retry for " + key.String(),
+			QueueURL: cfg.ControlQueueURL, Delay: d.Backoff, What: "retry for " + key.String(),
 			Body: sas.Encode(sas.Retry{
 				V: sas.MessageVersion, Kind: sas.KindRetry, OrderID: key.OrderID, Step: key.Step,
 				Attempt: got.Attempt, Reason: d.Reason,

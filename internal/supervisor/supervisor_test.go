@@ -38,7 +38,7 @@ func TestNewSetsAndChecksDefaults(t *testing.T) {
 		{"Store", func(c *Config) { c.Store = nil }},
 		{"Queue", func(c *Config) { c.Queue = nil }},
 		{"Alerter", func(c *Config) { c.Alerter = nil }},
-		{"SchedulerQueueURL", func(c *Config) { c.SchedulerQueueURL = "" }},
+		{"ControlQueueURL", func(c *Config) { c.ControlQueueURL = "" }},
 		{"MaxFailures", func(c *Config) { c.MaxFailures = -1 }},
 		{"PickupTimeout", func(c *Config) { c.PickupTimeout = time.Millisecond }},
 		{"MaxBackoff", func(c *Config) { c.MaxBackoff = 16 * time.Minute }},
@@ -56,7 +56,7 @@ func TestNewSetsAndChecksDefaults(t *testing.T) {
 	}
 	// Every problem is named at once.
 	_, err := New(Config{})
-	for _, f := range []string{"Store", "Queue", "Alerter", "SchedulerQueueURL"} {
+	for _, f := range []string{"Store", "Queue", "Alerter", "ControlQueueURL"} {
 		require.ErrorContains(t, err, f)
 	}
 }

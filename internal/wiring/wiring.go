@@ -7,11 +7,13 @@
 package wiring
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"log/slog"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/sas-go/sas/internal/alerts"
@@ -29,10 +31,47 @@ import (
 // (docs/agents.md).
 var ErrNoAgentQueue = fmt.Errorf("missing configuration: SAS_AGENT_QUEUES or SAS_AGENT_QUEUE_URL")
 
+// ErrNoControlQueue is the configuration error of a deployment without a
+// control queue: the supervisor's retries and compensations go there, and
+// the scheduler takes them from nowhere else (docs/trust.md).
+var ErrNoControlQueue = fmt.Errorf("missing configuration: SAS_CONTROL_QUEUE_URL")
+
+// ErrNoSigningKey is the configuration error of a scheduler without a key.
+var ErrNoSigningKey = fmt.Errorf("missing configuration: SAS_SIGNING_KEY_SECRET (or SAS_SIGNING_KEY for a local run)")
+
+// SigningKey reads the key the scheduler signs its agent requests with:
+// from Secrets Manager (SAS_SIGNING_KEY_SECRET), readable by the
+// scheduler's role alone in a deployment, or, for a local run, from
+// SAS_SIGNING_KEY.
+func SigningKey(ctx context.Context, awsCfg aws.Config, cfg config.Config) ([]byte, error) {
+	switch {
+	case cfg.SigningKey != "":
+		return sas.ParseSigningKey(cfg.SigningKey)
+	case cfg.SigningKeySecret == "":
+		return nil, ErrNoSigningKey
+	}
+	out, err := secretsmanager.NewFromConfig(awsCfg).GetSecretValue(ctx, &secretsmanager.GetSecretValueInput{SecretId: aws.String(cfg.SigningKeySecret)})
+	if err != nil {
+		return nil, fmt.Errorf("reading the signing key %s: %w", cfg.SigningKeySecret, err)
+	}
+	if out.SecretString == nil {
+		return nil, fmt.Errorf("the signing key %s has no string value", cfg.SigningKeySecret)
+	}
+	key, err := sas.ParseSigningKey(*out.SecretString)
+	if err != nil {
+		return nil, fmt.Errorf("the signing key %s: %w", cfg.SigningKeySecret, err)
+	}
+	return key, nil
+}
+
 // Scheduler builds the scheduler's handler; owner is the instance's id
 // (LockedBy), unique per process.
 func Scheduler(awsCfg aws.Config, cfg config.Config, logger *slog.Logger, owner string) (*scheduler.Handler, error) {
 	d, err := load(awsCfg, cfg, logger)
+	if err != nil {
+		return nil, err
+	}
+	key, err := SigningKey(context.Background(), awsCfg, cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -46,10 +85,15 @@ func Scheduler(awsCfg aws.Config, cfg config.Config, logger *slog.Logger, owner 
 		AgentQueues:       cfg.AgentQueues,
 		IntakeQueueURL:    cfg.IntakeQueueURL,
 		SchedulerQueueURL: cfg.SchedulerQueueURL,
-		StepTimeout:       cfg.StepTimeout,
-		PickupTimeout:     cfg.PickupTimeout,
-		ReplyToAllowed:    cfg.ReplyToAllowed,
-		Logger:            logger,
+		// Retries and compensations are taken from here alone, replies
+		// only under the key (docs/trust.md).
+		ControlQueueURL:      cfg.ControlQueueURL,
+		SigningKey:           key,
+		RequireSignedReplies: cfg.RequireSignedReplies,
+		StepTimeout:          cfg.StepTimeout,
+		PickupTimeout:        cfg.PickupTimeout,
+		ReplyToAllowed:       cfg.ReplyToAllowed,
+		Logger:               logger,
 	})
 	if err != nil {
 		return nil, err
@@ -70,12 +114,12 @@ func Supervisor(awsCfg aws.Config, cfg config.Config, logger *slog.Logger, actor
 		return nil, fmt.Errorf("step limits: %w", err)
 	}
 	sup, err := supervisor.New(supervisor.Config{
-		Store:             d.store,
-		Queue:             d.queue,
-		Alerter:           d.alerter,
-		SchedulerQueueURL: cfg.SchedulerQueueURL,
-		MaxFailures:       cfg.MaxFailures,
-		PickupTimeout:     cfg.PickupTimeout,
+		Store:           d.store,
+		Queue:           d.queue,
+		Alerter:         d.alerter,
+		ControlQueueURL: cfg.ControlQueueURL,
+		MaxFailures:     cfg.MaxFailures,
+		PickupTimeout:   cfg.PickupTimeout,
 		// A held step past its deadline is waited on, not failed, while
 		// these queues hold messages (for at most its wait limit).
 		BacklogQueueURLs: append(cfg.AgentQueues.All(), cfg.SchedulerQueueURL),
@@ -106,6 +150,9 @@ type deps struct {
 func load(awsCfg aws.Config, cfg config.Config, logger *slog.Logger) (deps, error) {
 	if cfg.AgentQueues.Empty() {
 		return deps{}, ErrNoAgentQueue
+	}
+	if cfg.ControlQueueURL == "" {
+		return deps{}, ErrNoControlQueue
 	}
 	store, err := dynamostore.FromConfig(awsCfg, cfg)
 	if err != nil {

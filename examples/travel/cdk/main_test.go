@@ -55,10 +55,10 @@ func TestSynth(t *testing.T) {
 	for _, r := range doc.Resources {
 		count[r.Type]++
 	}
-	// The intake and scheduler queues and one per agent, each with its DLQ;
-	// the scheduler, the supervisor and one function per agent; two event
-	// sources for the scheduler and one per agent.
-	for typ, want := range map[string]int{"AWS::SQS::Queue": 8, "AWS::Lambda::Function": 4, "AWS::Lambda::EventSourceMapping": 4} {
+	// The intake, scheduler and control queues and one per agent, each with its DLQ;
+	// the scheduler, the supervisor and one function per agent; event
+	// sources for the scheduler and one per agent (three for the scheduler).
+	for typ, want := range map[string]int{"AWS::SQS::Queue": 10, "AWS::Lambda::Function": 4, "AWS::Lambda::EventSourceMapping": 5} {
 		if count[typ] != want {
 			t.Errorf("%s: %d, want %d", typ, count[typ], want)
 		}

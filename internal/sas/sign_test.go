@@ -1,0 +1,71 @@
+package sas_test
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/sas-go/sas/internal/sas"
+)
+
+func TestSignerCoversEveryEchoedField(t *testing.T) {
+	t.Parallel()
+	s, err := sas.NewSigner([]byte(strings.Repeat("k", 32)))
+	require.NoError(t, err)
+	base := sas.Signed{OrderID: "o-1", Step: 1, StepName: "charge", Agent: "payments", Attempt: 2, LockedBy: "s-1",
+		Workflow: "order", Version: "v1", Payload: json.RawMessage(`{"amount":42}`), ReplyTo: "https://q/1/r", Priority: 3}
+	sig := s.Sign(base)
+	require.NoError(t, s.Verify(base, sig))
+
+	spaced := base
+	spaced.Payload = json.RawMessage("{ \"amount\" : 42 }")
+	require.NoError(t, s.Verify(spaced, sig), "the payload is signed compacted, as every message carries it")
+
+	for name, change := range map[string]func(*sas.Signed){
+		"order": func(f *sas.Signed) { f.OrderID = "o-2" }, "step": func(f *sas.Signed) { f.Step = 2 },
+		"step name": func(f *sas.Signed) { f.StepName = "ship" }, "agent": func(f *sas.Signed) { f.Agent = "x" },
+		"attempt": func(f *sas.Signed) { f.Attempt = 3 }, "holder": func(f *sas.Signed) { f.LockedBy = "s-2" },
+		"leg": func(f *sas.Signed) { f.Compensation = true }, "workflow": func(f *sas.Signed) { f.Workflow = "payment" },
+		"version": func(f *sas.Signed) { f.Version = "v2" }, "payload": func(f *sas.Signed) { f.Payload = json.RawMessage(`{"amount":43}`) },
+		"replyTo": func(f *sas.Signed) { f.ReplyTo = "https://q/1/s" }, "priority": func(f *sas.Signed) { f.Priority = 9 },
+		"fields run together": func(f *sas.Signed) { f.OrderID, f.StepName = "o-1charge", "" },
+	} {
+		f := base
+		change(&f)
+		require.ErrorIs(t, s.Verify(f, sig), sas.ErrBadSignature, name)
+	}
+	require.ErrorIs(t, s.Verify(base, ""), sas.ErrUnsigned)
+	require.ErrorIs(t, s.Verify(base, strings.TrimPrefix(sig, "v1.")), sas.ErrBadSignature)
+	other, err := sas.NewSigner([]byte(strings.Repeat("j", 32)))
+	require.NoError(t, err)
+	require.ErrorIs(t, other.Verify(base, sig), sas.ErrBadSignature, "another key")
+
+	_, err = sas.NewSigner(make([]byte, 31))
+	require.ErrorIs(t, err, sas.ErrInvalid)
+}
+
+func TestParseSigningKey(t *testing.T) {
+	t.Parallel()
+	k := sas.NewSigningKey()
+	got, err := sas.ParseSigningKey(base64.StdEncoding.EncodeToString(k))
+	require.NoError(t, err)
+	require.Equal(t, k, got)
+	got, err = sas.ParseSigningKey(strings.Repeat("x", 40)) // a generated secret string
+	require.NoError(t, err)
+	require.Len(t, got, 40)
+	_, err = sas.ParseSigningKey("short")
+	require.ErrorIs(t, err, sas.ErrInvalid)
+}
+
+func TestBoundReason(t *testing.T) {
+	t.Parallel()
+	require.Equal(t, "short", sas.BoundReason("short"))
+	long := strings.Repeat("é", 100_000)
+	b := sas.BoundReason(long)
+	require.LessOrEqual(t, len(b), sas.MaxReasonBytes)
+	require.Contains(t, b, "[cut: 200000 bytes]")
+	require.True(t, strings.HasPrefix(long, strings.Split(b, "…")[0]))
+}

@@ -1,0 +1,174 @@
+package scheduler
+
+import (
+	"context"
+	"errors"
+
+	"github.com/sas-go/sas/internal/sas"
+)
+
+// The scheduler believes only what it wrote itself or what the sender is
+// entitled to say (docs/trust.md). This file holds the checks; the handlers
+// call them at their top.
+
+// Source is the queue a message came from, which decides what it may ask.
+type Source int
+
+const (
+	// FromAgents is the scheduler queue, where agents send their replies
+	// and hand back requests they could not finish (retry{requeue}). Every
+	// agent's role may send there, so nothing on it is believed unless the
+	// scheduler signed it.
+	FromAgents Source = iota
+	// FromIntake is the intake queue: applications' orders, and only them.
+	FromIntake
+	// FromControl is the control queue, which only the supervisor's role
+	// and operators may send to: retries and compensations.
+	FromControl
+)
+
+func (s Source) String() string {
+	switch s {
+	case FromIntake:
+		return "the intake queue"
+	case FromControl:
+		return "the control queue"
+	}
+	return "the scheduler queue"
+}
+
+// Origin is where a message came from: its queue and, when the queue
+// says, who sent it (SQS's SenderId attribute: the sender's account or
+// role session). Tests, the test kit and the local run set it as the
+// event source mapping would.
+type Origin struct {
+	Source    Source
+	SenderID  string // SQS attribute SenderId; "" when unknown
+	MessageID string
+}
+
+// accepts reports whether a message of kind k may come from src: intake
+// from the intake queue only; agent replies from the scheduler queue;
+// retries and compensations from the control queue, except the agent's
+// requeue, which is a retry on the scheduler queue checked like a reply.
+func accepts(src Source, k sas.Kind, requeue bool) bool {
+	switch k {
+	case "", sas.KindIntake:
+		return src == FromIntake
+	case sas.KindAgentReply:
+		return src == FromAgents
+	case sas.KindRetry:
+		if requeue {
+			return src == FromAgents || src == FromControl
+		}
+		return src == FromControl
+	case sas.KindCompensate:
+		return src == FromControl
+	}
+	return false
+}
+
+func refuseSource(from Origin, k sas.Kind) error {
+	return drop(nil, "%s message from %s (sender %q): only %s takes it, so it does nothing",
+		kindName(k), from.Source, from.SenderID, wantSource(k))
+}
+
+func kindName(k sas.Kind) string {
+	if k == "" {
+		return string(sas.KindIntake)
+	}
+	return string(k)
+}
+
+func wantSource(k sas.Kind) string {
+	switch k {
+	case "", sas.KindIntake:
+		return FromIntake.String()
+	case sas.KindAgentReply:
+		return FromAgents.String()
+	}
+	return FromControl.String()
+}
+
+// actor is who an operator's (or the supervisor's) message is recorded as
+// coming from: the queue's word for the sender, never a field the sender
+// filled in.
+func actor(from Origin) string {
+	if from.SenderID == "" {
+		return "control-queue:unknown-sender"
+	}
+	return "sender:" + from.SenderID
+}
+
+// sign adds the scheduler's signature to a request it sends.
+func (s *Service) sign(req *sas.AgentRequest) {
+	req.Sig = s.signer.Sign(req.Signed())
+}
+
+// trustReply decides what of a reply may be believed. A reply whose
+// signature matches its echo is used as it is: the happy path reads
+// nothing. A reply with a signature that does not match was rewritten (or
+// signed with another key): it is dropped. A reply without a signature (an
+// agent built before signatures) is dropped when the deployment requires
+// signatures; otherwise its echo is thrown away and replaced by what the
+// store holds for its order and step, so that all it contributes is its
+// outcome for the attempt and holder it names, fenced as every reply.
+func (s *Service) trustReply(ctx context.Context, rep sas.AgentReply) (sas.AgentReply, error) {
+	// The agent's reason goes into the record, its history, the alert and
+	// the status: cut to a bound, whoever wrote it.
+	rep.Reason = sas.BoundReason(rep.Reason)
+	err := s.signer.Verify(rep.Signed(), rep.Sig)
+	switch {
+	case err == nil:
+		return rep, nil
+	case errors.Is(err, sas.ErrUnsigned) && !s.cfg.RequireSignedReplies:
+	default:
+		s.log.WarnContext(ctx, "reply refused: its echo is not what the scheduler sent", "order", rep.OrderID,
+			"step", rep.Step, "attempt", rep.Attempt, "agent", rep.Agent, "error", err)
+		return rep, drop(err, "reply for order %s step %d attempt %d", rep.OrderID, rep.Step, rep.Attempt)
+	}
+	o, err := s.load(ctx, rep.OrderID)
+	if err != nil {
+		return rep, err
+	}
+	r, ok := o.step(rep.Step)
+	if !ok {
+		return rep, drop(nil, "unsigned reply for order %s: no step %d", rep.OrderID, rep.Step)
+	}
+	def := o.wf.Steps[rep.Step]
+	s.log.WarnContext(ctx, "unsigned reply: its echo is ignored, the order is read from the store", "order", rep.OrderID,
+		"step", rep.Step, "attempt", rep.Attempt, "agent", rep.Agent)
+	rep.Workflow, rep.Version, rep.Payload, rep.ReplyTo, rep.Priority = o.ord.Workflow, o.ord.Version, o.ord.Payload, o.ord.ReplyTo, o.ord.Priority
+	rep.StepName, rep.Agent = def.Name, def.Agent
+	switch r.ProcessState {
+	case sas.Compensating, sas.Compensated, sas.CompensationFailed:
+		rep.Compensation = true
+	default:
+		rep.Compensation = false
+	}
+	return rep, nil
+}
+
+// requeueAuthentic checks that an agent's requeue for the step's current,
+// held attempt hands back a request the scheduler sent: its signature must
+// match the request the scheduler sends for that attempt and holder, from
+// the stored order. A requeue for any other attempt is stale and is
+// dropped by the handler whatever its signature.
+func (s *Service) requeueAuthentic(o order, rec sas.StepRecord, m sas.Retry) error {
+	if !rec.ProcessState.Leased() || rec.LockedBy == "" || rec.Attempt != m.Attempt {
+		return nil // not the current attempt: the handler drops it as stale
+	}
+	if rec.Step >= o.n() {
+		return drop(nil, "requeue for order %s: no step %d", m.OrderID, m.Step)
+	}
+	def := o.wf.Steps[rec.Step]
+	want := sas.Signed{
+		OrderID: o.ord.OrderID, Step: rec.Step, StepName: def.Name, Agent: def.Agent, Attempt: m.Attempt,
+		LockedBy: rec.LockedBy, Compensation: rec.ProcessState == sas.Compensating, Workflow: o.ord.Workflow,
+		Version: o.ord.Version, Payload: o.ord.Payload, ReplyTo: o.ord.ReplyTo, Priority: o.ord.Priority,
+	}
+	if err := s.signer.Verify(want, m.Sig); err != nil {
+		return drop(err, "requeue for order %s step %d attempt %d is not a request the scheduler sent", m.OrderID, m.Step, m.Attempt)
+	}
+	return nil
+}
