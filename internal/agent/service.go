@@ -232,7 +232,14 @@ func New(cfg Config) (*Service, error) {
 // replies that are ready together, instead of one SendMessage each.
 func (s *Service) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
 	failed := make([]fate, len(ev.Records))
-	groups := s.parse(ev.Records)
+	groups, late := s.parse(ev.Records)
+	for _, i := range late {
+		// Received more often than MaxDeliveries (instances that died or
+		// hung with it, a duplicate): handed back unrun, so that a good
+		// request is renewed rather than dead-lettered (docs/protocol.md,
+		// "Dead letters").
+		failed[i] = redeliverSoon
+	}
 
 	// Requests with the same idempotency key (a duplicate delivery in one
 	// batch) run one after the other, so the second finds the first's stored
@@ -605,10 +612,13 @@ type inbound struct {
 // parse decodes the batch, logs and drops malformed messages (acknowledged:
 // a poison message is never retried), and groups the rest by idempotency key
 // in batch order.
-func (s *Service) parse(records []events.SQSMessage) [][]inbound {
-	var groups [][]inbound
+func (s *Service) parse(records []events.SQSMessage) (groups [][]inbound, late []int) {
 	byKey := map[string]int{}
 	for i, rec := range records {
+		if receives(rec) > s.maxDeliveries {
+			late = append(late, i)
+			continue
+		}
 		req, err := DecodeRequest([]byte(rec.Body))
 		if err != nil {
 			attrs := []any{"messageId", rec.MessageId, "reason", err.Error()}
@@ -626,7 +636,7 @@ func (s *Service) parse(records []events.SQSMessage) [][]inbound {
 		byKey[req.IdempotencyKey] = len(groups)
 		groups = append(groups, []inbound{m})
 	}
-	return groups
+	return groups, late
 }
 
 // handleOne runs one request and returns the reply to send (nil: none) and,

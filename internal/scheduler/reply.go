@@ -250,7 +250,8 @@ func (s *Service) lateSuccess(ctx context.Context, u *outbox.Unit, o order, rep 
 			"an effect exists under each; if the order completes, undo the older one by hand",
 			rep.Attempt, rep.Step, rep.StepName, rep.Generation, sas.IdempotencyKey(rep.OrderID, rep.Step, rep.Generation, false), cur.Generation)
 		s.log.ErrorContext(ctx, "success under an older generation", "order", rep.OrderID, "step", rep.Step, "attempt", rep.Attempt, "generation", rep.Generation)
-		s.alert(u, o, cur, fmt.Sprintf("%s/stale/g%d", sas.AlertID(cur.Key(), sas.Error, rep.Attempt), rep.Generation), reason, now)
+		// One event per older key, whichever attempt or delivery reports it.
+		s.alert(u, o, cur, fmt.Sprintf("%s/stale/g%d", cur.Key(), rep.Generation), reason, now)
 	}
 	switch cur.ProcessState {
 	case sas.Pending, sas.Processing, sas.Error:

@@ -209,11 +209,11 @@ func (w *World) checkAlerts() {
 		}
 		// The kind of event is what an id adds to sas.AlertID (a failure
 		// has nothing; "stale/g0", say, for an effect under an older key).
-		kind := ""
-		if parts := strings.SplitN(a.ID, "/", 5); len(parts) == 5 {
-			kind = parts[4]
+		// Any other id names its event itself.
+		event := a.ID
+		if base := sas.AlertID(sas.StepKey{OrderID: a.OrderID, Step: a.Step}, a.State, a.Attempts); strings.HasPrefix(a.ID, base) {
+			event = base + " " + strings.TrimPrefix(a.ID, base)
 		}
-		event := fmt.Sprintf("%s/%d/%s/%d %s", a.OrderID, a.Step, a.State, a.Attempts, kind)
 		if prev, ok := ids[event]; ok && prev != a.ID {
 			w.violate("alerted twice", "the event %s was alerted under two ids, %s and %s", event, prev, a.ID)
 		}
