@@ -29,6 +29,8 @@ func TestSetupWiresEverything(t *testing.T) {
 		"SAS_ORDERS_TABLE":         "orders",
 		"SAS_STATE_TABLE":          "state",
 		"SAS_AGENT_QUEUE_URL":      "https://sqs.eu-west-1.amazonaws.com/123456789012/agent",
+		"SAS_CONTROL_QUEUE_URL":    "https://sqs.eu-west-1.amazonaws.com/123456789012/control",
+		"SAS_SIGNING_KEY":          "a-signing-key-of-at-least-32-bytes-long",
 		"SAS_ALLOWED_REPLY_QUEUES": "https://sqs.eu-west-1.amazonaws.com/123456789012/caller-*",
 		"SAS_ALERT_TOPIC_ARN":      "arn:aws:sns:eu-west-1:123456789012:alerts",
 		"SAS_EVENT_BUS_NAME":       "default",

@@ -25,6 +25,7 @@ func TestSetupWiresEverything(t *testing.T) {
 		"SAS_STATE_TABLE":            "state",
 		"SAS_SCHEDULER_QUEUE_URL":    "https://sqs.eu-west-1.amazonaws.com/123456789012/scheduler",
 		"SAS_AGENT_QUEUE_URL":        "https://sqs.eu-west-1.amazonaws.com/123456789012/agent",
+		"SAS_CONTROL_QUEUE_URL":      "https://sqs.eu-west-1.amazonaws.com/123456789012/control",
 		"SAS_WAIT_LIMIT":             "20m",
 		"SAS_STEP_TIMEOUT":           "45s",
 		"SAS_ALERT_TOPIC_ARN":        "arn:aws:sns:eu-west-1:123456789012:alerts",
@@ -37,7 +38,7 @@ func TestSetupWiresEverything(t *testing.T) {
 
 	for name, bad := range map[string]string{"SAS_MAX_FAILURES": "many", "SAS_WAIT_LIMIT": "a while"} {
 		_, err = setup(t.Context(), env(map[string]string{
-			"SAS_ORDERS_TABLE": "orders", "SAS_STATE_TABLE": "state", "SAS_SCHEDULER_QUEUE_URL": "q", "SAS_AGENT_QUEUE_URL": "a",
+			"SAS_ORDERS_TABLE": "orders", "SAS_STATE_TABLE": "state", "SAS_SCHEDULER_QUEUE_URL": "q", "SAS_CONTROL_QUEUE_URL": "c", "SAS_AGENT_QUEUE_URL": "a",
 			name: bad,
 		}), slog.New(slog.NewTextHandler(io.Discard, nil)))
 		require.ErrorContains(t, err, name)
@@ -48,14 +49,14 @@ func TestSetupNeedsTheAgentQueue(t *testing.T) {
 	// The supervisor reads the agent queue's depth to wait on a busy agent
 	// instead of failing its held steps.
 	_, err := setup(t.Context(), env(map[string]string{
-		"SAS_ORDERS_TABLE": "orders", "SAS_STATE_TABLE": "state", "SAS_SCHEDULER_QUEUE_URL": "q",
+		"SAS_ORDERS_TABLE": "orders", "SAS_STATE_TABLE": "state", "SAS_SCHEDULER_QUEUE_URL": "q", "SAS_CONTROL_QUEUE_URL": "c",
 	}), slog.New(slog.NewTextHandler(io.Discard, nil)))
 	require.EqualError(t, err, "missing configuration: SAS_AGENT_QUEUES or SAS_AGENT_QUEUE_URL")
 
 	// One queue per agent serves as well.
 	t.Setenv("AWS_REGION", "eu-west-1")
 	_, err = setup(t.Context(), env(map[string]string{
-		"SAS_ORDERS_TABLE": "orders", "SAS_STATE_TABLE": "state", "SAS_SCHEDULER_QUEUE_URL": "q",
+		"SAS_ORDERS_TABLE": "orders", "SAS_STATE_TABLE": "state", "SAS_SCHEDULER_QUEUE_URL": "q", "SAS_CONTROL_QUEUE_URL": "c",
 		"SAS_AGENT_QUEUES": `{"payments": {"url": "https://sqs.eu-west-1.amazonaws.com/123456789012/payments"}}`,
 	}), slog.New(slog.NewTextHandler(io.Discard, nil)))
 	require.NoError(t, err)
