@@ -41,9 +41,9 @@ var keptLogicalIDs = []string{
 	"SupervisorScheduleFB0F94F5",
 	// Added by issue 21 (docs/trust.md), beside the ones above: the control
 	// queue, the signing key, the alert key and bus.
-	"AlertBus6F0FAD70", "AlertBuscdkOnlySasPutsAlerts2E47B4FF", "AlertKeyC50D0A1D", "ControlDLQNotEmptyB3033A76",
+	"AlertBus6F0FAD70", "AlertKeyC50D0A1D", "ControlDLQNotEmptyB3033A76",
 	"ControlQueue9204A4FA", "ControlQueueDLQE178330E", "ControlQueueDLQPolicy768C19FC", "ControlQueuePolicy706A3D56",
-	"SchedulerFromControlQueue1D9F513D", "SigningKeyEEFC2790", "SigningKeyPolicy2026BF8C",
+	"SchedulerFromControlQueue1D9F513D", "SigningKeyEEFC2790",
 }
 
 // keptOutputs are the stack's outputs before the construct; sasctl, the

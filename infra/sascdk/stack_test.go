@@ -45,10 +45,10 @@ func TestResourceCounts(t *testing.T) {
 		"AWS::DynamoDB::GlobalTable":          0,
 		"AWS::SQS::QueuePolicy":               8, // TLS-only guards; the control and scheduler queues' sender lists
 		"AWS::SecretsManager::Secret":         1, // the signing key
-		"AWS::SecretsManager::ResourcePolicy": 1,
+		"AWS::SecretsManager::ResourcePolicy": 0, // rejected by the emulators: IAM alone (docs/trust.md)
 		"AWS::KMS::Key":                       1, // the alert topic's
 		"AWS::Events::EventBus":               1, // the alert bus
-		"AWS::Events::EventBusPolicy":         1,
+		"AWS::Events::EventBusPolicy":         0, // the bus's own Policy property instead
 		"AWS::Lambda::Permission":             1, // EventBridge → supervisor
 		"AWS::CloudFormation::CustomResource": 0,
 	} {
