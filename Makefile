@@ -171,6 +171,15 @@ e2e: infra/node_modules/.package-lock.json ## deploy the stack and the travel ex
 	$(MAKE) -C examples/travel build ARCH=$(E2E_ARCH)
 	$(CDK_ENV) $(GO) test -tags e2e -count=1 -v -timeout 20m ./e2e
 
+# The same deploy-and-run suite on LocalStack (localstack-core from PyPI on
+# the host, no Docker): its Lambda functions run as host processes through
+# our executor (localstack/README.md), so the bootstraps are built for the
+# host as for MiniStack.
+e2e-localstack: infra/node_modules/.package-lock.json ## the e2e suite on LocalStack (installed, started and stopped for you; its Lambda functions run as host processes, localstack/README.md)
+	$(MAKE) build ARCH=$(E2E_ARCH)
+	$(MAKE) -C examples/travel build ARCH=$(E2E_ARCH)
+	SAS_E2E_EMULATOR=localstack $(CDK_ENV) $(GO) test -tags e2e -count=1 -v -timeout 20m ./e2e
+
 soak: ## the small chaos soak alone (every fault kind, 200 orders) with its verdict; make test runs it too
 	$(RIG) exec -- $(GO) test -count=1 -run 'TestSoak$$' -v -timeout 10m ./internal/localrun/
 
@@ -187,4 +196,4 @@ chaos: ## chaos soak: every fault kind at once (ORDERS=10000 works); fails on an
 		-kill-every 3s -duplicate 0.02 -kill-before-send 0.01 -supervisors 3 -clock-skew 300ms \
 		-min-processed $(CHAOS_MIN_PROCESSED) -timeout $(CHAOS_TIMEOUT)
 
-.PHONY: dev soak help test test-unit test-examples vet run synth deploy bench chaos build test-infra lint-infra e2e emulator env
+.PHONY: dev soak help test test-unit test-examples vet run synth deploy bench chaos build test-infra lint-infra e2e e2e-localstack emulator env

@@ -82,6 +82,8 @@ func trimRunDir(dir string) {
 	_ = os.RemoveAll(filepath.Join(dir, "cdk.out"))
 	_ = os.RemoveAll(filepath.Join(dir, travelDir, "cdk.out"))
 	_ = os.RemoveAll(filepath.Join(dir, "ministack-tmp"))
+	_ = os.RemoveAll(filepath.Join(dir, "localstack-tmp"))
+	_ = os.RemoveAll(filepath.Join(dir, "localstack-fs"))
 }
 
 // TestDeployAndRun deploys the stack to MiniStack and runs orders through the
@@ -137,7 +139,7 @@ func TestDeployAndRun(t *testing.T) {
 	})
 
 	// --- synth, bootstrap, deploy ---
-	c := newCDK(cli, infraDir, stackName, runDir, em.ms.Endpoint)
+	c := newCDK(cli, infraDir, stackName, runDir, em.srv.endpoint)
 	step := time.Now()
 	if err := c.synth(ctx, map[string]string{
 		"arch":          lambdaArch,
@@ -393,15 +395,28 @@ func ensureRedrive(ctx context.Context, t *testing.T, c *cdk, sqsc *sqs.Client) 
 	}
 	res, _ := tmpl["Resources"].(map[string]any)
 	urlOf := func(logicalID string) (string, error) {
-		// CloudFormation names a queue <stack>-<logical id>-<suffix>.
-		out, err := sqsc.ListQueues(ctx, &sqs.ListQueuesInput{QueueNamePrefix: aws.String(c.stack + "-" + logicalID + "-")})
+		// CloudFormation names a queue <stack>-<logical id>-<suffix>, the
+		// logical id cut short when the name would be too long (LocalStack
+		// cuts the SAS stack's; MiniStack does not).
+		out, err := sqsc.ListQueues(ctx, &sqs.ListQueuesInput{QueueNamePrefix: aws.String(c.stack + "-")})
 		if err != nil {
 			return "", err
 		}
-		if len(out.QueueUrls) != 1 {
-			return "", fmt.Errorf("queue %s: found %v", logicalID, out.QueueUrls)
+		var found []string
+		for _, u := range out.QueueUrls {
+			name := u[strings.LastIndex(u, "/")+1:]
+			part := strings.TrimPrefix(name, c.stack+"-")
+			if i := strings.LastIndex(part, "-"); i > 0 {
+				part = part[:i]
+			}
+			if part == logicalID || len(part) >= 16 && strings.HasPrefix(logicalID, part) {
+				found = append(found, u)
+			}
 		}
-		return out.QueueUrls[0], nil
+		if len(found) != 1 {
+			return "", fmt.Errorf("queue %s: found %v", logicalID, found)
+		}
+		return found[0], nil
 	}
 	checked, repaired := 0, 0
 	for id, r := range res {
