@@ -180,6 +180,17 @@ e2e-localstack: infra/node_modules/.package-lock.json ## the e2e suite on LocalS
 	$(MAKE) -C examples/travel build ARCH=$(E2E_ARCH)
 	SAS_E2E_EMULATOR=localstack $(CDK_ENV) $(GO) test -tags e2e -count=1 -v -timeout 20m ./e2e
 
+# The queue and store contract suites on LocalStack's SQS and DynamoDB (its
+# DynamoDB is the rig's DynamoDB Local behind LocalStack's proxy). The
+# sweep-cost test's big table is 10,000 records here: loading 100,000
+# through the proxy takes over 4 minutes.
+contract-localstack: ## the queue and store contract suites against LocalStack (started and stopped for you)
+	SAS_STORE_CONTRACT_LARGE=10000 $(RIG) localstack -- $(GO) test -count=1 -v -timeout 15m -run 'TestQueueContract$$|TestContract$$' ./internal/sqsqueue ./internal/dynamostore
+
+test-localstack: ## everything on LocalStack without Docker: e2e-localstack and contract-localstack (make test runs it)
+	$(MAKE) e2e-localstack
+	$(MAKE) contract-localstack
+
 soak: ## the small chaos soak alone (every fault kind, 200 orders) with its verdict; make test runs it too
 	$(RIG) exec -- $(GO) test -count=1 -run 'TestSoak$$' -v -timeout 10m ./internal/localrun/
 
@@ -196,4 +207,4 @@ chaos: ## chaos soak: every fault kind at once (ORDERS=10000 works); fails on an
 		-kill-every 3s -duplicate 0.02 -kill-before-send 0.01 -supervisors 3 -clock-skew 300ms \
 		-min-processed $(CHAOS_MIN_PROCESSED) -timeout $(CHAOS_TIMEOUT)
 
-.PHONY: dev soak help test test-unit test-examples vet run synth deploy bench chaos build test-infra lint-infra e2e e2e-localstack emulator env
+.PHONY: dev soak help test test-unit test-examples vet run synth deploy bench chaos build test-infra lint-infra e2e e2e-localstack contract-localstack test-localstack emulator env

@@ -114,7 +114,7 @@ func TestDeployAndRun(t *testing.T) {
 
 	// --- MiniStack, shared with the example's test ---
 	em := sharedEmulator(t)
-	timings["install ministack (0 when cached)"], timings["start ministack"] = em.install, em.start
+	timings["install "+em.srv.name+" (0 when cached)"], timings["start "+em.srv.name] = em.install, em.start
 	runDir := em.runDir
 	defer em.tailOnFailure(t)
 	t.Cleanup(func() {
