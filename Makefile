@@ -16,7 +16,7 @@ help: ## list the targets
 # and, when something fails, the failing tests' output. ElasticMQ serves SQS;
 # moto runs beside it for the queue contract suite alone (a few seconds), so
 # the one suite shows how both emulators depart from SQS.
-test: ## every test: Go suites on DynamoDB Local + ElasticMQ (queue contract on moto too), CDK assertions, the examples, cfn-lint, vet, and the MiniStack deploy-and-run (all installed and started for you)
+test: ## every test: Go suites on DynamoDB Local + ElasticMQ (queue contract on moto too), CDK assertions, the examples, cfn-lint, vet, and the deploy-and-run on MiniStack and on LocalStack (with the contract suites on LocalStack) (all installed and started for you)
 	@mkdir -p .rig
 	@set -o pipefail; SAS_RIG_SQS=elasticmq,moto $(RIG) exec -- $(GO) test -p 1 -count=1 -race -v -timeout 30m ./... > .rig/test.log 2>&1; rc=$$?; \
 		grep -E '^rig:|^\s*--- (PASS|FAIL|SKIP)|^(ok|FAIL|panic:)|^\s+[a-z_]+\.go:[0-9]+: (sweep over|loaded|[0-9]+ rounds)' .rig/test.log; \
@@ -25,6 +25,7 @@ test: ## every test: Go suites on DynamoDB Local + ElasticMQ (queue contract on 
 	$(MAKE) test-examples
 	$(MAKE) vet
 	$(MAKE) e2e
+	$(MAKE) test-localstack
 
 test-unit: ## tests that need no emulator (fast)
 	SAS_NO_EMULATORS=1 $(GO) test -count=1 ./...
