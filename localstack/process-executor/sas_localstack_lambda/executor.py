@@ -67,6 +67,7 @@ class ProcessRuntimeExecutor(RuntimeExecutor):
         self._lines: deque[str] = deque(maxlen=MAX_LOG_LINES)
         self._line_count = 0  # lines ever read, to cut an invocation's own
         self._lines_lock = threading.Lock()
+        self._stopped = False
 
     # --- the function version ---
 
@@ -184,7 +185,9 @@ class ProcessRuntimeExecutor(RuntimeExecutor):
         timeout = float(self.function_version.config.timeout or 3)
         with self._lines_lock:
             mark = self._line_count
-        api = self._api
+        # stop() may run meanwhile (LocalStack shutting down): hold our own
+        # references.
+        api, proc = self._api, self._proc
         fut = api.submit(Event(
             request_id=request_id,
             payload=str(payload.get("payload") or "").encode(),
@@ -201,9 +204,9 @@ class ProcessRuntimeExecutor(RuntimeExecutor):
                                         logs=self._output_since(mark))
             except FutureTimeout:
                 pass
-            if self._proc.poll() is not None:
+            if proc.poll() is not None:
                 failure = ("Runtime.ExitError",
-                           f"RequestId: {request_id} Error: Runtime exited with error: exit status {self._proc.returncode}")
+                           f"RequestId: {request_id} Error: Runtime exited with error: exit status {proc.returncode}")
                 break
             if time.monotonic() > deadline:
                 failure = ("Sandbox.Timedout", f"RequestId: {request_id} Error: Task timed out after {timeout:.2f} seconds")
@@ -213,7 +216,8 @@ class ProcessRuntimeExecutor(RuntimeExecutor):
         LOG.warning("lambda %s: %s; starting a fresh bootstrap", self.name, failure[1])
         logs = self._output_since(mark)
         self._kill()
-        self._spawn()
+        if not self._stopped:
+            self._spawn()
         body = json.dumps({"errorType": failure[0], "errorMessage": failure[1]}).encode()
         return InvocationResult(request_id, body, is_error=True, logs=logs)
 
@@ -231,6 +235,7 @@ class ProcessRuntimeExecutor(RuntimeExecutor):
             api.stop()
 
     def stop(self) -> None:
+        self._stopped = True
         self._kill()
         if self._tmp is not None:
             shutil.rmtree(self._tmp, ignore_errors=True)
