@@ -119,7 +119,7 @@ func TestDeployAndRun(t *testing.T) {
 	defer em.tailOnFailure(t)
 	t.Cleanup(func() {
 		if t.Failed() {
-			t.Logf("logs in %s (ministack.log, cdk-*.log, outputs.json), kept after the run", runDir)
+			t.Logf("logs in %s (%s, cdk-*.log, outputs.json), kept after the run", runDir, filepath.Base(em.srv.logPath))
 		}
 	})
 	t.Parallel()
@@ -317,7 +317,7 @@ func TestDeployAndRun(t *testing.T) {
 			switch {
 			case s0.FailureCount == 0 && s0.ProcessState == sas.Processing:
 				hint = "its first step is still Processing with FailureCount 0 long after its deadline: the supervisor never ran " +
-					"(is the SupervisorSchedule rule in the stack? MiniStack fires rate(1 minute) about a minute after deploy)"
+					"(is the SupervisorSchedule rule in the stack? MiniStack and LocalStack fire rate(1 minute) up to a minute after deploy)"
 			case s0.FailureCount > 0:
 				hint = "the supervisor rescued it, but the retry did not finish (scheduler queue mapping? agent?)"
 			}
