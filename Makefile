@@ -16,7 +16,7 @@ help: ## list the targets
 # and, when something fails, the failing tests' output. ElasticMQ serves SQS;
 # moto runs beside it for the queue contract suite alone (a few seconds), so
 # the one suite shows how both emulators depart from SQS.
-test: ## every test: Go suites on DynamoDB Local + ElasticMQ (queue contract on moto too), CDK assertions, the examples, cfn-lint, vet, and the MiniStack deploy-and-run (all installed and started for you)
+test: ## every test: Go suites on DynamoDB Local + ElasticMQ (queue contract on moto too), CDK assertions, the examples, cfn-lint, vet, and the deploy-and-run on MiniStack and on LocalStack (with the contract suites on LocalStack) (all installed and started for you)
 	@mkdir -p .rig
 	@set -o pipefail; SAS_RIG_SQS=elasticmq,moto $(RIG) exec -- $(GO) test -p 1 -count=1 -race -v -timeout 30m ./... > .rig/test.log 2>&1; rc=$$?; \
 		grep -E '^rig:|^\s*--- (PASS|FAIL|SKIP)|^(ok|FAIL|panic:)|^\s+[a-z_]+\.go:[0-9]+: (sweep over|loaded|[0-9]+ rounds)' .rig/test.log; \
@@ -25,6 +25,7 @@ test: ## every test: Go suites on DynamoDB Local + ElasticMQ (queue contract on 
 	$(MAKE) test-examples
 	$(MAKE) vet
 	$(MAKE) e2e
+	$(MAKE) test-localstack
 
 test-unit: ## tests that need no emulator (fast)
 	SAS_NO_EMULATORS=1 $(GO) test -count=1 ./...
@@ -177,6 +178,26 @@ e2e: infra/node_modules/.package-lock.json ## deploy the stack and the travel ex
 	$(MAKE) -C examples/travel build ARCH=$(E2E_ARCH)
 	$(CDK_ENV) $(GO) test -tags e2e -count=1 -v -timeout 20m ./e2e
 
+# The same deploy-and-run suite on LocalStack (localstack-core from PyPI on
+# the host, no Docker): its Lambda functions run as host processes through
+# our executor (localstack/README.md), so the bootstraps are built for the
+# host as for MiniStack.
+e2e-localstack: infra/node_modules/.package-lock.json ## the e2e suite on LocalStack (installed, started and stopped for you; its Lambda functions run as host processes, localstack/README.md)
+	$(MAKE) build ARCH=$(E2E_ARCH)
+	$(MAKE) -C examples/travel build ARCH=$(E2E_ARCH)
+	SAS_E2E_EMULATOR=localstack $(CDK_ENV) $(GO) test -tags e2e -count=1 -v -timeout 20m ./e2e
+
+# The queue and store contract suites on LocalStack's SQS and DynamoDB (its
+# DynamoDB is the rig's DynamoDB Local behind LocalStack's proxy). The
+# sweep-cost test's big table is 10,000 records here: loading 100,000
+# through the proxy takes over 4 minutes.
+contract-localstack: ## the queue and store contract suites against LocalStack (started and stopped for you)
+	SAS_STORE_CONTRACT_LARGE=10000 $(RIG) localstack -- $(GO) test -count=1 -v -timeout 15m -run 'TestQueueContract$$|TestContract$$' ./internal/sqsqueue ./internal/dynamostore
+
+test-localstack: ## everything on LocalStack without Docker: e2e-localstack and contract-localstack (make test runs it)
+	$(MAKE) e2e-localstack
+	$(MAKE) contract-localstack
+
 soak: ## the small chaos soak alone (every fault kind, 200 orders) with its verdict; make test runs it too
 	$(RIG) exec -- $(GO) test -count=1 -run 'TestSoak$$' -v -timeout 10m ./internal/localrun/
 
@@ -193,4 +214,4 @@ chaos: ## chaos soak: every fault kind at once (ORDERS=10000 works); fails on an
 		-kill-every 3s -duplicate 0.02 -kill-before-send 0.01 -supervisors 3 -clock-skew 300ms \
 		-min-processed $(CHAOS_MIN_PROCESSED) -timeout $(CHAOS_TIMEOUT)
 
-.PHONY: dev soak help test test-unit test-examples vet run synth deploy bench chaos build test-infra lint-infra e2e emulator env
+.PHONY: dev soak help test test-unit test-examples vet run synth deploy bench chaos build test-infra lint-infra e2e e2e-localstack contract-localstack test-localstack emulator env

@@ -82,6 +82,8 @@ func trimRunDir(dir string) {
 	_ = os.RemoveAll(filepath.Join(dir, "cdk.out"))
 	_ = os.RemoveAll(filepath.Join(dir, travelDir, "cdk.out"))
 	_ = os.RemoveAll(filepath.Join(dir, "ministack-tmp"))
+	_ = os.RemoveAll(filepath.Join(dir, "localstack-tmp"))
+	_ = os.RemoveAll(filepath.Join(dir, "localstack-fs"))
 }
 
 // TestDeployAndRun deploys the stack to MiniStack and runs orders through the
@@ -112,12 +114,12 @@ func TestDeployAndRun(t *testing.T) {
 
 	// --- MiniStack, shared with the example's test ---
 	em := sharedEmulator(t)
-	timings["install ministack (0 when cached)"], timings["start ministack"] = em.install, em.start
+	timings["install "+em.srv.name+" (0 when cached)"], timings["start "+em.srv.name] = em.install, em.start
 	runDir := em.runDir
 	defer em.tailOnFailure(t)
 	t.Cleanup(func() {
 		if t.Failed() {
-			t.Logf("logs in %s (ministack.log, cdk-*.log, outputs.json), kept after the run", runDir)
+			t.Logf("logs in %s (%s, cdk-*.log, outputs.json), kept after the run", runDir, filepath.Base(em.srv.logPath))
 		}
 	})
 	t.Parallel()
@@ -137,7 +139,7 @@ func TestDeployAndRun(t *testing.T) {
 	})
 
 	// --- synth, bootstrap, deploy ---
-	c := newCDK(cli, infraDir, stackName, runDir, em.ms.Endpoint)
+	c := newCDK(cli, infraDir, stackName, runDir, em.srv.endpoint)
 	step := time.Now()
 	if err := c.synth(ctx, map[string]string{
 		"arch":          lambdaArch,
@@ -315,7 +317,7 @@ func TestDeployAndRun(t *testing.T) {
 			switch {
 			case s0.FailureCount == 0 && s0.ProcessState == sas.Processing:
 				hint = "its first step is still Processing with FailureCount 0 long after its deadline: the supervisor never ran " +
-					"(is the SupervisorSchedule rule in the stack? MiniStack fires rate(1 minute) about a minute after deploy)"
+					"(is the SupervisorSchedule rule in the stack? MiniStack and LocalStack fire rate(1 minute) up to a minute after deploy)"
 			case s0.FailureCount > 0:
 				hint = "the supervisor rescued it, but the retry did not finish (scheduler queue mapping? agent?)"
 			}
@@ -393,15 +395,28 @@ func ensureRedrive(ctx context.Context, t *testing.T, c *cdk, sqsc *sqs.Client) 
 	}
 	res, _ := tmpl["Resources"].(map[string]any)
 	urlOf := func(logicalID string) (string, error) {
-		// CloudFormation names a queue <stack>-<logical id>-<suffix>.
-		out, err := sqsc.ListQueues(ctx, &sqs.ListQueuesInput{QueueNamePrefix: aws.String(c.stack + "-" + logicalID + "-")})
+		// CloudFormation names a queue <stack>-<logical id>-<suffix>, the
+		// logical id cut short when the name would be too long (LocalStack
+		// cuts the SAS stack's; MiniStack does not).
+		out, err := sqsc.ListQueues(ctx, &sqs.ListQueuesInput{QueueNamePrefix: aws.String(c.stack + "-")})
 		if err != nil {
 			return "", err
 		}
-		if len(out.QueueUrls) != 1 {
-			return "", fmt.Errorf("queue %s: found %v", logicalID, out.QueueUrls)
+		var found []string
+		for _, u := range out.QueueUrls {
+			name := u[strings.LastIndex(u, "/")+1:]
+			part := strings.TrimPrefix(name, c.stack+"-")
+			if i := strings.LastIndex(part, "-"); i > 0 {
+				part = part[:i]
+			}
+			if part == logicalID || len(part) >= 16 && strings.HasPrefix(logicalID, part) {
+				found = append(found, u)
+			}
 		}
-		return out.QueueUrls[0], nil
+		if len(found) != 1 {
+			return "", fmt.Errorf("queue %s: found %v", logicalID, found)
+		}
+		return found[0], nil
 	}
 	checked, repaired := 0, 0
 	for id, r := range res {

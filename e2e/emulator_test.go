@@ -18,14 +18,14 @@ import (
 	"github.com/sas-go/sas/internal/rig"
 )
 
-// emulator is the one MiniStack every test of the run deploys to, with the
-// run's directory. The first test that asks starts it (sharedEmulator);
+// emulator is the one emulator every test of the run deploys to (MiniStack,
+// or LocalStack with SAS_E2E_EMULATOR=localstack), with the run's directory. The first test that asks starts it (sharedEmulator);
 // TestMain stops it after the last test, and keeps the run's logs when a
 // test failed. Sharing it saves an install check, a start and a `cdk
 // bootstrap` per app, and lets the tests run in parallel: the infra test
 // spends most of its time waiting for the supervisor's schedule.
 type emulator struct {
-	ms     *rig.RunningMiniStack
+	srv    *server
 	runDir string
 	// timings of the install (0 when cached) and the start, for the
 	// infra test's summary.
@@ -52,7 +52,13 @@ const startupBudget = 5 * time.Minute
 // A test that cannot have it fails; none skips.
 func sharedEmulator(t *testing.T) *emulator {
 	t.Helper()
-	sharedOnce.Do(func() { shared, sharedErr = startEmulator(t.Logf) })
+	sharedOnce.Do(func() {
+		if useLocalStack() {
+			shared, sharedErr = startLocalStackEmulator(t.Logf)
+		} else {
+			shared, sharedErr = startEmulator(t.Logf)
+		}
+	})
 	if sharedErr != nil {
 		t.Fatal(sharedErr)
 	}
@@ -75,13 +81,13 @@ func startEmulator(logf func(string, ...any)) (*emulator, error) {
 	}
 	em.install = time.Since(step).Round(100 * time.Millisecond)
 	step = time.Now()
-	em.ms, err = startMiniStack(ctx, bin, runDir)
+	em.srv, err = startMiniStack(ctx, bin, runDir)
 	if err != nil {
 		return nil, fmt.Errorf("starting MiniStack: %w (run directory %s)", err, runDir)
 	}
 	em.start = time.Since(step).Round(100 * time.Millisecond)
 	logf("MiniStack %s on %s (pid %d), log %s; installed in %s (0 when cached), started in %s",
-		MiniStackVersion, em.ms.Endpoint, em.ms.PID(), em.ms.LogPath, em.install, em.start)
+		MiniStackVersion, em.srv.endpoint, em.srv.pid, em.srv.logPath, em.install, em.start)
 	return em, nil
 }
 
@@ -92,10 +98,10 @@ func stopSharedEmulator(failed bool) {
 	if shared == nil {
 		return
 	}
-	shared.ms.Stop()
+	shared.srv.stop()
 	if failed {
 		trimRunDir(shared.runDir)
-		fmt.Fprintf(os.Stderr, "e2e: logs kept in %s (ministack.log; cdk-*.log and outputs.json of the infra stack, travel/ for the example's)\n", shared.runDir)
+		fmt.Fprintf(os.Stderr, "e2e: logs kept in %s (%s; cdk-*.log and outputs.json of the infra stack, travel/ for the example's)\n", shared.runDir, filepath.Base(shared.srv.logPath))
 		return
 	}
 	_ = os.RemoveAll(shared.runDir)
@@ -132,7 +138,7 @@ func (em *emulator) awsConfig() aws.Config {
 	return aws.Config{
 		Region:                     region,
 		Credentials:                credentials.NewStaticCredentialsProvider("test", "test", ""),
-		BaseEndpoint:               aws.String(em.ms.Endpoint),
+		BaseEndpoint:               aws.String(em.srv.endpoint),
 		ResponseChecksumValidation: aws.ResponseChecksumValidationWhenRequired,
 	}
 }
@@ -141,7 +147,7 @@ func (em *emulator) awsConfig() aws.Config {
 // function's output is there) when the test has failed by then.
 func (em *emulator) tailOnFailure(t *testing.T) {
 	if t.Failed() {
-		t.Logf("last lines of %s:\n%s", em.ms.LogPath, rig.TailFile(em.ms.LogPath, 60))
+		t.Logf("last lines of %s:\n%s", em.srv.logPath, rig.TailFile(em.srv.logPath, 60))
 	}
 }
 

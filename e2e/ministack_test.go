@@ -33,8 +33,20 @@ func installMiniStack(ctx context.Context, logf func(string, ...any)) (string, e
 // Stopping it (Stop) is also the only way to tear the stack down here:
 // MiniStack forgets everything when it stops (state is in memory), while the
 // rig never runs `cdk destroy` (README.md, gaps).
-func startMiniStack(ctx context.Context, bin, runDir string) (*rig.RunningMiniStack, error) {
-	return rig.StartMiniStack(ctx, bin, rig.MiniStackOptions{Dir: runDir, StartProcess: startProc})
+func startMiniStack(ctx context.Context, bin, runDir string) (*server, error) {
+	ms, err := rig.StartMiniStack(ctx, bin, rig.MiniStackOptions{Dir: runDir, StartProcess: startProc})
+	if err != nil {
+		return nil, err
+	}
+	return &server{name: "MiniStack " + MiniStackVersion, endpoint: ms.Endpoint, logPath: ms.LogPath, pid: ms.PID(), stop: ms.Stop}, nil
+}
+
+// server is the emulator the tests deploy to, whichever it is.
+type server struct {
+	name              string // "MiniStack 1.5.33"
+	endpoint, logPath string
+	pid               int
+	stop              func() // stops it and every process it started
 }
 
 // cleanEnv is our environment without any AWS_ variable (rig.EnvWithoutAWS):

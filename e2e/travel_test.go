@@ -92,7 +92,7 @@ func TestTravelExample(t *testing.T) {
 	defer em.tailOnFailure(t)
 	t.Cleanup(func() {
 		if t.Failed() {
-			t.Logf("travel: logs in %s (cdk-*.log, outputs.json) and %s (every function's output), kept after the run", workDir, em.ms.LogPath)
+			t.Logf("travel: logs in %s (cdk-*.log, outputs.json) and %s (every function's output), kept after the run", workDir, em.srv.logPath)
 		}
 	})
 	t.Parallel()
@@ -115,7 +115,7 @@ func TestTravelExample(t *testing.T) {
 	replyARN := attrs.Attributes[string(sqstypes.QueueAttributeNameQueueArn)]
 
 	// --- synth (the example's own CDK app), bootstrap once, deploy ---
-	c := newCDK(cli, filepath.Join(exampleDir, "cdk"), travelStack, workDir, em.ms.Endpoint)
+	c := newCDK(cli, filepath.Join(exampleDir, "cdk"), travelStack, workDir, em.srv.endpoint)
 	step := time.Now()
 	// distDir and agentsDir keep the app's defaults (../../../dist and
 	// ../dist from examples/travel/cdk), where `make e2e` built them.
@@ -274,7 +274,7 @@ func TestTravelExample(t *testing.T) {
 		if time.Now().After(sent.Add(travelBudget)) || ctx.Err() != nil {
 			t.Fatalf("travel: trips not settled within %s of sending them (%d of %d settled in the store, %d of %d final statuses heard): "+
 				"is an event source mapping or an agent failing? See the function output in %s:%s",
-				travelBudget, done, len(trips), heard, len(trips), em.ms.LogPath, describeTrips(trips, vs, statuses))
+				travelBudget, done, len(trips), heard, len(trips), em.srv.logPath, describeTrips(trips, vs, statuses))
 		}
 		time.Sleep(500 * time.Millisecond)
 	}

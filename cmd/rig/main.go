@@ -10,6 +10,13 @@
 //	rig ministack [-port N]    start MiniStack (the emulator the CDK stack
 //	                           deploys to), print export lines, run until
 //	                           SIGINT/SIGTERM
+//	rig localstack [-port N] [-- CMD [ARGS...]]
+//	                           start LocalStack on the host (no Docker; its
+//	                           Lambda functions as host processes,
+//	                           localstack/README.md); with CMD, run it
+//	                           against LocalStack and exit with its status,
+//	                           else print export lines and run until
+//	                           SIGINT/SIGTERM
 //
 // Installs go to $SAS_RIG_HOME (default ~/.cache/sas-rig). When
 // AWS_ENDPOINT_URL is set (LocalStack, MiniStack) exec starts nothing and
@@ -41,6 +48,11 @@ const usage = `usage:
   rig ministack [-port 4566] [-dir DIR]
                                 start MiniStack ` + rig.MiniStackVersion + ` (PyPI) on 127.0.0.1 for a CDK deploy
                                 (docs/deploy.md), print export lines, run until Ctrl-C
+  rig localstack [-port 4566] [-dir DIR] [-- CMD [ARGS...]]
+                                start LocalStack ` + rig.LocalStackVersion + ` (PyPI, Python ` + rig.MinLocalStackPython + `+) on 127.0.0.1
+                                without Docker (localstack/README.md); with CMD, run it against
+                                LocalStack, stop it, exit with CMD's status; else print export
+                                lines and run until Ctrl-C
 
 DynamoDB Local ` + rig.DynamoDBLocalVersion + ` and ElasticMQ ` + rig.ElasticMQVersion + ` (Maven Central) serve DynamoDB and SQS;
 SAS_RIG_SQS=moto serves SQS with moto ` + rig.MotoVersion + ` (PyPI) instead, and SAS_RIG_SQS=elasticmq,moto
@@ -67,6 +79,8 @@ func main() {
 		code, err = runInstall()
 	case "ministack":
 		code, err = runMiniStack(os.Args[2:])
+	case "localstack":
+		code, err = runLocalStack(os.Args[2:])
 	case "help", "-h", "-help", "--help":
 		fmt.Print(usage)
 	default:
@@ -298,5 +312,93 @@ func runMiniStack(args []string) (int, error) {
 		return 0, nil
 	case <-ms.Done():
 		return 1, ms.ExitError()
+	}
+}
+
+// runLocalStack installs and starts LocalStack on the host. With a command
+// after the flags it runs that command with the SDK pointed at LocalStack
+// (and SAS_EMULATOR_NAME naming it, for the contract suites' quirks), then
+// stops LocalStack and exits with the command's status; without one it
+// prints the export lines and runs until SIGINT/SIGTERM, like ministack.
+func runLocalStack(args []string) (int, error) {
+	fs := flag.NewFlagSet("rig localstack", flag.ContinueOnError)
+	port := fs.Int("port", 4566, "127.0.0.1 port to serve on (0: a free one); with a command, default 0")
+	dir := fs.String("dir", "", "run directory for its log, FILESYSTEM_ROOT and unzipped functions (default: a new one under $TMPDIR, removed on a clean stop)")
+	if err := fs.Parse(args); err != nil {
+		return 2, err
+	}
+	command := fs.Args()
+	portSet := false
+	fs.Visit(func(f *flag.Flag) { portSet = portSet || f.Name == "port" })
+	if len(command) > 0 && !portSet {
+		*port = 0
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	runDir := *dir
+	if runDir == "" {
+		d, err := os.MkdirTemp("", "sas-localstack-")
+		if err != nil {
+			return 1, err
+		}
+		runDir = d
+	} else if err := os.MkdirAll(runDir, 0o755); err != nil {
+		return 1, err
+	}
+	opts := rig.LocalStackOptions{Dir: runDir, Port: *port, Logf: log.Printf}
+	inst, err := rig.InstallLocalStack(ctx, opts)
+	if err != nil {
+		return 1, fmt.Errorf("installing LocalStack: %w", err)
+	}
+	ls, err := rig.StartLocalStack(ctx, inst, opts)
+	if err != nil {
+		return 1, err
+	}
+	defer ls.Stop()
+	env := rig.MiniStackEnv(ls.Endpoint) // the same variables: endpoint, dummy credentials, region
+	log.Printf("LocalStack %s on %s (pid %d; this rig is pid %d), log %s", rig.LocalStackVersion, ls.Endpoint, ls.PID(), os.Getpid(), ls.LogPath)
+	clean := func() {
+		ls.Stop()
+		// FILESYSTEM_ROOT and the unzipped functions are bulky; the log stays.
+		_ = os.RemoveAll(filepath.Join(runDir, "localstack-fs"))
+		_ = os.RemoveAll(filepath.Join(runDir, "localstack-tmp"))
+	}
+	if len(command) > 0 {
+		cmd := exec.CommandContext(ctx, command[0], command[1:]...)
+		cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+		var base []string
+		for _, kv := range rig.EnvWithoutAWS(os.Environ()) {
+			if !strings.HasPrefix(kv, rig.EnvSQSExtra+"=") && !strings.HasPrefix(kv, "SAS_EMULATOR_NAME=") {
+				base = append(base, kv) // an outer rig's emulators are not LocalStack's
+			}
+		}
+		cmd.Env = append(base, append(env, "SAS_EMULATOR_NAME=localstack-"+rig.LocalStackVersion)...)
+		cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
+		cmd.WaitDelay = 10 * time.Second
+		err := cmd.Run()
+		clean()
+		if err == nil && *dir == "" {
+			_ = os.RemoveAll(runDir)
+		} else {
+			log.Printf("LocalStack's log kept: %s", ls.LogPath)
+		}
+		var exit *exec.ExitError
+		switch {
+		case errors.As(err, &exit):
+			return exit.ExitCode(), nil
+		case err != nil:
+			return 1, err
+		}
+		return 0, nil
+	}
+	fmt.Println(strings.Join(rig.ExportLines(env), "\n"))
+	log.Printf("state is in memory: stopping it forgets every stack. Ctrl-C or `kill %d` stops it", os.Getpid())
+	select {
+	case <-ctx.Done():
+		log.Print("stopping LocalStack")
+		clean()
+		return 0, nil
+	case <-ls.Done():
+		return 1, errors.New("LocalStack ended by itself; see " + ls.LogPath)
 	}
 }

@@ -3,6 +3,8 @@ package dynamostore
 import (
 	"context"
 	"fmt"
+	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -56,8 +58,22 @@ func TestContract(t *testing.T) {
 			require.NoError(t, err)
 			return storetest.Fixture{Store: st, Shards: tc.Shards, Counted: c.stats,
 				Load: func(ctx context.Context, recs []sas.StepRecord) error { return load(ctx, client, tc.StateTable, recs) }}
-		}})
+		}, Large: largeTable(t)})
 	})
+}
+
+// largeTable is the sweep-cost test's big table: storetest's default, or
+// SAS_STORE_CONTRACT_LARGE records. Loading the default 100,000 takes
+// seconds on DynamoDB Local and minutes through LocalStack's proxy in
+// front of it (make contract-localstack sets 10,000).
+func largeTable(t *testing.T) int {
+	v := os.Getenv("SAS_STORE_CONTRACT_LARGE")
+	if v == "" {
+		return 0
+	}
+	n, err := strconv.Atoi(v)
+	require.NoError(t, err, "SAS_STORE_CONTRACT_LARGE")
+	return n
 }
 
 // emulatorName names the subtests after where the store runs: the rig's

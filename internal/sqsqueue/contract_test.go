@@ -81,6 +81,13 @@ const (
 		"which the adapter reports as a lost race"
 	motoSupersededChangeVisibility = "moto 5.2.5 lets a receipt from an earlier receive change the visibility of a message " +
 		"received again since (it matches every receipt the message ever had); SQS refuses that receipt"
+	// Measured on LocalStack 2026.3.0 (rig localstack, localstack/README.md).
+	localStackSupersededChangeVisibility = "LocalStack 2026.3.0 accepts ChangeMessageVisibility with a receipt from an earlier " +
+		"receive of a message received again since; SQS refuses that receipt"
+	// SQS's BatchResultErrorEntry: SenderFault "specifies whether the error
+	// happened due to the caller of the batch API action".
+	localStackBatchSenderFault = "LocalStack 2026.3.0 reports a malformed receipt in DeleteMessageBatch as ReceiptHandleIsInvalid " +
+		"with SenderFault false; the caller sent it, and SQS marks such entries as the sender's fault"
 )
 
 func quirks(emulatorName string) map[string]string {
@@ -93,8 +100,13 @@ func quirks(emulatorName string) map[string]string {
 		}
 	case strings.Contains(emulatorName, rig.SQSMoto):
 		return map[string]string{"StaleReceiptChangeVisibility": motoSupersededChangeVisibility}
+	case strings.Contains(emulatorName, "localstack"):
+		return map[string]string{
+			"StaleReceiptChangeVisibility": localStackSupersededChangeVisibility,
+			"PerEntryFailures":             localStackBatchSenderFault,
+		}
 	}
-	return nil // real SQS, LocalStack, MiniStack: the whole contract
+	return nil // real SQS, MiniStack: the whole contract
 }
 
 // backendName names the subtests by what serves SQS: sqs-elasticmq,
