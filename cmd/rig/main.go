@@ -280,14 +280,8 @@ func runMiniStack(args []string) (int, error) {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	runDir := *dir
-	if runDir == "" {
-		d, err := os.MkdirTemp("", "sas-ministack-")
-		if err != nil {
-			return 1, err
-		}
-		runDir = d
-	} else if err := os.MkdirAll(runDir, 0o755); err != nil {
+	runDir, err := runDirectory(*dir, "sas-ministack-")
+	if err != nil {
 		return 1, err
 	}
 	opts := rig.MiniStackOptions{Dir: runDir, Port: *port, Logf: log.Printf}
@@ -335,14 +329,8 @@ func runLocalStack(args []string) (int, error) {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	runDir := *dir
-	if runDir == "" {
-		d, err := os.MkdirTemp("", "sas-localstack-")
-		if err != nil {
-			return 1, err
-		}
-		runDir = d
-	} else if err := os.MkdirAll(runDir, 0o755); err != nil {
+	runDir, err := runDirectory(*dir, "sas-localstack-")
+	if err != nil {
 		return 1, err
 	}
 	opts := rig.LocalStackOptions{Dir: runDir, Port: *port, Logf: log.Printf}
@@ -401,4 +389,13 @@ func runLocalStack(args []string) (int, error) {
 	case <-ls.Done():
 		return 1, errors.New("LocalStack ended by itself; see " + ls.LogPath)
 	}
+}
+
+// runDirectory is dir, made if missing, or a new directory under $TMPDIR
+// named from prefix when dir is "".
+func runDirectory(dir, prefix string) (string, error) {
+	if dir == "" {
+		return os.MkdirTemp("", prefix)
+	}
+	return dir, os.MkdirAll(dir, 0o755)
 }

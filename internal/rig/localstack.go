@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -92,11 +91,7 @@ func (o LocalStackOptions) withDefaults() (LocalStackOptions, error) {
 }
 
 func (o LocalStackOptions) run(ctx context.Context, spec ProcessSpec) error {
-	p, err := o.StartProcess(spec)
-	if err != nil {
-		return err
-	}
-	return p.Wait(ctx)
+	return runWith(ctx, o.StartProcess, spec)
 }
 
 // LocalStackInstall locates an installed LocalStack.
@@ -589,25 +584,5 @@ func StartLocalStack(ctx context.Context, inst *LocalStackInstall, opts LocalSta
 }
 
 func (l *RunningLocalStack) waitHealthy(ctx context.Context, within time.Duration) error {
-	ctx, cancel := context.WithTimeout(ctx, within)
-	defer cancel()
-	client := &http.Client{Timeout: 2 * time.Second}
-	for {
-		if l.proc.Exited() {
-			return l.proc.ExitError()
-		}
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, l.Endpoint+"/_localstack/health", nil)
-		if resp, err := client.Do(req); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("LocalStack on %s did not answer its health check within %s; last lines of %s:\n%s",
-				l.Endpoint, within, l.LogPath, TailFile(l.LogPath, 30))
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
+	return l.proc.WaitHealthy(ctx, l.Endpoint+"/_localstack/health", within)
 }

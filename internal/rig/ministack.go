@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -67,11 +66,7 @@ func (o MiniStackOptions) withDefaults() (MiniStackOptions, error) {
 }
 
 func (o MiniStackOptions) run(ctx context.Context, spec ProcessSpec) error {
-	p, err := o.StartProcess(spec)
-	if err != nil {
-		return err
-	}
-	return p.Wait(ctx)
+	return runWith(ctx, o.StartProcess, spec)
 }
 
 // InstallMiniStack makes sure the pinned MiniStack is installed in its venv
@@ -233,27 +228,7 @@ func StartMiniStack(ctx context.Context, bin string, opts MiniStackOptions) (*Ru
 }
 
 func (m *RunningMiniStack) waitHealthy(ctx context.Context, within time.Duration) error {
-	ctx, cancel := context.WithTimeout(ctx, within)
-	defer cancel()
-	client := &http.Client{Timeout: 2 * time.Second}
-	for {
-		if m.proc.Exited() {
-			return m.proc.ExitError()
-		}
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, m.Endpoint+"/_ministack/health", nil)
-		if resp, err := client.Do(req); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("ministack on %s did not answer its health check within %s; last lines of %s:\n%s",
-				m.Endpoint, within, m.LogPath, TailFile(m.LogPath, 30))
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
+	return m.proc.WaitHealthy(ctx, m.Endpoint+"/_ministack/health", within)
 }
 
 // MiniStackEnv is what a client of a MiniStack at endpoint needs: the

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"runtime"
@@ -90,11 +91,44 @@ func StartProcess(spec ProcessSpec) (*Process, error) {
 // RunProcess runs spec to completion, or until ctx is done, when it stops
 // the process. A failure carries the end of the log.
 func RunProcess(ctx context.Context, spec ProcessSpec) error {
-	p, err := StartProcess(spec)
+	return runWith(ctx, StartProcess, spec)
+}
+
+// runWith is RunProcess with the emulators' own start function (their
+// options' StartProcess, which the e2e test replaces).
+func runWith(ctx context.Context, start func(ProcessSpec) (*Process, error), spec ProcessSpec) error {
+	p, err := start(spec)
 	if err != nil {
 		return err
 	}
 	return p.Wait(ctx)
+}
+
+// WaitHealthy polls url until it answers 200, the process ends (its exit
+// error), or within passes (an error with the end of the log): how the
+// rig waits for an emulator it started.
+func (p *Process) WaitHealthy(ctx context.Context, url string, within time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, within)
+	defer cancel()
+	client := &http.Client{Timeout: 2 * time.Second}
+	for {
+		if p.Exited() {
+			return p.ExitError()
+		}
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if resp, err := client.Do(req); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s at %s did not answer its health check within %s; last lines of %s:\n%s",
+				p.spec.Name, url, within, p.spec.LogPath, TailFile(p.spec.LogPath, 30))
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
 }
 
 // PID is the process id, which is also its process group's id.

@@ -89,7 +89,7 @@ func (s *Service) startCompensation(ctx context.Context, u *outbox.Unit, o order
 // claimUndo claims the undo of step r and dispatches it, after delivering
 // what its failure may still owe (tellBeforeClaim).
 func (s *Service) claimUndo(ctx context.Context, u *outbox.Unit, o order, r sas.StepRecord, tell bool, now time.Time) error {
-	if err := s.tellBeforeClaim(ctx, u, o, r, tell, now); err != nil {
+	if err := s.tellBeforeClaim(ctx, o, r, tell, now); err != nil {
 		return err
 	}
 	cp := *s.claimParams(o, r, r.ProcessState, now)
@@ -158,7 +158,7 @@ func (s *Service) compensate(ctx context.Context, u *outbox.Unit, m sas.Compensa
 // twice; the submitter is told the step failed too (tell; a compensate
 // message tells of every failed step itself). A failed alert fails the
 // message, and its redelivery tries again before claiming.
-func (s *Service) tellBeforeClaim(ctx context.Context, u *outbox.Unit, o order, r sas.StepRecord, tell bool, now time.Time) error {
+func (s *Service) tellBeforeClaim(ctx context.Context, o order, r sas.StepRecord, tell bool, now time.Time) error {
 	var a *sas.Alert
 	switch {
 	case slices.Contains(r.Owes, sas.EffectAlert):

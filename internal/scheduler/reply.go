@@ -120,7 +120,7 @@ func (s *Service) reply(ctx context.Context, u *outbox.Unit, rep sas.AgentReply)
 		if r, ok := nextUndo(o, rep.Step); ok {
 			// The completion claims the next undo in the same write: what
 			// that step's failure may owe goes out first (tellBeforeClaim).
-			if err := s.tellBeforeClaim(ctx, u, o, r, true, now); err != nil {
+			if err := s.tellBeforeClaim(ctx, o, r, true, now); err != nil {
 				return err
 			}
 			next = s.claimParams(o, r, r.ProcessState, now)
@@ -151,21 +151,14 @@ func (s *Service) reply(ctx context.Context, u *outbox.Unit, rep sas.AgentReply)
 	return s.afterDone(ctx, u, o, rep, claimed, now)
 }
 
-// replyOrder is the order a reply is about. A reply echoes it (workflow,
-// version, payload, replyTo, priority), so the happy path reads nothing. A
-// reply without a version comes from an agent built before the field
-// existed: the order's version is then read from the order, never taken to
-// be the deployed one, which may have other steps (docs/workflows.md,
-// "Versions").
+// replyOrder is the order a reply is about, from its echo (workflow,
+// version, payload, replyTo, priority), so the happy path reads nothing.
+// The echo is the order's own: signed by the scheduler, or, for a reply
+// without a signature (an agent built before it, which sends no version
+// either), replaced by the stored order in trustReply. So an order's
+// version always comes from the order, never from the deployment
+// (docs/workflows.md, "Versions").
 func (s *Service) replyOrder(ctx context.Context, rep sas.AgentReply) (order, error) {
-	if rep.Version == "" {
-		o, err := s.load(ctx, rep.OrderID)
-		if err != nil {
-			return order{}, err
-		}
-		o.steps = nil // read again where the records decide, after this reply's write
-		return o, nil
-	}
 	w, err := s.workflow(ctx, rep.Workflow, rep.Version)
 	if err != nil {
 		return order{}, fmt.Errorf("reply for order %s: %w", rep.OrderID, err)

@@ -3,7 +3,6 @@ package sim
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/sas-go/sas/internal/memstore"
 	"github.com/sas-go/sas/internal/sas"
@@ -32,7 +31,7 @@ func write[T any](ctx context.Context, s *store, name string, keys []sas.StepKey
 	res, err := do()
 	committed := err == nil
 	if committed {
-		s.w.wrote(ctx, name, before, s.snapshot(keys), res)
+		s.w.wrote(ctx, name, before, s.snapshot(keys))
 	}
 	if c.fault == faultAmbiguous && committed {
 		s.w.tracef("  %s committed; its response is lost and the retry answers", name)
@@ -103,7 +102,7 @@ func (s *store) NoteEffect(ctx context.Context, p sas.NoteEffectParams) (sas.Ste
 	before := s.snapshot([]sas.StepKey{p.Key})
 	r, err := s.mem.NoteEffect(ctx, p)
 	if err == nil {
-		s.w.wrote(ctx, "NoteEffect", before, s.snapshot([]sas.StepKey{p.Key}), r)
+		s.w.wrote(ctx, "NoteEffect", before, s.snapshot([]sas.StepKey{p.Key}))
 	}
 	return r, err
 }
@@ -149,7 +148,7 @@ func (s *store) GetDefinition(ctx context.Context, name, version string) (sas.Wo
 
 // wrote checks the records a committed write changed and notes what the
 // write obliges its task to send.
-func (w *World) wrote(ctx context.Context, name string, before, after []sas.StepRecord, res any) {
+func (w *World) wrote(ctx context.Context, name string, before, after []sas.StepRecord) {
 	for i := range after {
 		b, a := before[i], after[i]
 		if a.ProcessState != b.ProcessState || a.Attempt != b.Attempt {
@@ -174,10 +173,9 @@ func (w *World) wrote(ctx context.Context, name string, before, after []sas.Step
 			}
 			t.owes = append(t.owes, obligation{kind: owesRetry, key: a.Key(), attempt: a.Attempt, what: name})
 		case name == "GiveUp" || (name == "Fail" && a.ProcessState != b.ProcessState):
-			w.gaveUp = append(w.gaveUp, failure{key: a.Key(), state: a.ProcessState, attempt: a.Attempt, by: name, at: w.clock.Now()})
+			w.gaveUp = append(w.gaveUp, failure{key: a.Key(), state: a.ProcessState, attempt: a.Attempt, by: name})
 		}
 	}
-	_ = res
 }
 
 func orDash(s sas.ProcessState) string {
@@ -222,5 +220,4 @@ type failure struct {
 	state   sas.ProcessState
 	attempt int
 	by      string
-	at      time.Time
 }

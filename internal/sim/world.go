@@ -79,7 +79,6 @@ type World struct {
 	calmSince             time.Time
 	opsLeft, submitsLeft  int
 	discard               *slog.Logger
-	sweepsBySupervisor    []int
 	deadLettered          int
 }
 
@@ -208,7 +207,6 @@ func (w *World) deploy(wf sas.Workflow, suffix string) {
 		}
 		w.supervisors = append(w.supervisors, sup)
 	}
-	w.sweepsBySupervisor = make([]int, len(w.supervisors))
 }
 
 // signingKey is the schedulers' key (fixed: a seed replays byte for byte).
@@ -392,7 +390,6 @@ func (w *World) deliver(q *queue, msgs []*message) {
 
 // sweep runs one supervisor's RunOnce as a task.
 func (w *World) sweep(i int) {
-	w.sweepsBySupervisor[i]++
 	sup := w.supervisors[i]
 	w.tracef("sweep by supervisor %d", i+1)
 	w.start(fmt.Sprintf("supervisor %d", i+1), func(ctx context.Context) { _, _ = sup.RunOnce(ctx) })
