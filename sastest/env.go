@@ -245,7 +245,7 @@ func NewWith(t testing.TB, opts Options, defs []workflow.Workflow, agents ...*ag
 	e.sup, err = supervisor.New(supervisor.Config{
 		Store: e.store, Queue: e.queue, Alerter: alerter, ControlQueueURL: e.controlURL, Clock: e.clock,
 		MaxFailures: opts.MaxFailures, PickupTimeout: opts.PickupTimeout,
-		BacklogQueueURLs: append(queues.All(), e.schedulerURL), WaitLimit: opts.WaitLimit, Steps: limits,
+		BacklogQueueURLs: append(queues.All(), e.schedulerURL), WaitLimit: opts.WaitLimit, Steps: limits, Workflows: reg,
 		Actor: "sastest-supervisor", Logger: log.With("actor", "supervisor"), Metrics: io.Discard,
 	})
 	if err != nil {

@@ -324,7 +324,7 @@ func Start(ctx context.Context, opts Options) (*System, error) {
 	}
 	for i := 0; i < opts.Supervisors; i++ {
 		sup, err := supervisor.New(supervisor.Config{
-			BacklogQueueURLs: append(cfg.AgentQueues.All(), cfg.SchedulerQueueURL), WaitLimit: opts.WaitLimit, Steps: limits,
+			BacklogQueueURLs: append(cfg.AgentQueues.All(), cfg.SchedulerQueueURL), WaitLimit: opts.WaitLimit, Steps: limits, Workflows: reg,
 			Store: s.Store, Queue: actorQueue, Alerter: alerter, ControlQueueURL: cfg.ControlQueueURL,
 			Clock:       skewedClock{offset: skewFor(i, opts.Supervisors, opts.ClockSkew)},
 			MaxFailures: cfg.MaxFailures, PickupTimeout: cfg.PickupTimeout, BaseBackoff: opts.BaseBackoff, MaxBackoff: 4 * opts.BaseBackoff,

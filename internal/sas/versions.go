@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"sync"
 	"time"
 )
 
@@ -92,4 +93,55 @@ type DefinitionStore interface {
 	// GetDefinition reads a stored definition; an error that errors.Is
 	// ErrNotFound when there is none.
 	GetDefinition(ctx context.Context, name, version string) (Workflow, error)
+}
+
+// Definitions finds the definition an order runs on: the registered one
+// when the order's version is its own (or "" for an order from before
+// versions), else the one stored when the order was submitted. Stored
+// definitions are immutable, so each is read once per process. Safe for
+// concurrent use.
+type Definitions struct {
+	registry Registry
+	store    DefinitionStore
+	versions map[string]string // the version of each registered workflow
+	cache    sync.Map          // "name#version" -> Workflow read from the store
+}
+
+// NewDefinitions indexes the registered workflows' versions.
+func NewDefinitions(reg Registry, store DefinitionStore) *Definitions {
+	d := &Definitions{registry: reg, store: store, versions: make(map[string]string, len(reg))}
+	for name, w := range reg {
+		d.versions[name] = w.Version()
+	}
+	return d
+}
+
+// Registered returns the version of the registered workflow name ("" if
+// none is registered).
+func (d *Definitions) Registered(name string) string { return d.versions[name] }
+
+// Get returns the definition of workflow name at version, and whether it
+// came from the store (an earlier version than the registered one). An
+// order of an unregistered workflow without a version, or of a version
+// neither registered nor stored, is an error that errors.Is ErrNotFound.
+func (d *Definitions) Get(ctx context.Context, name, version string) (w Workflow, stored bool, err error) {
+	if w, ok := d.registry[name]; ok && (version == "" || version == d.versions[name]) {
+		return w, false, nil
+	}
+	if version == "" {
+		return Workflow{}, false, fmt.Errorf("workflow %q is not registered in this deployment: %w", name, ErrNotFound)
+	}
+	key := name + "#" + version
+	if w, ok := d.cache.Load(key); ok {
+		return w.(Workflow), true, nil
+	}
+	if d.store == nil {
+		return Workflow{}, false, fmt.Errorf("workflow %q version %s is not registered: %w", name, version, ErrNotFound)
+	}
+	w, err = d.store.GetDefinition(ctx, name, version)
+	if err != nil {
+		return Workflow{}, false, err
+	}
+	d.cache.Store(key, w)
+	return w, true, nil
 }

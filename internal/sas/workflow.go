@@ -91,6 +91,12 @@ type StepLimits struct {
 	BaseBackoff, MaxBackoff        time.Duration
 }
 
+// Limits returns the step's limits and retry policy.
+func (s StepDef) Limits() StepLimits {
+	return StepLimits{Timeout: s.Timeout, WaitLimit: s.WaitLimit, TotalLimit: s.TotalLimit,
+		MaxFailures: s.MaxFailures, BaseBackoff: s.BaseBackoff, MaxBackoff: s.MaxBackoff}
+}
+
 // Limits returns the limits of every step name in the registry. A step name
 // that two workflows define with different limits is an error: the
 // supervisor knows a record by its step name alone.
@@ -103,8 +109,7 @@ func (r Registry) Limits() (map[string]StepLimits, error) {
 	sort.Strings(names)
 	for _, n := range names {
 		for _, s := range r[n].Steps {
-			l := StepLimits{Timeout: s.Timeout, WaitLimit: s.WaitLimit, TotalLimit: s.TotalLimit,
-				MaxFailures: s.MaxFailures, BaseBackoff: s.BaseBackoff, MaxBackoff: s.MaxBackoff}
+			l := s.Limits()
 			if prev, ok := out[s.Name]; ok && prev != l {
 				return nil, &ValidationError{Field: "workflow", Reason: fmt.Sprintf("step %q has limits %+v in one workflow and %+v in %s", s.Name, prev, l, n)}
 			}

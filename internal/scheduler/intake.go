@@ -34,7 +34,7 @@ func (s *Service) intake(ctx context.Context, u *outbox.Unit, body []byte, messa
 	o := sas.Order{
 		OrderID: in.OrderID, Workflow: in.Workflow, Payload: in.Payload,
 		ReplyTo: in.ReplyTo, Priority: in.Priority, Steps: w.StepNames(),
-		Version: s.versions[in.Workflow],
+		Version: s.defs.Registered(in.Workflow),
 	}
 	res, err := s.cfg.Store.Submit(ctx, sas.SubmitParams{
 		Order: o, Now: now, PickupBy: now.Add(s.cfg.PickupTimeout),

@@ -81,11 +81,9 @@ type Config struct {
 type Service struct {
 	cfg Config
 	log *slog.Logger
-	// versions is the version of each registered workflow (sas.Workflow.Version).
-	versions map[string]string
-	// defs caches definitions read from the store by "name#version": they
-	// never change (docs/workflows.md, "Versions").
-	defs sync.Map
+	// defs finds the definition an order runs on, by its version
+	// (docs/workflows.md, "Versions").
+	defs *sas.Definitions
 	// stored marks the registered versions this process has written to
 	// the store, by "name#version"; a new order of a version is submitted
 	// only after its definition is stored.
@@ -159,11 +157,7 @@ func New(cfg Config) (*Service, error) {
 		return nil, fmt.Errorf("configuring the scheduler: %w",
 			&sas.ValidationError{Field: "config", Reason: strings.Join(problems, "; ")})
 	}
-	versions := make(map[string]string, len(cfg.Workflows))
-	for name, w := range cfg.Workflows {
-		versions[name] = w.Version()
-	}
-	return &Service{cfg: cfg, log: cfg.Logger, versions: versions, signer: signer}, nil
+	return &Service{cfg: cfg, log: cfg.Logger, defs: sas.NewDefinitions(cfg.Workflows, cfg.Store), signer: signer}, nil
 }
 
 // DropError marks a message that is acknowledged without effect because no

@@ -18,32 +18,23 @@ import (
 // for an order from before versions), else the stored one. An order no
 // definition can be found for is a DropError: retrying cannot find one.
 func (s *Service) workflow(ctx context.Context, name, version string) (sas.Workflow, error) {
-	if w, ok := s.cfg.Workflows[name]; ok && (version == "" || version == s.versions[name]) {
-		return w, nil
-	}
-	if version == "" {
-		return sas.Workflow{}, drop(nil, "workflow %q is not registered in this deployment", name)
-	}
-	key := name + "#" + version
-	if w, ok := s.defs.Load(key); ok {
-		return w.(sas.Workflow), nil
-	}
-	w, err := s.cfg.Store.GetDefinition(ctx, name, version)
+	w, stored, err := s.defs.Get(ctx, name, version)
 	if errors.Is(err, sas.ErrNotFound) {
-		return sas.Workflow{}, drop(err, "workflow %q version %s is neither registered nor stored", name, version)
+		return sas.Workflow{}, drop(err, "workflow %q version %q is neither registered nor stored", name, version)
 	}
 	if err != nil {
 		return sas.Workflow{}, err
 	}
-	s.defs.Store(key, w)
-	s.log.InfoContext(ctx, "running an earlier workflow version", "workflow", name, "version", version, "registered", s.versions[name])
+	if stored {
+		s.log.DebugContext(ctx, "running an earlier workflow version", "workflow", name, "version", version, "registered", s.defs.Registered(name))
+	}
 	return w, nil
 }
 
 // storeDefinition makes sure w's definition is in the store before the
 // first order of its version is submitted, once per process.
 func (s *Service) storeDefinition(ctx context.Context, w sas.Workflow) error {
-	key := w.Name + "#" + s.versions[w.Name]
+	key := w.Name + "#" + s.defs.Registered(w.Name)
 	if _, done := s.stored.Load(key); done {
 		return nil
 	}

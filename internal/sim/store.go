@@ -175,7 +175,39 @@ func (w *World) wrote(ctx context.Context, name string, before, after []sas.Step
 		case name == "GiveUp" || (name == "Fail" && a.ProcessState != b.ProcessState):
 			w.gaveUp = append(w.gaveUp, failure{key: a.Key(), state: a.ProcessState, attempt: a.Attempt, by: name})
 		}
+		if name == "GiveUp" {
+			w.checkGiveUp(b, a)
+		}
 	}
+}
+
+// checkGiveUp holds a supervisor's give-up to the limits of the definition
+// the step's order runs on: its failure threshold reached, or its overall
+// limit passed (within the supervisors' clock skew). A deploy that changes
+// a limit must not change it for orders in flight.
+func (w *World) checkGiveUp(before, after sas.StepRecord) {
+	o, err := w.mem.GetOrder(context.Background(), after.OrderID)
+	if err != nil {
+		return // "order lost" says so
+	}
+	def, ok := w.defs[o.Order.Version]
+	if !ok || after.Step >= len(def.Steps) {
+		return // "unknown version" and "wrong definition" say so
+	}
+	lim := def.Steps[after.Step].Limits()
+	maxFailures := lim.MaxFailures
+	if maxFailures == 0 {
+		maxFailures = supervisorMaxFailures
+	}
+	forward := before.ProcessState == sas.Processing || before.ProcessState == sas.Pending
+	if before.FailureCount+1 >= maxFailures {
+		return
+	}
+	if forward && lim.TotalLimit > 0 && !w.clock.Now().Add(maxSkew).Before(before.CreatedAt.Add(lim.TotalLimit)) {
+		return
+	}
+	w.violate("wrong limits", "%v gave up at failure %d, %s after it was created; its version %.8s allows %d failures and a total limit of %s",
+		after.Key(), before.FailureCount+1, w.clock.Now().Sub(before.CreatedAt), o.Order.Version, maxFailures, lim.TotalLimit)
 }
 
 func orDash(s sas.ProcessState) string {

@@ -34,6 +34,10 @@ const (
 	waitLimit          = time.Minute
 	sweepEvery         = 10 * time.Second
 	stepTimeout        = 10 * time.Second
+	// supervisorMaxFailures is the supervisors' default failure threshold.
+	supervisorMaxFailures = 3
+	// maxSkew bounds the second supervisor's clock skew, either way.
+	maxSkew = 2 * time.Second
 )
 
 // start is the virtual time every run starts at: fixed, so that a trace
@@ -193,13 +197,13 @@ func (w *World) deploy(wf sas.Workflow, suffix string) {
 		panic(err)
 	}
 	w.supervisors = nil
-	skew := time.Duration(w.rng.IntN(4001)-2000) * time.Millisecond
+	skew := time.Duration(w.rng.IntN(int(2*maxSkew/time.Millisecond)+1))*time.Millisecond - maxSkew
 	for i, offset := range []time.Duration{0, skew} {
 		sup, err := supervisor.New(supervisor.Config{
 			Store: w.st, Queue: queues{w}, Alerter: alerter{w}, ControlQueueURL: w.control.url,
-			Clock: skewed{w.clock, offset}, MaxFailures: 3, PickupTimeout: pickupTimeout,
+			Clock: skewed{w.clock, offset}, MaxFailures: supervisorMaxFailures, PickupTimeout: pickupTimeout,
 			BaseBackoff: time.Second, MaxBackoff: 8 * time.Second, OwedRetry: 10 * time.Second,
-			BacklogQueueURLs: backlog, WaitLimit: waitLimit, Steps: limits, Budget: time.Hour,
+			BacklogQueueURLs: backlog, WaitLimit: waitLimit, Steps: limits, Workflows: reg, Budget: time.Hour,
 			Actor: fmt.Sprintf("sup-%d%s", i+1, suffix), Logger: w.discard, Metrics: io.Discard,
 		})
 		if err != nil {

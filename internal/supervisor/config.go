@@ -87,9 +87,17 @@ type Config struct {
 	BacklogQueueURLs []string
 	// WaitLimit is the wait limit of a step whose definition sets none.
 	WaitLimit time.Duration
-	// Steps are the time limits by step name (sas.Registry.Limits). A wait
-	// extends a lease by the step's Timeout (PickupTimeout for a step not
-	// listed); WaitLimit and TotalLimit are the step's, when set.
+	// Workflows are the deployed workflows. A due step's limits come from
+	// the definition its order runs on (its own version, read from the
+	// store for an order submitted before a deploy; docs/workflows.md,
+	// "Versions"), so a deploy never changes the limits of an order in
+	// flight. Steps is the fallback for a step whose order or definition
+	// cannot be read.
+	Workflows sas.Registry
+	// Steps are the time limits by step name (sas.Registry.Limits), for a
+	// step whose definition is not found by Workflows. A wait extends a
+	// lease by the step's Timeout (PickupTimeout for a step not listed);
+	// WaitLimit and TotalLimit are the step's, when set.
 	Steps map[string]sas.StepLimits
 
 	// Actor names this supervisor in the records' history.

@@ -49,9 +49,13 @@ type policy struct {
 	Steps         map[string]sas.StepLimits
 }
 
-// limits are a step's limits, the defaults filled in.
-func (p policy) limits(step string) sas.StepLimits {
-	l, ok := p.Steps[step]
+// limits are a step's limits, the defaults filled in: def's when its
+// definition was found (ok), else the deployed ones by step name.
+func (p policy) limits(step string, def sas.StepLimits, found bool) sas.StepLimits {
+	l, ok := def, found
+	if !found {
+		l, ok = p.Steps[step]
+	}
 	if !ok {
 		l.Timeout = p.PickupTimeout
 	}
@@ -84,12 +88,11 @@ func (p policy) limits(step string) sas.StepLimits {
 // behind other replies. It is waited on, not failed, up to its wait limit
 // beyond the first deadline that passed. With the queues empty, neither
 // its request nor its reply is anywhere: the attempt failed.
-func (p policy) decide(rec sas.StepRecord, now time.Time, backlog int) decision {
+func (p policy) decide(rec sas.StepRecord, lim sas.StepLimits, now time.Time, backlog int) decision {
 	if !sas.Due(rec, now) {
 		return decision{Action: skip}
 	}
 	failures := rec.FailureCount + 1
-	lim := p.limits(rec.StepName)
 	why := stall(rec)
 	forward := rec.ProcessState == sas.Processing || rec.ProcessState == sas.Pending
 	if forward && lim.TotalLimit > 0 && !rec.CreatedAt.IsZero() && !now.Before(rec.CreatedAt.Add(lim.TotalLimit)) {

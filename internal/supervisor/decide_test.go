@@ -55,7 +55,7 @@ func TestDecide(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			d := tc.policy.decide(tc.rec, now, -1)
+			d := tc.policy.decide(tc.rec, tc.policy.limits(tc.rec.StepName, sas.StepLimits{}, false), now, -1)
 			require.Equal(t, tc.action, d.Action, "action")
 			require.Equal(t, tc.failures, d.Failures, "failures")
 			require.Equal(t, tc.backoff, d.Backoff, "backoff")
@@ -128,7 +128,7 @@ func TestDecideWaitsWhileTheQueuesAreBusy(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			d := p.decide(tc.rec, now, tc.backlog)
+			d := p.decide(tc.rec, p.limits(tc.rec.StepName, sas.StepLimits{}, false), now, tc.backlog)
 			require.Equal(t, tc.action, d.Action, "action: %s", d.Reason)
 			require.Contains(t, d.Reason, tc.reason)
 			require.True(t, tc.until.Equal(d.Until), "until %s, want %s", d.Until, tc.until)

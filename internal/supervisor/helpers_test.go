@@ -34,6 +34,12 @@ type hookStore struct {
 	afterFindDue func(sas.FindDueParams, sas.FindDueResult)
 	afterRescue  func(sas.RescueParams)
 	findDues     atomic.Int32
+	getOrders    atomic.Int32
+}
+
+func (h *hookStore) GetOrder(ctx context.Context, id string) (sas.OrderView, error) {
+	h.getOrders.Add(1)
+	return h.StateStore.GetOrder(ctx, id)
 }
 
 func (h *hookStore) FindDue(ctx context.Context, p sas.FindDueParams) (sas.FindDueResult, error) {

@@ -46,7 +46,8 @@ const maxReportedErrors = 10
 type Supervisor struct {
 	cfg    Config
 	policy policy
-	mu     sync.Mutex // one metrics line at a time
+	defs   *sas.Definitions // the definition each order runs on
+	mu     sync.Mutex       // one metrics line at a time
 }
 
 // New fills in the configuration's defaults, checks it and returns a
@@ -60,6 +61,7 @@ func New(cfg Config) (*Supervisor, error) {
 		cfg: cfg,
 		policy: policy{MaxFailures: cfg.MaxFailures, BaseBackoff: cfg.BaseBackoff, MaxBackoff: cfg.MaxBackoff,
 			PickupTimeout: cfg.PickupTimeout, WaitLimit: cfg.WaitLimit, Steps: cfg.Steps},
+		defs: sas.NewDefinitions(cfg.Workflows, cfg.Store),
 	}, nil
 }
 
@@ -138,6 +140,55 @@ type sweep struct {
 	// when a held step is due.
 	backlog     int
 	backlogRead bool
+	// limits holds the limits of each order's steps read this run, by
+	// order id (nil: the order or its definition could not be read).
+	limits map[string][]sas.StepLimits
+}
+
+// stepLimits are the limits rec's step has on the definition its order
+// runs on, the defaults filled in. The order is read once per run and only
+// for a due step, which is off the happy path; a step whose order or
+// definition cannot be read gets the deployed limits by step name.
+func (r *sweep) stepLimits(rec sas.StepRecord) sas.StepLimits {
+	p := r.s.policy
+	if len(r.s.cfg.Workflows) == 0 || !sas.Due(rec, r.s.cfg.Clock.Now()) {
+		return p.limits(rec.StepName, sas.StepLimits{}, false)
+	}
+	steps, read := r.limits[rec.OrderID]
+	if !read {
+		steps = r.readLimits(rec)
+		if r.limits == nil {
+			r.limits = map[string][]sas.StepLimits{}
+		}
+		r.limits[rec.OrderID] = steps
+	}
+	if rec.Step < len(steps) {
+		return p.limits(rec.StepName, steps[rec.Step], true)
+	}
+	return p.limits(rec.StepName, sas.StepLimits{}, false)
+}
+
+func (r *sweep) readLimits(rec sas.StepRecord) []sas.StepLimits {
+	cfg := r.s.cfg
+	r.rep.Reads.Requests++
+	v, err := cfg.Store.GetOrder(r.ctx, rec.OrderID)
+	if err != nil {
+		cfg.Logger.LogAttrs(r.ctx, slog.LevelWarn, "reading the order for its step limits; using the deployed limits",
+			stepAttrs(rec, slog.String("error", err.Error()))...)
+		return nil
+	}
+	w, _, err := r.s.defs.Get(r.ctx, v.Order.Workflow, v.Order.Version)
+	if err != nil {
+		cfg.Logger.LogAttrs(r.ctx, slog.LevelWarn, "finding the definition the order runs on; using the deployed limits",
+			stepAttrs(rec, slog.String("workflow", v.Order.Workflow), slog.String("version", v.Order.Version),
+				slog.String("error", err.Error()))...)
+		return nil
+	}
+	out := make([]sas.StepLimits, len(w.Steps))
+	for i, s := range w.Steps {
+		out[i] = s.Limits()
+	}
+	return out
 }
 
 // queueBacklog returns the messages the backlog queues hold, reading them
@@ -255,7 +306,7 @@ func (r *sweep) act(rec sas.StepRecord, out *effects) {
 	if rec.ProcessState.Leased() && rec.LockedBy != "" && sas.Due(rec, now) {
 		backlog = r.queueBacklog()
 	}
-	d := r.s.policy.decide(rec, now, backlog)
+	d := r.s.policy.decide(rec, r.stepLimits(rec), now, backlog)
 	if d.Action == skip {
 		return
 	}

@@ -125,6 +125,7 @@ func Supervisor(awsCfg aws.Config, cfg config.Config, logger *slog.Logger, actor
 		BacklogQueueURLs: append(cfg.AgentQueues.All(), cfg.SchedulerQueueURL),
 		WaitLimit:        cfg.WaitLimit, // 0: supervisor.DefaultWaitLimit
 		Steps:            limits,
+		Workflows:        d.workflows,
 		Actor:            actor,
 		Logger:           logger,
 		Metrics:          metrics,
