@@ -55,7 +55,9 @@ type Summary struct {
 	HarnessFaults                       map[string]int // kills, kills before a send, duplicates
 	Effects, DuplicateEffects           int
 	P50, P99, Max                       time.Duration
-	DeadLetters                         int
+	DeadLetters                         int               // every dead-lettered message, counted exactly
+	DeadLettered                        []DeadLetterQueue // by queue, each message named
+	DeadLetterError                     string            // a DLQ that could not be read
 	Elapsed                             time.Duration
 	RejectedReasons                     []string
 	Unsettled                           []string
@@ -90,7 +92,14 @@ func (s Summary) Problem() string { return strings.Join(s.problems(), "; ") }
 func (s Summary) problems() []string {
 	p := s.Verdict.Problems()
 	if s.DeadLetters > 0 {
-		p = append(p, fmt.Sprintf("%d messages went to a dead-letter queue", s.DeadLetters))
+		var per []string
+		for _, q := range s.DeadLettered {
+			per = append(per, fmt.Sprintf("%d to %s's", q.Count, q.Queue))
+		}
+		p = append(p, fmt.Sprintf("%d messages went to a dead-letter queue (%s)", s.DeadLetters, strings.Join(per, ", ")))
+	}
+	if s.DeadLetterError != "" {
+		p = append(p, "the dead-letter queues could not be read: "+s.DeadLetterError)
 	}
 	return p
 }
@@ -258,10 +267,12 @@ func Demo(ctx context.Context, o DemoOptions, out io.Writer) (Summary, error) {
 	sum.TransientErrors, sum.Hangs, sum.LostReplies, sum.Permanent = int(st.Transient), int(st.Hangs), int(st.Lost), int(st.Permanent)
 	sum.Effects = len(sys.Sim.Effects())
 	sum.DuplicateEffects = len(sum.Verdict.DoubleEffects)
-	for _, url := range sys.DLQs {
-		msgs, err := sys.Queue.Receive(ctx, sas.ReceiveParams{QueueURL: url, Max: 10})
-		if err == nil {
-			sum.DeadLetters += len(msgs)
+	if dl, err := countDeadLetters(ctx, sys.Queue, sys.DLQs); err != nil {
+		sum.DeadLetterError = err.Error()
+	} else {
+		sum.DeadLettered = dl
+		for _, q := range dl {
+			sum.DeadLetters += q.Count
 		}
 	}
 	slices.Sort(lat)
@@ -307,8 +318,20 @@ latency to a final state: p50 %s, p99 %s, max %s
 	for _, r := range s.RejectedReasons {
 		fmt.Fprintf(out, "  rejected %s\n", r)
 	}
+	for _, q := range s.DeadLettered {
+		fmt.Fprintf(out, "  %d dead-lettered from %s:\n", q.Count, q.Queue)
+		for _, m := range q.Messages {
+			fmt.Fprintf(out, "    %s\n", m)
+		}
+		if q.Count > len(q.Messages) {
+			fmt.Fprintf(out, "    … and %d more\n", q.Count-len(q.Messages))
+		}
+	}
 	if s.DeadLetters > 0 {
 		fmt.Fprintf(out, "FAIL: %d messages were dead-lettered\n", s.DeadLetters)
+	}
+	if s.DeadLetterError != "" {
+		fmt.Fprintf(out, "FAIL: the dead-letter queues could not be read: %s\n", s.DeadLetterError)
 	}
 	PrintVerdict(out, s.Verdict)
 	if s.OK() {
