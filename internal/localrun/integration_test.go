@@ -233,16 +233,19 @@ func itLive(t *testing.T) {
 		}
 	})
 
-	scenario("a permanent failure fails the order and alerts", func(t *testing.T) {
+	scenario("a permanent failure fails the order, alerts, and undoes the refused step", func(t *testing.T) {
 		ctx := itCtx(t, 30*time.Second)
 		sys.watch(t, "decline-pay")
 		submit(ctx, t, itIntake("decline-pay", "payment", sys.StatusQueueURL))
 
-		v := sys.requireFinal(ctx, t, "decline-pay", sas.Error)
+		// A refusal is not proof of no effect (docs/protocol.md): the
+		// declined charge is refunded under its key, a no-op here.
+		v := sys.requireFinal(ctx, t, "decline-pay", sas.Compensated)
 		r := v.Steps[0]
-		require.Equal(t, 1, r.Attempt, "a permanent failure is not retried")
+		require.Equal(t, 1, itHistoryBy(r, "", sas.Processing), "a permanent failure is not retried")
+		require.Equal(t, 1, itHistoryBy(r, "", sas.Error))
 		require.Contains(t, r.LastError, "402")
-		sts := itRequireStatus(ctx, t, sys, "decline-pay", true, "received", "failed:charge")
+		sts := itRequireStatus(ctx, t, sys, "decline-pay", true, "received", "failed:charge", "compensated")
 		for _, st := range sts {
 			if st.Status == sas.StatusFailed {
 				require.Contains(t, st.Reason, "402")
@@ -257,7 +260,7 @@ func itLive(t *testing.T) {
 		require.Equal(t, 1, a.Attempts)
 		require.Equal(t, "scheduler", a.Source)
 		require.Contains(t, a.Reason, "402")
-		require.Equal(t, sas.Error, v.State())
+		require.Equal(t, sas.Compensated, v.State())
 	})
 
 	scenario("a permanent failure at step 2 undoes step 1", func(t *testing.T) {
@@ -265,11 +268,11 @@ func itLive(t *testing.T) {
 		sys.watch(t, "decline-charge")
 		submit(ctx, t, itIntake("decline-charge", "order", sys.StatusQueueURL))
 
-		// The reservation is cancelled; the declined charge had no effect
-		// to undo; shipping never started.
-		v := sys.requireFinal(ctx, t, "decline-charge", sas.Compensated, sas.Error, sas.Pending)
+		// The declined charge is refunded under its key (a no-op: it had
+		// no effect), then the reservation cancelled; shipping never started.
+		v := sys.requireFinal(ctx, t, "decline-charge", sas.Compensated, sas.Compensated, sas.Pending)
 		require.Equal(t, sas.Compensated, v.State())
-		require.Equal(t, 1, v.Steps[1].Attempt)
+		require.Equal(t, 1, itHistoryBy(v.Steps[1], "", sas.Processing), "the charge ran once")
 		require.Len(t, v.Steps[2].History, 1, "shipping was never claimed")
 		itRequireStatus(ctx, t, sys, "decline-charge", true,
 			"received", "step-done:reserve", "failed:charge", "compensated")
@@ -724,11 +727,14 @@ func itHandDriven(t *testing.T) {
 		itDeliver(ctx, t, sch0, replies[0])
 		itDeliver(ctx, t, sch1, replies...)
 		itDeliver(ctx, t, sch0, replies[1])
-		sys.pump(ctx, t, true, func() bool { return true })
+		// The refused charge's undo (docs/protocol.md, "A refusal is not
+		// proof of no effect"), duplicates included.
+		sys.pump(ctx, t, true, sys.orderDone(ctx, id, sas.Compensated))
 
-		v := sys.requireFinal(ctx, t, id, sas.Error)
+		v := sys.requireFinal(ctx, t, id, sas.Compensated)
 		require.Equal(t, 1, itHistoryBy(v.Steps[0], "", sas.Error), "failed once")
-		require.Equal(t, 1, v.Steps[0].Attempt)
+		require.Equal(t, 1, itHistoryBy(v.Steps[0], "", sas.Processing), "one attempt")
+		require.Equal(t, 1, itHistoryBy(v.Steps[0], "", sas.Compensating), "one undo claimed")
 		// The alert is at least once: a duplicate of the failure repeats it
 		// (the alert may have been what failed the first delivery). Every
 		// copy is about the same failure.
@@ -740,7 +746,7 @@ func itHandDriven(t *testing.T) {
 			require.Equal(t, sas.Error, a.State)
 			require.Equal(t, "scheduler", a.Source)
 		}
-		itRequireStatus(ctx, t, sys, id, false, "received", "failed:charge")
+		itRequireStatus(ctx, t, sys, id, false, "received", "failed:charge", "compensated")
 	})
 }
 

@@ -412,10 +412,12 @@ func compensationProblems(id string, v sas.OrderView, wf sas.Workflow, effects m
 			continue
 		}
 		switch {
-		case len(und) > 0 && !fwd && !givenUp(v.Steps[i]):
-			// A step the supervisor gave up on may have taken effect
-			// unseen, so undoing it is right (a no-op at the remote when
-			// it had not); any other step must have taken effect first.
+		case len(und) > 0 && !fwd && !everIn(v.Steps[i], sas.Error):
+			// A step that failed (refused, or given up by the supervisor)
+			// may have taken effect unseen, so undoing it is right (a
+			// no-op at the remote when it had not; docs/protocol.md, "A
+			// refusal is not proof of no effect"); any other step must
+			// have taken effect first.
 			out = append(out, fmt.Sprintf("%s step %d (%s): undone, but it never took effect", id, i, d.Name))
 		case len(und) > 0 && state == sas.Processed:
 			out = append(out, fmt.Sprintf("%s step %d (%s): undone in a processed order", id, i, d.Name))
@@ -447,17 +449,6 @@ func notedLate(r sas.StepRecord) bool {
 	for _, h := range r.History {
 		if h.From == h.To && h.From == sas.Error && strings.Contains(h.Reason, "its effect may exist") {
 			return true
-		}
-	}
-	return false
-}
-
-// givenUp reports whether the supervisor moved the step's forward leg to
-// Error (its outcome unknown), rather than a failed reply.
-func givenUp(r sas.StepRecord) bool {
-	for i := len(r.History) - 1; i >= 0; i-- {
-		if h := r.History[i]; h.To == sas.Error {
-			return isSupervisor(h.Actor)
 		}
 	}
 	return false

@@ -12,21 +12,20 @@ import (
 )
 
 // undoable reports whether a compensation should undo step r. Processed
-// steps with an Undo always are, and so is a step in Error whose effect may
-// exist because a success for it arrived late (UndoOwed). Explicit
-// compensation (a compensate message) also undoes an Error step the
-// supervisor gave up on (it may have taken effect before its agent went
-// quiet) and retries a CompensationFailed one. A step the remote refused
-// (Refused: the attempt's holder wrote the failure) has nothing to undo.
+// steps with an Undo always are, and so is every step in Error: one the
+// supervisor gave up on may have taken effect before its agent went quiet,
+// one whose success arrived late owes its undo (UndoOwed), and even one the
+// remote refused may have taken effect under a duplicate delivery whose
+// reply was lost (docs/protocol.md, "A refusal is not proof of no
+// effect"); the undo of a key never done is a no-op. Explicit compensation
+// (a compensate message) also retries a CompensationFailed step.
 func undoable(r sas.StepRecord, def sas.StepDef, explicit bool) bool {
 	if def.Undo == "" {
 		return false
 	}
 	switch r.ProcessState {
-	case sas.Processed:
+	case sas.Processed, sas.Error:
 		return true
-	case sas.Error:
-		return r.UndoOwed || (explicit && !r.Refused)
 	case sas.CompensationFailed:
 		return explicit
 	}
@@ -49,8 +48,9 @@ func nextUndo(o order, except int) (sas.StepRecord, bool) {
 // idempotent: an undo already running is only re-dispatched while its lease
 // runs, and an order with nothing left to undo posts "compensated" again if
 // it was compensated. Automatic compensation (after a failed reply) never
-// restarts an undo that failed: that is an operator's call.
-func (s *Service) startCompensation(ctx context.Context, u *outbox.Unit, o order, explicit bool, now time.Time) error {
+// restarts an undo that failed: that is an operator's call. It returns the
+// key of the step whose undo it claimed, if it claimed one.
+func (s *Service) startCompensation(ctx context.Context, u *outbox.Unit, o order, explicit bool, now time.Time) (sas.StepKey, error) {
 	ord := o.ord
 	compensated := false
 	for _, r := range o.steps {
@@ -59,10 +59,10 @@ func (s *Service) startCompensation(ctx context.Context, u *outbox.Unit, o order
 			if live(r, now) {
 				s.dispatch(ctx, u, ord, o.wf.Steps[r.Step], r)
 			}
-			return nil // running, or handed back to the supervisor, which re-drives it
+			return sas.StepKey{}, nil // running, or handed back to the supervisor, which re-drives it
 		case sas.CompensationFailed:
 			if !explicit {
-				return nil
+				return sas.StepKey{}, nil
 			}
 		case sas.Compensated:
 			compensated = true
@@ -78,19 +78,24 @@ func (s *Service) startCompensation(ctx context.Context, u *outbox.Unit, o order
 	if cand == nil {
 		if compensated {
 			s.post(ctx, u, ord, sas.Status{Status: sas.StatusCompensated, Sequence: SeqCompensated(o.n())}, now)
-			return nil
+			return sas.StepKey{}, nil
 		}
 		s.log.InfoContext(ctx, "nothing to compensate", "order", ord.OrderID)
-		return nil
+		return sas.StepKey{}, nil
 	}
-	return s.claimUndo(ctx, u, o, *cand, !explicit, now)
+	claimed, err := s.claimUndo(ctx, u, o, *cand, !explicit, now)
+	if err != nil || !claimed {
+		return sas.StepKey{}, err
+	}
+	return cand.Key(), nil
 }
 
 // claimUndo claims the undo of step r and dispatches it, after delivering
-// what its failure may still owe (tellBeforeClaim).
-func (s *Service) claimUndo(ctx context.Context, u *outbox.Unit, o order, r sas.StepRecord, tell bool, now time.Time) error {
+// what its failure may still owe (tellBeforeClaim). It reports whether the
+// claim is this delivery's.
+func (s *Service) claimUndo(ctx context.Context, u *outbox.Unit, o order, r sas.StepRecord, tell bool, now time.Time) (bool, error) {
 	if err := s.tellBeforeClaim(ctx, o, r, tell, now); err != nil {
-		return err
+		return false, err
 	}
 	cp := *s.claimParams(o, r, r.ProcessState, now)
 	claimed, err := s.cfg.Store.Claim(ctx, cp)
@@ -101,14 +106,14 @@ func (s *Service) claimUndo(ctx context.Context, u *outbox.Unit, o order, r sas.
 	if errors.Is(err, sas.ErrLostRace) {
 		// Another delivery started it: that one dispatches the undo.
 		s.log.InfoContext(ctx, "compensation already started elsewhere", "order", o.id(), "step", r.Step, "error", err)
-		return nil
+		return false, nil
 	}
 	if err != nil {
-		return fmt.Errorf("claiming the undo of step %s: %w", r.Key(), err)
+		return false, fmt.Errorf("claiming the undo of step %s: %w", r.Key(), err)
 	}
 	s.log.InfoContext(ctx, "undo claimed", "order", o.id(), "step", r.Step)
 	s.dispatch(ctx, u, o.ord, o.wf.Steps[r.Step], claimed)
-	return nil
+	return true, nil
 }
 
 // Compensate handles a request to undo an order (docs/protocol.md,
@@ -145,7 +150,8 @@ func (s *Service) compensate(ctx context.Context, u *outbox.Unit, m sas.Compensa
 			}
 		}
 	}
-	return s.startCompensation(ctx, u, o, true, now)
+	_, err = s.startCompensation(ctx, u, o, true, now)
+	return err
 }
 
 // tellBeforeClaim delivers, before a compensation claim moves a failed step

@@ -42,12 +42,14 @@ func TestPermanentFailureCompensatesNewestFirst(t *testing.T) {
 		{"last step fails: undo charge, then reserve", "order", 2, []int{1, 0},
 			[]string{"received#1000", "step-done/reserve#3001", "step-done/charge#5001", "failed/ship#6001", "compensated#15000"},
 			[]sas.ProcessState{sas.Compensated, sas.Compensated, sas.Error}},
-		{"middle step fails: undo reserve", "order", 1, []int{0},
+		// A refused step is undone too (its key's effect may exist from a
+		// duplicate delivery; docs/protocol.md, "A refusal is not proof").
+		{"middle step fails: undo charge, then reserve", "order", 1, []int{1, 0},
 			[]string{"received#1000", "step-done/reserve#3001", "failed/charge#4001", "compensated#15000"},
-			[]sas.ProcessState{sas.Compensated, sas.Error, sas.Pending}},
-		{"first step fails: nothing to undo", "payment", 0, nil,
-			[]string{"received#1000", "failed/charge#2001"},
-			[]sas.ProcessState{sas.Error}},
+			[]sas.ProcessState{sas.Compensated, sas.Compensated, sas.Pending}},
+		{"first step fails: its own undo", "payment", 0, []int{0},
+			[]string{"received#1000", "failed/charge#2001", "compensated#7000"},
+			[]sas.ProcessState{sas.Compensated}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -89,6 +91,9 @@ func TestCompensationFailure(t *testing.T) {
 	f := newFixture(t)
 	req := f.runForward("o-cf", "order", 1)
 	f.deliver(reply(req, sas.OutcomeFailed, "declined"))
+	refund := f.request()
+	require.Equal(t, 1, refund.Step, "the refused charge's undo first")
+	f.deliver(done(refund))
 	undo := f.request()
 	require.Equal(t, 0, undo.Step)
 	require.True(t, undo.Compensation)
@@ -108,7 +113,7 @@ func TestCompensationFailure(t *testing.T) {
 	st := f.statuses()
 	require.Equal(t, []string{"received#1000", "step-done/reserve#3001", "failed/charge#4001", "failed/reserve#13002"}, statusList(st))
 	require.Equal(t, "compensation failed: reservation already shipped", st[3].Reason)
-	require.Equal(t, []sas.ProcessState{sas.CompensationFailed, sas.Error, sas.Pending}, f.states("o-cf"))
+	require.Equal(t, []sas.ProcessState{sas.CompensationFailed, sas.Compensated, sas.Pending}, f.states("o-cf"))
 
 	// A duplicate of the failed undo repeats the alert and the status (the
 	// first delivery may have died before them) and changes nothing.
@@ -121,11 +126,11 @@ func TestCompensationFailure(t *testing.T) {
 	// undo: that is an operator's call.
 	f.deliver(reply(req, sas.OutcomeFailed, "declined"))
 	require.Empty(t, f.requests())
-	require.Equal(t, []sas.ProcessState{sas.CompensationFailed, sas.Error, sas.Pending}, f.states("o-cf"))
+	require.Equal(t, []sas.ProcessState{sas.CompensationFailed, sas.Compensated, sas.Pending}, f.states("o-cf"))
 	f.statuses()
 
 	// The operator fixes the cause and asks again: only the failed undo is
-	// retried (the charge was refused, there is nothing to refund).
+	// retried (the charge's refund is done).
 	f.clock.Advance(time.Minute)
 	f.deliver(compensateMsg("o-cf"))
 	retry := f.request()
@@ -133,8 +138,8 @@ func TestCompensationFailure(t *testing.T) {
 	require.Equal(t, 3, retry.Attempt)
 	require.True(t, retry.Compensation)
 	f.deliver(done(retry))
-	require.Equal(t, []string{"failed/charge#4001", "compensated#15000"}, statusList(f.statuses()))
-	require.Equal(t, []sas.ProcessState{sas.Compensated, sas.Error, sas.Pending}, f.states("o-cf"))
+	require.Equal(t, []string{"compensated#15000"}, statusList(f.statuses()))
+	require.Equal(t, []sas.ProcessState{sas.Compensated, sas.Compensated, sas.Pending}, f.states("o-cf"))
 }
 
 func TestCompensateAfterSupervisorGaveUp(t *testing.T) {
@@ -219,8 +224,9 @@ func TestCompensateRefusedWhileInFlight(t *testing.T) {
 func TestUndoRescuedAndRetried(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	req := f.runForward("o-ur", "order", 1)
-	f.deliver(reply(req, sas.OutcomeFailed, "declined"))
+	req := f.runForward("o-ur", "order", 2)
+	f.deliver(reply(req, sas.OutcomeFailed, "no such address")) // ship: nothing to undo
+	f.deliver(done(f.request()))                                // the refund
 	hung := f.request()
 	require.Equal(t, 2, hung.Attempt)
 
@@ -240,9 +246,9 @@ func TestUndoRescuedAndRetried(t *testing.T) {
 	require.Equal(t, "o-ur:0:undo", again.IdempotencyKey)
 	f.deliver(done(again))
 
-	require.Equal(t, []string{"received#1000", "step-done/reserve#3001", "failed/charge#4001", "compensated#15000"}, statusList(f.statuses()))
+	require.Equal(t, []string{"received#1000", "step-done/reserve#3001", "step-done/charge#5001", "failed/ship#6001", "compensated#15000"}, statusList(f.statuses()))
 	v := f.view("o-ur")
-	require.Equal(t, []sas.ProcessState{sas.Compensated, sas.Error, sas.Pending}, f.states("o-ur"))
+	require.Equal(t, []sas.ProcessState{sas.Compensated, sas.Compensated, sas.Error}, f.states("o-ur"))
 	require.Equal(t, 1, v.Steps[0].FailureCount)
 }
 
@@ -276,5 +282,5 @@ func TestFailureWithoutReplyTo(t *testing.T) {
 	require.Len(t, f.alerts.all(), 1, "the operator is told even when the caller is not")
 	require.Empty(t, f.statuses())
 	require.Empty(t, f.statusesAt(f.otherURL))
-	require.Equal(t, []sas.ProcessState{sas.Error}, f.states("o-nr"))
+	require.Equal(t, []sas.ProcessState{sas.Compensating}, f.states("o-nr"), "the refused charge's undo runs")
 }

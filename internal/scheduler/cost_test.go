@@ -94,12 +94,14 @@ func TestStoreCallsOffTheHappyPath(t *testing.T) {
 		wantReq func(t *testing.T, reqs []sas.AgentRequest)
 	}{
 		{
-			name: "failure of a first step: nothing to undo, no read",
+			// A refused step is undone too (docs/protocol.md, "A refusal is
+			// not proof of no effect").
+			name: "failure of a first step with an undo: read, then claim its own undo",
 			setup: func(f *fixture) string {
 				f.deliver(intake("o-off", "payment", f.replyURL))
 				return reply(f.request(), sas.OutcomeFailed, "declined")
 			},
-			want: map[string]int{"Fail": 1},
+			want: map[string]int{"Fail": 1, "GetOrder": 1, "Claim": 1},
 		},
 		{
 			name: "failure after a step with an undo: read, then claim the undo",
@@ -130,6 +132,7 @@ func TestStoreCallsOffTheHappyPath(t *testing.T) {
 			name: "undo done of the first step: read (the records plan the compensation), complete, read again (the last undo)",
 			setup: func(f *fixture) string {
 				f.deliver(reply(f.runForward("o-off", "order", 1), sas.OutcomeFailed, "declined"))
+				f.deliver(done(f.request())) // the refused charge's undo
 				undo := f.request()
 				require.Equal(t, 0, undo.Step)
 				return done(undo)

@@ -80,9 +80,10 @@ func TestCrashAfterFail(t *testing.T) {
 	f.alerts.fail = 1
 	f.alerts.mu.Unlock()
 	require.Equal(t, []string{ev.Records[0].MessageId}, f.handle(ev))
-	// Decisions come before effects: the undo was claimed before the
-	// outbox sent anything, and its request waits behind the failed alert.
-	require.Equal(t, []sas.ProcessState{sas.Compensating, sas.Error, sas.Pending}, f.states("o-cf"))
+	// The failed step's own undo comes first, and its claim waits for the
+	// failure's alert: after the claim, a redelivery would no longer find
+	// the step failed (tellBeforeClaim).
+	require.Equal(t, []sas.ProcessState{sas.Processed, sas.Error, sas.Pending}, f.states("o-cf"))
 	require.Empty(t, f.requests(), "nothing after the failed alert")
 	require.Empty(t, f.statuses())
 
@@ -90,10 +91,13 @@ func TestCrashAfterFail(t *testing.T) {
 	require.Len(t, f.alerts.all(), 1)
 	require.Equal(t, []string{"failed/charge#4001"}, statusList(f.statuses()))
 	undo := f.request()
-	require.Equal(t, 0, undo.Step)
+	require.Equal(t, 1, undo.Step, "the refused step is undone too: a duplicate delivery may have made its effect")
 	require.True(t, undo.Compensation)
 	f.deliver(done(undo))
-	require.Equal(t, []sas.ProcessState{sas.Compensated, sas.Error, sas.Pending}, f.states("o-cf"))
+	undo = f.request()
+	require.Equal(t, 0, undo.Step)
+	f.deliver(done(undo))
+	require.Equal(t, []sas.ProcessState{sas.Compensated, sas.Compensated, sas.Pending}, f.states("o-cf"))
 }
 
 func TestCrashAfterUndoClaim(t *testing.T) {
@@ -105,16 +109,16 @@ func TestCrashAfterUndoClaim(t *testing.T) {
 
 	f.failNextSends(f.agentURL, 1)
 	require.Equal(t, []string{ev.Records[0].MessageId}, f.handle(ev))
-	require.Equal(t, []sas.ProcessState{sas.Compensating, sas.Error, sas.Pending}, f.states("o-cu"))
+	require.Equal(t, []sas.ProcessState{sas.Processed, sas.Compensating, sas.Pending}, f.states("o-cu"))
 	require.Empty(t, f.requests())
 
 	require.Empty(t, f.handle(ev))
 	undo := f.request()
-	require.Equal(t, 0, undo.Step)
+	require.Equal(t, 1, undo.Step)
 	require.Equal(t, 2, undo.Attempt, "the undo claimed by the first delivery, not a new one")
-	require.Len(t, f.alerts.all(), 2, "alerts are at least once")
-	require.Equal(t, []string{"failed/charge#4001", "failed/charge#4001"}, statusList(f.statuses()), "the same number: the caller de-duplicates")
-	require.Equal(t, 1, transitions(f.step("o-cu", 0), sas.Compensating))
+	require.Len(t, f.alerts.all(), 1, "told before the claim, once")
+	require.Equal(t, []string{"failed/charge#4001"}, statusList(f.statuses()))
+	require.Equal(t, 1, transitions(f.step("o-cu", 1), sas.Compensating))
 }
 
 func TestRetryRedeliveredAfterSendFailure(t *testing.T) {

@@ -11,10 +11,11 @@ import (
 
 // Duplicate agent requests are normal. A remote that declines the first
 // call without storing the outcome and succeeds on the second (same key)
-// produces a "failed" then a "done" for one attempt. Processed in that
-// order, the step is Error (refused) when the success arrives: the success
-// must not be dropped as stale, because the charge exists. It is noted on
-// the step, and the order's compensation undoes it too.
+// produces a "failed" then a "done" for one attempt, and the "done" may
+// never arrive (its delivery's reply lost, the message deleted by the
+// refusal's delivery). So a refusal is not proof of no effect: the order's
+// compensation undoes the refused step too, first, under the step's key,
+// and a late success finds the undo running (an undo commutes with its do).
 func TestSuccessAfterRefusalIsUndone(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
@@ -22,42 +23,39 @@ func TestSuccessAfterRefusalIsUndone(t *testing.T) {
 	require.Equal(t, "charge", charge.StepName)
 
 	f.deliver(reply(charge, sas.OutcomeFailed, "declined (not stored)"))
-	require.Equal(t, []sas.ProcessState{sas.Compensating, sas.Error, sas.Pending}, f.states("o-late"))
-	undo0 := f.request()
-	require.Equal(t, 0, undo0.Step)
-
-	f.deliver(done(charge)) // the twin request's success
-	rec := f.step("o-late", 1)
-	require.Equal(t, sas.Error, rec.ProcessState, "a late success moves no state")
-	require.True(t, rec.UndoOwed, "but its effect is owed an undo")
-
-	// The running undo chain picks the owed step up.
-	f.requests() // the re-sent undo of step 0, if any
-	f.deliver(done(undo0))
+	require.Equal(t, []sas.ProcessState{sas.Processed, sas.Compensating, sas.Pending}, f.states("o-late"))
 	undo1 := f.request()
 	require.Equal(t, 1, undo1.Step)
 	require.True(t, undo1.Compensation)
 	require.Equal(t, "o-late:1:undo", undo1.IdempotencyKey)
+
+	f.deliver(done(charge)) // the twin request's success
+	require.Equal(t, []sas.ProcessState{sas.Processed, sas.Compensating, sas.Pending}, f.states("o-late"),
+		"a late success moves nothing: the step's undo is running")
+	require.Empty(t, f.requests())
+
 	f.deliver(done(undo1))
+	undo0 := f.request()
+	require.Equal(t, 0, undo0.Step)
+	f.deliver(done(undo0))
 	require.Empty(t, f.requests())
 	require.Equal(t, []sas.ProcessState{sas.Compensated, sas.Compensated, sas.Pending}, f.states("o-late"))
 	require.Contains(t, statusList(f.statuses()), "compensated#15000")
 }
 
-// The same, when the order had nothing else to undo: the late success
-// alone starts the compensation.
+// The same for a first step: nothing else to undo, its own undo still goes.
 func TestSuccessAfterRefusalOfAFirstStep(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	f.deliver(intake("o-late1", "order", f.replyURL))
 	reserve := f.request()
 	f.deliver(reply(reserve, sas.OutcomeFailed, "no stock (not stored)"))
-	require.Empty(t, f.requests(), "a refused first step: nothing to undo")
-
-	f.deliver(done(reserve))
 	undo := f.request()
 	require.Equal(t, 0, undo.Step)
 	require.True(t, undo.Compensation)
+
+	f.deliver(done(reserve))
+	require.Empty(t, f.requests(), "its undo is running")
 	f.deliver(done(undo))
 	require.Equal(t, []sas.ProcessState{sas.Compensated, sas.Pending, sas.Pending}, f.states("o-late1"))
 }
@@ -68,7 +66,13 @@ func TestSuccessAfterRefusalOfAFirstStep(t *testing.T) {
 func TestResubmitStartsANewKeyGeneration(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	f.deliver(intake("o-gen", "payment", ""))
+	// A step with no undo: a refusal leaves it in Error for an operator (a
+	// step with one is undone, refusal or not).
+	reg, err := sas.NewRegistry(sas.Workflow{Name: "notify", Steps: []sas.StepDef{
+		{Name: "notify", Agent: "payments", Action: "POST /notifications", Timeout: 30 * time.Second}}})
+	require.NoError(t, err)
+	f.h = schedulerHandler(f.newServiceWith(owner, reg, sas.AgentQueues{Default: f.agentURL}))
+	f.deliver(intake("o-gen", "notify", ""))
 	req := f.request()
 	require.Equal(t, "o-gen:0", req.IdempotencyKey)
 	f.deliver(reply(req, sas.OutcomeFailed, "card expired"))
@@ -171,8 +175,15 @@ func TestSuccessAfterTheUndo(t *testing.T) {
 		f := newFixture(t)
 		f.deliver(intake("o-after2", "order", f.replyURL))
 		reserve1 := f.request()
-		f.deliver(reply(reserve1, sas.OutcomeFailed, "no stock (not stored)"))
+		// The refusal's handler dies before its compensation claims the
+		// step (its alert fails), and an operator resubmits the step in
+		// Error meanwhile.
+		f.alerts.mu.Lock()
+		f.alerts.fail = 1
+		f.alerts.mu.Unlock()
+		require.Len(t, f.handle(f.event(reply(reserve1, sas.OutcomeFailed, "no stock (not stored)"))), 1)
 		rec := f.step("o-after2", 0)
+		require.Equal(t, sas.Error, rec.ProcessState)
 		now := f.clock.Now()
 		res, err := f.mem.Resubmit(f.ctx, sas.ResubmitParams{Key: rec.Key(), Attempt: rec.Attempt, Now: now, PickupBy: now.Add(time.Minute), Actor: "operator"})
 		require.NoError(t, err)
@@ -182,6 +193,9 @@ func TestSuccessAfterTheUndo(t *testing.T) {
 		require.Equal(t, "o-after2:0:g1", reserve2.IdempotencyKey)
 		f.deliver(done(reserve2))
 		f.deliver(reply(f.request(), sas.OutcomeFailed, "card declined"))
+		refund := f.request()
+		require.Equal(t, "o-after2:1:undo", refund.IdempotencyKey, "the refused charge's undo first")
+		f.deliver(done(refund))
 		undo := f.request()
 		require.Equal(t, "o-after2:0:g1:undo", undo.IdempotencyKey)
 		require.Equal(t, []string{"o-after2:0:undo"}, undo.PriorKeys, "the undo undoes generation 0's key too")

@@ -212,6 +212,13 @@ func (s *Service) refused(ctx context.Context, u *outbox.Unit, o order, rep sas.
 	if rep.Outcome == sas.OutcomeDone && !rep.Compensation && lateFor(cur, rep) {
 		return s.lateSuccess(ctx, u, o, rep, cur, now)
 	}
+	if rep.Outcome == sas.OutcomeFailed && !rep.Compensation && cur.ProcessState == sas.Compensating &&
+		cur.Attempt == rep.Attempt+1 && live(cur, now) {
+		// The failure's own delivery claimed the step's undo (afterFailed
+		// undoes the failed step too) and may have died before sending it:
+		// send it again while its lease runs, as startCompensation does.
+		s.dispatch(ctx, u, o.ord, o.wf.Steps[cur.Step], cur)
+	}
 	return nil
 }
 
@@ -275,7 +282,8 @@ func (s *Service) lateSuccess(ctx context.Context, u *outbox.Unit, o order, rep 
 	if err := s.read(ctx, &o); err != nil {
 		return err
 	}
-	return s.startCompensation(ctx, u, o, false, now)
+	_, err = s.startCompensation(ctx, u, o, false, now)
+	return err
 }
 
 // claimParams claims record r from state from for this instance.
@@ -372,7 +380,8 @@ func (s *Service) afterUndone(ctx context.Context, u *outbox.Unit, o order, rep 
 			// Left to undo but not claimed: a late success marked it owed,
 			// or a twin delivery is claiming it right now (then our claim
 			// loses, and the twin dispatches it).
-			return s.claimUndo(ctx, u, o, r, false, now)
+			_, err := s.claimUndo(ctx, u, o, r, false, now)
+			return err
 		}
 	}
 	s.log.InfoContext(ctx, "order compensated", "order", o.id())
@@ -381,21 +390,28 @@ func (s *Service) afterUndone(ctx context.Context, u *outbox.Unit, o order, rep 
 }
 
 // afterFailed makes the effects of a failed step or undo: alert, tell the
-// submitter, and (for a forward step) undo what was done.
+// submitter, and (for a forward step) undo what was done, the failed step
+// included (undoable). When the compensation claims the failed step's own
+// undo, that claim has delivered its alert and status already
+// (tellBeforeClaim); else they go with the unit.
 func (s *Service) afterFailed(ctx context.Context, u *outbox.Unit, o order, r sas.StepRecord, undo bool, now time.Time) error {
 	reason := r.LastError
-	s.alert(u, o, r, sas.AlertID(r.Key(), r.ProcessState, r.Attempt), reason, now)
-	st := sas.Status{Status: sas.StatusFailed, Step: o.wf.Steps[r.Step].Name, Sequence: SeqFailed(r.Step, r.Attempt), Reason: reason}
-	if undo {
-		st.Sequence, st.Reason = SeqUndoFailed(o.n(), r.Step, r.Attempt), "compensation failed: "+reason
+	tell := func() {
+		s.alert(u, o, r, sas.AlertID(r.Key(), r.ProcessState, r.Attempt), reason, now)
+		st := sas.Status{Status: sas.StatusFailed, Step: o.wf.Steps[r.Step].Name, Sequence: SeqFailed(r.Step, r.Attempt), Reason: reason}
+		if undo {
+			st.Sequence, st.Reason = SeqUndoFailed(o.n(), r.Step, r.Attempt), "compensation failed: "+reason
+		}
+		s.post(ctx, u, o.ord, st, now)
 	}
-	s.post(ctx, u, o.ord, st, now)
 	if undo {
+		tell()
 		return nil
 	}
 	if o.steps == nil {
-		if !undoBelow(o.wf, r.Step) && !(r.UndoOwed && o.wf.Steps[r.Step].Undo != "") {
+		if !undoBelow(o.wf, r.Step) && o.wf.Steps[r.Step].Undo == "" {
 			s.log.InfoContext(ctx, "nothing to compensate", "order", o.id())
+			tell()
 			return nil
 		}
 		// Which steps are done, and so need undoing, only their records
@@ -404,7 +420,14 @@ func (s *Service) afterFailed(ctx context.Context, u *outbox.Unit, o order, r sa
 			return err
 		}
 	}
-	return s.startCompensation(ctx, u, o, false, now)
+	claimed, err := s.startCompensation(ctx, u, o, false, now)
+	if err != nil {
+		return err
+	}
+	if claimed != r.Key() {
+		tell()
+	}
+	return nil
 }
 
 // undoBelow reports whether a step before step has an Undo: only then can a

@@ -137,6 +137,11 @@ func TestAnOrderRunsOnItsOwnVersion(t *testing.T) {
 		LockedBy: "scheduler-v1", Workflow: "trip", ReplyTo: f.replyURL, Version: v1.Version()}
 	require.Empty(t, f.handleWith(h, f.event(done(undoFlight))))
 	require.Empty(t, f.handleWith(h, f.event(reply(f.oneRequestAt(payments), sas.OutcomeFailed, "card declined"))))
+	refund := f.oneRequestAt(payments) // the refused charge is undone too, on v1's undo
+	require.True(t, refund.Compensation)
+	require.Equal(t, v1.Version(), refund.Version)
+	require.Equal(t, v1.Steps[1].Undo, refund.Action)
+	require.Empty(t, f.handleWith(h, f.event(done(refund))))
 	undo := f.requestsAt(flights)
 	require.NotEmpty(t, undo, "the completed flight is undone")
 	require.True(t, undo[0].Compensation)
