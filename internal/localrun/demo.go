@@ -290,8 +290,8 @@ func printSummary(out io.Writer, s Summary) {
 == summary (%.1fs from submission to the last order settled, %.1f orders/s) ==
 orders submitted        %d
   processed             %d
-  failed (Error)        %d   refused for good (or given up), nothing left to undo
-  compensated           %d   failed after earlier steps succeeded: those were undone
+  failed (Error)        %d   a step failed with nothing to undo (no step with an undo ran)
+  compensated           %d   a step failed: what ran (the failed step included) was undone
   compensation failed   %d
   not settled           %d
 bad messages rejected   %d told to their replyTo (of 6 sent; the rest are rejected in the log only: no valid replyTo)
