@@ -44,6 +44,12 @@ func nextUndo(o order, except int) (sas.StepRecord, bool) {
 	return sas.StepRecord{}, false
 }
 
+// inFlight reports whether a forward step could still take effect: held,
+// or ready for a scheduler to claim.
+func inFlight(r sas.StepRecord) bool {
+	return r.ProcessState == sas.Processing || (r.ProcessState == sas.Pending && !r.DueAt.IsZero())
+}
+
 // startCompensation starts undoing an order, newest step first. It is
 // idempotent: an undo already running is only re-dispatched while its lease
 // runs, and an order with nothing left to undo posts "compensated" again if
@@ -54,6 +60,14 @@ func (s *Service) startCompensation(ctx context.Context, u *outbox.Unit, o order
 	ord := o.ord
 	compensated := false
 	for _, r := range o.steps {
+		if !explicit && inFlight(r) {
+			// An operator resubmitted a failed step since the failure that
+			// asked for this compensation: the order runs on, and that
+			// failure no longer stands (as an explicit compensate, an
+			// automatic one never undoes an order with a step in flight).
+			s.log.InfoContext(ctx, "not compensating: a step is in flight again", "order", ord.OrderID, "step", r.Step, "state", r.ProcessState)
+			return sas.StepKey{}, nil
+		}
 		switch r.ProcessState {
 		case sas.Compensating:
 			if live(r, now) {
@@ -134,7 +148,7 @@ func (s *Service) compensate(ctx context.Context, u *outbox.Unit, m sas.Compensa
 	}
 	now := s.cfg.Clock.Now()
 	for _, r := range o.steps {
-		if r.ProcessState == sas.Processing || (r.ProcessState == sas.Pending && !r.DueAt.IsZero()) {
+		if inFlight(r) {
 			return drop(nil, "cannot compensate order %s: step %d (%s) is %s and could still take effect; compensate it once it has settled",
 				m.OrderID, r.Step, o.wf.Steps[r.Step].Name, r.ProcessState)
 		}

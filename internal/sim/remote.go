@@ -118,6 +118,7 @@ func (w *World) checkAction(req agent.Request) {
 		w.violate("unknown order", "a call for order %s, which the store does not hold", req.OrderID)
 		return
 	}
+	w.checkPayload(req.OrderID, req.Payload, o.Order.Payload)
 	def, ok := w.defs[o.Order.Version]
 	if !ok {
 		w.violate("unknown version", "order %s runs on version %q, which was never deployed", req.OrderID, o.Order.Version)

@@ -40,6 +40,10 @@ type Config struct {
 	MaxEvents int
 	// Log, when set, receives the trace as it happens.
 	Log io.Writer
+	// Forge: a sender that is neither the application, the supervisor nor
+	// an operator puts messages on the scheduler queue (docs/trust.md): an
+	// intake, a compensate, a reply whose echo is rewritten.
+	Forge bool
 	// Sabotage plants a known bug in the world (SabotageLoseAlerts,
 	// SabotageSkipUndo): the simulator's own tests use it to show that the
 	// checks catch what they are for.
@@ -67,6 +71,7 @@ func ForSeed(seed int64) Config {
 		FaultEvents:   100 + r.IntN(400),
 		CalmLimit:     6 * time.Hour,
 		MaxEvents:     20000,
+		Forge:         r.IntN(4) == 0,
 	}
 }
 
@@ -256,6 +261,9 @@ func (w *World) chaos() {
 	}
 	if w.submitsLeft > 0 {
 		add(0.1, func() { w.submitsLeft--; w.submit() })
+	}
+	if w.cfg.Forge && len(w.orders) > 0 {
+		add(0.15, w.forge)
 	}
 	if w.cfg.Deploy && !w.deployed {
 		add(0.05, func() {

@@ -82,6 +82,10 @@ type World struct {
 	faults                bool
 	calmSince             time.Time
 	opsLeft, submitsLeft  int
+	// compensateAsked: the orders an operator asked to compensate.
+	compensateAsked map[string]bool
+	// forged counts the forged messages put on the scheduler queue.
+	forged int
 	discard               *slog.Logger
 	deadLettered          int
 }
@@ -126,6 +130,7 @@ func newWorld(cfg Config) *World {
 	w.st = &store{w: w, mem: w.mem}
 	w.remote = newRemote(w)
 	w.opsLeft, w.submitsLeft = cfg.Operator, cfg.LateOrders
+	w.compensateAsked = map[string]bool{}
 
 	w.intake = w.newQueue("intake", "scheduler", schedulerVisible)
 	w.sched = w.newQueue("scheduler", "scheduler", schedulerVisible)
@@ -186,6 +191,7 @@ func (w *World) deploy(wf sas.Workflow, suffix string) {
 			AgentQueues: aq, IntakeQueueURL: w.intake.url, SchedulerQueueURL: w.sched.url,
 			ControlQueueURL: w.control.url, SigningKey: signingKey, PickupTimeout: pickupTimeout, StepTimeout: stepTimeout,
 			ReplyToAllowed: func(u string) bool { return u == w.status.url }, Logger: w.discard,
+			RequireSignedReplies: w.signedOnly(),
 		})
 		if err != nil {
 			panic(err)
@@ -401,6 +407,9 @@ func (w *World) sweep(i int) {
 
 // operate runs one operator command (sasctl) as a task.
 func (w *World) operate(args ...string) {
+	if args[0] == "compensate" {
+		w.compensateAsked[args[1]] = true
+	}
 	w.tracef("operator: sasctl %s", strings.Join(args, " "))
 	w.start("operator", func(ctx context.Context) { _ = w.operator.Run(ctx, args) })
 }
