@@ -85,9 +85,9 @@ type World struct {
 	// compensateAsked: the orders an operator asked to compensate.
 	compensateAsked map[string]bool
 	// forged counts the forged messages put on the scheduler queue.
-	forged int
-	discard               *slog.Logger
-	deadLettered          int
+	forged       int
+	discard      *slog.Logger
+	deadLettered int
 }
 
 // Violation is an invariant the run broke.
