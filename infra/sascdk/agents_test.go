@@ -30,6 +30,7 @@ func twoAgentProps(dist string) Props {
 			func() Agent {
 				a := HTTPAgent("flights", "https://flights.example.test")
 				a.Concurrency, a.PriorityConcurrency = 6, 3
+				a.Auth = &AgentAuth{SecretARN: authParameterARN}
 				return a
 			}(),
 			{Name: "cars", CodeDir: filepath.Join(dist, "arm64", "cars"), Concurrency: 4, Environment: map[string]string{"CARS_REGION": "eu"}},
@@ -200,10 +201,12 @@ func TestAgentFunctions(t *testing.T) {
 	}{
 		// The reference workflows: every step 30 s, plus 15 s.
 		{f.def, map[string]want{"payments": {45, 256, builtin("payments", "", "", false)}}},
-		{f.variant, map[string]want{"payments": {45, 256, builtin("payments", "https://payments.example.test", "", false)}}},
+		{f.variant, map[string]want{"payments": {45, 256, merge(builtin("payments", "https://payments.example.test", "", false),
+			map[string]string{"SAS_AGENT_AUTH_SECRET": authSecretARN, "SAS_AGENT_AUTH_HEADER": "X-Api-Key"})}}},
 		{f.two, map[string]want{
-			"flights": {60, 256, builtin("flights", "https://flights.example.test", "AgentflightsPriorityQueue", true)},
-			"cars":    {35, 256, own("cars", false, map[string]string{"CARS_REGION": "eu"})},
+			"flights": {60, 256, merge(builtin("flights", "https://flights.example.test", "AgentflightsPriorityQueue", true),
+				map[string]string{"SAS_AGENT_AUTH_SECRET": authParameterARN})},
+			"cars": {35, 256, own("cars", false, map[string]string{"CARS_REGION": "eu"})},
 		}},
 		{f.five, map[string]want{
 			"airline":  {45, 256, builtin("airline", "https://airline.example.test", "AgentairlinePriorityQueue", true)},
@@ -299,6 +302,9 @@ func TestPerAgentLeastPrivilege(t *testing.T) {
 				"sqs:GetQueueAttributes":      own,
 				"sqs:ChangeMessageVisibility": own,
 				"sqs:SendMessage":             {"SchedulerQueue"},
+			}
+			if a.Auth != nil { // TestAgentAuthSecretReadableByThatAgentAlone
+				want["ssm:GetParameter"] = []string{a.Auth.SecretARN}
 			}
 			if got := s.grants(t, ids.role); !reflect.DeepEqual(got, want) {
 				t.Errorf("%s: agent %s grants:\n got %v\nwant %v", name, a.Name, got, want)

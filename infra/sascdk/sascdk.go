@@ -484,6 +484,8 @@ func (s *SAS) functions() {
 		"SAS_ALLOWED_REPLY_QUEUES": strings.Join(replyURLs, ","),
 		"SAS_STEP_TIMEOUT":         p.StepTimeout.String(),
 		"SAS_PICKUP_TIMEOUT":       p.PickupTimeout.String(),
+		// Stated either way, so that the template says which it is.
+		"SAS_REQUIRE_SIGNED_REPLIES": strconv.FormatBool(!p.AllowUnsignedReplies),
 	})
 	s.warnIfEnvTooLarge("scheduler", schedulerEnv)
 	s.scheduler = s.function(fnSpec{
@@ -533,6 +535,17 @@ func (s *SAS) functions() {
 			if s.workflows != nil {
 				// It finds each step's endpoint in the workflows.
 				env[envWorkflowsFile] = workflowsFileEnv
+			}
+			if a.AllowHTTP {
+				env[envAgentAllowHTTP] = "true"
+			}
+			if a.Auth != nil {
+				// The secret's ARN, never its value: only this agent's role
+				// may read it (permissions).
+				env[envAgentAuthSecret] = a.Auth.SecretARN
+				if a.Auth.Header != "" {
+					env[envAgentAuthHeader] = a.Auth.Header
+				}
 			}
 			if a.Environment[envAgentBaseURL] == "" {
 				// The agent refuses to start without it; synth still works
@@ -676,8 +689,19 @@ func (s *SAS) permissions() {
 	allow(s.scheduler.role, []string{"secretsmanager:GetSecretValue"}, s.signingKey.SecretArn())
 
 	// Each agent: its own queues in, the scheduler queue out, its own logs;
-	// no state store, no other agent's queue.
-	for _, a := range s.agents {
+	// no state store, no other agent's queue. A built-in agent with an auth
+	// header also reads that secret, and no other role does.
+	for i, a := range s.agents {
+		if au := s.p.Agents[i].Auth; au != nil {
+			if parameterARN.MatchString(au.SecretARN) {
+				allow(a.Role, []string{"ssm:GetParameter"}, jsii.String(au.SecretARN))
+			} else {
+				allow(a.Role, []string{"secretsmanager:GetSecretValue"}, jsii.String(au.SecretARN))
+			}
+			if au.KMSKeyARN != "" {
+				allow(a.Role, []string{"kms:Decrypt"}, jsii.String(au.KMSKeyARN))
+			}
+		}
 		own := []*string{a.Queue.QueueArn()}
 		if a.PriorityQueue != nil {
 			own = append(own, a.PriorityQueue.QueueArn())
