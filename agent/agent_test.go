@@ -54,7 +54,7 @@ func TestSuccessRepliesDoneWithTheResult(t *testing.T) {
 	requireEcho(t, req, reps[0])
 
 	require.Equal(t, agent.Request{
-		OrderID: "o-1", Workflow: "trip", Step: "reserve-flight", StepIndex: 1, Attempt: 2,
+		OrderID: "o-1", Workflow: "trip", Version: "v3", Step: "reserve-flight", StepIndex: 1, Attempt: 2,
 		IdempotencyKey: "o-1:1", Payload: json.RawMessage(`{"flight":"FL123","seats":2}`), Undo: false,
 		Action: "POST /reservations", Priority: 7, Deadline: epoch.Add(time.Minute + 30*time.Second),
 	}, got)

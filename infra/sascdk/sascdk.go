@@ -532,6 +532,10 @@ func (s *SAS) functions() {
 		switch {
 		case a.builtin:
 			code = s.sasCode("agent")
+			// The scheduler's step timeout: the reference workflows' steps
+			// take it, and it is part of their definitions' version, which
+			// the agent checks requests against.
+			env["SAS_STEP_TIMEOUT"] = p.StepTimeout.String()
 			if s.workflows != nil {
 				// It finds each step's endpoint in the workflows.
 				env[envWorkflowsFile] = workflowsFileEnv
@@ -763,6 +767,17 @@ func (s *SAS) resourcePolicies() {
 		agents = append(agents, a.Role.RoleArn())
 	}
 	s.schedulerQ.AddToResourcePolicy(denyAllBut("OnlyAgentsSend", []string{"sqs:SendMessage"}, s.schedulerQ.QueueArn(), agents))
+	// Each agent's queue and lane: the scheduler alone. The built-in agent
+	// calls what a request's action says, checked against the current
+	// workflows but not for an order on an earlier version of its workflow
+	// (internal/builtinagent): this policy is what fences those.
+	for _, a := range s.agents {
+		for _, q := range []awssqs.Queue{a.Queue, a.PriorityQueue} {
+			if q != nil {
+				q.AddToResourcePolicy(denyAllBut("OnlySchedulerSends", []string{"sqs:SendMessage"}, q.QueueArn(), roleARNs(s.scheduler.role)))
+			}
+		}
+	}
 	// The signing key: only the scheduler's role is granted it. No
 	// resource policy denies the others (AWS::SecretsManager::ResourcePolicy):
 	// the emulators the deploy-and-run suite uses reject the resource type,

@@ -349,7 +349,8 @@ func TestFunctionEnvironment(t *testing.T) {
 			"SAS_REQUIRE_SIGNED_REPLIES": "true",
 		}),
 		// No tables: the agent never touches the state store.
-		"AgentpaymentsFunction": {"SAS_SCHEDULER_QUEUE_URL": "SchedulerQueue", "SAS_AGENT_QUEUE_URL": "AgentpaymentsQueue", "SAS_AGENT_NAME": "payments"},
+		"AgentpaymentsFunction": {"SAS_SCHEDULER_QUEUE_URL": "SchedulerQueue", "SAS_AGENT_QUEUE_URL": "AgentpaymentsQueue", "SAS_AGENT_NAME": "payments",
+			"SAS_STEP_TIMEOUT": "30s"},
 		"Supervisor": merge(tables, alerts, routing, map[string]string{
 			"SAS_SCHEDULER_QUEUE_URL": "SchedulerQueue",
 			"SAS_CONTROL_QUEUE_URL":   "ControlQueue",

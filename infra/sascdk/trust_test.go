@@ -71,6 +71,23 @@ func TestWhoMaySendWhere(t *testing.T) {
 		}
 	}
 
+	// Every agent queue and lane: the scheduler alone.
+	for name, s := range map[string]*synthesized{"default": def, "variant": variant, "two": all(t).two, "five": all(t).five} {
+		for _, a := range s.props.Agents {
+			ids := idsOf(a.Name)
+			queues := []string{ids.queue}
+			if a.PriorityConcurrency > 0 {
+				queues = append(queues, ids.lane)
+			}
+			for _, q := range queues {
+				got := s.senderList(t, "AWS::SQS::QueuePolicy", "PolicyDocument", "OnlySchedulerSends", queuePolicyOf(q))
+				if !reflect.DeepEqual(got, []string{"SchedulerRole"}) {
+					t.Errorf("%s: %s takes messages from %v, want the scheduler alone", name, q, got)
+				}
+			}
+		}
+	}
+
 	// Grants agree: only the supervisor's role may send to the control
 	// queue, and no agent may.
 	for _, role := range []string{"SchedulerRole", "AgentpaymentsRole", "SupervisorRole"} {

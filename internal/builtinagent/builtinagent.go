@@ -206,6 +206,10 @@ func Agent(cfg config.Config, d Deps) (*agent.Agent, error) {
 	if d.Caller == nil {
 		return nil, fmt.Errorf("configuring agent %q: %w", name, &sas.ValidationError{Field: "Caller", Reason: "required"})
 	}
+	logger := d.Logger
+	if logger == nil {
+		logger = slog.Default()
+	}
 	reg := d.Registry
 	if reg == nil {
 		var err error
@@ -222,7 +226,7 @@ func Agent(cfg config.Config, d Deps) (*agent.Agent, error) {
 		routes = append(routes, agent.Route{Step: step, Action: r.Action, Undo: r.Undo})
 	}
 	slices.SortFunc(routes, func(a, b agent.Route) int { return strings.Compare(a.Step, b.Step) })
-	a := agent.HTTP(name, base, callerDoer{c: d.Caller, auth: d.Auth}, routes...).Guard(onlyWorkflowActions(reg, name, byStep))
+	a := agent.HTTP(name, base, callerDoer{c: d.Caller, auth: d.Auth}, routes...).Guard(onlyWorkflowActions(reg, name, byStep, logger))
 	if err := a.Err(); err != nil {
 		return nil, fmt.Errorf("configuring agent %q: %w", name, err)
 	}
@@ -262,13 +266,18 @@ func FromConfig(cfg config.Config, d Deps) (*agent.Handler, error) {
 // action (an older scheduler) passes: the HTTP agent serves it from the
 // step's route, the registry's own, and refuses a step it has no route for.
 //
-// Workflow versions: the registry is this deployment's. An order running
-// on an earlier version of its workflow whose step's action has since
-// changed is refused too (docs/trust.md).
-func onlyWorkflowActions(reg sas.Registry, name string, byStep iagent.Routes) func(agent.Request) error {
+// Workflow versions: an order keeps the definition it was submitted with
+// across deploys (docs/workflows.md), and the agent knows only the
+// deployment's current ones (it may not read the store, where earlier ones
+// are kept). A request for an earlier version of a registered workflow is
+// therefore served as it asks, logged; what fences it is the agent queue's
+// policy (only the scheduler's role may send there, docs/trust.md).
+func onlyWorkflowActions(reg sas.Registry, name string, byStep iagent.Routes, log *slog.Logger) func(agent.Request) error {
 	type key struct{ workflow, step string }
 	defined := map[key]iagent.Route{}
+	versions := map[string]string{}
 	for wn, w := range reg {
+		versions[wn] = w.Version()
 		for _, s := range w.Steps {
 			if s.Agent == name {
 				defined[key{wn, s.Name}] = iagent.Route{Action: s.Action, Undo: s.Undo}
@@ -278,6 +287,12 @@ func onlyWorkflowActions(reg sas.Registry, name string, byStep iagent.Routes) fu
 	return func(req agent.Request) error {
 		if req.Action == "" {
 			return nil // served from the step's route: the registry's own
+		}
+		if current, ok := versions[req.Workflow]; ok && req.Version != "" && req.Version != current {
+			log.Warn("agent: a request of an earlier workflow version; its action cannot be checked against the current definitions",
+				"agent", name, "orderId", req.OrderID, "workflow", req.Workflow, "version", req.Version, "current", current,
+				"stepName", req.Step, "action", quoteCut(req.Action))
+			return nil
 		}
 		var (
 			rt    iagent.Route

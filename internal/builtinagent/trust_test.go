@@ -1,8 +1,10 @@
 package builtinagent_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"strings"
 	"sync"
@@ -16,6 +18,7 @@ import (
 	"github.com/sas-go/sas/internal/config"
 	"github.com/sas-go/sas/internal/httpagent"
 	"github.com/sas-go/sas/internal/sas"
+	"github.com/sas-go/sas/internal/workflows"
 )
 
 // The fences of the deployment's own agent (docs/trust.md): https only
@@ -211,4 +214,34 @@ func TestOnlyTheWorkflowsActionsAreCalled(t *testing.T) {
 		require.Len(t, calls, 1)
 		require.Equal(t, strings.Fields(req.Action)[1], calls[0].Path)
 	}
+}
+
+// An order keeps the definition it was submitted with across a deploy: a
+// request of an earlier version of a registered workflow is served as it
+// asks (the agent cannot know earlier definitions; the agent queue's
+// policy fences it), logged. One that claims the current version is held
+// to the current definition.
+func TestEarlierWorkflowVersionsAreServed(t *testing.T) {
+	t.Parallel()
+	reg, err := workflows.Load("", refCfg.StepTimeout)
+	require.NoError(t, err)
+	current := reg["order"].Version()
+	var logs bytes.Buffer
+	c := &recordingCaller{}
+	a, err := builtinagent.Agent(refCfg, builtinagent.Deps{Caller: c, BaseURL: "https://payments.example", Registry: reg,
+		Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
+	require.NoError(t, err)
+
+	old := agent.Request{OrderID: "o-1", IdempotencyKey: "o-1:2", Workflow: "order", Version: "0123456789abcdef", Step: "ship", Action: "POST /deliveries"}
+	out := a.Run(t.Context(), old)
+	require.Equal(t, agent.StatusDone, out.Status, "%v", out.Err)
+	require.Len(t, c.taken(), 1)
+	require.Contains(t, logs.String(), "earlier workflow version")
+
+	now := old
+	now.Version = current
+	out = a.Run(t.Context(), now)
+	require.Equal(t, agent.StatusFailed, out.Status)
+	require.Contains(t, out.Reason, `is not what workflow "order" defines for step "ship" ("POST /shipments")`)
+	require.Empty(t, c.taken())
 }

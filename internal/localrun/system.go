@@ -382,8 +382,7 @@ func (s *System) buildActors(reg sas.Registry) (schedulers []*scheduler.Handler,
 			Store: s.Store, Queue: s.actors.schedQueue, Alerter: s.actors.alerter, Workflows: reg,
 			Owner: fmt.Sprintf("scheduler-%d-%s", i, randomID()), AgentQueues: s.Config.AgentQueues, IntakeQueueURL: s.Config.IntakeQueueURL,
 			ControlQueueURL: s.Config.ControlQueueURL, SigningKey: key, SchedulerQueueURL: s.Config.SchedulerQueueURL,
-			RequireSignedReplies: true, // as deployed: its agents are the SDK's, which sign
-			StepTimeout:          s.Config.StepTimeout, PickupTimeout: s.Config.PickupTimeout, ReplyToAllowed: s.Config.ReplyToAllowed, Logger: s.Opts.Logger,
+			StepTimeout: s.Config.StepTimeout, PickupTimeout: s.Config.PickupTimeout, ReplyToAllowed: s.Config.ReplyToAllowed, Logger: s.Opts.Logger,
 		})
 		if err != nil {
 			return nil, nil, err
