@@ -8,6 +8,7 @@ import (
 	"context"
 	"fmt"
 	"log"
+	"log/slog"
 	"os"
 	"strings"
 	"time"
@@ -69,6 +70,8 @@ func build(ctx context.Context, getenv config.Getenv) (func(context.Context, eve
 		return nil, err
 	}
 	d.Caller = caller
+	// JSON lines on stderr, as the SDK's handler logs.
+	d.Logger = slog.New(slog.NewJSONHandler(os.Stderr, nil))
 	a, err := builtinagent.Agent(cfg, d)
 	if err != nil {
 		return nil, err
