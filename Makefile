@@ -116,7 +116,9 @@ synth: build infra/node_modules/.package-lock.json ## cdk synth to infra/cdk.out
 # lines set). Then the CLI gets dummy credentials and the emulator's account
 # and region, never your AWS profile; the stack is synthesized once,
 # bootstrapped (the emulator forgets it on every restart) and deployed
-# without asking about IAM changes (nothing enforces them there).
+# without asking about IAM changes (nothing enforces them there). Its
+# built-in agents may call http:// services (allowHttp=true): on AWS they
+# call https:// only.
 ENDPOINT ?= $(AWS_ENDPOINT_URL)
 EMULATOR_ACCOUNT ?= 000000000000
 EMULATOR_REGION ?= us-east-1
@@ -140,7 +142,7 @@ ifeq ($(ENDPOINT),)
 	cd infra && $(CDK_ENV) npx --no-install cdk deploy --no-notices --outputs-file outputs.json -c arch=$(ARCH) $(CDK_ARGS)
 else
 	@echo "deploy: to $(ENDPOINT) (account $(EMULATOR_ACCOUNT), $(EMULATOR_REGION)), not to AWS; ARCH=$(ARCH)"
-	cd infra && $(SYNTH_ENV) npx --no-install cdk synth --quiet --no-notices -c arch=$(ARCH) $(CDK_ARGS)
+	cd infra && $(SYNTH_ENV) npx --no-install cdk synth --quiet --no-notices -c arch=$(ARCH) -c allowHttp=true $(CDK_ARGS)
 	cd infra && $(CDK_ENV) npx --no-install cdk bootstrap --no-notices --app cdk.out aws://$(EMULATOR_ACCOUNT)/$(EMULATOR_REGION)
 	cd infra && $(CDK_ENV) npx --no-install cdk deploy --no-notices --app cdk.out --require-approval never --outputs-file outputs.json SasStack
 endif

@@ -39,6 +39,7 @@ type Agent struct {
 	name     string
 	steps    map[string]step
 	fallback *step
+	guards   []func(Request) error
 	tries    int
 	backoff  time.Duration
 	maxWait  time.Duration
@@ -130,6 +131,33 @@ func (a *Agent) Default(do, undo Func) *Agent {
 	return a
 }
 
+// Guard registers a check that every request must pass before any Func of
+// the agent runs for it: a non-nil error refuses the request as a
+// permanent failure, with "agent <name> refused the request: " and the
+// error's text as the reason, and nothing is run. Guards run in the order
+// registered, on every request (undos included), before the step is looked
+// up. The built-in HTTP agent guards itself this way so that it calls only
+// the actions its workflows define, whoever wrote the request.
+func (a *Agent) Guard(check func(Request) error) *Agent {
+	if check == nil {
+		a.fail("Guard", "check is nil")
+		return a
+	}
+	a.guards = append(a.guards, check)
+	return a
+}
+
+// refused is the first guard's refusal of req, nil when every guard lets
+// it through.
+func (a *Agent) refused(req Request) error {
+	for _, g := range a.guards {
+		if err := g(req); err != nil {
+			return permanentf(err, "agent %q refused the request: %v", a.name, err)
+		}
+	}
+	return nil
+}
+
 // Err reports the mistakes in the agent's definition so far, nil if none.
 // They wrap the module's validation error, one per mistake.
 func (a *Agent) Err() error {
@@ -199,6 +227,9 @@ var _ iagent.Runner = (*runner)(nil)
 func (r *runner) Run(ctx context.Context, sreq sas.AgentRequest) (json.RawMessage, error) {
 	deadline, _ := ctx.Deadline() // the Service always sets one
 	req := requestOf(sreq, deadline)
+	if err := r.a.refused(req); err != nil {
+		return nil, &iagent.PermanentError{Reason: err.Error(), Err: err}
+	}
 	fn, err := r.a.lookup(req)
 	if err != nil {
 		return nil, &iagent.PermanentError{Reason: err.Error()}

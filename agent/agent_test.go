@@ -54,7 +54,7 @@ func TestSuccessRepliesDoneWithTheResult(t *testing.T) {
 	requireEcho(t, req, reps[0])
 
 	require.Equal(t, agent.Request{
-		OrderID: "o-1", Workflow: "trip", Step: "reserve-flight", StepIndex: 1, Attempt: 2,
+		OrderID: "o-1", Workflow: "trip", Version: "v3", Step: "reserve-flight", StepIndex: 1, Attempt: 2,
 		IdempotencyKey: "o-1:1", Payload: json.RawMessage(`{"flight":"FL123","seats":2}`), Undo: false,
 		Action: "POST /reservations", Priority: 7, Deadline: epoch.Add(time.Minute + 30*time.Second),
 	}, got)
@@ -478,4 +478,47 @@ func TestPanicIsContainedToItsRequest(t *testing.T) {
 	reps := f.replies()
 	require.Len(t, reps, 1)
 	require.Equal(t, "o-fine", reps[0].OrderID)
+}
+
+// A guard refuses a request before anything runs: the reply is a
+// permanent failure whose reason says the agent refused it and why; a
+// request the guard lets through runs as usual, undos included.
+func TestGuardRefusesBeforeAnythingRuns(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	var runs atomic.Int32
+	do := func(context.Context, agent.Request) (any, error) { runs.Add(1); return nil, nil }
+	a := agent.New("flights").Step("reserve-flight", do, do).
+		Guard(func(req agent.Request) error {
+			if req.Action != "POST /reservations" {
+				return fmt.Errorf("action %q is not one of its workflows'", req.Action)
+			}
+			return nil
+		})
+	require.NoError(t, a.Err())
+
+	bad := request("o-1")
+	bad.Action = "DELETE /accounts"
+	resp := f.handle(f.handler(a), event(bad))
+	require.Empty(t, resp.BatchItemFailures)
+	reps := f.replies()
+	require.Len(t, reps, 1)
+	require.Equal(t, sas.OutcomeFailed, reps[0].Outcome)
+	require.Equal(t, `agent "flights" refused the request: action "DELETE /accounts" is not one of its workflows'`, reps[0].Reason)
+	require.Zero(t, runs.Load(), "nothing ran for the refused request")
+
+	good := request("o-2")
+	f.handle(f.handler(a), event(good))
+	reps = f.replies()
+	require.Len(t, reps, 1)
+	require.Equal(t, sas.OutcomeDone, reps[0].Outcome)
+	require.EqualValues(t, 1, runs.Load())
+
+	// Run (the test path) refuses the same way.
+	out := a.Run(t.Context(), agent.Request{OrderID: "o-3", Step: "reserve-flight", Action: "POST /elsewhere"})
+	require.Equal(t, agent.StatusFailed, out.Status)
+	require.Contains(t, out.Reason, "refused the request")
+	require.EqualValues(t, 1, runs.Load())
+
+	require.Error(t, agent.New("x").Guard(nil).Err(), "a nil guard is a definition mistake")
 }

@@ -15,6 +15,10 @@ type Request struct {
 	OrderID string
 	// Workflow is the order's workflow; empty from an older scheduler.
 	Workflow string
+	// Version is the version of Workflow's definition the order runs on
+	// (orders keep the definition they were submitted with across deploys);
+	// empty from an older scheduler.
+	Version string
 	// Step is the step's name in the workflow ("reserve-flight"): the name
 	// a Func is registered under with Agent.Step.
 	Step string
@@ -89,7 +93,7 @@ type Func func(ctx context.Context, req Request) (result any, err error)
 // deadline.
 func requestOf(r sas.AgentRequest, deadline time.Time) Request {
 	return Request{
-		OrderID: r.OrderID, Workflow: r.Workflow, Step: r.StepName, StepIndex: r.Step, Attempt: r.Attempt,
+		OrderID: r.OrderID, Workflow: r.Workflow, Version: r.Version, Step: r.StepName, StepIndex: r.Step, Attempt: r.Attempt,
 		IdempotencyKey: r.IdempotencyKey, Payload: r.Payload, Undo: r.Compensation, Action: r.Action,
 		Priority: r.Priority, Deadline: deadline, Tries: r.Tries,
 	}

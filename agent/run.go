@@ -66,7 +66,7 @@ func (a *Agent) Run(ctx context.Context, req Request) Outcome {
 	defer cancel()
 	r := &runner{a: a, clock: systemClock{}, sleep: httpagent.Sleep, log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	res, err := r.Run(ctx, sas.AgentRequest{
-		OrderID: req.OrderID, Workflow: req.Workflow, StepName: req.Step, Step: req.StepIndex, Attempt: req.Attempt,
+		OrderID: req.OrderID, Workflow: req.Workflow, Version: req.Version, StepName: req.Step, Step: req.StepIndex, Attempt: req.Attempt,
 		IdempotencyKey: req.IdempotencyKey, Payload: req.Payload, Compensation: req.Undo, Action: req.Action,
 		Priority: req.Priority, Tries: req.Tries, Agent: a.name,
 	})

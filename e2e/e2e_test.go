@@ -133,10 +133,21 @@ func TestDeployAndRun(t *testing.T) {
 	// idempotency key) passes clean.
 	run := time.Now().UTC().Format("150405")
 	hungOrder := "e2e-" + run + "-hung"
-	sim := startSim(t, remotesim.Faults{
+	// The trust checks (trust_test.go) forge a reply while this order's
+	// first call hangs, once.
+	forgedOrder := "e2e-" + run + "-forged-reply"
+	sim, rec := startSim(t, remotesim.Faults{
 		Profile: remotesim.Profile{HangFor: 2 * time.Minute},
-		Scripts: []remotesim.Script{{OrderID: hungOrder, Plan: []remotesim.ScriptStep{{Fault: remotesim.FaultHang, Times: agent.DefaultMaxDeliveries}}}},
+		Scripts: []remotesim.Script{
+			{OrderID: hungOrder, Plan: []remotesim.ScriptStep{{Fault: remotesim.FaultHang, Times: agent.DefaultMaxDeliveries}}},
+			{OrderID: forgedOrder, Plan: []remotesim.ScriptStep{{Fault: remotesim.FaultHang, Times: 1}}},
+		},
 	})
+
+	// The agent's auth header is read from a secret (docs/trust.md): made
+	// here, named to the stack by its ARN.
+	awsCfg := em.awsConfig()
+	authSecretARN, authValue := createAuthSecret(ctx, t, awsCfg, run)
 
 	// --- synth, bootstrap, deploy ---
 	c := newCDK(cli, infraDir, stackName, runDir, em.srv.endpoint)
@@ -146,6 +157,10 @@ func TestDeployAndRun(t *testing.T) {
 		"removalPolicy": "destroy",
 		"paymentsUrl":   sim,
 		"stepTimeout":   stepTimeout.String(),
+		// The simulator serves http on 127.0.0.1: an emulator's setting.
+		"allowHttp":          "true",
+		"paymentsAuthSecret": authSecretARN,
+		"operatorRoles":      e2eOperatorARN,
 	}); err != nil {
 		t.Fatalf("cdk synth: %v", err)
 	}
@@ -175,7 +190,6 @@ func TestDeployAndRun(t *testing.T) {
 		}
 	}
 
-	awsCfg := em.awsConfig()
 	sqsc := sqs.NewFromConfig(awsCfg)
 	db := dynamodb.NewFromConfig(awsCfg, func(o *dynamodb.Options) { o.DisableValidateResponseChecksum = true })
 	store, err := dynamostore.New(db, dynamostore.Config{OrdersTable: outputs["OrdersTableName"], StateTable: outputs["StateTableName"]})
@@ -305,6 +319,16 @@ func TestDeployAndRun(t *testing.T) {
 		}
 	}
 
+	// The trust boundaries, from outside (trust_test.go), while the
+	// schedule's first sweep is still to come.
+	for _, id := range checkTrust(ctx, t, trustEnv{em: em, sqs: sqsc, store: store, outputs: outputs, rec: rec, cfg: awsCfg,
+		forgedOrder: forgedOrder, settled: orders[0].id, run: run}) {
+		orders = append(orders, order{id, "order", 3})
+	}
+	if err := checkOperatorsInTemplate(c); err != nil {
+		t.Error(err)
+	}
+
 	// 2. The hung order: its agent gives up at its deadline and says
 	// nothing, three deliveries in a row, then hands the request back to
 	// the scheduler, which sends it again; the fourth call passes. The
@@ -362,6 +386,13 @@ func TestDeployAndRun(t *testing.T) {
 	}
 	if len(ledger.Duplicates) > 0 {
 		t.Errorf("the remote service saw duplicate effects: %v", ledger.Duplicates)
+	}
+	// Every call carried the auth header, its value read from the secret.
+	for _, c := range rec.all() {
+		if c.Auth != authValue {
+			t.Errorf("call %s %s carried %s %q, want the secret's value", c.Path, c.Key, authHeader, c.Auth)
+			break
+		}
 	}
 	if st := simStats(t, sim); st.Hangs < agent.DefaultMaxDeliveries {
 		t.Errorf("the simulator counted %d hung calls, want ≥ 1: the scripted fault did not happen", st.Hangs)
@@ -473,9 +504,10 @@ func ensureRedrive(ctx context.Context, t *testing.T, c *cdk, sqsc *sqs.Client) 
 	return nil
 }
 
-// startSim serves the remote-service simulator on a free 127.0.0.1 port and
-// returns its base URL; the cleanup closes it (and lets hung calls go).
-func startSim(t *testing.T, faults remotesim.Faults) string {
+// startSim serves the remote-service simulator on a free 127.0.0.1 port,
+// behind a recorder of every business call, and returns its base URL; the
+// cleanup closes it (and lets hung calls go).
+func startSim(t *testing.T, faults remotesim.Faults) (string, *recorder) {
 	t.Helper()
 	sim, err := remotesim.New(remotesim.Config{Seed: 1, Faults: faults})
 	if err != nil {
@@ -485,7 +517,8 @@ func startSim(t *testing.T, faults remotesim.Faults) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := &http.Server{Handler: sim, ReadHeaderTimeout: 10 * time.Second}
+	rec := &recorder{next: sim}
+	srv := &http.Server{Handler: rec, ReadHeaderTimeout: 10 * time.Second}
 	srv.RegisterOnShutdown(sim.Close)
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(func() {
@@ -493,7 +526,7 @@ func startSim(t *testing.T, faults remotesim.Faults) string {
 		defer cancel()
 		_ = srv.Shutdown(ctx)
 	})
-	return "http://" + ln.Addr().String()
+	return "http://" + ln.Addr().String(), rec
 }
 
 // simLedger reads GET /_sim/ledger, as any black-box client would.

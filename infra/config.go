@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"os"
 	"sort"
 	"strings"
 	"time"
@@ -29,24 +30,69 @@ const (
 	// ctxAgents lists built-in HTTP agents as JSON (see contextAgent); the
 	// alternative to paymentsUrl's single "payments" agent.
 	ctxAgents = "agents"
+	// ctxOperatorRoles lists the operators' role (or user) ARNs,
+	// comma-separated: with the supervisor, the only senders the control
+	// queue takes (Props.OperatorRoleARNs). envOperatorRoles is the same
+	// list from the environment, used when the context key is unset.
+	ctxOperatorRoles = "operatorRoles"
+	envOperatorRoles = "SAS_OPERATOR_ROLE_ARNS"
+	// ctxAllowHTTP=true lets every built-in agent call an http:// base URL
+	// (Agent.AllowHTTP): emulators only; make deploy sets it with ENDPOINT.
+	ctxAllowHTTP = "allowHttp"
+	// ctxAllowUnsignedReplies=true: Props.AllowUnsignedReplies.
+	ctxAllowUnsignedReplies = "allowUnsignedReplies"
+	// The paymentsUrl agent's auth header (Agent.Auth): the secret's ARN,
+	// the header's name, and the secret's customer-managed KMS key.
+	ctxPaymentsAuthSecret = "paymentsAuthSecret"
+	ctxPaymentsAuthHeader = "paymentsAuthHeader"
+	ctxPaymentsAuthKMSKey = "paymentsAuthKmsKey"
 )
 
 // defaultDistDir is where `make build` puts the bootstraps, seen from infra/.
 const defaultDistDir = "../dist"
 
 // contextAgent is one built-in HTTP agent of the agents context value:
-// {"payments": {"url": "https://…", "concurrency": 20, "priorityConcurrency": 2}}.
+// {"payments": {"url": "https://…", "concurrency": 20, "priorityConcurrency": 2,
+// "authSecret": "arn:…", "authHeader": "X-Api-Key", "authKmsKey": "arn:…"}}.
 type contextAgent struct {
 	URL                 string `json:"url"`
 	Concurrency         int    `json:"concurrency"`
 	PriorityConcurrency int    `json:"priorityConcurrency"`
+	AuthSecret          string `json:"authSecret"`
+	AuthHeader          string `json:"authHeader"`
+	AuthKMSKey          string `json:"authKmsKey"`
+}
+
+// auth is the Agent.Auth of a secret, header and key; nil without a secret.
+func auth(secret, header, key string) *sascdk.AgentAuth {
+	if secret == "" && header == "" && key == "" {
+		return nil
+	}
+	return &sascdk.AgentAuth{SecretARN: secret, Header: header, KMSKeyARN: key}
+}
+
+// boolContext reads a true/false context value (a string from -c, a bool
+// from cdk.json).
+func boolContext(key, v string) (bool, error) {
+	switch strings.ToLower(v) {
+	case "", "false":
+		return false, nil
+	case "true":
+		return true, nil
+	}
+	return false, fmt.Errorf("context %s=%q: want true or false", key, v)
 }
 
 // PropsFromContext reads the deployment's configuration from CDK context, so
 // the same knobs work from the command line (-c key=value) and from
 // cdk.json. Its agents are built-in HTTP agents: one named "payments" at
-// paymentsUrl, or those the agents key lists.
+// paymentsUrl, or those the agents key lists. The operators' roles come
+// from operatorRoles, or SAS_OPERATOR_ROLE_ARNS when that key is unset.
 func PropsFromContext(node constructs.Node) (sascdk.Props, error) {
+	return propsFrom(node, os.Getenv)
+}
+
+func propsFrom(node constructs.Node, getenv func(string) string) (sascdk.Props, error) {
 	raw := func(key string) any { return node.TryGetContext(&key) }
 	get := func(key string) string {
 		v := raw(key)
@@ -69,6 +115,22 @@ func PropsFromContext(node constructs.Node) (sascdk.Props, error) {
 			p.AllowedReplyQueueARNs = append(p.AllowedReplyQueueARNs, arn)
 		}
 	}
+	operators := get(ctxOperatorRoles)
+	if raw(ctxOperatorRoles) == nil {
+		operators = getenv(envOperatorRoles)
+	}
+	for _, arn := range strings.Split(operators, ",") {
+		if arn = strings.TrimSpace(arn); arn != "" {
+			p.OperatorRoleARNs = append(p.OperatorRoleARNs, arn)
+		}
+	}
+	allowHTTP, err := boolContext(ctxAllowHTTP, get(ctxAllowHTTP))
+	if err != nil {
+		return sascdk.Props{}, err
+	}
+	if p.AllowUnsignedReplies, err = boolContext(ctxAllowUnsignedReplies, get(ctxAllowUnsignedReplies)); err != nil {
+		return sascdk.Props{}, err
+	}
 	if v := get(ctxStepTimeout); v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil {
@@ -87,13 +149,19 @@ func PropsFromContext(node constructs.Node) (sascdk.Props, error) {
 	if err != nil {
 		return sascdk.Props{}, err
 	}
+	paymentsAuth := auth(get(ctxPaymentsAuthSecret), get(ctxPaymentsAuthHeader), get(ctxPaymentsAuthKMSKey))
 	switch payments := get(ctxPaymentsURL); {
-	case agents != nil && payments != "":
-		return sascdk.Props{}, fmt.Errorf("context %s and %s: give the payments agent's url in %s", ctxPaymentsURL, ctxAgents, ctxAgents)
+	case agents != nil && (payments != "" || paymentsAuth != nil):
+		return sascdk.Props{}, fmt.Errorf("context %s and %s: give the payments agent's url and auth in %s", ctxPaymentsURL, ctxAgents, ctxAgents)
 	case agents != nil:
 		p.Agents = agents
 	default:
-		p.Agents = []sascdk.Agent{sascdk.HTTPAgent("payments", payments)}
+		a := sascdk.HTTPAgent("payments", payments)
+		a.Auth = paymentsAuth
+		p.Agents = []sascdk.Agent{a}
+	}
+	for i := range p.Agents {
+		p.Agents[i].AllowHTTP = allowHTTP
 	}
 	if err := p.Validate(); err != nil {
 		return sascdk.Props{}, fmt.Errorf("stack configuration: %w", err)
@@ -142,6 +210,7 @@ func agentsFromContext(v any) ([]sascdk.Agent, error) {
 			a.Concurrency = c.Concurrency
 		}
 		a.PriorityConcurrency = c.PriorityConcurrency
+		a.Auth = auth(c.AuthSecret, c.AuthHeader, c.AuthKMSKey)
 		out = append(out, a)
 	}
 	return out, nil

@@ -38,17 +38,79 @@ func TestPropsFromContext(t *testing.T) {
 		t.Errorf("empty context: %+v, %v", p, err)
 	}
 	for name, ctx := range map[string]map[string]any{
-		"removal policy":     {"removalPolicy": "snapshot"},
-		"agents and url":     {"agents": `{"a": {"url": "https://a.example.test"}}`, "paymentsUrl": "https://p.example.test"},
-		"agents not JSON":    {"agents": "a,b"},
-		"agents field":       {"agents": `{"a": {"uri": "https://a.example.test"}}`},
-		"agents concurrency": {"agents": `{"payments": {"url": "https://a.example.test", "concurrency": 1}}`},
-		"workflows file":     {"workflowsFile": "no-such-file.json"},
+		"removal policy":         {"removalPolicy": "snapshot"},
+		"agents and url":         {"agents": `{"a": {"url": "https://a.example.test"}}`, "paymentsUrl": "https://p.example.test"},
+		"agents not JSON":        {"agents": "a,b"},
+		"agents field":           {"agents": `{"a": {"uri": "https://a.example.test"}}`},
+		"agents concurrency":     {"agents": `{"payments": {"url": "https://a.example.test", "concurrency": 1}}`},
+		"workflows file":         {"workflowsFile": "no-such-file.json"},
+		"http without allowHttp": {"paymentsUrl": "http://127.0.0.1:8090"},
+		"allowHttp not a bool":   {"paymentsUrl": "https://p.example.test", "allowHttp": "sometimes"},
+		"operator not an ARN":    {"paymentsUrl": "https://p.example.test", "operatorRoles": "ops"},
+		"auth in both":           {"agents": `{"payments": {"url": "https://a.example.test"}}`, "paymentsAuthSecret": authARN},
+		"auth secret not an ARN": {"paymentsUrl": "https://p.example.test", "paymentsAuthSecret": "token"},
 	} {
 		bad := awscdk.NewApp(&awscdk.AppProps{Context: &ctx})
 		if _, err := PropsFromContext(bad.Node()); err == nil {
 			t.Errorf("%s: %v accepted", name, ctx)
 		}
+	}
+}
+
+const authARN = "arn:aws:secretsmanager:eu-west-1:111122223333:secret:pay-token-AbCdEf"
+
+// The trust knobs: operators (context, else environment), http for an
+// emulator, the payments agent's auth, unsigned replies.
+func TestTrustFromContext(t *testing.T) {
+	ops := "arn:aws:iam::111122223333:role/ops, arn:aws:iam::111122223333:user/alice"
+	wantOps := []string{"arn:aws:iam::111122223333:role/ops", "arn:aws:iam::111122223333:user/alice"}
+	app := awscdk.NewApp(&awscdk.AppProps{Context: &map[string]any{
+		"paymentsUrl":          "http://127.0.0.1:8090",
+		"allowHttp":            "true",
+		"operatorRoles":        ops,
+		"paymentsAuthSecret":   authARN,
+		"paymentsAuthHeader":   "X-Api-Key",
+		"allowUnsignedReplies": true, // cdk.json gives a bool
+	}})
+	p, err := propsFrom(app.Node(), func(string) string { return "arn:aws:iam::111122223333:role/from-env" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(p.OperatorRoleARNs, wantOps) {
+		t.Errorf("operators %v, want %v (the context wins over the environment)", p.OperatorRoleARNs, wantOps)
+	}
+	a := p.Agents[0]
+	if !a.AllowHTTP || !reflect.DeepEqual(a.Auth, &sascdk.AgentAuth{SecretARN: authARN, Header: "X-Api-Key"}) || !p.AllowUnsignedReplies {
+		t.Errorf("agent %+v auth %+v, unsigned %v", a, a.Auth, p.AllowUnsignedReplies)
+	}
+
+	env := func(k string) string {
+		return map[string]string{"SAS_OPERATOR_ROLE_ARNS": ops}[k]
+	}
+	app = awscdk.NewApp(&awscdk.AppProps{Context: &map[string]any{"paymentsUrl": "https://p.example.test"}})
+	p, err = propsFrom(app.Node(), env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(p.OperatorRoleARNs, wantOps) || p.Agents[0].AllowHTTP || p.Agents[0].Auth != nil || p.AllowUnsignedReplies {
+		t.Errorf("from the environment: %+v", p)
+	}
+	// An empty context value says "no operators", whatever the environment.
+	app = awscdk.NewApp(&awscdk.AppProps{Context: &map[string]any{"paymentsUrl": "https://p.example.test", "operatorRoles": ""}})
+	if p, err = propsFrom(app.Node(), env); err != nil || p.OperatorRoleARNs != nil {
+		t.Errorf("operatorRoles=\"\": %v, %v", p.OperatorRoleARNs, err)
+	}
+
+	// Per agent, in the agents key.
+	app = awscdk.NewApp(&awscdk.AppProps{Context: &map[string]any{
+		"agents": `{"payments": {"url": "https://p.example.test", "authSecret": "` + authARN + `",
+			"authKmsKey": "arn:aws:kms:eu-west-1:111122223333:key/k-1"}}`,
+	}})
+	if p, err = propsFrom(app.Node(), env); err != nil {
+		t.Fatal(err)
+	}
+	if want := (&sascdk.AgentAuth{SecretARN: authARN, KMSKeyARN: "arn:aws:kms:eu-west-1:111122223333:key/k-1"}); !reflect.DeepEqual(p.Agents[0].Auth, want) {
+		t.Errorf("agents auth %+v, want %+v", p.Agents[0].Auth, want)
 	}
 }
 

@@ -229,8 +229,10 @@ func NewWith(t testing.TB, opts Options, defs []workflow.Workflow, agents ...*ag
 	svc, err := scheduler.New(scheduler.Config{
 		Store: e.store, Queue: e.queue, Clock: e.clock, Alerter: alerter, Workflows: reg,
 		Owner: "sastest-scheduler", AgentQueues: queues, IntakeQueueURL: e.intakeURL, ControlQueueURL: e.controlURL, SchedulerQueueURL: e.schedulerURL,
-		SigningKey:    sas.NewSigningKey(), // one per Env, as a local run has one per run
-		PickupTimeout: opts.PickupTimeout, ReplyToAllowed: func(u string) bool { return u == e.statusURL },
+		SigningKey: sas.NewSigningKey(), // one per Env, as a local run has one per run
+		// As deployed by default: the SDK's agents echo the signature.
+		RequireSignedReplies: true,
+		PickupTimeout:        opts.PickupTimeout, ReplyToAllowed: func(u string) bool { return u == e.statusURL },
 		Logger: log.With("actor", "scheduler"),
 	})
 	if err != nil {

@@ -165,7 +165,8 @@ func (a *agentProcs) startBuiltin(ctx context.Context, name string, cfg config.C
 	if err != nil {
 		return err
 	}
-	ag, err := builtinagent.Agent(cfg, builtinagent.Deps{Caller: caller, Name: name, BaseURL: baseURL})
+	ag, err := builtinagent.Agent(cfg, builtinagent.Deps{Caller: caller, Name: name, BaseURL: baseURL,
+		AllowHTTP: true}) // make dev: a local service or an emulator
 	if err != nil {
 		return err
 	}

@@ -8,6 +8,7 @@ import (
 	"context"
 	"fmt"
 	"log"
+	"log/slog"
 	"os"
 	"strings"
 	"time"
@@ -17,6 +18,8 @@ import (
 
 	"github.com/sas-go/sas/agent"
 	iagent "github.com/sas-go/sas/internal/agent"
+	"github.com/sas-go/sas/internal/awsenv"
+	"github.com/sas-go/sas/internal/awssecret"
 	"github.com/sas-go/sas/internal/builtinagent"
 	"github.com/sas-go/sas/internal/config"
 	"github.com/sas-go/sas/internal/httpagent"
@@ -59,9 +62,17 @@ func build(ctx context.Context, getenv config.Getenv) (func(context.Context, eve
 	if err != nil {
 		return nil, err
 	}
-	a, err := builtinagent.Agent(cfg, builtinagent.Deps{
-		Caller: caller, Name: getenv(builtinagent.EnvName), BaseURL: getenv(builtinagent.EnvBaseURL),
-	})
+	// The auth header's value is read once, at cold start, from the secret
+	// its ARN names (Secrets Manager or SSM), granted to this agent's role
+	// alone; a function started after a rotation reads the new value.
+	d, err := builtinagent.DepsFromEnv(ctx, getenv, lazySecrets{})
+	if err != nil {
+		return nil, err
+	}
+	d.Caller = caller
+	// JSON lines on stderr, as the SDK's handler logs.
+	d.Logger = slog.New(slog.NewJSONHandler(os.Stderr, nil))
+	a, err := builtinagent.Agent(cfg, d)
 	if err != nil {
 		return nil, err
 	}
@@ -70,4 +81,15 @@ func build(ctx context.Context, getenv config.Getenv) (func(context.Context, eve
 		return nil, err
 	}
 	return h.Handle, nil
+}
+
+// lazySecrets builds the AWS clients only when a secret is read.
+type lazySecrets struct{}
+
+func (lazySecrets) Value(ctx context.Context, arn string) (string, error) {
+	cfg, err := awsenv.Load(ctx)
+	if err != nil {
+		return "", err
+	}
+	return awssecret.New(cfg).Value(ctx, arn)
 }

@@ -14,6 +14,7 @@ func TestBuildWiresAHandler(t *testing.T) {
 	env := map[string]string{
 		"SAS_SCHEDULER_QUEUE_URL": "http://127.0.0.1:9/000000000000/scheduler",
 		"SAS_PAYMENTS_URL":        "http://127.0.0.1:9",
+		"SAS_AGENT_ALLOW_HTTP":    "true",
 	}
 	handler, err := build(t.Context(), func(k string) string { return env[k] })
 	require.NoError(t, err)
@@ -42,7 +43,7 @@ func TestBuildServesTheNamedAgent(t *testing.T) {
 	env := map[string]string{
 		"SAS_SCHEDULER_QUEUE_URL": "http://127.0.0.1:9/000000000000/scheduler",
 		"SAS_AGENT_NAME":          "flights",
-		"SAS_AGENT_BASE_URL":      "http://127.0.0.1:9/flights",
+		"SAS_AGENT_BASE_URL":      "https://127.0.0.1:9/flights",
 	}
 	handler, err := build(t.Context(), func(k string) string { return env[k] })
 	require.NoError(t, err)
@@ -53,4 +54,40 @@ func TestBuildServesTheNamedAgent(t *testing.T) {
 	env["SAS_AGENT_BASE_URL"] = "flights.local"
 	_, err = build(t.Context(), func(k string) string { return env[k] })
 	require.ErrorContains(t, err, "baseURL", "a bad base URL stops the cold start")
+}
+
+// Outside an emulator the service is https: an http base URL stops the cold
+// start unless SAS_AGENT_ALLOW_HTTP says this is a local run.
+func TestBuildRefusesHTTPWithoutTheFlag(t *testing.T) {
+	t.Setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:9")
+	env := map[string]string{
+		"SAS_SCHEDULER_QUEUE_URL": "http://127.0.0.1:9/000000000000/scheduler",
+		"SAS_AGENT_BASE_URL":      "http://payments.internal",
+	}
+	_, err := build(t.Context(), func(k string) string { return env[k] })
+	require.ErrorContains(t, err, "https:// services only")
+	require.ErrorContains(t, err, "SAS_AGENT_ALLOW_HTTP=true")
+	env["SAS_AGENT_ALLOW_HTTP"] = "true"
+	_, err = build(t.Context(), func(k string) string { return env[k] })
+	require.NoError(t, err)
+}
+
+// The auth header's secret is read at cold start; one that cannot be read
+// stops it, naming the variable and the ARN.
+func TestBuildReadsTheAuthSecret(t *testing.T) {
+	t.Setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:9") // nothing listens: the read fails
+	t.Setenv("AWS_MAX_ATTEMPTS", "1")
+	arn := "arn:aws:secretsmanager:us-east-1:000000000000:secret:payments-token-AbCdEf"
+	env := map[string]string{
+		"SAS_SCHEDULER_QUEUE_URL": "http://127.0.0.1:9/000000000000/scheduler",
+		"SAS_AGENT_BASE_URL":      "https://payments.example",
+		"SAS_AGENT_AUTH_SECRET":   arn,
+	}
+	_, err := build(t.Context(), func(k string) string { return env[k] })
+	require.ErrorContains(t, err, "SAS_AGENT_AUTH_SECRET")
+	require.ErrorContains(t, err, arn)
+
+	env["SAS_AGENT_AUTH_SECRET"] = "payments-token"
+	_, err = build(t.Context(), func(k string) string { return env[k] })
+	require.ErrorContains(t, err, "not an ARN")
 }

@@ -30,6 +30,7 @@ func twoAgentProps(dist string) Props {
 			func() Agent {
 				a := HTTPAgent("flights", "https://flights.example.test")
 				a.Concurrency, a.PriorityConcurrency = 6, 3
+				a.Auth = &AgentAuth{SecretARN: authParameterARN}
 				return a
 			}(),
 			{Name: "cars", CodeDir: filepath.Join(dist, "arm64", "cars"), Concurrency: 4, Environment: map[string]string{"CARS_REGION": "eu"}},
@@ -175,6 +176,7 @@ func TestAgentFunctions(t *testing.T) {
 			"SAS_AGENT_NAME":          name,
 			"SAS_SCHEDULER_QUEUE_URL": "SchedulerQueue",
 			"SAS_AGENT_QUEUE_URL":     idsOf(name).queue,
+			"SAS_STEP_TIMEOUT":        "30s",
 		}
 		if url != "" {
 			env["SAS_AGENT_BASE_URL"], env["SAS_PAYMENTS_URL"] = url, url
@@ -189,6 +191,7 @@ func TestAgentFunctions(t *testing.T) {
 	}
 	own := func(name string, lane bool, extra map[string]string) map[string]string {
 		env := builtin(name, "", "", false)
+		delete(env, "SAS_STEP_TIMEOUT") // the built-in agent's
 		if lane {
 			env["SAS_AGENT_PRIORITY_QUEUE_URL"] = idsOf(name).lane
 		}
@@ -200,10 +203,12 @@ func TestAgentFunctions(t *testing.T) {
 	}{
 		// The reference workflows: every step 30 s, plus 15 s.
 		{f.def, map[string]want{"payments": {45, 256, builtin("payments", "", "", false)}}},
-		{f.variant, map[string]want{"payments": {45, 256, builtin("payments", "https://payments.example.test", "", false)}}},
+		{f.variant, map[string]want{"payments": {45, 256, merge(builtin("payments", "https://payments.example.test", "", false),
+			map[string]string{"SAS_AGENT_AUTH_SECRET": authSecretARN, "SAS_AGENT_AUTH_HEADER": "X-Api-Key"})}}},
 		{f.two, map[string]want{
-			"flights": {60, 256, builtin("flights", "https://flights.example.test", "AgentflightsPriorityQueue", true)},
-			"cars":    {35, 256, own("cars", false, map[string]string{"CARS_REGION": "eu"})},
+			"flights": {60, 256, merge(builtin("flights", "https://flights.example.test", "AgentflightsPriorityQueue", true),
+				map[string]string{"SAS_AGENT_AUTH_SECRET": authParameterARN})},
+			"cars": {35, 256, own("cars", false, map[string]string{"CARS_REGION": "eu"})},
 		}},
 		{f.five, map[string]want{
 			"airline":  {45, 256, builtin("airline", "https://airline.example.test", "AgentairlinePriorityQueue", true)},
@@ -299,6 +304,9 @@ func TestPerAgentLeastPrivilege(t *testing.T) {
 				"sqs:GetQueueAttributes":      own,
 				"sqs:ChangeMessageVisibility": own,
 				"sqs:SendMessage":             {"SchedulerQueue"},
+			}
+			if a.Auth != nil { // TestAgentAuthSecretReadableByThatAgentAlone
+				want["ssm:GetParameter"] = []string{a.Auth.SecretARN}
 			}
 			if got := s.grants(t, ids.role); !reflect.DeepEqual(got, want) {
 				t.Errorf("%s: agent %s grants:\n got %v\nwant %v", name, a.Name, got, want)

@@ -64,6 +64,12 @@ type Props struct {
 	// messages from (sasctl resubmit and compensate; docs/trust.md). Empty:
 	// only the supervisor may ask for retries and compensations.
 	OperatorRoleARNs []string
+	// AllowUnsignedReplies lets the scheduler act on agent replies that
+	// carry no signature (agents built before signed requests), reading
+	// the order from the store instead of believing their echo
+	// (SAS_REQUIRE_SIGNED_REPLIES=false). Default false: such replies are
+	// dropped, and every agent built with the SDK signs (docs/trust.md).
+	AllowUnsignedReplies bool
 	// RemovalPolicy applies to the tables, queues, topic and log groups.
 	// Default RETAIN (with table deletion protection) so that deleting the
 	// stack never deletes orders; test stacks set DESTROY.
@@ -122,9 +128,37 @@ type Agent struct {
 	// MemorySize in MB, default 256.
 	MemorySize int
 
+	// AllowHTTP lets the built-in HTTP agent call a plain http:// base URL
+	// (SAS_AGENT_ALLOW_HTTP=true): for an emulator or a local service only.
+	// Without it an http:// base URL is refused at synth, and by the agent
+	// at start-up.
+	AllowHTTP bool
+	// Auth, for the built-in HTTP agent, is a header it sends on every call,
+	// its value read from a secret that this agent's role alone is granted.
+	Auth *AgentAuth
+
 	// builtin: the SAS HTTP agent (DistDir/<GOARCH>/agent/bootstrap), which
 	// also reads the workflows to find each step's endpoint.
 	builtin bool
+}
+
+// AgentAuth is the header the built-in HTTP agent sends on every call. Its
+// value is read at the function's cold start from a secret, by ARN
+// (SAS_AGENT_AUTH_SECRET; the value is never in the template or the
+// function's environment). The construct grants the agent's role the read
+// of that ARN (secretsmanager:GetSecretValue or ssm:GetParameter, and
+// kms:Decrypt on KMSKeyARN when set) and grants it to no other role.
+type AgentAuth struct {
+	// SecretARN holds the header's whole value ("Bearer …"): a Secrets
+	// Manager secret's full ARN (arn:…:secretsmanager:<region>:<account>:secret:<name>-<suffix>)
+	// or an SSM SecureString parameter's (arn:…:ssm:<region>:<account>:parameter/<name>).
+	SecretARN string
+	// Header is the header's name; default "Authorization".
+	Header string
+	// KMSKeyARN is the customer-managed key the secret is encrypted with,
+	// if any: the role is granted kms:Decrypt on it. Leave it empty for the
+	// AWS-managed keys (aws/secretsmanager, aws/ssm), which need no grant.
+	KMSKeyARN string
 }
 
 // HTTPAgent is the built-in HTTP agent: it runs a step by calling
@@ -162,10 +196,25 @@ const (
 	envAgentQueues        = "SAS_AGENT_QUEUES"
 	envSchedulerQueueURL  = "SAS_SCHEDULER_QUEUE_URL"
 	envWorkflowsFile      = "SAS_WORKFLOWS_FILE"
+	envAgentAllowHTTP     = "SAS_AGENT_ALLOW_HTTP"
+	envAgentAuthSecret    = "SAS_AGENT_AUTH_SECRET"
+	envAgentAuthHeader    = "SAS_AGENT_AUTH_HEADER"
 )
 
-// reservedAgentEnv are the names an Agent's Environment may not set.
-var reservedAgentEnv = []string{envAgentName, envAgentQueueURL, envAgentPriorityQueue, envSchedulerQueueURL, envWorkflowsFile}
+// reservedAgentEnv are the names an Agent's Environment may not set: the
+// construct's own, and those whose grants it must make (AllowHTTP, Auth).
+var reservedAgentEnv = []string{envAgentName, envAgentQueueURL, envAgentPriorityQueue, envSchedulerQueueURL, envWorkflowsFile,
+	envAgentAllowHTTP, envAgentAuthSecret, envAgentAuthHeader}
+
+// Patterns of AgentAuth's ARNs and header.
+var (
+	secretsManagerARN = regexp.MustCompile(`^arn:aws[a-z-]*:secretsmanager:[a-z0-9-]+:[0-9]{12}:secret:[A-Za-z0-9/_+=.@-]+-[A-Za-z0-9]{6}$`)
+	parameterARN      = regexp.MustCompile(`^arn:aws[a-z-]*:ssm:[a-z0-9-]+:[0-9]{12}:parameter/[A-Za-z0-9/_.-]+$`)
+	kmsKeyARN         = regexp.MustCompile(`^arn:aws[a-z-]*:kms:[a-z0-9-]+:[0-9]{12}:key/[A-Za-z0-9-]+$`)
+	headerName        = regexp.MustCompile("^[A-Za-z0-9!#$%&'*+.^_`|~-]+$")
+	// reservedHeaders are set by the agent itself.
+	reservedHeaders = []string{"idempotency-key", "content-type", "accept", "content-length", "host", "transfer-encoding", "connection"}
+)
 
 // Limits of an agent's function and event source.
 const (
@@ -357,8 +406,26 @@ func (p Props) validateAgents(ws []workflow.Workflow, checkSteps bool) []error {
 			}
 		}
 		if a.builtin && a.Environment[envAgentBaseURL] != "" {
-			if u, err := url.Parse(a.Environment[envAgentBaseURL]); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-				bad("base URL %q: want an http(s) URL", a.Environment[envAgentBaseURL])
+			u, err := url.Parse(a.Environment[envAgentBaseURL])
+			switch {
+			case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
+				bad("base URL %q: want an https URL", a.Environment[envAgentBaseURL])
+			case u.Scheme == "http" && !a.AllowHTTP:
+				bad("base URL %q: the built-in agent calls https:// services only; set AllowHTTP (context allowHttp=true) for an emulator or a local service", a.Environment[envAgentBaseURL])
+			}
+		}
+		if !a.builtin && (a.AllowHTTP || a.Auth != nil) {
+			bad("AllowHTTP and Auth are the built-in HTTP agent's settings; your own agent's code reads its own (grant its role a secret with SAS.Agent(name).Role)")
+		}
+		if au := a.Auth; au != nil {
+			if !secretsManagerARN.MatchString(au.SecretARN) && !parameterARN.MatchString(au.SecretARN) {
+				bad("auth secret %q: want a Secrets Manager secret's full ARN (arn:aws:secretsmanager:<region>:<account>:secret:<name>-<6 characters>) or an SSM parameter's (arn:aws:ssm:<region>:<account>:parameter/<name>)", au.SecretARN)
+			}
+			if au.Header != "" && (!headerName.MatchString(au.Header) || slices.Contains(reservedHeaders, strings.ToLower(au.Header))) {
+				bad("auth header %q: want a header name the agent does not set itself", au.Header)
+			}
+			if au.KMSKeyARN != "" && !kmsKeyARN.MatchString(au.KMSKeyARN) {
+				bad("auth KMS key %q: want a key ARN, arn:aws:kms:<region>:<account>:key/<id>", au.KMSKeyARN)
 			}
 		}
 	}

@@ -106,8 +106,24 @@ func TestValidate(t *testing.T) {
 		"reserved env":      {withAgent(func(a *Agent) { a.Environment["SAS_AGENT_QUEUE_URL"] = "x" }), "SAS_AGENT_QUEUE_URL is set by the construct"},
 		"base URL":          {with(func(p *Props) { p.Agents[0] = HTTPAgent("payments", "ftp://x") }), `base URL "ftp://x"`},
 		"builtin with code": {withAgent(func(a *Agent) { a.CodeDir = dir }), "brings its own code"},
-		"no code":           {with(func(p *Props) { p.Agents[0] = Agent{Name: "payments", Concurrency: 2} }), "set Code or CodeDir"},
-		"no bootstrap":      {with(func(p *Props) { p.Agents[0] = Agent{Name: "payments", Concurrency: 2, CodeDir: t.TempDir()} }), "holds no bootstrap file"},
+		"http base URL": {with(func(p *Props) { p.Agents[0] = HTTPAgent("payments", "http://pay.internal") }),
+			`base URL "http://pay.internal": the built-in agent calls https:// services only; set AllowHTTP`},
+		"auth secret": {withAgent(func(a *Agent) { a.Auth = &AgentAuth{SecretARN: "payments-token"} }), `auth secret "payments-token"`},
+		"partial secret ARN": {withAgent(func(a *Agent) {
+			a.Auth = &AgentAuth{SecretARN: "arn:aws:secretsmanager:eu-west-1:111122223333:secret:payments-token"}
+		}), "full ARN"},
+		"wildcard secret": {withAgent(func(a *Agent) {
+			a.Auth = &AgentAuth{SecretARN: "arn:aws:secretsmanager:eu-west-1:111122223333:secret:*"}
+		}), "full ARN"},
+		"auth header": {withAgent(func(a *Agent) { a.Auth = &AgentAuth{SecretARN: authSecretARN, Header: "Idempotency-Key"} }), `auth header "Idempotency-Key"`},
+		"auth key":    {withAgent(func(a *Agent) { a.Auth = &AgentAuth{SecretARN: authSecretARN, KMSKeyARN: "alias/aws/secretsmanager"} }), "auth KMS key"},
+		"auth env":    {withAgent(func(a *Agent) { a.Environment["SAS_AGENT_AUTH_SECRET"] = authSecretARN }), "SAS_AGENT_AUTH_SECRET is set by the construct"},
+		"http env":    {withAgent(func(a *Agent) { a.Environment["SAS_AGENT_ALLOW_HTTP"] = "true" }), "SAS_AGENT_ALLOW_HTTP is set by the construct"},
+		"own agent's auth": {with(func(p *Props) {
+			p.Agents[0] = Agent{Name: "payments", CodeDir: dir, Concurrency: 2, Auth: &AgentAuth{SecretARN: authSecretARN}}
+		}), "the built-in HTTP agent's settings"},
+		"no code":      {with(func(p *Props) { p.Agents[0] = Agent{Name: "payments", Concurrency: 2} }), "set Code or CodeDir"},
+		"no bootstrap": {with(func(p *Props) { p.Agents[0] = Agent{Name: "payments", Concurrency: 2, CodeDir: t.TempDir()} }), "holds no bootstrap file"},
 		"both workflows": {with(func(p *Props) { p.Workflows, p.WorkflowsFile = trip, "workflows.json" }),
 			"set Workflows or WorkflowsFile, not both"},
 		"no workflows":    {with(func(p *Props) { p.Workflows = []workflow.Workflow{} }), "workflows: at least one workflow is required"},
@@ -121,6 +137,21 @@ func TestValidate(t *testing.T) {
 		err := tc.p.Validate()
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: Validate() = %v, want an error containing %q", name, err, tc.want)
+		}
+	}
+	// What passes: http with AllowHTTP, both kinds of secret, a key.
+	for name, p := range map[string]Props{
+		"http allowed": with(func(p *Props) {
+			p.Agents[0] = HTTPAgent("payments", "http://127.0.0.1:8090")
+			p.Agents[0].AllowHTTP = true
+		}),
+		"secret": withAgent(func(a *Agent) {
+			a.Auth = &AgentAuth{SecretARN: authSecretARN, Header: "X-Api-Key", KMSKeyARN: authKeyARN}
+		}),
+		"parameter": withAgent(func(a *Agent) { a.Auth = &AgentAuth{SecretARN: authParameterARN} }),
+	} {
+		if err := p.Validate(); err != nil {
+			t.Errorf("%s: %v", name, err)
 		}
 	}
 	if got := (Props{Arch: "amd64"}).withDefaults().Arch; got != ArchX8664 {

@@ -484,6 +484,8 @@ func (s *SAS) functions() {
 		"SAS_ALLOWED_REPLY_QUEUES": strings.Join(replyURLs, ","),
 		"SAS_STEP_TIMEOUT":         p.StepTimeout.String(),
 		"SAS_PICKUP_TIMEOUT":       p.PickupTimeout.String(),
+		// Stated either way, so that the template says which it is.
+		"SAS_REQUIRE_SIGNED_REPLIES": strconv.FormatBool(!p.AllowUnsignedReplies),
 	})
 	s.warnIfEnvTooLarge("scheduler", schedulerEnv)
 	s.scheduler = s.function(fnSpec{
@@ -530,9 +532,24 @@ func (s *SAS) functions() {
 		switch {
 		case a.builtin:
 			code = s.sasCode("agent")
+			// The scheduler's step timeout: the reference workflows' steps
+			// take it, and it is part of their definitions' version, which
+			// the agent checks requests against.
+			env["SAS_STEP_TIMEOUT"] = p.StepTimeout.String()
 			if s.workflows != nil {
 				// It finds each step's endpoint in the workflows.
 				env[envWorkflowsFile] = workflowsFileEnv
+			}
+			if a.AllowHTTP {
+				env[envAgentAllowHTTP] = "true"
+			}
+			if a.Auth != nil {
+				// The secret's ARN, never its value: only this agent's role
+				// may read it (permissions).
+				env[envAgentAuthSecret] = a.Auth.SecretARN
+				if a.Auth.Header != "" {
+					env[envAgentAuthHeader] = a.Auth.Header
+				}
 			}
 			if a.Environment[envAgentBaseURL] == "" {
 				// The agent refuses to start without it; synth still works
@@ -676,8 +693,19 @@ func (s *SAS) permissions() {
 	allow(s.scheduler.role, []string{"secretsmanager:GetSecretValue"}, s.signingKey.SecretArn())
 
 	// Each agent: its own queues in, the scheduler queue out, its own logs;
-	// no state store, no other agent's queue.
-	for _, a := range s.agents {
+	// no state store, no other agent's queue. A built-in agent with an auth
+	// header also reads that secret, and no other role does.
+	for i, a := range s.agents {
+		if au := s.p.Agents[i].Auth; au != nil {
+			if parameterARN.MatchString(au.SecretARN) {
+				allow(a.Role, []string{"ssm:GetParameter"}, jsii.String(au.SecretARN))
+			} else {
+				allow(a.Role, []string{"secretsmanager:GetSecretValue"}, jsii.String(au.SecretARN))
+			}
+			if au.KMSKeyARN != "" {
+				allow(a.Role, []string{"kms:Decrypt"}, jsii.String(au.KMSKeyARN))
+			}
+		}
 		own := []*string{a.Queue.QueueArn()}
 		if a.PriorityQueue != nil {
 			own = append(own, a.PriorityQueue.QueueArn())
@@ -739,6 +767,17 @@ func (s *SAS) resourcePolicies() {
 		agents = append(agents, a.Role.RoleArn())
 	}
 	s.schedulerQ.AddToResourcePolicy(denyAllBut("OnlyAgentsSend", []string{"sqs:SendMessage"}, s.schedulerQ.QueueArn(), agents))
+	// Each agent's queue and lane: the scheduler alone. The built-in agent
+	// calls what a request's action says, checked against the current
+	// workflows but not for an order on an earlier version of its workflow
+	// (internal/builtinagent): this policy is what fences those.
+	for _, a := range s.agents {
+		for _, q := range []awssqs.Queue{a.Queue, a.PriorityQueue} {
+			if q != nil {
+				q.AddToResourcePolicy(denyAllBut("OnlySchedulerSends", []string{"sqs:SendMessage"}, q.QueueArn(), roleARNs(s.scheduler.role)))
+			}
+		}
+	}
 	// The signing key: only the scheduler's role is granted it. No
 	// resource policy denies the others (AWS::SecretsManager::ResourcePolicy):
 	// the emulators the deploy-and-run suite uses reject the resource type,

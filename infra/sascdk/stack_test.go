@@ -345,9 +345,12 @@ func TestFunctionEnvironment(t *testing.T) {
 			"SAS_SIGNING_KEY_SECRET":  "SigningKey",
 			"SAS_STEP_TIMEOUT":        "30s",
 			"SAS_PICKUP_TIMEOUT":      "1m0s",
+			// Unsigned replies are dropped unless the deployer allows them.
+			"SAS_REQUIRE_SIGNED_REPLIES": "true",
 		}),
 		// No tables: the agent never touches the state store.
-		"AgentpaymentsFunction": {"SAS_SCHEDULER_QUEUE_URL": "SchedulerQueue", "SAS_AGENT_QUEUE_URL": "AgentpaymentsQueue", "SAS_AGENT_NAME": "payments"},
+		"AgentpaymentsFunction": {"SAS_SCHEDULER_QUEUE_URL": "SchedulerQueue", "SAS_AGENT_QUEUE_URL": "AgentpaymentsQueue", "SAS_AGENT_NAME": "payments",
+			"SAS_STEP_TIMEOUT": "30s"},
 		"Supervisor": merge(tables, alerts, routing, map[string]string{
 			"SAS_SCHEDULER_QUEUE_URL": "SchedulerQueue",
 			"SAS_CONTROL_QUEUE_URL":   "ControlQueue",
@@ -365,6 +368,9 @@ func TestFunctionEnvironment(t *testing.T) {
 	if got, want := variant.env(t, "Scheduler")["SAS_ALLOWED_REPLY_QUEUES"],
 		"https://sqs.eu-west-1.amazonaws.com/111122223333/caller-status,https://sqs.eu-west-1.amazonaws.com/111122223333/tenant-*"; got != want {
 		t.Errorf("variant SAS_ALLOWED_REPLY_QUEUES = %q, want %q", got, want)
+	}
+	if got := variant.env(t, "Scheduler")["SAS_REQUIRE_SIGNED_REPLIES"]; got != "false" {
+		t.Errorf("variant (AllowUnsignedReplies) SAS_REQUIRE_SIGNED_REPLIES = %q, want false", got)
 	}
 	// The built-in agent's service under both names: the new and the old.
 	env := variant.env(t, "AgentpaymentsFunction")

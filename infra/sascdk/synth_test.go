@@ -34,6 +34,15 @@ import (
 // queue.
 const operatorRoleARN = "arn:aws:iam::111122223333:role/sas-operators"
 
+// The auth secrets of the variant's agent (Secrets Manager, under a
+// customer-managed key) and of the two-agent stack's built-in agent (an
+// SSM SecureString parameter).
+const (
+	authSecretARN    = "arn:aws:secretsmanager:eu-west-1:111122223333:secret:payments-token-AbCdEf"
+	authKeyARN       = "arn:aws:kms:eu-west-1:111122223333:key/1234abcd-12ab-34cd-56ef-1234567890ab"
+	authParameterARN = "arn:aws:ssm:eu-west-1:111122223333:parameter/sas/flights-token"
+)
+
 var replyQueueARNs = []string{
 	"arn:aws:sqs:eu-west-1:111122223333:caller-status",
 	"arn:aws:sqs:eu-west-1:111122223333:tenant-*",
@@ -126,8 +135,13 @@ func synthesizeApp() fixtures {
 		AllowedReplyQueueARNs: replyQueueARNs,
 		OperatorRoleARNs:      []string{operatorRoleARN},
 		RemovalPolicy:         awscdk.RemovalPolicy_DESTROY,
-		Agents:                []Agent{HTTPAgent("payments", "https://payments.example.test")},
-		AlertEmail:            "ops@example.test",
+		Agents: []Agent{func() Agent {
+			a := HTTPAgent("payments", "https://payments.example.test")
+			a.Auth = &AgentAuth{SecretARN: authSecretARN, Header: "X-Api-Key", KMSKeyARN: authKeyARN}
+			return a
+		}()},
+		AlertEmail:           "ops@example.test",
+		AllowUnsignedReplies: true,
 	})
 	f.two = build("SasStackTwo", twoAgentProps(fixtureDist))
 	f.five = build("SasStackFive", fiveAgentProps(fixtureDist))

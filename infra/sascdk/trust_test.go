@@ -1,7 +1,9 @@
 package sascdk
 
 import (
+	"encoding/json"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -66,6 +68,23 @@ func TestWhoMaySendWhere(t *testing.T) {
 		got = tc.s.senderList(t, "AWS::SQS::QueuePolicy", "PolicyDocument", "OnlyAgentsSend", queuePolicyOf("SchedulerQueue"))
 		if want := []string{"AgentpaymentsRole", "SchedulerRole"}; !reflect.DeepEqual(got, want) {
 			t.Errorf("%s: the scheduler queue takes messages from %v, want %v", tc.name, got, want)
+		}
+	}
+
+	// Every agent queue and lane: the scheduler alone.
+	for name, s := range map[string]*synthesized{"default": def, "variant": variant, "two": all(t).two, "five": all(t).five} {
+		for _, a := range s.props.Agents {
+			ids := idsOf(a.Name)
+			queues := []string{ids.queue}
+			if a.PriorityConcurrency > 0 {
+				queues = append(queues, ids.lane)
+			}
+			for _, q := range queues {
+				got := s.senderList(t, "AWS::SQS::QueuePolicy", "PolicyDocument", "OnlySchedulerSends", queuePolicyOf(q))
+				if !reflect.DeepEqual(got, []string{"SchedulerRole"}) {
+					t.Errorf("%s: %s takes messages from %v, want the scheduler alone", name, q, got)
+				}
+			}
 		}
 	}
 
@@ -170,5 +189,145 @@ func TestAlertsGoToTheStacksOwnBus(t *testing.T) {
 	}
 	if want := []string{"SchedulerRole", "SupervisorRole"}; !reflect.DeepEqual(got, want) {
 		t.Errorf("the alert bus takes events from %v, want %v", got, want)
+	}
+}
+
+// TestAgentAuthSecretReadableByThatAgentAlone: an agent's auth secret (and
+// its key) is granted to that agent's role and named in its environment by
+// ARN, and appears nowhere else in the template; an agent without one is
+// granted no secret at all.
+func TestAgentAuthSecretReadableByThatAgentAlone(t *testing.T) {
+	f := all(t)
+	base := map[string][]string{
+		"logs:CreateLogStream":        {"AgentpaymentsLogs"},
+		"logs:PutLogEvents":           {"AgentpaymentsLogs"},
+		"sqs:ReceiveMessage":          {"AgentpaymentsQueue"},
+		"sqs:DeleteMessage":           {"AgentpaymentsQueue"},
+		"sqs:GetQueueAttributes":      {"AgentpaymentsQueue"},
+		"sqs:ChangeMessageVisibility": {"AgentpaymentsQueue"},
+		"sqs:SendMessage":             {"SchedulerQueue"},
+	}
+	want := merge2(base, map[string][]string{
+		"secretsmanager:GetSecretValue": {authSecretARN},
+		"kms:Decrypt":                   {authKeyARN},
+	})
+	if got := f.variant.grants(t, "AgentpaymentsRole"); !reflect.DeepEqual(got, want) {
+		t.Errorf("variant agent grants:\n got %v\nwant %v", got, want)
+	}
+	env := f.variant.env(t, "AgentpaymentsFunction")
+	if env["SAS_AGENT_AUTH_SECRET"] != authSecretARN || env["SAS_AGENT_AUTH_HEADER"] != "X-Api-Key" {
+		t.Errorf("variant agent auth environment: secret %q, header %q", env["SAS_AGENT_AUTH_SECRET"], env["SAS_AGENT_AUTH_HEADER"])
+	}
+	if _, ok := env["SAS_AGENT_ALLOW_HTTP"]; ok {
+		t.Error("the variant's https agent is allowed http")
+	}
+	onlyIn(t, f.variant, "AgentpaymentsRoleDefaultPolicy", authSecretARN, authKeyARN)
+	for _, role := range []string{"SchedulerRole", "SupervisorRole"} {
+		g := f.variant.grants(t, role)
+		if got := g["secretsmanager:GetSecretValue"]; len(got) > 0 && !reflect.DeepEqual(got, []string{"SigningKey"}) {
+			t.Errorf("variant %s reads secrets %v", role, got)
+		}
+		if got := g["kms:Decrypt"]; !reflect.DeepEqual(got, []string{"AlertKey"}) {
+			t.Errorf("variant %s kms:Decrypt on %v", role, got)
+		}
+	}
+
+	// An SSM parameter: ssm:GetParameter on it, for the built-in agent
+	// that names it; the other agent of the stack gets nothing of it.
+	flights := f.two.grants(t, "AgentflightsRole")
+	if got := flights["ssm:GetParameter"]; !reflect.DeepEqual(got, []string{authParameterARN}) {
+		t.Errorf("flights ssm:GetParameter on %v", got)
+	}
+	if got := f.two.env(t, "AgentflightsFunction")["SAS_AGENT_AUTH_SECRET"]; got != authParameterARN {
+		t.Errorf("flights SAS_AGENT_AUTH_SECRET = %q", got)
+	}
+	if _, ok := f.two.env(t, "AgentflightsFunction")["SAS_AGENT_AUTH_HEADER"]; ok {
+		t.Error("flights: a header named though the default was asked for")
+	}
+	onlyIn(t, f.two, "AgentflightsRoleDefaultPolicy", authParameterARN)
+
+	// Nobody else reads any secret or parameter, in any stack.
+	for name, s := range map[string]*synthesized{"default": f.def, "variant": f.variant, "two": f.two, "five": f.five} {
+		for _, r := range s.props.Agents {
+			if s == f.variant && r.Name == "payments" || s == f.two && r.Name == "flights" {
+				continue
+			}
+			role := idsOf(r.Name).role
+			for a := range s.grants(t, role) {
+				if strings.HasPrefix(a, "secretsmanager:") || strings.HasPrefix(a, "ssm:") || strings.HasPrefix(a, "kms:") {
+					t.Errorf("%s %s has %s", name, role, a)
+				}
+			}
+		}
+	}
+}
+
+// onlyIn fails when a value appears in any statement of the template but
+// those of the policy whose logical id starts with owner.
+func onlyIn(t *testing.T, s *synthesized, owner string, values ...string) {
+	t.Helper()
+	seen := map[string]bool{}
+	for _, st := range s.statements() {
+		raw, _ := json.Marshal(st.doc)
+		for _, v := range values {
+			if !strings.Contains(string(raw), v) {
+				continue
+			}
+			seen[v] = true
+			if !strings.HasPrefix(st.where, "Resources/"+owner) {
+				t.Errorf("%s appears in %s: %s", v, st.where, raw)
+			}
+		}
+	}
+	for _, v := range values {
+		if !seen[v] {
+			t.Errorf("%s is granted nowhere", v)
+		}
+	}
+}
+
+func merge2(ms ...map[string][]string) map[string][]string {
+	out := map[string][]string{}
+	for _, m := range ms {
+		for k, v := range m {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// TestControlQueueSenders: in every stack, the control queue takes
+// messages from the supervisor's role and the operators' alone, no role
+// of the stack but the supervisor's is granted to send there, and the
+// operators are granted nothing else (their rights are the deployer's to
+// give).
+func TestControlQueueSenders(t *testing.T) {
+	f := all(t)
+	for name, s := range map[string]*synthesized{"default": f.def, "variant": f.variant, "two": f.two, "five": f.five} {
+		want := append([]string{"SupervisorRole"}, s.props.OperatorRoleARNs...)
+		sort.Strings(want)
+		got := s.senderList(t, "AWS::SQS::QueuePolicy", "PolicyDocument", "OnlySupervisorAndOperatorsSend", queuePolicyOf("ControlQueue"))
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("%s: the control queue takes messages from %v, want %v", name, got, want)
+		}
+		for id, p := range s.resources("AWS::IAM::Policy") {
+			for _, st := range list(props(p)["PolicyDocument"].(map[string]any)["Statement"]) {
+				st := st.(map[string]any)
+				if !slices.Contains(strs(st["Resource"]), "ControlQueue") || !slices.Contains(strs(st["Action"]), "sqs:SendMessage") {
+					continue
+				}
+				if roles := strs(props(p)["Roles"]); !reflect.DeepEqual(roles, []string{"SupervisorRole"}) {
+					t.Errorf("%s: policy %s lets %v send to the control queue", name, id, roles)
+				}
+			}
+		}
+		for _, op := range s.props.OperatorRoleARNs {
+			for _, st := range s.statements() {
+				raw, _ := json.Marshal(st.doc)
+				if strings.Contains(string(raw), op) && !isSenderList(st.doc) {
+					t.Errorf("%s: operator %s appears in %s: %s", name, op, st.where, raw)
+				}
+			}
+		}
 	}
 }

@@ -136,7 +136,7 @@ func (r *rig) newService() handler {
 	svc, err := builtinagent.FromConfig(
 		config.Config{SchedulerQueueURL: r.replyURL, PaymentsURL: r.simURL, StepTimeout: 30 * time.Second},
 		builtinagent.Deps{
-			Queue: r.queue, Caller: r.caller, Clock: r.clock,
+			Queue: r.queue, Caller: r.caller, Clock: r.clock, AllowHTTP: true, // the simulator serves http
 			Logger: slog.New(slog.NewJSONHandler(r.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		})
 	require.NoError(r.t, err)

@@ -335,7 +335,7 @@ func TestNoOutcomeComesBackSoonThenIsHandedToTheSupervisor(t *testing.T) {
 	require.NoError(t, err)
 	svc, err := builtinagent.FromConfig(
 		config.Config{SchedulerQueueURL: r.replyURL, PaymentsURL: r.simURL, AgentQueueURL: q.URL, StepTimeout: 30 * time.Second},
-		builtinagent.Deps{Queue: r.queue, Caller: r.caller, Clock: r.clock,
+		builtinagent.Deps{Queue: r.queue, Caller: r.caller, Clock: r.clock, AllowHTTP: true,
 			Logger: slog.New(slog.NewJSONHandler(r.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	require.NoError(t, err)
 	sent, err := r.queue.Send(t.Context(), sas.SendParams{QueueURL: q.URL, Messages: []sas.OutboundMessage{{ID: "1", Body: sas.Encode(request("order-dl"))}}})

@@ -4,16 +4,27 @@
 // (functions/agent) and the local runs (internal/localrun) build it here,
 // so both run the same agent.
 //
-// It is a user of the SDK like any other; what it adds is configuration:
-// the agent's name and base URL, and the routes of the workflow registry
-// for requests from an older scheduler that carry no action.
+// It is a user of the SDK like any other; what it adds is configuration
+// and the fences a deployment's own agent needs (docs/trust.md):
+//
+//   - the agent's name and base URL, https only unless a local run or an
+//     emulator says otherwise (AllowHTTP);
+//   - an auth header whose value is read from a secret (Auth);
+//   - the routes of the workflow registry, for requests from an older
+//     scheduler that carry no action, and as a guard: a request whose
+//     action is not what its workflow defines for that step of this agent
+//     is refused for good and nothing is called. Whoever can write to the
+//     agent's queue can name any path; only the workflows' are called.
 package builtinagent
 
 import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/http"
+	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -33,7 +44,106 @@ const (
 	// EnvBaseURL is the service the agent calls; SAS_PAYMENTS_URL when
 	// unset, which older deployments set.
 	EnvBaseURL = "SAS_AGENT_BASE_URL"
+	// EnvAllowHTTP=true lets the base URL be plain http://: for an
+	// emulator or a local service only (Deps.AllowHTTP).
+	EnvAllowHTTP = "SAS_AGENT_ALLOW_HTTP"
+	// EnvAuthSecret is the ARN of a Secrets Manager secret or an SSM
+	// SecureString parameter whose value the agent sends in its auth header
+	// on every call (Deps.Auth). Never the value itself.
+	EnvAuthSecret = "SAS_AGENT_AUTH_SECRET"
+	// EnvAuthHeader names the auth header; DefaultAuthHeader when unset.
+	EnvAuthHeader = "SAS_AGENT_AUTH_HEADER"
 )
+
+// DefaultAuthHeader is the auth header's name when EnvAuthHeader is unset.
+// The secret holds the whole value ("Bearer …").
+const DefaultAuthHeader = "Authorization"
+
+// Auth is a header sent on every call to the service. Its String and
+// LogValue hide the value.
+type Auth struct {
+	Header string
+	Value  string
+}
+
+func (a Auth) String() string { return a.Header + ": [hidden]" }
+
+// LogValue keeps the value out of logs.
+func (a Auth) LogValue() slog.Value { return slog.StringValue(a.String()) }
+
+// reservedHeaders are set by the agent itself and may not carry the auth.
+var reservedHeaders = []string{"Idempotency-Key", "Content-Type", "Accept", "Content-Length", "Host", "Transfer-Encoding", "Connection"}
+
+// check reports what is wrong with a as a header, without its value.
+func (a Auth) check() error {
+	switch {
+	case !validHeaderName(a.Header):
+		return &sas.ValidationError{Field: EnvAuthHeader, Reason: fmt.Sprintf("%q is not a header name", a.Header)}
+	case slices.Contains(reservedHeaders, http.CanonicalHeaderKey(a.Header)):
+		return &sas.ValidationError{Field: EnvAuthHeader, Reason: fmt.Sprintf("%s is set by the agent itself; name another header", http.CanonicalHeaderKey(a.Header))}
+	case a.Value == "" || strings.ContainsFunc(a.Value, func(r rune) bool { return r < ' ' || r == 0x7f }):
+		return &sas.ValidationError{Field: "auth", Reason: fmt.Sprintf("the value of %s is empty or holds control characters", a.Header)}
+	}
+	return nil
+}
+
+// validHeaderName reports whether s is an HTTP token (RFC 9110 §5.6.2).
+func validHeaderName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, r := range s {
+		if r > 0x7e || !(r == '!' || r == '#' || r == '$' || r == '%' || r == '&' || r == '\'' || r == '*' || r == '+' ||
+			r == '-' || r == '.' || r == '^' || r == '_' || r == '`' || r == '|' || r == '~' ||
+			'0' <= r && r <= '9' || 'a' <= r && r <= 'z' || 'A' <= r && r <= 'Z') {
+			return false
+		}
+	}
+	return true
+}
+
+// SecretReader reads a secret by ARN (Secrets Manager or SSM SecureString);
+// awssecret.Reader is the implementation.
+type SecretReader interface {
+	Value(ctx context.Context, arn string) (string, error)
+}
+
+// DepsFromEnv reads the agent's own variables: its name, base URL,
+// whether http is allowed, and the auth header, whose value it reads from
+// the secret SAS_AGENT_AUTH_SECRET names (with secrets; not called when no
+// secret is named). The caller adds the Caller and the rest.
+func DepsFromEnv(ctx context.Context, getenv config.Getenv, secrets SecretReader) (Deps, error) {
+	d := Deps{Name: getenv(EnvName), BaseURL: getenv(EnvBaseURL)}
+	switch v := strings.TrimSpace(getenv(EnvAllowHTTP)); v {
+	case "", "false", "0":
+	case "true", "1":
+		d.AllowHTTP = true
+	default:
+		return Deps{}, fmt.Errorf("configuring the agent: %w", &sas.ValidationError{Field: EnvAllowHTTP, Reason: fmt.Sprintf("%q: want true or false", v)})
+	}
+	arn := strings.TrimSpace(getenv(EnvAuthSecret))
+	header := strings.TrimSpace(getenv(EnvAuthHeader))
+	switch {
+	case arn == "" && header != "":
+		return Deps{}, fmt.Errorf("configuring the agent: %w", &sas.ValidationError{Field: EnvAuthHeader, Reason: "set without " + EnvAuthSecret + ", the secret holding its value"})
+	case arn == "":
+		return d, nil
+	case header == "":
+		header = DefaultAuthHeader
+	}
+	if err := (Auth{Header: header, Value: "x"}).check(); err != nil {
+		return Deps{}, fmt.Errorf("configuring the agent: %w", err)
+	}
+	if secrets == nil {
+		return Deps{}, fmt.Errorf("configuring the agent: %w", &sas.ValidationError{Field: EnvAuthSecret, Reason: "no secret reader"})
+	}
+	v, err := secrets.Value(ctx, arn)
+	if err != nil {
+		return Deps{}, fmt.Errorf("configuring the agent: reading its auth header's value from %s: %w", EnvAuthSecret, err)
+	}
+	d.Auth = &Auth{Header: header, Value: v}
+	return d, nil
+}
 
 // Caller makes one call with retries, backoff, breaker and deadline;
 // *httpagent.Caller is the implementation.
@@ -59,8 +169,15 @@ type Deps struct {
 	// Name is the agent's name (SAS_AGENT_NAME); default "payments".
 	Name string
 	// BaseURL is the service's base URL (SAS_AGENT_BASE_URL); default
-	// cfg.PaymentsURL (SAS_PAYMENTS_URL).
+	// cfg.PaymentsURL (SAS_PAYMENTS_URL). https:// unless AllowHTTP.
 	BaseURL string
+	// AllowHTTP lets BaseURL be plain http:// (SAS_AGENT_ALLOW_HTTP=true).
+	// Only local runs and emulators set it: over http the payload, the
+	// idempotency key and the auth header travel in clear.
+	AllowHTTP bool
+	// Auth, when set, is sent on every call (SAS_AGENT_AUTH_SECRET,
+	// SAS_AGENT_AUTH_HEADER; DepsFromEnv reads it).
+	Auth *Auth
 }
 
 // Agent builds the HTTP agent: named d.Name, calling d.BaseURL, with the
@@ -77,8 +194,21 @@ func Agent(cfg config.Config, d Deps) (*agent.Agent, error) {
 		return nil, fmt.Errorf("configuring agent %q: %w", name,
 			&sas.ValidationError{Field: "environment", Reason: EnvBaseURL + " (or SAS_PAYMENTS_URL) is required"})
 	}
+	if u, err := url.Parse(base); err == nil && u.Scheme == "http" && !d.AllowHTTP {
+		return nil, fmt.Errorf("configuring agent %q: %w", name, &sas.ValidationError{Field: EnvBaseURL, Reason: fmt.Sprintf(
+			"%q: the agent calls https:// services only; http:// is for an emulator or a local service, with %s=true", base, EnvAllowHTTP)})
+	}
+	if d.Auth != nil {
+		if err := d.Auth.check(); err != nil {
+			return nil, fmt.Errorf("configuring agent %q: %w", name, err)
+		}
+	}
 	if d.Caller == nil {
 		return nil, fmt.Errorf("configuring agent %q: %w", name, &sas.ValidationError{Field: "Caller", Reason: "required"})
+	}
+	logger := d.Logger
+	if logger == nil {
+		logger = slog.Default()
 	}
 	reg := d.Registry
 	if reg == nil {
@@ -96,7 +226,7 @@ func Agent(cfg config.Config, d Deps) (*agent.Agent, error) {
 		routes = append(routes, agent.Route{Step: step, Action: r.Action, Undo: r.Undo})
 	}
 	slices.SortFunc(routes, func(a, b agent.Route) int { return strings.Compare(a.Step, b.Step) })
-	a := agent.HTTP(name, base, callerDoer{d.Caller}, routes...)
+	a := agent.HTTP(name, base, callerDoer{c: d.Caller, auth: d.Auth}, routes...).Guard(onlyWorkflowActions(reg, name, byStep, logger))
 	if err := a.Err(); err != nil {
 		return nil, fmt.Errorf("configuring agent %q: %w", name, err)
 	}
@@ -127,9 +257,95 @@ func FromConfig(cfg config.Config, d Deps) (*agent.Handler, error) {
 	return agent.NewHandler(hc)
 }
 
-// callerDoer makes a Caller the SDK's agent.HTTPDoer. The caller's errors
-// pass through unchanged: the HTTP agent reads their classes.
-type callerDoer struct{ c Caller }
+// onlyWorkflowActions is the agent's guard: a request that names an action
+// is served only when that action is the one its workflow defines for that
+// step of this agent (its undo for a compensation). The request's fields
+// are not trusted (whoever can send to the agent's queue wrote them), so a
+// request naming a workflow, step or action the registry does not give
+// this agent is refused before anything is called. A request without an
+// action (an older scheduler) passes: the HTTP agent serves it from the
+// step's route, the registry's own, and refuses a step it has no route for.
+//
+// Workflow versions: an order keeps the definition it was submitted with
+// across deploys (docs/workflows.md), and the agent knows only the
+// deployment's current ones (it may not read the store, where earlier ones
+// are kept). A request for an earlier version of a registered workflow is
+// therefore served as it asks, logged; what fences it is the agent queue's
+// policy (only the scheduler's role may send there, docs/trust.md).
+func onlyWorkflowActions(reg sas.Registry, name string, byStep iagent.Routes, log *slog.Logger) func(agent.Request) error {
+	type key struct{ workflow, step string }
+	defined := map[key]iagent.Route{}
+	versions := map[string]string{}
+	for wn, w := range reg {
+		versions[wn] = w.Version()
+		for _, s := range w.Steps {
+			if s.Agent == name {
+				defined[key{wn, s.Name}] = iagent.Route{Action: s.Action, Undo: s.Undo}
+			}
+		}
+	}
+	return func(req agent.Request) error {
+		if req.Action == "" {
+			return nil // served from the step's route: the registry's own
+		}
+		if current, ok := versions[req.Workflow]; ok && req.Version != "" && req.Version != current {
+			log.Warn("agent: a request of an earlier workflow version; its action cannot be checked against the current definitions",
+				"agent", name, "orderId", req.OrderID, "workflow", req.Workflow, "version", req.Version, "current", current,
+				"stepName", req.Step, "action", quoteCut(req.Action))
+			return nil
+		}
+		var (
+			rt    iagent.Route
+			found bool
+			where = "the workflows"
+			verb  = "define"
+		)
+		if req.Workflow != "" {
+			rt, found = defined[key{req.Workflow, req.Step}]
+			where, verb = "workflow "+quoteCut(req.Workflow), "defines"
+			if !found {
+				return fmt.Errorf("%s has no step %s for agent %s, so nothing was called", where, quoteCut(req.Step), name)
+			}
+		} else if rt, found = byStep[req.Step]; !found {
+			return fmt.Errorf("no workflow has a step %s for agent %s, so nothing was called", quoteCut(req.Step), name)
+		}
+		want, what := rt.Action, "action"
+		if req.Undo {
+			want, what = rt.Undo, "undo"
+		}
+		switch {
+		case want == "":
+			return fmt.Errorf("%s %s for step %s: %s %s no %s for it, so nothing was called",
+				what, quoteCut(req.Action), quoteCut(req.Step), where, verb, what)
+		case !sameAction(req.Action, want):
+			return fmt.Errorf("%s %s is not what %s %s for step %s (%s), so nothing was called",
+				what, quoteCut(req.Action), where, verb, quoteCut(req.Step), strconv.Quote(want))
+		}
+		return nil
+	}
+}
+
+// sameAction compares two "METHOD /path" texts field by field.
+func sameAction(a, b string) bool {
+	return slices.Equal(strings.Fields(a), strings.Fields(b))
+}
+
+// quoteCut quotes a value a sender wrote, cut to a length fit for a reason.
+func quoteCut(s string) string {
+	const maxQuoted = 120
+	if len(s) > maxQuoted {
+		return strconv.Quote(s[:maxQuoted]) + fmt.Sprintf("… [%d bytes]", len(s))
+	}
+	return strconv.Quote(s)
+}
+
+// callerDoer makes a Caller the SDK's agent.HTTPDoer, adding the auth
+// header to every call. The caller's errors pass through unchanged: the
+// HTTP agent reads their classes.
+type callerDoer struct {
+	c    Caller
+	auth *Auth
+}
 
 func (d callerDoer) Do(ctx context.Context, call agent.HTTPCall) (agent.HTTPResponse, error) {
 	deadline, ok := ctx.Deadline()
@@ -137,9 +353,17 @@ func (d callerDoer) Do(ctx context.Context, call agent.HTTPCall) (agent.HTTPResp
 		return agent.HTTPResponse{}, agent.Permanent(fmt.Errorf("calling %s %s%s: %w", call.Method, call.Endpoint, call.Path,
 			&sas.ValidationError{Field: "ctx", Reason: "a context with a deadline is required"}))
 	}
+	header := call.Header
+	if d.auth != nil {
+		header = header.Clone()
+		if header == nil {
+			header = http.Header{}
+		}
+		header.Set(d.auth.Header, d.auth.Value)
+	}
 	res, err := d.c.Call(ctx, httpagent.Request{
 		Endpoint: call.Endpoint, Method: call.Method, Path: call.Path, Body: call.Body,
-		IdempotencyKey: call.IdempotencyKey, Deadline: deadline, Header: call.Header,
+		IdempotencyKey: call.IdempotencyKey, Deadline: deadline, Header: header,
 	})
 	return agent.HTTPResponse{Status: res.Status, Body: res.Body, Truncated: res.Truncated, Tries: res.Attempts}, err
 }

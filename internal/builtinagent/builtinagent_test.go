@@ -17,7 +17,7 @@ func TestFromConfigNeedsItsEnvironment(t *testing.T) {
 	t.Parallel()
 	caller, err := httpagent.New(httpagent.Config{})
 	require.NoError(t, err)
-	d := builtinagent.Deps{Queue: memqueue.New(memqueue.Options{}), Caller: caller}
+	d := builtinagent.Deps{Queue: memqueue.New(memqueue.Options{}), Caller: caller, AllowHTTP: true}
 	for name, cfg := range map[string]config.Config{
 		"no payments URL":    {SchedulerQueueURL: "http://q/scheduler", StepTimeout: time.Minute},
 		"no scheduler URL":   {PaymentsURL: "http://127.0.0.1:1", StepTimeout: time.Minute},
@@ -49,12 +49,12 @@ func TestAgentNameAndBaseURL(t *testing.T) {
 	caller, err := httpagent.New(httpagent.Config{})
 	require.NoError(t, err)
 	cfg := config.Config{PaymentsURL: "http://127.0.0.1:1", StepTimeout: time.Minute}
-	a, err := builtinagent.Agent(cfg, builtinagent.Deps{Caller: caller, Name: "flights", BaseURL: "http://127.0.0.1:2/api"})
+	a, err := builtinagent.Agent(cfg, builtinagent.Deps{Caller: caller, Name: "flights", BaseURL: "https://127.0.0.1:2/api"})
 	require.NoError(t, err)
 	require.Equal(t, "flights", a.Name())
-	a, err = builtinagent.Agent(cfg, builtinagent.Deps{Caller: caller})
+	a, err = builtinagent.Agent(cfg, builtinagent.Deps{Caller: caller, AllowHTTP: true})
 	require.NoError(t, err)
 	require.Equal(t, "payments", a.Name())
-	_, err = builtinagent.Agent(config.Config{StepTimeout: time.Minute}, builtinagent.Deps{Caller: caller, BaseURL: "http://127.0.0.1:2"})
+	_, err = builtinagent.Agent(config.Config{StepTimeout: time.Minute}, builtinagent.Deps{Caller: caller, BaseURL: "https://127.0.0.1:2"})
 	require.NoError(t, err, "SAS_AGENT_BASE_URL alone is enough")
 }

@@ -30,8 +30,10 @@ type Config struct {
 	// function's environment is readable by whoever may read its
 	// configuration.
 	SigningKeySecret, SigningKey string
-	// RequireSignedReplies is SAS_REQUIRE_SIGNED_REPLIES=true: replies
-	// without a signature are dropped instead of handled from the store.
+	// RequireSignedReplies is SAS_REQUIRE_SIGNED_REPLIES, true unless it
+	// says false: replies without a signature are dropped instead of
+	// handled from the store. Every agent built with the SDK echoes the
+	// signature; false is for agents built before it (docs/trust.md).
 	RequireSignedReplies bool
 	AgentQueueURL        string
 	// AgentQueues is SAS_AGENT_QUEUES, a JSON object from agent name to
@@ -117,8 +119,8 @@ func Load(getenv Getenv) (Config, error) {
 		}
 	}
 	switch v := strings.TrimSpace(getenv("SAS_REQUIRE_SIGNED_REPLIES")); v {
-	case "", "false", "0":
-	case "true", "1":
+	case "false", "0":
+	case "", "true", "1":
 		c.RequireSignedReplies = true
 	default:
 		return c, fmt.Errorf("SAS_REQUIRE_SIGNED_REPLIES=%q: want true or false", v)

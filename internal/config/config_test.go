@@ -20,6 +20,19 @@ func TestLoadDefaults(t *testing.T) {
 	require.Zero(t, c.WaitLimit, "unset: the supervisor's own default applies")
 }
 
+// Signed replies are required unless the deployment says otherwise (for
+// agents built before signatures, docs/trust.md).
+func TestLoadRequireSignedReplies(t *testing.T) {
+	t.Parallel()
+	for v, want := range map[string]bool{"": true, "true": true, "1": true, "false": false, "0": false} {
+		c, err := Load(env(map[string]string{"SAS_REQUIRE_SIGNED_REPLIES": v}))
+		require.NoError(t, err, v)
+		require.Equal(t, want, c.RequireSignedReplies, "SAS_REQUIRE_SIGNED_REPLIES=%q", v)
+	}
+	_, err := Load(env(map[string]string{"SAS_REQUIRE_SIGNED_REPLIES": "maybe"}))
+	require.ErrorContains(t, err, "SAS_REQUIRE_SIGNED_REPLIES")
+}
+
 func TestLoadWaitLimit(t *testing.T) {
 	t.Parallel()
 	c, err := Load(env(map[string]string{"SAS_WAIT_LIMIT": "20m"}))

@@ -131,7 +131,7 @@ func newCostRun(t *testing.T, batched bool) *costRun {
 	if batched {
 		caller, err := httpagent.New(httpagent.Config{AttemptTimeout: time.Second, BaseBackoff: 50 * time.Millisecond, MaxBackoff: time.Second})
 		require.NoError(t, err)
-		ag, err := builtinagent.FromConfig(sys.Config, builtinagent.Deps{Queue: sys.Queue, Caller: caller, Logger: sys.Opts.Logger, ReplyLinger: time.Minute})
+		ag, err := builtinagent.FromConfig(sys.Config, builtinagent.Deps{Queue: sys.Queue, Caller: caller, Logger: sys.Opts.Logger, ReplyLinger: time.Minute, AllowHTTP: true})
 		require.NoError(t, err)
 		r.poller("agent-0").Handler = ag.Handle
 	}

@@ -399,7 +399,8 @@ func (s *System) buildActors(reg sas.Registry) (schedulers []*scheduler.Handler,
 		if err != nil {
 			return nil, nil, err
 		}
-		ag, err := builtinagent.FromConfig(s.Config, builtinagent.Deps{Queue: s.actors.actorQueue, Caller: caller, Logger: s.Opts.Logger, Registry: reg})
+		ag, err := builtinagent.FromConfig(s.Config, builtinagent.Deps{Queue: s.actors.actorQueue, Caller: caller, Logger: s.Opts.Logger, Registry: reg,
+			AllowHTTP: true}) // a local run: its remote service is local
 		if err != nil {
 			return nil, nil, err
 		}

@@ -122,6 +122,10 @@ func (s *Service) trustReply(ctx context.Context, rep sas.AgentReply) (sas.Agent
 	case err == nil:
 		return rep, nil
 	case errors.Is(err, sas.ErrUnsigned) && !s.cfg.RequireSignedReplies:
+	case errors.Is(err, sas.ErrUnsigned):
+		s.log.WarnContext(ctx, "reply refused: it carries no signature (an agent built before signed requests? rebuild it with the SDK, or set SAS_REQUIRE_SIGNED_REPLIES=false)",
+			"order", rep.OrderID, "step", rep.Step, "attempt", rep.Attempt, "agent", rep.Agent)
+		return rep, drop(err, "unsigned reply for order %s step %d attempt %d", rep.OrderID, rep.Step, rep.Attempt)
 	default:
 		s.log.WarnContext(ctx, "reply refused: its echo is not what the scheduler sent", "order", rep.OrderID,
 			"step", rep.Step, "attempt", rep.Attempt, "agent", rep.Agent, "error", err)
