@@ -178,6 +178,15 @@ e2e: infra/node_modules/.package-lock.json ## deploy the stack and the travel ex
 	$(MAKE) -C examples/travel build ARCH=$(E2E_ARCH)
 	$(CDK_ENV) $(GO) test -tags e2e -count=1 -v -timeout 20m ./e2e
 
+# The scale check (docs/deploy.md, "A hundred agents"): E2E_AGENTS built-in
+# agents, each with a priority lane and in a nested stack of its own, on
+# MiniStack, one order through every one. Minutes on a 2-core machine, so
+# not part of make e2e or make test.
+E2E_AGENTS ?= 30
+e2e-scale: infra/node_modules/.package-lock.json ## deploy E2E_AGENTS (30) agents with lanes in nested stacks to MiniStack and run an order through every one (not in make test)
+	$(MAKE) build ARCH=$(E2E_ARCH)
+	SAS_E2E_AGENTS=$(E2E_AGENTS) $(CDK_ENV) $(GO) test -tags e2e -count=1 -v -timeout 20m -run 'TestManyAgents$$' ./e2e
+
 # The same deploy-and-run suite on LocalStack (localstack-core from PyPI on
 # the host, no Docker): its Lambda functions run as host processes through
 # our executor (localstack/README.md), so the bootstraps are built for the
@@ -214,4 +223,4 @@ chaos: ## chaos soak: every fault kind at once (ORDERS=10000 works); fails on an
 		-kill-every 3s -duplicate 0.02 -kill-before-send 0.01 -supervisors 3 -clock-skew 300ms \
 		-min-processed $(CHAOS_MIN_PROCESSED) -timeout $(CHAOS_TIMEOUT)
 
-.PHONY: dev soak help test test-unit test-examples vet run synth deploy bench chaos build test-infra lint-infra e2e e2e-localstack contract-localstack test-localstack emulator env
+.PHONY: e2e-scale dev soak help test test-unit test-examples vet run synth deploy bench chaos build test-infra lint-infra e2e e2e-localstack contract-localstack test-localstack emulator env

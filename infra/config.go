@@ -29,6 +29,12 @@ const (
 	// ctxAgents lists built-in HTTP agents as JSON (see contextAgent); the
 	// alternative to paymentsUrl's single "payments" agent.
 	ctxAgents = "agents"
+	// ctxNestedAgentStacks=true puts each agent in a nested stack
+	// (sascdk.Props.NestedAgentStacks): needed past about 25 agents.
+	ctxNestedAgentStacks = "nestedAgentStacks"
+	// ctxStackName names the stack (default StackID), so that two
+	// deployments of this app can share an account (the e2e suite's).
+	ctxStackName = "stackName"
 )
 
 // defaultDistDir is where `make build` puts the bootstraps, seen from infra/.
@@ -75,6 +81,13 @@ func PropsFromContext(node constructs.Node) (sascdk.Props, error) {
 			return sascdk.Props{}, fmt.Errorf("context %s=%q: %w", ctxStepTimeout, v, err)
 		}
 		p.StepTimeout = d
+	}
+	switch v := strings.ToLower(get(ctxNestedAgentStacks)); v {
+	case "", "false":
+	case "true":
+		p.NestedAgentStacks = true
+	default:
+		return sascdk.Props{}, fmt.Errorf("context %s=%q: want true or false", ctxNestedAgentStacks, v)
 	}
 	switch rp := strings.ToLower(get(ctxRemovalPolicy)); rp {
 	case "", "retain":

@@ -34,7 +34,11 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	if _, err := NewStack(app, StackID, props); err != nil {
+	id := StackID
+	if v, ok := app.Node().TryGetContext(jsii.String(ctxStackName)).(string); ok && v != "" {
+		id = v
+	}
+	if _, err := NewStack(app, id, props); err != nil {
 		log.Fatal(err)
 	}
 	if err := sascdk.Synth(app); err != nil {
