@@ -64,3 +64,16 @@ func TestDeploymentRefusedByParseAndSchema(t *testing.T) {
 		})
 	}
 }
+
+// Write writes what Parse reads back as the same definitions.
+func TestWriteRoundTrips(t *testing.T) {
+	t.Parallel()
+	defs, err := workflow.Load("testdata/travel.json")
+	require.NoError(t, err)
+	var buf bytes.Buffer
+	require.NoError(t, workflow.Write(&buf, defs...))
+	back, err := workflow.Parse("written.json", buf.Bytes())
+	require.NoError(t, err)
+	require.Equal(t, defs, back)
+	require.Error(t, workflow.Write(&buf), "no workflows is not a file")
+}

@@ -306,3 +306,32 @@ func unknownIn(step json.RawMessage, name string) string {
 	}
 	return name
 }
+
+// SchemaURL is the published schema's address, written as a file's
+// "$schema" so that editors can check it.
+const SchemaURL = "https://github.com/sas-go/sas/workflow/schema.json"
+
+// Write validates the definitions and writes them as a workflow file that
+// Parse reads back to the same definitions: what `sasctl workflows write`
+// runs, so that a workflows.json is generated from the Go definitions
+// rather than kept in step by hand.
+func Write(w io.Writer, defs ...Workflow) error {
+	if err := Validate(defs...); err != nil {
+		return err
+	}
+	b, err := json.MarshalIndent(File{Schema: SchemaURL, Workflows: defs}, "", "  ")
+	if err != nil {
+		return fmt.Errorf("writing the workflows: %w", err)
+	}
+	_, err = w.Write(append(b, '\n'))
+	return err
+}
+
+// WriteFile is Write to the file at path.
+func WriteFile(path string, defs ...Workflow) error {
+	var buf bytes.Buffer
+	if err := Write(&buf, defs...); err != nil {
+		return err
+	}
+	return os.WriteFile(path, buf.Bytes(), 0o644)
+}
