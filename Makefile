@@ -30,12 +30,14 @@ test: ## every test: Go suites on DynamoDB Local + ElasticMQ (queue contract on 
 test-unit: ## tests that need no emulator (fast)
 	SAS_NO_EMULATORS=1 $(GO) test -count=1 ./...
 	cd examples/travel && $(GO) test -count=1 ./...
+	cd examples/greet && $(GO) test -count=1 ./...
 
 # Each example is a Go module of its own, which ./... here does not reach.
 # Its test target builds the bootstraps its CDK synth test needs (the
 # example's agents, and the SAS ones with `make build`) before testing.
-test-examples: ## the examples' tests (examples/travel, its own module), its CDK synth included
+test-examples: ## the examples' tests (examples/travel and examples/greet, the README's tutorial, each its own module), travel's CDK synth included
 	$(MAKE) -C examples/travel test
+	cd examples/greet && $(GO) vet ./... && $(GO) test -count=1 ./...
 
 # staticcheck is pinned; the module proxy here serves v0.7.0 (2026.1).
 STATICCHECK := $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.7.0
@@ -46,6 +48,7 @@ vet: ## go vet, gofmt and staticcheck (pinned)
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(STATICCHECK) ./...
 	cd examples/travel && $(GO) vet ./... && $(STATICCHECK) ./...
+	cd examples/greet && $(GO) vet ./... && $(STATICCHECK) ./...
 
 # The dev server (docs/dev.md): the example's workflows and agents when
 # examples/travel is there, else the reference workflows with the built-in
@@ -224,4 +227,8 @@ chaos: ## chaos soak: every fault kind at once (ORDERS=10000 works); fails on an
 		-kill-every 3s -duplicate 0.02 -kill-before-send 0.01 -supervisors 3 -clock-skew 300ms \
 		-min-processed $(CHAOS_MIN_PROCESSED) -timeout $(CHAOS_TIMEOUT)
 
-.PHONY: e2e-scale dev soak help test test-unit test-examples vet run synth deploy bench chaos build test-infra lint-infra e2e e2e-localstack contract-localstack test-localstack emulator env
+# A release (README, "Releasing"): every module tagged at VERSION, locally.
+release: ## tag every module at VERSION=vX.Y.Z after checking the tree (clean, vet, unit tests); prints the push, pushes nothing
+	@$(SYNTH_ENV) scripts/release.sh "$(VERSION)"
+
+.PHONY: release e2e-scale dev soak help test test-unit test-examples vet run synth deploy bench chaos build test-infra lint-infra e2e e2e-localstack contract-localstack test-localstack emulator env
