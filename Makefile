@@ -163,10 +163,11 @@ test-infra: ## CDK assertion tests (the app and the sascdk construct) and cfn-li
 MULTI_AGENT_ARGS := -c workflowsFile=../workflow/testdata/travel.json \
 	-c agents='{"airline":{"url":"https://airline.example.com","concurrency":5,"priorityConcurrency":2},"hotels":{"url":"https://hotels.example.com"},"payments":{"url":"https://payments.example.com","priorityConcurrency":2}}'
 
-lint-infra: synth ## go vet the CDK app and construct, and cfn-lint the default and a multi-agent template (pinned, own venv)
+lint-infra: synth ## go vet the CDK app and construct, and cfn-lint the default, a multi-agent and a nested-agent-stacks template (pinned, own venv)
 	cd infra && $(GO) vet ./... && out=$$(gofmt -l *.go sascdk) && if [ -n "$$out" ]; then echo "gofmt needed: $$out"; exit 1; fi
 	cd infra && $(SYNTH_ENV) npx --no-install cdk synth --quiet --no-notices --output cdk.out/multi -c arch=$(ARCH) $(MULTI_AGENT_ARGS)
-	infra/scripts/cfn-lint.sh infra/cdk.out/*.template.json infra/cdk.out/multi/*.template.json
+	cd infra && $(SYNTH_ENV) npx --no-install cdk synth --quiet --no-notices --output cdk.out/nested -c arch=$(ARCH) -c nestedAgentStacks=true $(MULTI_AGENT_ARGS)
+	infra/scripts/cfn-lint.sh infra/cdk.out/*.template.json infra/cdk.out/multi/*.template.json infra/cdk.out/nested/*.template.json
 
 # MiniStack runs the bootstraps as host processes: build for the host.
 E2E_ARCH := $(HOST_ARCH)

@@ -97,6 +97,13 @@ func TestHundredAgentsWithinLimits(t *testing.T) {
 		}
 		if strings.HasSuffix(path, "Hundred.template.json") {
 			core = n
+			// Policies that do not grow with the agents: the deployment's
+			// queue name prefix and agent role path, not a hundred ARNs.
+			prefix := regexp.MustCompile(`:Hundred-[0-9a-f]{8}-\*"`)
+			path := regexp.MustCompile(`:role/Hundred-[0-9a-f]{8}/\*"`)
+			if !prefix.Match(raw) || !path.Match(raw) || !strings.Contains(string(raw), `"ArnNotLike"`) {
+				t.Errorf("the core template names no agent queue prefix, agent role path or ArnNotLike")
+			}
 		} else {
 			most = max(most, n)
 		}
