@@ -182,7 +182,7 @@ emulator: ## start MiniStack on 127.0.0.1:4566 (EMULATOR_PORT=), print its expor
 e2e: infra/node_modules/.package-lock.json ## deploy the stack and the travel example to MiniStack (installed, started and stopped for you) and run orders through both
 	$(MAKE) build ARCH=$(E2E_ARCH)
 	$(MAKE) -C examples/travel build ARCH=$(E2E_ARCH)
-	$(CDK_ENV) $(GO) test -tags e2e -count=1 -v -timeout 20m ./e2e
+	SAS_E2E_AGENTS=$(E2E_AGENTS) $(CDK_ENV) $(GO) test -tags e2e -count=1 -v -timeout 20m ./e2e
 
 # The scale check alone (docs/deploy.md, "A hundred agents"): E2E_AGENTS
 # built-in agents, each with a priority lane and in a nested stack of its
