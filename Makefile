@@ -30,12 +30,14 @@ test: ## every test: Go suites on DynamoDB Local + ElasticMQ (queue contract on 
 test-unit: ## tests that need no emulator (fast)
 	SAS_NO_EMULATORS=1 $(GO) test -count=1 ./...
 	cd examples/travel && $(GO) test -count=1 ./...
+	cd examples/greet && $(GO) test -count=1 ./...
 
 # Each example is a Go module of its own, which ./... here does not reach.
 # Its test target builds the bootstraps its CDK synth test needs (the
 # example's agents, and the SAS ones with `make build`) before testing.
-test-examples: ## the examples' tests (examples/travel, its own module), its CDK synth included
+test-examples: ## the examples' tests (examples/travel and examples/greet, the README's tutorial, each its own module), travel's CDK synth included
 	$(MAKE) -C examples/travel test
+	cd examples/greet && $(GO) vet ./... && $(GO) test -count=1 ./...
 
 # staticcheck is pinned; the module proxy here serves v0.7.0 (2026.1).
 STATICCHECK := $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.7.0
@@ -46,6 +48,7 @@ vet: ## go vet, gofmt and staticcheck (pinned)
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(STATICCHECK) ./...
 	cd examples/travel && $(GO) vet ./... && $(STATICCHECK) ./...
+	cd examples/greet && $(GO) vet ./... && $(STATICCHECK) ./...
 
 # The dev server (docs/dev.md): the example's workflows and agents when
 # examples/travel is there, else the reference workflows with the built-in
@@ -162,13 +165,16 @@ test-infra: ## CDK assertion tests (the app and the sascdk construct) and cfn-li
 MULTI_AGENT_ARGS := -c workflowsFile=../workflow/testdata/travel.json \
 	-c agents='{"airline":{"url":"https://airline.example.com","concurrency":5,"priorityConcurrency":2},"hotels":{"url":"https://hotels.example.com"},"payments":{"url":"https://payments.example.com","priorityConcurrency":2}}'
 
-lint-infra: synth ## go vet the CDK app and construct, and cfn-lint the default and a multi-agent template (pinned, own venv)
+lint-infra: synth ## go vet the CDK app and construct, and cfn-lint the default, a multi-agent and a nested-agent-stacks template (pinned, own venv)
 	cd infra && $(GO) vet ./... && out=$$(gofmt -l *.go sascdk) && if [ -n "$$out" ]; then echo "gofmt needed: $$out"; exit 1; fi
 	cd infra && $(SYNTH_ENV) npx --no-install cdk synth --quiet --no-notices --output cdk.out/multi -c arch=$(ARCH) $(MULTI_AGENT_ARGS)
-	infra/scripts/cfn-lint.sh infra/cdk.out/*.template.json infra/cdk.out/multi/*.template.json
+	cd infra && $(SYNTH_ENV) npx --no-install cdk synth --quiet --no-notices --output cdk.out/nested -c arch=$(ARCH) -c nestedAgentStacks=true $(MULTI_AGENT_ARGS)
+	infra/scripts/cfn-lint.sh infra/cdk.out/*.template.json infra/cdk.out/multi/*.template.json infra/cdk.out/nested/*.template.json
 
 # MiniStack runs the bootstraps as host processes: build for the host.
 E2E_ARCH := $(HOST_ARCH)
+# The agents of the e2e suite's scale test (TestManyAgents).
+E2E_AGENTS ?= 30
 
 # The emulator a newcomer deploys to by hand (docs/deploy.md): the same
 # pinned MiniStack as make e2e, on a fixed port, until Ctrl-C.
@@ -178,7 +184,15 @@ emulator: ## start MiniStack on 127.0.0.1:4566 (EMULATOR_PORT=), print its expor
 e2e: infra/node_modules/.package-lock.json ## deploy the stack and the travel example to MiniStack (installed, started and stopped for you) and run orders through both
 	$(MAKE) build ARCH=$(E2E_ARCH)
 	$(MAKE) -C examples/travel build ARCH=$(E2E_ARCH)
-	$(CDK_ENV) $(GO) test -tags e2e -count=1 -v -timeout 20m ./e2e
+	SAS_E2E_AGENTS=$(E2E_AGENTS) $(CDK_ENV) $(GO) test -tags e2e -count=1 -v -timeout 20m ./e2e
+
+# The scale check alone (docs/deploy.md, "A hundred agents"): E2E_AGENTS
+# built-in agents, each with a priority lane and in a nested stack of its
+# own, on MiniStack, one order through every one. make e2e runs it with 30
+# (about 20 s); E2E_AGENTS=100 make e2e-scale for more.
+e2e-scale: infra/node_modules/.package-lock.json ## deploy E2E_AGENTS (30) agents with lanes in nested stacks to MiniStack and run one order through every one (make e2e runs it too)
+	$(MAKE) build ARCH=$(E2E_ARCH)
+	SAS_E2E_AGENTS=$(E2E_AGENTS) $(CDK_ENV) $(GO) test -tags e2e -count=1 -v -timeout 20m -run 'TestManyAgents$$' ./e2e
 
 # The same deploy-and-run suite on LocalStack (localstack-core from PyPI on
 # the host, no Docker): its Lambda functions run as host processes through
@@ -216,4 +230,8 @@ chaos: ## chaos soak: every fault kind at once (ORDERS=10000 works); fails on an
 		-kill-every 3s -duplicate 0.02 -kill-before-send 0.01 -supervisors 3 -clock-skew 300ms \
 		-min-processed $(CHAOS_MIN_PROCESSED) -timeout $(CHAOS_TIMEOUT)
 
-.PHONY: dev soak help test test-unit test-examples vet run synth deploy bench chaos build test-infra lint-infra e2e e2e-localstack contract-localstack test-localstack emulator env
+# A release (README, "Releasing"): every module tagged at VERSION, locally.
+release: ## tag every module at VERSION=vX.Y.Z after checking the tree (clean, vet, unit tests); prints the push, pushes nothing
+	@$(SYNTH_ENV) scripts/release.sh "$(VERSION)"
+
+.PHONY: release e2e-scale dev soak help test test-unit test-examples vet run synth deploy bench chaos build test-infra lint-infra e2e e2e-localstack contract-localstack test-localstack emulator env

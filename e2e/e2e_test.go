@@ -426,6 +426,19 @@ func ensureRedrive(ctx context.Context, t *testing.T, c *cdk, sqsc *sqs.Client) 
 	}
 	res, _ := tmpl["Resources"].(map[string]any)
 	urlOf := func(logicalID string) (string, error) {
+		// A queue the template names (the agents' queues: the deployment
+		// file lists them by name) is found by its name.
+		if r, _ := res[logicalID].(map[string]any); r != nil {
+			if props, _ := r["Properties"].(map[string]any); props != nil {
+				if name, ok := props["QueueName"].(string); ok {
+					out, err := sqsc.GetQueueUrl(ctx, &sqs.GetQueueUrlInput{QueueName: aws.String(name)})
+					if err != nil {
+						return "", fmt.Errorf("queue %s (%s): %w", logicalID, name, err)
+					}
+					return aws.ToString(out.QueueUrl), nil
+				}
+			}
+		}
 		// CloudFormation names a queue <stack>-<logical id>-<suffix>, the
 		// logical id cut short when the name would be too long (LocalStack
 		// cuts the SAS stack's; MiniStack does not).

@@ -46,6 +46,12 @@ const (
 	ctxPaymentsAuthSecret = "paymentsAuthSecret"
 	ctxPaymentsAuthHeader = "paymentsAuthHeader"
 	ctxPaymentsAuthKMSKey = "paymentsAuthKmsKey"
+	// ctxNestedAgentStacks=true puts each agent in a nested stack
+	// (sascdk.Props.NestedAgentStacks): needed past about 25 agents.
+	ctxNestedAgentStacks = "nestedAgentStacks"
+	// ctxStackName names the stack (default StackID), so that two
+	// deployments of this app can share an account (the e2e suite's).
+	ctxStackName = "stackName"
 )
 
 // defaultDistDir is where `make build` puts the bootstraps, seen from infra/.
@@ -137,6 +143,13 @@ func propsFrom(node constructs.Node, getenv func(string) string) (sascdk.Props, 
 			return sascdk.Props{}, fmt.Errorf("context %s=%q: %w", ctxStepTimeout, v, err)
 		}
 		p.StepTimeout = d
+	}
+	switch v := strings.ToLower(get(ctxNestedAgentStacks)); v {
+	case "", "false":
+	case "true":
+		p.NestedAgentStacks = true
+	default:
+		return sascdk.Props{}, fmt.Errorf("context %s=%q: want true or false", ctxNestedAgentStacks, v)
 	}
 	switch rp := strings.ToLower(get(ctxRemovalPolicy)); rp {
 	case "", "retain":

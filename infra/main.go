@@ -34,15 +34,25 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	NewStack(app, StackID, props)
-	app.Synth(nil)
+	id := StackID
+	if v, ok := app.Node().TryGetContext(jsii.String(ctxStackName)).(string); ok && v != "" {
+		id = v
+	}
+	if _, err := NewStack(app, id, props); err != nil {
+		log.Fatal(err)
+	}
+	if err := sascdk.Synth(app); err != nil {
+		log.Fatal(err)
+	}
 }
 
 // NewStack is the deployed stack: environment-agnostic on purpose, so synth
 // needs no credentials and deploy targets whatever account and region the
 // CLI's credentials name.
-func NewStack(scope constructs.Construct, id string, props sascdk.Props) awscdk.Stack {
+func NewStack(scope constructs.Construct, id string, props sascdk.Props) (awscdk.Stack, error) {
 	stack := awscdk.NewStack(scope, &id, nil)
-	sascdk.New(stack, constructID, &props)
-	return stack
+	if _, err := sascdk.New(stack, constructID, &props); err != nil {
+		return nil, err
+	}
+	return stack, nil
 }

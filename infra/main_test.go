@@ -71,7 +71,10 @@ func TestStackUpdatesInPlace(t *testing.T) {
 		t.Fatal(err)
 	}
 	props.DistDir = dist
-	stack := NewStack(app, StackID, props)
+	stack, err := NewStack(app, StackID, props)
+	if err != nil {
+		t.Fatal(err)
+	}
 	raw, err := json.Marshal(assertions.Template_FromStack(stack, nil).ToJSON())
 	if err != nil {
 		t.Fatal(err)

@@ -15,7 +15,10 @@ import (
 // names the schema for editors and is otherwise ignored.
 type File struct {
 	Schema    string     `json:"$schema,omitempty"`
-	Workflows []Workflow `json:"workflows"`
+	Workflows []Workflow `json:"workflows,omitempty"`
+	// Deployment is the optional "deployment" section the CDK construct
+	// writes (agents, their queues, limits); see Deployment.
+	Deployment *Deployment `json:"deployment,omitempty"`
 }
 
 //go:embed schema.json
@@ -47,20 +50,50 @@ func Load(path string) ([]Workflow, error) {
 // validates the workflows it defines. Unknown fields are refused, so a
 // misspelt limit is an error, not a default.
 func Parse(file string, data []byte) ([]Workflow, error) {
-	fail := func(path, format string, args ...any) ([]Workflow, error) {
-		return nil, &FieldError{File: file, Path: path, Reason: fmt.Sprintf(format, args...)}
+	f, err := ParseFile(file, data)
+	if err != nil {
+		return nil, err
+	}
+	if f.Workflows == nil {
+		return nil, &FieldError{File: file, Path: "workflows", Reason: "required: a list of workflows"}
+	}
+	return f.Workflows, nil
+}
+
+// ParseFile reads a whole workflow file: its workflows, validated as Parse
+// validates them, and its deployment section, validated by
+// Deployment.Validate. "workflows" may be absent only when "deployment" is
+// there (Workflows is then nil).
+func ParseFile(file string, data []byte) (File, error) {
+	fail := func(path, format string, args ...any) (File, error) {
+		return File{}, &FieldError{File: file, Path: path, Reason: fmt.Sprintf(format, args...)}
 	}
 	if len(data) > MaxFileBytes {
 		return fail("", "over the %d-byte limit", MaxFileBytes)
 	}
 	var top struct {
-		Schema    *json.RawMessage  `json:"$schema"`
-		Workflows []json.RawMessage `json:"workflows"`
+		Schema     *json.RawMessage  `json:"$schema"`
+		Workflows  []json.RawMessage `json:"workflows"`
+		Deployment json.RawMessage   `json:"deployment"`
 	}
 	if err := strict(data, &top); err != nil {
 		return fail(fieldPath("", err), "%s", reason(err))
 	}
+	var out File
+	if len(top.Deployment) > 0 && string(top.Deployment) != "null" {
+		var d Deployment
+		if err := strict(top.Deployment, &d); err != nil {
+			return fail(fieldPath("deployment", err), "%s", reason(err))
+		}
+		if err := d.Validate(file); err != nil {
+			return File{}, err
+		}
+		out.Deployment = &d
+	}
 	if top.Workflows == nil {
+		if out.Deployment != nil {
+			return out, nil
+		}
 		return fail("workflows", "required: a list of workflows")
 	}
 	ws := make([]Workflow, len(top.Workflows))
@@ -96,9 +129,10 @@ func Parse(file string, data []byte) ([]Workflow, error) {
 		}
 	}
 	if err := validate(file, ws); err != nil {
-		return nil, err
+		return File{}, err
 	}
-	return ws, nil
+	out.Workflows = ws
+	return out, nil
 }
 
 // strict decodes one JSON value into v, refusing unknown fields and
@@ -271,4 +305,33 @@ func unknownIn(step json.RawMessage, name string) string {
 		}
 	}
 	return name
+}
+
+// SchemaURL is the published schema's address, written as a file's
+// "$schema" so that editors can check it.
+const SchemaURL = "https://github.com/sas-go/sas/workflow/schema.json"
+
+// Write validates the definitions and writes them as a workflow file that
+// Parse reads back to the same definitions: what `sasctl workflows write`
+// runs, so that a workflows.json is generated from the Go definitions
+// rather than kept in step by hand.
+func Write(w io.Writer, defs ...Workflow) error {
+	if err := Validate(defs...); err != nil {
+		return err
+	}
+	b, err := json.MarshalIndent(File{Schema: SchemaURL, Workflows: defs}, "", "  ")
+	if err != nil {
+		return fmt.Errorf("writing the workflows: %w", err)
+	}
+	_, err = w.Write(append(b, '\n'))
+	return err
+}
+
+// WriteFile is Write to the file at path.
+func WriteFile(path string, defs ...Workflow) error {
+	var buf bytes.Buffer
+	if err := Write(&buf, defs...); err != nil {
+		return err
+	}
+	return os.WriteFile(path, buf.Bytes(), 0o644)
 }

@@ -92,6 +92,9 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		fmt.Fprint(stdout, sasctl.Usage)
 		return sasctl.ErrUsage
 	}
+	if args[0] == "workflows" {
+		return sasctl.Workflows(ctx, args[1:], stdout)
+	}
 	env, err := stackEnv(ctx, g)
 	if err != nil {
 		return err

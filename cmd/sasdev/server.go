@@ -559,7 +559,7 @@ func (s *server) printUsage() {
 	if r := os.Getenv("AWS_REGION"); r != "" && os.Getenv("AWS_DEFAULT_REGION") == "" {
 		exports = append(exports, "AWS_DEFAULT_REGION="+r) // what version 1 of the aws CLI reads
 	}
-	for _, k := range []string{"SAS_ORDERS_TABLE", "SAS_STATE_TABLE", "SAS_INDEX_SHARDS", "SAS_INTAKE_QUEUE_URL", "SAS_SCHEDULER_QUEUE_URL", "SAS_CONTROL_QUEUE_URL"} {
+	for _, k := range exportedVars {
 		exports = append(exports, k+"="+s.env[k])
 	}
 	exports = append(exports, "SAS_STATUS_QUEUE_URL="+s.statusURL)
@@ -598,8 +598,10 @@ func (s *server) printUsage() {
 	}
 	out.println("# submit an order (workflows: " + strings.Join(names, ", ") + "), then look at it and at its statuses:")
 	out.println("aws sqs send-message" + endpoint + " --queue-url " + s.env["SAS_INTAKE_QUEUE_URL"] + " --message-body " + shellQuote(body))
-	out.println("go run ./cmd/sasctl submit -order order-2 -workflow " + wf + " -payload " + shellQuote(payload) + ` -reply-to "$SAS_STATUS_QUEUE_URL"`)
-	out.println("go run ./cmd/sasctl show order-1")
+	// Commands that work from the user's own module, not only in the clone.
+	out.println("# sasctl: " + installSasctl())
+	out.println("sasctl submit -order order-2 -workflow " + wf + " -payload " + shellQuote(payload) + ` -reply-to "$SAS_STATUS_QUEUE_URL"`)
+	out.println("sasctl show order-1")
 	out.println("aws sqs receive-message" + endpoint + ` --queue-url "$SAS_STATUS_QUEUE_URL" --max-number-of-messages 10`)
 	for _, a := range agentsOf(s.reg) {
 		how := "program " + s.rel(s.procs.dirOf(a)) + ", log " + s.rel(filepath.Join(s.opts.Dir, "agent-"+a+".log"))
@@ -609,6 +611,10 @@ func (s *server) printUsage() {
 		s.con.info("agent %s: %s", a, how)
 	}
 }
+
+// exportedVars are the deployment's variables the server prints as export
+// lines (the README's sample shows them; TestREADMEDevSample).
+var exportedVars = []string{"SAS_ORDERS_TABLE", "SAS_STATE_TABLE", "SAS_INDEX_SHARDS", "SAS_INTAKE_QUEUE_URL", "SAS_SCHEDULER_QUEUE_URL", "SAS_CONTROL_QUEUE_URL"}
 
 // rel shows a path relative to the working directory when it is under it.
 func (s *server) rel(p string) string {

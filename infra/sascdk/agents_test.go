@@ -202,8 +202,9 @@ func TestAgentFunctions(t *testing.T) {
 		agents map[string]want
 	}{
 		// The reference workflows: every step 30 s, plus 15 s.
-		{f.def, map[string]want{"payments": {45, 256, builtin("payments", "", "", false)}}},
-		{f.variant, map[string]want{"payments": {45, 256, merge(builtin("payments", "https://payments.example.test", "", false),
+		// Built-in agents always get the file: its deployment section.
+		{f.def, map[string]want{"payments": {45, 256, builtin("payments", "", "", true)}}},
+		{f.variant, map[string]want{"payments": {45, 256, merge(builtin("payments", "https://payments.example.test", "", true),
 			map[string]string{"SAS_AGENT_AUTH_SECRET": authSecretARN, "SAS_AGENT_AUTH_HEADER": "X-Api-Key"})}}},
 		{f.two, map[string]want{
 			"flights": {60, 256, merge(builtin("flights", "https://flights.example.test", "AgentflightsPriorityQueue", true),
@@ -231,52 +232,56 @@ func TestAgentFunctions(t *testing.T) {
 	}
 }
 
-// TestAgentQueuesReachSchedulerAndSupervisor resolves SAS_AGENT_QUEUES from
-// the template: a JSON object built from the queues' Refs (their URLs).
+// TestAgentQueuesReachSchedulerAndSupervisor reads the deployment section
+// of the file shipped with the scheduler and the supervisor: every agent's
+// queue and lane by the name the template gives the queue, and nothing of
+// them in the environment (Lambda's 4 KB).
 func TestAgentQueuesReachSchedulerAndSupervisor(t *testing.T) {
 	f := all(t)
 	for name, s := range map[string]*synthesized{"one": f.def, "two": f.two, "five": f.five} {
-		want := map[string]agentQueue{}
+		queueNames := map[string]string{} // construct id → QueueName
+		for id, r := range s.resources("AWS::SQS::Queue") {
+			if n, ok := props(r)["QueueName"].(string); ok {
+				queueNames[id] = n
+			}
+		}
+		want := map[string]workflow.AgentQueues{}
+		urls := map[string]agentQueue{}
 		for _, a := range s.props.Agents {
-			q := agentQueue{URL: idsOf(a.Name).queue}
+			q := workflow.AgentQueues{Queue: queueNames[idsOf(a.Name).queue]}
+			u := agentQueue{URL: idsOf(a.Name).queue}
 			if a.PriorityConcurrency > 0 {
-				q.PriorityURL = idsOf(a.Name).lane
+				q.PriorityQueue = queueNames[idsOf(a.Name).lane]
+				u.PriorityURL = idsOf(a.Name).lane
+			}
+			if q.Queue == "" || (a.PriorityConcurrency > 0) != (q.PriorityQueue != "") {
+				t.Errorf("%s: agent %s's queues are not named: %v", name, a.Name, queueNames)
 			}
 			want[a.Name] = q
+			urls[a.Name] = u
 		}
 		for _, fn := range []string{"Scheduler", "Supervisor"} {
 			env := s.env(t, fn)
-			var got map[string]agentQueue
-			dec := json.NewDecoder(strings.NewReader(env["SAS_AGENT_QUEUES"]))
-			dec.DisallowUnknownFields() // as internal/config reads it
-			if err := dec.Decode(&got); err != nil {
-				t.Errorf("%s %s: SAS_AGENT_QUEUES %q: %v", name, fn, env["SAS_AGENT_QUEUES"], err)
+			file, err := workflow.LoadFile(filepath.Join(s.assetDir(t, props(s.resource(t, "AWS::Lambda::Function", fn))), env["SAS_WORKFLOWS_FILE"]))
+			if err != nil {
+				t.Errorf("%s %s: %v", name, fn, err)
 				continue
 			}
-			if !reflect.DeepEqual(got, want) {
-				t.Errorf("%s %s: SAS_AGENT_QUEUES resolves to %v, want %v", name, fn, got, want)
+			if !reflect.DeepEqual(file.Deployment.Agents, want) {
+				t.Errorf("%s %s: the file's agents %v, want %v", name, fn, file.Deployment.Agents, want)
 			}
-			// The single-agent variable stays for one agent only.
-			single, ok := env["SAS_AGENT_QUEUE_URL"]
-			if len(want) == 1 && single != idsOf(s.props.Agents[0].Name).queue {
-				t.Errorf("%s %s: SAS_AGENT_QUEUE_URL %q with one agent", name, fn, single)
-			}
-			if len(want) > 1 && ok {
-				t.Errorf("%s %s: SAS_AGENT_QUEUE_URL %q with %d agents", name, fn, single, len(want))
+			for _, v := range []string{"SAS_AGENT_QUEUES", "SAS_AGENT_QUEUE_URL", "SAS_STEP_TIMEOUT", "SAS_MAX_FAILURES", "SAS_PICKUP_TIMEOUT"} {
+				if _, ok := env[v]; ok {
+					t.Errorf("%s %s: %s set beside the file", name, fn, v)
+				}
 			}
 		}
-		// The same object is an output, for clients and operators.
+		// The queues' URLs are an output, for clients and operators.
 		out := ref(s.doc["Outputs"].(map[string]any)["AgentQueues"].(map[string]any)["Value"])
 		var got map[string]agentQueue
-		if err := json.Unmarshal([]byte(out), &got); err != nil || !reflect.DeepEqual(got, want) {
-			t.Errorf("%s: output AgentQueues %q (%v), want %v", name, out, err, want)
+		if err := json.Unmarshal([]byte(out), &got); err != nil || !reflect.DeepEqual(got, urls) {
+			t.Errorf("%s: output AgentQueues %q (%v), want %v", name, out, err, urls)
 		}
-	}
-	// In the template itself: one Fn::Join whose parts are literal JSON and
-	// Refs of the queues, nothing left unresolved.
-	raw, _ := json.Marshal(props(f.two.resource(t, "AWS::Lambda::Function", "Scheduler"))["Environment"])
-	if strings.Contains(string(raw), "${Token[") {
-		t.Errorf("unresolved token in the scheduler's environment: %s", raw)
 	}
 }
 
@@ -358,9 +363,9 @@ func TestWorkflowsShipWithTheFunctions(t *testing.T) {
 				t.Errorf("%s %s: no workflows.json in its asset: %v", name, id, err)
 				continue
 			}
-			got, err := workflow.Parse("workflows.json", body)
-			if err != nil || !reflect.DeepEqual(got, want) {
-				t.Errorf("%s %s: workflows.json parses to %+v (%v), want %+v", name, id, got, err, want)
+			got, err := workflow.ParseFile("workflows.json", body)
+			if err != nil || !reflect.DeepEqual(got.Workflows, want) || got.Deployment == nil {
+				t.Errorf("%s %s: workflows.json parses to %+v (%v), want %+v and a deployment", name, id, got, err, want)
 			}
 			if b, _ := os.ReadFile(filepath.Join(dir, "bootstrap")); string(b) != distFakeMarker+"arm64/"+bin+"\n" {
 				t.Errorf("%s %s: ships %q beside the workflows, want the %s bootstrap", name, id, b, bin)
@@ -370,13 +375,15 @@ func TestWorkflowsShipWithTheFunctions(t *testing.T) {
 			}
 		}
 	}
-	// Without workflows nothing is staged: the reference workflows are in the binaries.
+	// Without workflows the file holds the deployment alone: the
+	// reference workflows are in the binaries.
 	for _, id := range []string{"Scheduler", "Supervisor", "AgentpaymentsFunction"} {
-		if _, err := os.Stat(filepath.Join(f.def.assetDir(t, props(f.def.resource(t, "AWS::Lambda::Function", id))), "workflows.json")); err == nil {
-			t.Errorf("default %s ships a workflow file", id)
+		file, err := workflow.LoadFile(filepath.Join(f.def.assetDir(t, props(f.def.resource(t, "AWS::Lambda::Function", id))), "workflows.json"))
+		if err != nil || file.Workflows != nil || file.Deployment == nil {
+			t.Errorf("default %s: the file %+v (%v), want a deployment section alone", id, file, err)
 		}
-		if _, set := f.def.env(t, id)["SAS_WORKFLOWS_FILE"]; set {
-			t.Errorf("default %s: SAS_WORKFLOWS_FILE set", id)
+		if got := f.def.env(t, id)["SAS_WORKFLOWS_FILE"]; got != "workflows.json" {
+			t.Errorf("default %s: SAS_WORKFLOWS_FILE %q", id, got)
 		}
 	}
 }
@@ -409,7 +416,10 @@ func TestStagingInAnImplicitApp(t *testing.T) {
 	outdir := *awscdk.Stage_Of(stack).Outdir()
 	defer os.RemoveAll(outdir)
 	p := twoAgentProps(fixtureDist)
-	sas := New(stack, "Sas", &p)
+	sas, err := New(stack, "Sas", &p)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if sas.Agent("flights") == nil || sas.Agent("cars") == nil || sas.Agent("hotels") != nil {
 		t.Errorf("agents %v", sas.Agents())
 	}

@@ -25,7 +25,7 @@ func Example() {
 
 	payments := sascdk.HTTPAgent("payments", "https://payments.example.com")
 	payments.Concurrency, payments.PriorityConcurrency = 10, 2
-	sas := sascdk.New(stack, "Sas", &sascdk.Props{
+	sas, err := sascdk.New(stack, "Sas", &sascdk.Props{
 		DistDir: "testdata/dist",
 		Workflows: []workflow.Workflow{{Name: "trip", Steps: []workflow.Step{
 			{Name: "flight", Agent: "flights", Action: "book", Undo: "cancel", Timeout: workflow.Duration(time.Minute)},
@@ -36,6 +36,10 @@ func Example() {
 			{Name: "flights", CodeDir: "testdata/flights", Concurrency: 5, Environment: map[string]string{"FLIGHTS_API": "https://api.example.com"}},
 		},
 	})
+	if err != nil {
+		fmt.Println(err) // one line per problem
+		return
+	}
 	// Your own resources can use the construct's.
 	awscdk.NewCfnOutput(stack, jsii.String("OrdersGoHere"), &awscdk.CfnOutputProps{Value: sas.IntakeQueue().QueueUrl()})
 
@@ -48,15 +52,15 @@ func Example() {
 	fmt.Println("payments has a lane:", sas.Agent("payments").PriorityQueue != nil)
 	fmt.Println("flights has a lane:", sas.Agent("flights").PriorityQueue != nil)
 
-	// The scheduler learns each agent's queues from SAS_AGENT_QUEUES, a
-	// JSON object CloudFormation completes with the queue URLs.
+	// The scheduler learns each agent's queues from the deployment section
+	// of the workflow file shipped beside its bootstrap, which the
+	// environment names.
 	scheduler := tmpl.FindResources(jsii.String("AWS::Lambda::Function"), map[string]any{
 		"Properties": map[string]any{"Description": assertions.Match_StringLikeRegexp(jsii.String("^SAS scheduler"))},
 	})
 	for _, fn := range *scheduler {
 		env := (*fn)["Properties"].(map[string]any)["Environment"].(map[string]any)["Variables"].(map[string]any)
-		_, joined := env["SAS_AGENT_QUEUES"].(map[string]any)["Fn::Join"]
-		fmt.Println("SAS_AGENT_QUEUES joined by CloudFormation:", joined)
+		fmt.Println("SAS_WORKFLOWS_FILE:", env["SAS_WORKFLOWS_FILE"])
 	}
 	// Output:
 	// queues: 12
@@ -65,11 +69,11 @@ func Example() {
 	// roles: 4
 	// payments has a lane: true
 	// flights has a lane: false
-	// SAS_AGENT_QUEUES joined by CloudFormation: true
+	// SAS_WORKFLOWS_FILE: workflows.json
 }
 
 // A workflow naming an agent the deployment does not have is refused at
-// synth (New panics with the same message), with the path to the field.
+// synth (New returns the same message), with the path to the field.
 func ExampleProps_Validate() {
 	err := sascdk.Props{
 		DistDir: "testdata/dist",

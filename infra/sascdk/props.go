@@ -87,6 +87,19 @@ type Props struct {
 	// operator. Default 5 minutes: the supervisor sweeps every minute, so a
 	// step that old has survived several rescues.
 	StuckStepAlarmAge time.Duration
+
+	// NestedAgentStacks puts each agent in a nested stack of its own
+	// (AWS::CloudFormation::Stack "Agent-<name>"), referring to the core's
+	// queues and topic. CloudFormation allows 500 resources per template and
+	// an agent costs about 14 (17 with a priority lane), so past about 25
+	// agents the construct's stack is full; synth says so. With it, the
+	// scheduler's and supervisor's permissions on the agents' queues, and
+	// the scheduler queue's list of senders, name the deployment's queue
+	// name prefix and agent role path instead of every queue and role, so
+	// that their size does not grow with the agents. Switching an existing
+	// deployment replaces its agents' queues: drain them first
+	// (docs/deploy.md, "A hundred agents").
+	NestedAgentStacks bool
 }
 
 // Agent is one agent of the deployment: the function that runs the steps

@@ -2,7 +2,6 @@ package sascdk
 
 import (
 	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -224,8 +223,8 @@ func TestBadWorkflowFileRefusedWithItsPath(t *testing.T) {
 	}
 }
 
-// TestNewRefusesABadWorkflowAtSynth: the construct panics, as constructs
-// do, with the same message, before any resource exists.
+// TestNewRefusesABadWorkflowAtSynth: New returns the same message as an
+// error, one line per problem, before any resource exists.
 func TestNewRefusesABadWorkflowAtSynth(t *testing.T) {
 	all(t) // the shared runtime
 	for name, tc := range map[string]struct {
@@ -243,13 +242,9 @@ func TestNewRefusesABadWorkflowAtSynth(t *testing.T) {
 	} {
 		app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(t.TempDir())})
 		stack := awscdk.NewStack(app, jsii.String("Bad"), nil)
-		got := func() (msg string) {
-			defer func() { msg = fmt.Sprint(recover()) }()
-			New(stack, "Sas", &Props{DistDir: fixtureDist, Workflows: tc.ws, Agents: []Agent{HTTPAgent("flights", "https://f.example.test")}})
-			return ""
-		}()
-		if !strings.Contains(got, tc.want) {
-			t.Errorf("%s: New panicked with %q, want %q", name, got, tc.want)
+		sas, err := New(stack, "Sas", &Props{DistDir: fixtureDist, Workflows: tc.ws, Agents: []Agent{HTTPAgent("flights", "https://f.example.test")}})
+		if sas != nil || err == nil || !strings.HasPrefix(err.Error(), "sascdk.New Sas: "+tc.want) || strings.Contains(err.Error(), "\n") {
+			t.Errorf("%s: New returned %v, %v; want the error %q", name, sas, err, tc.want)
 		}
 		if n := len(*stack.Node().Children()); n != 0 {
 			t.Errorf("%s: New left %d constructs behind", name, n)

@@ -2,6 +2,7 @@ package sascdk
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"regexp"
@@ -72,9 +73,14 @@ type SAS struct {
 	signingKey       awssecretsmanager.Secret
 	scheduler, super fn
 	agents           []*AgentResources
-	// workflows is the workflow file shipped to the functions; nil for the
-	// reference workflows.
+	// workflows is the workflow file shipped to the functions: the
+	// workflows (absent for the reference workflows) and the deployment
+	// section (agents' queues, limits).
 	workflows []byte
+	// names are the agents' queue names (queueNames).
+	names queueNames
+	// errs are the problems found while building; New returns them.
+	errs []error
 }
 
 // AgentResources are what the construct made for one agent. Its resources
@@ -101,27 +107,35 @@ type fn struct {
 	logs awslogs.LogGroup
 }
 
-// New builds a SAS deployment under scope. It panics on invalid props, as
-// constructs do, with every problem Props.Validate reports (call it first
-// for an error instead): a bad workflow definition names the file, the path
-// to the field and the reason.
-func New(scope constructs.Construct, id string, props *Props) *SAS {
+// New builds a SAS deployment under scope. Invalid props are an error
+// holding every problem Props.Validate reports, one a line (a bad workflow
+// definition names the file, the path to the field and the reason), and
+// nothing is built: a CDK app prints it and exits,
+//
+//	if _, err := sascdk.New(stack, "Sas", props); err != nil {
+//		log.Fatal(err)
+//	}
+//
+// rather than panicking, as constructs in other languages throw. The
+// limits CloudFormation and Lambda set (500 resources per template, 4 KB
+// of environment per function) are checked too: the environments here, the
+// templates when the app synthesizes with Synth (CheckAssembly).
+func New(scope constructs.Construct, id string, props *Props) (*SAS, error) {
 	if props == nil {
 		props = &Props{}
 	}
 	r, err := props.resolve()
 	if err != nil {
-		panic(fmt.Sprintf("sascdk.New %s: %v", id, err))
+		return nil, fmt.Errorf("sascdk.New %s: %w", id, err)
 	}
 	// Override, not NewConstruct: the *SAS itself becomes the jsii object,
 	// so it can be the scope of other constructs (the construct's own and
 	// the user's).
 	s := &SAS{p: r}
 	constructs.NewConstruct_Override(s, scope, &id)
-	if r.workflows != nil {
-		if s.workflows, err = workflowsJSON(r.workflows); err != nil {
-			panic(fmt.Sprintf("sascdk.New %s: %v", id, err))
-		}
+	s.names = newQueueNames(s)
+	if s.workflows, err = s.deploymentFile(); err != nil {
+		return nil, fmt.Errorf("sascdk.New %s: %w", id, err)
 	}
 
 	s.queues()
@@ -133,7 +147,10 @@ func New(scope constructs.Construct, id string, props *Props) *SAS {
 	s.permissions()
 	s.alarms()
 	s.outputs()
-	return s
+	if err := errors.Join(s.errs...); err != nil {
+		return nil, fmt.Errorf("sascdk.New %s: %w", id, err)
+	}
+	return s, nil
 }
 
 // IntakeQueue is where applications send orders (SAS_INTAKE_QUEUE_URL):
@@ -196,7 +213,11 @@ const queueMaxMessageBytes = 256 * 1024
 // queue creates a queue and its dead-letter queue under scope, both
 // encrypted with SQS-managed keys (no KMS grants needed) and refusing plain
 // HTTP.
-func (s *SAS) queue(scope constructs.Construct, id string, visibility time.Duration) (awssqs.Queue, awssqs.Queue) {
+func (s *SAS) queue(scope constructs.Construct, id, name string, visibility time.Duration) (awssqs.Queue, awssqs.Queue) {
+	var queueName *string
+	if name != "" {
+		queueName = jsii.String(name)
+	}
 	dlq := awssqs.NewQueue(scope, jsii.String(id+"DLQ"), &awssqs.QueueProps{
 		Encryption: awssqs.QueueEncryption_SQS_MANAGED,
 		EnforceSSL: jsii.Bool(true),
@@ -208,6 +229,7 @@ func (s *SAS) queue(scope constructs.Construct, id string, visibility time.Durat
 		RemovalPolicy:       s.p.RemovalPolicy,
 	})
 	q := awssqs.NewQueue(scope, jsii.String(id), &awssqs.QueueProps{
+		QueueName:         queueName,
 		Encryption:        awssqs.QueueEncryption_SQS_MANAGED,
 		EnforceSSL:        jsii.Bool(true),
 		VisibilityTimeout: seconds(visibility),
@@ -225,9 +247,9 @@ func (s *SAS) queue(scope constructs.Construct, id string, visibility time.Durat
 func (s *SAS) queues() {
 	// Lambda's advice: visibility ≥ 6× the consumer's timeout, so a message
 	// is not handed out again while throttled retries of it may still run.
-	s.intake, s.intakeDLQ = s.queue(s, "IntakeQueue", 6*schedulerTimeout)
-	s.schedulerQ, s.schedDLQ = s.queue(s, "SchedulerQueue", 6*schedulerTimeout)
-	s.controlQ, s.controlDLQ = s.queue(s, "ControlQueue", 6*schedulerTimeout)
+	s.intake, s.intakeDLQ = s.queue(s, "IntakeQueue", "", 6*schedulerTimeout)
+	s.schedulerQ, s.schedDLQ = s.queue(s, "SchedulerQueue", "", 6*schedulerTimeout)
+	s.controlQ, s.controlDLQ = s.queue(s, "ControlQueue", "", 6*schedulerTimeout)
 	s.signingKey = awssecretsmanager.NewSecret(s, jsii.String("SigningKey"), &awssecretsmanager.SecretProps{
 		Description: jsii.String("SAS: the key the scheduler signs its agent requests with (docs/trust.md)"),
 		GenerateSecretString: &awssecretsmanager.SecretStringGenerator{
@@ -238,12 +260,21 @@ func (s *SAS) queues() {
 	for _, a := range s.p.Agents {
 		// Any name package workflow accepts is a valid construct id; the
 		// prefix keeps agents apart from the shared resources.
-		scope := constructs.NewConstruct(s, jsii.String("Agent-"+a.Name))
+		var scope constructs.Construct
+		if s.p.NestedAgentStacks {
+			scope = awscdk.NewNestedStack(s, jsii.String("Agent-"+a.Name), &awscdk.NestedStackProps{
+				Description: jsii.String("SAS agent " + a.Name),
+			})
+		} else {
+			scope = constructs.NewConstruct(s, jsii.String("Agent-"+a.Name))
+		}
 		res := &AgentResources{Name: a.Name, scope: scope}
 		vis := 6 * s.p.agentTimeout(a)
-		res.Queue, res.DLQ = s.queue(scope, "Queue", vis)
+		// Named, so that the deployment file can name them at synth
+		// (queueNames).
+		res.Queue, res.DLQ = s.queue(scope, "Queue", s.names.queue(a.Name, false), vis)
 		if a.PriorityConcurrency > 0 {
-			res.PriorityQueue, res.PriorityDLQ = s.queue(scope, "PriorityQueue", vis)
+			res.PriorityQueue, res.PriorityDLQ = s.queue(scope, "PriorityQueue", s.names.queue(a.Name, true), vis)
 		}
 		s.agents = append(s.agents, res)
 	}
@@ -341,14 +372,12 @@ func (s *SAS) alerting() {
 // directory itself, or a staged copy with the workflows beside it.
 func (s *SAS) sasCode(name string) awslambda.Code {
 	dir := filepath.Join(s.p.DistDir, s.p.goarch(), name)
-	if s.workflows != nil {
-		staged, err := stageWithWorkflows(s, dir, s.workflows)
-		if err != nil {
-			panic(fmt.Sprintf("sascdk.New %s: %v", *s.Node().Id(), err))
-		}
-		dir = staged
+	staged, err := stageWithWorkflows(s, dir, s.workflows)
+	if err != nil {
+		s.errs = append(s.errs, err)
+		return awslambda.Code_FromInline(jsii.String("unavailable"))
 	}
-	return awslambda.Code_FromAsset(jsii.String(dir), nil)
+	return awslambda.Code_FromAsset(jsii.String(staged), nil)
 }
 
 type fnSpec struct {
@@ -364,6 +393,8 @@ type fnSpec struct {
 	memory      int
 	recursive   awslambda.RecursiveLoop
 	env         map[string]string
+	// rolePath is the role's IAM path; nil for "/".
+	rolePath *string
 }
 
 func (s *SAS) function(spec fnSpec) fn {
@@ -376,6 +407,7 @@ func (s *SAS) function(spec fnSpec) fn {
 	role := awsiam.NewRole(spec.scope, jsii.String(spec.prefix+"Role"), &awsiam.RoleProps{
 		AssumedBy:   awsiam.NewServicePrincipal(jsii.String("lambda.amazonaws.com"), nil),
 		Description: jsii.String("SAS " + spec.name + " function"),
+		Path:        spec.rolePath,
 	})
 	logs := awslogs.NewLogGroup(spec.scope, jsii.String(spec.prefix+"Logs"), &awslogs.LogGroupProps{
 		Retention:     awslogs.RetentionDays_ONE_MONTH,
@@ -457,17 +489,10 @@ func (s *SAS) functions() {
 		"SAS_ALERT_TOPIC_ARN": *s.topic.TopicArn(),
 		"SAS_EVENT_BUS_NAME":  *s.bus.EventBusName(),
 	}
-	// Where the scheduler sends each agent's requests and what the
-	// supervisor watches for backlogs (internal/config, SAS_AGENT_QUEUES).
-	routing := map[string]string{envAgentQueues: s.agentQueuesJSON(false)}
-	if len(s.agents) == 1 {
-		// The variable of single-agent deployments, for functions built
-		// before SAS_AGENT_QUEUES.
-		routing[envAgentQueueURL] = *s.agents[0].Queue.QueueUrl()
-	}
-	if s.workflows != nil {
-		routing[envWorkflowsFile] = workflowsFileEnv
-	}
+	// Where the scheduler sends each agent's requests, what the supervisor
+	// watches for backlogs, and the limits: the file's deployment section
+	// (deploymentFile), not the environment, which Lambda caps at 4 KB.
+	routing := map[string]string{envWorkflowsFile: workflowsFileEnv}
 	replyURLs := make([]string, 0, len(p.AllowedReplyQueueARNs))
 	for _, arn := range p.AllowedReplyQueueARNs {
 		u, _ := replyQueueURL(arn) // checked by Validate
@@ -482,27 +507,21 @@ func (s *SAS) functions() {
 		// the value (permissions).
 		"SAS_SIGNING_KEY_SECRET":   *s.signingKey.SecretArn(),
 		"SAS_ALLOWED_REPLY_QUEUES": strings.Join(replyURLs, ","),
-		"SAS_STEP_TIMEOUT":         p.StepTimeout.String(),
-		"SAS_PICKUP_TIMEOUT":       p.PickupTimeout.String(),
 		// Stated either way, so that the template says which it is.
 		"SAS_REQUIRE_SIGNED_REPLIES": strconv.FormatBool(!p.AllowUnsignedReplies),
 	})
-	s.warnIfEnvTooLarge("scheduler", schedulerEnv)
+	s.checkEnvSize("scheduler", schedulerEnv)
 	s.scheduler = s.function(fnSpec{
 		scope: s, id: "Scheduler", prefix: "Scheduler", name: "scheduler", description: "SAS scheduler: intake, step dispatch and agent replies",
 		code: s.sasCode("scheduler"), timeout: schedulerTimeout, memory: defaultMemorySize,
 		recursive: awslambda.RecursiveLoop_ALLOW, env: schedulerEnv,
 	})
 	superEnv := merge(tables, alerts, routing, map[string]string{
+		// Also what the file's queue names resolve against.
 		"SAS_SCHEDULER_QUEUE_URL": *s.schedulerQ.QueueUrl(),
 		"SAS_CONTROL_QUEUE_URL":   *s.controlQ.QueueUrl(),
-		// The same step timeout as the scheduler's: the supervisor builds
-		// the same workflows to know each step's limits.
-		"SAS_STEP_TIMEOUT":   p.StepTimeout.String(),
-		"SAS_MAX_FAILURES":   strconv.Itoa(p.MaxFailures),
-		"SAS_PICKUP_TIMEOUT": p.PickupTimeout.String(),
 	})
-	s.warnIfEnvTooLarge("supervisor", superEnv)
+	s.checkEnvSize("supervisor", superEnv)
 	s.super = s.function(fnSpec{
 		scope: s, id: "Supervisor", prefix: "Supervisor", name: "supervisor", description: "SAS supervisor: rescues steps past their deadline",
 		code: s.sasCode("supervisor"), timeout: supervisorTimeout, memory: defaultMemorySize,
@@ -532,14 +551,10 @@ func (s *SAS) functions() {
 		switch {
 		case a.builtin:
 			code = s.sasCode("agent")
-			// The scheduler's step timeout: the reference workflows' steps
-			// take it, and it is part of their definitions' version, which
-			// the agent checks requests against.
-			env["SAS_STEP_TIMEOUT"] = p.StepTimeout.String()
-			if s.workflows != nil {
-				// It finds each step's endpoint in the workflows.
-				env[envWorkflowsFile] = workflowsFileEnv
-			}
+			// It finds each step's endpoint in the workflows, and the
+			// reference workflows' step timeout (part of their version,
+			// which it checks requests against) in the file's limits.
+			env[envWorkflowsFile] = workflowsFileEnv
 			if a.AllowHTTP {
 				env[envAgentAllowHTTP] = "true"
 			}
@@ -568,10 +583,12 @@ func (s *SAS) functions() {
 		if memory == 0 {
 			memory = defaultMemorySize
 		}
+		agentEnv := merge(a.Environment, env)
+		s.checkEnvSize("agent "+a.Name, agentEnv)
 		f := s.function(fnSpec{
 			scope: scope, id: "Function", name: "agent " + a.Name, description: description,
 			code: code, timeout: p.agentTimeout(a), memory: memory,
-			recursive: awslambda.RecursiveLoop_ALLOW, env: merge(a.Environment, env),
+			recursive: awslambda.RecursiveLoop_ALLOW, env: agentEnv, rolePath: s.agentRolePath(),
 		})
 		res.Function, res.Role, res.Logs = f.Function, f.role, f.logs
 	}
@@ -589,15 +606,13 @@ var tokenPattern = regexp.MustCompile(`\$\{Token\[[^\]]*\]\}`)
 // characters) is the longest; ARNs and table names are shorter.
 const resolvedTokenBytes = 134
 
-// warnIfEnvTooLarge warns when a function's environment could exceed
-// Lambda's limit once its tokens resolve: the deploy would fail on it. With
-// SAS_AGENT_QUEUES naming every agent's queues, that is what bounds the
-// number of agents (about 17, or 9 with priority lanes).
-func (s *SAS) warnIfEnvTooLarge(name string, env map[string]string) {
+// checkEnvSize refuses a function whose environment could exceed Lambda's
+// limit once its tokens resolve: the deploy would fail on it. The agents'
+// queues travel in the deployment file, so what could reach it is an
+// agent's own Environment.
+func (s *SAS) checkEnvSize(name string, env map[string]string) {
 	if size := envSizeEstimate(env); size > lambdaEnvLimit {
-		awscdk.Annotations_Of(s).AddWarningV2(jsii.String("sas:envSize"), jsii.String(fmt.Sprintf(
-			"the %s's environment may reach %d bytes once its queue URLs resolve, over Lambda's %d: the deploy may fail; use fewer agents or priority lanes",
-			name, size, lambdaEnvLimit)))
+		s.errs = append(s.errs, fmt.Errorf("the %s function's environment may reach %d bytes once its tokens resolve, over Lambda's limit of %d", name, size, lambdaEnvLimit))
 	}
 }
 
@@ -654,8 +669,16 @@ func (s *SAS) schedule() {
 	}))
 }
 
-// agentQueueARNs lists every agent queue and lane.
+// agentQueueARNs lists every agent queue and lane; with nested agent
+// stacks, the one ARN of the deployment's queue name prefix, so that the
+// policies naming them keep their size (IAM allows 10 KB of inline policy
+// per role) and refer to nothing inside the nested stacks.
 func (s *SAS) agentQueueARNs() []*string {
+	if s.p.NestedAgentStacks {
+		return []*string{awscdk.Stack_Of(s).FormatArn(&awscdk.ArnComponents{
+			Service: jsii.String("sqs"), Resource: jsii.String(s.names.prefix + "*"), ArnFormat: awscdk.ArnFormat_NO_RESOURCE_NAME,
+		})}
+	}
 	var out []*string
 	for _, a := range s.agents {
 		out = append(out, a.Queue.QueueArn())
@@ -749,13 +772,17 @@ func (s *SAS) resourcePolicies() {
 		return out
 	}
 	denyAllBut := func(sid string, actions []string, resource *string, principals []*string) awsiam.PolicyStatement {
+		op := "ArnNotEquals"
+		if s.p.NestedAgentStacks && sid == "OnlyAgentsSend" {
+			op = "ArnNotLike" // the agent role path's wildcard
+		}
 		return awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 			Sid:        jsii.String(sid),
 			Effect:     awsiam.Effect_DENY,
 			Principals: &[]awsiam.IPrincipal{awsiam.NewAnyPrincipal()},
 			Actions:    jsii.Strings(actions...),
 			Resources:  &[]*string{resource},
-			Conditions: &map[string]any{"ArnNotEquals": map[string]any{"aws:PrincipalArn": principals}},
+			Conditions: &map[string]any{op: map[string]any{"aws:PrincipalArn": principals}},
 		})
 	}
 	// The control queue: the supervisor and the operators.
@@ -763,8 +790,18 @@ func (s *SAS) resourcePolicies() {
 	s.controlQ.AddToResourcePolicy(denyAllBut("OnlySupervisorAndOperatorsSend", []string{"sqs:SendMessage"}, s.controlQ.QueueArn(), control))
 	// The scheduler queue: the agents (replies, requeues) and the scheduler.
 	agents := roleARNs(s.scheduler.role)
-	for _, a := range s.agents {
-		agents = append(agents, a.Role.RoleArn())
+	if s.p.NestedAgentStacks {
+		// Every role under the deployment's agent path: a list of a hundred
+		// role ARNs would outgrow the queue policy, and refer into every
+		// nested stack.
+		agents = append(agents, awscdk.Stack_Of(s).FormatArn(&awscdk.ArnComponents{
+			Service: jsii.String("iam"), Region: jsii.String(""), Resource: jsii.String("role"),
+			ResourceName: jsii.String(strings.TrimPrefix(*s.agentRolePath(), "/") + "*"),
+		}))
+	} else {
+		for _, a := range s.agents {
+			agents = append(agents, a.Role.RoleArn())
+		}
 	}
 	s.schedulerQ.AddToResourcePolicy(denyAllBut("OnlyAgentsSend", []string{"sqs:SendMessage"}, s.schedulerQ.QueueArn(), agents))
 	// Each agent's queue and lane: the scheduler alone. The built-in agent
@@ -893,15 +930,22 @@ func (s *SAS) outputs() {
 	out("AlertBusName", s.bus.EventBusName(), "SAS_EVENT_BUS_NAME: the event bus alerts go to")
 	out("IntakeDLQUrl", s.intakeDLQ.QueueUrl(), "intake dead-letter queue")
 	out("SchedulerDLQUrl", s.schedDLQ.QueueUrl(), "scheduler dead-letter queue")
-	out("AgentQueues", jsii.String(s.agentQueuesJSON(false)), "SAS_AGENT_QUEUES: each agent's queue and priority lane")
-	out("AgentDLQs", jsii.String(s.agentQueuesJSON(true)), "each agent's dead-letter queues, as SAS_AGENT_QUEUES names its queues")
-	fns := map[string]string{}
-	for _, a := range s.agents {
-		fns[a.Name] = *a.Function.FunctionName()
+	if s.p.NestedAgentStacks {
+		// Each agent's queues and function are its nested stack's; listing
+		// them here would refer into every one of them, and a hundred
+		// agents' URLs outgrow an output's value.
+		out("AgentQueuePrefix", jsii.String(s.names.prefix), "every agent queue's name starts with this (the deployment file names each)")
+	} else {
+		out("AgentQueues", jsii.String(s.agentQueuesJSON(false)), "SAS_AGENT_QUEUES: each agent's queue and priority lane")
+		out("AgentDLQs", jsii.String(s.agentQueuesJSON(true)), "each agent's dead-letter queues, as SAS_AGENT_QUEUES names its queues")
+		fns := map[string]string{}
+		for _, a := range s.agents {
+			fns[a.Name] = *a.Function.FunctionName()
+		}
+		b, _ := json.Marshal(fns) // sorted keys: the same template on every synth
+		out("AgentFunctions", jsii.String(string(b)), "each agent's function name")
 	}
-	b, _ := json.Marshal(fns) // sorted keys: the same template on every synth
-	out("AgentFunctions", jsii.String(string(b)), "each agent's function name")
-	if len(s.agents) == 1 {
+	if len(s.agents) == 1 && !s.p.NestedAgentStacks {
 		// The names of single-agent deployments (sasctl, the e2e test).
 		a := s.agents[0]
 		out("AgentQueueUrl", a.Queue.QueueUrl(), "SAS_AGENT_QUEUE_URL (agent "+a.Name+")")

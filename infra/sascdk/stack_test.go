@@ -333,30 +333,22 @@ func TestFunctionEnvironment(t *testing.T) {
 	def, variant := stacks(t)
 	tables := map[string]string{"SAS_ORDERS_TABLE": "OrdersTable", "SAS_STATE_TABLE": "StateTable", "SAS_INDEX_SHARDS": "8"}
 	alerts := map[string]string{"SAS_ALERT_TOPIC_ARN": "AlertTopic", "SAS_EVENT_BUS_NAME": "AlertBus"}
-	routing := map[string]string{
-		"SAS_AGENT_QUEUES":    `{"payments":{"url":"AgentpaymentsQueue"}}`,
-		"SAS_AGENT_QUEUE_URL": "AgentpaymentsQueue", // one agent: the variable of old still set
-	}
+	// The agents' queues and the limits are in the file it names.
+	routing := map[string]string{"SAS_WORKFLOWS_FILE": "workflows.json"}
 	want := map[string]map[string]string{
 		"Scheduler": merge(tables, alerts, routing, map[string]string{
 			"SAS_INTAKE_QUEUE_URL":    "IntakeQueue",
 			"SAS_SCHEDULER_QUEUE_URL": "SchedulerQueue",
 			"SAS_CONTROL_QUEUE_URL":   "ControlQueue",
 			"SAS_SIGNING_KEY_SECRET":  "SigningKey",
-			"SAS_STEP_TIMEOUT":        "30s",
-			"SAS_PICKUP_TIMEOUT":      "1m0s",
 			// Unsigned replies are dropped unless the deployer allows them.
 			"SAS_REQUIRE_SIGNED_REPLIES": "true",
 		}),
 		// No tables: the agent never touches the state store.
-		"AgentpaymentsFunction": {"SAS_SCHEDULER_QUEUE_URL": "SchedulerQueue", "SAS_AGENT_QUEUE_URL": "AgentpaymentsQueue", "SAS_AGENT_NAME": "payments",
-			"SAS_STEP_TIMEOUT": "30s"},
+		"AgentpaymentsFunction": {"SAS_SCHEDULER_QUEUE_URL": "SchedulerQueue", "SAS_AGENT_QUEUE_URL": "AgentpaymentsQueue", "SAS_AGENT_NAME": "payments", "SAS_WORKFLOWS_FILE": "workflows.json"},
 		"Supervisor": merge(tables, alerts, routing, map[string]string{
 			"SAS_SCHEDULER_QUEUE_URL": "SchedulerQueue",
 			"SAS_CONTROL_QUEUE_URL":   "ControlQueue",
-			"SAS_STEP_TIMEOUT":        "30s", // the scheduler's: the same step limits
-			"SAS_MAX_FAILURES":        "3",
-			"SAS_PICKUP_TIMEOUT":      "1m0s",
 		}),
 	}
 	for fn, w := range want {

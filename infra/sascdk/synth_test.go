@@ -125,7 +125,11 @@ func synthesizeApp() fixtures {
 	})
 	build := func(name string, p Props) *synthesized {
 		stack := awscdk.NewStack(app, jsii.String(name), nil)
-		return &synthesized{stack: stack, sas: New(stack, "Default", &p), props: p, outdir: outdir}
+		sas, err := New(stack, "Default", &p)
+		if err != nil {
+			panic(err)
+		}
+		return &synthesized{stack: stack, sas: sas, props: p, outdir: outdir}
 	}
 	var f fixtures
 	f.def = build("SasStack", Props{DistDir: fixtureDist, Agents: []Agent{HTTPAgent("payments", "")}})

@@ -37,9 +37,10 @@ const (
 )
 
 // workflowsJSON is the workflow file the functions load: the definitions
-// as package workflow writes them (File), which workflow.Parse reads back.
-func workflowsJSON(ws []workflow.Workflow) ([]byte, error) {
-	b, err := json.MarshalIndent(workflow.File{Workflows: ws}, "", "  ")
+// as package workflow writes them (File), which workflow.ParseFile reads
+// back, and the deployment section.
+func workflowsJSON(ws []workflow.Workflow, d *workflow.Deployment) ([]byte, error) {
+	b, err := json.MarshalIndent(workflow.File{Workflows: ws, Deployment: d}, "", "  ")
 	if err != nil {
 		return nil, fmt.Errorf("writing the workflows: %w", err)
 	}

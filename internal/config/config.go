@@ -62,7 +62,9 @@ type Config struct {
 	WaitLimit   time.Duration
 	PaymentsURL string
 	// WorkflowsFile is SAS_WORKFLOWS_FILE: a workflow file (package
-	// workflow) that replaces the reference workflows. Checked at start-up.
+	// workflow) that replaces the reference workflows, and may carry the
+	// deployment's agents, queues and limits in its "deployment" section
+	// (workflow.Deployment, read by Load). Checked at start-up.
 	WorkflowsFile string
 }
 
@@ -126,6 +128,10 @@ func Load(getenv Getenv) (Config, error) {
 		return c, fmt.Errorf("SAS_REQUIRE_SIGNED_REPLIES=%q: want true or false", v)
 	}
 	var err error
+	file, err := c.readDeployment()
+	if err != nil {
+		return c, err
+	}
 	if c.IndexShards, err = intVar(getenv, "SAS_INDEX_SHARDS", 8); err != nil {
 		return c, err
 	}
@@ -139,6 +145,9 @@ func Load(getenv Getenv) (Config, error) {
 		return c, err
 	}
 	if c.WaitLimit, err = durVar(getenv, "SAS_WAIT_LIMIT", 0); err != nil {
+		return c, err
+	}
+	if err := c.applyDeployment(getenv, file); err != nil {
 		return c, err
 	}
 	return c, nil

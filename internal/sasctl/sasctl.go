@@ -48,6 +48,10 @@ const Usage = `usage: sasctl [-outputs FILE [-stack NAME] | -stack NAME] <comman
   resubmit   -all [-dry-run] [-limit N] every step in Error
   compensate ORDER_ID [-reason TEXT]   undo the order's completed steps, newest first
   watch      [-interval 2s] [-count N] live counts per state and the oldest stuck step
+
+  Without a deployment:
+  workflows validate FILE...           check workflow files against workflow/schema.json and as the functions read them
+  workflows write [-o FILE] PKG FUNC   write FILE (workflows.json) from PKG.FUNC() []workflow.Workflow, in PKG's module
 `
 
 // ErrUsage is returned for a bad command line.

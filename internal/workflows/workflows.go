@@ -81,15 +81,20 @@ func FromDefinitions(defs []workflow.Workflow) (sas.Registry, error) {
 
 // Load returns the deployment's registry: the workflows of the file at path
 // (SAS_WORKFLOWS_FILE), or, with no path, the reference workflows with the
-// given step timeout. A bad file is refused here, at start-up, with the
-// file, the field and the reason.
+// given step timeout; a file holding only a deployment section (what the
+// construct ships without workflows) means the reference workflows too. A
+// bad file is refused here, at start-up, with the file, the field and the
+// reason.
 func Load(path string, stepTimeout time.Duration) (sas.Registry, error) {
 	if path == "" {
 		return Default(stepTimeout)
 	}
-	defs, err := workflow.Load(path)
+	f, err := workflow.LoadFile(path)
 	if err != nil {
 		return nil, err
 	}
-	return FromDefinitions(defs)
+	if f.Workflows == nil {
+		return Default(stepTimeout)
+	}
+	return FromDefinitions(f.Workflows)
 }

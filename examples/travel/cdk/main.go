@@ -127,11 +127,12 @@ func (c Config) Props() sascdk.Props {
 }
 
 // NewStack is the example's stack.
-func NewStack(scope constructs.Construct, id string, cfg Config) (awscdk.Stack, *sascdk.SAS) {
+func NewStack(scope constructs.Construct, id string, cfg Config) (awscdk.Stack, *sascdk.SAS, error) {
 	stack := awscdk.NewStack(scope, jsii.String(id), &awscdk.StackProps{
 		Description: jsii.String("SAS travel example: the trip workflow with the travel and payments agents"),
 	})
-	return stack, sascdk.New(stack, "Sas", ptr(cfg.Props()))
+	sas, err := sascdk.New(stack, "Sas", ptr(cfg.Props()))
+	return stack, sas, err
 }
 
 func ptr[T any](v T) *T { return &v }
@@ -143,9 +144,10 @@ func main() {
 	if err := cfg.Missing(); err != nil {
 		log.Fatal(err)
 	}
-	if err := cfg.Props().Validate(); err != nil {
+	if _, _, err := NewStack(app, StackID, cfg); err != nil {
+		log.Fatal(err) // one line per problem
+	}
+	if err := sascdk.Synth(app); err != nil {
 		log.Fatal(err)
 	}
-	NewStack(app, StackID, cfg)
-	app.Synth(nil)
 }

@@ -36,7 +36,10 @@ func TestSynth(t *testing.T) {
 		t.Skipf("%v; `make test` in examples/travel builds them and runs this test", err)
 	}
 	app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(t.TempDir())})
-	stack, sas := NewStack(app, StackID, cfg)
+	stack, sas, err := NewStack(app, StackID, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
 	tmpl := assertions.Template_FromStack(stack, nil)
 	raw, err := json.Marshal(tmpl.ToJSON())
 	if err != nil {

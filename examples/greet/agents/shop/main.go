@@ -1,0 +1,11 @@
+// Command shop is the shop agent's Lambda function.
+package main
+
+import (
+	"log"
+
+	"github.com/sas-go/sas/agent"
+	"github.com/sas-go/sas/examples/greet"
+)
+
+func main() { log.Fatal(agent.Start(greet.Shop(greet.NewDemo()))) }

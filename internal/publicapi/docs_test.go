@@ -1,0 +1,75 @@
+package publicapi
+
+import (
+	"os"
+	"path/filepath"
+	"reflect"
+	"regexp"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/sas-go/sas/internal/sas"
+)
+
+// The docs list what the code defines in three places; each list is checked
+// against the code here (the configuration variables: internal/config's
+// TestDocumentedVariables).
+
+// docs/state-store.md names every process state, in the code's order.
+func TestDocumentedStates(t *testing.T) {
+	t.Parallel()
+	b, err := os.ReadFile(filepath.Join(root(t), "docs", "state-store.md"))
+	require.NoError(t, err)
+	m := regexp.MustCompile("`ProcessState` \\(([^)]*)\\)").FindSubmatch(b)
+	require.NotNil(t, m, "docs/state-store.md lists the states as `ProcessState` (A | B | …)")
+	var documented []sas.ProcessState
+	for _, s := range strings.Split(strings.Join(strings.Fields(string(m[1])), " "), " | ") {
+		documented = append(documented, sas.ProcessState(s))
+	}
+	require.Equal(t, sas.States, documented)
+}
+
+// docs/intake.md's table of intake fields is the JSON of sas.Intake.
+func TestDocumentedIntakeFields(t *testing.T) {
+	t.Parallel()
+	b, err := os.ReadFile(filepath.Join(root(t), "docs", "intake.md"))
+	require.NoError(t, err)
+	_, table, ok := strings.Cut(string(b), "| field | required | rule |")
+	require.True(t, ok)
+	table, _, _ = strings.Cut(table, "\n\n")
+	var documented []string
+	for _, m := range regexp.MustCompile("(?m)^\\| `([A-Za-z]+)` \\|").FindAllStringSubmatch(table, -1) {
+		documented = append(documented, m[1])
+	}
+	var code []string
+	typ := reflect.TypeOf(sas.Intake{})
+	for i := range typ.NumField() {
+		if name, _, _ := strings.Cut(typ.Field(i).Tag.Get("json"), ","); name != "" && name != "-" {
+			code = append(code, name)
+		}
+	}
+	sort.Strings(documented)
+	sort.Strings(code)
+	require.Equal(t, code, documented, "docs/intake.md's intake fields against sas.Intake")
+}
+
+// docs/intake.md's table of statuses names every status the scheduler posts.
+func TestDocumentedStatuses(t *testing.T) {
+	t.Parallel()
+	b, err := os.ReadFile(filepath.Join(root(t), "docs", "intake.md"))
+	require.NoError(t, err)
+	_, table, ok := strings.Cut(string(b), "| `status` | when |")
+	require.True(t, ok)
+	table, _, _ = strings.Cut(table, "\n\n")
+	var documented []string
+	for _, m := range regexp.MustCompile("(?m)^\\| `([a-z-]+)` \\|").FindAllStringSubmatch(table, -1) {
+		documented = append(documented, m[1])
+	}
+	code := []string{sas.StatusReceived, sas.StatusRejected, sas.StatusStepDone, sas.StatusProcessed, sas.StatusFailed, sas.StatusCompensated}
+	sort.Strings(documented)
+	sort.Strings(code)
+	require.Equal(t, code, documented)
+}
