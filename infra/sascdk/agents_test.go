@@ -176,7 +176,6 @@ func TestAgentFunctions(t *testing.T) {
 			"SAS_AGENT_NAME":          name,
 			"SAS_SCHEDULER_QUEUE_URL": "SchedulerQueue",
 			"SAS_AGENT_QUEUE_URL":     idsOf(name).queue,
-			"SAS_STEP_TIMEOUT":        "30s",
 		}
 		if url != "" {
 			env["SAS_AGENT_BASE_URL"], env["SAS_PAYMENTS_URL"] = url, url
@@ -191,7 +190,6 @@ func TestAgentFunctions(t *testing.T) {
 	}
 	own := func(name string, lane bool, extra map[string]string) map[string]string {
 		env := builtin(name, "", "", false)
-		delete(env, "SAS_STEP_TIMEOUT") // the built-in agent's
 		if lane {
 			env["SAS_AGENT_PRIORITY_QUEUE_URL"] = idsOf(name).lane
 		}
