@@ -44,7 +44,7 @@ func TestManyAgents(t *testing.T) {
 	em := sharedEmulator(t)
 	defer em.tailOnFailure(t)
 
-	sim := startSim(t, remotesim.Faults{})
+	sim, _ := startSim(t, remotesim.Faults{})
 	agents := map[string]map[string]any{}
 	var steps []workflow.Step
 	for i := range n {
@@ -74,6 +74,8 @@ func TestManyAgents(t *testing.T) {
 	if err := c.synth(ctx, map[string]string{
 		"arch": hostLambdaArch(t), "removalPolicy": "destroy", "stackName": stack,
 		"nestedAgentStacks": "true", "workflowsFile": wfFile, "agents": string(agentsJSON),
+		// The simulator serves http on 127.0.0.1: an emulator's setting.
+		"allowHttp": "true",
 	}); err != nil {
 		t.Fatalf("cdk synth: %v", err)
 	}
