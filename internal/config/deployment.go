@@ -3,7 +3,6 @@ package config
 import (
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/sas-go/sas/internal/sas"
 	"github.com/sas-go/sas/workflow"
@@ -63,40 +62,27 @@ func (c *Config) applyDeployment(getenv Getenv, d *workflow.Deployment) error {
 	if l == nil {
 		return nil
 	}
-	ints := []struct {
+	// Each limit the file sets, and what setting it does; the same
+	// setting in the environment too is refused.
+	settings := []struct {
 		env, field string
-		v          int
-		into       *int
+		set        bool
+		apply      func()
 	}{
-		{"SAS_MAX_FAILURES", "limits.maxFailures", l.MaxFailures, &c.MaxFailures},
-		{"SAS_INDEX_SHARDS", "limits.indexShards", l.IndexShards, &c.IndexShards},
+		{"SAS_MAX_FAILURES", "limits.maxFailures", l.MaxFailures != 0, func() { c.MaxFailures = l.MaxFailures }},
+		{"SAS_INDEX_SHARDS", "limits.indexShards", l.IndexShards != 0, func() { c.IndexShards = l.IndexShards }},
+		{"SAS_STEP_TIMEOUT", "limits.stepTimeout", l.StepTimeout != 0, func() { c.StepTimeout = l.StepTimeout.D() }},
+		{"SAS_PICKUP_TIMEOUT", "limits.pickupTimeout", l.PickupTimeout != 0, func() { c.PickupTimeout = l.PickupTimeout.D() }},
+		{"SAS_WAIT_LIMIT", "limits.waitLimit", l.WaitLimit != 0, func() { c.WaitLimit = l.WaitLimit.D() }},
 	}
-	for _, f := range ints {
-		if f.v == 0 {
+	for _, f := range settings {
+		if !f.set {
 			continue
 		}
 		if getenv(f.env) != "" {
 			return both(f.env, f.field)
 		}
-		*f.into = f.v
-	}
-	durs := []struct {
-		env, field string
-		v          workflow.Duration
-		into       *time.Duration
-	}{
-		{"SAS_STEP_TIMEOUT", "limits.stepTimeout", l.StepTimeout, &c.StepTimeout},
-		{"SAS_PICKUP_TIMEOUT", "limits.pickupTimeout", l.PickupTimeout, &c.PickupTimeout},
-		{"SAS_WAIT_LIMIT", "limits.waitLimit", l.WaitLimit, &c.WaitLimit},
-	}
-	for _, f := range durs {
-		if f.v == 0 {
-			continue
-		}
-		if getenv(f.env) != "" {
-			return both(f.env, f.field)
-		}
-		*f.into = f.v.D()
+		f.apply()
 	}
 	return nil
 }

@@ -20,18 +20,13 @@ type DeadLetterQueue struct {
 // maxListed bounds the messages a summary names per queue.
 const maxListed = 20
 
-// depthReader is the part of the queue the count checks itself against.
-type depthReader interface {
-	Depth(ctx context.Context, url string) (sas.QueueDepth, error)
-}
-
 // countDeadLetters receives every message of each DLQ (hiding each for the
 // rest of the run, so none is received twice) until the queue's own depth
 // says none is left, and names each. A DLQ that cannot be read is an error:
 // a run whose dead letters are unknown cannot pass.
 func countDeadLetters(ctx context.Context, q interface {
 	sas.Queue
-	depthReader
+	sas.DepthReader
 }, dlqs map[string]string) ([]DeadLetterQueue, error) {
 	names := make([]string, 0, len(dlqs))
 	for n := range dlqs {
