@@ -110,3 +110,29 @@ func classify(err error) (class, time.Duration) {
 	}
 	return transient, 0
 }
+
+// Named gives err a name, so that a step's retry policy can list it among
+// its non-retryable errors (a workflow step's retry.nonRetryableErrors; in
+// Go, workflow.Retry.NonRetryableErrors): an error so named ends the step at
+// once as a permanent failure, where any other transient error is tried
+// again. The name is also what the scheduler records for the failed
+// attempt. Names are compared exactly; "Timeout" and "CircuitOpen" are the
+// agent's own (the step's timeout passed; its breaker refused the call).
+//
+// Named(name, Permanent(err)) is still permanent, Named(name, RetryAfter(d,
+// err)) still asks for d. Named(name, nil) is an error, never nil.
+func Named(name string, err error) error {
+	if err == nil {
+		err = errors.New(name)
+	}
+	return &namedError{name: name, err: err}
+}
+
+type namedError struct {
+	name string
+	err  error
+}
+
+func (e *namedError) Error() string     { return e.err.Error() }
+func (e *namedError) Unwrap() error     { return e.err }
+func (e *namedError) ErrorType() string { return e.name }

@@ -231,6 +231,7 @@ func NewWith(t testing.TB, opts Options, defs []workflow.Workflow, agents ...*ag
 		Owner: "sastest-scheduler", AgentQueues: queues, IntakeQueueURL: e.intakeURL, ControlQueueURL: e.controlURL, SchedulerQueueURL: e.schedulerURL,
 		SigningKey:    sas.NewSigningKey(), // one per Env, as a local run has one per run
 		PickupTimeout: opts.PickupTimeout, ReplyToAllowed: func(u string) bool { return u == e.statusURL },
+		Retry:  sas.RetryPolicy{MaxAttempts: opts.MaxFailures}, // the supervisor's threshold and backoff
 		Logger: log.With("actor", "scheduler"),
 	})
 	if err != nil {

@@ -181,6 +181,8 @@ func (w *World) deploy(wf sas.Workflow, suffix string) {
 			Store: w.st, Queue: queues{w}, Clock: w.clock, Alerter: alerter{w}, Workflows: reg, Owner: owner,
 			AgentQueues: aq, IntakeQueueURL: w.intake.url, SchedulerQueueURL: w.sched.url,
 			ControlQueueURL: w.control.url, SigningKey: signingKey, PickupTimeout: pickupTimeout, StepTimeout: stepTimeout,
+			Retry:          sas.RetryPolicy{MaxAttempts: 3, InitialInterval: time.Second, MaxInterval: 8 * time.Second}, // the supervisors'
+			OwedRetry:      10 * time.Second,
 			ReplyToAllowed: func(u string) bool { return u == w.status.url }, Logger: w.discard,
 		})
 		if err != nil {
