@@ -107,8 +107,8 @@ type stepBreaker struct {
 	openUntil time.Time
 	probing   bool      // half-open: a probe is out
 	probeAt   time.Time // when it went out (a probe that never reports, a panic, is replaced after OpenFor)
-	gen       uint64 // bumped on every state change: a report of an older run is stale
-	runs      []run  // while closed, within the window
+	gen       uint64    // bumped on every state change: a report of an older run is stale
+	runs      []run     // while closed, within the window
 }
 
 type run struct {
