@@ -110,6 +110,9 @@ const (
 	// over. Keep it below the queue's maxReceiveCount (5 in infra/), so the
 	// DLQ holds only messages nothing can serve.
 	DefaultMaxDeliveries = 3
+	// DefaultMaxReceives is the agent queues' maxReceiveCount in the CDK
+	// construct.
+	DefaultMaxReceives = 5
 )
 
 // Config configures a Service.
@@ -144,6 +147,11 @@ type Config struct {
 	ReplyLinger time.Duration
 	// MaxDeliveries: see DefaultMaxDeliveries. Default 3.
 	MaxDeliveries int
+	// MaxReceives is the request queues' maxReceiveCount (default
+	// DefaultMaxReceives, the construct's): a request whose hand-back to the
+	// scheduler fails on that receive, the last before the dead-letter
+	// queue, is dropped rather than dead-lettered (requeue).
+	MaxReceives int
 }
 
 // Service hosts named agents. It is safe for concurrent use.
@@ -159,8 +167,8 @@ type Service struct {
 	concurrency int
 	reserve     time.Duration
 	linger      time.Duration
-	// maxDeliveries: see Config.MaxDeliveries.
-	maxDeliveries int
+	// maxDeliveries, maxReceives: see Config.
+	maxDeliveries, maxReceives int
 }
 
 // New checks cfg and returns a Service.
@@ -192,7 +200,7 @@ func New(cfg Config) (*Service, error) {
 	s := &Service{
 		queue: cfg.Queue, replyURL: cfg.ReplyQueueURL, agents: cfg.Agents,
 		clock: cfg.Clock, log: cfg.Logger, concurrency: cfg.Concurrency, reserve: cfg.ReplyReserve,
-		linger: cfg.ReplyLinger, maxDeliveries: cfg.MaxDeliveries,
+		linger: cfg.ReplyLinger, maxDeliveries: cfg.MaxDeliveries, maxReceives: cfg.MaxReceives,
 	}
 	for _, u := range []string{cfg.RequestQueueURL, cfg.PriorityQueueURL} {
 		if u != "" && !slices.Contains(s.requestURLs, u) {
@@ -213,6 +221,9 @@ func New(cfg Config) (*Service, error) {
 	}
 	if s.linger == 0 {
 		s.linger = DefaultReplyLinger
+	}
+	if s.maxReceives <= 0 {
+		s.maxReceives = DefaultMaxReceives
 	}
 	if s.maxDeliveries == 0 {
 		s.maxDeliveries = DefaultMaxDeliveries
@@ -314,6 +325,18 @@ func (s *Service) requeue(ctx context.Context, records []events.SQSMessage, fail
 	errs := outbox.Send(ctx, s.queue, s.replyURL, msgs)
 	for k, i := range idx {
 		if errs[k] != nil {
+			if receives(records[i]) >= s.maxReceives {
+				// Its next receive would dead-letter it. Dropped instead:
+				// the request is then nowhere, and the supervisor re-drives
+				// the step once its deadline passes (a failure counted),
+				// as for a request whose agent died. The dead-letter queue
+				// is for what nothing can serve (docs/protocol.md, "Dead
+				// letters").
+				s.log.Error("agent: could not hand a request back on its last receive before the dead-letter queue; dropped, the supervisor re-drives the step",
+					"messageId", records[i].MessageId, "receives", receives(records[i]), "err", errs[k].Error())
+				failed[i] = acknowledged
+				continue
+			}
 			s.log.Error("agent: could not hand a request back to the scheduler; left for redelivery",
 				"messageId", records[i].MessageId, "err", errs[k].Error())
 			continue

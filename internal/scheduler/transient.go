@@ -79,9 +79,44 @@ func (s *Service) transientOn(ctx context.Context, u *outbox.Unit, o order, rep 
 		// the same id; the compensation is idempotent).
 		return nil, s.gaveUp(ctx, u, o, cur, now)
 	}
-	s.log.InfoContext(ctx, "stale transient reply ignored", "order", rep.OrderID, "step", rep.Step,
+	s.log.InfoContext(ctx, "stale transient reply", "order", rep.OrderID, "step", rep.Step,
 		"attempt", rep.Attempt, "lockedBy", rep.LockedBy, "state", cur.ProcessState, "currentAttempt", cur.Attempt, "currentHolder", cur.LockedBy)
+	if !undo && lateFor(cur, rep) {
+		return nil, s.lateUnknown(ctx, u, o, rep, cur, now)
+	}
 	return nil, nil
+}
+
+// lateUnknown handles a forward step's transient outcome for an attempt
+// that no longer holds the step. The agent made calls under the step's key
+// and got no answer: the effect may exist, and since the request was
+// acknowledged, no redelivery will ask the remote again (as a redelivery
+// did before issue 19). A step still in flight asks again under the same
+// key, and its answer decides; but one that ended in Error (a refusal of a
+// twin delivery, from a remote that does not store refusals) would never
+// be undone. So the effect is noted (UndoOwed) as for a late success, and
+// a step in Error has its order's compensation started to undo it.
+// Undoing a key that never took effect is a no-op by the undo's contract.
+func (s *Service) lateUnknown(ctx context.Context, u *outbox.Unit, o order, rep sas.AgentReply, cur sas.StepRecord, now time.Time) error {
+	switch cur.ProcessState {
+	case sas.Pending, sas.Processing, sas.Error:
+	default:
+		return nil // Processed: its own effect; undone or undoing: the undo covers the key
+	}
+	noted, err := s.cfg.Store.NoteEffect(ctx, sas.NoteEffectParams{
+		Key: cur.Key(), State: cur.ProcessState, Now: now, Actor: s.cfg.Owner, Attempt: rep.Attempt,
+	})
+	if err != nil {
+		return fmt.Errorf("noting the possible effect of step %s: %w", cur.Key(), err)
+	}
+	if noted.ProcessState != sas.Error {
+		return nil
+	}
+	s.log.WarnContext(ctx, "a failed attempt's effect may exist on a failed step: compensating", "order", rep.OrderID, "step", rep.Step, "attempt", rep.Attempt)
+	if err := s.read(ctx, &o); err != nil {
+		return err
+	}
+	return s.startCompensation(ctx, u, o, false, now)
 }
 
 // attemptFailed counts the failure of the attempt cur holds and hands the
