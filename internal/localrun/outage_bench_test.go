@@ -275,6 +275,7 @@ func downOrSlowRun(b *testing.B, prof remotesim.Profile) {
 	calls := len(callsOf(sys))
 	b.Logf("%d orders: %v; time to Processed or Error p50 %s, max %s; %.2f calls per order (undos included)",
 		orders, states, toFinal[orders/2].Round(100*time.Millisecond), toFinal[orders-1].Round(100*time.Millisecond), float64(calls)/orders)
+	b.Logf("the first order's step:\n%s", history(views[ids[0]].Steps[0]))
 	b.ReportMetric(toFinal[orders/2].Seconds(), "final_p50_s")
 	b.ReportMetric(toFinal[orders-1].Seconds(), "final_max_s")
 	b.ReportMetric(float64(calls)/orders, "calls/order")
