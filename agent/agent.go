@@ -62,10 +62,10 @@ type step struct {
 // Option tunes an Agent.
 type Option func(*Agent)
 
-// Tries bounds how often a step's Func runs for one delivery of its
-// request when it fails transiently (the first run included; default
-// DefaultTries). 1 turns in-process retries off: every transient failure
-// then leaves the request for redelivery. Less than 1 is a mistake that Err
+// Tries bounds how often a step's Func runs for one attempt when it fails
+// transiently (the first run included; default DefaultTries). 1 turns
+// in-process retries off: every transient failure then fails the attempt,
+// and the step's retry policy decides. Less than 1 is a mistake that Err
 // reports.
 func Tries(n int) Option {
 	return func(a *Agent) {
