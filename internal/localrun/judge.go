@@ -335,10 +335,10 @@ func explainLeg(r sas.StepRecord, undo bool, calls []remotesim.Call, harness []H
 		if stall > 0 || transients >= rules.RetryBudget {
 			continue
 		}
-		if !isSupervisor(h.Actor) && strings.Contains(h.Reason, sas.ErrorCircuitOpen+":") {
-			// The agent's breaker refused the attempt's tries: it opens
-			// only on a window of mostly unhealthy tries, injected faults
-			// of this order or others.
+		if !isSupervisor(h.Actor) && strings.Contains(h.Reason, "circuit open") {
+			// The agent's breaker refused the attempt's tries (or the HTTP
+			// client waited it out): it opens only on a window of mostly
+			// unhealthy tries, injected faults of this order or others.
 			continue
 		}
 		what := fmt.Sprintf("failure %d (%s -> %s at attempt %d, %s) has %d faults injected in its window, none that stalls it", windows, h.From, h.To, h.Attempt, h.At.Format("15:04:05.000"), any)
