@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	iagent "github.com/sas-go/sas/internal/agent"
@@ -44,18 +45,28 @@ type Agent struct {
 	backoff  time.Duration
 	maxWait  time.Duration
 	errs     []error
+
+	// The circuit breakers of the steps' dependencies (breaker.go), shared
+	// by every request this Agent serves in its process.
+	breakerCfg BreakerConfig
+	breakerMu  sync.Mutex
+	breakers   map[string]*stepBreaker
 }
 
-// step is one step's pair of functions; undo may be nil.
-type step struct{ do, undo Func }
+// step is one step's pair of functions; undo may be nil. dependency names
+// the breaker it shares (DependsOn); "" is the agent's.
+type step struct {
+	do, undo   Func
+	dependency string
+}
 
 // Option tunes an Agent.
 type Option func(*Agent)
 
-// Tries bounds how often a step's Func runs for one delivery of its
-// request when it fails transiently (the first run included; default
-// DefaultTries). 1 turns in-process retries off: every transient failure
-// then leaves the request for redelivery. Less than 1 is a mistake that Err
+// Tries bounds how often a step's Func runs for one attempt when it fails
+// transiently (the first run included; default DefaultTries). 1 turns
+// in-process retries off: every transient failure then fails the attempt,
+// and the step's retry policy decides. Less than 1 is a mistake that Err
 // reports.
 func Tries(n int) Option {
 	return func(a *Agent) {
@@ -83,7 +94,8 @@ func Backoff(first, maxWait time.Duration) Option {
 // New returns an agent that serves the requests addressed to name, with no
 // steps yet.
 func New(name string, opts ...Option) *Agent {
-	a := &Agent{name: name, steps: map[string]step{}, tries: DefaultTries, backoff: DefaultBackoff, maxWait: DefaultMaxBackoff}
+	a := &Agent{name: name, steps: map[string]step{}, tries: DefaultTries, backoff: DefaultBackoff, maxWait: DefaultMaxBackoff,
+		breakerCfg: BreakerConfig{}.withDefaults()}
 	if name == "" {
 		a.fail("name", "required: it is the agent name workflow steps give")
 	}
@@ -99,8 +111,9 @@ func (a *Agent) Name() string { return a.name }
 // Step registers the step called name: do runs it, undo compensates it.
 // undo may be nil for a step with nothing to undo (a compensation request
 // for it is then a permanent failure naming the step, since the scheduler
-// should never ask for it). It returns a, so that calls chain.
-func (a *Agent) Step(name string, do, undo Func) *Agent {
+// should never ask for it). opts tune the step (DependsOn). It returns a,
+// so that calls chain.
+func (a *Agent) Step(name string, do, undo Func, opts ...StepOption) *Agent {
 	switch {
 	case name == "":
 		a.fail("Step", "a step needs a name")
@@ -110,7 +123,11 @@ func (a *Agent) Step(name string, do, undo Func) *Agent {
 		if _, dup := a.steps[name]; dup {
 			a.fail("Step", fmt.Sprintf("step %q registered twice", name))
 		}
-		a.steps[name] = step{do: do, undo: undo}
+		st := step{do: do, undo: undo}
+		for _, o := range opts {
+			o(&st)
+		}
+		a.steps[name] = st
 	}
 	return a
 }
@@ -168,22 +185,23 @@ func (a *Agent) fail(field, reason string) {
 	a.errs = append(a.errs, fmt.Errorf("agent %q: %w", a.name, &sas.ValidationError{Field: field, Reason: reason}))
 }
 
-// lookup is the Func for req, or the permanent failure to report.
-func (a *Agent) lookup(req Request) (Func, error) {
+// lookup is the Func for req and the breaker guarding it (nil: none), or
+// the permanent failure to report.
+func (a *Agent) lookup(req Request) (Func, *stepBreaker, error) {
 	st, ok := a.steps[req.Step]
 	if !ok {
 		if a.fallback == nil {
-			return nil, permanentf(nil, "agent %q has no step %q (it serves: %s)", a.name, req.Step, a.stepNames())
+			return nil, nil, permanentf(nil, "agent %q has no step %q (it serves: %s)", a.name, req.Step, a.stepNames())
 		}
 		st = *a.fallback
 	}
 	if !req.Undo {
-		return st.do, nil
+		return st.do, a.breakerFor(st.dependency), nil
 	}
 	if st.undo == nil {
-		return nil, permanentf(nil, "agent %q: step %q has no undo, so its compensation cannot be served", a.name, req.Step)
+		return nil, nil, permanentf(nil, "agent %q: step %q has no undo, so its compensation cannot be served", a.name, req.Step)
 	}
-	return st.undo, nil
+	return st.undo, a.breakerFor(st.dependency), nil
 }
 
 func (a *Agent) stepNames() string {
@@ -230,7 +248,7 @@ func (r *runner) Run(ctx context.Context, sreq sas.AgentRequest) (json.RawMessag
 	if err := r.a.refused(req); err != nil {
 		return nil, &iagent.PermanentError{Reason: err.Error(), Err: err}
 	}
-	fn, err := r.a.lookup(req)
+	fn, brk, err := r.a.lookup(req)
 	if err != nil {
 		return nil, &iagent.PermanentError{Reason: err.Error()}
 	}
@@ -253,23 +271,34 @@ func (r *runner) Run(ctx context.Context, sreq sas.AgentRequest) (json.RawMessag
 		for _, k := range sreq.PriorKeys {
 			prior := req
 			prior.IdempotencyKey = k
-			if _, err := r.run(ctx, prior, fn, what+" under "+k, tries, deadline); err != nil {
+			if _, err := r.run(ctx, prior, fn, brk, what+" under "+k, tries, deadline); err != nil {
 				return nil, err
 			}
 		}
 	}
-	return r.run(ctx, req, fn, what, tries, deadline)
+	return r.run(ctx, req, fn, brk, what, tries, deadline)
 }
 
 // run runs fn for req until it succeeds, fails for good, or runs out of
 // tries or time.
-func (r *runner) run(ctx context.Context, req Request, fn Func, what string, tries int, deadline time.Time) (json.RawMessage, error) {
+func (r *runner) run(ctx context.Context, req Request, fn Func, brk *stepBreaker, what string, tries int, deadline time.Time) (json.RawMessage, error) {
 	for try := 1; ; try++ {
-		res, err := fn(ctx, req)
+		res, err := r.call(ctx, req, fn, brk)
+		if errors.Is(err, ErrCircuitOpen) && brk != nil {
+			// Refused: a failed try, and the next ones would be refused
+			// too while the breaker rests. The attempt ends now; the
+			// scheduler's retry policy says when the step runs again.
+			return nil, fmt.Errorf("%s, try %d: %w", what, try, err)
+		}
 		if err == nil {
 			return r.encode(req, res), nil
 		}
 		c, asked := classify(err)
+		if name := iagent.ErrorTypeOf(err, nil); c != permanent && name != "" && slices.Contains(req.nonRetryable, name) {
+			// The step's retry policy lists it: no further try, no
+			// further attempt.
+			return nil, &iagent.PermanentError{Reason: fmt.Sprintf("non-retryable error %s: %s", name, err.Error()), Err: err}
+		}
 		switch {
 		case c == permanent:
 			return nil, &iagent.PermanentError{Reason: err.Error(), Err: err}
@@ -294,6 +323,32 @@ func (r *runner) run(ctx context.Context, req Request, fn Func, what string, tri
 			return nil, fmt.Errorf("%s: waiting to try again: %w (last failure: %w)", what, serr, err)
 		}
 	}
+}
+
+// call runs fn once behind brk (nil: no breaker). A run brk refuses fails
+// with a *circuitOpenError and is not made.
+func (r *runner) call(ctx context.Context, req Request, fn Func, brk *stepBreaker) (any, error) {
+	if brk == nil {
+		return fn(ctx, req)
+	}
+	gen, ok := brk.allow(r.clock.Now())
+	if !ok {
+		return nil, &circuitOpenError{dependency: r.a.dependencyOf(req)}
+	}
+	res, err := fn(ctx, req)
+	var pe *permanentError
+	// A Permanent error is the service answering; a failure, or a
+	// context that ended during the run (a hang), is not.
+	brk.report(gen, err != nil && !errors.As(err, &pe), r.clock.Now())
+	return res, err
+}
+
+// dependencyOf names the breaker req's step shares, for messages.
+func (a *Agent) dependencyOf(req Request) string {
+	if st, ok := a.steps[req.Step]; ok && st.dependency != "" {
+		return st.dependency
+	}
+	return "of agent " + a.name
 }
 
 // encode makes a Func's result the reply's JSON.

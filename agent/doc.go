@@ -31,12 +31,16 @@
 //   - Permanent(err): failed for good. The reason is err's text; the
 //     scheduler compensates the order (runs the undo of each earlier step).
 //   - RetryAfter(d, err): not now, in d. Waited out in the process if the
-//     deadline allows, else the request comes back in d by redelivery.
+//     deadline allows, else the attempt failed and the next waits at least d.
+//   - Named(name, err): err with a name the step's retry policy may list
+//     as non-retryable (then failed for good at once).
 //   - any other error: transient. Retried in the process with a jittered
-//     backoff, within the agent's Tries and the deadline; then the request
-//     is left for redelivery, which comes back in seconds. After three
-//     deliveries without an outcome it goes back to the scheduler, and the
-//     supervisor takes over a step that stays without one.
+//     backoff, within the agent's Tries and the deadline; then the attempt
+//     has failed and the agent says so (a "transient" reply): the scheduler
+//     counts the failure and runs the step again after its retry policy's
+//     interval, or gives it up after its last attempt. A circuit breaker per
+//     agent (or per DependsOn dependency) refuses runs while the dependency
+//     is down; a refused run is a failed try (see Breaker).
 //
 // The classes are read with errors.As, so wrapping keeps them. Errors of
 // an HTTPClient are already classified: a step can return them as they are.

@@ -50,17 +50,12 @@ func (e *permanentError) Unwrap() error { return e.err }
 // RetryAfter marks err as transient with a time to wait: the service said
 // "not now, ask again in d" (an HTTP 429 or 503 with Retry-After, a
 // rate-limit window). If the step's deadline leaves room, the SDK waits d
-// and runs the Func again, within its tries (see Tries); otherwise it
-// reports nothing and leaves the request for redelivery after d, the
-// message staying invisible in its queue that long (at least the usual
-// redelivery backoff of a second or more, at most 12 hours, SQS's limit).
-// A negative d counts as 0.
+// and runs the Func again, within its tries (see Tries); otherwise the
+// attempt has failed, and the scheduler's next attempt waits at least d
+// (within SQS's 15-minute delay). From an older scheduler, the request is
+// left for redelivery after d instead. A negative d counts as 0.
 //
 // The mark survives wrapping. RetryAfter(d, nil) is an error, never nil.
-//
-// Waiting is bounded by more than d: after the last delivery the request
-// goes back to the scheduler (docs/protocol.md, "Agent"), and a step that
-// waits past its workflow's wait limit is re-driven by the supervisor.
 func RetryAfter(d time.Duration, err error) error {
 	d = max(d, 0)
 	if err == nil {
@@ -110,3 +105,29 @@ func classify(err error) (class, time.Duration) {
 	}
 	return transient, 0
 }
+
+// Named gives err a name, so that a step's retry policy can list it among
+// its non-retryable errors (a workflow step's retry.nonRetryableErrors; in
+// Go, workflow.Retry.NonRetryableErrors): an error so named ends the step at
+// once as a permanent failure, where any other transient error is tried
+// again. The name is also what the scheduler records for the failed
+// attempt. Names are compared exactly; "Timeout" and "CircuitOpen" are the
+// agent's own (the step's timeout passed; its breaker refused the call).
+//
+// Named(name, Permanent(err)) is still permanent, Named(name, RetryAfter(d,
+// err)) still asks for d. Named(name, nil) is an error, never nil.
+func Named(name string, err error) error {
+	if err == nil {
+		err = errors.New(name)
+	}
+	return &namedError{name: name, err: err}
+}
+
+type namedError struct {
+	name string
+	err  error
+}
+
+func (e *namedError) Error() string     { return e.err.Error() }
+func (e *namedError) Unwrap() error     { return e.err }
+func (e *namedError) ErrorType() string { return e.name }

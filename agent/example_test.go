@@ -76,11 +76,11 @@ func ExampleRetryAfter() {
 
 	out := quota.Run(context.Background(), agent.Request{OrderID: "o-1", Step: "quote", Deadline: time.Now().Add(30 * time.Second)})
 	fmt.Printf("status %q, comes back in %s, after %d call\n", out.Status, out.RetryAfter, calls)
-	// Output: status "", comes back in 1h0m0s, after 1 call
+	// Output: status "transient", comes back in 1h0m0s, after 1 call
 }
 
 // Transient errors are tried again in the process, with a jittered
-// backoff, up to Tries runs per delivery.
+// backoff, up to Tries runs per attempt.
 func ExampleTries() {
 	calls := 0
 	flaky := agent.New("flaky", agent.Tries(4), agent.Backoff(time.Millisecond, 10*time.Millisecond)).

@@ -56,6 +56,10 @@ type Request struct {
 	// the agent's own (Tries, DefaultTries). An HTTPClient's tries of one
 	// call are the client's own (HTTPOptions).
 	Tries int
+
+	// nonRetryable: the names of the errors the step's retry policy does
+	// not retry (agent.Named).
+	nonRetryable []string
 }
 
 // DecodePayload decodes the payload into v (with encoding/json). A payload
@@ -95,6 +99,6 @@ func requestOf(r sas.AgentRequest, deadline time.Time) Request {
 	return Request{
 		OrderID: r.OrderID, Workflow: r.Workflow, Version: r.Version, Step: r.StepName, StepIndex: r.Step, Attempt: r.Attempt,
 		IdempotencyKey: r.IdempotencyKey, Payload: r.Payload, Undo: r.Compensation, Action: r.Action,
-		Priority: r.Priority, Deadline: deadline, Tries: r.Tries,
+		Priority: r.Priority, Deadline: deadline, Tries: r.Tries, nonRetryable: r.NonRetryable,
 	}
 }

@@ -19,21 +19,28 @@ const (
 	StatusDone = "done"
 	// StatusFailed: the step failed for good; the scheduler compensates.
 	StatusFailed = "failed"
-	// StatusNone: no outcome; the request is left for redelivery.
+	// StatusTransient: the attempt ran and failed (its tries spent, its
+	// breaker open, its deadline reached, or a RetryAfter beyond it); the
+	// handler replies "transient" and the scheduler's retry policy decides
+	// (docs/agents.md, "What an error means").
+	StatusTransient = "transient"
+	// StatusNone: no outcome (a success that came after the deadline); the
+	// request is left for redelivery.
 	StatusNone = ""
 )
 
 // Outcome is what the handler would do with a request's run: the reply it
 // would send, or none.
 type Outcome struct {
-	// Status is StatusDone, StatusFailed or StatusNone.
+	// Status is StatusDone, StatusFailed, StatusTransient or StatusNone.
 	Status string
 	// Result is the step's result, encoded (StatusDone).
 	Result json.RawMessage
 	// Reason is what a failed reply says (StatusFailed).
 	Reason string
 	// RetryAfter is the wait a RetryAfter asked for when it could not be
-	// honoured before the deadline: the redelivery's delay (StatusNone).
+	// honoured before the deadline: the least wait before the next attempt
+	// (StatusTransient).
 	RetryAfter time.Duration
 	// Err is the error behind a failure or no outcome.
 	Err error
@@ -80,7 +87,9 @@ func (a *Agent) Run(ctx context.Context, req Request) Outcome {
 	case errors.As(err, &pe) && time.Now().Before(deadline):
 		return Outcome{Status: StatusFailed, Reason: pe.Reason, Err: err}
 	case errors.As(err, &re):
-		return Outcome{Status: StatusNone, RetryAfter: re.Delay, Err: err}
+		return Outcome{Status: StatusTransient, RetryAfter: re.Delay, Err: err}
+	case errors.As(err, &pe):
+		return Outcome{Status: StatusNone, Err: errors.New("the outcome came after the deadline")}
 	}
-	return Outcome{Status: StatusNone, Err: err}
+	return Outcome{Status: StatusTransient, Err: err}
 }

@@ -233,6 +233,7 @@ func NewWith(t testing.TB, opts Options, defs []workflow.Workflow, agents ...*ag
 		// As deployed by default: the SDK's agents echo the signature.
 		RequireSignedReplies: true,
 		PickupTimeout:        opts.PickupTimeout, ReplyToAllowed: func(u string) bool { return u == e.statusURL },
+		Retry:  sas.RetryPolicy{MaxAttempts: opts.MaxFailures}, // the supervisor's threshold and backoff
 		Logger: log.With("actor", "scheduler"),
 	})
 	if err != nil {

@@ -129,7 +129,7 @@ func TestTransientFailureIsRetriedAndSucceeds(t *testing.T) {
 	require.Equal(t, sastest.StatusProcessed, res.Status)
 	hotel, _ := res.Step("hotel")
 	require.Equal(t, 2, hotel.Attempts)
-	require.Equal(t, 1, hotel.Failures, "the supervisor counted the stuck attempt")
+	require.Equal(t, 1, hotel.Failures, "the failed attempt was counted")
 	require.Empty(t, res.Undone)
 
 	var first, second int
@@ -143,9 +143,9 @@ func TestTransientFailureIsRetriedAndSucceeds(t *testing.T) {
 			second++
 		}
 	}
-	require.Greater(t, first, agent.DefaultTries, "tried in process, then redelivered")
+	require.Equal(t, agent.DefaultTries, first, "tried in process, then reported failed: no redelivery")
 	require.Equal(t, 1, second)
-	require.Greater(t, res.Took, time.Minute, "the supervisor's retry came after a sweep")
+	require.Less(t, res.Took, 15*time.Second, "the next attempt came after the retry policy's interval, not a sweep")
 }
 
 // An undo refused for good leaves the step CompensationFailed and an
@@ -307,13 +307,14 @@ func TestNeverSettlingFailsTheTest(t *testing.T) {
 				panic(r)
 			}
 		}()
-		env := sastest.NewWith(ft, sastest.Options{Timeout: 5 * time.Minute}, trip, agents()...)
+		env := sastest.NewWith(ft, sastest.Options{Timeout: 2 * time.Second}, trip, agents()...)
 		env.Fail("hotel", 1, errors.New("timeout"))
 		env.Run("trip", "o-1", nil)
 	}()
 	require.True(t, ft.fataled)
-	require.Contains(t, ft.msg, "did not settle within 5m0s of virtual time")
-	require.Contains(t, ft.msg, "hotel Processing (attempt 1")
+	require.Contains(t, ft.msg, "did not settle within 2s of virtual time")
+	// The second attempt waits out its retry interval.
+	require.Contains(t, ft.msg, "hotel Processing (attempt 2")
 }
 
 // errFatal is what fatalRecorder panics with to stop the code under test.

@@ -58,6 +58,11 @@ type Result struct {
 	Calls []Call
 	// Took is the virtual time from submission to settling.
 	Took time.Duration
+	// History is every transition of the order's steps, oldest first, as
+	// "<step> <from>→<to> #<attempt> by <actor>: <reason>" (a wait of the
+	// supervisor's is "<step> Processing→Processing ..."): what sasctl show
+	// prints, to check who counted what.
+	History []string
 }
 
 // Step is where one step of an order ended.
@@ -148,6 +153,13 @@ func (e *Env) result(v sas.OrderView, statuses []sas.Status, took time.Duration)
 	}
 	e.mu.Unlock()
 
+	for _, h := range sas.MergeHistory(v.Steps) {
+		name := ""
+		if h.Step < len(v.Order.Steps) {
+			name = v.Order.Steps[h.Step]
+		}
+		res.History = append(res.History, fmt.Sprintf("%s %s→%s #%d by %s: %s", name, h.From, h.To, h.Attempt, h.Actor, h.Reason))
+	}
 	for _, c := range res.Calls {
 		if c.Undo && c.Err == "" && state[c.Step] == sas.Compensated && !slices.Contains(res.Undone, c.Step) {
 			res.Undone = append(res.Undone, c.Step)

@@ -228,9 +228,15 @@ type rawStep struct {
 	WaitLimit  json.RawMessage `json:"waitLimit"`
 	TotalLimit json.RawMessage `json:"totalLimit"`
 	Retry      *struct {
-		FailureThreshold int `json:"failureThreshold"`
-		Attempts         int `json:"attempts"`
-		Backoff          *struct {
+		MaximumAttempts    int             `json:"maximumAttempts"`
+		InitialInterval    json.RawMessage `json:"initialInterval"`
+		BackoffCoefficient float64         `json:"backoffCoefficient"`
+		MaximumInterval    json.RawMessage `json:"maximumInterval"`
+		NonRetryableErrors []string        `json:"nonRetryableErrors"`
+		Tries              int             `json:"tries"`
+		FailureThreshold   int             `json:"failureThreshold"`
+		Attempts           int             `json:"attempts"`
+		Backoff            *struct {
 			Base json.RawMessage `json:"base"`
 			Max  json.RawMessage `json:"max"`
 		} `json:"backoff"`
@@ -252,7 +258,12 @@ func (r rawStep) step(sp string) (Step, string, error) {
 		{"totalLimit", r.TotalLimit, &s.TotalLimit},
 	}
 	if r.Retry != nil {
-		s.Retry = &Retry{FailureThreshold: r.Retry.FailureThreshold, Attempts: r.Retry.Attempts}
+		s.Retry = &Retry{FailureThreshold: r.Retry.FailureThreshold, Attempts: r.Retry.Attempts,
+			MaximumAttempts: r.Retry.MaximumAttempts, BackoffCoefficient: r.Retry.BackoffCoefficient,
+			NonRetryableErrors: r.Retry.NonRetryableErrors, Tries: r.Retry.Tries}
+		durations = append(durations,
+			durField{"retry.initialInterval", r.Retry.InitialInterval, &s.Retry.InitialInterval},
+			durField{"retry.maximumInterval", r.Retry.MaximumInterval, &s.Retry.MaximumInterval})
 		if b := r.Retry.Backoff; b != nil {
 			s.Retry.Backoff = &Backoff{}
 			durations = append(durations,
@@ -274,8 +285,9 @@ func (r rawStep) step(sp string) (Step, string, error) {
 // stepFields are the fields a step object may have, by where they are:
 // "" is the step, "retry" its retry policy, "retry.backoff" its backoff.
 var stepFields = map[string][]string{
-	"":              {"name", "agent", "action", "undo", "timeout", "waitLimit", "totalLimit", "retry"},
-	"retry":         {"failureThreshold", "attempts", "backoff"},
+	"": {"name", "agent", "action", "undo", "timeout", "waitLimit", "totalLimit", "retry"},
+	"retry": {"maximumAttempts", "initialInterval", "backoffCoefficient", "maximumInterval", "nonRetryableErrors", "tries",
+		"failureThreshold", "attempts", "backoff"},
 	"retry.backoff": {"base", "max"},
 }
 

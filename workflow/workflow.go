@@ -19,8 +19,13 @@ const (
 	MaxBackoff = 15 * time.Minute
 	// MaxFailureThreshold bounds a step's failure threshold.
 	MaxFailureThreshold = 100
-	// MaxAttempts bounds a step's tries within one attempt.
+	// MaxAttempts bounds a step's tries within one attempt (Retry.Tries).
 	MaxAttempts = 20
+	// MaxBackoffCoefficient bounds Retry.BackoffCoefficient.
+	MaxBackoffCoefficient = 10
+	// MaxNonRetryableErrors bounds Retry.NonRetryableErrors (their names
+	// travel in every request of the step).
+	MaxNonRetryableErrors = 10
 	// MaxSteps bounds the steps of one workflow.
 	MaxSteps = 50
 )
@@ -54,32 +59,98 @@ type Step struct {
 	// starts it: more than zero, at most MaxStepTimeout.
 	Timeout Duration `json:"timeout"`
 	// WaitLimit bounds how long an attempt's request may wait in busy
-	// queues past its deadline before the attempt counts as failed. Zero:
-	// the deployment's default (SAS_WAIT_LIMIT).
+	// queues, never started, past its deadline before the attempt counts
+	// as failed (Temporal's schedule-to-start timeout). An attempt that
+	// started and failed is counted at once, whatever the queues hold.
+	// Zero: the deployment's default (SAS_WAIT_LIMIT).
 	WaitLimit Duration `json:"waitLimit,omitempty"`
-	// TotalLimit, when set, bounds the step across all its attempts and
-	// waits, from the order's submission: past it the step is given up
-	// (and the order compensated). Zero: no overall limit. At least
-	// Timeout when set.
+	// TotalLimit, when set, bounds the step across all its attempts,
+	// backoffs and waits, from the order's submission (Temporal's
+	// schedule-to-close timeout): past it the step is given up (and the
+	// order compensated). Zero: no overall limit. At least Timeout when set.
 	TotalLimit Duration `json:"totalLimit,omitempty"`
 	// Retry is the step's retry policy; nil: the deployment's.
 	Retry *Retry `json:"retry,omitempty"`
 }
 
-// Retry is how a step that failed without an answer (stuck past its
-// deadline) is tried again. A permanent refusal is never retried.
+// Retry is the step's retry policy (docs/workflows.md, "Retry policy"), in
+// the terms of Step Functions' Retry and Temporal's RetryPolicy. An attempt
+// is one request to the step's agent, which runs the step's call up to
+// Tries times within the step's Timeout. An attempt fails when its agent
+// reports that every try failed transiently (or its breaker refused them,
+// or the timeout passed), or when the supervisor finds it past its deadline
+// with nothing left in the queues for it. After the n-th failure the next
+// attempt waits InitialInterval·BackoffCoefficient^(n-1), at most
+// MaximumInterval, with jitter (drawn from the upper half); the
+// MaximumAttempts-th failure gives the step up: Error, an operator alert,
+// and the order's compensation. A permanent refusal (agent.Permanent), and
+// an error named in NonRetryableErrors, give it up at once.
+//
+// With the defaults (3 attempts, 5s doubling) a step whose dependency is
+// down reaches Error within 3 × Timeout + 15s, and far sooner when its
+// calls fail fast. To ride out an outage instead, give the step many
+// attempts and a long MaximumInterval (or a TotalLimit), or pause its
+// agent (docs/workflows.md, "Riding out an outage").
+//
+// The older names stay valid: FailureThreshold is MaximumAttempts,
+// Attempts is Tries, Backoff.Base and Backoff.Max are InitialInterval and
+// MaximumInterval. Setting an old and a new name to different values is an
+// error.
 type Retry struct {
-	// FailureThreshold is the failure at which the step is given up: 1
-	// gives up at the first, 3 retries twice. Zero: the deployment's
-	// (SAS_MAX_FAILURES).
-	FailureThreshold int `json:"failureThreshold,omitempty"`
-	// Attempts is how many times the agent tries the step's call within
-	// one attempt, with jittered backoff between tries, while the step's
-	// deadline allows (agent.Request.Tries). Zero: the agent's default.
+	// MaximumAttempts is the number of attempts, the first included: 1
+	// never retries. Zero: the deployment's (SAS_MAX_FAILURES, 3).
+	MaximumAttempts int `json:"maximumAttempts,omitempty"`
+	// InitialInterval is the wait after the first failure. Zero: the
+	// deployment's (5s).
+	InitialInterval Duration `json:"initialInterval,omitempty"`
+	// BackoffCoefficient multiplies the wait after each further failure:
+	// at least 1 (a constant wait), at most MaxBackoffCoefficient. Zero: 2.
+	BackoffCoefficient float64 `json:"backoffCoefficient,omitempty"`
+	// MaximumInterval caps the wait, at most MaxBackoff (15m, SQS's
+	// longest delay). Zero: the deployment's (15m).
+	MaximumInterval Duration `json:"maximumInterval,omitempty"`
+	// NonRetryableErrors name the errors that give the step up at once:
+	// the names of agent.Named errors, or "Timeout" (the step's timeout
+	// passed) and "CircuitOpen" (its breaker refused the call).
+	NonRetryableErrors []string `json:"nonRetryableErrors,omitempty"`
+	// Tries is how many times the agent runs the step's call within one
+	// attempt, with jittered backoff between tries, while the step's
+	// timeout allows (agent.Request.Tries). Zero: the agent's default (3).
 	// At most MaxAttempts.
+	Tries int `json:"tries,omitempty"`
+
+	// FailureThreshold is MaximumAttempts' older name.
+	FailureThreshold int `json:"failureThreshold,omitempty"`
+	// Attempts is Tries' older name.
 	Attempts int `json:"attempts,omitempty"`
-	// Backoff is the delay before each retry.
+	// Backoff holds InitialInterval and MaximumInterval under their older
+	// names.
 	Backoff *Backoff `json:"backoff,omitempty"`
+}
+
+// Policy is the retry policy r states, its older names read as the new
+// ones; zero fields take the deployment's defaults. A nil r states none.
+func (r *Retry) Policy() Retry {
+	if r == nil {
+		return Retry{}
+	}
+	p := Retry{MaximumAttempts: r.MaximumAttempts, InitialInterval: r.InitialInterval, BackoffCoefficient: r.BackoffCoefficient,
+		MaximumInterval: r.MaximumInterval, NonRetryableErrors: r.NonRetryableErrors, Tries: r.Tries}
+	if p.MaximumAttempts == 0 {
+		p.MaximumAttempts = r.FailureThreshold
+	}
+	if p.Tries == 0 {
+		p.Tries = r.Attempts
+	}
+	if b := r.Backoff; b != nil {
+		if p.InitialInterval == 0 {
+			p.InitialInterval = b.Base
+		}
+		if p.MaximumInterval == 0 {
+			p.MaximumInterval = b.Max
+		}
+	}
+	return p
 }
 
 // Backoff is a delay that doubles with each failure: Base after the first,
@@ -223,13 +294,53 @@ func validateStep(sp string, s Step, bad func(path, format string, args ...any))
 	if s.Retry == nil {
 		return
 	}
-	if t := s.Retry.FailureThreshold; t < 0 || t > MaxFailureThreshold {
+	r := s.Retry
+	if t := r.FailureThreshold; t < 0 || t > MaxFailureThreshold {
 		bad(sp+".retry.failureThreshold", "%d: must be between 1 and %d (0: the deployment's)", t, MaxFailureThreshold)
 	}
-	if a := s.Retry.Attempts; a < 0 || a > MaxAttempts {
+	if t := r.MaximumAttempts; t < 0 || t > MaxFailureThreshold {
+		bad(sp+".retry.maximumAttempts", "%d: must be between 1 and %d (0: the deployment's)", t, MaxFailureThreshold)
+	}
+	if a := r.Attempts; a < 0 || a > MaxAttempts {
 		bad(sp+".retry.attempts", "%d: must be between 1 and %d (0: the agent's)", a, MaxAttempts)
 	}
-	if b := s.Retry.Backoff; b != nil {
+	if a := r.Tries; a < 0 || a > MaxAttempts {
+		bad(sp+".retry.tries", "%d: must be between 1 and %d (0: the agent's)", a, MaxAttempts)
+	}
+	if c := r.BackoffCoefficient; c != 0 && (c < 1 || c > MaxBackoffCoefficient) {
+		bad(sp+".retry.backoffCoefficient", "%v: must be between 1 and %d (0: 2)", c, MaxBackoffCoefficient)
+	}
+	for _, d := range []struct {
+		field string
+		v     Duration
+	}{{"initialInterval", r.InitialInterval}, {"maximumInterval", r.MaximumInterval}} {
+		if d.v < 0 || d.v.D() > MaxBackoff {
+			bad(sp+".retry."+d.field, "%s: must be between 0 and %s", d.v.D(), MaxBackoff)
+		}
+	}
+	if r.MaximumInterval > 0 && r.MaximumInterval < r.InitialInterval {
+		bad(sp+".retry.maximumInterval", "%s is below the initial interval %s", r.MaximumInterval.D(), r.InitialInterval.D())
+	}
+	if len(r.NonRetryableErrors) > MaxNonRetryableErrors {
+		bad(sp+".retry.nonRetryableErrors", "at most %d names, not %d", MaxNonRetryableErrors, len(r.NonRetryableErrors))
+	}
+	for k, n := range r.NonRetryableErrors {
+		if !namePattern.MatchString(n) {
+			bad(fmt.Sprintf("%s.retry.nonRetryableErrors[%d]", sp, k), "%q: must be 1-64 characters of A-Z a-z 0-9 . _ -", n)
+		}
+	}
+	conflict := func(older, newer string, a, b any, set bool) {
+		if set && a != b {
+			bad(sp+".retry."+newer, "%v, but its older name %s says %v: write one of them", b, older, a)
+		}
+	}
+	conflict("failureThreshold", "maximumAttempts", r.FailureThreshold, r.MaximumAttempts, r.FailureThreshold != 0 && r.MaximumAttempts != 0)
+	conflict("attempts", "tries", r.Attempts, r.Tries, r.Attempts != 0 && r.Tries != 0)
+	if b := r.Backoff; b != nil {
+		conflict("backoff.base", "initialInterval", b.Base.D(), r.InitialInterval.D(), b.Base != 0 && r.InitialInterval != 0)
+		conflict("backoff.max", "maximumInterval", b.Max.D(), r.MaximumInterval.D(), b.Max != 0 && r.MaximumInterval != 0)
+	}
+	if b := r.Backoff; b != nil {
 		switch {
 		case b.Base < 0 || b.Base.D() > MaxBackoff:
 			bad(sp+".retry.backoff.base", "%s: must be between 0 and %s", b.Base.D(), MaxBackoff)
@@ -244,20 +355,8 @@ func validateStep(sp string, s Step, bad func(path, format string, args ...any))
 // sameLimits reports whether two steps agree on everything the supervisor
 // reads by step name.
 func sameLimits(a, b Step) bool {
-	ra, rb := a.Retry, b.Retry
-	if ra == nil {
-		ra = &Retry{}
-	}
-	if rb == nil {
-		rb = &Retry{}
-	}
-	ba, bb := ra.Backoff, rb.Backoff
-	if ba == nil {
-		ba = &Backoff{}
-	}
-	if bb == nil {
-		bb = &Backoff{}
-	}
+	ra, rb := a.Retry.Policy(), b.Retry.Policy()
 	return a.Timeout == b.Timeout && a.WaitLimit == b.WaitLimit && a.TotalLimit == b.TotalLimit &&
-		ra.FailureThreshold == rb.FailureThreshold && *ba == *bb
+		ra.MaximumAttempts == rb.MaximumAttempts && ra.InitialInterval == rb.InitialInterval &&
+		ra.MaximumInterval == rb.MaximumInterval && ra.BackoffCoefficient == rb.BackoffCoefficient
 }

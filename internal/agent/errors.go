@@ -1,10 +1,13 @@
 package agent
 
 import (
+	"context"
 	"errors"
 	"time"
 	"unicode/utf8"
 
+	"github.com/sas-go/sas/internal/httpagent"
+	"github.com/sas-go/sas/internal/sas"
 	"github.com/sas-go/sas/internal/sqslimits"
 )
 
@@ -85,4 +88,29 @@ func truncate(s string, n int) string {
 		cut--
 	}
 	return s[:cut] + "…"
+}
+
+// ErrorTyper is an error that names its kind, for a retry policy's
+// non-retryable errors and the scheduler's record (the SDK's agent.Named).
+type ErrorTyper interface {
+	ErrorType() string
+}
+
+// ErrorTypeOf names the kind of a run's error for a transient outcome: the
+// name an ErrorTyper in its chain gives, else sas.ErrorCircuitOpen for a
+// try refused by an open breaker, sas.ErrorTimeout for a run cut by the
+// step's deadline (callCtx's), else "" (a transient failure of no named
+// kind).
+func ErrorTypeOf(err error, callCtx context.Context) string {
+	var et ErrorTyper
+	switch {
+	case errors.As(err, &et) && et.ErrorType() != "":
+		return et.ErrorType()
+	case errors.Is(err, httpagent.ErrCircuitOpen):
+		return sas.ErrorCircuitOpen
+	case errors.Is(err, httpagent.ErrDeadline), errors.Is(err, context.DeadlineExceeded),
+		callCtx != nil && errors.Is(callCtx.Err(), context.DeadlineExceeded):
+		return sas.ErrorTimeout
+	}
+	return ""
 }

@@ -110,6 +110,9 @@ const (
 	// over. Keep it below the queue's maxReceiveCount (5 in infra/), so the
 	// DLQ holds only messages nothing can serve.
 	DefaultMaxDeliveries = 3
+	// DefaultMaxReceives is the agent queues' maxReceiveCount in the CDK
+	// construct.
+	DefaultMaxReceives = 5
 )
 
 // Config configures a Service.
@@ -144,6 +147,11 @@ type Config struct {
 	ReplyLinger time.Duration
 	// MaxDeliveries: see DefaultMaxDeliveries. Default 3.
 	MaxDeliveries int
+	// MaxReceives is the request queues' maxReceiveCount (default
+	// DefaultMaxReceives, the construct's): a request whose hand-back to the
+	// scheduler fails on that receive, the last before the dead-letter
+	// queue, is dropped rather than dead-lettered (requeue).
+	MaxReceives int
 }
 
 // Service hosts named agents. It is safe for concurrent use.
@@ -159,8 +167,8 @@ type Service struct {
 	concurrency int
 	reserve     time.Duration
 	linger      time.Duration
-	// maxDeliveries: see Config.MaxDeliveries.
-	maxDeliveries int
+	// maxDeliveries, maxReceives: see Config.
+	maxDeliveries, maxReceives int
 }
 
 // New checks cfg and returns a Service.
@@ -192,7 +200,7 @@ func New(cfg Config) (*Service, error) {
 	s := &Service{
 		queue: cfg.Queue, replyURL: cfg.ReplyQueueURL, agents: cfg.Agents,
 		clock: cfg.Clock, log: cfg.Logger, concurrency: cfg.Concurrency, reserve: cfg.ReplyReserve,
-		linger: cfg.ReplyLinger, maxDeliveries: cfg.MaxDeliveries,
+		linger: cfg.ReplyLinger, maxDeliveries: cfg.MaxDeliveries, maxReceives: cfg.MaxReceives,
 	}
 	for _, u := range []string{cfg.RequestQueueURL, cfg.PriorityQueueURL} {
 		if u != "" && !slices.Contains(s.requestURLs, u) {
@@ -213,6 +221,9 @@ func New(cfg Config) (*Service, error) {
 	}
 	if s.linger == 0 {
 		s.linger = DefaultReplyLinger
+	}
+	if s.maxReceives <= 0 {
+		s.maxReceives = DefaultMaxReceives
 	}
 	if s.maxDeliveries == 0 {
 		s.maxDeliveries = DefaultMaxDeliveries
@@ -314,6 +325,18 @@ func (s *Service) requeue(ctx context.Context, records []events.SQSMessage, fail
 	errs := outbox.Send(ctx, s.queue, s.replyURL, msgs)
 	for k, i := range idx {
 		if errs[k] != nil {
+			if receives(records[i]) >= s.maxReceives {
+				// Its next receive would dead-letter it. Dropped instead:
+				// the request is then nowhere, and the supervisor re-drives
+				// the step once its deadline passes (a failure counted),
+				// as for a request whose agent died. The dead-letter queue
+				// is for what nothing can serve (docs/protocol.md, "Dead
+				// letters").
+				s.log.Error("agent: could not hand a request back on its last receive before the dead-letter queue; dropped, the supervisor re-drives the step",
+					"messageId", records[i].MessageId, "receives", receives(records[i]), "err", errs[k].Error())
+				failed[i] = acknowledged
+				continue
+			}
 			s.log.Error("agent: could not hand a request back to the scheduler; left for redelivery",
 				"messageId", records[i].MessageId, "err", errs[k].Error())
 			continue
@@ -558,7 +581,7 @@ func (s *Service) sendReplies(ctx context.Context, pending []outgoing, failed []
 	var batch []outgoing
 	now := s.clock.Now()
 	for _, o := range pending {
-		if s.late(o.log, o.reply, o.deadline, now) {
+		if o.reply.Outcome != sas.OutcomeTransient && s.late(o.log, o.reply, o.deadline, now) {
 			failed[o.index] = redeliverSoon
 			continue
 		}
@@ -582,6 +605,8 @@ func (s *Service) sendReplies(ctx context.Context, pending []outgoing, failed []
 			failed[o.index] = redeliver
 		case o.reply.Outcome == sas.OutcomeFailed:
 			o.log.Warn("agent: replied failed", "outcome", o.reply.Outcome, "reason", o.reply.Reason, "took", took)
+		case o.reply.Outcome == sas.OutcomeTransient:
+			o.log.Warn("agent: replied transient: the attempt failed", "outcome", o.reply.Outcome, "errorType", o.reply.ErrorType, "reason", o.reply.Reason, "took", took)
 		default:
 			o.log.Info("agent: replied done", "outcome", o.reply.Outcome, "took", took)
 		}
@@ -707,11 +732,27 @@ func (s *Service) process(ctx context.Context, log *slog.Logger, req sas.AgentRe
 	}
 
 	reply := replyTo(req)
+	transient := false
 	switch {
 	case err == nil:
 		reply.Outcome, reply.Result = sas.OutcomeDone, carriedResult(log, resultOf(result))
 	case errors.Is(err, ErrPermanent):
 		reply.Outcome, reply.Reason = sas.OutcomeFailed, reasonOf(err)
+	case req.TransientOutcome && !s.hostEnded(ctx, callDeadline, deadline):
+		// A failure is not a wait (docs/protocol.md): the request ran and
+		// got no answer, so the attempt failed, and the scheduler hears so
+		// now instead of meeting the request again and again in the queue.
+		kind := ErrorTypeOf(err, callCtx)
+		if slices.Contains(req.NonRetryable, kind) {
+			reply.Outcome, reply.Reason = sas.OutcomeFailed, truncate(fmt.Sprintf("non-retryable error %s: %s", kind, err.Error()), maxReasonBytes)
+			break
+		}
+		transient = true
+		reply.Outcome, reply.Reason, reply.ErrorType = sas.OutcomeTransient, reasonOf(err), kind
+		if re := (*RedeliveryError)(nil); errors.As(err, &re) {
+			reply.RetryAfterMs = re.Delay.Milliseconds()
+		}
+		log.Warn("agent: attempt failed; reporting it", "errorType", kind, "err", err.Error(), "deadline", deadline)
 	default:
 		log.Warn("agent: no outcome; no reply, message left for redelivery",
 			"why", whyNoOutcome(err), "err", err.Error(), "deadline", deadline, "completeBy", req.CompleteBy)
@@ -727,7 +768,9 @@ func (s *Service) process(ctx context.Context, log *slog.Logger, req sas.AgentRe
 		}
 		return nil, redeliverSoon
 	}
-	if s.late(log, reply, deadline, s.clock.Now()) {
+	// A transient outcome is sent whenever it comes: it carries no
+	// result to fetch again, and it is fenced on its attempt like any reply.
+	if !transient && s.late(log, reply, deadline, s.clock.Now()) {
 		return nil, redeliverSoon
 	}
 	// The sizes are bounded at intake so that this never happens (sqslimits);
@@ -891,4 +934,16 @@ func jsonProblem(err error) string {
 		return fmt.Sprintf("field %q must be %s, not %s", te.Field, te.Type, te.Value)
 	}
 	return err.Error()
+}
+
+// hostEnded reports whether a run ended because its host did, not the step:
+// the invocation's end (less the reply reserve) came before the step's
+// deadline and has passed, or the invocation was cancelled (a poller
+// shutting down). Such a request is left for redelivery, as before: its
+// attempt did not fail, it was cut short.
+func (s *Service) hostEnded(ctx context.Context, callDeadline, deadline time.Time) bool {
+	if ctx.Err() != nil {
+		return true
+	}
+	return callDeadline.Before(deadline) && !s.clock.Now().Before(callDeadline)
 }

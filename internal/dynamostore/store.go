@@ -306,16 +306,16 @@ func (st *Store) Fail(ctx context.Context, p sas.FailParams) (sas.StepRecord, er
 }
 
 func (st *Store) Rescue(ctx context.Context, p sas.RescueParams) (sas.StepRecord, error) {
-	probe := sas.StepRecord{ProcessState: p.From, Attempt: p.Attempt, DueAt: p.Now}
+	probe := sas.StepRecord{ProcessState: p.From, Attempt: p.Attempt, DueAt: p.Now, LockedBy: p.Holder}
 	if _, err := sas.Rescue(probe, p); err != nil {
 		return sas.StepRecord{}, fmt.Errorf("rescuing step %s: %w", p.Key, err)
 	}
 	return st.settleDue(ctx, "rescuing", dueWrite{Key: p.Key, From: p.From, Attempt: p.Attempt, Now: p.Now,
-		To: sas.RescueTarget(p.From), IndexAt: p.PickupBy, Actor: p.Actor, Reason: p.Reason})
+		To: sas.RescueTarget(p.From), IndexAt: p.PickupBy, Actor: p.Actor, Reason: p.Reason, Holder: p.Holder})
 }
 
 func (st *Store) GiveUp(ctx context.Context, p sas.GiveUpParams) (sas.StepRecord, error) {
-	probe := sas.StepRecord{ProcessState: p.From, Attempt: p.Attempt, DueAt: p.Now}
+	probe := sas.StepRecord{ProcessState: p.From, Attempt: p.Attempt, DueAt: p.Now, LockedBy: p.Holder}
 	if _, err := sas.GiveUp(probe, p); err != nil {
 		return sas.StepRecord{}, fmt.Errorf("giving up step %s: %w", p.Key, err)
 	}
@@ -324,7 +324,7 @@ func (st *Store) GiveUp(ctx context.Context, p sas.GiveUpParams) (sas.StepRecord
 		owedAt = p.Now
 	}
 	return st.settleDue(ctx, "giving up", dueWrite{Key: p.Key, From: p.From, Attempt: p.Attempt, Now: p.Now,
-		To: sas.GiveUpTarget(p.From), IndexAt: p.Now, Actor: p.Actor, Reason: p.Reason, OwedAt: owedAt})
+		To: sas.GiveUpTarget(p.From), IndexAt: p.Now, Actor: p.Actor, Reason: p.Reason, OwedAt: owedAt, Holder: p.Holder})
 }
 
 // Wait extends a due, held lease, fenced on the lease seen: state, holder,
@@ -364,13 +364,20 @@ type dueWrite struct {
 	// OwedAt, when set, puts the record in the owed partition at OwedAt
 	// instead of w.To's at IndexAt: a give-up owes its effects.
 	OwedAt time.Time
+	// Holder, when set, fences on the lease held instead of on the
+	// deadline passed (sas.RescueParams.Holder).
+	Holder string
 }
 
 // settleDue moves a due record to w.To, fenced by dueCondition: the lease
 // goes, FailureCount+1, and the index entry moves to w.To at w.IndexAt.
 func (st *Store) settleDue(ctx context.Context, op string, w dueWrite) (sas.StepRecord, error) {
 	u := newUpdate()
-	dueFrom(&u, w.From, w.Attempt, w.Now)
+	if w.Holder != "" {
+		held(&u, w.From, w.Holder, w.Attempt)
+	} else {
+		dueFrom(&u, w.From, w.Attempt, w.Now)
+	}
 	u.set(attrState, s(string(w.To)))
 	u.add(attrFailureCount, 1)
 	u.set(attrLastError, s(w.Reason))

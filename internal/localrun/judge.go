@@ -19,9 +19,11 @@ import (
 //     or its undo to CompensationFailed) is explained only when the simulator
 //     refused that step's idempotency key for good (a permanent fault) — the
 //     only cause of a "failed" reply in these runs.
-//  2. A step the supervisor gave up on reached the failure threshold: every
-//     failure the supervisor counted on that leg (each rescue and the final
-//     give-up) must be accounted for by a fault injected into that step
+//  2. A step given up at the failure threshold (by the supervisor, or by the
+//     scheduler on its agent's transient outcome, issue 19): every failure
+//     counted on that leg (each rescue and the final give-up; a failure the
+//     scheduler counted because the agent's breaker refused the tries is
+//     accounted for by the breaker) must be accounted for by a fault injected into that step
 //     during the window it ended (from the transition before it to it,
 //     widened by JudgeRules.Slack for clock skew). A window is accounted for
 //     by a hang or a response lost by dropping or hanging (either stalls a
@@ -264,6 +266,14 @@ func onLeg(h sas.HistoryEntry, undo bool) bool {
 
 func isSupervisor(actor string) bool { return strings.HasPrefix(actor, "supervisor") }
 
+// counted reports whether a history entry counted a failure of an attempt
+// that ended without an answer: the supervisor's rescue or give-up, or the
+// scheduler's on its agent's transient outcome (issue 19), whose reasons
+// both say "(failure n of m: ...)".
+func counted(h sas.HistoryEntry) bool {
+	return isSupervisor(h.Actor) || strings.Contains(h.Reason, "(failure ")
+}
+
 // explainLeg applies the rules to one failed leg of a step. It returns the
 // rule that explains it, or why nothing does (and whether a failure window
 // saw no fault at all).
@@ -279,7 +289,7 @@ func explainLeg(r sas.StepRecord, undo bool, calls []remotesim.Call, harness []H
 		return "", "never failed", false
 	}
 	fail := r.History[last]
-	if !isSupervisor(fail.Actor) {
+	if !counted(fail) {
 		for _, c := range calls {
 			if c.Fault == remotesim.FaultPermanent {
 				return "refused for good (a permanent fault on its key)", "", false
@@ -292,7 +302,7 @@ func explainLeg(r sas.StepRecord, undo bool, calls []remotesim.Call, harness []H
 	windows := 0
 	for i := 0; i <= last; i++ {
 		h := r.History[i]
-		if !isSupervisor(h.Actor) || !onLeg(h, undo) || i == 0 {
+		if !counted(h) || !onLeg(h, undo) || i == 0 {
 			continue
 		}
 		if h.From == h.To {
@@ -323,6 +333,12 @@ func explainLeg(r sas.StepRecord, undo bool, calls []remotesim.Call, harness []H
 			}
 		}
 		if stall > 0 || transients >= rules.RetryBudget {
+			continue
+		}
+		if !isSupervisor(h.Actor) && strings.Contains(h.Reason, "circuit open") {
+			// The agent's breaker refused the attempt's tries (or the HTTP
+			// client waited it out): it opens only on a window of mostly
+			// unhealthy tries, injected faults of this order or others.
 			continue
 		}
 		what := fmt.Sprintf("failure %d (%s -> %s at attempt %d, %s) has %d faults injected in its window, none that stalls it", windows, h.From, h.To, h.Attempt, h.At.Format("15:04:05.000"), any)

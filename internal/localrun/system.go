@@ -383,6 +383,8 @@ func (s *System) buildActors(reg sas.Registry) (schedulers []*scheduler.Handler,
 			Owner: fmt.Sprintf("scheduler-%d-%s", i, randomID()), AgentQueues: s.Config.AgentQueues, IntakeQueueURL: s.Config.IntakeQueueURL,
 			ControlQueueURL: s.Config.ControlQueueURL, SigningKey: key, SchedulerQueueURL: s.Config.SchedulerQueueURL,
 			StepTimeout: s.Config.StepTimeout, PickupTimeout: s.Config.PickupTimeout, ReplyToAllowed: s.Config.ReplyToAllowed, Logger: s.Opts.Logger,
+			// The supervisors' threshold and backoff.
+			Retry: sas.RetryPolicy{MaxAttempts: s.Config.MaxFailures, InitialInterval: s.Opts.BaseBackoff, MaxInterval: 4 * s.Opts.BaseBackoff},
 		})
 		if err != nil {
 			return nil, nil, err

@@ -86,6 +86,15 @@ type AgentRequest struct {
 	// Tries is how many times the agent may try the call within this
 	// attempt (the step's retry.attempts); 0: the agent's default.
 	Tries int `json:"tries,omitempty"`
+	// TransientOutcome says the scheduler takes a transient outcome
+	// (OutcomeTransient): an agent that ran the request and could not get an
+	// answer replies so instead of leaving the request for redelivery.
+	// Absent (an older scheduler): the agent keeps the older behaviour.
+	TransientOutcome bool `json:"transientOutcome,omitempty"`
+	// NonRetryable names the errors (agent.Named in the SDK; "Timeout",
+	// "CircuitOpen" for the agent's own) that end the step at once as a
+	// permanent failure: the step's retry policy's non-retryable errors.
+	NonRetryable []string `json:"nonRetryable,omitempty"`
 	// Version identifies the workflow definition the order runs on
 	// (docs/workflows.md, "Versions"), echoed in the reply.
 	Version string `json:"version,omitempty"`
@@ -113,6 +122,21 @@ type Outcome string
 const (
 	OutcomeDone   Outcome = "done"
 	OutcomeFailed Outcome = "failed" // permanent: retrying cannot help
+	// OutcomeTransient: the agent ran the request and it failed in a way a
+	// later attempt may not (every try failed transiently, its breaker
+	// refused them, or the step's timeout passed). The scheduler counts a
+	// failure of the attempt and tries again after the step's retry
+	// policy's interval, or gives the step up after its last attempt
+	// (docs/protocol.md, "A failure is not a wait"). Only sent for a
+	// request with TransientOutcome.
+	OutcomeTransient Outcome = "transient"
+)
+
+// Error names an agent reports for its own transient outcomes, which a
+// retry policy's non-retryable errors may list.
+const (
+	ErrorTimeout     = "Timeout"     // the step's timeout passed before an answer
+	ErrorCircuitOpen = "CircuitOpen" // an open circuit breaker refused the tries
 )
 
 // AgentReply is an agent's answer for one attempt.
@@ -148,6 +172,13 @@ type AgentReply struct {
 	Priority     int             `json:"priority,omitempty"`
 	Version      string          `json:"version,omitempty"`
 	Generation   int             `json:"generation,omitempty"`
+	// ErrorType names the error of a transient outcome (an agent.Named
+	// error's name, ErrorTimeout, ErrorCircuitOpen), for the record and the
+	// logs. Optional.
+	ErrorType string `json:"errorType,omitempty"`
+	// RetryAfterMs, on a transient outcome, is the wait the remote service
+	// asked for (Retry-After): the next attempt waits at least that long.
+	RetryAfterMs int64 `json:"retryAfterMs,omitempty"`
 	// Sig is the request's signature, echoed unread. With it the scheduler
 	// believes the echo; without it (an older agent), or with one that does
 	// not match, the echo is never used (docs/trust.md).

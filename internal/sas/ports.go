@@ -173,6 +173,11 @@ type QueueDepth struct {
 // Total is every message the queue holds.
 func (d QueueDepth) Total() int { return d.Visible + d.InFlight + d.Delayed }
 
+// Backlog is what the queue holds that may be waiting its turn: visible and
+// in-flight messages. A delayed one is a next attempt waiting out its retry
+// interval (docs/protocol.md, "A failure is not a wait"), or a retry.
+func (d QueueDepth) Backlog() int { return d.Visible + d.InFlight }
+
 // OutboundMessage is one message to send. ID identifies it within one Send.
 type OutboundMessage struct {
 	ID    string

@@ -167,6 +167,11 @@ type RescueParams struct {
 	PickupBy time.Time // the new deadline by which a scheduler must claim it
 	Actor    string
 	Reason   string
+	// Holder, when set, ends the attempt early on its agent's word: the
+	// agent reported a transient outcome for it (docs/protocol.md, "A
+	// failure is not a wait"). The write is then fenced on the lease held
+	// (state, holder, attempt) instead of on its deadline having passed.
+	Holder string
 }
 
 // Rescue moves an expired Processing (or stranded Pending) step to Pending,
@@ -178,7 +183,7 @@ func Rescue(r StepRecord, p RescueParams) (StepRecord, error) {
 	if !p.PickupBy.After(p.Now) {
 		return r, &ValidationError{Field: "pickupBy", Reason: "the pick-up deadline must be after now"}
 	}
-	if err := checkDue("rescue", r, p.From, p.Attempt, p.Now); err != nil {
+	if err := checkEnd("rescue", r, p.From, p.Attempt, p.Holder, p.Now); err != nil {
 		return r, err
 	}
 	r = unlease(r)
@@ -217,12 +222,16 @@ type GiveUpParams struct {
 	// OwedAt is when a sweep (re)sends what the give-up owes if the giver
 	// does not settle it first; zero means Now.
 	OwedAt time.Time
+
+	// Holder: as RescueParams.Holder, the scheduler giving up on the
+	// attempt its agent reported transient, the last its policy allows.
+	Holder string
 }
 
 // GiveUp moves an expired step to Error, with the same guard as Rescue, and
 // records what it owes (GiveUpOwes) in the same write.
 func GiveUp(r StepRecord, p GiveUpParams) (StepRecord, error) {
-	if err := checkDue("give up", r, p.From, p.Attempt, p.Now); err != nil {
+	if err := checkEnd("give up", r, p.From, p.Attempt, p.Holder, p.Now); err != nil {
 		return r, err
 	}
 	r = unlease(r)
@@ -375,6 +384,22 @@ func checkDue(op string, r StepRecord, from ProcessState, attempt int, now time.
 		return &ValidationError{Field: "from", Reason: fmt.Sprintf("cannot %s a %s step", op, from)}
 	}
 	if r.ProcessState != from || r.Attempt != attempt || !Due(r, now) {
+		return race(op, r)
+	}
+	return nil
+}
+
+// checkEnd is the fence of a write that ends an attempt without an answer:
+// the supervisor's (checkDue), or with holder set the attempt's holder's on
+// its agent's transient outcome, which needs no deadline passed.
+func checkEnd(op string, r StepRecord, from ProcessState, attempt int, holder string, now time.Time) error {
+	if holder == "" {
+		return checkDue(op, r, from, attempt, now)
+	}
+	if from != Processing && from != Compensating {
+		return &ValidationError{Field: "from", Reason: fmt.Sprintf("the holder cannot %s a %s step", op, from)}
+	}
+	if !heldBy(r, from, holder, attempt) {
 		return race(op, r)
 	}
 	return nil

@@ -31,6 +31,10 @@ type versionedStep struct {
 	BaseMs      int64  `json:"baseBackoffMs,omitempty"`
 	MaxMs       int64  `json:"maxBackoffMs,omitempty"`
 	Tries       int    `json:"tries,omitempty"`
+	// Added by issue 19, omitted when unset so that a definition without
+	// them keeps the version it had.
+	Coefficient  float64  `json:"backoffCoefficient,omitempty"`
+	NonRetryable []string `json:"nonRetryable,omitempty"`
 }
 
 type versionedWorkflow struct {
@@ -47,7 +51,7 @@ func EncodeWorkflow(w Workflow) []byte {
 			Name: s.Name, Agent: s.Agent, Action: s.Action, Undo: s.Undo,
 			TimeoutMs: s.Timeout.Milliseconds(), WaitMs: s.WaitLimit.Milliseconds(), TotalMs: s.TotalLimit.Milliseconds(),
 			MaxFailures: s.MaxFailures, BaseMs: s.BaseBackoff.Milliseconds(), MaxMs: s.MaxBackoff.Milliseconds(),
-			Tries: s.Tries,
+			Tries: s.Tries, Coefficient: s.BackoffCoefficient, NonRetryable: s.NonRetryable,
 		}
 	}
 	b, _ := json.Marshal(v) // cannot fail: strings and numbers only
@@ -67,7 +71,7 @@ func DecodeWorkflow(b []byte) (Workflow, error) {
 			Name: s.Name, Agent: s.Agent, Action: s.Action, Undo: s.Undo,
 			Timeout: ms(s.TimeoutMs), WaitLimit: ms(s.WaitMs), TotalLimit: ms(s.TotalMs),
 			MaxFailures: s.MaxFailures, BaseBackoff: ms(s.BaseMs), MaxBackoff: ms(s.MaxMs),
-			Tries: s.Tries,
+			Tries: s.Tries, BackoffCoefficient: s.Coefficient, NonRetryable: s.NonRetryable,
 		}
 	}
 	if w.Name == "" || len(w.Steps) == 0 {

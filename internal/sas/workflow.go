@@ -34,6 +34,31 @@ type StepDef struct {
 	// Tries is how many times the agent tries the call within one attempt
 	// (AgentRequest.Tries). Zero: the agent's default.
 	Tries int
+	// BackoffCoefficient multiplies the wait between attempts after each
+	// failure (RetryPolicy). Zero: DefaultBackoffCoefficient (2).
+	BackoffCoefficient float64
+	// NonRetryable names the errors that end the step at once, as a
+	// permanent failure, instead of being tried again (AgentRequest.NonRetryable).
+	NonRetryable []string
+}
+
+// Retry is the step's retry policy, the deployment's defaults (d) filled in
+// where the step sets none.
+func (s StepDef) Retry(d RetryPolicy) RetryPolicy {
+	p := d
+	if s.MaxFailures > 0 {
+		p.MaxAttempts = s.MaxFailures
+	}
+	if s.BaseBackoff > 0 {
+		p.InitialInterval = s.BaseBackoff
+	}
+	if s.MaxBackoff > 0 {
+		p.MaxInterval = s.MaxBackoff
+	}
+	if s.BackoffCoefficient > 0 {
+		p.Coefficient = s.BackoffCoefficient
+	}
+	return p.WithDefaults()
 }
 
 // Workflow is an ordered list of steps. Workflow logic lives with the
@@ -72,7 +97,8 @@ func NewRegistry(ws ...Workflow) (Registry, error) {
 			if s.WaitLimit < 0 || s.TotalLimit < 0 {
 				return nil, &ValidationError{Field: "workflow", Reason: fmt.Sprintf("%s step %s: negative wait or total limit", w.Name, s.Name)}
 			}
-			if s.MaxFailures < 0 || s.BaseBackoff < 0 || s.MaxBackoff < 0 || s.Tries < 0 {
+			if s.MaxFailures < 0 || s.BaseBackoff < 0 || s.MaxBackoff < 0 || s.Tries < 0 || s.BackoffCoefficient < 0 ||
+				(s.BackoffCoefficient > 0 && s.BackoffCoefficient < 1) {
 				return nil, &ValidationError{Field: "workflow", Reason: fmt.Sprintf("%s step %s: negative failure threshold or backoff", w.Name, s.Name)}
 			}
 			if s.TotalLimit > 0 && s.TotalLimit < s.Timeout {
@@ -89,12 +115,14 @@ type StepLimits struct {
 	Timeout, WaitLimit, TotalLimit time.Duration
 	MaxFailures                    int
 	BaseBackoff, MaxBackoff        time.Duration
+	BackoffCoefficient             float64
 }
 
 // Limits returns the step's limits and retry policy.
 func (s StepDef) Limits() StepLimits {
 	return StepLimits{Timeout: s.Timeout, WaitLimit: s.WaitLimit, TotalLimit: s.TotalLimit,
-		MaxFailures: s.MaxFailures, BaseBackoff: s.BaseBackoff, MaxBackoff: s.MaxBackoff}
+		MaxFailures: s.MaxFailures, BaseBackoff: s.BaseBackoff, MaxBackoff: s.MaxBackoff,
+		BackoffCoefficient: s.BackoffCoefficient}
 }
 
 // Limits returns the limits of every step name in the registry. A step name

@@ -70,9 +70,10 @@ func TestIntakeSubmitsClaimsAndDispatches(t *testing.T) {
 		Attempt: 1, LockedBy: owner, CompleteBy: t0.Add(stepTimeout), IdempotencyKey: "o-1:0",
 		Payload:  json.RawMessage(`{"amount":42,"currency":"EUR"}`),
 		Workflow: "payment", ReplyTo: f.replyURL, // for the agent to echo
-		TimeoutMs: stepTimeout.Milliseconds(), // the agent's own limit, from when it starts
-		Action:    "POST /payments",           // what to call, from the order's definition
-		Version:   workflows.PaymentWorkflow(stepTimeout).Version(),
+		TimeoutMs:        stepTimeout.Milliseconds(), // the agent's own limit, from when it starts
+		Action:           "POST /payments",           // what to call, from the order's definition
+		Version:          workflows.PaymentWorkflow(stepTimeout).Version(),
+		TransientOutcome: true, // a failed attempt is reported (issue 19)
 	}, req)
 	require.Equal(t, []string{"received#1000"}, statusList(f.statuses()))
 

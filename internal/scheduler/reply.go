@@ -56,8 +56,8 @@ func checkReply(rep sas.AgentReply) error {
 		return &sas.ValidationError{Field: "attempt", Reason: "must be at least 1"}
 	case rep.LockedBy == "":
 		return &sas.ValidationError{Field: "lockedBy", Reason: "required: the reply is fenced on it"}
-	case rep.Outcome != sas.OutcomeDone && rep.Outcome != sas.OutcomeFailed:
-		return &sas.ValidationError{Field: "outcome", Reason: fmt.Sprintf("%q is neither %q nor %q", rep.Outcome, sas.OutcomeDone, sas.OutcomeFailed)}
+	case rep.Outcome != sas.OutcomeDone && rep.Outcome != sas.OutcomeFailed && rep.Outcome != sas.OutcomeTransient:
+		return &sas.ValidationError{Field: "outcome", Reason: fmt.Sprintf("%q is none of %q, %q, %q", rep.Outcome, sas.OutcomeDone, sas.OutcomeFailed, sas.OutcomeTransient)}
 	case rep.Workflow == "":
 		return &sas.ValidationError{Field: "workflow", Reason: "required: the agent echoes the request's workflow"}
 	case rep.StepName == "":
@@ -99,6 +99,10 @@ func (s *Service) reply(ctx context.Context, u *outbox.Unit, rep sas.AgentReply)
 	key := sas.StepKey{OrderID: rep.OrderID, Step: rep.Step}
 	undo := rep.Compensation
 
+	if rep.Outcome == sas.OutcomeTransient {
+		// The attempt ran and failed: counted now (transient.go).
+		return s.transient(ctx, u, o, rep, now)
+	}
 	if rep.Outcome == sas.OutcomeFailed {
 		reason := failReason(rep)
 		failed, err := s.cfg.Store.Fail(ctx, sas.FailParams{

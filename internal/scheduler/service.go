@@ -19,6 +19,7 @@ import (
 const (
 	DefaultStepTimeout   = 30 * time.Second
 	DefaultPickupTimeout = time.Minute
+	DefaultOwedRetry     = 30 * time.Second
 )
 
 // Config configures a Service. New fills in the defaults and checks the rest.
@@ -68,6 +69,16 @@ type Config struct {
 	// PickupTimeout is how long a new order's first step may stay unclaimed
 	// before the supervisor re-drives it.
 	PickupTimeout time.Duration
+	// Retry is the deployment's retry policy, for a step whose definition
+	// sets none (its zero fields take sas's defaults): the same failure
+	// threshold (SAS_MAX_FAILURES) and backoff as the supervisor's. The
+	// scheduler applies it when an agent reports a transient outcome
+	// (transient.go).
+	Retry sas.RetryPolicy
+	// OwedRetry is when the supervisor re-sends what a give-up of the
+	// scheduler's owes, should the scheduler not get it out (default
+	// DefaultOwedRetry, the supervisor's).
+	OwedRetry time.Duration
 	// ReplyToAllowed tells the queues a submitter may name as replyTo. Nil
 	// allows none: statuses are only ever posted to queues the deployment
 	// allows.
@@ -109,6 +120,10 @@ func New(cfg Config) (*Service, error) {
 	if cfg.PickupTimeout == 0 {
 		cfg.PickupTimeout = DefaultPickupTimeout
 	}
+	if cfg.OwedRetry == 0 {
+		cfg.OwedRetry = DefaultOwedRetry
+	}
+	cfg.Retry = cfg.Retry.WithDefaults()
 	if cfg.MaxReceives == 0 {
 		cfg.MaxReceives = DefaultMaxReceives
 	}
@@ -259,6 +274,12 @@ func live(r sas.StepRecord, now time.Time) bool {
 
 // dispatch adds the agent request for a claimed step (or undo) to u.
 func (s *Service) dispatch(ctx context.Context, u *outbox.Unit, o sas.Order, def sas.StepDef, r sas.StepRecord) {
+	s.dispatchAfter(ctx, u, o, def, r, 0)
+}
+
+// dispatchAfter is dispatch with the request delayed by wait (an attempt
+// after a failed one waits out its retry interval in the agent queue).
+func (s *Service) dispatchAfter(ctx context.Context, u *outbox.Unit, o sas.Order, def sas.StepDef, r sas.StepRecord, wait time.Duration) {
 	undo := r.ProcessState == sas.Compensating
 	action := def.Action
 	if undo {
@@ -285,6 +306,9 @@ func (s *Service) dispatch(ctx context.Context, u *outbox.Unit, o sas.Order, def
 		// and in the order's lane.
 		Action: action, Priority: o.Priority, Version: o.Version, Tries: def.Tries,
 		Generation: r.Generation,
+		// A failed attempt is reported, not left for redelivery, and the
+		// step's retry policy applies (transient.go).
+		TransientOutcome: true, NonRetryable: def.NonRetryable,
 	}
 	if undo {
 		for g := 0; g < r.Generation; g++ {
@@ -293,7 +317,7 @@ func (s *Service) dispatch(ctx context.Context, u *outbox.Unit, o sas.Order, def
 	}
 	s.sign(&req) // so that the reply's echo can be believed (trust.go)
 	u.Send(outbox.Message{
-		QueueURL: s.cfg.AgentQueues.URL(def.Agent, o.Priority), Body: sas.Encode(req),
+		QueueURL: s.cfg.AgentQueues.URL(def.Agent, o.Priority), Body: sas.Encode(req), Delay: wait,
 		What: fmt.Sprintf("the request for step %s attempt %d", r.Key(), r.Attempt),
 	})
 	s.log.InfoContext(ctx, "step dispatched", "order", o.OrderID, "step", r.Step, "stepName", def.Name,

@@ -80,8 +80,16 @@ func (s *store) Fail(ctx context.Context, p sas.FailParams) (sas.StepRecord, err
 }
 
 func (s *store) Rescue(ctx context.Context, p sas.RescueParams) (sas.StepRecord, error) {
-	return write(ctx, s, "Rescue", []sas.StepKey{p.Key}, func() (sas.StepRecord, error) { return s.mem.Rescue(ctx, p) })
+	name := "Rescue"
+	if p.Holder != "" {
+		name = rescueByHolder // a scheduler on its agent's transient outcome
+	}
+	return write(ctx, s, name, []sas.StepKey{p.Key}, func() (sas.StepRecord, error) { return s.mem.Rescue(ctx, p) })
 }
+
+// rescueByHolder names a Rescue with a Holder: the attempt ended on its
+// agent's word (issue 19), the next attempt to be claimed by the same task.
+const rescueByHolder = "Rescue by holder"
 
 func (s *store) GiveUp(ctx context.Context, p sas.GiveUpParams) (sas.StepRecord, error) {
 	return write(ctx, s, "GiveUp", []sas.StepKey{p.Key}, func() (sas.StepRecord, error) { return s.mem.GiveUp(ctx, p) })
@@ -157,6 +165,11 @@ func (w *World) wrote(ctx context.Context, name string, before, after []sas.Step
 			}
 			w.tracef("  %s: %v %s a%d -> %s a%d", name, a.Key(), orDash(b.ProcessState), b.Attempt, a.ProcessState, a.Attempt)
 		}
+		// Issue 19: an attempt its agent reported failed, once a scheduler
+		// handled the report, is counted, never waited on.
+		if name == "Wait" && w.reported[reportedAttempt{a.Key(), a.Attempt}] {
+			w.violate("failure taken for a wait", "%v attempt %d was waited on after its agent's transient outcome was handled", a.Key(), a.Attempt)
+		}
 		// A step that became held at a new attempt owes its request; a
 		// rescue owes its retry message.
 		t := taskOf(ctx)
@@ -166,6 +179,12 @@ func (w *World) wrote(ctx context.Context, name string, before, after []sas.Step
 		switch {
 		case a.ProcessState.Leased() && a.LockedBy != "" && a.Attempt > b.Attempt:
 			t.owes = append(t.owes, obligation{kind: owesRequest, key: a.Key(), attempt: a.Attempt, what: name})
+		case name == rescueByHolder:
+			// Issue 19: a failure counted on the agent's word owes the next
+			// attempt's claim (whose request it then owes), not a retry
+			// message; settled at the task's end if anyone moved the step
+			// on (a twin delivery's claim won).
+			t.owes = append(t.owes, obligation{kind: owesNextAttempt, key: a.Key(), attempt: a.Attempt, what: name})
 		case name == "Rescue" || name == "Resubmit":
 			if name == "Resubmit" {
 				// The operator acted on the failure: they were told.
@@ -233,12 +252,16 @@ type obligationKind int
 const (
 	owesRequest obligationKind = iota
 	owesRetry
+	owesNextAttempt
 )
 
 func (o obligation) String() string {
 	what := "the agent request"
-	if o.kind == owesRetry {
+	switch o.kind {
+	case owesRetry:
 		what = "the retry message"
+	case owesNextAttempt:
+		what = "the claim of the next attempt"
 	}
 	return fmt.Sprintf("%s for %v attempt %d (after %s)", what, o.key, o.attempt, o.what)
 }

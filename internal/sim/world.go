@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"time"
 
@@ -71,17 +72,21 @@ type World struct {
 	alerts                []sas.Alert
 	statuses              map[string][]sas.Status
 	gaveUp                []failure
-	resubmitted           map[string]bool         // failures an operator resubmitted, by failure.id
-	defs                  map[string]sas.Workflow // by version
-	v1, v2                sas.Workflow
-	deployed              bool
-	orders                []string
-	violations            []Violation
-	trace                 []string
-	events                int
-	faults                bool
-	calmSince             time.Time
-	opsLeft, submitsLeft  int
+	resubmitted           map[string]bool // failures an operator resubmitted, by failure.id
+	// reported holds the attempts whose agent's transient outcome a
+	// scheduler handled (acknowledged, and ended normally): issue 19's
+	// rule, a failure is counted, never waited on.
+	reported             map[reportedAttempt]bool
+	defs                 map[string]sas.Workflow // by version
+	v1, v2               sas.Workflow
+	deployed             bool
+	orders               []string
+	violations           []Violation
+	trace                []string
+	events               int
+	faults               bool
+	calmSince            time.Time
+	opsLeft, submitsLeft int
 	// compensateAsked: the orders an operator asked to compensate.
 	compensateAsked map[string]bool
 	// forged counts the forged messages put on the scheduler queue.
@@ -123,6 +128,7 @@ func newWorld(cfg Config) *World {
 		agents:      map[string]*agent.Handler{},
 		statuses:    map[string][]sas.Status{},
 		resubmitted: map[string]bool{},
+		reported:    map[reportedAttempt]bool{},
 		defs:        map[string]sas.Workflow{},
 		faults:      true,
 		discard:     slog.New(slog.NewTextHandler(io.Discard, nil)),
@@ -190,6 +196,8 @@ func (w *World) deploy(wf sas.Workflow, suffix string) {
 			Store: w.st, Queue: queues{w}, Clock: w.clock, Alerter: alerter{w}, Workflows: reg, Owner: owner,
 			AgentQueues: aq, IntakeQueueURL: w.intake.url, SchedulerQueueURL: w.sched.url,
 			ControlQueueURL: w.control.url, SigningKey: signingKey, PickupTimeout: pickupTimeout, StepTimeout: stepTimeout,
+			Retry:          sas.RetryPolicy{MaxAttempts: 3, InitialInterval: time.Second, MaxInterval: 8 * time.Second}, // the supervisors'
+			OwedRetry:      10 * time.Second,
 			ReplyToAllowed: func(u string) bool { return u == w.status.url }, Logger: w.discard,
 			RequireSignedReplies: w.signedOnly(),
 		})
@@ -342,6 +350,15 @@ func (w *World) ended(t *task) {
 	}
 	if !t.excused {
 		for _, o := range t.owes {
+			if o.kind == owesNextAttempt {
+				// Owed is that the step does not stay handed back at that
+				// attempt, stranded until the supervisor counts another
+				// failure: this task's claim or a twin's moved it on.
+				if r, err := w.mem.GetStep(context.Background(), o.key); err == nil && (r.Attempt != o.attempt || r.LockedBy != "" ||
+					r.ProcessState != sas.RescueTarget(sas.Processing) && r.ProcessState != sas.RescueTarget(sas.Compensating)) {
+					continue
+				}
+			}
 			w.violate("lost work", "task %d (%s) ended normally without sending %s", t.id, t.name, o)
 		}
 	}
@@ -394,8 +411,32 @@ func (w *World) deliver(q *queue, msgs []*message) {
 			for _, r := range receipts {
 				q.delete(r)
 			}
+			if q.consumer == "scheduler" {
+				w.noteReported(in, receipts)
+			}
 		}
 	})
+}
+
+// reportedAttempt is one attempt of one step.
+type reportedAttempt struct {
+	key     sas.StepKey
+	attempt int
+}
+
+// noteReported records the transient outcomes a scheduler handled: the
+// messages of in it acknowledged.
+func (w *World) noteReported(in []sas.InboundMessage, receipts []string) {
+	for _, m := range in {
+		if !slices.Contains(receipts, m.Receipt) {
+			continue
+		}
+		var rep sas.AgentReply
+		if json.Unmarshal([]byte(m.Body), &rep) != nil || rep.Kind != sas.KindAgentReply || rep.Outcome != sas.OutcomeTransient {
+			continue
+		}
+		w.reported[reportedAttempt{sas.StepKey{OrderID: rep.OrderID, Step: rep.Step}, rep.Attempt}] = true
+	}
 }
 
 // sweep runs one supervisor's RunOnce as a task.

@@ -355,6 +355,39 @@ func testRescueRequiresExpiry(t *testing.T, h Harness) {
 	require.Equal(t, 1, r.Attempt, "the next claim makes it attempt 2")
 }
 
+// Issue 19: the holder of an attempt ends it early on its agent's
+// transient outcome (Rescue or GiveUp with a Holder): fenced on the lease
+// held (state, holder, attempt), whatever the deadline; anyone else, or a
+// later attempt, loses.
+func testHolderEndsItsAttemptEarly(t *testing.T, h Harness) {
+	s := h.New(t).Store
+	submit(t, s, "o-hold", 1)
+	k := key("o-hold", 0)
+	claim(t, s, k, 0, "a", T0, at(time.Minute))
+	_, err := s.Rescue(ctx, sas.RescueParams{Key: k, From: sas.Processing, Attempt: 1, Now: at(time.Second), PickupBy: at(time.Minute), Actor: "sched", Holder: "b", Reason: "not the holder"})
+	requireRace(t, err)
+	_, err = s.Rescue(ctx, sas.RescueParams{Key: k, From: sas.Processing, Attempt: 2, Now: at(time.Second), PickupBy: at(time.Minute), Actor: "sched", Holder: "a", Reason: "not the attempt"})
+	requireRace(t, err)
+	r, err := s.Rescue(ctx, sas.RescueParams{Key: k, From: sas.Processing, Attempt: 1, Now: at(time.Second), PickupBy: at(time.Minute), Actor: "sched", Holder: "a", Reason: "attempt 1 failed"})
+	require.NoError(t, err, "before its deadline: the holder's word ends it")
+	require.Equal(t, sas.Pending, r.ProcessState)
+	require.Empty(t, r.LockedBy)
+	require.Equal(t, 1, r.FailureCount)
+	require.Equal(t, at(time.Minute), r.DueAt)
+	_, err = s.Rescue(ctx, sas.RescueParams{Key: k, From: sas.Processing, Attempt: 1, Now: at(time.Second), PickupBy: at(time.Minute), Actor: "sched", Holder: "a", Reason: "again"})
+	requireRace(t, err)
+
+	claim(t, s, k, 1, "a", at(2*time.Second), at(time.Minute))
+	g, err := s.GiveUp(ctx, sas.GiveUpParams{Key: k, From: sas.Processing, Attempt: 2, Now: at(3 * time.Second), OwedAt: at(33 * time.Second), Actor: "sched", Holder: "a", Reason: "attempt 2 failed: giving up"})
+	require.NoError(t, err)
+	require.Equal(t, sas.Error, g.ProcessState)
+	require.Equal(t, 2, g.FailureCount)
+	require.False(t, g.Refused, "its outcome is unknown: undone by a compensation")
+	require.Equal(t, "sched", g.FailedBy)
+	require.Equal(t, sas.GiveUpOwes(sas.Error), g.Owes)
+	RequireLegalHistory(t, get(t, s, "o-hold"))
+}
+
 func testRacingSupervisors(t *testing.T, h Harness) {
 	s := h.New(t).Store
 	const sups = 8

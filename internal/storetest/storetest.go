@@ -66,6 +66,7 @@ func Run(t *testing.T, h Harness) {
 		{"LateCompletionRacesRescue", testLateCompletionVsRescue},
 		{"StaleReplyAfterRescue", testStaleReply},
 		{"RescueRequiresExpiry", testRescueRequiresExpiry},
+		{"HolderEndsItsAttemptEarly", testHolderEndsItsAttemptEarly},
 		{"WaitExtendsWithoutAFailure", testWaitExtendsWithoutAFailure},
 		{"RacingSupervisors", testRacingSupervisors},
 		{"StrandedPendingRedriven", testStranded},

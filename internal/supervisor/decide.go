@@ -130,6 +130,11 @@ func (p policy) decide(rec sas.StepRecord, lim sas.StepLimits, now time.Time, ba
 		}
 	}
 	b := backoff(failures, lim.BaseBackoff, lim.MaxBackoff)
+	if c := lim.BackoffCoefficient; c > 0 && c != sas.DefaultBackoffCoefficient {
+		// The step's own growth (its retry policy's backoffCoefficient),
+		// in the whole seconds of an SQS delay.
+		b = sas.RetryPolicy{InitialInterval: lim.BaseBackoff, Coefficient: c, MaxInterval: lim.MaxBackoff}.Backoff(failures).Round(time.Second)
+	}
 	return decision{
 		Action:   rescue,
 		Failures: failures,

@@ -211,7 +211,10 @@ func (r *sweep) queueBacklog() int {
 			r.fail(sas.Processing, fmt.Errorf("reading the depth of %s: %w", url, err))
 			return -1
 		}
-		total += d.Total()
+		// Visible and in flight only: a delayed message is an attempt
+		// scheduled after a failed one (issue 19), not a request waiting
+		// its turn, and must not make a stuck step look busy.
+		total += d.Backlog()
 	}
 	r.backlog = total
 	r.rep.Backlog = total

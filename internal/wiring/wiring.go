@@ -92,8 +92,10 @@ func Scheduler(awsCfg aws.Config, cfg config.Config, logger *slog.Logger, owner 
 		RequireSignedReplies: cfg.RequireSignedReplies,
 		StepTimeout:          cfg.StepTimeout,
 		PickupTimeout:        cfg.PickupTimeout,
-		ReplyToAllowed:       cfg.ReplyToAllowed,
-		Logger:               logger,
+		// The supervisor's failure threshold and (default) backoff.
+		Retry:          sas.RetryPolicy{MaxAttempts: cfg.MaxFailures},
+		ReplyToAllowed: cfg.ReplyToAllowed,
+		Logger:         logger,
 	})
 	if err != nil {
 		return nil, err

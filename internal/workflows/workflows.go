@@ -63,11 +63,11 @@ func FromDefinitions(defs []workflow.Workflow) (sas.Registry, error) {
 		for j, s := range d.Steps {
 			def := sas.StepDef{Name: s.Name, Agent: s.Agent, Action: s.Action, Undo: s.Undo,
 				Timeout: s.Timeout.D(), WaitLimit: s.WaitLimit.D(), TotalLimit: s.TotalLimit.D()}
-			if r := s.Retry; r != nil {
-				def.MaxFailures, def.Tries = r.FailureThreshold, r.Attempts
-				if b := r.Backoff; b != nil {
-					def.BaseBackoff, def.MaxBackoff = b.Base.D(), b.Max.D()
-				}
+			if s.Retry != nil {
+				r := s.Retry.Policy() // the older names read as the new ones
+				def.MaxFailures, def.Tries = r.MaximumAttempts, r.Tries
+				def.BaseBackoff, def.MaxBackoff = r.InitialInterval.D(), r.MaximumInterval.D()
+				def.BackoffCoefficient, def.NonRetryable = r.BackoffCoefficient, r.NonRetryableErrors
 			}
 			ws[i].Steps[j] = def
 		}
