@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"regexp"
+	"slices"
 	"time"
 )
 
@@ -64,36 +65,66 @@ func (ps Pauses) Paused(agents ...string) bool {
 	return false
 }
 
-// Judge is how the supervisor treats a due record of a step run by agents
+// Adjust is how the supervisor sees a due record of a step run by agents
 // (normally one; a step name two workflows give to different agents has
-// both). hold: an agent is paused, leave the record alone (no rescue, no
-// wait, no give-up). Otherwise judgeAt is the time to judge the record at:
-// now less the part of the agents' last pause that fell within the
-// record's current attempt, which started at WaitingSince when the attempt
-// waited, else at its last write (UpdatedAt). So a step claimed before a
+// both). hold: one of them is paused, leave the record alone (no rescue,
+// no wait, no give-up). Otherwise the record is returned with its time
+// anchors moved later by the part of the agents' last pause that came
+// after each: the deadline by the pause after the lease began (its last
+// write, UpdatedAt), WaitingSince (the wait limit's start) and CreatedAt
+// (the total limit's) by the pause after them. So a step claimed before a
 // pause gets the whole pause back, one claimed during it counts from the
-// resume, and one claimed after it nothing.
-func (ps Pauses) Judge(rec StepRecord, now time.Time, agents ...string) (judgeAt time.Time, hold bool) {
+// resume, one claimed after it nothing. Decide on the adjusted record;
+// fence the write on the stored one.
+func (ps Pauses) Adjust(rec StepRecord, agents ...string) (adjusted StepRecord, hold bool) {
 	if ps.Paused(agents...) {
-		return now, true
+		return rec, true
 	}
-	start := rec.WaitingSince
-	if start.IsZero() {
-		start = rec.UpdatedAt
+	after := func(anchor time.Time) time.Duration {
+		var credit time.Duration
+		for _, a := range agents {
+			p, ok := ps[a]
+			if !ok || p.PausedAt.IsZero() || anchor.IsZero() {
+				continue
+			}
+			from := p.PausedAt
+			if anchor.After(from) {
+				from = anchor
+			}
+			credit = max(credit, p.ResumedAt.Sub(from))
+		}
+		return credit
 	}
-	var credit time.Duration
-	for _, a := range agents {
-		p, ok := ps[a]
-		if !ok || p.PausedAt.IsZero() {
-			continue
-		}
-		from := p.PausedAt
-		if start.After(from) {
-			from = start
-		}
-		if d := p.ResumedAt.Sub(from); d > credit {
-			credit = d
+	if !rec.DueAt.IsZero() {
+		rec.DueAt = rec.DueAt.Add(after(rec.UpdatedAt))
+	}
+	if !rec.WaitingSince.IsZero() {
+		rec.WaitingSince = rec.WaitingSince.Add(after(rec.WaitingSince))
+	}
+	if !rec.CreatedAt.IsZero() {
+		rec.CreatedAt = rec.CreatedAt.Add(after(rec.CreatedAt))
+	}
+	return rec, false
+}
+
+// PauseReader reads the agents' pauses (the supervisor, the local pollers).
+type PauseReader interface {
+	AgentPauses(ctx context.Context) (Pauses, error)
+}
+
+// StepAgents maps each step name of the registry to the agents that run
+// it (one, unless workflows give the same step name to different agents).
+func (r Registry) StepAgents() map[string][]string {
+	out := map[string][]string{}
+	for _, w := range r {
+		for _, s := range w.Steps {
+			if !slices.Contains(out[s.Name], s.Agent) {
+				out[s.Name] = append(out[s.Name], s.Agent)
+			}
 		}
 	}
-	return now.Add(-credit), false
+	for _, as := range out {
+		slices.Sort(as)
+	}
+	return out
 }

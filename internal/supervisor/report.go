@@ -47,7 +47,9 @@ type Report struct {
 	Waited  int `json:"waited"`
 	Backlog int `json:"backlog"`
 	Rescued int `json:"rescued"`
-	GaveUp  int `json:"gaveUp"`
+	// Held counts due steps left alone because their agent is paused.
+	Held   int `json:"held,omitempty"`
+	GaveUp int `json:"gaveUp"`
 	// LostRaces counts fenced writes that found the record changed since the
 	// index showed it: another supervisor, a late reply, a claim. Normal.
 	LostRaces int `json:"lostRaces"`

@@ -125,6 +125,8 @@ func Supervisor(awsCfg aws.Config, cfg config.Config, logger *slog.Logger, actor
 		BacklogQueueURLs: append(cfg.AgentQueues.All(), cfg.SchedulerQueueURL),
 		WaitLimit:        cfg.WaitLimit, // 0: supervisor.DefaultWaitLimit
 		Steps:            limits,
+		Pauses:           d.store, // operators' pauses of agents (docs/console.md)
+		StepAgents:       d.workflows.StepAgents(),
 		Actor:            actor,
 		Logger:           logger,
 		Metrics:          metrics,
