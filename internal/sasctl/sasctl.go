@@ -12,6 +12,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"sort"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -48,6 +49,10 @@ const Usage = `usage: sasctl [-outputs FILE [-stack NAME] | -stack NAME] <comman
   resubmit   -all [-dry-run] [-limit N] every step in Error
   compensate ORDER_ID [-reason TEXT]   undo the order's completed steps, newest first
   watch      [-interval 2s] [-count N] live counts per state and the oldest stuck step
+  pause      AGENT                     stop consuming the agent's queues; its steps wait, unjudged
+  resume     AGENT                     end the pause; the time paused does not count against the steps
+  pauses                               list the agents' pauses
+  console    [-addr 127.0.0.1:8089] [-read-only] [-remote]   the web console (docs/console.md)
 `
 
 // ErrUsage is returned for a bad command line.
@@ -81,8 +86,12 @@ func (a *App) Run(ctx context.Context, args []string) error {
 	cmds := map[string]func(context.Context, []string) error{
 		"submit": a.submit, "show": a.show, "list": a.list, "resubmit": a.resubmit,
 		"compensate": a.compensate, "watch": a.watch,
+		"pause": a.pause, "resume": a.pause, "pauses": a.pauses,
 	}
 	cmd, ok := cmds[args[0]]
+	if args[0] == "resume" {
+		cmd = a.resume
+	}
 	if !ok {
 		fmt.Fprint(a.Out, Usage)
 		return fmt.Errorf("unknown command %q: %w", args[0], ErrUsage)
@@ -393,15 +402,8 @@ func (a *App) compensate(ctx context.Context, args []string) error {
 	if len(pos) != 1 {
 		return fmt.Errorf("compensate needs one order id: %w", ErrUsage)
 	}
-	if _, err := a.Store.GetOrder(ctx, pos[0]); err != nil {
-		return fmt.Errorf("compensate %s: %w", pos[0], err)
-	}
-	if a.ControlQueueURL == "" {
-		return errors.New("compensate: SAS_CONTROL_QUEUE_URL is not set")
-	}
-	msg := sas.Compensate{V: sas.MessageVersion, Kind: sas.KindCompensate, OrderID: pos[0], Reason: *reason, Actor: a.Actor}
-	if err := a.send(ctx, a.ControlQueueURL, sas.Encode(msg)); err != nil {
-		return fmt.Errorf("compensate %s: %w", pos[0], err)
+	if err := a.CompensateOrder(ctx, pos[0], *reason); err != nil {
+		return err
 	}
 	fmt.Fprintf(a.Out, "asked the scheduler to compensate %s\n", pos[0])
 	return nil
@@ -461,4 +463,116 @@ func (a *App) watch(ctx context.Context, args []string) error {
 		}
 	}
 	return nil
+}
+
+// Refusal says why step r may not be resubmitted now (sas.CanResubmit on
+// its order as read now), or nil: the rule every resubmit applies, the
+// console's included.
+func (a *App) Refusal(ctx context.Context, r sas.StepRecord) error { return a.refusal(ctx, r) }
+
+// ResubmitStep resubmits one step in Error, as `sasctl resubmit` does: the
+// fenced write, then the retry on the control queue. Check Refusal first.
+func (a *App) ResubmitStep(ctx context.Context, r sas.StepRecord) error {
+	if a.PickupTimeout == 0 {
+		a.PickupTimeout = time.Minute
+	}
+	if a.Clock == nil {
+		a.Clock = sas.SystemClock{}
+	}
+	return a.resubmitOne(ctx, r)
+}
+
+// CompensateOrder asks the scheduler, on the control queue, to compensate
+// an order, as `sasctl compensate` does.
+func (a *App) CompensateOrder(ctx context.Context, orderID, reason string) error {
+	if _, err := a.Store.GetOrder(ctx, orderID); err != nil {
+		return fmt.Errorf("compensate %s: %w", orderID, err)
+	}
+	if a.ControlQueueURL == "" {
+		return errors.New("compensate: SAS_CONTROL_QUEUE_URL is not set")
+	}
+	msg := sas.Compensate{V: sas.MessageVersion, Kind: sas.KindCompensate, OrderID: orderID, Reason: reason, Actor: a.Actor}
+	if err := a.send(ctx, a.ControlQueueURL, sas.Encode(msg)); err != nil {
+		return fmt.Errorf("compensate %s: %w", orderID, err)
+	}
+	return nil
+}
+
+func (a *App) pauseStore() (sas.PauseStore, error) {
+	ps, ok := a.Store.(sas.PauseStore)
+	if !ok {
+		return nil, fmt.Errorf("the store (%T) keeps no pauses", a.Store)
+	}
+	return ps, nil
+}
+
+// pause pauses an agent (docs/console.md, "Pausing an agent"): the pause is
+// a record in the state table that the supervisor and the local pollers
+// read. In a deployment, disable the agent's event source mappings too
+// (the console's docs say how).
+func (a *App) pause(ctx context.Context, args []string) error {
+	return a.pauseOrResume(ctx, "pause", args)
+}
+
+func (a *App) resume(ctx context.Context, args []string) error {
+	return a.pauseOrResume(ctx, "resume", args)
+}
+
+func (a *App) pauseOrResume(ctx context.Context, verb string, args []string) error {
+	pos, err := parse(a.flags(verb), args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return fmt.Errorf("%s needs one agent name: %w", verb, ErrUsage)
+	}
+	ps, err := a.pauseStore()
+	if err != nil {
+		return err
+	}
+	p := sas.PauseParams{Agent: pos[0], Now: a.Clock.Now(), Actor: a.Actor}
+	var got sas.AgentPause
+	if verb == "pause" {
+		got, err = ps.PauseAgent(ctx, p)
+	} else {
+		got, err = ps.ResumeAgent(ctx, p)
+	}
+	if err != nil {
+		return fmt.Errorf("%s %s: %w", verb, pos[0], err)
+	}
+	fmt.Fprintln(a.Out, describePause(got))
+	return nil
+}
+
+func (a *App) pauses(ctx context.Context, args []string) error {
+	if _, err := parse(a.flags("pauses"), args); err != nil {
+		return err
+	}
+	ps, err := a.pauseStore()
+	if err != nil {
+		return err
+	}
+	all, err := ps.AgentPauses(ctx)
+	if err != nil {
+		return err
+	}
+	names := make([]string, 0, len(all))
+	for n := range all {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		fmt.Fprintln(a.Out, describePause(all[n]))
+	}
+	return nil
+}
+
+func describePause(p sas.AgentPause) string {
+	switch {
+	case p.Paused():
+		return fmt.Sprintf("%s paused since %s by %s", p.Agent, p.PausedAt.Format(time.RFC3339), p.Actor)
+	case !p.PausedAt.IsZero():
+		return fmt.Sprintf("%s running (paused %s, resumed %s by %s)", p.Agent, p.PausedAt.Format(time.RFC3339), p.ResumedAt.Format(time.RFC3339), p.Actor)
+	}
+	return p.Agent + " running (never paused)"
 }
