@@ -30,8 +30,8 @@ func CreateTables(ctx context.Context, db TableAPI, cfg Config) error {
 	str, num := types.ScalarAttributeTypeS, types.ScalarAttributeTypeN
 	inputs := []*dynamodb.CreateTableInput{
 		{
-			TableName:            aws.String(cfg.OrdersTable),
-			BillingMode:          types.BillingModePayPerRequest,
+			TableName:   aws.String(cfg.OrdersTable),
+			BillingMode: types.BillingModePayPerRequest,
 			AttributeDefinitions: []types.AttributeDefinition{
 				{AttributeName: aws.String(attrOrderID), AttributeType: str},
 				{AttributeName: aws.String(attrListPK), AttributeType: str},
