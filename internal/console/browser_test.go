@@ -214,6 +214,7 @@ func TestConsoleInABrowser(t *testing.T) {
 		b.run(t, chromedp.Navigate(s.url+"/"), chromedp.WaitVisible(`#agent-pauses tr[data-agent="payments"] form`, chromedp.ByQuery))
 		b.run(t, submitForm(`#agent-pauses tr[data-agent="payments"] form`))
 		b.waitText(t, `#agent-pauses tr[data-agent="payments"]`, "paused")
+		s.waitPollersPaused(t)
 		s.submit(t, "paused-1", workflows.Payment, `{"amount":5}`)
 		s.submit(t, "paused-2", workflows.Order, `{"amount":6}`)
 		b.waitText(t, "#queues", "paused")
@@ -234,6 +235,27 @@ func TestConsoleInABrowser(t *testing.T) {
 		b.waitText(t, `#agent-pauses tr[data-agent="payments"]`, "running")
 		s.settle(t, sas.Processed, "paused-1", "paused-2")
 	})
+}
+
+// waitPollersPaused waits until every agent poller has skipped a poll for
+// the pause: from then on none receives (a receive already in progress
+// when the pause was written could still take a request).
+func (s *system) waitPollersPaused(t *testing.T) {
+	t.Helper()
+	base := map[*localrun.Poller]int{}
+	for _, p := range s.Pollers {
+		base[p] = p.Stats().Paused
+	}
+	deadline := time.Now().Add(time.Minute)
+	for _, p := range s.Pollers {
+		if !strings.HasPrefix(p.Name, "agent-") {
+			continue
+		}
+		for p.Stats().Paused <= base[p] {
+			require.True(t, time.Now().Before(deadline), "poller %s never paused", p.Name)
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
 }
 
 func post(u, origin string, form url.Values) *http.Request {

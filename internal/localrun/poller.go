@@ -50,6 +50,8 @@ type Poller struct {
 // PollerStats counts what a poller did.
 type PollerStats struct {
 	Receives, Messages, Invocations, Deleted, Failed, HandlerErrors int
+	// Paused counts polls that received nothing because Paused said so.
+	Paused int
 }
 
 // Stats returns a snapshot of the counters.
@@ -123,6 +125,7 @@ func (p *Poller) PollOnce(ctx context.Context) (int, error) {
 		return 0, err
 	}
 	if p.Paused != nil && p.Paused(ctx) {
+		p.count(func(s *PollerStats) { s.Paused++ })
 		select {
 		case <-ctx.Done():
 		case <-time.After(pausedPoll):
