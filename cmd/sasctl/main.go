@@ -18,6 +18,7 @@ import (
 	"syscall"
 
 	"github.com/aws/aws-sdk-go-v2/service/cloudformation"
+	"github.com/aws/aws-sdk-go-v2/service/lambda"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sts"
 
@@ -25,6 +26,7 @@ import (
 	"github.com/sas-go/sas/internal/config"
 	"github.com/sas-go/sas/internal/console"
 	"github.com/sas-go/sas/internal/dynamostore"
+	"github.com/sas-go/sas/internal/esm"
 	"github.com/sas-go/sas/internal/rig"
 	"github.com/sas-go/sas/internal/sas"
 	"github.com/sas-go/sas/internal/sasctl"
@@ -131,10 +133,26 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		IntakeQueueURL: cfg.IntakeQueueURL, ControlQueueURL: cfg.ControlQueueURL,
 		PickupTimeout: cfg.PickupTimeout, Actor: operator(ctx, sts.NewFromConfig(awsCfg)), Out: stdout,
 	}
+	app.AgentQueues = cfg.AgentQueues
+	if lambdaThere(getenv) {
+		app.Mappings = esm.Switch{Lambda: lambda.NewFromConfig(awsCfg), QueueARN: queue.QueueARN}
+	}
 	if args[0] == "console" {
 		return serveConsole(ctx, args[1:], cfg, store, queue, app, stdout)
 	}
 	return app.Run(ctx, args)
+}
+
+// lambdaThere says whether the deployment has Lambda to switch event
+// source mappings on: on AWS (no endpoint set), or on an emulator of the
+// whole of AWS (AWS_ENDPOINT_URL, AWS_ENDPOINT_URL_LAMBDA: MiniStack,
+// LocalStack). With only DynamoDB and SQS emulators (make dev, make run)
+// the agents' pollers read the pause record themselves.
+func lambdaThere(getenv func(string) string) bool {
+	if getenv("AWS_ENDPOINT_URL_LAMBDA") != "" || getenv("AWS_ENDPOINT_URL") != "" {
+		return true
+	}
+	return getenv("AWS_ENDPOINT_URL_SQS") == "" && getenv("AWS_ENDPOINT_URL_DYNAMODB") == ""
 }
 
 // serveConsole runs the web console (internal/console) until interrupted.

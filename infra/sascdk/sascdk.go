@@ -30,6 +30,9 @@ import (
 // Names fixed by the contract in docs/state-store.md.
 const (
 	stateDueIndex = "state-due"
+	// ordersCreatedIndex pages through the orders newest first, for the
+	// console (internal/dynamostore.DefaultOrdersIndexName).
+	ordersCreatedIndex = "orders-created"
 	// MetricNamespace and StuckStepMetric are what the supervisor publishes.
 	MetricNamespace = "SAS"
 	StuckStepMetric = "OldestStuckStepAgeSeconds"
@@ -268,6 +271,20 @@ func (s *SAS) tables() {
 	}
 	s.orders = awsdynamodb.NewTable(s, jsii.String("OrdersTable"), common(
 		&awsdynamodb.Attribute{Name: jsii.String("OrderID"), Type: awsdynamodb.AttributeType_STRING}, nil))
+	// Every order item carries ListPK = "orders#<shard>": the console lists
+	// orders newest first with one Query per shard, never a Scan
+	// (docs/state-store.md, "orders-created"). Adding it to a deployed
+	// stack is an ordinary update (one index added); orders written before
+	// it lack ListPK and are not listed (they are found by id).
+	s.orders.AddGlobalSecondaryIndex(&awsdynamodb.GlobalSecondaryIndexProps{
+		IndexName:      jsii.String(ordersCreatedIndex),
+		PartitionKey:   &awsdynamodb.Attribute{Name: jsii.String("ListPK"), Type: awsdynamodb.AttributeType_STRING},
+		SortKey:        &awsdynamodb.Attribute{Name: jsii.String("CreatedAt"), Type: awsdynamodb.AttributeType_NUMBER},
+		ProjectionType: awsdynamodb.ProjectionType_INCLUDE,
+		// Exactly internal/dynamostore.OrdersIndexProjection
+		// (TestIndexProjectionMatchesTheStore compares them).
+		NonKeyAttributes: jsii.Strings("Workflow", "Version", "Priority"),
+	})
 	s.state = awsdynamodb.NewTable(s, jsii.String("StateTable"), common(
 		&awsdynamodb.Attribute{Name: jsii.String("OrderID"), Type: awsdynamodb.AttributeType_STRING},
 		&awsdynamodb.Attribute{Name: jsii.String("Step"), Type: awsdynamodb.AttributeType_NUMBER}))

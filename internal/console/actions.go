@@ -237,18 +237,20 @@ func (s *Server) runTargets(w http.ResponseWriter, r *http.Request, action strin
 }
 
 func (s *Server) pause(w http.ResponseWriter, r *http.Request, action, agent string) {
-	p := sas.PauseParams{Agent: agent, Now: s.cfg.Clock.Now(), Actor: s.cfg.App.Actor}
+	// sasctl's rules: the pause record, and in a deployment the event
+	// source mappings of the agent's queues.
+	var changed []string
 	var err error
 	if action == "pause" {
-		_, err = s.cfg.Store.PauseAgent(r.Context(), p)
+		_, changed, err = s.cfg.App.PauseAgent(r.Context(), agent)
 	} else {
-		_, err = s.cfg.Store.ResumeAgent(r.Context(), p)
+		_, changed, err = s.cfg.App.ResumeAgent(r.Context(), agent)
 	}
 	if err != nil {
-		s.fail(w, http.StatusBadRequest, err)
+		s.fail(w, http.StatusBadGateway, err)
 		return
 	}
-	s.cfg.Logger.Info("console: "+action+"d agent", "agent", agent, "actor", p.Actor)
+	s.cfg.Logger.Info("console: "+action+"d agent", "agent", agent, "actor", s.cfg.App.Actor, "mappings", changed)
 	http.Redirect(w, r, "/#agents", http.StatusSeeOther)
 }
 

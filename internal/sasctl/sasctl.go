@@ -32,6 +32,17 @@ type App struct {
 	Out             io.Writer
 	// Sleep waits between live-view refreshes; tests replace it.
 	Sleep func(context.Context, time.Duration) error
+	// AgentQueues and Mappings, when set, make a pause also switch off the
+	// Lambda event source mappings that read the agent's queues (and a
+	// resume switch them on): a deployment's agents consume through them.
+	AgentQueues sas.AgentQueues
+	Mappings    MappingSwitch
+}
+
+// MappingSwitch enables or disables the event source mappings reading
+// from queues (esm.Switch), naming those it changed.
+type MappingSwitch interface {
+	Set(ctx context.Context, queueURLs []string, enabled bool) ([]string, error)
 }
 
 // Usage is printed on a bad command line.
@@ -526,21 +537,82 @@ func (a *App) pauseOrResume(ctx context.Context, verb string, args []string) err
 	if len(pos) != 1 {
 		return fmt.Errorf("%s needs one agent name: %w", verb, ErrUsage)
 	}
-	ps, err := a.pauseStore()
-	if err != nil {
-		return err
-	}
-	p := sas.PauseParams{Agent: pos[0], Now: a.Clock.Now(), Actor: a.Actor}
 	var got sas.AgentPause
+	var changed []string
 	if verb == "pause" {
-		got, err = ps.PauseAgent(ctx, p)
+		got, changed, err = a.PauseAgent(ctx, pos[0])
 	} else {
-		got, err = ps.ResumeAgent(ctx, p)
+		got, changed, err = a.ResumeAgent(ctx, pos[0])
+	}
+	for _, c := range changed {
+		fmt.Fprintf(a.Out, "event source mapping %s %sd\n", c, map[string]string{"pause": "disable", "resume": "enable"}[verb])
 	}
 	if err != nil {
 		return fmt.Errorf("%s %s: %w", verb, pos[0], err)
 	}
 	fmt.Fprintln(a.Out, describePause(got))
+	return nil
+}
+
+// PauseAgent pauses an agent: the pause record first (the supervisor then
+// holds its steps, local pollers stop), then, with Mappings, the event
+// source mappings reading its queues are disabled. It returns the mappings
+// it changed.
+func (a *App) PauseAgent(ctx context.Context, agent string) (sas.AgentPause, []string, error) {
+	ps, err := a.pauseStore()
+	if err != nil {
+		return sas.AgentPause{}, nil, err
+	}
+	got, err := ps.PauseAgent(ctx, sas.PauseParams{Agent: agent, Now: a.now(), Actor: a.Actor})
+	if err != nil || a.Mappings == nil {
+		return got, nil, err
+	}
+	changed, err := a.Mappings.Set(ctx, a.agentQueueURLs(agent), false)
+	if err != nil {
+		err = fmt.Errorf("paused, but the event source mappings are not all disabled (the agent may still consume): %w", err)
+	}
+	return got, changed, err
+}
+
+// ResumeAgent resumes an agent: its event source mappings are enabled
+// first (with Mappings), then the pause record ends.
+func (a *App) ResumeAgent(ctx context.Context, agent string) (sas.AgentPause, []string, error) {
+	ps, err := a.pauseStore()
+	if err != nil {
+		return sas.AgentPause{}, nil, err
+	}
+	var changed []string
+	if a.Mappings != nil {
+		if changed, err = a.Mappings.Set(ctx, a.agentQueueURLs(agent), true); err != nil {
+			return sas.AgentPause{}, changed, fmt.Errorf("enabling the event source mappings (the agent stays paused): %w", err)
+		}
+	}
+	got, err := ps.ResumeAgent(ctx, sas.PauseParams{Agent: agent, Now: a.now(), Actor: a.Actor})
+	return got, changed, err
+}
+
+func (a *App) now() time.Time {
+	if a.Clock == nil {
+		return time.Now().UTC()
+	}
+	return a.Clock.Now()
+}
+
+// agentQueueURLs are the queues an agent consumes: its own and its lane,
+// or the shared agent queue.
+func (a *App) agentQueueURLs(agent string) []string {
+	if q, ok := a.AgentQueues.ByAgent[agent]; ok {
+		var out []string
+		for _, u := range []string{q.URL, q.PriorityURL} {
+			if u != "" {
+				out = append(out, u)
+			}
+		}
+		return out
+	}
+	if a.AgentQueues.Default != "" {
+		return []string{a.AgentQueues.Default}
+	}
 	return nil
 }
 
