@@ -364,7 +364,7 @@ func Start(ctx context.Context, opts Options) (*System, error) {
 	agentNames := agentsOf(reg)
 	for _, p := range s.Pollers {
 		if strings.HasPrefix(p.Name, "agent-") {
-			p.Paused = PausedBy(s.Store, agentNames...)
+			p.Paused = PausedBy(s.observerStore, agentNames...) // the platform's, not the system's: uncounted
 		}
 	}
 	for _, p := range s.Pollers {
