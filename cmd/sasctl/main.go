@@ -172,7 +172,7 @@ func serveConsole(ctx context.Context, args []string, cfg config.Config, store *
 	app.Out = io.Discard
 	srv, err := console.New(console.Config{
 		Store: store, Queues: queue, App: app, QueueRefs: console.QueueRefsOf(cfg, reg),
-		Agents: console.AgentsOf(reg, cfg), Workflows: sortedNames(reg), ReadOnly: *readOnly,
+		Agents: console.AgentsOf(reg, cfg), StepAgents: reg.StepAgents(), Workflows: sortedNames(reg), ReadOnly: *readOnly,
 	})
 	if err != nil {
 		return err

@@ -57,7 +57,7 @@ func startSystem(t *testing.T) *system {
 		PickupTimeout: sys.Config.PickupTimeout, Actor: "operator:browser-test", Out: io.Discard}
 	srv, err := console.New(console.Config{
 		Store: sys.Store, Queues: sys.Queue, App: app, QueueRefs: console.QueueRefsOf(sys.Config, sys.Registry),
-		Agents: console.AgentsOf(sys.Registry, sys.Config), Workflows: []string{workflows.Order, workflows.Payment},
+		Agents: console.AgentsOf(sys.Registry, sys.Config), StepAgents: sys.Registry.StepAgents(), Workflows: []string{workflows.Order, workflows.Payment},
 		Refresh: time.Second,
 	})
 	require.NoError(t, err)
@@ -221,6 +221,7 @@ func TestConsoleInABrowser(t *testing.T) {
 		// The requests wait in the agent queue: visible, not consumed.
 		b.run(t, chromedp.Navigate(s.url+"/orders/paused-1"), chromedp.WaitVisible("#steps", chromedp.ByQuery))
 		b.waitText(t, "#order-state", "Processing")
+		b.waitText(t, "#steps", "agent payments paused: waiting")
 		b.run(t, chromedp.Navigate(s.url+"/"), chromedp.WaitVisible("#queues", chromedp.ByQuery))
 		var visible int
 		deadline := time.Now().Add(time.Minute)

@@ -71,6 +71,9 @@ type Config struct {
 	QueueRefs []QueueRef
 	// Agents are the agents an operator may pause (the workflows' agents).
 	Agents []string
+	// StepAgents names each step's agents (sas.Registry.StepAgents), so an
+	// order's page shows which of its steps wait for a paused agent.
+	StepAgents map[string][]string
 	// Workflows lists the workflow names for the filters (optional).
 	Workflows []string
 	ReadOnly  bool

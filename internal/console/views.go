@@ -116,7 +116,7 @@ type Page struct {
 
 // maxScan bounds the orders one list page looks at (through the index) to
 // fill a page whose filter the index cannot apply.
-const maxScan = 500
+const maxScan = 200
 
 // list selects a page of orders through the indexes, never a Scan:
 //   - an order id: GetOrder;
@@ -283,6 +283,8 @@ type StepView struct {
 	// reply does not say when the agent started).
 	PickupWait, InFlight time.Duration
 	Waited               bool // the supervisor saw it wait in a busy queue
+	// PausedAgent is the paused agent the step waits for, if any.
+	PausedAgent string
 }
 
 // UndoView is one undo of the chain.
@@ -316,6 +318,11 @@ func (s *Server) order(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	now := s.cfg.Clock.Now()
+	pauses, err := s.cfg.Store.AgentPauses(r.Context())
+	if err != nil {
+		s.fail(w, http.StatusBadGateway, err)
+		return
+	}
 	var steps []StepView
 	for _, st := range v.Steps {
 		sv := StepView{StepRecord: st, Key: sas.IdempotencyKey(v.Order.OrderID, st.Step, st.Generation, false),
@@ -338,6 +345,13 @@ func (s *Server) order(w http.ResponseWriter, r *http.Request) {
 				ready = time.Time{}
 			case (h.To == sas.Processed || h.To == sas.Error) && !claimed.IsZero():
 				sv.InFlight = h.At.Sub(claimed)
+			}
+		}
+		if st.ProcessState != sas.Processed && st.ProcessState != sas.Compensated {
+			for _, a := range s.cfg.StepAgents[st.StepName] {
+				if pauses.Paused(a) {
+					sv.PausedAgent = a
+				}
 			}
 		}
 		if st.ProcessState == sas.Processing && !claimed.IsZero() {
