@@ -81,6 +81,9 @@ type Props struct {
 	// operator. Default 5 minutes: the supervisor sweeps every minute, so a
 	// step that old has survived several rescues.
 	StuckStepAlarmAge time.Duration
+	// GiveUpAlarmCount is how many give-ups within 5 minutes page an
+	// operator as a rate (each give-up alerts on its own too). Default 5.
+	GiveUpAlarmCount int
 }
 
 // Agent is one agent of the deployment: the function that runs the steps
@@ -203,6 +206,9 @@ func (p Props) withDefaults() Props {
 	}
 	if p.StuckStepAlarmAge == 0 {
 		p.StuckStepAlarmAge = 5 * time.Minute
+	}
+	if p.GiveUpAlarmCount == 0 {
+		p.GiveUpAlarmCount = 5
 	}
 	return p
 }

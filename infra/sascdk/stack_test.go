@@ -1,6 +1,7 @@
 package sascdk
 
 import (
+	"encoding/json"
 	"fmt"
 	"go/ast"
 	"go/parser"
@@ -34,7 +35,7 @@ func TestResourceCounts(t *testing.T) {
 		"AWS::Lambda::EventSourceMapping":     4,
 		"AWS::Events::Rule":                   1,
 		"AWS::SNS::Topic":                     1,
-		"AWS::CloudWatch::Alarm":              4 + 3 + 1 + 1, // DLQs, errors, stuck step, supervisor not running
+		"AWS::CloudWatch::Alarm":              4 + 3 + 1 + 1 + 1, // DLQs, errors, stuck step, supervisor not running, give-up rate
 		"AWS::IAM::Role":                      3,
 		"AWS::Logs::LogGroup":                 3,
 		"AWS::SNS::Subscription":              0, // only with AlertEmail
@@ -496,6 +497,34 @@ func TestAlarms(t *testing.T) {
 			"Unit":               assertions.Match_Absent(),
 		})
 	})
+	check(t, "give-up rate alarm", func() {
+		def.tmpl.HasResourceProperties(jsii.String("AWS::CloudWatch::Alarm"), map[string]any{
+			"Namespace":          "SAS",
+			"MetricName":         "GiveUps",
+			"Statistic":          "Sum",
+			"Period":             300,
+			"ComparisonOperator": "GreaterThanOrEqualToThreshold",
+			"Threshold":          5,
+		})
+	})
+}
+
+// TestDashboard: one dashboard, whose body names the supervisor's metrics,
+// the queues' depth and age, and the functions' duration (docs/console.md).
+func TestDashboard(t *testing.T) {
+	def, _ := stacks(t)
+	check(t, "one dashboard", func() {
+		def.tmpl.ResourceCountIs(jsii.String("AWS::CloudWatch::Dashboard"), jsii.Number(1))
+	})
+	body, err := json.Marshal(props(def.resource(t, "AWS::CloudWatch::Dashboard", "Dashboard"))["DashboardBody"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"OldestStuckStepAgeSeconds", "GiveUps", "Rescues", "Held", "ApproximateAgeOfOldestMessage", "ApproximateNumberOfMessagesVisible", "Duration", "Errors"} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("the dashboard does not show %s", want)
+		}
+	}
 }
 
 func TestAlertingAndOutputs(t *testing.T) {

@@ -165,6 +165,8 @@ type emfLine struct {
 	Waits                     int     `json:"Waits"`
 	GiveUps                   int     `json:"GiveUps"`
 	LostRaces                 int     `json:"LostRaces"`
+	// Held: due steps of paused agents left alone (docs/console.md).
+	Held int `json:"Held"`
 
 	Actor    string `json:"actor"`
 	Stopped  Stop   `json:"stopped"`
@@ -186,6 +188,7 @@ func (r Report) emf() []byte {
 					{Name: "Waits", Unit: "Count"},
 					{Name: "GiveUps", Unit: "Count"},
 					{Name: "LostRaces", Unit: "Count"},
+					{Name: "Held", Unit: "Count"},
 				},
 			}},
 		},
@@ -196,6 +199,7 @@ func (r Report) emf() []byte {
 		Waits:                     r.Waited,
 		GiveUps:                   r.GaveUp,
 		LostRaces:                 r.LostRaces,
+		Held:                      r.Held,
 		Actor:                     r.Actor,
 		Stopped:                   r.Stopped,
 		DueFound:                  r.DueFound,
