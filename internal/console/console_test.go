@@ -2,6 +2,7 @@ package console_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -141,4 +142,44 @@ func TestServeRefusesAForeignHost(t *testing.T) {
 	require.NoError(t, err)
 	resp.Body.Close()
 	require.Equal(t, http.StatusOK, resp.StatusCode)
+}
+
+var rowRE = regexp.MustCompile(`<tr data-order="([^"]+)"`)
+var nextRE = regexp.MustCompile(`<a href="(/orders\?[^"]+)" id="next">`)
+
+// TestOrdersPageThroughTheIndex: every order once, newest first, 25 a page,
+// the filter kept across pages.
+func TestOrdersPageThroughTheIndex(t *testing.T) {
+	ts, st := fast(t, false)
+	ctx := context.Background()
+	for i := range 30 {
+		wf := "payment"
+		if i%3 == 0 {
+			wf = "order"
+		}
+		_, err := st.Submit(ctx, sas.SubmitParams{Order: sas.Order{OrderID: fmt.Sprintf("p-%02d", i), Workflow: wf, Steps: []string{"charge"}},
+			Now: t0.Add(time.Duration(i+1) * time.Second), PickupBy: t0.Add(time.Hour)})
+		require.NoError(t, err)
+	}
+	var seen []string
+	next := "/orders?workflow=payment"
+	for pages := 0; next != ""; pages++ {
+		require.Less(t, pages, 5)
+		body := get(t, ts.URL+strings.ReplaceAll(next, "&amp;", "&"))
+		for _, m := range rowRE.FindAllStringSubmatch(body, -1) {
+			seen = append(seen, m[1])
+		}
+		next = ""
+		if m := nextRE.FindStringSubmatch(body); m != nil {
+			next = m[1]
+		}
+	}
+	var want []string
+	for i := 29; i >= 0; i-- {
+		if i%3 != 0 {
+			want = append(want, fmt.Sprintf("p-%02d", i))
+		}
+	}
+	want = append(want, "o-1") // the fixture's, a payment too, oldest
+	require.Equal(t, want, seen)
 }
