@@ -64,17 +64,31 @@ type browser struct {
 
 func newBrowser(t *testing.T) *browser {
 	t.Helper()
+	// Not t.TempDir: Chromium may still write its profile for a moment
+	// after it is told to stop, and TempDir's removal would fail the test.
+	profile, err := os.MkdirTemp("", "sas-console-chromium-")
+	require.NoError(t, err)
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(chromium(t)),
 		chromedp.Flag("headless", true),
 		chromedp.NoSandbox,
 		chromedp.DisableGPU,
 		chromedp.WindowSize(1280, 1000),
-		chromedp.UserDataDir(t.TempDir()),
+		chromedp.UserDataDir(profile),
 	)
 	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancel := chromedp.NewContext(alloc)
-	t.Cleanup(func() { cancel(); cancelAlloc() })
+	t.Cleanup(func() {
+		_ = chromedp.Cancel(ctx) // closes the browser and waits for it
+		cancel()
+		cancelAlloc()
+		for range 20 {
+			if os.RemoveAll(profile) == nil {
+				return
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	})
 	b := &browser{ctx: ctx, dialogs: make(chan string, 16), shots: screenshotDir(t)}
 	chromedp.ListenTarget(ctx, func(ev any) {
 		if d, ok := ev.(*page.EventJavascriptDialogOpening); ok {
