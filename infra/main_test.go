@@ -44,6 +44,9 @@ var keptLogicalIDs = []string{
 	"AlertBus6F0FAD70", "AlertKeyC50D0A1D", "ControlDLQNotEmptyB3033A76",
 	"ControlQueue9204A4FA", "ControlQueueDLQE178330E", "ControlQueueDLQPolicy768C19FC", "ControlQueuePolicy706A3D56",
 	"SchedulerFromControlQueue1D9F513D", "SigningKeyEEFC2790",
+	// Added by issue 17 (docs/console.md): the dashboard and the give-up
+	// rate alarm. The orders table keeps its id (its new index is an update).
+	"Dashboard9E4231ED", "GiveUpRate42A823B9",
 }
 
 // keptOutputs are the stack's outputs before the construct; sasctl, the

@@ -13,20 +13,26 @@ import (
 	"os"
 	"os/signal"
 	"os/user"
+	"sort"
 	"strings"
 	"syscall"
 
 	"github.com/aws/aws-sdk-go-v2/service/cloudformation"
+	"github.com/aws/aws-sdk-go-v2/service/lambda"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sts"
 
 	"github.com/sas-go/sas/internal/awsenv"
 	"github.com/sas-go/sas/internal/config"
+	"github.com/sas-go/sas/internal/console"
 	"github.com/sas-go/sas/internal/dynamostore"
+	"github.com/sas-go/sas/internal/esm"
 	"github.com/sas-go/sas/internal/rig"
+	"github.com/sas-go/sas/internal/sas"
 	"github.com/sas-go/sas/internal/sasctl"
 	"github.com/sas-go/sas/internal/sqsqueue"
 	"github.com/sas-go/sas/internal/stackenv"
+	"github.com/sas-go/sas/internal/workflows"
 )
 
 func main() {
@@ -124,12 +130,71 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
+	queue := sqsqueue.New(sqs.NewFromConfig(awsCfg))
 	app := &sasctl.App{
-		Store: store, Queue: sqsqueue.New(sqs.NewFromConfig(awsCfg)),
+		Store: store, Queue: queue,
 		IntakeQueueURL: cfg.IntakeQueueURL, ControlQueueURL: cfg.ControlQueueURL,
 		PickupTimeout: cfg.PickupTimeout, Actor: operator(ctx, sts.NewFromConfig(awsCfg)), Out: stdout,
 	}
+	app.AgentQueues = cfg.AgentQueues
+	if lambdaThere(getenv) {
+		app.Mappings = esm.Switch{Lambda: lambda.NewFromConfig(awsCfg), QueueARN: queue.QueueARN}
+	}
+	if args[0] == "console" {
+		return serveConsole(ctx, args[1:], cfg, store, queue, app, stdout)
+	}
 	return app.Run(ctx, args)
+}
+
+// lambdaThere says whether the deployment has Lambda to switch event
+// source mappings on: on AWS (no endpoint set), or on an emulator of the
+// whole of AWS (AWS_ENDPOINT_URL, AWS_ENDPOINT_URL_LAMBDA: MiniStack,
+// LocalStack). With only DynamoDB and SQS emulators (make dev, make run)
+// the agents' pollers read the pause record themselves.
+func lambdaThere(getenv func(string) string) bool {
+	if getenv("AWS_ENDPOINT_URL_LAMBDA") != "" || getenv("AWS_ENDPOINT_URL") != "" {
+		return true
+	}
+	return getenv("AWS_ENDPOINT_URL_SQS") == "" && getenv("AWS_ENDPOINT_URL_DYNAMODB") == ""
+}
+
+// serveConsole runs the web console (internal/console) until interrupted.
+func serveConsole(ctx context.Context, args []string, cfg config.Config, store *dynamostore.Store, queue *sqsqueue.Queue, app *sasctl.App, stdout io.Writer) error {
+	fs := flag.NewFlagSet("console", flag.ContinueOnError)
+	fs.SetOutput(stdout)
+	addr := fs.String("addr", console.DefaultAddr, "listen address (loopback unless -remote)")
+	readOnly := fs.Bool("read-only", false, "show everything, change nothing")
+	remote := fs.Bool("remote", false, "allow an address that is not loopback")
+	if err := fs.Parse(args); err != nil {
+		return fmt.Errorf("%v: %w", err, sasctl.ErrUsage)
+	}
+	reg, err := workflows.Load(cfg.WorkflowsFile, cfg.StepTimeout)
+	if err != nil {
+		return err
+	}
+	app.Out = io.Discard
+	srv, err := console.New(console.Config{
+		Store: store, Queues: queue, App: app, QueueRefs: console.QueueRefsOf(cfg, reg),
+		Agents: console.AgentsOf(reg, cfg), StepAgents: reg.StepAgents(), Workflows: sortedNames(reg), ReadOnly: *readOnly,
+	})
+	if err != nil {
+		return err
+	}
+	l, err := console.Listen(*addr, *remote)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "sasctl: the console is at %s (Ctrl-C stops it)\n", console.URL(l))
+	return console.Serve(ctx, l, srv)
+}
+
+func sortedNames(reg sas.Registry) []string {
+	var out []string
+	for n := range reg {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
 }
 
 // operator is who the history records as acting: the identity AWS

@@ -55,3 +55,17 @@ func TestMissingVariablesSayHowToGetThem(t *testing.T) {
 	require.ErrorContains(t, err, "missing configuration: SAS_ORDERS_TABLE, SAS_STATE_TABLE")
 	require.ErrorContains(t, err, "sasctl -outputs infra/outputs.json env")
 }
+
+func TestLambdaThere(t *testing.T) {
+	env := func(kv ...string) func(string) string {
+		m := map[string]string{}
+		for i := 0; i < len(kv); i += 2 {
+			m[kv[i]] = kv[i+1]
+		}
+		return func(k string) string { return m[k] }
+	}
+	require.True(t, lambdaThere(env()), "AWS")
+	require.True(t, lambdaThere(env("AWS_ENDPOINT_URL", "http://127.0.0.1:4566")), "MiniStack, LocalStack")
+	require.False(t, lambdaThere(env("AWS_ENDPOINT_URL_DYNAMODB", "http://127.0.0.1:1", "AWS_ENDPOINT_URL_SQS", "http://127.0.0.1:2")), "make dev")
+	require.True(t, lambdaThere(env("AWS_ENDPOINT_URL_SQS", "http://127.0.0.1:2", "AWS_ENDPOINT_URL_LAMBDA", "http://127.0.0.1:3")))
+}

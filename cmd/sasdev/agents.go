@@ -51,11 +51,25 @@ type agentProcs struct {
 	stopOnce sync.Once
 	cancels  []context.CancelFunc // of the built-in agents' Poll
 	wg       sync.WaitGroup
+
+	// An operator's pause (docs/console.md): a paused agent program is
+	// stopped and not restarted until the resume; a paused built-in
+	// agent's Poll is stopped and started again.
+	paused   map[string]bool
+	builtins map[string]*builtinPoll
+}
+
+// builtinPoll is a built-in agent's polling, stoppable for a pause.
+type builtinPoll struct {
+	ctx    context.Context
+	h      *agent.Handler
+	cancel context.CancelFunc
+	done   chan struct{}
 }
 
 func newAgentProcs(con *console, dir string, rel func(string) string) *agentProcs {
 	return &agentProcs{con: con, dir: dir, rel: rel, dirs: map[string]string{}, bins: map[string]string{},
-		running: map[string]*rig.Process{}, stopping: make(chan struct{})}
+		running: map[string]*rig.Process{}, stopping: make(chan struct{}), paused: map[string]bool{}, builtins: map[string]*builtinPoll{}}
 }
 
 func (a *agentProcs) logPath(name string) string {
@@ -135,6 +149,15 @@ func (a *agentProcs) keep(ctx context.Context, name string, env []string, p *rig
 			return
 		case <-p.Done():
 		}
+		if a.waitWhilePaused(ctx, name) {
+			next, err := a.spawn(name, env)
+			if err != nil {
+				a.con.info("agent %s: %v", name, err)
+				return
+			}
+			p, wait = next, time.Second
+			continue
+		}
 		if time.Since(began) > healthyRun {
 			wait = time.Second
 		}
@@ -182,17 +205,85 @@ func (a *agentProcs) startBuiltin(ctx context.Context, name string, cfg config.C
 		_ = f.Close()
 		return err
 	}
-	pctx, cancel := context.WithCancel(ctx)
 	a.mu.Lock()
-	a.cancels = append(a.cancels, cancel)
+	a.builtins[name] = &builtinPoll{ctx: ctx, h: h}
+	a.pollBuiltinLocked(name)
 	a.mu.Unlock()
 	a.wg.Add(1)
 	go func() {
 		defer a.wg.Done()
-		defer f.Close()
-		_ = h.Poll(pctx)
+		<-ctx.Done()
+		a.mu.Lock()
+		b := a.builtins[name]
+		a.mu.Unlock()
+		if b.done != nil {
+			<-b.done
+		}
+		_ = f.Close()
 	}()
 	return nil
+}
+
+// pollBuiltinLocked starts a built-in agent's Poll.
+func (a *agentProcs) pollBuiltinLocked(name string) {
+	b := a.builtins[name]
+	pctx, cancel := context.WithCancel(b.ctx)
+	done := make(chan struct{})
+	b.cancel, b.done = cancel, done
+	a.cancels = append(a.cancels, cancel)
+	go func() {
+		defer close(done)
+		_ = b.h.Poll(pctx)
+	}()
+}
+
+// setPaused applies an operator's pause or resume of an agent: its
+// program is stopped (SIGTERM: the batches in hand finish) and started
+// again on the resume; a built-in agent's Poll likewise.
+func (a *agentProcs) setPaused(name string, paused bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.paused[name] == paused {
+		return
+	}
+	a.paused[name] = paused
+	if b, ok := a.builtins[name]; ok {
+		if paused {
+			b.cancel()
+		} else {
+			a.pollBuiltinLocked(name)
+		}
+	}
+	if p, ok := a.running[name]; ok && paused {
+		go p.Stop(agentStopGrace)
+	}
+	if paused {
+		a.con.info("agent %s paused: stopped polling its queue", name)
+	} else {
+		a.con.info("agent %s resumed", name)
+	}
+}
+
+// waitWhilePaused waits, after an agent program exited, while the agent is
+// paused; it reports whether it was (the exit was the pause's).
+func (a *agentProcs) waitWhilePaused(ctx context.Context, name string) bool {
+	was := false
+	for {
+		a.mu.Lock()
+		paused := a.paused[name]
+		a.mu.Unlock()
+		if !paused {
+			return was
+		}
+		was = true
+		select {
+		case <-ctx.Done():
+			return false
+		case <-a.stopping:
+			return false
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
 }
 
 // stopAll stops every agent: SIGTERM to each program's process group

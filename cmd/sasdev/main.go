@@ -24,6 +24,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	webconsole "github.com/sas-go/sas/internal/console"
 )
 
 func main() {
@@ -89,6 +91,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.Dir, "dir", ".rig/dev", "where the logs and the agent binaries go")
 	fs.StringVar(&o.Name, "name", "sasdev", "prefix of the tables' and queues' names")
 	fs.StringVar(&o.Payload, "payload", "", "payload of the sample order in the printed commands (default: the "+SamplePayloadFile+" beside the workflows file, {\"amount\":42} for the reference workflows, else {})")
+	fs.StringVar(&o.ConsoleAddr, "console", webconsole.DefaultAddr, "where the web console listens (loopback; another free port when the default is taken); \"\" for none")
 	fs.DurationVar(&o.SupervisorEvery, "supervisor-every", 10*time.Second, "how often the supervisor sweeps (1m when deployed)")
 	fs.Usage = func() {
 		fmt.Fprint(stderr, "usage: sasdev [flags]   (docs/dev.md)\n\n")

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -112,6 +113,17 @@ func TestDevServer(t *testing.T) {
 	stdout.waitFor(t, regexp.MustCompile(`  t-ok  hello  Processed  2 steps in `), time.Minute, exited)
 	stdout.waitFor(t, regexp.MustCompile(`  t-fail  hello  Compensated  in .*: charge Compensated, greet Error \(asked to fail\)$`), time.Minute, exited)
 	stdout.waitFor(t, regexp.MustCompile(`  t-nope  rejected: .*"nope" is not a registered workflow`), time.Minute, exited)
+
+	// The console is up on loopback and shows the orders (docs/console.md).
+	consoleLine := stdout.waitFor(t, regexp.MustCompile(`^# console: http://127\.0\.0\.1:\d+/$`), time.Minute, exited)
+	resp, err := http.Get(strings.TrimPrefix(consoleLine, "# console: ") + "orders?workflow=hello")
+	require.NoError(t, err)
+	page, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Contains(t, string(page), `data-order="t-ok"`)
+	require.Contains(t, string(page), `data-order="t-fail"`)
 
 	// From outside, on the scheduler queue every agent may send to (issue
 	// 21, docs/trust.md): an order creates nothing, a compensate undoes

@@ -69,6 +69,7 @@ type options struct {
 	Name            string
 	Payload         string
 	SupervisorEvery time.Duration
+	ConsoleAddr     string // "" : no console
 
 	agentsFound bool // Agents are the example's directories, not flags
 }
@@ -172,6 +173,7 @@ type server struct {
 	pollersDone  sync.WaitGroup
 	closers      []io.Closer // the logs of this process's actors
 	emulatorNote string
+	consoleURL   string
 }
 
 func (s *server) getenv(k string) string {
@@ -315,7 +317,10 @@ func (s *server) start(ctx context.Context) error {
 	if s.store, err = dynamostore.FromConfig(s.aws, cfg); err != nil {
 		return err
 	}
-	return s.startActors(ctx, cfg)
+	if err := s.startActors(ctx, cfg); err != nil {
+		return err
+	}
+	return s.startConsole(ctx, cfg)
 }
 
 // agentsOf is the agents the registry's steps name, sorted.
@@ -603,6 +608,10 @@ func (s *server) printUsage() {
 	out.println("sasctl submit -order order-2 -workflow " + wf + " -payload " + shellQuote(payload) + ` -reply-to "$SAS_STATUS_QUEUE_URL"`)
 	out.println("sasctl show order-1")
 	out.println("aws sqs receive-message" + endpoint + ` --queue-url "$SAS_STATUS_QUEUE_URL" --max-number-of-messages 10`)
+	if s.consoleURL != "" {
+		out.println("# the console (docs/console.md): open it in a browser, or go run ./cmd/sasctl console")
+		out.println("# console: " + s.consoleURL)
+	}
 	for _, a := range agentsOf(s.reg) {
 		how := "program " + s.rel(s.procs.dirOf(a)) + ", log " + s.rel(filepath.Join(s.opts.Dir, "agent-"+a+".log"))
 		if slices.Contains(s.builtin, a) {

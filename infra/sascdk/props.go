@@ -100,6 +100,10 @@ type Props struct {
 	// deployment replaces its agents' queues: drain them first
 	// (docs/deploy.md, "A hundred agents").
 	NestedAgentStacks bool
+
+	// GiveUpAlarmCount is how many give-ups within 5 minutes page an
+	// operator as a rate (each give-up alerts on its own too). Default 5.
+	GiveUpAlarmCount int
 }
 
 // Agent is one agent of the deployment: the function that runs the steps
@@ -265,6 +269,9 @@ func (p Props) withDefaults() Props {
 	}
 	if p.StuckStepAlarmAge == 0 {
 		p.StuckStepAlarmAge = 5 * time.Minute
+	}
+	if p.GiveUpAlarmCount == 0 {
+		p.GiveUpAlarmCount = 5
 	}
 	return p
 }

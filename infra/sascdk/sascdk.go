@@ -31,6 +31,9 @@ import (
 // Names fixed by the contract in docs/state-store.md.
 const (
 	stateDueIndex = "state-due"
+	// ordersCreatedIndex pages through the orders newest first, for the
+	// console (internal/dynamostore.DefaultOrdersIndexName).
+	ordersCreatedIndex = "orders-created"
 	// MetricNamespace and StuckStepMetric are what the supervisor publishes.
 	MetricNamespace = "SAS"
 	StuckStepMetric = "OldestStuckStepAgeSeconds"
@@ -146,6 +149,7 @@ func New(scope constructs.Construct, id string, props *Props) (*SAS, error) {
 	s.schedule()
 	s.permissions()
 	s.alarms()
+	s.dashboard()
 	s.outputs()
 	if err := errors.Join(s.errs...); err != nil {
 		return nil, fmt.Errorf("sascdk.New %s: %w", id, err)
@@ -299,6 +303,20 @@ func (s *SAS) tables() {
 	}
 	s.orders = awsdynamodb.NewTable(s, jsii.String("OrdersTable"), common(
 		&awsdynamodb.Attribute{Name: jsii.String("OrderID"), Type: awsdynamodb.AttributeType_STRING}, nil))
+	// Every order item carries ListPK = "orders#<shard>": the console lists
+	// orders newest first with one Query per shard, never a Scan
+	// (docs/state-store.md, "orders-created"). Adding it to a deployed
+	// stack is an ordinary update (one index added); orders written before
+	// it lack ListPK and are not listed (they are found by id).
+	s.orders.AddGlobalSecondaryIndex(&awsdynamodb.GlobalSecondaryIndexProps{
+		IndexName:      jsii.String(ordersCreatedIndex),
+		PartitionKey:   &awsdynamodb.Attribute{Name: jsii.String("ListPK"), Type: awsdynamodb.AttributeType_STRING},
+		SortKey:        &awsdynamodb.Attribute{Name: jsii.String("CreatedAt"), Type: awsdynamodb.AttributeType_NUMBER},
+		ProjectionType: awsdynamodb.ProjectionType_INCLUDE,
+		// Exactly internal/dynamostore.OrdersIndexProjection
+		// (TestIndexProjectionMatchesTheStore compares them).
+		NonKeyAttributes: jsii.Strings("Workflow", "Version", "Priority"),
+	})
 	s.state = awsdynamodb.NewTable(s, jsii.String("StateTable"), common(
 		&awsdynamodb.Attribute{Name: jsii.String("OrderID"), Type: awsdynamodb.AttributeType_STRING},
 		&awsdynamodb.Attribute{Name: jsii.String("Step"), Type: awsdynamodb.AttributeType_NUMBER}))
@@ -903,6 +921,13 @@ func (s *SAS) alarms() {
 		Threshold:         jsii.Number(s.p.StuckStepAlarmAge.Seconds()),
 		EvaluationPeriods: jsii.Number(2),
 	})
+	// Each give-up alerts on its own; a burst of them is an outage.
+	alarm(s, "GiveUpRate", awscloudwatch.AlarmProps{
+		Metric:             supervisorMetric("GiveUps", "Sum", awscdk.Duration_Minutes(jsii.Number(5))),
+		AlarmDescription:   jsii.String("The supervisor gave up on " + strconv.Itoa(s.p.GiveUpAlarmCount) + " or more steps within 5 minutes"),
+		Threshold:          jsii.Number(float64(s.p.GiveUpAlarmCount)),
+		ComparisonOperator: awscloudwatch.ComparisonOperator_GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+	})
 	// A supervisor that is never invoked raises no errors and publishes no
 	// metric; missing invocations are the only sign of it.
 	alarm(s, "SupervisorNotRunning", awscloudwatch.AlarmProps{
@@ -914,6 +939,71 @@ func (s *SAS) alarms() {
 		ComparisonOperator: awscloudwatch.ComparisonOperator_LESS_THAN_THRESHOLD,
 		TreatMissingData:   awscloudwatch.TreatMissingData_BREACHING,
 	})
+}
+
+// supervisorMetric is one of the supervisor's EMF metrics
+// (internal/supervisor/report.go), summed or maxed over period.
+func supervisorMetric(name, statistic string, period awscdk.Duration) awscloudwatch.IMetric {
+	return awscloudwatch.NewMetric(&awscloudwatch.MetricProps{
+		Namespace: jsii.String(MetricNamespace), MetricName: jsii.String(name),
+		Statistic: jsii.String(statistic), Period: period,
+	})
+}
+
+// dashboard is the deployment at a glance in CloudWatch (docs/console.md,
+// "Metrics"): the supervisor's sweeps, every queue's depth and oldest
+// message, and each function's duration and errors.
+func (s *SAS) dashboard() {
+	minute := awscdk.Duration_Minutes(jsii.Number(1))
+	graph := func(title string, metrics ...awscloudwatch.IMetric) awscloudwatch.IWidget {
+		return awscloudwatch.NewGraphWidget(&awscloudwatch.GraphWidgetProps{
+			Title: jsii.String(title), Left: &metrics, Width: jsii.Number(12), Height: jsii.Number(6),
+		})
+	}
+	type queue struct {
+		name string
+		q    awssqs.Queue
+	}
+	queues := []queue{{"intake", s.intake}, {"scheduler", s.schedulerQ}, {"control", s.controlQ}}
+	dlqs := []queue{{"intake", s.intakeDLQ}, {"scheduler", s.schedDLQ}, {"control", s.controlDLQ}}
+	durations := []awscloudwatch.IMetric{
+		s.scheduler.Function.MetricDuration(&awscloudwatch.MetricOptions{Period: minute, Statistic: jsii.String("p99"), Label: jsii.String("scheduler p99")}),
+		s.super.Function.MetricDuration(&awscloudwatch.MetricOptions{Period: minute, Statistic: jsii.String("p99"), Label: jsii.String("supervisor p99")}),
+	}
+	errs := []awscloudwatch.IMetric{
+		s.scheduler.Function.MetricErrors(&awscloudwatch.MetricOptions{Period: minute, Label: jsii.String("scheduler")}),
+		s.super.Function.MetricErrors(&awscloudwatch.MetricOptions{Period: minute, Label: jsii.String("supervisor")}),
+	}
+	for _, a := range s.agents {
+		queues = append(queues, queue{"agent " + a.Name, a.Queue})
+		dlqs = append(dlqs, queue{"agent " + a.Name, a.DLQ})
+		if a.PriorityQueue != nil {
+			queues = append(queues, queue{"agent " + a.Name + " lane", a.PriorityQueue})
+			dlqs = append(dlqs, queue{"agent " + a.Name + " lane", a.PriorityDLQ})
+		}
+		durations = append(durations,
+			a.Function.MetricDuration(&awscloudwatch.MetricOptions{Period: minute, Statistic: jsii.String("p50"), Label: jsii.String(a.Name + " p50")}),
+			a.Function.MetricDuration(&awscloudwatch.MetricOptions{Period: minute, Statistic: jsii.String("p99"), Label: jsii.String(a.Name + " p99")}))
+		errs = append(errs, a.Function.MetricErrors(&awscloudwatch.MetricOptions{Period: minute, Label: jsii.String(a.Name)}))
+	}
+	var depth, age, dead []awscloudwatch.IMetric
+	for _, q := range queues {
+		depth = append(depth, q.q.MetricApproximateNumberOfMessagesVisible(&awscloudwatch.MetricOptions{Period: minute, Statistic: jsii.String("Maximum"), Label: jsii.String(q.name)}))
+		age = append(age, q.q.MetricApproximateAgeOfOldestMessage(&awscloudwatch.MetricOptions{Period: minute, Statistic: jsii.String("Maximum"), Label: jsii.String(q.name)}))
+	}
+	for _, q := range dlqs {
+		dead = append(dead, q.q.MetricApproximateNumberOfMessagesVisible(&awscloudwatch.MetricOptions{Period: minute, Statistic: jsii.String("Maximum"), Label: jsii.String(q.name)}))
+	}
+	d := awscloudwatch.NewDashboard(s, jsii.String("Dashboard"), &awscloudwatch.DashboardProps{})
+	d.AddWidgets(
+		graph("Oldest stuck step (s)", supervisorMetric(StuckStepMetric, "Maximum", minute)),
+		graph("Supervisor: rescues, waits, give-ups, held for a pause",
+			supervisorMetric("Rescues", "Sum", minute), supervisorMetric("Waits", "Sum", minute),
+			supervisorMetric("GiveUps", "Sum", minute), supervisorMetric("Held", "Sum", minute)),
+	)
+	d.AddWidgets(graph("Queue depth (visible)", depth...), graph("Oldest message age (s)", age...))
+	d.AddWidgets(graph("Dead letters", dead...), graph("Function errors", errs...))
+	d.AddWidgets(graph("Function duration (ms): agents' batches", durations...))
 }
 
 // outputs name what a client or an operator needs. Under a construct id of

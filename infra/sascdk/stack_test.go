@@ -1,6 +1,7 @@
 package sascdk
 
 import (
+	"encoding/json"
 	"fmt"
 	"go/ast"
 	"go/parser"
@@ -34,7 +35,7 @@ func TestResourceCounts(t *testing.T) {
 		"AWS::Lambda::EventSourceMapping":     4,
 		"AWS::Events::Rule":                   1,
 		"AWS::SNS::Topic":                     1,
-		"AWS::CloudWatch::Alarm":              4 + 3 + 1 + 1, // DLQs, errors, stuck step, supervisor not running
+		"AWS::CloudWatch::Alarm":              4 + 3 + 1 + 1 + 1, // DLQs, errors, stuck step, supervisor not running, give-up rate
 		"AWS::IAM::Role":                      3,
 		"AWS::Logs::LogGroup":                 3,
 		"AWS::SNS::Subscription":              0, // only with AlertEmail
@@ -106,8 +107,20 @@ func TestTablesMatchTheStateStoreContract(t *testing.T) {
 		"SSESpecification":                 map[string]any{"SSEEnabled": true},
 	}
 	orders := map[string]any{
-		"KeySchema":            []any{map[string]any{"AttributeName": "OrderID", "KeyType": "HASH"}},
-		"AttributeDefinitions": []any{map[string]any{"AttributeName": "OrderID", "AttributeType": "S"}},
+		"KeySchema": []any{map[string]any{"AttributeName": "OrderID", "KeyType": "HASH"}},
+		"AttributeDefinitions": []any{
+			map[string]any{"AttributeName": "OrderID", "AttributeType": "S"},
+			map[string]any{"AttributeName": "ListPK", "AttributeType": "S"},
+			map[string]any{"AttributeName": "CreatedAt", "AttributeType": "N"},
+		},
+		"GlobalSecondaryIndexes": []any{map[string]any{
+			"IndexName": "orders-created",
+			"KeySchema": []any{
+				map[string]any{"AttributeName": "ListPK", "KeyType": "HASH"},
+				map[string]any{"AttributeName": "CreatedAt", "KeyType": "RANGE"},
+			},
+			"Projection": map[string]any{"ProjectionType": "INCLUDE", "NonKeyAttributes": []any{"Workflow", "Version", "Priority"}},
+		}},
 	}
 	for k, v := range common {
 		orders[k] = v
@@ -169,22 +182,27 @@ func TestTablesMatchTheStateStoreContract(t *testing.T) {
 // one, so the list is read from the store's source: its string constants
 // resolved by name, as the compiler would.
 func TestIndexProjectionMatchesTheStore(t *testing.T) {
-	want := storeIndexProjection(t, filepath.Join("..", "..", "internal", "dynamostore"))
 	def, _ := stacks(t)
-	state := props(def.resource(t, "AWS::DynamoDB::Table", "StateTable"))
-	gsi := list(state["GlobalSecondaryIndexes"])[0].(map[string]any)
-	var got []string
-	for _, a := range list(gsi["Projection"].(map[string]any)["NonKeyAttributes"]) {
-		got = append(got, ref(a))
-	}
-	if !reflect.DeepEqual(got, want) {
-		t.Errorf("state-due projects %v; internal/dynamostore.IndexProjection is %v", got, want)
+	for _, tc := range []struct{ table, index, projection string }{
+		{"StateTable", "state-due", "IndexProjection"},
+		{"OrdersTable", "orders-created", "OrdersIndexProjection"},
+	} {
+		want := storeIndexProjection(t, filepath.Join("..", "..", "internal", "dynamostore"), tc.projection)
+		table := props(def.resource(t, "AWS::DynamoDB::Table", tc.table))
+		gsi := list(table["GlobalSecondaryIndexes"])[0].(map[string]any)
+		var got []string
+		for _, a := range list(gsi["Projection"].(map[string]any)["NonKeyAttributes"]) {
+			got = append(got, ref(a))
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("%s projects %v; internal/dynamostore.%s is %v", tc.index, got, tc.projection, want)
+		}
 	}
 }
 
 // storeIndexProjection parses the package in dir and evaluates its
 // IndexProjection: a []string literal of string constants and literals.
-func storeIndexProjection(t *testing.T, dir string) []string {
+func storeIndexProjection(t *testing.T, dir, varName string) []string {
 	t.Helper()
 	fset := token.NewFileSet()
 	files, err := filepath.Glob(filepath.Join(dir, "*.go"))
@@ -222,7 +240,7 @@ func storeIndexProjection(t *testing.T, dir string) []string {
 								consts[n.Name] = v
 							}
 						}
-					case g.Tok == token.VAR && n.Name == "IndexProjection":
+					case g.Tok == token.VAR && n.Name == varName:
 						list, _ = vs.Values[i].(*ast.CompositeLit)
 					}
 				}
@@ -230,7 +248,7 @@ func storeIndexProjection(t *testing.T, dir string) []string {
 		}
 	}
 	if list == nil {
-		t.Fatalf("%s declares no IndexProjection = []string{...}", dir)
+		t.Fatalf("%s declares no %s = []string{...}", dir, varName)
 	}
 	var out []string
 	for _, e := range list.Elts {
@@ -477,6 +495,34 @@ func TestAlarms(t *testing.T) {
 			"Unit":               assertions.Match_Absent(),
 		})
 	})
+	check(t, "give-up rate alarm", func() {
+		def.tmpl.HasResourceProperties(jsii.String("AWS::CloudWatch::Alarm"), map[string]any{
+			"Namespace":          "SAS",
+			"MetricName":         "GiveUps",
+			"Statistic":          "Sum",
+			"Period":             300,
+			"ComparisonOperator": "GreaterThanOrEqualToThreshold",
+			"Threshold":          5,
+		})
+	})
+}
+
+// TestDashboard: one dashboard, whose body names the supervisor's metrics,
+// the queues' depth and age, and the functions' duration (docs/console.md).
+func TestDashboard(t *testing.T) {
+	def, _ := stacks(t)
+	check(t, "one dashboard", func() {
+		def.tmpl.ResourceCountIs(jsii.String("AWS::CloudWatch::Dashboard"), jsii.Number(1))
+	})
+	body, err := json.Marshal(props(def.resource(t, "AWS::CloudWatch::Dashboard", "Dashboard"))["DashboardBody"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"OldestStuckStepAgeSeconds", "GiveUps", "Rescues", "Held", "ApproximateAgeOfOldestMessage", "ApproximateNumberOfMessagesVisible", "Duration", "Errors"} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("the dashboard does not show %s", want)
+		}
+	}
 }
 
 func TestAlertingAndOutputs(t *testing.T) {

@@ -33,7 +33,10 @@ type Config struct {
 	OrdersTable string
 	StateTable  string
 	IndexName   string // default "state-due"
-	Shards      int    // default 8
+	// OrdersIndexName is the orders table's orders-created index (default
+	// "orders-created"), which ListOrders reads.
+	OrdersIndexName string
+	Shards          int // default 8
 }
 
 // DefaultIndexName is the state-due index's name.
@@ -51,6 +54,9 @@ var _ sas.StateStore = (*Store)(nil)
 func New(db API, cfg Config) (*Store, error) {
 	if cfg.IndexName == "" {
 		cfg.IndexName = DefaultIndexName
+	}
+	if cfg.OrdersIndexName == "" {
+		cfg.OrdersIndexName = DefaultOrdersIndexName
 	}
 	if cfg.Shards <= 0 {
 		cfg.Shards = 8
@@ -78,9 +84,11 @@ func (st *Store) Submit(ctx context.Context, p sas.SubmitParams) (sas.SubmitResu
 	if err != nil {
 		return sas.SubmitResult{}, fmt.Errorf("submitting order %s: %w", o.OrderID, err)
 	}
+	oit := orderItem(o)
+	oit[attrListPK] = s(ordersPartition(st.orderShard(o.OrderID)))
 	items := []types.TransactWriteItem{{Put: &types.Put{
 		TableName:                           &st.cfg.OrdersTable,
-		Item:                                orderItem(o),
+		Item:                                oit,
 		ConditionExpression:                 aws.String(absent),
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	}}}

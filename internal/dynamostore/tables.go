@@ -24,13 +24,28 @@ func CreateTables(ctx context.Context, db TableAPI, cfg Config) error {
 	if cfg.IndexName == "" {
 		cfg.IndexName = DefaultIndexName
 	}
+	if cfg.OrdersIndexName == "" {
+		cfg.OrdersIndexName = DefaultOrdersIndexName
+	}
 	str, num := types.ScalarAttributeTypeS, types.ScalarAttributeTypeN
 	inputs := []*dynamodb.CreateTableInput{
 		{
-			TableName:            aws.String(cfg.OrdersTable),
-			BillingMode:          types.BillingModePayPerRequest,
-			AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String(attrOrderID), AttributeType: str}},
-			KeySchema:            []types.KeySchemaElement{{AttributeName: aws.String(attrOrderID), KeyType: types.KeyTypeHash}},
+			TableName:   aws.String(cfg.OrdersTable),
+			BillingMode: types.BillingModePayPerRequest,
+			AttributeDefinitions: []types.AttributeDefinition{
+				{AttributeName: aws.String(attrOrderID), AttributeType: str},
+				{AttributeName: aws.String(attrListPK), AttributeType: str},
+				{AttributeName: aws.String(attrCreatedAt), AttributeType: num},
+			},
+			KeySchema: []types.KeySchemaElement{{AttributeName: aws.String(attrOrderID), KeyType: types.KeyTypeHash}},
+			GlobalSecondaryIndexes: []types.GlobalSecondaryIndex{{
+				IndexName: aws.String(cfg.OrdersIndexName),
+				KeySchema: []types.KeySchemaElement{
+					{AttributeName: aws.String(attrListPK), KeyType: types.KeyTypeHash},
+					{AttributeName: aws.String(attrCreatedAt), KeyType: types.KeyTypeRange},
+				},
+				Projection: &types.Projection{ProjectionType: types.ProjectionTypeInclude, NonKeyAttributes: OrdersIndexProjection},
+			}},
 		},
 		{
 			TableName:   aws.String(cfg.StateTable),

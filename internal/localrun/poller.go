@@ -38,6 +38,10 @@ type Poller struct {
 	Workers    int           // concurrent invocations ("maximum concurrency"), default 2
 	Handler    SQSHandler
 	Logger     *slog.Logger
+	// Paused, when set, is asked before each receive: while it says yes the
+	// poller receives nothing, as a disabled event source mapping
+	// (an operator's pause of the queue's agent, docs/console.md).
+	Paused func(context.Context) bool
 
 	mu    sync.Mutex
 	stats PollerStats
@@ -46,6 +50,8 @@ type Poller struct {
 // PollerStats counts what a poller did.
 type PollerStats struct {
 	Receives, Messages, Invocations, Deleted, Failed, HandlerErrors int
+	// Paused counts polls that received nothing because Paused said so.
+	Paused int
 }
 
 // Stats returns a snapshot of the counters.
@@ -99,11 +105,32 @@ func (p *Poller) Run(ctx context.Context) error {
 	return nil
 }
 
+// pausedPoll is how often a paused poller asks again.
+const pausedPoll = 500 * time.Millisecond
+
+// PausedBy is a Poller.Paused that reads the agents' pauses from the store:
+// paused while any of agents is. A failed read counts as paused (a pause
+// must hold; the next read decides again).
+func PausedBy(ps sas.PauseReader, agents ...string) func(context.Context) bool {
+	return func(ctx context.Context) bool {
+		all, err := ps.AgentPauses(ctx)
+		return err != nil || all.Paused(agents...)
+	}
+}
+
 // PollOnce receives one batch and invokes the handler with it. It returns
 // how many messages it handled.
 func (p *Poller) PollOnce(ctx context.Context) (int, error) {
 	if err := p.defaults(); err != nil {
 		return 0, err
+	}
+	if p.Paused != nil && p.Paused(ctx) {
+		p.count(func(s *PollerStats) { s.Paused++ })
+		select {
+		case <-ctx.Done():
+		case <-time.After(pausedPoll):
+		}
+		return 0, nil
 	}
 	msgs, err := p.Queue.Receive(ctx, sas.ReceiveParams{QueueURL: p.QueueURL, Max: p.BatchSize, Wait: p.Wait, Visibility: p.Visibility})
 	p.count(func(s *PollerStats) { s.Receives++; s.Messages += len(msgs) })

@@ -13,6 +13,7 @@ import (
 	mathrand "math/rand/v2"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -325,6 +326,7 @@ func Start(ctx context.Context, opts Options) (*System, error) {
 	for i := 0; i < opts.Supervisors; i++ {
 		sup, err := supervisor.New(supervisor.Config{
 			BacklogQueueURLs: append(cfg.AgentQueues.All(), cfg.SchedulerQueueURL), WaitLimit: opts.WaitLimit, Steps: limits, Workflows: reg,
+			Pauses: s.Store, StepAgents: reg.StepAgents(),
 			Store: s.Store, Queue: actorQueue, Alerter: alerter, ControlQueueURL: cfg.ControlQueueURL,
 			Clock:       skewedClock{offset: skewFor(i, opts.Supervisors, opts.ClockSkew)},
 			MaxFailures: cfg.MaxFailures, PickupTimeout: cfg.PickupTimeout, BaseBackoff: opts.BaseBackoff, MaxBackoff: 4 * opts.BaseBackoff,
@@ -354,6 +356,15 @@ func Start(ctx context.Context, opts Options) (*System, error) {
 		if lane := cfg.AgentPriorityQueueURL; lane != "" {
 			s.Pollers = append(s.Pollers,
 				&Poller{Name: fmt.Sprintf("agent-priority-%d", i), Queue: s.Queue, QueueURL: lane, QueueARN: arn(lane), BatchSize: opts.BatchSize, Workers: opts.PriorityWorkers, Handler: ag, Logger: opts.Logger})
+		}
+	}
+	// An operator's pause of an agent stops the pollers of the agent queue
+	// (docs/console.md, "Pausing an agent"). Here every agent shares that
+	// queue, so pausing any of them stops it for all.
+	agentNames := agentsOf(reg)
+	for _, p := range s.Pollers {
+		if strings.HasPrefix(p.Name, "agent-") {
+			p.Paused = PausedBy(s.observerStore, agentNames...) // the platform's, not the system's: uncounted
 		}
 	}
 	for _, p := range s.Pollers {
@@ -846,4 +857,18 @@ func (s *System) ByKind(h SQSHandler) SQSHandler {
 		}
 		return h(ctx, ev)
 	}
+}
+
+// agentsOf names the agents of a registry's workflows.
+func agentsOf(reg sas.Registry) []string {
+	var out []string
+	for _, as := range reg.StepAgents() {
+		for _, a := range as {
+			if !slices.Contains(out, a) {
+				out = append(out, a)
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
 }

@@ -32,6 +32,7 @@ type Store struct {
 	steps  map[sas.StepKey]sas.StepRecord
 	byID   map[string][]sas.StepKey
 	defs   map[string][]byte // "name#version" → sas.EncodeWorkflow
+	pauses map[string]sas.AgentPause
 }
 
 var _ sas.StateStore = (*Store)(nil)
@@ -48,6 +49,7 @@ func New(cfg Config) *Store {
 		steps:  map[sas.StepKey]sas.StepRecord{},
 		byID:   map[string][]sas.StepKey{},
 		defs:   map[string][]byte{},
+		pauses: map[string]sas.AgentPause{},
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"sort"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -31,6 +32,17 @@ type App struct {
 	Out             io.Writer
 	// Sleep waits between live-view refreshes; tests replace it.
 	Sleep func(context.Context, time.Duration) error
+	// AgentQueues and Mappings, when set, make a pause also switch off the
+	// Lambda event source mappings that read the agent's queues (and a
+	// resume switch them on): a deployment's agents consume through them.
+	AgentQueues sas.AgentQueues
+	Mappings    MappingSwitch
+}
+
+// MappingSwitch enables or disables the event source mappings reading
+// from queues (esm.Switch), naming those it changed.
+type MappingSwitch interface {
+	Set(ctx context.Context, queueURLs []string, enabled bool) ([]string, error)
 }
 
 // Usage is printed on a bad command line.
@@ -48,6 +60,10 @@ const Usage = `usage: sasctl [-outputs FILE [-stack NAME] | -stack NAME] <comman
   resubmit   -all [-dry-run] [-limit N] every step in Error
   compensate ORDER_ID [-reason TEXT]   undo the order's completed steps, newest first
   watch      [-interval 2s] [-count N] live counts per state and the oldest stuck step
+  pause      AGENT                     stop consuming the agent's queues; its steps wait, unjudged
+  resume     AGENT                     end the pause; the time paused does not count against the steps
+  pauses                               list the agents' pauses
+  console    [-addr 127.0.0.1:8089] [-read-only] [-remote]   the web console (docs/console.md)
 
   Without a deployment:
   workflows validate FILE...           check workflow files against workflow/schema.json and as the functions read them
@@ -85,8 +101,12 @@ func (a *App) Run(ctx context.Context, args []string) error {
 	cmds := map[string]func(context.Context, []string) error{
 		"submit": a.submit, "show": a.show, "list": a.list, "resubmit": a.resubmit,
 		"compensate": a.compensate, "watch": a.watch,
+		"pause": a.pause, "resume": a.pause, "pauses": a.pauses,
 	}
 	cmd, ok := cmds[args[0]]
+	if args[0] == "resume" {
+		cmd = a.resume
+	}
 	if !ok {
 		fmt.Fprint(a.Out, Usage)
 		return fmt.Errorf("unknown command %q: %w", args[0], ErrUsage)
@@ -397,15 +417,8 @@ func (a *App) compensate(ctx context.Context, args []string) error {
 	if len(pos) != 1 {
 		return fmt.Errorf("compensate needs one order id: %w", ErrUsage)
 	}
-	if _, err := a.Store.GetOrder(ctx, pos[0]); err != nil {
-		return fmt.Errorf("compensate %s: %w", pos[0], err)
-	}
-	if a.ControlQueueURL == "" {
-		return errors.New("compensate: SAS_CONTROL_QUEUE_URL is not set")
-	}
-	msg := sas.Compensate{V: sas.MessageVersion, Kind: sas.KindCompensate, OrderID: pos[0], Reason: *reason, Actor: a.Actor}
-	if err := a.send(ctx, a.ControlQueueURL, sas.Encode(msg)); err != nil {
-		return fmt.Errorf("compensate %s: %w", pos[0], err)
+	if err := a.CompensateOrder(ctx, pos[0], *reason); err != nil {
+		return err
 	}
 	fmt.Fprintf(a.Out, "asked the scheduler to compensate %s\n", pos[0])
 	return nil
@@ -465,4 +478,177 @@ func (a *App) watch(ctx context.Context, args []string) error {
 		}
 	}
 	return nil
+}
+
+// Refusal says why step r may not be resubmitted now (sas.CanResubmit on
+// its order as read now), or nil: the rule every resubmit applies, the
+// console's included.
+func (a *App) Refusal(ctx context.Context, r sas.StepRecord) error { return a.refusal(ctx, r) }
+
+// ResubmitStep resubmits one step in Error, as `sasctl resubmit` does: the
+// fenced write, then the retry on the control queue. Check Refusal first.
+func (a *App) ResubmitStep(ctx context.Context, r sas.StepRecord) error {
+	if a.PickupTimeout == 0 {
+		a.PickupTimeout = time.Minute
+	}
+	if a.Clock == nil {
+		a.Clock = sas.SystemClock{}
+	}
+	return a.resubmitOne(ctx, r)
+}
+
+// CompensateOrder asks the scheduler, on the control queue, to compensate
+// an order, as `sasctl compensate` does.
+func (a *App) CompensateOrder(ctx context.Context, orderID, reason string) error {
+	if _, err := a.Store.GetOrder(ctx, orderID); err != nil {
+		return fmt.Errorf("compensate %s: %w", orderID, err)
+	}
+	if a.ControlQueueURL == "" {
+		return errors.New("compensate: SAS_CONTROL_QUEUE_URL is not set")
+	}
+	msg := sas.Compensate{V: sas.MessageVersion, Kind: sas.KindCompensate, OrderID: orderID, Reason: reason, Actor: a.Actor}
+	if err := a.send(ctx, a.ControlQueueURL, sas.Encode(msg)); err != nil {
+		return fmt.Errorf("compensate %s: %w", orderID, err)
+	}
+	return nil
+}
+
+func (a *App) pauseStore() (sas.PauseStore, error) {
+	ps, ok := a.Store.(sas.PauseStore)
+	if !ok {
+		return nil, fmt.Errorf("the store (%T) keeps no pauses", a.Store)
+	}
+	return ps, nil
+}
+
+// pause pauses an agent (docs/console.md, "Pausing an agent"): the pause is
+// a record in the state table that the supervisor and the local pollers
+// read. In a deployment, disable the agent's event source mappings too
+// (the console's docs say how).
+func (a *App) pause(ctx context.Context, args []string) error {
+	return a.pauseOrResume(ctx, "pause", args)
+}
+
+func (a *App) resume(ctx context.Context, args []string) error {
+	return a.pauseOrResume(ctx, "resume", args)
+}
+
+func (a *App) pauseOrResume(ctx context.Context, verb string, args []string) error {
+	pos, err := parse(a.flags(verb), args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return fmt.Errorf("%s needs one agent name: %w", verb, ErrUsage)
+	}
+	var got sas.AgentPause
+	var changed []string
+	if verb == "pause" {
+		got, changed, err = a.PauseAgent(ctx, pos[0])
+	} else {
+		got, changed, err = a.ResumeAgent(ctx, pos[0])
+	}
+	for _, c := range changed {
+		fmt.Fprintf(a.Out, "event source mapping %s %sd\n", c, map[string]string{"pause": "disable", "resume": "enable"}[verb])
+	}
+	if err != nil {
+		return fmt.Errorf("%s %s: %w", verb, pos[0], err)
+	}
+	fmt.Fprintln(a.Out, describePause(got))
+	return nil
+}
+
+// PauseAgent pauses an agent: the pause record first (the supervisor then
+// holds its steps, local pollers stop), then, with Mappings, the event
+// source mappings reading its queues are disabled. It returns the mappings
+// it changed.
+func (a *App) PauseAgent(ctx context.Context, agent string) (sas.AgentPause, []string, error) {
+	ps, err := a.pauseStore()
+	if err != nil {
+		return sas.AgentPause{}, nil, err
+	}
+	got, err := ps.PauseAgent(ctx, sas.PauseParams{Agent: agent, Now: a.now(), Actor: a.Actor})
+	if err != nil || a.Mappings == nil {
+		return got, nil, err
+	}
+	changed, err := a.Mappings.Set(ctx, a.agentQueueURLs(agent), false)
+	if err != nil {
+		err = fmt.Errorf("paused, but the event source mappings are not all disabled (the agent may still consume): %w", err)
+	}
+	return got, changed, err
+}
+
+// ResumeAgent resumes an agent: its event source mappings are enabled
+// first (with Mappings), then the pause record ends.
+func (a *App) ResumeAgent(ctx context.Context, agent string) (sas.AgentPause, []string, error) {
+	ps, err := a.pauseStore()
+	if err != nil {
+		return sas.AgentPause{}, nil, err
+	}
+	var changed []string
+	if a.Mappings != nil {
+		if changed, err = a.Mappings.Set(ctx, a.agentQueueURLs(agent), true); err != nil {
+			return sas.AgentPause{}, changed, fmt.Errorf("enabling the event source mappings (the agent stays paused): %w", err)
+		}
+	}
+	got, err := ps.ResumeAgent(ctx, sas.PauseParams{Agent: agent, Now: a.now(), Actor: a.Actor})
+	return got, changed, err
+}
+
+func (a *App) now() time.Time {
+	if a.Clock == nil {
+		return time.Now().UTC()
+	}
+	return a.Clock.Now()
+}
+
+// agentQueueURLs are the queues an agent consumes: its own and its lane,
+// or the shared agent queue.
+func (a *App) agentQueueURLs(agent string) []string {
+	if q, ok := a.AgentQueues.ByAgent[agent]; ok {
+		var out []string
+		for _, u := range []string{q.URL, q.PriorityURL} {
+			if u != "" {
+				out = append(out, u)
+			}
+		}
+		return out
+	}
+	if a.AgentQueues.Default != "" {
+		return []string{a.AgentQueues.Default}
+	}
+	return nil
+}
+
+func (a *App) pauses(ctx context.Context, args []string) error {
+	if _, err := parse(a.flags("pauses"), args); err != nil {
+		return err
+	}
+	ps, err := a.pauseStore()
+	if err != nil {
+		return err
+	}
+	all, err := ps.AgentPauses(ctx)
+	if err != nil {
+		return err
+	}
+	names := make([]string, 0, len(all))
+	for n := range all {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		fmt.Fprintln(a.Out, describePause(all[n]))
+	}
+	return nil
+}
+
+func describePause(p sas.AgentPause) string {
+	switch {
+	case p.Paused():
+		return fmt.Sprintf("%s paused since %s by %s", p.Agent, p.PausedAt.Format(time.RFC3339), p.Actor)
+	case !p.PausedAt.IsZero():
+		return fmt.Sprintf("%s running (paused %s, resumed %s by %s)", p.Agent, p.PausedAt.Format(time.RFC3339), p.ResumedAt.Format(time.RFC3339), p.Actor)
+	}
+	return p.Agent + " running (never paused)"
 }

@@ -195,3 +195,22 @@ func TestResubmitRefusesACompensatedOrder(t *testing.T) {
 	require.Equal(t, sas.Error, v.Steps[1].ProcessState)
 	require.ErrorIs(t, f.app.Run(ctx, []string{"resubmit", "o-undo"}), sas.ErrInvalid)
 }
+
+func TestPauseAndResume(t *testing.T) {
+	f := setup(t)
+	ctx := context.Background()
+	require.NoError(t, f.app.Run(ctx, []string{"pause", "payments"}))
+	require.Contains(t, f.out.String(), "payments paused since")
+	all, err := f.store.AgentPauses(ctx)
+	require.NoError(t, err)
+	require.True(t, all.Paused("payments"))
+
+	f.out.Reset()
+	require.NoError(t, f.app.Run(ctx, []string{"resume", "payments"}))
+	require.Contains(t, f.out.String(), "payments running (paused")
+	f.out.Reset()
+	require.NoError(t, f.app.Run(ctx, []string{"pauses"}))
+	require.Contains(t, f.out.String(), "payments running")
+	require.ErrorIs(t, f.app.Run(ctx, []string{"pause"}), ErrUsage)
+	require.ErrorIs(t, f.app.Run(ctx, []string{"pause", "no such/agent"}), sas.ErrInvalid)
+}

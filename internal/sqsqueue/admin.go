@@ -162,3 +162,29 @@ func (q *Queue) Depth(ctx context.Context, url string) (sas.QueueDepth, error) {
 	d.Delayed, errs[2] = count(types.QueueAttributeNameApproximateNumberOfMessagesDelayed)
 	return d, errors.Join(errs[:]...)
 }
+
+// DeadLetterQueue returns the URL of the queue's dead-letter queue, from
+// its redrive policy ("" when it has none). The dead-letter queue is named
+// by ARN; its URL is the queue's with the last segment replaced, since a
+// redrive target is in the same account and region.
+func (q *Queue) DeadLetterQueue(ctx context.Context, url string) (string, error) {
+	out, err := q.api.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{
+		QueueUrl:       aws.String(url),
+		AttributeNames: []types.QueueAttributeName{types.QueueAttributeNameRedrivePolicy},
+	})
+	if err != nil {
+		return "", fmt.Errorf("reading the redrive policy of %s: %w", url, translate(err))
+	}
+	raw := out.Attributes[string(types.QueueAttributeNameRedrivePolicy)]
+	if raw == "" {
+		return "", nil
+	}
+	var policy struct {
+		Target string `json:"deadLetterTargetArn"`
+	}
+	if err := json.Unmarshal([]byte(raw), &policy); err != nil || policy.Target == "" {
+		return "", fmt.Errorf("reading the redrive policy of %s: %q names no dead-letter queue", url, raw)
+	}
+	name := policy.Target[strings.LastIndex(policy.Target, ":")+1:]
+	return url[:strings.LastIndex(url, "/")+1] + name, nil
+}

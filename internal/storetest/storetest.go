@@ -93,6 +93,10 @@ func Run(t *testing.T, h Harness) {
 		// what a write returns is the whole record (whole.go)
 		{"WritesReturnWholeRecords", testWritesReturnWholeRecords},
 
+		// what the console reads and the agents' pauses (console.go)
+		{"ListOrdersNewestFirst", testListOrders},
+		{"AgentPauses", testAgentPauses},
+
 		// each transition's guard stated once (guards.go)
 		{"GuardsMatchTheDomain", testGuardsMatchTheDomain},
 	}

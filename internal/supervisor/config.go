@@ -100,6 +100,13 @@ type Config struct {
 	// WaitLimit and TotalLimit are the step's, when set.
 	Steps map[string]sas.StepLimits
 
+	// Pauses, when set, are the operators' pauses of agents (docs/console.md,
+	// "Pausing an agent"), read once per run: a due step of a paused agent
+	// (StepAgents names each step's agents) is left alone, and after the
+	// resume it is judged as if the time paused had not passed.
+	Pauses     sas.PauseReader
+	StepAgents map[string][]string
+
 	// Actor names this supervisor in the records' history.
 	Actor  string
 	Logger *slog.Logger // default slog.Default()

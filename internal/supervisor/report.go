@@ -47,7 +47,9 @@ type Report struct {
 	Waited  int `json:"waited"`
 	Backlog int `json:"backlog"`
 	Rescued int `json:"rescued"`
-	GaveUp  int `json:"gaveUp"`
+	// Held counts due steps left alone because their agent is paused.
+	Held   int `json:"held,omitempty"`
+	GaveUp int `json:"gaveUp"`
 	// LostRaces counts fenced writes that found the record changed since the
 	// index showed it: another supervisor, a late reply, a claim. Normal.
 	LostRaces int `json:"lostRaces"`
@@ -163,6 +165,8 @@ type emfLine struct {
 	Waits                     int     `json:"Waits"`
 	GiveUps                   int     `json:"GiveUps"`
 	LostRaces                 int     `json:"LostRaces"`
+	// Held: due steps of paused agents left alone (docs/console.md).
+	Held int `json:"Held"`
 
 	Actor    string `json:"actor"`
 	Stopped  Stop   `json:"stopped"`
@@ -184,6 +188,7 @@ func (r Report) emf() []byte {
 					{Name: "Waits", Unit: "Count"},
 					{Name: "GiveUps", Unit: "Count"},
 					{Name: "LostRaces", Unit: "Count"},
+					{Name: "Held", Unit: "Count"},
 				},
 			}},
 		},
@@ -194,6 +199,7 @@ func (r Report) emf() []byte {
 		Waits:                     r.Waited,
 		GiveUps:                   r.GaveUp,
 		LostRaces:                 r.LostRaces,
+		Held:                      r.Held,
 		Actor:                     r.Actor,
 		Stopped:                   r.Stopped,
 		DueFound:                  r.DueFound,

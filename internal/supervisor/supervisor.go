@@ -107,7 +107,9 @@ func (s *Supervisor) RunOnce(ctx context.Context) (Report, error) {
 		rep:      Report{Actor: s.cfg.Actor, Started: start, ByState: map[sas.ProcessState]StateCounts{}},
 	}
 	r.owed()
-	r.all()
+	if r.readPauses() {
+		r.all()
+	}
 	r.rep.Elapsed = s.cfg.Clock.Now().Sub(start)
 	r.rep.log(ctx, s.cfg.Logger)
 	s.publish(r.rep)
@@ -143,6 +145,8 @@ type sweep struct {
 	// limits holds the limits of each order's steps read this run, by
 	// order id (nil: the order or its definition could not be read).
 	limits map[string][]sas.StepLimits
+	// pauses are the agents' pauses as read at the start of the run.
+	pauses sas.Pauses
 }
 
 // stepLimits are the limits rec's step has on the definition its order
@@ -242,6 +246,21 @@ func (r *sweep) all() {
 	r.rep.Stopped = StopDrained
 }
 
+// readPauses reads the agents' pauses. Without them the run decides
+// nothing: it might give up on a paused agent's steps.
+func (r *sweep) readPauses() bool {
+	if r.s.cfg.Pauses == nil {
+		return true
+	}
+	ps, err := r.s.cfg.Pauses.AgentPauses(r.ctx)
+	if err != nil {
+		r.fail(sas.Processing, fmt.Errorf("reading the agents' pauses: %w", err))
+		return false
+	}
+	r.pauses = ps
+	return true
+}
+
 // stop says whether the run must end, and why.
 func (r *sweep) stop() Stop {
 	switch {
@@ -305,11 +324,21 @@ func (r *sweep) page(state sas.ProcessState) bool {
 func (r *sweep) act(rec sas.StepRecord, out *effects) {
 	cfg := r.s.cfg
 	now := cfg.Clock.Now()
+	// An operator's pause (docs/console.md, "Pausing an agent"): a paused
+	// agent's steps are left alone, and afterwards judged with the time
+	// paused left out. The write below is fenced on rec as stored.
+	seen, hold := r.pauses.Adjust(rec, cfg.StepAgents[rec.StepName]...)
+	if hold {
+		if sas.Due(rec, now) {
+			r.rep.Held++
+		}
+		return
+	}
 	backlog := -1
-	if rec.ProcessState.Leased() && rec.LockedBy != "" && sas.Due(rec, now) {
+	if seen.ProcessState.Leased() && seen.LockedBy != "" && sas.Due(seen, now) {
 		backlog = r.queueBacklog()
 	}
-	d := r.s.policy.decide(rec, r.stepLimits(rec), now, backlog)
+	d := r.s.policy.decide(seen, r.stepLimits(seen), now, backlog)
 	if d.Action == skip {
 		return
 	}

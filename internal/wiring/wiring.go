@@ -128,6 +128,8 @@ func Supervisor(awsCfg aws.Config, cfg config.Config, logger *slog.Logger, actor
 		WaitLimit:        cfg.WaitLimit, // 0: supervisor.DefaultWaitLimit
 		Steps:            limits,
 		Workflows:        d.workflows,
+		Pauses:           d.store, // operators' pauses of agents (docs/console.md)
+		StepAgents:       d.workflows.StepAgents(),
 		Actor:            actor,
 		Logger:           logger,
 		Metrics:          metrics,

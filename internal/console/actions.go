@@ -1,0 +1,310 @@
+package console
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/sas-go/sas/internal/sas"
+)
+
+// maxTargets bounds what one bulk action selects.
+const maxTargets = 10_000
+
+// Target is one thing an action acts on: a step to resubmit, an order to
+// compensate, a message to move back from a dead-letter queue.
+type Target struct {
+	Order  string
+	Step   int
+	Name   string
+	Detail string // the step's last error, the order's state
+	Refuse string // why the rule refuses it ("" when it would act)
+	rec    sas.StepRecord
+}
+
+// Failure is one target the action could not act on, and why.
+type Failure struct {
+	Target string
+	Reason string
+}
+
+// Job is a running or finished action: its progress and its failures.
+type Job struct {
+	ID, Title    string
+	Total        int
+	Done         int
+	Succeeded    []string
+	Failures     []Failure
+	Refused      int
+	Finished     bool
+	Started, End time.Time
+}
+
+func (s *Server) snapshot(id string) (Job, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	j, ok := s.jobs[id]
+	if !ok {
+		return Job{}, false
+	}
+	c := *j
+	c.Succeeded = append([]string(nil), j.Succeeded...)
+	c.Failures = append([]Failure(nil), j.Failures...)
+	return c, true
+}
+
+func (s *Server) job(w http.ResponseWriter, r *http.Request) {
+	j, ok := s.snapshot(r.PathValue("id"))
+	if !ok {
+		s.fail(w, http.StatusNotFound, errors.New("no such job (jobs live as long as the console)"))
+		return
+	}
+	s.render(w, "job", j.Title, !j.Finished, j)
+}
+
+// start runs f in the background as a job of total steps; f reports each
+// target's outcome through the callback.
+func (s *Server) start(title string, total int, f func(ctx context.Context, done func(target string, err error))) string {
+	s.mu.Lock()
+	s.seq++
+	j := &Job{ID: strconv.Itoa(s.seq), Title: title, Total: total, Started: s.cfg.Clock.Now()}
+	s.jobs[j.ID] = j
+	s.mu.Unlock()
+	go func() {
+		ctx := context.Background()
+		f(ctx, func(target string, err error) {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			j.Done++
+			if err != nil {
+				j.Failures = append(j.Failures, Failure{Target: target, Reason: err.Error()})
+			} else if len(j.Succeeded) < 1000 {
+				j.Succeeded = append(j.Succeeded, target)
+			}
+		})
+		s.mu.Lock()
+		j.Finished, j.End = true, s.cfg.Clock.Now()
+		s.mu.Unlock()
+	}()
+	return j.ID
+}
+
+// action handles every state-changing request (ServeHTTP has checked the
+// CSRF token and the origin). Without confirm=1 it renders the dry run.
+func (s *Server) action(w http.ResponseWriter, r *http.Request) {
+	form := r.PostForm
+	confirm := form.Get("confirm") == "1"
+	switch a := r.PathValue("action"); a {
+	case "pause", "resume":
+		s.pause(w, r, a, form.Get("agent"))
+	case "resubmit", "compensate":
+		targets, f, err := s.targets(r.Context(), a, form)
+		if err != nil {
+			s.fail(w, http.StatusBadRequest, err)
+			return
+		}
+		if !confirm {
+			s.plan(w, a, f, form, targets, "")
+			return
+		}
+		s.runTargets(w, r, a, targets, form.Get("reason"))
+	case "redrive":
+		s.redrive(w, r, form.Get("queue"), confirm)
+	default:
+		s.fail(w, http.StatusNotFound, fmt.Errorf("no action %q", a))
+	}
+}
+
+// targets selects what a resubmit or compensate acts on: the orders named
+// by id, or every order the filter selects, and applies sasctl's rules.
+func (s *Server) targets(ctx context.Context, action string, form url.Values) ([]Target, Filter, error) {
+	f, err := parseFilter(form)
+	if err != nil {
+		return nil, f, err
+	}
+	var views []sas.OrderView
+	if ids := form["id"]; len(ids) > 0 {
+		for _, id := range ids {
+			v, err := s.cfg.Store.GetOrder(ctx, id)
+			if err != nil {
+				return nil, f, err
+			}
+			views = append(views, v)
+		}
+	} else {
+		if f.Empty() {
+			return nil, f, errors.New("select orders: name them, or give a filter (a bulk action on every order is refused)")
+		}
+		cursor := ""
+		for len(views) < maxTargets {
+			p, err := s.list(ctx, f, cursor, 100)
+			if err != nil {
+				return nil, f, err
+			}
+			for _, row := range p.Rows {
+				views = append(views, sas.OrderView{Order: sas.Order{OrderID: row.ID}, Steps: row.Steps})
+			}
+			if cursor = p.Next; cursor == "" {
+				break
+			}
+		}
+	}
+	var out []Target
+	for _, v := range views {
+		switch action {
+		case "resubmit":
+			n := 0
+			for _, st := range v.Steps {
+				if st.ProcessState != sas.Error {
+					continue
+				}
+				n++
+				t := Target{Order: v.Order.OrderID, Step: st.Step, Name: st.StepName, Detail: st.LastError, rec: st}
+				if why := s.cfg.App.Refusal(ctx, st); why != nil {
+					t.Refuse = why.Error()
+				}
+				out = append(out, t)
+			}
+			if n == 0 {
+				out = append(out, Target{Order: v.Order.OrderID, Step: -1, Refuse: "no step in Error"})
+			}
+		case "compensate":
+			out = append(out, Target{Order: v.Order.OrderID, Step: -1, Detail: string(v.State())})
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Order < out[j].Order })
+	return out, f, nil
+}
+
+func (s *Server) plan(w http.ResponseWriter, action string, f Filter, form url.Values, targets []Target, note string) {
+	acting := 0
+	for _, t := range targets {
+		if t.Refuse == "" {
+			acting++
+		}
+	}
+	hidden := url.Values{}
+	for k, vs := range form {
+		if k != "csrf" && k != "confirm" {
+			hidden[k] = vs
+		}
+	}
+	var fields []struct{ K, V string }
+	for _, k := range sortedKeys(hidden) {
+		for _, v := range hidden[k] {
+			fields = append(fields, struct{ K, V string }{k, v})
+		}
+	}
+	s.render(w, "plan", "Dry run: "+action, false, struct {
+		Action  string
+		Filter  Filter
+		Targets []Target
+		Acting  int
+		Fields  []struct{ K, V string }
+		Note    string
+	}{action, f, targets, acting, fields, note})
+}
+
+func (s *Server) runTargets(w http.ResponseWriter, r *http.Request, action string, targets []Target, reason string) {
+	var acting []Target
+	for _, t := range targets {
+		if t.Refuse == "" {
+			acting = append(acting, t)
+		}
+	}
+	if reason == "" {
+		reason = "requested by operator in the console"
+	}
+	id := s.start(fmt.Sprintf("%s %d", action, len(acting)), len(acting), func(ctx context.Context, done func(string, error)) {
+		for _, t := range acting {
+			switch action {
+			case "resubmit":
+				done(fmt.Sprintf("%s step %d (%s)", t.Order, t.Step, t.Name), s.cfg.App.ResubmitStep(ctx, t.rec))
+			case "compensate":
+				done(t.Order, s.cfg.App.CompensateOrder(ctx, t.Order, reason))
+			}
+		}
+	})
+	s.mu.Lock()
+	s.jobs[id].Refused = len(targets) - len(acting)
+	s.mu.Unlock()
+	http.Redirect(w, r, "/jobs/"+id, http.StatusSeeOther)
+}
+
+func (s *Server) pause(w http.ResponseWriter, r *http.Request, action, agent string) {
+	// sasctl's rules: the pause record, and in a deployment the event
+	// source mappings of the agent's queues.
+	var changed []string
+	var err error
+	if action == "pause" {
+		_, changed, err = s.cfg.App.PauseAgent(r.Context(), agent)
+	} else {
+		_, changed, err = s.cfg.App.ResumeAgent(r.Context(), agent)
+	}
+	if err != nil {
+		s.fail(w, http.StatusBadGateway, err)
+		return
+	}
+	s.cfg.Logger.Info("console: "+action+"d agent", "agent", agent, "actor", s.cfg.App.Actor, "mappings", changed)
+	http.Redirect(w, r, "/#agents", http.StatusSeeOther)
+}
+
+// redrive moves a dead-letter queue's messages back to their queue.
+func (s *Server) redrive(w http.ResponseWriter, r *http.Request, name string, confirm bool) {
+	var ref *QueueRef
+	for i := range s.cfg.QueueRefs {
+		if s.cfg.QueueRefs[i].Name == name {
+			ref = &s.cfg.QueueRefs[i]
+		}
+	}
+	if ref == nil {
+		s.fail(w, http.StatusBadRequest, fmt.Errorf("no queue %q", name))
+		return
+	}
+	dlq, err := s.cfg.Queues.DeadLetterQueue(r.Context(), ref.URL)
+	if err == nil && dlq == "" {
+		err = fmt.Errorf("queue %s has no dead-letter queue", name)
+	}
+	if err != nil {
+		s.fail(w, http.StatusBadGateway, err)
+		return
+	}
+	d, err := s.cfg.Queues.Depth(r.Context(), dlq)
+	if err != nil {
+		s.fail(w, http.StatusBadGateway, err)
+		return
+	}
+	if !confirm {
+		s.plan(w, "redrive", Filter{}, url.Values{"queue": {name}}, nil,
+			fmt.Sprintf("would move %d message(s) (%d in flight elsewhere) from %s back to %s", d.Visible, d.InFlight, dlq, ref.URL))
+		return
+	}
+	id := s.start("redrive "+name, d.Visible, func(ctx context.Context, done func(string, error)) {
+		for {
+			msgs, err := s.cfg.Queues.Receive(ctx, sas.ReceiveParams{QueueURL: dlq, Max: 10, Visibility: time.Minute})
+			if err != nil {
+				done("receive from "+dlq, err)
+				return
+			}
+			if len(msgs) == 0 {
+				return
+			}
+			for _, m := range msgs {
+				res, err := s.cfg.Queues.Send(ctx, sas.SendParams{QueueURL: ref.URL, Messages: []sas.OutboundMessage{{ID: "m", Body: m.Body}}})
+				if err == nil && len(res.Failed) > 0 {
+					err = fmt.Errorf("%s: %s", res.Failed[0].Code, res.Failed[0].Message)
+				}
+				if err == nil {
+					_, err = s.cfg.Queues.Delete(ctx, sas.DeleteParams{QueueURL: dlq, Receipts: []string{m.Receipt}})
+				}
+				done("message "+m.MessageID, err)
+			}
+		}
+	})
+	http.Redirect(w, r, "/jobs/"+id, http.StatusSeeOther)
+}

@@ -1,0 +1,269 @@
+package console_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sas-go/sas/internal/console"
+	"github.com/sas-go/sas/internal/emulator"
+	"github.com/sas-go/sas/internal/localrun"
+	"github.com/sas-go/sas/internal/remotesim"
+	"github.com/sas-go/sas/internal/sas"
+	"github.com/sas-go/sas/internal/sasctl"
+	"github.com/sas-go/sas/internal/workflows"
+)
+
+// system is a running local system (localrun on the emulators) with the
+// console in front of it.
+type system struct {
+	*localrun.System
+	url string
+}
+
+func startSystem(t *testing.T) *system {
+	t.Helper()
+	emulator.Require(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	sys, err := localrun.Start(ctx, localrun.Options{
+		Instances: 1, SupervisorEvery: time.Second, StepTimeout: 5 * time.Second,
+		Faults: remotesim.Faults{Scripts: []remotesim.Script{
+			// comp-1 fails at its last step: its first two are undone.
+			{OrderID: "comp-1", Path: "/shipments", Plan: []remotesim.ScriptStep{{Fault: remotesim.FaultPermanent}}},
+			// err-1 and err-2 are refused once: Error, and a resubmit succeeds.
+			{OrderID: "err-1", Path: "/payments", Plan: []remotesim.ScriptStep{{Fault: remotesim.FaultPermanent, Times: 1}}},
+			{OrderID: "err-2", Path: "/payments", Plan: []remotesim.ScriptStep{{Fault: remotesim.FaultPermanent, Times: 1}}},
+			// err-3 fails in the other workflow: not selected by the filter.
+			{OrderID: "err-3", Path: "/reservations", Plan: []remotesim.ScriptStep{{Fault: remotesim.FaultPermanent, Times: 1}}},
+		}},
+	})
+	require.NoError(t, err)
+	t.Cleanup(sys.Close)
+	go sys.Run(ctx)
+
+	app := &sasctl.App{Store: sys.Store, Queue: sys.Queue, IntakeQueueURL: sys.Config.IntakeQueueURL, ControlQueueURL: sys.Config.ControlQueueURL,
+		PickupTimeout: sys.Config.PickupTimeout, Actor: "operator:browser-test", Out: io.Discard}
+	srv, err := console.New(console.Config{
+		Store: sys.Store, Queues: sys.Queue, App: app, QueueRefs: console.QueueRefsOf(sys.Config, sys.Registry),
+		Agents: console.AgentsOf(sys.Registry, sys.Config), StepAgents: sys.Registry.StepAgents(), Workflows: []string{workflows.Order, workflows.Payment},
+		Refresh: time.Second,
+	})
+	require.NoError(t, err)
+	l, err := console.Listen("127.0.0.1:0", false)
+	require.NoError(t, err)
+	go func() { _ = console.Serve(ctx, l, srv) }()
+	return &system{System: sys, url: strings.TrimSuffix(console.URL(l), "/")}
+}
+
+func (s *system) submit(t *testing.T, id, wf, payload string) {
+	t.Helper()
+	in := sas.Intake{V: sas.MessageVersion, OrderID: id, Workflow: wf}
+	if payload != "" {
+		in.Payload = json.RawMessage(payload)
+	}
+	require.NoError(t, s.Submit(context.Background(), in))
+}
+
+// settle waits until the orders are in the given state (outcomes: the
+// bound is generous).
+func (s *system) settle(t *testing.T, state sas.ProcessState, ids ...string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	for _, id := range ids {
+		for {
+			v, err := s.Store.GetOrder(ctx, id)
+			if err == nil && v.State() == state && localrun.Settled(v) {
+				break
+			}
+			if ctx.Err() != nil {
+				t.Fatalf("order %s never reached %s (now %s, %v)", id, state, v.State(), err)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+}
+
+func TestConsoleInABrowser(t *testing.T) {
+	s := startSystem(t)
+	b := newBrowser(t)
+	xss := `<script>alert(1)</script>`
+	s.submit(t, "ok-1", workflows.Order, `{"amount":42}`)
+	s.submit(t, "ok-2", workflows.Payment, `{"amount":7}`)
+	s.submit(t, "xss-1", workflows.Payment, fmt.Sprintf(`{"note":%q,"img":"<img src=x onerror=alert(2)>"}`, xss))
+	s.submit(t, "comp-1", workflows.Order, `{"amount":99}`)
+	s.submit(t, "err-1", workflows.Payment, `{"amount":1}`)
+	s.submit(t, "err-2", workflows.Payment, `{"amount":2}`)
+	s.submit(t, "err-3", workflows.Order, `{"amount":3}`)
+	s.settle(t, sas.Processed, "ok-1", "ok-2", "xss-1")
+	s.settle(t, sas.Compensated, "comp-1")
+	s.settle(t, sas.Error, "err-1", "err-2", "err-3")
+
+	t.Run("overview", func(t *testing.T) {
+		b.run(t, chromedp.Navigate(s.url+"/"), chromedp.WaitVisible("#by-workflow", chromedp.ByQuery))
+		b.waitText(t, "#by-workflow", "payment")
+		b.waitText(t, "#failures", "err-1")
+		b.shot(t, "overview")
+	})
+
+	t.Run("the list shows the orders", func(t *testing.T) {
+		b.run(t, chromedp.Navigate(s.url+"/orders"), chromedp.WaitVisible("#orders", chromedp.ByQuery))
+		var ids []string
+		b.run(t, chromedp.Evaluate(`[...document.querySelectorAll('#orders tr[data-order]')].map(r => r.dataset.order)`, &ids))
+		for _, id := range []string{"ok-1", "ok-2", "xss-1", "comp-1", "err-1", "err-2", "err-3"} {
+			require.Contains(t, ids, id)
+		}
+		b.shot(t, "orders")
+	})
+
+	t.Run("a compensated order shows its undo chain in order", func(t *testing.T) {
+		b.run(t, chromedp.Navigate(s.url+"/orders/comp-1"), chromedp.WaitVisible("#undos", chromedp.ByQuery))
+		var chain []string
+		var state string
+		b.run(t, chromedp.Evaluate(`[...document.querySelectorAll('#undos li[data-step]')].map(li => li.querySelector('b').textContent)`, &chain),
+			chromedp.Text("#order-state", &state, chromedp.ByQuery))
+		require.Equal(t, []string{"1 · charge", "0 · reserve"}, chain, "newest step first: the order the undos ran")
+		require.Equal(t, "Compensated", state)
+		b.shot(t, "order")
+	})
+
+	t.Run("a payload holding a script renders as text and runs nothing", func(t *testing.T) {
+		b.run(t, chromedp.Navigate(s.url+"/orders/xss-1"), chromedp.WaitVisible("#payload", chromedp.ByQuery))
+		var payload string
+		var scripts, imgs int
+		b.run(t, chromedp.Text("#payload", &payload, chromedp.ByQuery),
+			chromedp.Evaluate(`document.scripts.length`, &scripts),
+			chromedp.Evaluate(`document.images.length`, &imgs))
+		require.Contains(t, payload, xss)
+		require.Contains(t, payload, "<img src=x onerror=alert(2)>")
+		require.Equal(t, 1, scripts, "only the console's own script")
+		require.Zero(t, imgs)
+		time.Sleep(time.Second) // a dialog would open at once; give a live refresh a chance too
+		b.noDialog(t)
+		b.shot(t, "order-xss")
+	})
+
+	t.Run("a bulk resubmit's dry run lists exactly the filter's orders and the real one moves them", func(t *testing.T) {
+		b.run(t, chromedp.Navigate(s.url+"/orders?state=Error&workflow=payment"), chromedp.WaitVisible("#bulk-resubmit", chromedp.ByQuery))
+		b.run(t, submitForm("#bulk-resubmit"), chromedp.WaitVisible("#plan", chromedp.ByQuery))
+		var acting []string
+		b.run(t, chromedp.Evaluate(`[...document.querySelectorAll('#plan tr.acting')].map(r => r.dataset.order)`, &acting))
+		slices.Sort(acting)
+		require.Equal(t, []string{"err-1", "err-2"}, acting, "the payment orders in Error, not err-3 (order workflow)")
+		b.shot(t, "resubmit-dry-run")
+		for _, id := range []string{"err-1", "err-2"} {
+			v, err := s.Store.GetOrder(context.Background(), id)
+			require.NoError(t, err)
+			require.Equal(t, sas.Error, v.State(), "a dry run changes nothing")
+		}
+
+		b.run(t, submitForm("#confirm"), chromedp.WaitVisible("#job-status", chromedp.ByQuery))
+		b.waitText(t, "#job-status", "finished")
+		status := b.waitText(t, "#job-status", "2 of 2 done, 0 failed")
+		require.Contains(t, status, "finished")
+		b.shot(t, "resubmit-job")
+		s.settle(t, sas.Processed, "err-1", "err-2")
+		v, err := s.Store.GetOrder(context.Background(), "err-3")
+		require.NoError(t, err)
+		require.Equal(t, sas.Error, v.State(), "outside the filter: untouched")
+	})
+
+	t.Run("a cross-site POST is refused", func(t *testing.T) {
+		// Another origin (another port on the same host) posts a form to the
+		// console, as a malicious page would, with a guessed token.
+		evil := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			fmt.Fprintf(w, `<!doctype html><form id="f" method="post" action="%s/actions/pause">
+<input name="agent" value="payments"><input name="csrf" value="guess"></form>
+<script>document.getElementById('f').submit()</script>`, s.url)
+		}))
+		defer evil.Close()
+		var body string
+		b.run(t, chromedp.Navigate(evil.URL), chromedp.WaitReady("body", chromedp.ByQuery))
+		body = b.waitText(t, "body", "refused")
+		require.Contains(t, body, "refused")
+		all, err := s.Store.AgentPauses(context.Background())
+		require.NoError(t, err)
+		require.False(t, all.Paused(workflows.PaymentsAgent), "the cross-site POST paused nothing")
+
+		// Without a browser: no Origin, a foreign Origin, or no token: all refused.
+		for name, req := range map[string]func() *http.Request{
+			"no origin": func() *http.Request { return post(s.url+"/actions/pause", "", url.Values{"agent": {"payments"}}) },
+			"foreign":   func() *http.Request { return post(s.url+"/actions/pause", evil.URL, url.Values{"agent": {"payments"}}) },
+			"no token":  func() *http.Request { return post(s.url+"/actions/pause", s.url, url.Values{"agent": {"payments"}}) },
+		} {
+			resp, err := http.DefaultClient.Do(req())
+			require.NoError(t, err, name)
+			resp.Body.Close()
+			require.Equal(t, http.StatusForbidden, resp.StatusCode, name)
+		}
+	})
+
+	t.Run("pausing an agent shows its requests waiting", func(t *testing.T) {
+		b.run(t, chromedp.Navigate(s.url+"/"), chromedp.WaitVisible(`#agent-pauses tr[data-agent="payments"] form`, chromedp.ByQuery))
+		b.run(t, submitForm(`#agent-pauses tr[data-agent="payments"] form`))
+		b.waitText(t, `#agent-pauses tr[data-agent="payments"]`, "paused")
+		s.waitPollersPaused(t)
+		s.submit(t, "paused-1", workflows.Payment, `{"amount":5}`)
+		s.submit(t, "paused-2", workflows.Order, `{"amount":6}`)
+		b.waitText(t, "#queues", "paused")
+		// The requests wait in the agent queue: visible, not consumed.
+		b.run(t, chromedp.Navigate(s.url+"/orders/paused-1"), chromedp.WaitVisible("#steps", chromedp.ByQuery))
+		b.waitText(t, "#order-state", "Processing")
+		b.waitText(t, "#steps", "agent payments paused: waiting")
+		b.run(t, chromedp.Navigate(s.url+"/"), chromedp.WaitVisible("#queues", chromedp.ByQuery))
+		var visible int
+		deadline := time.Now().Add(time.Minute)
+		for visible < 2 && time.Now().Before(deadline) {
+			b.run(t, chromedp.Evaluate(`[...document.querySelectorAll('#queues tr.paused td.num:nth-child(2)')].reduce((n, td) => n + parseInt(td.textContent, 10), 0)`, &visible))
+			time.Sleep(500 * time.Millisecond)
+		}
+		require.GreaterOrEqual(t, visible, 2, "both orders' requests wait in the paused agent's queue")
+		b.shot(t, "overview-paused")
+
+		b.run(t, submitForm(`#agent-pauses tr[data-agent="payments"] form`))
+		b.waitText(t, `#agent-pauses tr[data-agent="payments"]`, "running")
+		s.settle(t, sas.Processed, "paused-1", "paused-2")
+	})
+}
+
+// waitPollersPaused waits until every agent poller has skipped a poll for
+// the pause: from then on none receives (a receive already in progress
+// when the pause was written could still take a request).
+func (s *system) waitPollersPaused(t *testing.T) {
+	t.Helper()
+	base := map[*localrun.Poller]int{}
+	for _, p := range s.Pollers {
+		base[p] = p.Stats().Paused
+	}
+	deadline := time.Now().Add(time.Minute)
+	for _, p := range s.Pollers {
+		if !strings.HasPrefix(p.Name, "agent-") {
+			continue
+		}
+		for p.Stats().Paused <= base[p] {
+			require.True(t, time.Now().Before(deadline), "poller %s never paused", p.Name)
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+}
+
+func post(u, origin string, form url.Values) *http.Request {
+	req, _ := http.NewRequest(http.MethodPost, u, strings.NewReader(form.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	if origin != "" {
+		req.Header.Set("Origin", origin)
+	}
+	return req
+}

@@ -1,0 +1,185 @@
+package console_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/sas-go/sas/internal/clocktest"
+	"github.com/sas-go/sas/internal/console"
+	"github.com/sas-go/sas/internal/memqueue"
+	"github.com/sas-go/sas/internal/memstore"
+	"github.com/sas-go/sas/internal/sas"
+	"github.com/sas-go/sas/internal/sasctl"
+)
+
+// memQueues is memqueue with no dead-letter queues.
+type memQueues struct{ *memqueue.Queue }
+
+func (memQueues) DeadLetterQueue(context.Context, string) (string, error) { return "", nil }
+
+var t0 = time.UnixMilli(1_800_000_000_000).UTC()
+
+// fast is a console on the in-memory store and queue, behind httptest.
+func fast(t *testing.T, readOnly bool) (*httptest.Server, *memstore.Store) {
+	t.Helper()
+	ctx := context.Background()
+	clock := clocktest.New(t0)
+	q := memqueue.New(memqueue.Options{Clock: clock})
+	control, err := q.CreateQueue(ctx, memqueue.CreateQueueParams{Name: "control"})
+	require.NoError(t, err)
+	st := memstore.New(memstore.Config{Shards: 2})
+	app := &sasctl.App{Store: st, Queue: q, Clock: clock, ControlQueueURL: control.URL, Actor: "operator:test", Out: io.Discard}
+	srv, err := console.New(console.Config{Store: st, Queues: memQueues{q}, App: app, Clock: clock, ReadOnly: readOnly,
+		Agents: []string{"payments"}, QueueRefs: []console.QueueRef{{Name: "control", URL: control.URL}}})
+	require.NoError(t, err)
+	ts := httptest.NewServer(srv)
+	t.Cleanup(ts.Close)
+	_, err = st.Submit(ctx, sas.SubmitParams{Order: sas.Order{OrderID: "o-1", Workflow: "payment", Steps: []string{"charge"},
+		Payload: []byte(`{"note":"</pre><script>alert(1)</script>"}`)}, Now: t0, PickupBy: t0.Add(time.Minute)})
+	require.NoError(t, err)
+	return ts, st
+}
+
+func get(t *testing.T, u string) string {
+	t.Helper()
+	resp, err := http.Get(u)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, resp.StatusCode, string(b))
+	require.Contains(t, resp.Header.Get("Content-Security-Policy"), "script-src 'self'")
+	return string(b)
+}
+
+var tokenRE = regexp.MustCompile(`name="csrf" value="([0-9a-f]+)"`)
+
+func TestEveryPageEscapesAndEveryWriteIsChecked(t *testing.T) {
+	ts, st := fast(t, false)
+	for _, path := range []string{"/", "/orders", "/orders?workflow=payment", "/orders?state=Pending", "/orders?stuck=1", "/orders/o-1"} {
+		body := get(t, ts.URL+path)
+		require.NotContains(t, body, "<script>alert(1)", path)
+	}
+	page := get(t, ts.URL+"/orders/o-1")
+	require.Contains(t, page, "&lt;/pre&gt;&lt;script&gt;alert(1)&lt;/script&gt;")
+	token := tokenRE.FindStringSubmatch(get(t, ts.URL+"/"))[1]
+
+	post := func(origin string, form url.Values) int {
+		req, _ := http.NewRequest(http.MethodPost, ts.URL+"/actions/pause", strings.NewReader(form.Encode()))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		if origin != "" {
+			req.Header.Set("Origin", origin)
+		}
+		c := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+		resp, err := c.Do(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	require.Equal(t, http.StatusForbidden, post("", url.Values{"agent": {"payments"}, "csrf": {token}}), "no Origin")
+	require.Equal(t, http.StatusForbidden, post("http://evil.example", url.Values{"agent": {"payments"}, "csrf": {token}}), "another origin")
+	require.Equal(t, http.StatusForbidden, post(ts.URL, url.Values{"agent": {"payments"}, "csrf": {"0" + token[1:]}}), "a wrong token")
+	ps, err := st.AgentPauses(context.Background())
+	require.NoError(t, err)
+	require.False(t, ps.Paused("payments"))
+	require.Equal(t, http.StatusSeeOther, post(ts.URL, url.Values{"agent": {"payments"}, "csrf": {token}}), "same origin, right token")
+	ps, err = st.AgentPauses(context.Background())
+	require.NoError(t, err)
+	require.True(t, ps.Paused("payments"))
+}
+
+func TestReadOnlyRefusesEveryWrite(t *testing.T) {
+	ts, st := fast(t, true)
+	page := get(t, ts.URL+"/")
+	require.NotContains(t, page, `action="/actions/`, "no buttons")
+	req, _ := http.NewRequest(http.MethodPost, ts.URL+"/actions/pause", strings.NewReader("agent=payments"))
+	req.Header.Set("Origin", ts.URL)
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusForbidden, resp.StatusCode)
+	ps, err := st.AgentPauses(context.Background())
+	require.NoError(t, err)
+	require.False(t, ps.Paused("payments"))
+}
+
+func TestListenRefusesAnAddressThatIsNotLoopback(t *testing.T) {
+	_, err := console.Listen("0.0.0.0:0", false)
+	require.ErrorContains(t, err, "not loopback")
+	l, err := console.Listen("127.0.0.1:0", false)
+	require.NoError(t, err)
+	l.Close()
+}
+
+func TestServeRefusesAForeignHost(t *testing.T) {
+	l, err := console.Listen("127.0.0.1:0", false)
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	st := memstore.New(memstore.Config{})
+	q := memqueue.New(memqueue.Options{})
+	srv, err := console.New(console.Config{Store: st, Queues: memQueues{q}, App: &sasctl.App{Store: st, Queue: q, Out: io.Discard}})
+	require.NoError(t, err)
+	go func() { _ = console.Serve(ctx, l, srv) }()
+	req, _ := http.NewRequest(http.MethodGet, console.URL(l), nil)
+	req.Host = "rebound.example:80"
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusMisdirectedRequest, resp.StatusCode, "a DNS-rebound name is refused")
+	resp, err = http.Get(console.URL(l))
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+}
+
+var rowRE = regexp.MustCompile(`<tr data-order="([^"]+)"`)
+var nextRE = regexp.MustCompile(`<a href="(/orders\?[^"]+)" id="next">`)
+
+// TestOrdersPageThroughTheIndex: every order once, newest first, 25 a page,
+// the filter kept across pages.
+func TestOrdersPageThroughTheIndex(t *testing.T) {
+	ts, st := fast(t, false)
+	ctx := context.Background()
+	for i := range 30 {
+		wf := "payment"
+		if i%3 == 0 {
+			wf = "order"
+		}
+		_, err := st.Submit(ctx, sas.SubmitParams{Order: sas.Order{OrderID: fmt.Sprintf("p-%02d", i), Workflow: wf, Steps: []string{"charge"}},
+			Now: t0.Add(time.Duration(i+1) * time.Second), PickupBy: t0.Add(time.Hour)})
+		require.NoError(t, err)
+	}
+	var seen []string
+	next := "/orders?workflow=payment"
+	for pages := 0; next != ""; pages++ {
+		require.Less(t, pages, 5)
+		body := get(t, ts.URL+strings.ReplaceAll(next, "&amp;", "&"))
+		for _, m := range rowRE.FindAllStringSubmatch(body, -1) {
+			seen = append(seen, m[1])
+		}
+		next = ""
+		if m := nextRE.FindStringSubmatch(body); m != nil {
+			next = m[1]
+		}
+	}
+	var want []string
+	for i := 29; i >= 0; i-- {
+		if i%3 != 0 {
+			want = append(want, fmt.Sprintf("p-%02d", i))
+		}
+	}
+	want = append(want, "o-1") // the fixture's, a payment too, oldest
+	require.Equal(t, want, seen)
+}
