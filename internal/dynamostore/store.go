@@ -181,7 +181,10 @@ func (st *Store) Claim(ctx context.Context, p sas.ClaimParams) (sas.StepRecord, 
 	if err := p.Check(); err != nil {
 		return sas.StepRecord{}, fmt.Errorf("claiming step %s: %w", p.Key, err)
 	}
-	return st.update(ctx, "claiming", p.Key, st.claimExpr(p))
+	if len(p.Siblings) == 0 {
+		return st.update(ctx, "claiming", p.Key, st.claimExpr(p))
+	}
+	return st.claimWithSiblings(ctx, p)
 }
 
 func (st *Store) claimExpr(p sas.ClaimParams) updateExpr {

@@ -111,7 +111,20 @@ func (s *Store) updateLocked(op string, k sas.StepKey, f func(sas.StepRecord) (s
 }
 
 func (s *Store) Claim(_ context.Context, p sas.ClaimParams) (sas.StepRecord, error) {
-	return s.update("claiming", p.Key, func(r sas.StepRecord) (sas.StepRecord, error) { return sas.Claim(r, p) })
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.updateLocked("claiming", p.Key, func(r sas.StepRecord) (sas.StepRecord, error) {
+		next, err := sas.Claim(r, p)
+		if err != nil {
+			return r, err
+		}
+		// The siblings under the same lock, as DynamoDB's store checks them
+		// in the claim's transaction.
+		return next, sas.CheckSiblings(p, func(step int) (sas.StepRecord, bool) {
+			sib, ok := s.steps[sas.StepKey{OrderID: p.Key.OrderID, Step: step}]
+			return cloneRecord(sib), ok
+		})
+	})
 }
 
 func (s *Store) Complete(_ context.Context, p sas.CompleteParams) ([]sas.StepRecord, error) {

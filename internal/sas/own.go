@@ -37,7 +37,7 @@ func OwnClaim(err error, p ClaimParams) (StepRecord, bool) {
 		return StepRecord{}, false
 	}
 	cur, ok := OwnWrite(err, p.Owner, p.Now, to, p.Attempt+1)
-	if !ok || cur.LockedBy != p.Owner {
+	if !ok || cur.LockedBy != p.Owner || cur.Key() != p.Key { // a sibling's race is not ours
 		return StepRecord{}, false
 	}
 	return cur, true

@@ -21,6 +21,19 @@ type ClaimParams struct {
 	Owner      string
 	Now        time.Time
 	CompleteBy time.Time
+	// Siblings, when set, are other steps of the same order as the claimer
+	// read them: the claim is made only if each is still in the state read,
+	// and otherwise loses the race to the first that changed (a RaceError
+	// on that step). A compensation's undo claim sets them, so that an
+	// operator's resubmit since the compensation read the order wins
+	// (docs/protocol.md, "A resubmit against a compensation").
+	Siblings []StepSeen
+}
+
+// StepSeen is a step of an order in the state a writer read it in.
+type StepSeen struct {
+	Step  int
+	State ProcessState
 }
 
 // Target returns the state a claim requires and the state it leaves.
@@ -40,6 +53,28 @@ func (p ClaimParams) validate() error {
 		return &ValidationError{Field: "owner", Reason: "a claim needs an owner"}
 	case !p.CompleteBy.After(p.Now):
 		return &ValidationError{Field: "completeBy", Reason: "the deadline must be after now"}
+	}
+	seen := map[int]bool{p.Key.Step: true}
+	for _, sib := range p.Siblings {
+		if seen[sib.Step] || sib.State == "" {
+			return &ValidationError{Field: "siblings", Reason: fmt.Sprintf("step %d is the claimed step, repeated, or has no state", sib.Step)}
+		}
+		seen[sib.Step] = true
+	}
+	return nil
+}
+
+// CheckSiblings is the siblings' fence of a claim: each still in the state
+// its claimer read. steps are the order's records by step number.
+func CheckSiblings(p ClaimParams, steps func(step int) (StepRecord, bool)) error {
+	for _, sib := range p.Siblings {
+		r, ok := steps(sib.Step)
+		if !ok {
+			return fmt.Errorf("step %d of order %s: %w", sib.Step, p.Key.OrderID, ErrNotFound)
+		}
+		if r.ProcessState != sib.State {
+			return race("claim", r)
+		}
 	}
 	return nil
 }
@@ -101,6 +136,9 @@ func (p CompleteParams) Check() error {
 	}
 	if p.Next.Key == p.Key {
 		return &ValidationError{Field: "next", Reason: fmt.Sprintf("step %s cannot claim itself as its next", p.Key)}
+	}
+	if len(p.Next.Siblings) > 0 {
+		return &ValidationError{Field: "next", Reason: "a next claim takes no siblings (they fence a Claim alone)"}
 	}
 	return p.Next.Check()
 }

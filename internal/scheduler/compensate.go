@@ -57,6 +57,29 @@ func inFlight(r sas.StepRecord) bool {
 // restarts an undo that failed: that is an operator's call. It returns the
 // key of the step whose undo it claimed, if it claimed one.
 func (s *Service) startCompensation(ctx context.Context, u *outbox.Unit, o order, explicit bool, now time.Time) (sas.StepKey, error) {
+	for tries := 1; ; tries++ {
+		k, err := s.compensateFrom(ctx, u, o, explicit, now)
+		var moved *siblingMoved
+		if !errors.As(err, &moved) || tries == 3 {
+			return k, err
+		}
+		// The undo's claim is fenced on the order as read: a step moved
+		// since (an operator's resubmit, most likely), so the plan is made
+		// again from the order as it is now.
+		s.log.InfoContext(ctx, "the order changed while its compensation was planned; planning again", "order", o.id(),
+			"step", moved.Current.Step, "state", moved.Current.ProcessState)
+		if err := s.read(ctx, &o); err != nil {
+			return sas.StepKey{}, err
+		}
+	}
+}
+
+// siblingMoved is an undo claim that lost because another step of the
+// order is no longer in the state the plan read.
+type siblingMoved struct{ *sas.RaceError }
+
+// compensateFrom is one plan of startCompensation, from the order as read.
+func (s *Service) compensateFrom(ctx context.Context, u *outbox.Unit, o order, explicit bool, now time.Time) (sas.StepKey, error) {
 	ord := o.ord
 	compensated := false
 	for _, r := range o.steps {
@@ -112,10 +135,20 @@ func (s *Service) claimUndo(ctx context.Context, u *outbox.Unit, o order, r sas.
 		return false, err
 	}
 	cp := *s.claimParams(o, r, r.ProcessState, now)
+	// Fenced on the order's other steps as read (docs/protocol.md, "A
+	// resubmit against a compensation").
+	for _, sib := range o.steps {
+		if sib.Step != r.Step {
+			cp.Siblings = append(cp.Siblings, sas.StepSeen{Step: sib.Step, State: sib.ProcessState})
+		}
+	}
 	claimed, err := s.cfg.Store.Claim(ctx, cp)
 	if own, ok := sas.OwnClaim(err, cp); ok {
 		// Our claim committed and its retry lost to it: it is ours to send.
 		claimed, err = own, nil
+	}
+	if re := (*sas.RaceError)(nil); errors.As(err, &re) && re.Key != r.Key() && re.Current != nil {
+		return false, &siblingMoved{re}
 	}
 	if errors.Is(err, sas.ErrLostRace) {
 		// Another delivery started it: that one dispatches the undo.

@@ -127,3 +127,54 @@ func TestHole6AnAmbiguousCommitOfTheUndoClaimSendsTheUndo(t *testing.T) {
 	f.deliver(done(f.request()))
 	require.Equal(t, []sas.ProcessState{sas.Compensated, sas.Compensated, sas.Error}, f.states("o-h6"))
 }
+
+// resubmitAfterRead makes an operator's resubmit of step 2 land right
+// after the scheduler reads the order to plan its compensation.
+type resubmitAfterRead struct {
+	sas.StateStore
+	clock interface{ Now() time.Time }
+	done  bool
+}
+
+func (s *resubmitAfterRead) GetOrder(ctx context.Context, id string) (sas.OrderView, error) {
+	v, err := s.StateStore.GetOrder(ctx, id)
+	if err != nil || s.done || len(v.Steps) < 3 || v.Steps[2].ProcessState != sas.Error {
+		return v, err
+	}
+	s.done = true
+	now := s.clock.Now()
+	_, rerr := s.StateStore.Resubmit(ctx, sas.ResubmitParams{Key: v.Steps[2].Key(), Attempt: v.Steps[2].Attempt,
+		Now: now, PickupBy: now.Add(time.Minute), Actor: "operator", Reason: "carrier back"})
+	return v, rerr
+}
+
+// Simulator seed 4411: an operator resubmits a refused step (one without
+// an undo) while the failure's automatic compensation is being planned
+// from the order read before the resubmit. The undo's claim is fenced on
+// the order's other steps as read, so it loses, the plan is made again
+// from the order as it is, and nothing is undone: the resubmitted step
+// runs on.
+func TestAResubmitDuringTheCompensationsPlanWins(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	reg, err := workflows.Default(stepTimeout)
+	require.NoError(t, err)
+	st := &resubmitAfterRead{StateStore: f.calls, clock: f.clock}
+	svc, err := scheduler.New(scheduler.Config{
+		Store: st, Queue: f.q, Clock: f.clock, Alerter: f.alerts, Workflows: reg,
+		Owner: owner, AgentQueues: sas.AgentQueues{Default: f.agentURL}, PickupTimeout: time.Minute,
+		IntakeQueueURL: intakeQueueURL, ControlQueueURL: controlQueueURL, SigningKey: testKey,
+		ReplyToAllowed: func(u string) bool { return u == f.replyURL },
+	})
+	require.NoError(t, err)
+	f.h = schedulerHandler(svc)
+
+	ship := f.runForward("o-4411", "order", 2)
+	f.deliver(reply(ship, sas.OutcomeFailed, "no carrier"))
+	require.True(t, st.done, "the resubmit landed between the read and the claim")
+	for _, r := range f.requests() {
+		require.False(t, r.Compensation, "no undo goes out for an order an operator resubmitted: %+v", r)
+	}
+	require.Equal(t, []sas.ProcessState{sas.Processed, sas.Processed, sas.Pending}, f.states("o-4411"))
+	require.False(t, f.step("o-4411", 2).DueAt.IsZero(), "the resubmitted step is ready for its next attempt")
+}

@@ -303,7 +303,21 @@ func (m *machine) writes() map[string]func(*rapid.T) op {
 			k := m.key(t, sas.Pending, sas.Processed, sas.Error, sas.CompensationFailed, sas.Compensating)
 			r := m.seen(t, k)
 			p := sas.ClaimParams{Key: k, From: r.ProcessState, Attempt: r.Attempt, Owner: owner(t, "owner"), Now: m.now, CompleteBy: m.deadline(t, "completeBy")}
-			return op{name: "Claim", desc: fmt.Sprintf("%s from=%s attempt=%d owner=%s", k, p.From, p.Attempt, p.Owner), orders: []string{k.OrderID},
+			if rapid.Bool().Draw(t, "withSiblings") {
+				// A compensation's claim, fenced on the other steps: mostly
+				// as they are, now and then one seen in another state.
+				for i := 0; i < m.steps[k.OrderID]; i++ {
+					if i == k.Step {
+						continue
+					}
+					seen := m.cur(sas.StepKey{OrderID: k.OrderID, Step: i}).ProcessState
+					if seen == "" || rapid.IntRange(0, 4).Draw(t, "siblingStale") == 4 {
+						seen = rapid.SampledFrom([]sas.ProcessState{sas.Pending, sas.Processed, sas.Error, sas.Compensating}).Draw(t, "siblingSeen")
+					}
+					p.Siblings = append(p.Siblings, sas.StepSeen{Step: i, State: seen})
+				}
+			}
+			return op{name: "Claim", desc: fmt.Sprintf("%s from=%s attempt=%d owner=%s siblings=%v", k, p.From, p.Attempt, p.Owner, p.Siblings), orders: []string{k.OrderID},
 				apply: func(s sas.StateStore, _ int) (any, error) {
 					return one(func() (sas.StepRecord, error) { return s.Claim(ctx, p) })
 				}}

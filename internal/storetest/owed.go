@@ -212,3 +212,43 @@ func testResubmitRefusedOnceCompensating(t *testing.T, h Harness) {
 	require.ErrorIs(t, err, sas.ErrInvalid, "compensated")
 	require.Equal(t, sas.Error, get(t, s, "o-rc").Steps[1].ProcessState, "left as it was")
 }
+
+// testCompensationClaimLosesToAResubmit: an undo claim fenced on the
+// order's other steps as read (ClaimParams.Siblings) loses when one moved
+// since, here a resubmit of the failed step, and writes nothing; fenced on
+// the steps as they are, it is made.
+func testCompensationClaimLosesToAResubmit(t *testing.T, h Harness) {
+	s := h.New(t).Store
+	submit(t, s, "o-cr", 2)
+	claim(t, s, key("o-cr", 0), 0, "a", T0, at(time.Minute))
+	_, err := s.Complete(ctx, sas.CompleteParams{Key: key("o-cr", 0), Owner: "a", Attempt: 1, Now: at(time.Second),
+		Next: &sas.ClaimParams{Key: key("o-cr", 1), Attempt: 0, Owner: "a", Now: at(time.Second), CompleteBy: at(time.Minute)}})
+	require.NoError(t, err)
+	_, err = s.Fail(ctx, sas.FailParams{Key: key("o-cr", 1), Owner: "a", Attempt: 1, Now: at(2 * time.Second), Reason: "declined"})
+	require.NoError(t, err)
+	seen := []sas.StepSeen{{Step: 1, State: sas.Error}} // the compensation's read
+	now := at(3 * time.Second)
+	_, err = s.Resubmit(ctx, sas.ResubmitParams{Key: key("o-cr", 1), Attempt: 1, Now: now, PickupBy: now.Add(time.Minute), Actor: "op"})
+	require.NoError(t, err)
+
+	undo := sas.ClaimParams{Key: key("o-cr", 0), From: sas.Processed, Attempt: 1, Owner: "b", Now: at(4 * time.Second), CompleteBy: at(time.Minute), Siblings: seen}
+	_, err = s.Claim(ctx, undo)
+	var re *sas.RaceError
+	require.ErrorAs(t, err, &re, "a sibling moved")
+	require.Equal(t, key("o-cr", 1), re.Key, "the race is the sibling's")
+	require.NotNil(t, re.Current)
+	require.Equal(t, sas.Pending, re.Current.ProcessState)
+	v := get(t, s, "o-cr")
+	require.Equal(t, sas.Processed, v.Steps[0].ProcessState, "nothing written")
+	require.Empty(t, v.Steps[0].LockedBy)
+
+	undo.Siblings = []sas.StepSeen{{Step: 1, State: sas.Pending}}
+	got, err := s.Claim(ctx, undo)
+	require.NoError(t, err)
+	require.Equal(t, sas.Compensating, got.ProcessState)
+	require.Equal(t, "b", got.LockedBy)
+	require.Equal(t, got, get(t, s, "o-cr").Steps[0], "the whole record as held")
+
+	_, err = s.Claim(ctx, sas.ClaimParams{Key: key("o-cr", 1), Owner: "c", Now: now, CompleteBy: at(time.Minute), Siblings: []sas.StepSeen{{Step: 1, State: sas.Pending}}})
+	require.ErrorIs(t, err, sas.ErrInvalid, "a claim is not its own sibling")
+}

@@ -86,6 +86,7 @@ func Run(t *testing.T, h Harness) {
 
 		// resubmission of a compensated order's step (owed.go)
 		{"ResubmitRefusedOnceCompensating", testResubmitRefusedOnceCompensating},
+		{"CompensationClaimLosesToAResubmit", testCompensationClaimLosesToAResubmit},
 
 		// workflow definitions by version (definitions.go)
 		{"DefinitionsByVersion", testDefinitions},

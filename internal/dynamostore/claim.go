@@ -1,0 +1,58 @@
+package dynamostore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/sas-go/sas/internal/sas"
+)
+
+// claimWithSiblings makes a claim fenced on the order's other steps too
+// (sas.ClaimParams.Siblings): one transaction, the claim's update and a
+// ConditionCheck per sibling that it is still in the state read. A
+// compensation's undo claim uses it (off the hot path), so a resubmit made
+// since the compensation read the order makes the claim lose.
+func (st *Store) claimWithSiblings(ctx context.Context, p sas.ClaimParams) (sas.StepRecord, error) {
+	items := []types.TransactWriteItem{{Update: asTransactUpdate(st.claimExpr(p).input(st.cfg.StateTable, p.Key))}}
+	keys := []sas.StepKey{p.Key}
+	for _, sib := range p.Siblings {
+		k := sas.StepKey{OrderID: p.Key.OrderID, Step: sib.Step}
+		c := newUpdate()
+		inState(&c, sib.State)
+		items = append(items, types.TransactWriteItem{ConditionCheck: &types.ConditionCheck{
+			TableName:                           &st.cfg.StateTable,
+			Key:                                 stepKey(k),
+			ConditionExpression:                 aws.String(c.condition),
+			ExpressionAttributeNames:            c.names,
+			ExpressionAttributeValues:           c.values,
+			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+		}})
+		keys = append(keys, k)
+	}
+	_, err := st.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
+	if err != nil {
+		var tce *types.TransactionCanceledException
+		if errors.As(err, &tce) && len(tce.CancellationReasons) == len(items) {
+			// The claimed step's own fence first, as the memory store
+			// checks it first.
+			for i, r := range tce.CancellationReasons {
+				if aws.ToString(r.Code) == "ConditionalCheckFailed" {
+					return sas.StepRecord{}, fmt.Errorf("claiming step %s: %w", p.Key, raceFromItem("claim", keys[i], r.Item))
+				}
+			}
+			return sas.StepRecord{}, fmt.Errorf("claiming step %s: %s: %w", p.Key, reasons(tce), sas.ErrLostRace)
+		}
+		return sas.StepRecord{}, fmt.Errorf("claiming step %s: %w", p.Key, translate(err))
+	}
+	// A transaction returns no item: read the claim back.
+	r, err := st.GetStep(ctx, p.Key)
+	if err != nil {
+		return sas.StepRecord{}, fmt.Errorf("claiming step %s (written): %w", p.Key, err)
+	}
+	return r, nil
+}
