@@ -187,20 +187,22 @@ func itLive(t *testing.T) {
 			"received", "step-done:reserve", "step-done:charge", "step-done:ship", "processed")
 	})
 
-	scenario("a hung call is run again by redelivery, not failed", func(t *testing.T) {
+	scenario("a hung call is cut at its deadline, counted as a failed attempt and run again", func(t *testing.T) {
 		ctx := itCtx(t, 60*time.Second)
 		sys.watch(t, "hang-once")
 		submit(ctx, t, itIntake("hang-once", "payment", sys.StatusQueueURL))
 
-		// The call hangs through the whole attempt: the agent leaves the
-		// request without an outcome for redelivery, and the next delivery
-		// (on its own clock) gets through. The request stayed in the agent
-		// queue all along, so a supervisor that saw the deadline pass
-		// waited instead of failing the step or sending a second request.
+		// The call hangs through the whole attempt: the agent's deadline
+		// cuts it, and the agent reports the attempt as executed and
+		// failed (a transient outcome; docs/protocol.md, "A failure is not
+		// a wait"). The scheduler counts the failure and sends the next
+		// attempt after its retry interval, which gets through under the
+		// same key. The supervisor has nothing to rescue.
 		v := sys.requireFinal(ctx, t, "hang-once", sas.Processed)
 		r := v.Steps[0]
-		require.Zero(t, r.FailureCount, "a hung call that redelivery recovers is not a failure: %+v", r.History)
-		require.Equal(t, 1, r.Attempt, "done on the first attempt")
+		require.Equal(t, 1, r.FailureCount, "a hung attempt is a failed attempt: %+v", r.History)
+		require.Equal(t, 2, r.Attempt, "done on the second attempt")
+		require.Equal(t, 1, itHistoryBy(r, "scheduler-", sas.Pending), "the scheduler counted the failure: %+v", r.History)
 		require.Zero(t, itHistoryBy(r, "supervisor-", sas.Pending), "no rescue: %+v", r.History)
 		calls := sys.Sim.CallsByKey()[sas.IdempotencyKey("hang-once", 0, 0, false)]
 		require.GreaterOrEqual(t, len(calls), 2, "the hung call and the one that went through: %+v", calls)
@@ -223,11 +225,17 @@ func itLive(t *testing.T) {
 			v := sys.requireFinal(ctx, t, id, sas.Processed)
 			r := v.Steps[0]
 			// The connection dropped, or a 503 came after the work: the
-			// agent's own retry got the stored answer. Or the answer never
-			// came within the attempt (lost-hang): the request was
-			// redelivered, and its call was a replay. No failure either way.
-			require.Zero(t, r.FailureCount, "%s: %+v", id, r.History)
-			require.Equal(t, 1, r.Attempt, id)
+			// agent's own retry got the stored answer, no failure. Or the
+			// answer never came within the attempt (lost-hang): the attempt
+			// failed (cut at its deadline, reported transient) and the next
+			// one's call was a replay under the same key.
+			if id == "lost-hang" {
+				require.Equal(t, 1, r.FailureCount, "%s: %+v", id, r.History)
+				require.Equal(t, 2, r.Attempt, id)
+			} else {
+				require.Zero(t, r.FailureCount, "%s: %+v", id, r.History)
+				require.Equal(t, 1, r.Attempt, id)
+			}
 			itRequireStatus(ctx, t, sys, id, true,
 				"received", "step-done:charge", "processed")
 		}
@@ -338,21 +346,22 @@ func itLive(t *testing.T) {
 		require.Contains(t, alerts[1].Reason, "403")
 	})
 
-	scenario("past the failure threshold the supervisor gives up, alerts and has the order compensated", func(t *testing.T) {
+	scenario("past the failure threshold a hung step is given up, alerted and its order compensated", func(t *testing.T) {
 		ctx := itCtx(t, 120*time.Second)
 		sys.watch(t, "hang-always")
 		submit(ctx, t, itIntake("hang-always", "order", sys.StatusQueueURL))
 
-		// Every charge hangs. Each attempt's request is delivered and
-		// handed back (requeued) while the supervisor waits, up to the wait
-		// limit; then the attempt counts as failed: stuck twice, the second
-		// is the last (MaxFailures 2). The supervisor gives up and asks for
-		// compensation: the charge (it may have taken effect before its
-		// agent went quiet) and the reservation are undone, newest first.
+		// Every charge hangs. Each attempt is cut at its deadline and
+		// reported as failed (transient); the scheduler counts it: the
+		// second is the last (MaxFailures 2). It gives up, alerts and
+		// compensates: the charge (it may have taken effect before its
+		// call hung) and the reservation are undone, newest first.
 		v := sys.requireFinal(ctx, t, "hang-always", sas.Compensated, sas.Compensated, sas.Pending)
 		charge := v.Steps[1]
-		require.Equal(t, 1, itHistoryBy(charge, "supervisor-", sas.Pending), "one rescue: %+v", charge.History)
-		require.Equal(t, 1, itHistoryBy(charge, "supervisor-", sas.Error), "one give-up: %+v", charge.History)
+		require.Equal(t, 1, itHistoryBy(charge, "scheduler-", sas.Pending), "one failure counted, then the next attempt: %+v", charge.History)
+		require.Equal(t, 1, itHistoryBy(charge, "scheduler-", sas.Error), "one give-up: %+v", charge.History)
+		require.Zero(t, itHistoryBy(charge, "supervisor-", sas.Pending)+itHistoryBy(charge, "supervisor-", sas.Error),
+			"the supervisor waited on nothing the agent reported: %+v", charge.History)
 		require.Equal(t, 2, itHistoryBy(charge, "scheduler-", sas.Processing), "two attempts")
 		require.Zero(t, charge.FailureCount, "the undo starts a fresh failure count")
 		require.Equal(t, sas.Compensated, v.State())
@@ -360,7 +369,7 @@ func itLive(t *testing.T) {
 		alerts := sys.alertsOf("hang-always")
 		require.Len(t, alerts, 1)
 		a := alerts[0]
-		require.Equal(t, "supervisor", a.Source)
+		require.Equal(t, "scheduler", a.Source)
 		require.Equal(t, 1, a.Step)
 		require.Equal(t, "charge", a.StepName)
 		require.Equal(t, sas.Error, a.State)
@@ -985,19 +994,26 @@ func itSupervisors(t *testing.T) {
 		require.Equal(t, 1, itHistoryBy(r, "supervisor-", sas.Pending), "%s: one rescue", id)
 	}
 
-	// Then the system runs. The even orders' calls hang once: their
-	// requests stay in the agent queue and are redelivered, so the four
-	// supervisors, racing on their schedules for the passed deadlines,
-	// wait (each deadline extended once, fenced on the deadline seen) and
-	// never rescue the step a second time.
+	// Then the system runs. The even orders' calls hang once: the agent
+	// cuts the attempt at its deadline and reports it failed, the
+	// scheduler counts the failure and runs the next attempt; the four
+	// supervisors, racing on their schedules, never rescue a step a second
+	// time (an attempt whose agent reported is not theirs).
 	sys.runLive()
 	for i, id := range ids {
 		v := sys.requireFinal(ctx, t, id, sas.Processed)
 		storetest.RequireLegalHistory(t, v)
 		r := v.Steps[0]
-		require.Equal(t, 1, r.FailureCount, id)
+		hung := i%2 == 0
 		require.Equal(t, 1, itHistoryBy(r, "supervisor-", sas.Pending), "%s: one rescue: %+v", id, r.History)
-		require.Equal(t, 2, r.Attempt, id)
+		if hung {
+			require.Equal(t, 2, r.FailureCount, "%s: the rescue and the hung attempt: %+v", id, r.History)
+			require.Equal(t, 1, itHistoryBy(r, "scheduler-", sas.Pending), "%s: the hung attempt counted by the scheduler: %+v", id, r.History)
+			require.Equal(t, 3, r.Attempt, id)
+		} else {
+			require.Equal(t, 1, r.FailureCount, id)
+			require.Equal(t, 2, r.Attempt, id)
+		}
 		waits := 0
 		for _, h := range r.History {
 			if h.From == sas.Processing && h.To == sas.Processing {
@@ -1007,12 +1023,12 @@ func itSupervisors(t *testing.T) {
 		require.LessOrEqual(t, waits, 1, "%s: an attempt's waits are noted once: %+v", id, r.History)
 		if i%2 == 0 {
 			calls := sys.Sim.CallsByKey()[sas.IdempotencyKey(id, 0, 0, false)]
-			require.GreaterOrEqual(t, len(calls), 2, "%s: the hung call and its redelivery: %+v", id, calls)
+			require.GreaterOrEqual(t, len(calls), 2, "%s: the hung call and the next attempt's: %+v", id, calls)
 		}
 	}
 	rescued, gaveUp, lostRaces := sys.Totals()
 	t.Logf("totals: rescued %d, gave up %d, lost races %d", rescued, gaveUp, lostRaces)
-	require.Equal(t, n, rescued, "one rescue per expiry, across all supervisors; a hang redelivery recovers is not one")
+	require.Equal(t, n, rescued, "one rescue per expiry, across all supervisors; a hung attempt its agent reported is not one")
 	require.Zero(t, gaveUp)
 	require.Empty(t, sys.Alerts.Alerts())
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 )
 
@@ -63,6 +64,21 @@ func (r StepRecord) OwedAlert(source string) Alert {
 		State: r.ProcessState, Reason: r.LastError, Attempts: r.Attempt, Failures: r.FailureCount,
 		At: r.UpdatedAt, Source: source,
 	}
+}
+
+// GivenUpBy is the source of r's give-up, for its owed alert: "scheduler"
+// when the scheduler gave it up on its agent's report (docs/protocol.md, "A
+// failure is not a wait"), "supervisor" otherwise.
+func (r StepRecord) GivenUpBy() string {
+	for i := len(r.History) - 1; i >= 0; i-- {
+		if h := r.History[i]; h.To == r.ProcessState && h.From != h.To {
+			if strings.HasPrefix(h.Actor, "supervisor") {
+				return "supervisor"
+			}
+			return "scheduler"
+		}
+	}
+	return "supervisor"
 }
 
 // OwedCompensate is the compensate request a given-up forward step owes.

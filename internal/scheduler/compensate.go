@@ -215,7 +215,7 @@ func (s *Service) tellBeforeClaim(ctx context.Context, o order, r sas.StepRecord
 	var a *sas.Alert
 	switch {
 	case slices.Contains(r.Owes, sas.EffectAlert):
-		owed := r.OwedAlert("supervisor")
+		owed := r.OwedAlert(r.GivenUpBy())
 		a = &owed
 	case r.ProcessState == sas.Error && r.Refused, r.ProcessState == sas.CompensationFailed:
 		// Its alert went out from the reply that failed it, or not (the
