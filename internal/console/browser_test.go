@@ -38,7 +38,7 @@ func startSystem(t *testing.T) *system {
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	sys, err := localrun.Start(ctx, localrun.Options{
-		Instances: 1, SupervisorEvery: time.Second, StepTimeout: 5 * time.Second,
+		Instances: 1, SupervisorEvery: time.Second, StepTimeout: 5 * time.Second, Workflows: consoleWorkflows(t),
 		Faults: remotesim.Faults{Scripts: []remotesim.Script{
 			// comp-1 fails at its last step: its first two are undone.
 			{OrderID: "comp-1", Path: "/shipments", Plan: []remotesim.ScriptStep{{Fault: remotesim.FaultPermanent}}},
@@ -46,7 +46,7 @@ func startSystem(t *testing.T) *system {
 			{OrderID: "err-1", Path: "/payments", Plan: []remotesim.ScriptStep{{Fault: remotesim.FaultPermanent, Times: 1}}},
 			{OrderID: "err-2", Path: "/payments", Plan: []remotesim.ScriptStep{{Fault: remotesim.FaultPermanent, Times: 1}}},
 			// err-3 fails in the other workflow: not selected by the filter.
-			{OrderID: "err-3", Path: "/reservations", Plan: []remotesim.ScriptStep{{Fault: remotesim.FaultPermanent, Times: 1}}},
+			{OrderID: "err-3", Path: "/payments", Plan: []remotesim.ScriptStep{{Fault: remotesim.FaultPermanent, Times: 1}}},
 		}},
 	})
 	require.NoError(t, err)
@@ -57,7 +57,7 @@ func startSystem(t *testing.T) *system {
 		PickupTimeout: sys.Config.PickupTimeout, Actor: "operator:browser-test", Out: io.Discard}
 	srv, err := console.New(console.Config{
 		Store: sys.Store, Queues: sys.Queue, App: app, QueueRefs: console.QueueRefsOf(sys.Config, sys.Registry),
-		Agents: console.AgentsOf(sys.Registry, sys.Config), StepAgents: sys.Registry.StepAgents(), Workflows: []string{workflows.Order, workflows.Payment},
+		Agents: console.AgentsOf(sys.Registry, sys.Config), StepAgents: sys.Registry.StepAgents(), Workflows: []string{workflows.Order, workflows.Payment, notify},
 		Refresh: time.Second,
 	})
 	require.NoError(t, err)
@@ -65,6 +65,32 @@ func startSystem(t *testing.T) *system {
 	require.NoError(t, err)
 	go func() { _ = console.Serve(ctx, l, srv) }()
 	return &system{System: sys, url: strings.TrimSuffix(console.URL(l), "/")}
+}
+
+// notify is a second single-step workflow, a copy of payment, so that a
+// filter by workflow has an order in Error to leave out.
+const notify = "notify"
+
+// consoleWorkflows are the reference workflows with payment's step
+// without an undo (and named pay), and notify beside it: a refused step with an undo is
+// undone (docs/protocol.md, "A refusal is not proof of no effect"), so only
+// a step without one leaves its order in Error for an operator to resubmit.
+func consoleWorkflows(t *testing.T) sas.Registry {
+	t.Helper()
+	reg, err := workflows.Default(5 * time.Second)
+	require.NoError(t, err)
+	pay := reg[workflows.Payment]
+	pay.Steps = slices.Clone(pay.Steps)
+	for i := range pay.Steps {
+		// Its own step name: agents route by step name, and the order
+		// workflow's charge keeps its undo.
+		pay.Steps[i].Name, pay.Steps[i].Undo = "pay", ""
+	}
+	other := pay
+	other.Name = notify
+	out, err := sas.NewRegistry(reg[workflows.Order], pay, other)
+	require.NoError(t, err)
+	return out
 }
 
 func (s *system) submit(t *testing.T, id, wf, payload string) {
@@ -106,7 +132,7 @@ func TestConsoleInABrowser(t *testing.T) {
 	s.submit(t, "comp-1", workflows.Order, `{"amount":99}`)
 	s.submit(t, "err-1", workflows.Payment, `{"amount":1}`)
 	s.submit(t, "err-2", workflows.Payment, `{"amount":2}`)
-	s.submit(t, "err-3", workflows.Order, `{"amount":3}`)
+	s.submit(t, "err-3", notify, `{"amount":3}`)
 	s.settle(t, sas.Processed, "ok-1", "ok-2", "xss-1")
 	s.settle(t, sas.Compensated, "comp-1")
 	s.settle(t, sas.Error, "err-1", "err-2", "err-3")
@@ -161,7 +187,7 @@ func TestConsoleInABrowser(t *testing.T) {
 		var acting []string
 		b.run(t, chromedp.Evaluate(`[...document.querySelectorAll('#plan tr.acting')].map(r => r.dataset.order)`, &acting))
 		slices.Sort(acting)
-		require.Equal(t, []string{"err-1", "err-2"}, acting, "the payment orders in Error, not err-3 (order workflow)")
+		require.Equal(t, []string{"err-1", "err-2"}, acting, "the payment orders in Error, not err-3 (notify workflow)")
 		b.shot(t, "resubmit-dry-run")
 		for _, id := range []string{"err-1", "err-2"} {
 			v, err := s.Store.GetOrder(context.Background(), id)
