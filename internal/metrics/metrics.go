@@ -198,6 +198,15 @@ func Step(workflow, step, agent string, rest ...[]string) ([][]string, map[strin
 	return sets, map[string]string{DimWorkflow: orUnknown(workflow), DimStep: orUnknown(step), DimAgent: orUnknown(agent)}
 }
 
+// StepName is the Step dimension's value: the step's name, with ":undo"
+// after it for its undo, whose times and outcomes are not the step's.
+func StepName(step string, undo bool) string {
+	if undo && step != "" {
+		return step + ":undo"
+	}
+	return step
+}
+
 func orUnknown(s string) string {
 	if s == "" {
 		return "unknown"
