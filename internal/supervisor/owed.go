@@ -40,9 +40,11 @@ func (r *sweep) owe(rec sas.StepRecord, state sas.ProcessState, out *effects) {
 		case sas.EffectAlert:
 			u.Alert(rec.OwedAlert(AlertSource))
 		case sas.EffectCompensate:
+			c := rec.OwedCompensate(r.s.cfg.Actor)
+			c.Trace = sas.ChildTrace(r.traces[rec.OrderID], fmt.Sprintf("%s %s %d", sas.KindCompensate, rec.Key(), rec.Attempt))
 			u.Send(outbox.Message{
 				QueueURL: r.s.cfg.ControlQueueURL, What: "compensate for " + rec.OrderID,
-				Body: sas.Encode(rec.OwedCompensate(r.s.cfg.Actor)),
+				Body: sas.Encode(c),
 			})
 		}
 	}
