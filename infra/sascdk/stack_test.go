@@ -16,6 +16,8 @@ import (
 
 	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
 	"github.com/aws/jsii-runtime-go"
+
+	"github.com/sas-go/sas/internal/metrics"
 )
 
 // sourceQueues maps each queue that feeds a function to its DLQ and consumer.
@@ -521,6 +523,67 @@ func TestDashboard(t *testing.T) {
 	for _, want := range []string{"OldestStuckStepAgeSeconds", "GiveUps", "Rescues", "Held", "ApproximateAgeOfOldestMessage", "ApproximateNumberOfMessagesVisible", "Duration", "Errors"} {
 		if !strings.Contains(string(body), want) {
 			t.Errorf("the dashboard does not show %s", want)
+		}
+	}
+	// Every metric the actors publish, by the names they publish it under
+	// (internal/metrics), the agents' by agent.
+	for _, want := range metrics.Names() {
+		if !strings.Contains(string(body), `\"`+want+`\"`) {
+			t.Errorf("the dashboard does not show %s", want)
+		}
+	}
+	for _, want := range []string{`\"QueueWait\",\"Agent\",\"payments\"`, `\"ExecutionTime\",\"Agent\",\"payments\"`, `\"AgentNoOutcome\",\"Agent\",\"payments\"`} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("the dashboard does not show %s", want)
+		}
+	}
+}
+
+// TestOwedTooLongAlarm: what a give-up owes and has not sent for longer
+// than OwedAlarmAge (default 5 minutes) pages an operator, on the metric
+// the supervisor publishes (internal/metrics.OwedOldestAge).
+func TestOwedTooLongAlarm(t *testing.T) {
+	def, _ := stacks(t)
+	check(t, "owed-too-long alarm", func() {
+		def.tmpl.HasResourceProperties(jsii.String("AWS::CloudWatch::Alarm"), map[string]any{
+			"Namespace":          metrics.Namespace,
+			"MetricName":         metrics.OwedOldestAge,
+			"Statistic":          "Maximum",
+			"Period":             60,
+			"ComparisonOperator": "GreaterThanThreshold",
+			"Threshold":          300,
+			"EvaluationPeriods":  1,
+			"Dimensions":         assertions.Match_Absent(),
+		})
+	})
+}
+
+// TestXRayTracing: off by default; Props.XRayTracing makes every function
+// trace actively, with the permission to send its traces.
+func TestXRayTracing(t *testing.T) {
+	def, variant := stacks(t)
+	fns := variant.tmpl.FindResources(jsii.String("AWS::Lambda::Function"), nil)
+	if len(*fns) < 3 {
+		t.Fatalf("%d functions", len(*fns))
+	}
+	for id, r := range *fns {
+		p := (*r)["Properties"].(map[string]any)
+		if tc, _ := p["TracingConfig"].(map[string]any); tc["Mode"] != "Active" {
+			t.Errorf("variant function %s: TracingConfig %v, want Mode Active", id, p["TracingConfig"])
+		}
+	}
+	check(t, "the variant's roles may send traces", func() {
+		variant.tmpl.HasResourceProperties(jsii.String("AWS::IAM::Policy"), map[string]any{
+			"PolicyDocument": assertions.Match_ObjectLike(&map[string]any{
+				"Statement": assertions.Match_ArrayWith(&[]any{assertions.Match_ObjectLike(&map[string]any{
+					"Action": []any{"xray:PutTelemetryRecords", "xray:PutTraceSegments"}, "Effect": "Allow", "Resource": "*",
+				})}),
+			}),
+		})
+	})
+	for id, r := range *def.tmpl.FindResources(jsii.String("AWS::Lambda::Function"), nil) {
+		if tc, ok := (*r)["Properties"].(map[string]any)["TracingConfig"]; ok {
+			t.Errorf("default function %s: TracingConfig %v, want none (off by default)", id, tc)
 		}
 	}
 }
