@@ -26,8 +26,6 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssqs"
 	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
-
-	"github.com/sas-go/sas/internal/metrics"
 )
 
 // Names fixed by the contract in docs/state-store.md.
@@ -37,9 +35,10 @@ const (
 	// console (internal/dynamostore.DefaultOrdersIndexName).
 	ordersCreatedIndex = "orders-created"
 	// MetricNamespace and StuckStepMetric are what the supervisor publishes
-	// (the names are internal/metrics', which every actor publishes with).
-	MetricNamespace = metrics.Namespace
-	StuckStepMetric = metrics.OldestStuckStepAge
+	// (the names are internal/metrics', which every actor publishes with;
+	// see metrics.go).
+	MetricNamespace = "SAS"
+	StuckStepMetric = "OldestStuckStepAgeSeconds"
 )
 
 // Function sizing. The scheduler and supervisor do a handful of DynamoDB and

@@ -16,8 +16,6 @@ import (
 
 	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
 	"github.com/aws/jsii-runtime-go"
-
-	"github.com/sas-go/sas/internal/metrics"
 )
 
 // sourceQueues maps each queue that feeds a function to its DLQ and consumer.
@@ -527,7 +525,7 @@ func TestDashboard(t *testing.T) {
 	}
 	// Every metric the actors publish, by the names they publish it under
 	// (internal/metrics), the agents' by agent.
-	for _, want := range metrics.Names() {
+	for _, want := range metricNames() {
 		if !strings.Contains(string(body), `\"`+want+`\"`) {
 			t.Errorf("the dashboard does not show %s", want)
 		}
@@ -536,6 +534,60 @@ func TestDashboard(t *testing.T) {
 		if !strings.Contains(string(body), want) {
 			t.Errorf("the dashboard does not show %s", want)
 		}
+	}
+}
+
+// metricNames are the names of every metric the actors publish.
+func metricNames() []string {
+	var out []string
+	v := reflect.ValueOf(metrics)
+	for i := range v.NumField() {
+		if name := v.Type().Field(i).Name; name != "Namespace" && !strings.HasPrefix(name, "Dim") {
+			out = append(out, v.Field(i).String())
+		}
+	}
+	return out
+}
+
+// TestMetricNamesMatchTheCode holds metrics.go to internal/metrics, whose
+// string constants (its units aside) are read from its source, as
+// TestIndexProjectionMatchesTheStore reads the store's.
+func TestMetricNamesMatchTheCode(t *testing.T) {
+	t.Parallel()
+	code := map[string]string{}
+	fset := token.NewFileSet()
+	f, err := parser.ParseFile(fset, filepath.Join("..", "..", "internal", "metrics", "metrics.go"), nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range f.Decls {
+		g, ok := d.(*ast.GenDecl)
+		if !ok || g.Tok != token.CONST {
+			continue
+		}
+		for _, spec := range g.Specs {
+			vs := spec.(*ast.ValueSpec)
+			if id, ok := vs.Type.(*ast.Ident); ok && id.Name == "Unit" {
+				continue
+			}
+			for i, n := range vs.Names {
+				if lit, ok := vs.Values[i].(*ast.BasicLit); ok && lit.Kind == token.STRING {
+					v, _ := strconv.Unquote(lit.Value)
+					code[n.Name] = v
+				}
+			}
+		}
+	}
+	here := map[string]string{}
+	v := reflect.ValueOf(metrics)
+	for i := range v.NumField() {
+		here[v.Type().Field(i).Name] = v.Field(i).String()
+	}
+	if !reflect.DeepEqual(here, code) {
+		t.Errorf("sascdk's metric names\n %v\ninternal/metrics'\n %v", here, code)
+	}
+	if MetricNamespace != code["Namespace"] || StuckStepMetric != code["OldestStuckStepAge"] {
+		t.Errorf("MetricNamespace %q, StuckStepMetric %q: not the code's", MetricNamespace, StuckStepMetric)
 	}
 }
 
