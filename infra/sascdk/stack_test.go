@@ -35,7 +35,7 @@ func TestResourceCounts(t *testing.T) {
 		"AWS::Lambda::EventSourceMapping":     4,
 		"AWS::Events::Rule":                   1,
 		"AWS::SNS::Topic":                     1,
-		"AWS::CloudWatch::Alarm":              4 + 3 + 1 + 1 + 1, // DLQs, errors, stuck step, supervisor not running, give-up rate
+		"AWS::CloudWatch::Alarm":              4 + 3 + 1 + 1 + 1 + 1, // DLQs, errors, stuck step, supervisor not running, give-up rate, owed too long
 		"AWS::IAM::Role":                      3,
 		"AWS::Logs::LogGroup":                 3,
 		"AWS::SNS::Subscription":              0, // only with AlertEmail
@@ -473,6 +473,8 @@ func TestAlarms(t *testing.T) {
 		{"AWS/Lambda", "Errors", "Supervisor"},
 		{"AWS/Lambda", "Invocations", "Supervisor"},
 		{MetricNamespace, StuckStepMetric, ""},
+		{MetricNamespace, metrics.GiveUps, ""},
+		{MetricNamespace, metrics.OwedOldestAge, ""},
 	}
 	for _, k := range want {
 		if !got[k] {
