@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"strings"
@@ -89,6 +90,11 @@ type HandlerConfig struct {
 	// classified as usual. For instrumentation and test kits (package
 	// sastest injects failures and records calls with it).
 	Middleware func(Func) Func
+	// Metrics receives one CloudWatch Embedded Metric Format line per
+	// request run: its queue wait, execution time and outcome
+	// (docs/observability.md). nil publishes none; FromEnv sets stdout,
+	// which Lambda ships to CloudWatch Logs.
+	Metrics io.Writer
 }
 
 // Handler is the typed Lambda handler of an agent function: it takes the
@@ -155,7 +161,7 @@ func NewHandler(cfg HandlerConfig) (*Handler, error) {
 	svc, err := iagent.New(iagent.Config{
 		Queue: q, ReplyQueueURL: cfg.SchedulerQueueURL, RequestQueueURL: cfg.QueueURL, PriorityQueueURL: cfg.PriorityQueueURL,
 		Agents: runners, Clock: clock, Logger: log, Concurrency: cfg.Concurrency, MaxDeliveries: cfg.MaxDeliveries,
-		ReplyLinger: cfg.ReplyLinger,
+		ReplyLinger: cfg.ReplyLinger, Metrics: cfg.Metrics,
 	})
 	if err != nil {
 		return nil, err
@@ -195,6 +201,7 @@ func FromEnv(ctx context.Context, getenv func(string) string, agents ...*Agent) 
 		PriorityQueueURL:  strings.TrimSpace(getenv(EnvPriorityQueueURL)),
 		SQS:               sqs.NewFromConfig(awsCfg),
 		Logger:            slog.New(slog.NewJSONHandler(os.Stderr, nil)),
+		Metrics:           os.Stdout,
 	})
 }
 

@@ -47,6 +47,8 @@ var keptLogicalIDs = []string{
 	// Added by issue 17 (docs/console.md): the dashboard and the give-up
 	// rate alarm. The orders table keeps its id (its new index is an update).
 	"Dashboard9E4231ED", "GiveUpRate42A823B9",
+	// Added by issue 17 §3 (docs/observability.md): the owed-too-long alarm.
+	"OwedTooLong9E300184",
 }
 
 // keptOutputs are the stack's outputs before the construct; sasctl, the

@@ -121,6 +121,9 @@ type Env struct {
 	faults   map[fault]error
 	attempts map[attemptKey][]int // the scheduler attempts seen, in order
 	calls    []call
+	// sent, when set (by this package's tests), sees every message sent
+	// and may fail it.
+	sent func(queueURL string, m sas.OutboundMessage) *sas.SendFailure
 }
 
 // actor is a handler and the queues it takes, as an event source mapping
@@ -175,7 +178,15 @@ func NewWith(t testing.TB, opts Options, defs []workflow.Workflow, agents ...*ag
 		nextSweep: start.Add(opts.SupervisorEvery), ran: map[string]bool{},
 		faults: map[fault]error{}, attempts: map[attemptKey][]int{},
 	}
-	e.queue = memqueue.New(memqueue.Options{Clock: e.clock})
+	e.queue = memqueue.New(memqueue.Options{Clock: e.clock, SendFault: func(url string, m sas.OutboundMessage) *sas.SendFailure {
+		e.mu.Lock()
+		sent := e.sent
+		e.mu.Unlock()
+		if sent == nil {
+			return nil
+		}
+		return sent(url, m)
+	}})
 	logs := opts.Logs
 	if logs == nil {
 		e.logs = &logBuffer{}

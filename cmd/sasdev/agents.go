@@ -200,6 +200,7 @@ func (a *agentProcs) startBuiltin(ctx context.Context, name string, cfg config.C
 	h, err := agent.NewHandler(agent.HandlerConfig{
 		Agents: []*agent.Agent{ag}, SchedulerQueueURL: cfg.SchedulerQueueURL, QueueURL: queueURL,
 		SQS: sqs.NewFromConfig(awsCfg), Logger: slog.New(slog.NewJSONHandler(f, nil)),
+		Metrics: f, // its EMF lines in its log, as Lambda ships stdout
 	})
 	if err != nil {
 		_ = f.Close()

@@ -437,14 +437,15 @@ func (s *server) startSimulator() error {
 // startActors starts the scheduler's pollers, the supervisor's schedule and
 // the agents.
 func (s *server) startActors(ctx context.Context, cfg config.Config) error {
-	schedLog, _, err := s.logger("scheduler.log")
+	schedLog, schedFile, err := s.logger("scheduler.log")
 	if err != nil {
 		return err
 	}
 	// Wired as functions/scheduler and functions/supervisor wire them
 	// (internal/wiring); only the triggers differ: pollers and a ticker.
 	owner := "scheduler-" + randomHex(16)
-	sched, err := wiring.Scheduler(s.aws, cfg, schedLog.With("owner", owner), owner)
+	// Its EMF metric lines go to its log, as the supervisor's below.
+	sched, err := wiring.Scheduler(s.aws, cfg, schedLog.With("owner", owner), owner, schedFile)
 	if err != nil {
 		return fmt.Errorf("the scheduler: %w", err)
 	}

@@ -47,7 +47,9 @@ func setup(ctx context.Context, getenv config.Getenv, logger *slog.Logger, owner
 	if err != nil {
 		return nil, err
 	}
-	return wiring.Scheduler(aws, cfg, logger, owner)
+	// Its EMF metric lines go to stdout with its log, which Lambda ships
+	// to CloudWatch Logs (internal/metrics).
+	return wiring.Scheduler(aws, cfg, logger, owner, os.Stdout)
 }
 
 // instanceID is this process's LockedBy: random per cold start, so that two

@@ -106,7 +106,7 @@ func TestAgentsShape(t *testing.T) {
 			"AWS::Lambda::EventSourceMapping": 3 + agents + lanes,
 			"AWS::IAM::Role":                  2 + agents,
 			"AWS::Logs::LogGroup":             2 + agents,
-			"AWS::CloudWatch::Alarm":          3 + 2 + 3 + 2*agents + lanes, // DLQs, errors, stuck step, give-up rate and not running; per agent DLQ and errors; per lane DLQ
+			"AWS::CloudWatch::Alarm":          3 + 2 + 4 + 2*agents + lanes, // DLQs, errors, stuck step, give-up rate, owed too long and not running; per agent DLQ and errors; per lane DLQ
 		} {
 			if got := len(s.resources(typ)); got != n {
 				t.Errorf("%s: %d %s, want %d", name, got, typ, n)

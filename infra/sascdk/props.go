@@ -104,6 +104,21 @@ type Props struct {
 	// GiveUpAlarmCount is how many give-ups within 5 minutes page an
 	// operator as a rate (each give-up alerts on its own too). Default 5.
 	GiveUpAlarmCount int
+
+	// OwedAlarmAge is how long a give-up's effects (its alert, its
+	// compensate request) may stay owed, not yet sent, before an operator
+	// is paged: the OwedTooLong alarm on the supervisor's
+	// OwedOldestAgeSeconds (docs/observability.md). Default 5 minutes: the
+	// supervisor re-sends what is owed on every sweep after 30 seconds, so
+	// effects that old have failed several times.
+	OwedAlarmAge time.Duration
+
+	// XRayTracing turns on AWS X-Ray active tracing for every function
+	// (Tracing: Active, and the permission to send traces). Off by default:
+	// X-Ray is billed per trace. The orders' own trace context travels in
+	// their messages either way (docs/observability.md, "One order, one
+	// trace").
+	XRayTracing bool
 }
 
 // Agent is one agent of the deployment: the function that runs the steps
@@ -272,6 +287,9 @@ func (p Props) withDefaults() Props {
 	}
 	if p.GiveUpAlarmCount == 0 {
 		p.GiveUpAlarmCount = 5
+	}
+	if p.OwedAlarmAge == 0 {
+		p.OwedAlarmAge = 5 * time.Minute
 	}
 	return p
 }

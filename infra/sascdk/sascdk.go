@@ -34,7 +34,9 @@ const (
 	// ordersCreatedIndex pages through the orders newest first, for the
 	// console (internal/dynamostore.DefaultOrdersIndexName).
 	ordersCreatedIndex = "orders-created"
-	// MetricNamespace and StuckStepMetric are what the supervisor publishes.
+	// MetricNamespace and StuckStepMetric are what the supervisor publishes
+	// (the names are internal/metrics', which every actor publishes with;
+	// see metrics.go).
 	MetricNamespace = "SAS"
 	StuckStepMetric = "OldestStuckStepAgeSeconds"
 )
@@ -437,7 +439,7 @@ func (s *SAS) function(spec fnSpec) fn {
 			vars[k] = jsii.String(v)
 		}
 	}
-	f := awslambda.NewFunction(spec.scope, jsii.String(spec.id), &awslambda.FunctionProps{
+	props := &awslambda.FunctionProps{
 		Description:  jsii.String(spec.description),
 		Runtime:      awslambda.Runtime_PROVIDED_AL2023(),
 		Handler:      jsii.String("bootstrap"),
@@ -454,7 +456,13 @@ func (s *SAS) function(spec fnSpec) fn {
 		// are bounded instead by fenced writes, FailureCount and the DLQs;
 		// the supervisor starts fresh traces, so it keeps the default.
 		RecursiveLoop: spec.recursive,
-	})
+	}
+	if s.p.XRayTracing {
+		// CDK grants the role xray:PutTraceSegments and
+		// xray:PutTelemetryRecords with it.
+		props.Tracing = awslambda.Tracing_ACTIVE
+	}
+	f := awslambda.NewFunction(spec.scope, jsii.String(spec.id), props)
 	// aws-cdk-lib makes the function depend on its role and the role's policy
 	// (so it never runs before its permissions exist); the role half is
 	// redundant with Role: GetAtt, which cfn-lint's W3005 flags. Silenced here,
@@ -922,11 +930,22 @@ func (s *SAS) alarms() {
 		EvaluationPeriods: jsii.Number(2),
 	})
 	// Each give-up alerts on its own; a burst of them is an outage.
+	// GiveUps without dimensions is the supervisor's and the scheduler's
+	// (after a step's last failed attempt) together (internal/metrics).
 	alarm(s, "GiveUpRate", awscloudwatch.AlarmProps{
-		Metric:             supervisorMetric("GiveUps", "Sum", awscdk.Duration_Minutes(jsii.Number(5))),
-		AlarmDescription:   jsii.String("The supervisor gave up on " + strconv.Itoa(s.p.GiveUpAlarmCount) + " or more steps within 5 minutes"),
+		Metric:             supervisorMetric(metrics.GiveUps, "Sum", awscdk.Duration_Minutes(jsii.Number(5))),
+		AlarmDescription:   jsii.String("The supervisor or the scheduler gave up on " + strconv.Itoa(s.p.GiveUpAlarmCount) + " or more steps within 5 minutes"),
 		Threshold:          jsii.Number(float64(s.p.GiveUpAlarmCount)),
 		ComparisonOperator: awscloudwatch.ComparisonOperator_GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+	})
+	// A give-up's alert and compensate request are owed until sent; what
+	// stays owed this long keeps failing to go out (the alert topic or the
+	// control queue is down), and no one has been told of its give-up.
+	alarm(s, "OwedTooLong", awscloudwatch.AlarmProps{
+		Metric:            supervisorMetric(metrics.OwedOldestAge, "Maximum", minute),
+		AlarmDescription:  jsii.String("A give-up's alert or compensate request has been owed (not sent) for more than " + s.p.OwedAlarmAge.String()),
+		Threshold:         jsii.Number(s.p.OwedAlarmAge.Seconds()),
+		EvaluationPeriods: jsii.Number(1),
 	})
 	// A supervisor that is never invoked raises no errors and publishes no
 	// metric; missing invocations are the only sign of it.
@@ -999,11 +1018,40 @@ func (s *SAS) dashboard() {
 		graph("Oldest stuck step (s)", supervisorMetric(StuckStepMetric, "Maximum", minute)),
 		graph("Supervisor: rescues, waits, give-ups, held for a pause",
 			supervisorMetric("Rescues", "Sum", minute), supervisorMetric("Waits", "Sum", minute),
-			supervisorMetric("GiveUps", "Sum", minute), supervisorMetric("Held", "Sum", minute)),
+			supervisorMetric("GiveUps", "Sum", minute), supervisorMetric("Held", "Sum", minute),
+			supervisorMetric(metrics.LostRaces, "Sum", minute)),
 	)
 	d.AddWidgets(graph("Queue depth (visible)", depth...), graph("Oldest message age (s)", age...))
 	d.AddWidgets(graph("Dead letters", dead...), graph("Function errors", errs...))
 	d.AddWidgets(graph("Function duration (ms): agents' batches", durations...))
+
+	// The per-step metrics (internal/metrics, docs/observability.md).
+	sum := func(name string) awscloudwatch.IMetric { return supervisorMetric(name, "Sum", minute) }
+	d.AddWidgets(
+		graph("Steps: done, failed, failed attempts, retries, give-ups",
+			sum(metrics.StepsDone), sum(metrics.StepsFailed), sum(metrics.StepsTransient), sum(metrics.Retries), sum(metrics.GiveUps)),
+		graph("Orders: submitted, processed, compensations started and finished",
+			sum(metrics.OrdersSubmitted), sum(metrics.OrdersProcessed), sum(metrics.CompensationsStarted), sum(metrics.CompensationsFinished)),
+	)
+	d.AddWidgets(graph("Owed effects of give-ups: count, oldest age (s)",
+		supervisorMetric(metrics.OwedEffects, "Maximum", minute), supervisorMetric(metrics.OwedOldestAge, "Maximum", minute)))
+	var wait, exec, outcomes []awscloudwatch.IMetric
+	for _, a := range s.agents {
+		byAgent := func(name, statistic, label string) awscloudwatch.IMetric {
+			return awscloudwatch.NewMetric(&awscloudwatch.MetricProps{
+				Namespace: jsii.String(MetricNamespace), MetricName: jsii.String(name),
+				DimensionsMap: &map[string]*string{metrics.DimAgent: jsii.String(a.Name)},
+				Statistic:     jsii.String(statistic), Period: minute, Label: jsii.String(label),
+			})
+		}
+		wait = append(wait, byAgent(metrics.QueueWait, "p50", a.Name+" p50"), byAgent(metrics.QueueWait, "p99", a.Name+" p99"))
+		exec = append(exec, byAgent(metrics.ExecutionTime, "p50", a.Name+" p50"), byAgent(metrics.ExecutionTime, "p99", a.Name+" p99"))
+		for _, o := range []string{metrics.AgentDone, metrics.AgentFailed, metrics.AgentTransient, metrics.AgentNoOutcome} {
+			outcomes = append(outcomes, byAgent(o, "Sum", a.Name+" "+o))
+		}
+	}
+	d.AddWidgets(graph("Queue wait (ms) by agent", wait...), graph("Execution time (ms) by agent", exec...))
+	d.AddWidgets(graph("Agents' outcomes", outcomes...))
 }
 
 // outputs name what a client or an operator needs. Under a construct id of

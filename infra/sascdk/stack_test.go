@@ -35,7 +35,7 @@ func TestResourceCounts(t *testing.T) {
 		"AWS::Lambda::EventSourceMapping":     4,
 		"AWS::Events::Rule":                   1,
 		"AWS::SNS::Topic":                     1,
-		"AWS::CloudWatch::Alarm":              4 + 3 + 1 + 1 + 1, // DLQs, errors, stuck step, supervisor not running, give-up rate
+		"AWS::CloudWatch::Alarm":              4 + 3 + 1 + 1 + 1 + 1, // DLQs, errors, stuck step, supervisor not running, give-up rate, owed too long
 		"AWS::IAM::Role":                      3,
 		"AWS::Logs::LogGroup":                 3,
 		"AWS::SNS::Subscription":              0, // only with AlertEmail
@@ -473,6 +473,8 @@ func TestAlarms(t *testing.T) {
 		{"AWS/Lambda", "Errors", "Supervisor"},
 		{"AWS/Lambda", "Invocations", "Supervisor"},
 		{MetricNamespace, StuckStepMetric, ""},
+		{MetricNamespace, metrics.GiveUps, ""},
+		{MetricNamespace, metrics.OwedOldestAge, ""},
 	}
 	for _, k := range want {
 		if !got[k] {
@@ -521,6 +523,121 @@ func TestDashboard(t *testing.T) {
 	for _, want := range []string{"OldestStuckStepAgeSeconds", "GiveUps", "Rescues", "Held", "ApproximateAgeOfOldestMessage", "ApproximateNumberOfMessagesVisible", "Duration", "Errors"} {
 		if !strings.Contains(string(body), want) {
 			t.Errorf("the dashboard does not show %s", want)
+		}
+	}
+	// Every metric the actors publish, by the names they publish it under
+	// (internal/metrics), the agents' by agent.
+	for _, want := range metricNames() {
+		if !strings.Contains(string(body), `\"`+want+`\"`) {
+			t.Errorf("the dashboard does not show %s", want)
+		}
+	}
+	for _, want := range []string{`\"QueueWait\",\"Agent\",\"payments\"`, `\"ExecutionTime\",\"Agent\",\"payments\"`, `\"AgentNoOutcome\",\"Agent\",\"payments\"`} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("the dashboard does not show %s", want)
+		}
+	}
+}
+
+// metricNames are the names of every metric the actors publish.
+func metricNames() []string {
+	var out []string
+	v := reflect.ValueOf(metrics)
+	for i := range v.NumField() {
+		if name := v.Type().Field(i).Name; name != "Namespace" && !strings.HasPrefix(name, "Dim") {
+			out = append(out, v.Field(i).String())
+		}
+	}
+	return out
+}
+
+// TestMetricNamesMatchTheCode holds metrics.go to internal/metrics, whose
+// string constants (its units aside) are read from its source, as
+// TestIndexProjectionMatchesTheStore reads the store's.
+func TestMetricNamesMatchTheCode(t *testing.T) {
+	t.Parallel()
+	code := map[string]string{}
+	fset := token.NewFileSet()
+	f, err := parser.ParseFile(fset, filepath.Join("..", "..", "internal", "metrics", "metrics.go"), nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range f.Decls {
+		g, ok := d.(*ast.GenDecl)
+		if !ok || g.Tok != token.CONST {
+			continue
+		}
+		for _, spec := range g.Specs {
+			vs := spec.(*ast.ValueSpec)
+			if id, ok := vs.Type.(*ast.Ident); ok && id.Name == "Unit" {
+				continue
+			}
+			for i, n := range vs.Names {
+				if lit, ok := vs.Values[i].(*ast.BasicLit); ok && lit.Kind == token.STRING {
+					v, _ := strconv.Unquote(lit.Value)
+					code[n.Name] = v
+				}
+			}
+		}
+	}
+	here := map[string]string{}
+	v := reflect.ValueOf(metrics)
+	for i := range v.NumField() {
+		here[v.Type().Field(i).Name] = v.Field(i).String()
+	}
+	if !reflect.DeepEqual(here, code) {
+		t.Errorf("sascdk's metric names\n %v\ninternal/metrics'\n %v", here, code)
+	}
+	if MetricNamespace != code["Namespace"] || StuckStepMetric != code["OldestStuckStepAge"] {
+		t.Errorf("MetricNamespace %q, StuckStepMetric %q: not the code's", MetricNamespace, StuckStepMetric)
+	}
+}
+
+// TestOwedTooLongAlarm: what a give-up owes and has not sent for longer
+// than OwedAlarmAge (default 5 minutes) pages an operator, on the metric
+// the supervisor publishes (internal/metrics.OwedOldestAge).
+func TestOwedTooLongAlarm(t *testing.T) {
+	def, _ := stacks(t)
+	check(t, "owed-too-long alarm", func() {
+		def.tmpl.HasResourceProperties(jsii.String("AWS::CloudWatch::Alarm"), map[string]any{
+			"Namespace":          metrics.Namespace,
+			"MetricName":         metrics.OwedOldestAge,
+			"Statistic":          "Maximum",
+			"Period":             60,
+			"ComparisonOperator": "GreaterThanThreshold",
+			"Threshold":          300,
+			"EvaluationPeriods":  1,
+			"Dimensions":         assertions.Match_Absent(),
+		})
+	})
+}
+
+// TestXRayTracing: off by default; Props.XRayTracing makes every function
+// trace actively, with the permission to send its traces.
+func TestXRayTracing(t *testing.T) {
+	def, variant := stacks(t)
+	fns := variant.tmpl.FindResources(jsii.String("AWS::Lambda::Function"), nil)
+	if len(*fns) < 3 {
+		t.Fatalf("%d functions", len(*fns))
+	}
+	for id, r := range *fns {
+		p := (*r)["Properties"].(map[string]any)
+		if tc, _ := p["TracingConfig"].(map[string]any); tc["Mode"] != "Active" {
+			t.Errorf("variant function %s: TracingConfig %v, want Mode Active", id, p["TracingConfig"])
+		}
+	}
+	check(t, "the variant's roles may send traces", func() {
+		variant.tmpl.HasResourceProperties(jsii.String("AWS::IAM::Policy"), map[string]any{
+			"PolicyDocument": assertions.Match_ObjectLike(&map[string]any{
+				"Statement": assertions.Match_ArrayWith(&[]any{assertions.Match_ObjectLike(&map[string]any{
+					"Action": []any{"xray:PutTelemetryRecords", "xray:PutTraceSegments"}, "Effect": "Allow", "Resource": "*",
+				})}),
+			}),
+		})
+	})
+	for id, r := range *def.tmpl.FindResources(jsii.String("AWS::Lambda::Function"), nil) {
+		if tc, ok := (*r)["Properties"].(map[string]any)["TracingConfig"]; ok {
+			t.Errorf("default function %s: TracingConfig %v, want none (off by default)", id, tc)
 		}
 	}
 }

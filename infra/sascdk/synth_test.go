@@ -146,6 +146,7 @@ func synthesizeApp() fixtures {
 		}()},
 		AlertEmail:           "ops@example.test",
 		AllowUnsignedReplies: true,
+		XRayTracing:          true,
 	})
 	f.two = build("SasStackTwo", twoAgentProps(fixtureDist))
 	f.five = build("SasStackFive", fiveAgentProps(fixtureDist))

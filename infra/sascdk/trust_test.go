@@ -210,6 +210,9 @@ func TestAgentAuthSecretReadableByThatAgentAlone(t *testing.T) {
 	want := merge2(base, map[string][]string{
 		"secretsmanager:GetSecretValue": {authSecretARN},
 		"kms:Decrypt":                   {authKeyARN},
+		// The variant traces with X-Ray (Props.XRayTracing).
+		"xray:PutTelemetryRecords": {"*"},
+		"xray:PutTraceSegments":    {"*"},
 	})
 	if got := f.variant.grants(t, "AgentpaymentsRole"); !reflect.DeepEqual(got, want) {
 		t.Errorf("variant agent grants:\n got %v\nwant %v", got, want)

@@ -55,6 +55,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"runtime/debug"
 	"slices"
@@ -66,6 +67,8 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/sas-go/sas/internal/httpagent"
+	"github.com/sas-go/sas/internal/metrics"
+	"github.com/sas-go/sas/internal/msgctx"
 	"github.com/sas-go/sas/internal/outbox"
 	"github.com/sas-go/sas/internal/sas"
 	"github.com/sas-go/sas/internal/sqslimits"
@@ -152,6 +155,10 @@ type Config struct {
 	// scheduler fails on that receive, the last before the dead-letter
 	// queue, is dropped rather than dead-lettered (requeue).
 	MaxReceives int
+	// Metrics receives one CloudWatch Embedded Metric Format line per
+	// request run (internal/metrics): its queue wait, execution time and
+	// outcome. nil publishes none.
+	Metrics io.Writer
 }
 
 // Service hosts named agents. It is safe for concurrent use.
@@ -169,6 +176,7 @@ type Service struct {
 	linger      time.Duration
 	// maxDeliveries, maxReceives: see Config.
 	maxDeliveries, maxReceives int
+	metrics                    *metrics.Emitter
 }
 
 // New checks cfg and returns a Service.
@@ -201,6 +209,7 @@ func New(cfg Config) (*Service, error) {
 		queue: cfg.Queue, replyURL: cfg.ReplyQueueURL, agents: cfg.Agents,
 		clock: cfg.Clock, log: cfg.Logger, concurrency: cfg.Concurrency, reserve: cfg.ReplyReserve,
 		linger: cfg.ReplyLinger, maxDeliveries: cfg.MaxDeliveries, maxReceives: cfg.MaxReceives,
+		metrics: metrics.NewEmitter(cfg.Metrics),
 	}
 	for _, u := range []string{cfg.RequestQueueURL, cfg.PriorityQueueURL} {
 		if u != "" && !slices.Contains(s.requestURLs, u) {
@@ -315,7 +324,8 @@ func (s *Service) requeue(ctx context.Context, records []events.SQSMessage, fail
 			QueueURL: s.replyURL, Delay: min(delay, sqslimits.MaxDelay),
 			What: fmt.Sprintf("requeue of %s step %d attempt %d", req.OrderID, req.Step, req.Attempt),
 			Body: sas.Encode(sas.Retry{V: sas.MessageVersion, Kind: sas.KindRetry, OrderID: req.OrderID, Step: req.Step,
-				Attempt: req.Attempt, Reason: reason, Requeue: true, Sig: req.Sig}),
+				Attempt: req.Attempt, Reason: reason, Requeue: true, Sig: req.Sig,
+				Trace: sas.ChildTrace(req.Trace, fmt.Sprintf("%s requeue %s %d", sas.KindRetry, req.IdempotencyKey, req.Attempt))}),
 		})
 		idx = append(idx, i)
 	}
@@ -632,6 +642,7 @@ type inbound struct {
 	index     int
 	messageID string
 	req       sas.AgentRequest
+	sentAt    time.Time // SQS's SentTimestamp; zero when the event has none
 }
 
 // parse decodes the batch, logs and drops malformed messages (acknowledged:
@@ -653,7 +664,7 @@ func (s *Service) parse(records []events.SQSMessage) (groups [][]inbound, late [
 			s.log.Error("agent: malformed request acknowledged without a reply", attrs...)
 			continue
 		}
-		m := inbound{index: i, messageID: rec.MessageId, req: req}
+		m := inbound{index: i, messageID: rec.MessageId, req: req, sentAt: sentAt(rec)}
 		if g, ok := byKey[req.IdempotencyKey]; ok {
 			groups[g] = append(groups[g], m)
 			continue
@@ -671,6 +682,9 @@ func (s *Service) handleOne(ctx context.Context, m inbound) (out *outgoing, f fa
 	log := s.log.With("messageId", m.messageID, "agent", m.req.Agent, "orderId", m.req.OrderID,
 		"step", m.req.Step, "stepName", m.req.StepName, "attempt", m.req.Attempt,
 		"compensation", m.req.Compensation, "idempotencyKey", m.req.IdempotencyKey)
+	if t := sas.TraceID(m.req.Trace); t != "" {
+		log = log.With(msgctx.TraceIDKey, t)
+	}
 	defer func() {
 		if p := recover(); p != nil {
 			log.Error("agent: panic while handling a request; message left for redelivery",
@@ -678,10 +692,64 @@ func (s *Service) handleOne(ctx context.Context, m inbound) (out *outgoing, f fa
 			out, f = nil, redeliver
 		}
 	}()
-	if out, f = s.process(ctx, log, m.req); out != nil {
+	var ran run
+	if out, f = s.process(ctx, log, m.req, &ran); out != nil {
 		out.index = m.index
 	}
+	s.emit(log, m, ran, out)
 	return out, f
+}
+
+// run is when a request's call started and how long it took; a zero start
+// means the call was not made.
+type run struct {
+	start time.Time
+	took  time.Duration
+}
+
+// sentAt is when a request was sent, from SQS's SentTimestamp attribute.
+func sentAt(rec events.SQSMessage) time.Time {
+	ms, err := strconv.ParseInt(rec.Attributes["SentTimestamp"], 10, 64)
+	if err != nil || ms <= 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(ms).UTC()
+}
+
+// emit publishes one request's metrics (internal/metrics,
+// docs/observability.md): its wait in the queue, its execution time and
+// its outcome, under {Workflow, Step, Agent} and {Agent}.
+func (s *Service) emit(log *slog.Logger, m inbound, ran run, out *outgoing) {
+	if ran.start.IsZero() {
+		return // not run: nothing was measured
+	}
+	outcome := metrics.AgentNoOutcome
+	if out != nil {
+		switch out.reply.Outcome {
+		case sas.OutcomeDone:
+			outcome = metrics.AgentDone
+		case sas.OutcomeFailed:
+			outcome = metrics.AgentFailed
+		case sas.OutcomeTransient:
+			outcome = metrics.AgentTransient
+		}
+	}
+	req := m.req
+	sets, dims := metrics.Step(req.Workflow, metrics.StepName(req.StepName, req.Compensation), req.Agent, []string{metrics.DimAgent})
+	ms := []metrics.Metric{
+		{Name: metrics.ExecutionTime, Unit: metrics.Milliseconds, Value: float64(ran.took.Milliseconds())},
+		{Name: outcome, Unit: metrics.Count, Value: 1},
+	}
+	if !m.sentAt.IsZero() {
+		ms = append(ms, metrics.Metric{Name: metrics.QueueWait, Unit: metrics.Milliseconds, Value: float64(max(ran.start.Sub(m.sentAt), 0).Milliseconds())})
+	}
+	props := map[string]any{"orderId": req.OrderID, "step": req.Step, "attempt": req.Attempt, "messageId": m.messageID}
+	if t := sas.TraceID(req.Trace); t != "" {
+		props["traceId"] = t
+	}
+	if err := s.metrics.Emit(metrics.Line{Time: ran.start, Dimensions: sets, Dims: dims, Metrics: ms, Properties: props}); err != nil {
+		log.Warn("agent: metrics line not written", "err", err.Error())
+	}
 }
 
 // Deadline is when the agent stops working on req, which it started at
@@ -697,7 +765,7 @@ func Deadline(req sas.AgentRequest, start time.Time) time.Time {
 
 // process runs one request and returns the reply to send, or nil and what
 // becomes of the message when nothing is to be sent.
-func (s *Service) process(ctx context.Context, log *slog.Logger, req sas.AgentRequest) (*outgoing, fate) {
+func (s *Service) process(ctx context.Context, log *slog.Logger, req sas.AgentRequest, ran *run) (*outgoing, fate) {
 	start := s.clock.Now()
 	deadline := Deadline(req, start)
 	if !start.Before(req.CompleteBy) {
@@ -725,8 +793,10 @@ func (s *Service) process(ctx context.Context, log *slog.Logger, req sas.AgentRe
 	defer cancel()
 	var result json.RawMessage
 	var err error
+	ran.start = start
 	if r, ok := s.agents[req.Agent]; ok {
 		result, err = r.Run(callCtx, req)
+		ran.took = s.clock.Now().Sub(start)
 	} else {
 		err = &PermanentError{Reason: fmt.Sprintf("no agent %q in this deployment (it hosts: %s)", req.Agent, s.agentNames())}
 	}
@@ -822,7 +892,9 @@ func resultOf(body []byte) json.RawMessage {
 // them too (the scheduler then reads the order).
 func replyTo(req sas.AgentRequest) sas.AgentReply {
 	return sas.AgentReply{
-		V: sas.MessageVersion, Kind: sas.KindAgentReply, OrderID: req.OrderID, Step: req.Step,
+		// The request's trace, a span of its own: one order, one trace.
+		Trace: sas.ChildTrace(req.Trace, fmt.Sprintf("%s %s %d", sas.KindAgentReply, req.IdempotencyKey, req.Attempt)),
+		V:     sas.MessageVersion, Kind: sas.KindAgentReply, OrderID: req.OrderID, Step: req.Step,
 		Attempt: req.Attempt, LockedBy: req.LockedBy, Agent: req.Agent,
 		Workflow: req.Workflow, ReplyTo: req.ReplyTo, Payload: req.Payload,
 		Compensation: req.Compensation, StepName: req.StepName,

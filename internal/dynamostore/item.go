@@ -44,6 +44,7 @@ const (
 	attrSteps       = "Steps"
 	attrContentHash = "ContentHash"
 	attrVersion     = "Version"
+	attrTrace       = "Trace" // the order's trace context (sas.Order.Trace)
 	attrDefinition  = "Definition"
 )
 
@@ -149,6 +150,9 @@ func orderItem(o sas.Order) map[string]av {
 	}
 	if o.Version != "" {
 		it[attrVersion] = s(o.Version)
+	}
+	if o.Trace != "" {
+		it[attrTrace] = s(o.Trace)
 	}
 	return it
 }
@@ -272,6 +276,7 @@ func decodeOrder(it map[string]av) (sas.Order, string, error) {
 		Priority:  int(d.num(attrPriority)),
 		Version:   d.str(attrVersion),
 		CreatedAt: d.time(attrCreatedAt),
+		Trace:     d.str(attrTrace),
 	}
 	if p := d.str(attrPayload); p != "" {
 		o.Payload = json.RawMessage(p)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/sas-go/sas/internal/metrics"
 	"github.com/sas-go/sas/internal/sas"
 )
 
@@ -54,6 +55,22 @@ func TestDocumentedIntakeFields(t *testing.T) {
 	sort.Strings(documented)
 	sort.Strings(code)
 	require.Equal(t, code, documented, "docs/intake.md's intake fields against sas.Intake")
+}
+
+// docs/observability.md's table of metrics is internal/metrics.Catalog:
+// every name, with its unit.
+func TestObservabilityDocListsEveryMetric(t *testing.T) {
+	t.Parallel()
+	b, err := os.ReadFile(filepath.Join(root(t), "docs", "observability.md"))
+	require.NoError(t, err)
+	_, table, ok := strings.Cut(string(b), "| metric | unit | from | dimensions | meaning |")
+	require.True(t, ok, "docs/observability.md has the table of metrics")
+	table, _, _ = strings.Cut(table, "\n\n")
+	documented := map[string]metrics.Unit{}
+	for _, m := range regexp.MustCompile("(?m)^\\| `([A-Za-z]+)` \\| ([A-Za-z]+) \\|").FindAllStringSubmatch(table, -1) {
+		documented[m[1]] = metrics.Unit(m[2])
+	}
+	require.Equal(t, metrics.Catalog, documented, "docs/observability.md's metrics against internal/metrics.Catalog")
 }
 
 // docs/intake.md's table of statuses names every status the scheduler posts.

@@ -43,6 +43,10 @@ type Intake struct {
 	Payload  json.RawMessage `json:"payload,omitempty"`
 	ReplyTo  string          `json:"replyTo,omitempty"`
 	Priority int             `json:"priority,omitempty"`
+	// Trace is the submitter's trace context (a W3C traceparent), if it
+	// has one: the order's work joins that trace. Without it (or with one
+	// that is not valid) the scheduler starts a trace for the order.
+	Trace string `json:"trace,omitempty"`
 }
 
 // AgentRequest asks an agent to run one attempt of one step.
@@ -106,6 +110,9 @@ type AgentRequest struct {
 	// keys of its earlier generations: the agent undoes each before
 	// IdempotencyKey, since an effect under an older key may exist.
 	PriorKeys []string `json:"priorKeys,omitempty"`
+	// Trace is the order's trace context, a W3C traceparent (trace.go):
+	// optional, absent in a message from a build before traces.
+	Trace string `json:"trace,omitempty"`
 	// Sig is the scheduler's signature over the fields the reply echoes
 	// (Signer, docs/trust.md). The agent echoes it in its reply unread.
 	// Optional on the wire: a request from an older scheduler has none.
@@ -179,6 +186,9 @@ type AgentReply struct {
 	// RetryAfterMs, on a transient outcome, is the wait the remote service
 	// asked for (Retry-After): the next attempt waits at least that long.
 	RetryAfterMs int64 `json:"retryAfterMs,omitempty"`
+	// Trace is the order's trace context, a W3C traceparent (trace.go):
+	// optional, absent in a message from a build before traces.
+	Trace string `json:"trace,omitempty"`
 	// Sig is the request's signature, echoed unread. With it the scheduler
 	// believes the echo; without it (an older agent), or with one that does
 	// not match, the echo is never used (docs/trust.md).
@@ -200,6 +210,9 @@ type Retry struct {
 	// (docs/protocol.md, "Waiting is not executing"). The request is then
 	// back in the queue, where the supervisor sees it.
 	Requeue bool `json:"requeue,omitempty"`
+	// Trace is the order's trace context, a W3C traceparent (trace.go):
+	// optional, absent in a message from a build before traces.
+	Trace string `json:"trace,omitempty"`
 	// Sig is the signature of the request a requeue hands back, echoed
 	// unread: the scheduler takes a requeue only with it (docs/trust.md).
 	Sig string `json:"sig,omitempty"`
@@ -216,6 +229,9 @@ type Compensate struct {
 	// scheduler records, which it takes from who sent the message
 	// (docs/trust.md).
 	Actor string `json:"actor,omitempty"`
+	// Trace is the order's trace context, a W3C traceparent (trace.go):
+	// optional, absent in a message from a build before traces.
+	Trace string `json:"trace,omitempty"`
 }
 
 // Status values posted to a submitter's replyTo queue.
@@ -242,6 +258,9 @@ type Status struct {
 	// about, so that a caller can match a rejection whose orderId could not
 	// be read to what it sent.
 	MessageID string `json:"messageId,omitempty"`
+	// Trace is the order's trace context, a W3C traceparent (trace.go):
+	// optional, absent in a message from a build before traces.
+	Trace string `json:"trace,omitempty"`
 }
 
 // IdempotencyKey is the stable key an agent sends the remote service for one

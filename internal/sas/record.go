@@ -112,6 +112,10 @@ type Order struct {
 	// submitted before versions: it runs on the registered definition.
 	Version   string
 	CreatedAt time.Time
+	// Trace is the order's trace context (trace.go), which every message
+	// about it carries; "" for an order submitted before traces. Not part
+	// of ContentHash: a redelivered intake may carry another.
+	Trace string
 }
 
 // ContentHash fingerprints what the submitter asked for, so a redelivered

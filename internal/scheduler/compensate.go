@@ -7,6 +7,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/sas-go/sas/internal/metrics"
+	"github.com/sas-go/sas/internal/msgctx"
 	"github.com/sas-go/sas/internal/outbox"
 	"github.com/sas-go/sas/internal/sas"
 )
@@ -124,6 +126,7 @@ func (s *Service) compensateFrom(ctx context.Context, u *outbox.Unit, o order, e
 	if err != nil || !claimed {
 		return sas.StepKey{}, err
 	}
+	s.emitOrder(ctx, metrics.CompensationsStarted, ord.OrderID, ord.Workflow, now)
 	return cand.Key(), nil
 }
 
@@ -179,6 +182,8 @@ func (s *Service) compensate(ctx context.Context, u *outbox.Unit, m sas.Compensa
 	if err != nil {
 		return err
 	}
+	o.ord.Trace = sas.OrderTrace(o.ord.Trace, m.Trace)
+	ctx = msgctx.WithTrace(ctx, o.ord.Trace)
 	now := s.cfg.Clock.Now()
 	for _, r := range o.steps {
 		if inFlight(r) {

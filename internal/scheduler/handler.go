@@ -11,6 +11,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/sas-go/sas/internal/msgctx"
 	"github.com/sas-go/sas/internal/outbox"
 	"github.com/sas-go/sas/internal/sas"
 )
@@ -27,6 +28,7 @@ func (s *Service) HandleMessage(ctx context.Context, from Origin, body []byte) e
 }
 
 func (s *Service) handleMessage(ctx context.Context, u *outbox.Unit, from Origin, body []byte) error {
+	ctx = msgctx.WithMessage(ctx, from.MessageID) // every line below names it
 	if from.Source == FromIntake {
 		// Whatever kind it claims: an application that may write orders
 		// cannot also send replies, retries or compensation requests.
@@ -53,12 +55,14 @@ func (s *Service) handleMessage(ctx context.Context, u *outbox.Unit, from Origin
 		if err := json.Unmarshal(body, &m); err != nil {
 			return drop(err, "malformed agent reply")
 		}
+		ctx = msgctx.WithTrace(ctx, m.Trace)
 		return s.reply(ctx, u, m)
 	case sas.KindRetry:
 		var m sas.Retry
 		if err := json.Unmarshal(body, &m); err != nil {
 			return drop(err, "malformed retry message")
 		}
+		ctx = msgctx.WithTrace(ctx, m.Trace)
 		if !accepts(from.Source, h.Kind, m.Requeue) {
 			return refuseSource(from, h.Kind)
 		}
@@ -68,6 +72,7 @@ func (s *Service) handleMessage(ctx context.Context, u *outbox.Unit, from Origin
 		if err := json.Unmarshal(body, &m); err != nil {
 			return drop(err, "malformed compensate message")
 		}
+		ctx = msgctx.WithTrace(ctx, m.Trace)
 		// Who asked is who sent it, not what the message says.
 		s.log.InfoContext(ctx, "compensate message", "order", m.OrderID, "sender", from.SenderID, "declaredActor", m.Actor)
 		m.Actor = actor(from)
@@ -157,7 +162,10 @@ func (h *Handler) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEve
 
 // handleRecord returns an error only for a record SQS should redeliver.
 func (h *Handler) handleRecord(ctx context.Context, u *outbox.Unit, rec events.SQSMessage) (err error) {
-	log := h.log.With("messageId", rec.MessageId)
+	// The message's id is in the context of every line about it
+	// (internal/msgctx), from here down to the service's.
+	ctx = msgctx.WithMessage(ctx, rec.MessageId)
+	log := h.log
 	defer func() {
 		// A bug in one message must not take down the others in the batch.
 		if p := recover(); p != nil {

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/sas-go/sas/internal/metrics"
+	"github.com/sas-go/sas/internal/msgctx"
 	"github.com/sas-go/sas/internal/outbox"
 	"github.com/sas-go/sas/internal/sas"
 )
@@ -35,7 +37,11 @@ func (s *Service) intake(ctx context.Context, u *outbox.Unit, body []byte, messa
 		OrderID: in.OrderID, Workflow: in.Workflow, Payload: in.Payload,
 		ReplyTo: in.ReplyTo, Priority: in.Priority, Steps: w.StepNames(),
 		Version: s.defs.Registered(in.Workflow),
+		// The submitter's trace, or one started here: every message about
+		// the order carries it (docs/observability.md).
+		Trace: sas.OrderTrace(in.Trace, sas.NewTrace(in.OrderID, now)),
 	}
+	ctx = msgctx.WithTrace(ctx, o.Trace)
 	res, err := s.cfg.Store.Submit(ctx, sas.SubmitParams{
 		Order: o, Now: now, PickupBy: now.Add(s.cfg.PickupTimeout),
 		// Created already claimed: one transaction instead of submit + claim
@@ -65,7 +71,13 @@ func (s *Service) intake(ctx context.Context, u *outbox.Unit, body []byte, messa
 		}
 		s.dispatch(ctx, u, o, w.Steps[0], first)
 		s.log.InfoContext(ctx, "order submitted", "order", o.OrderID, "workflow", o.Workflow, "steps", len(o.Steps))
+		s.emitOrder(ctx, metrics.OrdersSubmitted, o.OrderID, o.Workflow, now)
 	} else {
+		// The stored order's trace, which its requests carry already
+		// (none for an order stored before traces: this intake's then).
+		o.Trace = sas.OrderTrace(ord.ord.Trace, o.Trace)
+		ord.ord.Trace = o.Trace
+		ctx = msgctx.WithTrace(ctx, o.Trace)
 		s.log.InfoContext(ctx, "duplicate intake: order exists", "order", o.OrderID)
 		s.redispatchLive(ctx, u, ord, now)
 	}

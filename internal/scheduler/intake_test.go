@@ -65,6 +65,8 @@ func TestIntakeSubmitsClaimsAndDispatches(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, signer.Verify(req.Signed(), req.Sig), "signed for the reply's echo")
 	req.Sig = ""
+	require.Equal(t, sas.TraceID(sas.NewTrace("o-1", t0)), sas.TraceID(req.Trace), "the trace started at intake")
+	req.Trace = ""
 	require.Equal(t, sas.AgentRequest{
 		V: 1, Kind: sas.KindAgentRequest, OrderID: "o-1", Step: 0, StepName: "charge", Agent: "payments",
 		Attempt: 1, LockedBy: owner, CompleteBy: t0.Add(stepTimeout), IdempotencyKey: "o-1:0",

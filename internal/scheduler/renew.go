@@ -79,10 +79,10 @@ func (h *Handler) renew(ctx context.Context, rec events.SQSMessage) bool {
 		err = fmt.Errorf("%s: %s", res.Failed[0].Code, res.Failed[0].Message)
 	}
 	if err != nil {
-		h.log.WarnContext(ctx, "could not renew a message on its last receive; it is handled as it is", "messageId", rec.MessageId, "error", err)
+		h.log.WarnContext(ctx, "could not renew a message on its last receive; it is handled as it is", "error", err)
 		return false
 	}
-	h.log.InfoContext(ctx, "message renewed on its last receive before the dead-letter queue", "messageId", rec.MessageId,
+	h.log.InfoContext(ctx, "message renewed on its last receive before the dead-letter queue",
 		"receives", n, "renewals", done+1)
 	return true
 }

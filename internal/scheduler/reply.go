@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/sas-go/sas/internal/metrics"
 	"github.com/sas-go/sas/internal/outbox"
 	"github.com/sas-go/sas/internal/sas"
 )
@@ -112,6 +113,7 @@ func (s *Service) reply(ctx context.Context, u *outbox.Unit, rep sas.AgentReply)
 			return s.refused(ctx, u, o, rep, err, now)
 		}
 		s.log.WarnContext(ctx, "step failed", "order", rep.OrderID, "step", rep.Step, "attempt", rep.Attempt, "compensation", undo, "reason", reason)
+		s.emitStep(ctx, o, rep.Step, undo, now, metrics.StepsFailed)
 		return s.afterFailed(ctx, u, o, failed, undo, now)
 	}
 
@@ -152,6 +154,10 @@ func (s *Service) reply(ctx context.Context, u *outbox.Unit, rep sas.AgentReply)
 		claimed = &recs[1]
 	}
 	s.log.InfoContext(ctx, "step done", "order", rep.OrderID, "step", rep.Step, "attempt", rep.Attempt, "compensation", undo)
+	s.emitStep(ctx, o, rep.Step, undo, now, metrics.StepsDone)
+	if !undo && rep.Step+1 == o.n() {
+		s.emitOrder(ctx, metrics.OrdersProcessed, o.id(), o.ord.Workflow, now)
+	}
 	return s.afterDone(ctx, u, o, rep, claimed, now)
 }
 
@@ -169,7 +175,7 @@ func (s *Service) replyOrder(ctx context.Context, rep sas.AgentReply) (order, er
 	}
 	return order{
 		ord: sas.Order{OrderID: rep.OrderID, Workflow: w.Name, Payload: rep.Payload, ReplyTo: rep.ReplyTo, Steps: w.StepNames(),
-			Priority: rep.Priority, Version: rep.Version},
+			Priority: rep.Priority, Version: rep.Version, Trace: rep.Trace},
 		wf: w,
 	}, nil
 }
@@ -389,6 +395,7 @@ func (s *Service) afterUndone(ctx context.Context, u *outbox.Unit, o order, rep 
 		}
 	}
 	s.log.InfoContext(ctx, "order compensated", "order", o.id())
+	s.emitOrder(ctx, metrics.CompensationsFinished, o.id(), o.ord.Workflow, now)
 	s.post(ctx, u, o.ord, sas.Status{Status: sas.StatusCompensated, Sequence: SeqCompensated(o.n())}, now)
 	return nil
 }

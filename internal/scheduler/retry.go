@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/sas-go/sas/internal/msgctx"
 	"github.com/sas-go/sas/internal/outbox"
 	"github.com/sas-go/sas/internal/sas"
 )
@@ -38,6 +39,8 @@ func (s *Service) retry(ctx context.Context, u *outbox.Unit, m sas.Retry) error 
 	if err != nil {
 		return err
 	}
+	o.ord.Trace = sas.OrderTrace(o.ord.Trace, m.Trace)
+	ctx = msgctx.WithTrace(ctx, o.ord.Trace)
 	rec, ok := o.step(m.Step)
 	if !ok {
 		return drop(nil, "order %s has no step %d", m.OrderID, m.Step)

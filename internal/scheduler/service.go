@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"slices"
 	"strings"
@@ -11,6 +12,8 @@ import (
 	"time"
 
 	"github.com/sas-go/sas/internal/alerts"
+	"github.com/sas-go/sas/internal/metrics"
+	"github.com/sas-go/sas/internal/msgctx"
 	"github.com/sas-go/sas/internal/outbox"
 	"github.com/sas-go/sas/internal/sas"
 )
@@ -84,6 +87,12 @@ type Config struct {
 	// allows.
 	ReplyToAllowed func(url string) bool
 	Logger         *slog.Logger // default slog.Default()
+	// Metrics receives the scheduler's CloudWatch Embedded Metric Format
+	// lines, one per event it records (internal/metrics). nil publishes
+	// none: unlike the supervisor's, the default is off, because tests and
+	// the simulator build scheduler instances by the hundred; the Lambda
+	// entry point and the dev server set it (internal/wiring).
+	Metrics io.Writer
 }
 
 // Service handles the scheduler's messages. It holds no state of its own
@@ -100,7 +109,8 @@ type Service struct {
 	// only after its definition is stored.
 	stored sync.Map
 	// signer signs the requests and checks the replies' echo.
-	signer *sas.Signer
+	signer  *sas.Signer
+	metrics *metrics.Emitter
 }
 
 // New checks the configuration and returns a Service.
@@ -172,7 +182,10 @@ func New(cfg Config) (*Service, error) {
 		return nil, fmt.Errorf("configuring the scheduler: %w",
 			&sas.ValidationError{Field: "config", Reason: strings.Join(problems, "; ")})
 	}
-	return &Service{cfg: cfg, log: cfg.Logger, defs: sas.NewDefinitions(cfg.Workflows, cfg.Store), signer: signer}, nil
+	// Every line logged with a message's context names the message and
+	// its order's trace (internal/msgctx).
+	return &Service{cfg: cfg, log: msgctx.Logger(cfg.Logger), defs: sas.NewDefinitions(cfg.Workflows, cfg.Store), signer: signer,
+		metrics: metrics.NewEmitter(cfg.Metrics)}, nil
 }
 
 // DropError marks a message that is acknowledged without effect because no
@@ -260,6 +273,7 @@ func (s *Service) read(ctx context.Context, o *order) error {
 	if err != nil {
 		return err
 	}
+	got.ord.Trace = sas.OrderTrace(got.ord.Trace, o.ord.Trace) // an order stored before traces keeps the message's
 	*o = got
 	return nil
 }
@@ -309,6 +323,9 @@ func (s *Service) dispatchAfter(ctx context.Context, u *outbox.Unit, o sas.Order
 		// A failed attempt is reported, not left for redelivery, and the
 		// step's retry policy applies (transient.go).
 		TransientOutcome: true, NonRetryable: def.NonRetryable,
+		// The order's trace, a span of its own per attempt: a re-send of
+		// the same attempt carries the same context.
+		Trace: sas.ChildTrace(o.Trace, fmt.Sprintf("%s %s %d", sas.KindAgentRequest, sas.IdempotencyKey(o.OrderID, r.Step, r.Generation, undo), r.Attempt)),
 	}
 	if undo {
 		for g := 0; g < r.Generation; g++ {

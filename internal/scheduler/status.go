@@ -61,6 +61,7 @@ func (s *Service) post(ctx context.Context, u *outbox.Unit, o sas.Order, st sas.
 	if st.OrderID == "" {
 		st.OrderID = o.OrderID
 	}
+	st.Trace = sas.ChildTrace(o.Trace, fmt.Sprintf("%s %s %d", sas.KindStatus, st.Status, st.Sequence))
 	u.Send(outbox.Message{
 		QueueURL: o.ReplyTo, Body: sas.Encode(st), BestEffort: true,
 		What: fmt.Sprintf("status %s (seq %d) of order %s", st.Status, st.Sequence, st.OrderID),

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/sas-go/sas/internal/metrics"
 	"github.com/sas-go/sas/internal/outbox"
 	"github.com/sas-go/sas/internal/sas"
 )
@@ -143,6 +144,7 @@ func (s *Service) attemptFailed(ctx context.Context, u *outbox.Unit, o order, re
 		}
 		s.log.WarnContext(ctx, "step given up after its last attempt failed", "order", rep.OrderID, "step", rep.Step,
 			"attempt", rep.Attempt, "compensation", rep.Compensation, "reason", reason)
+		s.emitStep(ctx, o, rep.Step, rep.Compensation, now, metrics.StepsTransient, metrics.GiveUps)
 		return nil, s.gaveUp(ctx, u, o, got, now)
 	}
 	wait := pol.Interval(failures, fmt.Sprintf("%s/%d", cur.Key(), cur.Attempt))
@@ -166,6 +168,7 @@ func (s *Service) attemptFailed(ctx context.Context, u *outbox.Unit, o order, re
 	}
 	s.log.InfoContext(ctx, "attempt failed; next attempt scheduled", "order", rep.OrderID, "step", rep.Step,
 		"attempt", rep.Attempt, "compensation", rep.Compensation, "failures", failures, "wait", wait.String(), "reason", why)
+	s.emitStep(ctx, o, rep.Step, rep.Compensation, now, metrics.StepsTransient, metrics.Retries)
 	return nil, s.reattempt(ctx, u, o, got, def, wait, now)
 }
 

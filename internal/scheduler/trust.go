@@ -144,6 +144,7 @@ func (s *Service) trustReply(ctx context.Context, rep sas.AgentReply) (sas.Agent
 		"step", rep.Step, "attempt", rep.Attempt, "agent", rep.Agent)
 	rep.Workflow, rep.Version, rep.Payload, rep.ReplyTo, rep.Priority = o.ord.Workflow, o.ord.Version, o.ord.Payload, o.ord.ReplyTo, o.ord.Priority
 	rep.StepName, rep.Agent = def.Name, def.Agent
+	rep.Trace = sas.OrderTrace(rep.Trace, o.ord.Trace)
 	switch r.ProcessState {
 	case sas.Compensating, sas.Compensated, sas.CompensationFailed:
 		rep.Compensation = true

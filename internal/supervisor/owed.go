@@ -40,9 +40,11 @@ func (r *sweep) owe(rec sas.StepRecord, state sas.ProcessState, out *effects) {
 		case sas.EffectAlert:
 			u.Alert(rec.OwedAlert(AlertSource))
 		case sas.EffectCompensate:
+			c := rec.OwedCompensate(r.s.cfg.Actor)
+			c.Trace = sas.ChildTrace(r.traces[rec.OrderID], fmt.Sprintf("%s %s %d", sas.KindCompensate, rec.Key(), rec.Attempt))
 			u.Send(outbox.Message{
 				QueueURL: r.s.cfg.ControlQueueURL, What: "compensate for " + rec.OrderID,
-				Body: sas.Encode(rec.OwedCompensate(r.s.cfg.Actor)),
+				Body: sas.Encode(c),
 			})
 		}
 	}
@@ -66,7 +68,7 @@ func (r *sweep) flush(out *effects) {
 				r.rep.SendFailures++
 			}
 			if out.owing[i] {
-				r.rep.Owed++
+				r.leftOwed(rec)
 				err = fmt.Errorf("%w (still owed: a later sweep sends it again)", err)
 			}
 			r.fail(out.states[i], fmt.Errorf("effects of step %s: %w", rec.Key(), err))
@@ -92,8 +94,16 @@ func (r *sweep) settle(rec sas.StepRecord, state sas.ProcessState) {
 	default:
 		// Sent but not settled: a later sweep sends it again, with the same
 		// alert id and the same compensate request.
-		r.rep.Owed++
+		r.leftOwed(rec)
 		r.fail(state, fmt.Errorf("settling the effects of step %s: %w", rec.Key(), err))
+	}
+}
+
+// leftOwed counts a give-up this run leaves owed, and its age.
+func (r *sweep) leftOwed(rec sas.StepRecord) {
+	r.rep.Owed++
+	if age := r.s.cfg.Clock.Now().Sub(rec.UpdatedAt); age > r.rep.OwedOldestAge {
+		r.rep.OwedOldestAge = age
 	}
 }
 

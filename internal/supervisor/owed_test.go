@@ -1,7 +1,9 @@
 package supervisor
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"sync/atomic"
 	"testing"
@@ -167,6 +169,32 @@ func TestFailedAlertHoldsTheCompensationBack(t *testing.T) {
 	require.Empty(t, e.queue.take(t))
 	require.Equal(t, []sas.Effect{sas.EffectAlert, sas.EffectCompensate}, e.step(t, "o-al", 0).Owes)
 	require.Contains(t, e.logs.String(), "topic unreachable", "and the failure is in the log")
+	require.Zero(t, rep.OwedOldestAge, "given up this very run")
+
+	// Still failing four minutes later: owed and older, which the
+	// OwedTooLong alarm reads (internal/metrics.OwedOldestAge).
+	var out bytes.Buffer
+	ca.fail.Store(true) // fails once per Store
+	s = e.supervisor(t, func(c *Config) { c.MaxFailures = 1; c.Alerter = ca; c.Metrics = &out })
+	e.clock.Set(T0.Add(stepTimeout + 4*time.Minute))
+	rep, err = s.RunOnce(t.Context())
+	require.Error(t, err, "%+v", rep)
+	require.Equal(t, 1, rep.Owed, "%+v", rep)
+	require.Equal(t, 4*time.Minute, rep.OwedOldestAge)
+	var line map[string]any
+	require.NoError(t, json.Unmarshal(out.Bytes(), &line))
+	require.Equal(t, float64(1), line["OwedEffects"])
+	require.Equal(t, float64(240), line["OwedOldestAgeSeconds"])
+
+	// Delivered: nothing left owed, and the age is back to zero.
+	out.Reset()
+	e.clock.Set(T0.Add(stepTimeout + 5*time.Minute))
+	rep, err = s.RunOnce(t.Context())
+	require.NoError(t, err)
+	require.Zero(t, rep.Owed)
+	require.NoError(t, json.Unmarshal(out.Bytes(), &line))
+	require.Equal(t, float64(0), line["OwedEffects"])
+	require.Equal(t, float64(0), line["OwedOldestAgeSeconds"])
 }
 
 // TestCompensationClaimBeforeSettleLeavesNothingOwed: the scheduler claims

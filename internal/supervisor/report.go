@@ -3,10 +3,10 @@ package supervisor
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"log/slog"
 	"time"
 
+	"github.com/sas-go/sas/internal/metrics"
 	"github.com/sas-go/sas/internal/sas"
 )
 
@@ -69,6 +69,10 @@ type Report struct {
 	Redriven int `json:"redriven"`
 	Settled  int `json:"settled"`
 	Owed     int `json:"owed"`
+	// OwedOldestAge is how long ago the oldest give-up among those the
+	// run left owed was made (its UpdatedAt, which stays while it owes);
+	// zero when the run left nothing owed.
+	OwedOldestAge time.Duration `json:"-"`
 	// OldestStuckAge is now minus the oldest DueAt among the due records the
 	// run saw; zero when nothing was due.
 	OldestStuckAge time.Duration                    `json:"-"`
@@ -84,7 +88,8 @@ func (r Report) MarshalJSON() ([]byte, error) {
 		plain
 		ElapsedSeconds        float64 `json:"elapsedSeconds"`
 		OldestStuckAgeSeconds float64 `json:"oldestStuckAgeSeconds"`
-	}{plain(r), r.Elapsed.Seconds(), r.OldestStuckAge.Seconds()})
+		OwedOldestAgeSeconds  float64 `json:"owedOldestAgeSeconds"`
+	}{plain(r), r.Elapsed.Seconds(), r.OldestStuckAge.Seconds(), r.OwedOldestAge.Seconds()})
 }
 
 func (r *Report) count(state sas.ProcessState, f func(*StateCounts)) {
@@ -120,6 +125,8 @@ func (r Report) log(ctx context.Context, logger *slog.Logger) {
 		slog.Int("sendFailures", r.SendFailures),
 		slog.Int("alertFailures", r.AlertFailures),
 		slog.Float64("oldestStuckAgeSeconds", r.OldestStuckAge.Seconds()),
+		slog.Int("owed", r.Owed),
+		slog.Float64("owedOldestAgeSeconds", r.OwedOldestAge.Seconds()),
 		slog.Int("readRequests", r.Reads.Requests),
 		slog.Int("itemsRead", r.Reads.ItemsRead),
 	}
@@ -132,82 +139,32 @@ func (r Report) log(ctx context.Context, logger *slog.Logger) {
 	logger.LogAttrs(ctx, level, "supervisor sweep", attrs...)
 }
 
-// The metrics are published as CloudWatch Embedded Metric Format: one JSON
-// line on stdout, which Lambda ships to CloudWatch Logs, which extracts the
-// metrics. Unlike PutMetricData this costs no API call, no latency, no
-// throttling and no extra failure mode in the sweep, and the same line is a
-// searchable log record. The metrics have no dimensions (an empty dimension
-// set), which is what the OldestStuckStep alarm in infra/ reads; the line's
-// other members (actor, counts) are log properties, not metrics.
-const metricNamespace = "SAS"
-
-type emfMetric struct {
-	Name string `json:"Name"`
-	Unit string `json:"Unit"`
-}
-
-type emfDirective struct {
-	Namespace  string      `json:"Namespace"`
-	Dimensions [][]string  `json:"Dimensions"`
-	Metrics    []emfMetric `json:"Metrics"`
-}
-
-type emfMeta struct {
-	Timestamp         int64          `json:"Timestamp"`
-	CloudWatchMetrics []emfDirective `json:"CloudWatchMetrics"`
-}
-
-type emfLine struct {
-	AWS emfMeta `json:"_aws"`
-
-	OldestStuckStepAgeSeconds float64 `json:"OldestStuckStepAgeSeconds"`
-	Rescues                   int     `json:"Rescues"`
-	Waits                     int     `json:"Waits"`
-	GiveUps                   int     `json:"GiveUps"`
-	LostRaces                 int     `json:"LostRaces"`
-	// Held: due steps of paused agents left alone (docs/console.md).
-	Held int `json:"Held"`
-
-	Actor    string `json:"actor"`
-	Stopped  Stop   `json:"stopped"`
-	DueFound int    `json:"dueFound"`
-	Errors   int    `json:"errors"`
-}
+// The metrics are published as CloudWatch Embedded Metric Format by the
+// encoder every actor shares (internal/metrics, which says why EMF). The
+// metrics have no dimensions (an empty dimension set), which is what the
+// OldestStuckStep and OwedTooLong alarms in infra/ read; the line's other
+// members (actor, counts) are log properties, not metrics.
 
 // emf renders the report as one EMF line, newline included.
 func (r Report) emf() []byte {
-	line := emfLine{
-		AWS: emfMeta{
-			Timestamp: r.Started.UnixMilli(),
-			CloudWatchMetrics: []emfDirective{{
-				Namespace:  metricNamespace,
-				Dimensions: [][]string{{}},
-				Metrics: []emfMetric{
-					{Name: "OldestStuckStepAgeSeconds", Unit: "Seconds"},
-					{Name: "Rescues", Unit: "Count"},
-					{Name: "Waits", Unit: "Count"},
-					{Name: "GiveUps", Unit: "Count"},
-					{Name: "LostRaces", Unit: "Count"},
-					{Name: "Held", Unit: "Count"},
-				},
-			}},
-		},
+	n := func(name string, v float64) metrics.Metric {
+		return metrics.Metric{Name: name, Unit: metrics.Catalog[name], Value: v}
+	}
+	return metrics.Encode(metrics.Line{
+		Time: r.Started,
 		// Zero is published too: an alarm then sees "nothing stuck" rather
 		// than missing data.
-		OldestStuckStepAgeSeconds: r.OldestStuckAge.Seconds(),
-		Rescues:                   r.Rescued,
-		Waits:                     r.Waited,
-		GiveUps:                   r.GaveUp,
-		LostRaces:                 r.LostRaces,
-		Held:                      r.Held,
-		Actor:                     r.Actor,
-		Stopped:                   r.Stopped,
-		DueFound:                  r.DueFound,
-		Errors:                    r.Errors,
-	}
-	b, err := json.Marshal(line)
-	if err != nil {
-		panic(fmt.Sprintf("encoding the metrics line: %v", err)) // numbers and strings only
-	}
-	return append(b, '\n')
+		Metrics: []metrics.Metric{
+			n(metrics.OldestStuckStepAge, r.OldestStuckAge.Seconds()),
+			n(metrics.Rescues, float64(r.Rescued)),
+			n(metrics.Waits, float64(r.Waited)),
+			n(metrics.GiveUps, float64(r.GaveUp)),
+			n(metrics.LostRaces, float64(r.LostRaces)),
+			// Held: due steps of paused agents left alone (docs/console.md).
+			n(metrics.Held, float64(r.Held)),
+			n(metrics.OwedEffects, float64(r.Owed)),
+			n(metrics.OwedOldestAge, r.OwedOldestAge.Seconds()),
+		},
+		Properties: map[string]any{"actor": r.Actor, "stopped": r.Stopped, "dueFound": r.DueFound, "errors": r.Errors},
+	})
 }

@@ -53,7 +53,7 @@ func TestMetricsAreEmbeddedMetricFormat(t *testing.T) {
 	require.Equal(t, [][]string{{}}, d.Dimensions, "no dimensions: what the stuck-step alarm reads")
 	var root map[string]any
 	require.NoError(t, json.Unmarshal([]byte(lines[0]), &root))
-	want := map[string]float64{"OldestStuckStepAgeSeconds": 60, "Rescues": 2, "Waits": 0, "GiveUps": 0, "LostRaces": 0, "Held": 0}
+	want := map[string]float64{"OldestStuckStepAgeSeconds": 60, "Rescues": 2, "Waits": 0, "GiveUps": 0, "LostRaces": 0, "Held": 0, "OwedEffects": 0, "OwedOldestAgeSeconds": 0}
 	var names []string
 	for _, m := range d.Metrics {
 		names = append(names, m.Name)
@@ -61,7 +61,7 @@ func TestMetricsAreEmbeddedMetricFormat(t *testing.T) {
 		require.Equal(t, want[m.Name], root[m.Name], "%s is a number on the root node", m.Name)
 		require.Contains(t, []string{"Seconds", "Count"}, m.Unit)
 	}
-	require.ElementsMatch(t, []string{"OldestStuckStepAgeSeconds", "Rescues", "Waits", "GiveUps", "LostRaces", "Held"}, names)
+	require.ElementsMatch(t, []string{"OldestStuckStepAgeSeconds", "Rescues", "Waits", "GiveUps", "LostRaces", "Held", "OwedEffects", "OwedOldestAgeSeconds"}, names)
 	require.Equal(t, "sup-test", root["actor"])
 
 	// Nothing due: zeros are published, so an alarm sees "nothing stuck".

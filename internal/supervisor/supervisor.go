@@ -145,6 +145,10 @@ type sweep struct {
 	// limits holds the limits of each order's steps read this run, by
 	// order id (nil: the order or its definition could not be read).
 	limits map[string][]sas.StepLimits
+	// traces holds the trace context of each order read this run (for
+	// its limits), which its retry message carries; an order not read
+	// sends none, and the scheduler takes the stored one.
+	traces map[string]string
 	// pauses are the agents' pauses as read at the start of the run.
 	pauses sas.Pauses
 }
@@ -181,6 +185,10 @@ func (r *sweep) readLimits(rec sas.StepRecord) []sas.StepLimits {
 			stepAttrs(rec, slog.String("error", err.Error()))...)
 		return nil
 	}
+	if r.traces == nil {
+		r.traces = map[string]string{}
+	}
+	r.traces[rec.OrderID] = v.Order.Trace
 	w, _, err := r.s.defs.Get(r.ctx, v.Order.Workflow, v.Order.Version)
 	if err != nil {
 		cfg.Logger.LogAttrs(r.ctx, slog.LevelWarn, "finding the definition the order runs on; using the deployed limits",
@@ -386,6 +394,7 @@ func (r *sweep) act(rec sas.StepRecord, out *effects) {
 			Body: sas.Encode(sas.Retry{
 				V: sas.MessageVersion, Kind: sas.KindRetry, OrderID: key.OrderID, Step: key.Step,
 				Attempt: got.Attempt, Reason: d.Reason,
+				Trace: sas.ChildTrace(r.traces[key.OrderID], fmt.Sprintf("%s %s %d", sas.KindRetry, key, got.Attempt)),
 			}),
 		})
 

@@ -65,8 +65,8 @@ func SigningKey(ctx context.Context, awsCfg aws.Config, cfg config.Config) ([]by
 }
 
 // Scheduler builds the scheduler's handler; owner is the instance's id
-// (LockedBy), unique per process.
-func Scheduler(awsCfg aws.Config, cfg config.Config, logger *slog.Logger, owner string) (*scheduler.Handler, error) {
+// (LockedBy), unique per process; metrics receives its EMF lines (nil: none).
+func Scheduler(awsCfg aws.Config, cfg config.Config, logger *slog.Logger, owner string, metrics io.Writer) (*scheduler.Handler, error) {
 	d, err := load(awsCfg, cfg, logger)
 	if err != nil {
 		return nil, err
@@ -96,6 +96,7 @@ func Scheduler(awsCfg aws.Config, cfg config.Config, logger *slog.Logger, owner 
 		Retry:          sas.RetryPolicy{MaxAttempts: cfg.MaxFailures},
 		ReplyToAllowed: cfg.ReplyToAllowed,
 		Logger:         logger,
+		Metrics:        metrics,
 	})
 	if err != nil {
 		return nil, err

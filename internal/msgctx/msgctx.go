@@ -1,0 +1,80 @@
+// Package msgctx carries what a log line about a message must name, the
+// message's id and its order's trace, in the context that handles the
+// message, and adds them to every line logged with that context. A handler
+// puts them in once, where the message is received; every line below it
+// (a duplicate intake, a stale reply, a retry that lost the race, and the
+// lines yet to be written) carries them without naming them
+// (docs/observability.md, "Logs").
+package msgctx
+
+import (
+	"context"
+	"log/slog"
+
+	"github.com/sas-go/sas/internal/sas"
+)
+
+// Attribute names the lines carry.
+const (
+	MessageIDKey = "messageId"
+	TraceIDKey   = "traceId"
+)
+
+type messageKey struct{}
+type traceKey struct{}
+
+// WithMessage is ctx handling the message with SQS id id ("" leaves ctx).
+func WithMessage(ctx context.Context, id string) context.Context {
+	if id == "" {
+		return ctx
+	}
+	return context.WithValue(ctx, messageKey{}, id)
+}
+
+// WithTrace is ctx handling a message of the order whose trace context is
+// trace (a traceparent; "" or an invalid one leaves ctx).
+func WithTrace(ctx context.Context, trace string) context.Context {
+	if !sas.ValidTrace(trace) {
+		return ctx
+	}
+	return context.WithValue(ctx, traceKey{}, trace)
+}
+
+// MessageID is the id WithMessage put in ctx, or "".
+func MessageID(ctx context.Context) string {
+	id, _ := ctx.Value(messageKey{}).(string)
+	return id
+}
+
+// Trace is the trace context WithTrace put in ctx, or "".
+func Trace(ctx context.Context) string {
+	t, _ := ctx.Value(traceKey{}).(string)
+	return t
+}
+
+// Logger returns l with a handler that adds the context's message id and
+// trace id to every line logged with a context (the ...Context methods).
+// Wrapping a logger that already has it returns it unchanged.
+func Logger(l *slog.Logger) *slog.Logger {
+	if _, ok := l.Handler().(handler); ok {
+		return l
+	}
+	return slog.New(handler{l.Handler()})
+}
+
+type handler struct{ slog.Handler }
+
+func (h handler) Handle(ctx context.Context, r slog.Record) error {
+	if ctx != nil {
+		if id := MessageID(ctx); id != "" {
+			r.AddAttrs(slog.String(MessageIDKey, id))
+		}
+		if t := Trace(ctx); t != "" {
+			r.AddAttrs(slog.String(TraceIDKey, sas.TraceID(t)))
+		}
+	}
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h handler) WithAttrs(as []slog.Attr) slog.Handler { return handler{h.Handler.WithAttrs(as)} }
+func (h handler) WithGroup(name string) slog.Handler    { return handler{h.Handler.WithGroup(name)} }
