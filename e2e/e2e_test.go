@@ -24,7 +24,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
-	"github.com/sas-go/sas/internal/agent"
 	"github.com/sas-go/sas/internal/dynamostore"
 	"github.com/sas-go/sas/internal/remotesim"
 	"github.com/sas-go/sas/internal/sas"
@@ -34,8 +33,9 @@ import (
 const (
 	// stepTimeout is the stack's SAS_STEP_TIMEOUT. It must stay under the
 	// agent's per-try timeout (10s, functions/agent) so that the hung call
-	// uses up the step's whole deadline and only the supervisor can save it:
-	// with a longer one the agent would retry within the step by itself.
+	// uses up the step's whole deadline and the attempt is cut there and
+	// reported failed: with a longer one the agent would retry within the
+	// step by itself.
 	stepTimeout = 10 * time.Second
 
 	// processBudget is how long the orders without faults may take, from
@@ -47,6 +47,9 @@ const (
 	// (deadline passed 10s after sending), and its retry goes out with the
 	// supervisor's 5s backoff. Three sweeps fit in the budget.
 	rescueBudget = 4 * time.Minute
+	// hungCalls is how many of the hung order's calls hang: fewer than the
+	// step's three attempts, so the order is Processed on the last one.
+	hungCalls = 2
 	// overall bounds the whole test, below `go test -timeout` in the Makefile.
 	overall = 15 * time.Minute
 )
@@ -126,11 +129,12 @@ func TestDeployAndRun(t *testing.T) {
 
 	// --- the remote service ---
 	// In this process: the test reads its ledger and needs nothing else.
-	// The hang is scripted for one order's first three calls: the agent
-	// leaves a request without an outcome for redelivery, and acknowledges
-	// it after its third delivery (agent.DefaultMaxDeliveries), so only the
-	// scheduled supervisor can hand the step back; its retry (same
-	// idempotency key) passes clean.
+	// The hang is scripted for one order's first two calls: the agent cuts
+	// each hung attempt at its deadline and reports it failed (transient;
+	// docs/protocol.md, "A failure is not a wait"), the scheduler counts
+	// the failure and sends the next attempt after its backoff, and the
+	// third attempt (same idempotency key) passes clean: two failures of
+	// the three the step is allowed.
 	run := time.Now().UTC().Format("150405")
 	hungOrder := "e2e-" + run + "-hung"
 	// The trust checks (trust_test.go) forge a reply while this order's
@@ -139,7 +143,7 @@ func TestDeployAndRun(t *testing.T) {
 	sim, rec := startSim(t, remotesim.Faults{
 		Profile: remotesim.Profile{HangFor: 2 * time.Minute},
 		Scripts: []remotesim.Script{
-			{OrderID: hungOrder, Plan: []remotesim.ScriptStep{{Fault: remotesim.FaultHang, Times: agent.DefaultMaxDeliveries}}},
+			{OrderID: hungOrder, Plan: []remotesim.ScriptStep{{Fault: remotesim.FaultHang, Times: hungCalls}}},
 			{OrderID: forgedOrder, Plan: []remotesim.ScriptStep{{Fault: remotesim.FaultHang, Times: 1}}},
 		},
 	})
@@ -231,7 +235,7 @@ func TestDeployAndRun(t *testing.T) {
 	if len(out.Failed) > 0 {
 		t.Fatalf("the intake queue refused %d orders: %+v", len(out.Failed), out.Failed)
 	}
-	t.Logf("sent %d orders to the intake queue (%s is scripted to hang on its first %d calls)", len(orders), hungOrder, agent.DefaultMaxDeliveries)
+	t.Logf("sent %d orders to the intake queue (%s is scripted to hang on its first %d calls)", len(orders), hungOrder, hungCalls)
 
 	// The ghost order: a scheduler wrote it, its first step claimed, and
 	// died before sending the agent request (the write and the send are
@@ -302,8 +306,10 @@ func TestDeployAndRun(t *testing.T) {
 	// 1. The orders without faults: intake → scheduler → agent → simulator
 	// → scheduler, through the three event source mappings.
 	var plain []string
-	for _, o := range orders[:len(orders)-1] {
-		plain = append(plain, o.id)
+	for _, o := range orders {
+		if o.id != hungOrder && o.id != ghostOrder {
+			plain = append(plain, o.id)
+		}
 	}
 	vs, ok := waitProcessed(plain, sent.Add(processBudget))
 	if !ok {
@@ -329,10 +335,10 @@ func TestDeployAndRun(t *testing.T) {
 		t.Error(err)
 	}
 
-	// 2. The hung order: its agent gives up at its deadline and says
-	// nothing, three deliveries in a row, then hands the request back to
-	// the scheduler, which sends it again; the fourth call passes. The
-	// ghost order: only the scheduled supervisor can hand its step back.
+	// 2. The hung order: its agent cuts each hung attempt at the deadline
+	// and reports it failed; the scheduler sends the next attempt after its
+	// backoff; the third call passes. The ghost order: only the scheduled
+	// supervisor can hand its step back.
 	vs, ok = waitProcessed([]string{hungOrder, ghostOrder}, deployed.Add(rescueBudget))
 	if !ok {
 		hint := "the step was not even claimed"
@@ -351,6 +357,15 @@ func TestDeployAndRun(t *testing.T) {
 	}
 	rescuedAfter := time.Since(deployed).Round(100 * time.Millisecond)
 	t.Logf("hung order recovered and ghost order rescued, both Processed %s after the deploy", rescuedAfter)
+	if h := vs[hungOrder].Steps[0]; h.FailureCount != hungCalls {
+		t.Errorf("%s step 0: FailureCount %d, want %d (each hung attempt counted by the scheduler): %+v", hungOrder, h.FailureCount, hungCalls, h.History)
+	} else {
+		for _, e := range h.History {
+			if strings.HasPrefix(e.Actor, "supervisor:") && e.From != e.To {
+				t.Errorf("%s step 0: a supervisor moved it (%s → %s): an attempt its agent reported is the scheduler's to count", hungOrder, e.From, e.To)
+			}
+		}
+	}
 	s0 := vs[ghostOrder].Steps[0]
 	if s0.FailureCount < 1 {
 		t.Errorf("%s step 0: FailureCount %d, want ≥ 1 (the supervisor's rescue)", ghostOrder, s0.FailureCount)
@@ -394,7 +409,7 @@ func TestDeployAndRun(t *testing.T) {
 			break
 		}
 	}
-	if st := simStats(t, sim); st.Hangs < agent.DefaultMaxDeliveries {
+	if st := simStats(t, sim); st.Hangs < hungCalls {
 		t.Errorf("the simulator counted %d hung calls, want ≥ 1: the scripted fault did not happen", st.Hangs)
 	}
 
