@@ -24,7 +24,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
-	"github.com/sas-go/sas/internal/agent"
+	"github.com/sas-go/sas/internal/agenthost"
 	"github.com/sas-go/sas/internal/dynamostore"
 	"github.com/sas-go/sas/internal/remotesim"
 	"github.com/sas-go/sas/internal/sas"
@@ -128,7 +128,7 @@ func TestDeployAndRun(t *testing.T) {
 	// In this process: the test reads its ledger and needs nothing else.
 	// The hang is scripted for one order's first three calls: the agent
 	// leaves a request without an outcome for redelivery, and acknowledges
-	// it after its third delivery (agent.DefaultMaxDeliveries), so only the
+	// it after its third delivery (agenthost.DefaultMaxDeliveries), so only the
 	// scheduled supervisor can hand the step back; its retry (same
 	// idempotency key) passes clean.
 	run := time.Now().UTC().Format("150405")
@@ -139,7 +139,7 @@ func TestDeployAndRun(t *testing.T) {
 	sim, rec := startSim(t, remotesim.Faults{
 		Profile: remotesim.Profile{HangFor: 2 * time.Minute},
 		Scripts: []remotesim.Script{
-			{OrderID: hungOrder, Plan: []remotesim.ScriptStep{{Fault: remotesim.FaultHang, Times: agent.DefaultMaxDeliveries}}},
+			{OrderID: hungOrder, Plan: []remotesim.ScriptStep{{Fault: remotesim.FaultHang, Times: agenthost.DefaultMaxDeliveries}}},
 			{OrderID: forgedOrder, Plan: []remotesim.ScriptStep{{Fault: remotesim.FaultHang, Times: 1}}},
 		},
 	})
@@ -231,7 +231,7 @@ func TestDeployAndRun(t *testing.T) {
 	if len(out.Failed) > 0 {
 		t.Fatalf("the intake queue refused %d orders: %+v", len(out.Failed), out.Failed)
 	}
-	t.Logf("sent %d orders to the intake queue (%s is scripted to hang on its first %d calls)", len(orders), hungOrder, agent.DefaultMaxDeliveries)
+	t.Logf("sent %d orders to the intake queue (%s is scripted to hang on its first %d calls)", len(orders), hungOrder, agenthost.DefaultMaxDeliveries)
 
 	// The ghost order: a scheduler wrote it, its first step claimed, and
 	// died before sending the agent request (the write and the send are
@@ -394,7 +394,7 @@ func TestDeployAndRun(t *testing.T) {
 			break
 		}
 	}
-	if st := simStats(t, sim); st.Hangs < agent.DefaultMaxDeliveries {
+	if st := simStats(t, sim); st.Hangs < agenthost.DefaultMaxDeliveries {
 		t.Errorf("the simulator counted %d hung calls, want ≥ 1: the scripted fault did not happen", st.Hangs)
 	}
 

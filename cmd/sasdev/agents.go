@@ -12,10 +12,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/sas-go/sas/agent"
-	iagent "github.com/sas-go/sas/internal/agent"
+	"github.com/sas-go/sas/internal/agenthost"
 	"github.com/sas-go/sas/internal/builtinagent"
 	"github.com/sas-go/sas/internal/config"
-	"github.com/sas-go/sas/internal/httpagent"
+	"github.com/sas-go/sas/internal/httpcall"
 	"github.com/sas-go/sas/internal/rig"
 )
 
@@ -184,7 +184,7 @@ func (a *agentProcs) keep(ctx context.Context, name string, env []string, p *rig
 // process, as functions/agent builds it, calling baseURL; its handler polls
 // the agent's queue (agent.Handler.Poll) until stopAll.
 func (a *agentProcs) startBuiltin(ctx context.Context, name string, cfg config.Config, awsCfg aws.Config, queueURL, baseURL string) error {
-	caller, err := httpagent.New(httpagent.Config{AttemptTimeout: builtinAttemptTimeout, MaxResponseBytes: iagent.MaxResponseBytes})
+	caller, err := httpcall.New(httpcall.Config{AttemptTimeout: builtinAttemptTimeout, MaxResponseBytes: agenthost.MaxResponseBytes})
 	if err != nil {
 		return err
 	}

@@ -31,12 +31,12 @@ import (
 	"github.com/sas-go/sas/internal/config"
 	"github.com/sas-go/sas/internal/dynamostore"
 	"github.com/sas-go/sas/internal/localrun"
+	"github.com/sas-go/sas/internal/registry"
 	"github.com/sas-go/sas/internal/remotesim"
 	"github.com/sas-go/sas/internal/rig"
 	"github.com/sas-go/sas/internal/sas"
 	"github.com/sas-go/sas/internal/sqsqueue"
 	"github.com/sas-go/sas/internal/wiring"
-	"github.com/sas-go/sas/internal/workflows"
 )
 
 // The example the defaults point at (a module of its own, in the repo).
@@ -236,7 +236,7 @@ func (s *server) start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if s.reg, err = workflows.Load(s.opts.Workflows, base.StepTimeout); err != nil {
+	if s.reg, err = registry.Load(s.opts.Workflows, base.StepTimeout); err != nil {
 		return err
 	}
 	named := agentsOf(s.reg)

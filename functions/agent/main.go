@@ -17,12 +17,12 @@ import (
 	"github.com/aws/aws-lambda-go/lambda"
 
 	"github.com/sas-go/sas/agent"
-	iagent "github.com/sas-go/sas/internal/agent"
+	"github.com/sas-go/sas/internal/agenthost"
 	"github.com/sas-go/sas/internal/awsenv"
 	"github.com/sas-go/sas/internal/awssecret"
 	"github.com/sas-go/sas/internal/builtinagent"
 	"github.com/sas-go/sas/internal/config"
-	"github.com/sas-go/sas/internal/httpagent"
+	"github.com/sas-go/sas/internal/httpcall"
 )
 
 // Remote-call settings that are not configuration: they follow from the
@@ -58,7 +58,7 @@ func build(ctx context.Context, getenv config.Getenv) (func(context.Context, eve
 	if len(missing) > 0 {
 		return nil, fmt.Errorf("missing configuration: %s", strings.Join(missing, ", "))
 	}
-	caller, err := httpagent.New(httpagent.Config{AttemptTimeout: attemptTimeout, MaxResponseBytes: iagent.MaxResponseBytes})
+	caller, err := httpcall.New(httpcall.Config{AttemptTimeout: attemptTimeout, MaxResponseBytes: agenthost.MaxResponseBytes})
 	if err != nil {
 		return nil, err
 	}

@@ -29,11 +29,11 @@ import (
 	"time"
 
 	"github.com/sas-go/sas/agent"
-	iagent "github.com/sas-go/sas/internal/agent"
+	"github.com/sas-go/sas/internal/agenthost"
 	"github.com/sas-go/sas/internal/config"
-	"github.com/sas-go/sas/internal/httpagent"
+	"github.com/sas-go/sas/internal/httpcall"
+	"github.com/sas-go/sas/internal/registry"
 	"github.com/sas-go/sas/internal/sas"
-	"github.com/sas-go/sas/internal/workflows"
 )
 
 // The environment variables of the built-in agent that internal/config does
@@ -146,12 +146,12 @@ func DepsFromEnv(ctx context.Context, getenv config.Getenv, secrets SecretReader
 }
 
 // Caller makes one call with retries, backoff, breaker and deadline;
-// *httpagent.Caller is the implementation.
+// *httpcall.Caller is the implementation.
 type Caller interface {
-	Call(ctx context.Context, r httpagent.Request) (httpagent.Result, error)
+	Call(ctx context.Context, r httpcall.Request) (httpcall.Result, error)
 }
 
-var _ Caller = (*httpagent.Caller)(nil)
+var _ Caller = (*httpcall.Caller)(nil)
 
 // Deps are what the agent needs besides the configuration.
 type Deps struct {
@@ -185,7 +185,7 @@ type Deps struct {
 func Agent(cfg config.Config, d Deps) (*agent.Agent, error) {
 	name, base := d.Name, d.BaseURL
 	if name == "" {
-		name = workflows.PaymentsAgent
+		name = registry.PaymentsAgent
 	}
 	if base == "" {
 		base = cfg.PaymentsURL
@@ -213,11 +213,11 @@ func Agent(cfg config.Config, d Deps) (*agent.Agent, error) {
 	reg := d.Registry
 	if reg == nil {
 		var err error
-		if reg, err = workflows.Load(cfg.WorkflowsFile, cfg.StepTimeout); err != nil {
+		if reg, err = registry.Load(cfg.WorkflowsFile, cfg.StepTimeout); err != nil {
 			return nil, fmt.Errorf("configuring agent %q: %w", name, err)
 		}
 	}
-	byStep, err := iagent.RoutesFromRegistry(reg, name)
+	byStep, err := agenthost.RoutesFromRegistry(reg, name)
 	if err != nil {
 		return nil, fmt.Errorf("configuring agent %q: %w", name, err)
 	}
@@ -272,15 +272,15 @@ func FromConfig(cfg config.Config, d Deps) (*agent.Handler, error) {
 // are kept). A request for an earlier version of a registered workflow is
 // therefore served as it asks, logged; what fences it is the agent queue's
 // policy (only the scheduler's role may send there, docs/trust.md).
-func onlyWorkflowActions(reg sas.Registry, name string, byStep iagent.Routes, log *slog.Logger) func(agent.Request) error {
+func onlyWorkflowActions(reg sas.Registry, name string, byStep agenthost.Routes, log *slog.Logger) func(agent.Request) error {
 	type key struct{ workflow, step string }
-	defined := map[key]iagent.Route{}
+	defined := map[key]agenthost.Route{}
 	versions := map[string]string{}
 	for wn, w := range reg {
 		versions[wn] = w.Version()
 		for _, s := range w.Steps {
 			if s.Agent == name {
-				defined[key{wn, s.Name}] = iagent.Route{Action: s.Action, Undo: s.Undo}
+				defined[key{wn, s.Name}] = agenthost.Route{Action: s.Action, Undo: s.Undo}
 			}
 		}
 	}
@@ -295,7 +295,7 @@ func onlyWorkflowActions(reg sas.Registry, name string, byStep iagent.Routes, lo
 			return nil
 		}
 		var (
-			rt    iagent.Route
+			rt    agenthost.Route
 			found bool
 			where = "the workflows"
 			verb  = "define"
@@ -361,7 +361,7 @@ func (d callerDoer) Do(ctx context.Context, call agent.HTTPCall) (agent.HTTPResp
 		}
 		header.Set(d.auth.Header, d.auth.Value)
 	}
-	res, err := d.c.Call(ctx, httpagent.Request{
+	res, err := d.c.Call(ctx, httpcall.Request{
 		Endpoint: call.Endpoint, Method: call.Method, Path: call.Path, Body: call.Body,
 		IdempotencyKey: call.IdempotencyKey, Deadline: deadline, Header: header,
 	})

@@ -8,14 +8,14 @@ import (
 
 	"github.com/sas-go/sas/internal/builtinagent"
 	"github.com/sas-go/sas/internal/config"
-	"github.com/sas-go/sas/internal/httpagent"
+	"github.com/sas-go/sas/internal/httpcall"
 	"github.com/sas-go/sas/internal/memqueue"
 	"github.com/sas-go/sas/internal/sas"
 )
 
 func TestFromConfigNeedsItsEnvironment(t *testing.T) {
 	t.Parallel()
-	caller, err := httpagent.New(httpagent.Config{})
+	caller, err := httpcall.New(httpcall.Config{})
 	require.NoError(t, err)
 	d := builtinagent.Deps{Queue: memqueue.New(memqueue.Options{}), Caller: caller, AllowHTTP: true}
 	for name, cfg := range map[string]config.Config{
@@ -46,7 +46,7 @@ func TestFromConfigNeedsItsEnvironment(t *testing.T) {
 // names has no routes: it serves the requests that carry their action.
 func TestAgentNameAndBaseURL(t *testing.T) {
 	t.Parallel()
-	caller, err := httpagent.New(httpagent.Config{})
+	caller, err := httpcall.New(httpcall.Config{})
 	require.NoError(t, err)
 	cfg := config.Config{PaymentsURL: "http://127.0.0.1:1", StepTimeout: time.Minute}
 	a, err := builtinagent.Agent(cfg, builtinagent.Deps{Caller: caller, Name: "flights", BaseURL: "https://127.0.0.1:2/api"})

@@ -16,9 +16,9 @@ import (
 	"github.com/sas-go/sas/agent"
 	"github.com/sas-go/sas/internal/builtinagent"
 	"github.com/sas-go/sas/internal/config"
-	"github.com/sas-go/sas/internal/httpagent"
+	"github.com/sas-go/sas/internal/httpcall"
+	"github.com/sas-go/sas/internal/registry"
 	"github.com/sas-go/sas/internal/sas"
-	"github.com/sas-go/sas/internal/workflows"
 )
 
 // The fences of the deployment's own agent (docs/trust.md): https only
@@ -28,17 +28,17 @@ import (
 // recordingCaller answers every call with 200 {} and keeps what it was asked.
 type recordingCaller struct {
 	mu    sync.Mutex
-	calls []httpagent.Request
+	calls []httpcall.Request
 }
 
-func (c *recordingCaller) Call(_ context.Context, r httpagent.Request) (httpagent.Result, error) {
+func (c *recordingCaller) Call(_ context.Context, r httpcall.Request) (httpcall.Result, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.calls = append(c.calls, r)
-	return httpagent.Result{Status: http.StatusOK, Body: []byte(`{}`), Attempts: 1}, nil
+	return httpcall.Result{Status: http.StatusOK, Body: []byte(`{}`), Attempts: 1}, nil
 }
 
-func (c *recordingCaller) taken() []httpagent.Request {
+func (c *recordingCaller) taken() []httpcall.Request {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	out := c.calls
@@ -223,7 +223,7 @@ func TestOnlyTheWorkflowsActionsAreCalled(t *testing.T) {
 // to the current definition.
 func TestEarlierWorkflowVersionsAreServed(t *testing.T) {
 	t.Parallel()
-	reg, err := workflows.Load("", refCfg.StepTimeout)
+	reg, err := registry.Load("", refCfg.StepTimeout)
 	require.NoError(t, err)
 	current := reg["order"].Version()
 	var logs bytes.Buffer

@@ -25,20 +25,20 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	sdk "github.com/sas-go/sas/agent"
-	"github.com/sas-go/sas/internal/agent"
+	"github.com/sas-go/sas/internal/agenthost"
 	"github.com/sas-go/sas/internal/alerts"
 	"github.com/sas-go/sas/internal/awscount"
 	"github.com/sas-go/sas/internal/awsenv"
 	"github.com/sas-go/sas/internal/builtinagent"
 	"github.com/sas-go/sas/internal/config"
 	"github.com/sas-go/sas/internal/dynamostore"
-	"github.com/sas-go/sas/internal/httpagent"
+	"github.com/sas-go/sas/internal/httpcall"
+	"github.com/sas-go/sas/internal/registry"
 	"github.com/sas-go/sas/internal/remotesim"
 	"github.com/sas-go/sas/internal/sas"
 	"github.com/sas-go/sas/internal/scheduler"
 	"github.com/sas-go/sas/internal/sqsqueue"
 	"github.com/sas-go/sas/internal/supervisor"
-	"github.com/sas-go/sas/internal/workflows"
 )
 
 // Options shape a local system. Zero values get defaults suited to a laptop:
@@ -69,11 +69,11 @@ type Options struct {
 	// it to StepTimeout so that one hung call uses up the whole attempt.
 	AttemptTimeout time.Duration
 	// Breaker configures each agent's circuit breaker; zero fields take
-	// httpagent's defaults (at least 5 unhealthy tries, and at least 80% of
+	// httpcall's defaults (at least 5 unhealthy tries, and at least 80% of
 	// the tries of the last 10s, open it for 10s).
 	// Tests sharing one system across fault scenarios raise the threshold
 	// so one scenario's hangs do not stall the others' calls.
-	Breaker httpagent.BreakerConfig
+	Breaker httpcall.BreakerConfig
 	// KillEvery, when set, kills a random scheduler or agent instance that
 	// often: its poller's context is cancelled mid-batch (the batch is
 	// abandoned undeleted, as when a Lambda instance dies) and it comes back
@@ -88,7 +88,7 @@ type Options struct {
 	// Instances × AgentWorkers = 20.
 	AgentWorkers int
 	// Workflows are the workflows the actors run; default the reference
-	// ones (workflows.Default with StepTimeout). Deploy changes them.
+	// ones (registry.Default with StepTimeout). Deploy changes them.
 	Workflows sas.Registry
 	// PriorityWorkers, when positive, gives the agent a priority lane
 	// (docs/agents.md, "Priority lanes"): a second queue for orders of
@@ -274,7 +274,7 @@ func Start(ctx context.Context, opts Options) (*System, error) {
 		cfg.AgentPriorityQueueURL = lane.URL
 		s.DLQs["agent-priority"] = lane.DLQURL
 		cfg.AgentQueues.ByAgent = map[string]sas.AgentQueue{
-			workflows.PaymentsAgent: {URL: cfg.AgentQueueURL, PriorityURL: lane.URL},
+			registry.PaymentsAgent: {URL: cfg.AgentQueueURL, PriorityURL: lane.URL},
 		}
 	}
 	status, err := s.Queue.CreateQueue(ctx, sqsqueue.CreateQueueParams{Name: opts.Name + "-status"})
@@ -299,7 +299,7 @@ func Start(ctx context.Context, opts Options) (*System, error) {
 
 	reg := opts.Workflows
 	if reg == nil {
-		if reg, err = workflows.Default(cfg.StepTimeout); err != nil {
+		if reg, err = registry.Default(cfg.StepTimeout); err != nil {
 			return nil, err
 		}
 	}
@@ -408,7 +408,7 @@ func (s *System) buildActors(reg sas.Registry) (schedulers []*scheduler.Handler,
 		schedulers = append(schedulers, scheduler.NewHandler(svc))
 		// By default a try may take at most a third of the step's time, so a
 		// hung call leaves room to retry within the deadline.
-		caller, err := httpagent.New(httpagent.Config{AttemptTimeout: s.Opts.AttemptTimeout, MaxResponseBytes: agent.MaxResponseBytes, BaseBackoff: 50 * time.Millisecond, MaxBackoff: time.Second, SafetyMargin: 200 * time.Millisecond, Breaker: s.Opts.Breaker})
+		caller, err := httpcall.New(httpcall.Config{AttemptTimeout: s.Opts.AttemptTimeout, MaxResponseBytes: agenthost.MaxResponseBytes, BaseBackoff: 50 * time.Millisecond, MaxBackoff: time.Second, SafetyMargin: 200 * time.Millisecond, Breaker: s.Opts.Breaker})
 		if err != nil {
 			return nil, nil, err
 		}

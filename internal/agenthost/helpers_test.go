@@ -1,4 +1,4 @@
-package agent_test
+package agenthost_test
 
 import (
 	"bytes"
@@ -19,7 +19,7 @@ import (
 	"github.com/sas-go/sas/internal/builtinagent"
 	"github.com/sas-go/sas/internal/clocktest"
 	"github.com/sas-go/sas/internal/config"
-	"github.com/sas-go/sas/internal/httpagent"
+	"github.com/sas-go/sas/internal/httpcall"
 	"github.com/sas-go/sas/internal/memqueue"
 	"github.com/sas-go/sas/internal/remotesim"
 	"github.com/sas-go/sas/internal/sas"
@@ -57,14 +57,14 @@ type rig struct {
 	simURL   string
 	queue    *memqueue.Queue
 	replyURL string
-	caller   *httpagent.Caller
+	caller   *httpcall.Caller
 	svc      handler
 	logs     *logBuffer
 }
 
 type rigOptions struct {
 	faults    remotesim.Faults
-	caller    httpagent.Config // Clock, Sleep and Client are filled in
+	caller    httpcall.Config // Clock, Sleep and Client are filled in
 	sendFault func(queueURL string, m sas.OutboundMessage) *sas.SendFailure
 	realClock bool
 	// remote, when set, answers the agent's calls instead of the simulator
@@ -112,7 +112,7 @@ func newRig(t *testing.T, o rigOptions) *rig {
 		Transport:     &http.Transport{DisableKeepAlives: true},
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
-	r.caller, err = httpagent.New(cc)
+	r.caller, err = httpcall.New(cc)
 	require.NoError(t, err)
 
 	r.svc = r.newService()
