@@ -468,7 +468,7 @@ func (s *server) startActors(ctx context.Context, cfg config.Config) error {
 		intake    bool
 	}{{"intake", cfg.IntakeQueueURL, true}, {"scheduler", cfg.SchedulerQueueURL, false}, {"control", cfg.ControlQueueURL, false}} {
 		p := &localrun.Poller{
-			Name: q.name, Queue: s.queue, QueueURL: q.url, QueueARN: "arn:aws:sqs:" + s.aws.Region + ":000000000000:" + lastSegment(q.url),
+			Name: q.name, Queue: s.queue, QueueURL: q.url, QueueARN: sas.LocalQueueARN(s.aws.Region, q.url),
 			BatchSize: 10, Wait: 20 * time.Second, Workers: 2, Handler: s.tracker.observe(sched.Handle, q.intake), Logger: schedLog,
 		}
 		s.pollersDone.Add(1)
@@ -636,11 +636,6 @@ func (s *server) rel(p string) string {
 		return r
 	}
 	return p
-}
-
-func lastSegment(url string) string {
-	url = strings.TrimRight(url, "/")
-	return url[strings.LastIndexByte(url, '/')+1:]
 }
 
 func shellQuote(s string) string {

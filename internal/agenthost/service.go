@@ -506,19 +506,13 @@ func (s *Service) queueOf(m events.SQSMessage) string {
 		}
 		return ""
 	}
-	name := m.EventSourceARN[strings.LastIndexByte(m.EventSourceARN, ':')+1:]
+	name := sas.QueueName(m.EventSourceARN)
 	for _, u := range s.requestURLs {
-		if queueName(u) == name {
+		if sas.QueueName(u) == name {
 			return u
 		}
 	}
 	return ""
-}
-
-// queueName is the last path segment of a queue URL.
-func queueName(url string) string {
-	url = strings.TrimRight(url, "/")
-	return url[strings.LastIndexByte(url, '/')+1:]
 }
 
 // maxReplyBatch is SQS's limit of entries per SendMessageBatch.

@@ -337,9 +337,7 @@ func Start(ctx context.Context, opts Options) (*System, error) {
 		}
 		s.Supervisors = append(s.Supervisors, sup)
 	}
-	arn := func(url string) string {
-		return "arn:aws:sqs:us-east-1:000000000000:" + url[strings.LastIndex(url, "/")+1:]
-	}
+	arn := func(url string) string { return sas.LocalQueueARN("us-east-1", url) }
 	for i := 0; i < opts.Instances; i++ {
 		sch := SQSHandler(func(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
 			return s.scheduler(i).Handle(ctx, ev)
@@ -837,9 +835,7 @@ func (s *System) Evidence(ids []string, views map[string]sas.OrderView) Evidence
 // retry or compensation the control queue, anything else the scheduler
 // queue), as if it had arrived there (docs/trust.md).
 func (s *System) ByKind(h SQSHandler) SQSHandler {
-	arn := func(url string) string {
-		return "arn:aws:sqs:us-east-1:000000000000:" + url[strings.LastIndex(url, "/")+1:]
-	}
+	arn := func(url string) string { return sas.LocalQueueARN("us-east-1", url) }
 	return func(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
 		for i, r := range ev.Records {
 			if r.EventSourceARN != "" {
