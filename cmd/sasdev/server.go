@@ -3,9 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
 	"encoding/base64"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -443,7 +441,7 @@ func (s *server) startActors(ctx context.Context, cfg config.Config) error {
 	}
 	// Wired as functions/scheduler and functions/supervisor wire them
 	// (internal/wiring); only the triggers differ: pollers and a ticker.
-	owner := "scheduler-" + randomHex(16)
+	owner := "scheduler-" + sas.RandomID(16)
 	// Its EMF metric lines go to its log, as the supervisor's below.
 	sched, err := wiring.Scheduler(s.aws, cfg, schedLog.With("owner", owner), owner, schedFile)
 	if err != nil {
@@ -455,7 +453,7 @@ func (s *server) startActors(ctx context.Context, cfg config.Config) error {
 	}
 	// Its EMF metric lines go to its log, as Lambda ships them with the
 	// function's stdout.
-	sup, err := wiring.Supervisor(s.aws, cfg, supLog, "supervisor:sasdev-"+randomHex(6), supFile)
+	sup, err := wiring.Supervisor(s.aws, cfg, supLog, "supervisor:sasdev-"+sas.RandomID(6), supFile)
 	if err != nil {
 		return fmt.Errorf("the supervisor: %w", err)
 	}
@@ -640,10 +638,4 @@ func (s *server) rel(p string) string {
 
 func shellQuote(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
-}
-
-func randomHex(n int) string {
-	b := make([]byte, n)
-	_, _ = rand.Read(b) // crypto/rand.Read never fails
-	return hex.EncodeToString(b)
 }

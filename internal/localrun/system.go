@@ -2,9 +2,7 @@ package localrun
 
 import (
 	"context"
-	"crypto/rand"
 	"encoding/base64"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -113,9 +111,7 @@ type Options struct {
 
 func (o *Options) defaults() {
 	if o.Name == "" {
-		b := make([]byte, 4)
-		_, _ = rand.Read(b)
-		o.Name = "sas-" + hex.EncodeToString(b)
+		o.Name = "sas-" + sas.RandomID(4)
 	}
 	if o.StepTimeout == 0 {
 		o.StepTimeout = 5 * time.Second
@@ -389,7 +385,7 @@ func (s *System) buildActors(reg sas.Registry) (schedulers []*scheduler.Handler,
 	for i := 0; i < s.Opts.Instances; i++ {
 		svc, err := scheduler.New(scheduler.Config{
 			Store: s.Store, Queue: s.actors.schedQueue, Alerter: s.actors.alerter, Workflows: reg,
-			Owner: fmt.Sprintf("scheduler-%d-%s", i, randomID()), AgentQueues: s.Config.AgentQueues, IntakeQueueURL: s.Config.IntakeQueueURL,
+			Owner: fmt.Sprintf("scheduler-%d-%s", i, sas.RandomID(4)), AgentQueues: s.Config.AgentQueues, IntakeQueueURL: s.Config.IntakeQueueURL,
 			ControlQueueURL: s.Config.ControlQueueURL, SigningKey: key, SchedulerQueueURL: s.Config.SchedulerQueueURL,
 			StepTimeout: s.Config.StepTimeout, PickupTimeout: s.Config.PickupTimeout, ReplyToAllowed: s.Config.ReplyToAllowed, Logger: s.Opts.Logger,
 			// The supervisors' threshold and backoff.
@@ -447,12 +443,6 @@ func (s *System) agent(i int) *sdk.Handler {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.Agents[i]
-}
-
-func randomID() string {
-	b := make([]byte, 4)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
 }
 
 // Run polls every queue and runs the supervisors on their schedule until ctx

@@ -20,3 +20,11 @@ func TestQueueName(t *testing.T) {
 	}
 	require.Equal(t, "arn:aws:sqs:local:000000000000:q", LocalQueueARN("local", "http://h:1/000000000000/q/"))
 }
+
+func TestRandomID(t *testing.T) {
+	t.Parallel()
+	a, b := RandomID(16), RandomID(16)
+	require.Len(t, a, 32)
+	require.NotEqual(t, a, b)
+	require.Empty(t, RandomID(0))
+}
