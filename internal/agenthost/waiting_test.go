@@ -13,10 +13,10 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sas-go/sas/agent"
 	"github.com/sas-go/sas/internal/agenthost"
 	"github.com/sas-go/sas/internal/builtinagent"
 	"github.com/sas-go/sas/internal/config"
-	"github.com/sas-go/sas/internal/httpcall"
 	"github.com/sas-go/sas/internal/localrun"
 	"github.com/sas-go/sas/internal/memqueue"
 	"github.com/sas-go/sas/internal/remotesim"
@@ -327,7 +327,7 @@ func TestNoOutcomeComesBackSoonThenIsHandedToTheSupervisor(t *testing.T) {
 	t.Parallel()
 	r := newRig(t, rigOptions{
 		faults: script("order-dl:0", remotesim.ScriptStep{Fault: remotesim.FaultTransient}),
-		caller: httpcall.Config{MaxAttempts: 1},
+		client: agent.HTTPOptions{Tries: 1},
 	})
 	q, err := r.queue.CreateQueue(t.Context(), memqueue.CreateQueueParams{
 		Name: "agent", MaxReceiveCount: 3, Attributes: map[string]string{"VisibilityTimeout": "270"},
@@ -335,7 +335,7 @@ func TestNoOutcomeComesBackSoonThenIsHandedToTheSupervisor(t *testing.T) {
 	require.NoError(t, err)
 	svc, err := builtinagent.FromConfig(
 		config.Config{SchedulerQueueURL: r.replyURL, PaymentsURL: r.simURL, AgentQueueURL: q.URL, StepTimeout: 30 * time.Second},
-		builtinagent.Deps{Queue: r.queue, Caller: r.caller, Clock: r.clock, AllowHTTP: true,
+		builtinagent.Deps{Queue: r.queue, Client: r.client, Clock: r.clock, AllowHTTP: true,
 			Logger: slog.New(slog.NewJSONHandler(r.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	require.NoError(t, err)
 	sent, err := r.queue.Send(t.Context(), sas.SendParams{QueueURL: q.URL, Messages: []sas.OutboundMessage{{ID: "1", Body: sas.Encode(request("order-dl"))}}})

@@ -31,7 +31,6 @@ import (
 	"github.com/sas-go/sas/agent"
 	"github.com/sas-go/sas/internal/agenthost"
 	"github.com/sas-go/sas/internal/config"
-	"github.com/sas-go/sas/internal/httpcall"
 	"github.com/sas-go/sas/internal/registry"
 	"github.com/sas-go/sas/internal/sas"
 )
@@ -145,20 +144,14 @@ func DepsFromEnv(ctx context.Context, getenv config.Getenv, secrets SecretReader
 	return d, nil
 }
 
-// Caller makes one call with retries, backoff, breaker and deadline;
-// *httpcall.Caller is the implementation.
-type Caller interface {
-	Call(ctx context.Context, r httpcall.Request) (httpcall.Result, error)
-}
-
-var _ Caller = (*httpcall.Caller)(nil)
-
 // Deps are what the agent needs besides the configuration.
 type Deps struct {
 	// Queue sends the replies (FromConfig only).
 	Queue sas.Queue
-	// Caller makes the HTTP calls. Required.
-	Caller Caller
+	// Client makes the HTTP calls: an *agent.HTTPClient (retries, backoff,
+	// breaker, deadline), the one adapter from the HTTP caller to the SDK,
+	// or a fake in tests. Required.
+	Client agent.HTTPDoer
 	Clock  sas.Clock    // default sas.SystemClock
 	Logger *slog.Logger // default slog.Default()
 	// Registry is the workflows whose steps' routes the agent falls back on;
@@ -203,8 +196,8 @@ func Agent(cfg config.Config, d Deps) (*agent.Agent, error) {
 			return nil, fmt.Errorf("configuring agent %q: %w", name, err)
 		}
 	}
-	if d.Caller == nil {
-		return nil, fmt.Errorf("configuring agent %q: %w", name, &sas.ValidationError{Field: "Caller", Reason: "required"})
+	if d.Client == nil {
+		return nil, fmt.Errorf("configuring agent %q: %w", name, &sas.ValidationError{Field: "Client", Reason: "required"})
 	}
 	logger := d.Logger
 	if logger == nil {
@@ -226,7 +219,7 @@ func Agent(cfg config.Config, d Deps) (*agent.Agent, error) {
 		routes = append(routes, agent.Route{Step: step, Action: r.Action, Undo: r.Undo})
 	}
 	slices.SortFunc(routes, func(a, b agent.Route) int { return strings.Compare(a.Step, b.Step) })
-	a := agent.HTTP(name, base, callerDoer{c: d.Caller, auth: d.Auth}, routes...).Guard(onlyWorkflowActions(reg, name, byStep, logger))
+	a := agent.HTTP(name, base, withAuth(d.Client, d.Auth), routes...).Guard(onlyWorkflowActions(reg, name, byStep, logger))
 	if err := a.Err(); err != nil {
 		return nil, fmt.Errorf("configuring agent %q: %w", name, err)
 	}
@@ -339,31 +332,26 @@ func quoteCut(s string) string {
 	return strconv.Quote(s)
 }
 
-// callerDoer makes a Caller the SDK's agent.HTTPDoer, adding the auth
-// header to every call. The caller's errors pass through unchanged: the
-// HTTP agent reads their classes.
-type callerDoer struct {
-	c    Caller
-	auth *Auth
+// withAuth is c adding the auth header, when there is one, to every call.
+func withAuth(c agent.HTTPDoer, auth *Auth) agent.HTTPDoer {
+	if auth == nil {
+		return c
+	}
+	return authDoer{next: c, auth: *auth}
 }
 
-func (d callerDoer) Do(ctx context.Context, call agent.HTTPCall) (agent.HTTPResponse, error) {
-	deadline, ok := ctx.Deadline()
-	if !ok {
-		return agent.HTTPResponse{}, agent.Permanent(fmt.Errorf("calling %s %s%s: %w", call.Method, call.Endpoint, call.Path,
-			&sas.ValidationError{Field: "ctx", Reason: "a context with a deadline is required"}))
+// authDoer adds the auth header to a call's own, on a copy: the caller's
+// header is not changed.
+type authDoer struct {
+	next agent.HTTPDoer
+	auth Auth
+}
+
+func (d authDoer) Do(ctx context.Context, call agent.HTTPCall) (agent.HTTPResponse, error) {
+	call.Header = call.Header.Clone()
+	if call.Header == nil {
+		call.Header = http.Header{}
 	}
-	header := call.Header
-	if d.auth != nil {
-		header = header.Clone()
-		if header == nil {
-			header = http.Header{}
-		}
-		header.Set(d.auth.Header, d.auth.Value)
-	}
-	res, err := d.c.Call(ctx, httpcall.Request{
-		Endpoint: call.Endpoint, Method: call.Method, Path: call.Path, Body: call.Body,
-		IdempotencyKey: call.IdempotencyKey, Deadline: deadline, Header: header,
-	})
-	return agent.HTTPResponse{Status: res.Status, Body: res.Body, Truncated: res.Truncated, Tries: res.Attempts}, err
+	call.Header.Set(d.auth.Header, d.auth.Value)
+	return d.next.Do(ctx, call)
 }

@@ -13,11 +13,11 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/stretchr/testify/require"
 
+	sdk "github.com/sas-go/sas/agent"
 	"github.com/sas-go/sas/internal/alerts"
 	"github.com/sas-go/sas/internal/awscount"
 	"github.com/sas-go/sas/internal/builtinagent"
 	"github.com/sas-go/sas/internal/emulator"
-	"github.com/sas-go/sas/internal/httpcall"
 	"github.com/sas-go/sas/internal/localrun"
 	"github.com/sas-go/sas/internal/registry"
 	"github.com/sas-go/sas/internal/sas"
@@ -129,9 +129,9 @@ func newCostRun(t *testing.T, batched bool) *costRun {
 	t.Cleanup(sys.Close)
 	r := &costRun{t: t, ctx: ctx, sys: sys, counter: counter, invocations: map[string]int{}, receives: map[string]int{}}
 	if batched {
-		caller, err := httpcall.New(httpcall.Config{AttemptTimeout: time.Second, BaseBackoff: 50 * time.Millisecond, MaxBackoff: time.Second})
+		client, err := sdk.NewHTTPClient(sdk.HTTPOptions{AttemptTimeout: time.Second, Backoff: 50 * time.Millisecond, MaxBackoff: time.Second})
 		require.NoError(t, err)
-		ag, err := builtinagent.FromConfig(sys.Config, builtinagent.Deps{Queue: sys.Queue, Caller: caller, Logger: sys.Opts.Logger, ReplyLinger: time.Minute, AllowHTTP: true})
+		ag, err := builtinagent.FromConfig(sys.Config, builtinagent.Deps{Queue: sys.Queue, Client: client, Logger: sys.Opts.Logger, ReplyLinger: time.Minute, AllowHTTP: true})
 		require.NoError(t, err)
 		r.poller("agent-0").Handler = ag.Handle
 	}

@@ -30,7 +30,6 @@ import (
 	"github.com/sas-go/sas/internal/builtinagent"
 	"github.com/sas-go/sas/internal/config"
 	"github.com/sas-go/sas/internal/dynamostore"
-	"github.com/sas-go/sas/internal/httpcall"
 	"github.com/sas-go/sas/internal/registry"
 	"github.com/sas-go/sas/internal/remotesim"
 	"github.com/sas-go/sas/internal/sas"
@@ -67,11 +66,11 @@ type Options struct {
 	// it to StepTimeout so that one hung call uses up the whole attempt.
 	AttemptTimeout time.Duration
 	// Breaker configures each agent's circuit breaker; zero fields take
-	// httpcall's defaults (at least 5 unhealthy tries, and at least 80% of
-	// the tries of the last 10s, open it for 10s).
+	// the HTTP client's defaults (at least 5 unhealthy tries, and at least
+	// 80% of the tries of the last 10s, open it for 10s).
 	// Tests sharing one system across fault scenarios raise the threshold
 	// so one scenario's hangs do not stall the others' calls.
-	Breaker httpcall.BreakerConfig
+	Breaker sdk.BreakerOptions
 	// KillEvery, when set, kills a random scheduler or agent instance that
 	// often: its poller's context is cancelled mid-batch (the batch is
 	// abandoned undeleted, as when a Lambda instance dies) and it comes back
@@ -402,11 +401,11 @@ func (s *System) buildActors(reg sas.Registry) (schedulers []*scheduler.Handler,
 		schedulers = append(schedulers, scheduler.NewHandler(svc))
 		// By default a try may take at most a third of the step's time, so a
 		// hung call leaves room to retry within the deadline.
-		caller, err := httpcall.New(httpcall.Config{AttemptTimeout: s.Opts.AttemptTimeout, MaxResponseBytes: agenthost.MaxResponseBytes, BaseBackoff: 50 * time.Millisecond, MaxBackoff: time.Second, SafetyMargin: 200 * time.Millisecond, Breaker: s.Opts.Breaker})
+		client, err := sdk.NewHTTPClient(sdk.HTTPOptions{AttemptTimeout: s.Opts.AttemptTimeout, MaxResponseBytes: agenthost.MaxResponseBytes, Backoff: 50 * time.Millisecond, MaxBackoff: time.Second, SafetyMargin: 200 * time.Millisecond, Breaker: s.Opts.Breaker})
 		if err != nil {
 			return nil, nil, err
 		}
-		ag, err := builtinagent.FromConfig(s.Config, builtinagent.Deps{Queue: s.actors.actorQueue, Caller: caller, Logger: s.Opts.Logger, Registry: reg,
+		ag, err := builtinagent.FromConfig(s.Config, builtinagent.Deps{Queue: s.actors.actorQueue, Client: client, Logger: s.Opts.Logger, Registry: reg,
 			AllowHTTP: true}) // a local run: its remote service is local
 		if err != nil {
 			return nil, nil, err
