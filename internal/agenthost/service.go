@@ -1,4 +1,4 @@
-// Package agent is the Agent of the Scheduler Agent Supervisor pattern
+// Package agenthost is the runtime that hosts the Agent of the Scheduler Agent Supervisor pattern
 // (docs/pattern.md §2, docs/protocol.md "Agent"): it takes agent.request messages from
 // its queue, runs each through the named agent's Runner, and answers the
 // scheduler with an agent.reply.
