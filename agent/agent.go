@@ -12,7 +12,7 @@ import (
 	"sync"
 	"time"
 
-	iagent "github.com/sas-go/sas/internal/agent"
+	"github.com/sas-go/sas/internal/agenthost"
 	"github.com/sas-go/sas/internal/sas"
 )
 
@@ -226,7 +226,7 @@ func (a *Agent) wait(n int) time.Duration {
 	return w/2 + time.Duration(rand.Int64N(int64(w/2)+1))
 }
 
-// runner runs an Agent's steps for the Service (internal/agent), which
+// runner runs an Agent's steps for the Service (internal/agenthost), which
 // decodes the request, sets the deadline, and sends the reply.
 type runner struct {
 	a     *Agent
@@ -236,21 +236,21 @@ type runner struct {
 	wrap  func(Func) Func // HandlerConfig.Middleware; nil: none
 }
 
-var _ iagent.Runner = (*runner)(nil)
+var _ agenthost.Runner = (*runner)(nil)
 
 // Run runs the step's Func until it succeeds, fails for good, or runs out of
 // tries or time, and says so in the Service's terms: a result; an
-// *iagent.PermanentError for a failure to report; an *iagent.RedeliveryError
+// *agenthost.PermanentError for a failure to report; an *agenthost.RedeliveryError
 // for a wait the service asked for; any other error for no outcome.
 func (r *runner) Run(ctx context.Context, sreq sas.AgentRequest) (json.RawMessage, error) {
 	deadline, _ := ctx.Deadline() // the Service always sets one
 	req := requestOf(sreq, deadline)
 	if err := r.a.refused(req); err != nil {
-		return nil, &iagent.PermanentError{Reason: err.Error(), Err: err}
+		return nil, &agenthost.PermanentError{Reason: err.Error(), Err: err}
 	}
 	fn, brk, err := r.a.lookup(req)
 	if err != nil {
-		return nil, &iagent.PermanentError{Reason: err.Error()}
+		return nil, &agenthost.PermanentError{Reason: err.Error()}
 	}
 	if r.wrap != nil {
 		fn = r.wrap(fn)
@@ -294,14 +294,14 @@ func (r *runner) run(ctx context.Context, req Request, fn Func, brk *stepBreaker
 			return r.encode(req, res), nil
 		}
 		c, asked := classify(err)
-		if name := iagent.ErrorTypeOf(err, nil); c != permanent && name != "" && slices.Contains(req.nonRetryable, name) {
+		if name := agenthost.ErrorTypeOf(err, nil); c != permanent && name != "" && slices.Contains(req.nonRetryable, name) {
 			// The step's retry policy lists it: no further try, no
 			// further attempt.
-			return nil, &iagent.PermanentError{Reason: fmt.Sprintf("non-retryable error %s: %s", name, err.Error()), Err: err}
+			return nil, &agenthost.PermanentError{Reason: fmt.Sprintf("non-retryable error %s: %s", name, err.Error()), Err: err}
 		}
 		switch {
 		case c == permanent:
-			return nil, &iagent.PermanentError{Reason: err.Error(), Err: err}
+			return nil, &agenthost.PermanentError{Reason: err.Error(), Err: err}
 		case ctx.Err() != nil:
 			return nil, fmt.Errorf("%s: the step's time is up (%w): %w", what, context.Cause(ctx), err)
 		case c == spent:
@@ -313,7 +313,7 @@ func (r *runner) run(ctx context.Context, req Request, fn Func, brk *stepBreaker
 		}
 		if try >= tries || !r.clock.Now().Add(wait).Before(deadline) {
 			if c == later {
-				return nil, &iagent.RedeliveryError{Delay: asked, Err: fmt.Errorf("%s, try %d: %w", what, try, err)}
+				return nil, &agenthost.RedeliveryError{Delay: asked, Err: fmt.Errorf("%s, try %d: %w", what, try, err)}
 			}
 			return nil, fmt.Errorf("%s: no outcome after %d tries: %w", what, try, err)
 		}

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/sas-go/sas/internal/httpagent"
+	"github.com/sas-go/sas/internal/httpcall"
 )
 
 // Permanent marks err as a failure that trying again cannot fix: the
@@ -100,7 +100,7 @@ func classify(err error) (class, time.Duration) {
 		return permanent, 0
 	case errors.As(err, &ra):
 		return later, ra.d
-	case errors.Is(err, httpagent.ErrTransient), errors.Is(err, httpagent.ErrDeadline):
+	case errors.Is(err, httpcall.ErrTransient), errors.Is(err, httpcall.ErrDeadline):
 		return spent, 0
 	}
 	return transient, 0

@@ -8,7 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/sas-go/sas/internal/httpagent"
+	"github.com/sas-go/sas/internal/httpcall"
 )
 
 // Classification reads the chain (errors.As, errors.Is), so wrapped errors
@@ -33,9 +33,9 @@ func TestClassify(t *testing.T) {
 		"permanent over retry":     {Permanent(RetryAfter(time.Minute, cause)), permanent, 0},
 		"retry inside permanent":   {RetryAfter(time.Minute, Permanent(cause)), permanent, 0},
 		"joined":                   {errors.Join(cause, RetryAfter(time.Minute, nil)), later, time.Minute},
-		"client out of tries":      {fmt.Errorf("calling: %w after 5 tries: %w", httpagent.ErrTransient, cause), spent, 0},
-		"client at the deadline":   {fmt.Errorf("calling: %w", httpagent.ErrDeadline), spent, 0},
-		"client's 4xx, as Do says": {doError(fmt.Errorf("calling: %w: HTTP 404", httpagent.ErrPermanent)), permanent, 0},
+		"client out of tries":      {fmt.Errorf("calling: %w after 5 tries: %w", httpcall.ErrTransient, cause), spent, 0},
+		"client at the deadline":   {fmt.Errorf("calling: %w", httpcall.ErrDeadline), spent, 0},
+		"client's 4xx, as Do says": {doError(fmt.Errorf("calling: %w: HTTP 404", httpcall.ErrPermanent)), permanent, 0},
 	} {
 		c, d := classify(tc.err)
 		require.Equal(t, tc.class, c, name)

@@ -14,9 +14,9 @@ import (
 	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
-	iagent "github.com/sas-go/sas/internal/agent"
+	"github.com/sas-go/sas/internal/agenthost"
 	"github.com/sas-go/sas/internal/awsenv"
-	"github.com/sas-go/sas/internal/httpagent"
+	"github.com/sas-go/sas/internal/httpcall"
 	"github.com/sas-go/sas/internal/sas"
 	"github.com/sas-go/sas/internal/sqsqueue"
 )
@@ -101,7 +101,7 @@ type HandlerConfig struct {
 // SQS events of the agent's queues, runs each request through its agent's
 // step, and replies to the scheduler. It is safe for concurrent use.
 type Handler struct {
-	svc *iagent.Service
+	svc *agenthost.Service
 	// What Poll needs: the queue the requests are received from, the
 	// agent's queues, and the logger.
 	queue                 sas.Queue
@@ -131,7 +131,7 @@ func NewHandler(cfg HandlerConfig) (*Handler, error) {
 	if clock == nil {
 		clock = systemClock{}
 	}
-	sleep := httpagent.Sleep
+	sleep := httpcall.Sleep
 	if s, ok := clock.(interface {
 		Sleep(context.Context, time.Duration) error
 	}); ok {
@@ -141,7 +141,7 @@ func NewHandler(cfg HandlerConfig) (*Handler, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	runners := map[string]iagent.Runner{}
+	runners := map[string]agenthost.Runner{}
 	for i, a := range cfg.Agents {
 		if a == nil {
 			invalid("Agents", fmt.Sprintf("agent %d is nil", i))
@@ -158,7 +158,7 @@ func NewHandler(cfg HandlerConfig) (*Handler, error) {
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("configuring the agent handler: %w", errors.Join(errs...))
 	}
-	svc, err := iagent.New(iagent.Config{
+	svc, err := agenthost.New(agenthost.Config{
 		Queue: q, ReplyQueueURL: cfg.SchedulerQueueURL, RequestQueueURL: cfg.QueueURL, PriorityQueueURL: cfg.PriorityQueueURL,
 		Agents: runners, Clock: clock, Logger: log, Concurrency: cfg.Concurrency, MaxDeliveries: cfg.MaxDeliveries,
 		ReplyLinger: cfg.ReplyLinger, Metrics: cfg.Metrics,

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sas-go/sas/internal/httpagent"
+	"github.com/sas-go/sas/internal/httpcall"
 	"github.com/sas-go/sas/internal/sas"
 )
 
@@ -142,7 +142,7 @@ func (h *httpStep) run(ctx context.Context, req Request) (any, error) {
 		// The next call refuses to start past the deadline (less its
 		// margin), so a wait that runs long ends in "no outcome", never in
 		// a call the step no longer owns.
-		if err := httpagent.Sleep(ctx, busyWait(keyBusyBackoff, n)); err != nil {
+		if err := httpcall.Sleep(ctx, busyWait(keyBusyBackoff, n)); err != nil {
 			return nil, fmt.Errorf("%s with key %s: waiting for the key to be free: %w", act, req.IdempotencyKey, err)
 		}
 	}
@@ -176,8 +176,8 @@ func (h *httpStep) action(req Request) (act endpointAction, ok bool, err error) 
 // become a permanent failure whose reason quotes the service.
 func (h *httpStep) classify(act endpointAction, key string, res HTTPResponse, err error) error {
 	switch {
-	case errors.Is(err, httpagent.ErrPermanent):
-		var se *httpagent.StatusError
+	case errors.Is(err, httpcall.ErrPermanent):
+		var se *httpcall.StatusError
 		if errors.As(err, &se) {
 			return permanentf(err, "%s %s answered %s", h.agent, act, describeAnswer(se, res.Body))
 		}
@@ -191,14 +191,14 @@ func (h *httpStep) classify(act endpointAction, key string, res HTTPResponse, er
 }
 
 // keyBusy reports whether err is the service's "key in progress" answer (a
-// 409 with Retry-After, httpagent.ErrKeyInUse) that was still the answer when
+// 409 with Retry-After, httpcall.ErrKeyInUse) that was still the answer when
 // the client ran out of tries. A bare 409 is a genuine conflict, reported as a
 // permanent failure: waiting it out would end in a give-up and the undo of a
 // step that never took effect. A call stopped by the deadline is not busy
 // either: nothing more may be sent.
 func keyBusy(err error) bool {
-	return errors.Is(err, httpagent.ErrKeyInUse) && errors.Is(err, httpagent.ErrTransient) &&
-		!errors.Is(err, httpagent.ErrDeadline)
+	return errors.Is(err, httpcall.ErrKeyInUse) && errors.Is(err, httpcall.ErrTransient) &&
+		!errors.Is(err, httpcall.ErrDeadline)
 }
 
 // busyWait is the n-th wait for a busy key: doubling, capped, with jitter in
@@ -219,7 +219,7 @@ func busyWait(base time.Duration, n int) time.Duration {
 // describeAnswer renders a non-2xx answer for a person: the status and, when
 // the body is a common JSON error shape, its type and message; otherwise the
 // excerpt the client kept.
-func describeAnswer(se *httpagent.StatusError, body []byte) string {
+func describeAnswer(se *httpcall.StatusError, body []byte) string {
 	status := fmt.Sprintf("HTTP %d", se.Status)
 	if t := http.StatusText(se.Status); t != "" {
 		status += " " + t

@@ -8,7 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/sas-go/sas/internal/httpagent"
+	"github.com/sas-go/sas/internal/httpcall"
 	"github.com/sas-go/sas/internal/sas"
 )
 
@@ -71,7 +71,7 @@ func TestParseAction(t *testing.T) {
 
 func TestDescribeAnswer(t *testing.T) {
 	t.Parallel()
-	se := &httpagent.StatusError{Status: 402, Excerpt: "raw excerpt"}
+	se := &httpcall.StatusError{Status: 402, Excerpt: "raw excerpt"}
 	for body, want := range map[string]string{
 		`{"error":{"type":"payment_declined","message":"card expired"}}`: "HTTP 402 Payment Required: payment_declined: card expired",
 		`{"error":{"code":"E42"}}`:                                       "HTTP 402 Payment Required: E42",
@@ -85,23 +85,23 @@ func TestDescribeAnswer(t *testing.T) {
 	}
 }
 
-// A busy key is a 409 with Retry-After (httpagent.ErrKeyInUse) still
-// answered when httpagent's own tries ran out; never a bare 409 (a genuine
+// A busy key is a 409 with Retry-After (httpcall.ErrKeyInUse) still
+// answered when httpcall's own tries ran out; never a bare 409 (a genuine
 // conflict, permanent), never once the step's deadline stopped the call.
 func TestKeyBusy(t *testing.T) {
 	t.Parallel()
-	conflict := &httpagent.StatusError{Status: 409, Excerpt: "already refunded"}
-	inUse := fmt.Errorf("%w: %w", httpagent.ErrKeyInUse, &httpagent.StatusError{Status: 409, Excerpt: "key in use"})
+	conflict := &httpcall.StatusError{Status: 409, Excerpt: "already refunded"}
+	inUse := fmt.Errorf("%w: %w", httpcall.ErrKeyInUse, &httpcall.StatusError{Status: 409, Excerpt: "key in use"})
 	for name, tc := range map[string]struct {
 		err  error
 		want bool
 	}{
-		"bare 409 (permanent)":         {fmt.Errorf("calling X: %w: %w", httpagent.ErrPermanent, conflict), false},
-		"409 in use after the tries":   {fmt.Errorf("calling X: %w after 5 tries: %w", httpagent.ErrTransient, inUse), true},
-		"409 in use then the deadline": {fmt.Errorf("calling X: %w after 3 tries: %w", httpagent.ErrDeadline, inUse), false},
-		"402 permanent":                {fmt.Errorf("calling X: %w: %w", httpagent.ErrPermanent, &httpagent.StatusError{Status: 402}), false},
-		"503 after the tries":          {fmt.Errorf("calling X: %w after 5 tries: %w", httpagent.ErrTransient, &httpagent.StatusError{Status: 503}), false},
-		"no answer at all":             {fmt.Errorf("calling X: %w: connection refused", httpagent.ErrTransient), false},
+		"bare 409 (permanent)":         {fmt.Errorf("calling X: %w: %w", httpcall.ErrPermanent, conflict), false},
+		"409 in use after the tries":   {fmt.Errorf("calling X: %w after 5 tries: %w", httpcall.ErrTransient, inUse), true},
+		"409 in use then the deadline": {fmt.Errorf("calling X: %w after 3 tries: %w", httpcall.ErrDeadline, inUse), false},
+		"402 permanent":                {fmt.Errorf("calling X: %w: %w", httpcall.ErrPermanent, &httpcall.StatusError{Status: 402}), false},
+		"503 after the tries":          {fmt.Errorf("calling X: %w after 5 tries: %w", httpcall.ErrTransient, &httpcall.StatusError{Status: 503}), false},
+		"no answer at all":             {fmt.Errorf("calling X: %w: connection refused", httpcall.ErrTransient), false},
 	} {
 		require.Equal(t, tc.want, keyBusy(tc.err), name)
 	}

@@ -7,7 +7,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/sas-go/sas/internal/httpagent"
+	"github.com/sas-go/sas/internal/httpcall"
 	"github.com/sas-go/sas/internal/sas"
 )
 
@@ -104,7 +104,7 @@ type HTTPDoer interface {
 // concurrent use; share one per function, so that its breakers see all the
 // calls.
 type HTTPClient struct {
-	caller *httpagent.Caller
+	caller *httpcall.Caller
 	clock  Clock
 }
 
@@ -115,10 +115,10 @@ func NewHTTPClient(o HTTPOptions) (*HTTPClient, error) {
 	if o.AttemptTimeout == 0 {
 		o.AttemptTimeout = DefaultAttemptTimeout
 	}
-	cfg := httpagent.Config{
+	cfg := httpcall.Config{
 		MaxAttempts: o.Tries, BaseBackoff: o.Backoff, MaxBackoff: o.MaxBackoff,
 		AttemptTimeout: o.AttemptTimeout, SafetyMargin: o.SafetyMargin, MaxResponseBytes: o.MaxResponseBytes,
-		Breaker: httpagent.BreakerConfig{
+		Breaker: httpcall.BreakerConfig{
 			FailureThreshold: o.Breaker.FailureThreshold, FailureRate: o.Breaker.FailureRate,
 			Window: o.Breaker.Window, OpenFor: o.Breaker.OpenFor,
 		},
@@ -135,7 +135,7 @@ func NewHTTPClient(o HTTPOptions) (*HTTPClient, error) {
 			cfg.Sleep = s.Sleep
 		}
 	}
-	c, err := httpagent.New(cfg)
+	c, err := httpcall.New(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("configuring the HTTP client: %w", err)
 	}
@@ -166,11 +166,11 @@ func (c *HTTPClient) Do(ctx context.Context, call HTTPCall) (HTTPResponse, error
 
 // CircuitOpen reports whether the breaker of endpoint refuses tries now.
 func (c *HTTPClient) CircuitOpen(endpoint string) bool {
-	return c.caller.BreakerState(endpoint) == httpagent.BreakerOpen
+	return c.caller.BreakerState(endpoint) == httpcall.BreakerOpen
 }
 
 // callRequest is call as the internal caller takes it.
-func callRequest(call HTTPCall, deadline time.Time) httpagent.Request {
+func callRequest(call HTTPCall, deadline time.Time) httpcall.Request {
 	h := call.Header.Clone()
 	if call.Body != nil && h.Get("Content-Type") == "" {
 		if h == nil {
@@ -178,20 +178,20 @@ func callRequest(call HTTPCall, deadline time.Time) httpagent.Request {
 		}
 		h.Set("Content-Type", "application/json")
 	}
-	return httpagent.Request{
+	return httpcall.Request{
 		Endpoint: call.Endpoint, Method: call.Method, Path: call.Path, Body: call.Body,
 		IdempotencyKey: call.IdempotencyKey, Deadline: deadline, Header: h,
 	}
 }
 
-func responseOf(r httpagent.Result) HTTPResponse {
+func responseOf(r httpcall.Result) HTTPResponse {
 	return HTTPResponse{Status: r.Status, Body: r.Body, Truncated: r.Truncated, Tries: r.Attempts}
 }
 
 // doError marks the caller's permanent classes as permanent; the others
 // keep the caller's sentinels, which the runner reads as spent.
 func doError(err error) error {
-	if err != nil && (errors.Is(err, httpagent.ErrPermanent) || errors.Is(err, sas.ErrInvalid)) {
+	if err != nil && (errors.Is(err, httpcall.ErrPermanent) || errors.Is(err, sas.ErrInvalid)) {
 		return Permanent(err)
 	}
 	return err

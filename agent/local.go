@@ -146,11 +146,7 @@ func (h *Handler) handleBatch(ctx context.Context, url, arn string, msgs []sas.I
 // localARN names a queue as an event's EventSourceARN does. The handler
 // matches a message to the queue it came from by the queue's name, the last
 // part of both its URL and its ARN; region and account are not read.
-func localARN(url string) string {
-	name := strings.TrimRight(url, "/")
-	name = name[strings.LastIndexByte(name, '/')+1:]
-	return "arn:aws:sqs:local:000000000000:" + name
-}
+func localARN(url string) string { return sas.LocalQueueARN("local", url) }
 
 // startLocal runs h outside Lambda: Poll until SIGINT or SIGTERM, then exit
 // the process with status 0, since main's log.Fatal(agent.Start(…)) is

@@ -8,8 +8,8 @@ import (
 	"log/slog"
 	"time"
 
-	iagent "github.com/sas-go/sas/internal/agent"
-	"github.com/sas-go/sas/internal/httpagent"
+	"github.com/sas-go/sas/internal/agenthost"
+	"github.com/sas-go/sas/internal/httpcall"
 	"github.com/sas-go/sas/internal/sas"
 )
 
@@ -71,14 +71,14 @@ func (a *Agent) Run(ctx context.Context, req Request) Outcome {
 	}
 	ctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
-	r := &runner{a: a, clock: systemClock{}, sleep: httpagent.Sleep, log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	r := &runner{a: a, clock: systemClock{}, sleep: httpcall.Sleep, log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	res, err := r.Run(ctx, sas.AgentRequest{
 		OrderID: req.OrderID, Workflow: req.Workflow, Version: req.Version, StepName: req.Step, Step: req.StepIndex, Attempt: req.Attempt,
 		IdempotencyKey: req.IdempotencyKey, Payload: req.Payload, Compensation: req.Undo, Action: req.Action,
 		Priority: req.Priority, Tries: req.Tries, Agent: a.name,
 	})
-	var pe *iagent.PermanentError
-	var re *iagent.RedeliveryError
+	var pe *agenthost.PermanentError
+	var re *agenthost.RedeliveryError
 	switch {
 	case err == nil && time.Now().Before(deadline):
 		return Outcome{Status: StatusDone, Result: res}

@@ -463,7 +463,7 @@ func ensureRedrive(ctx context.Context, t *testing.T, c *cdk, sqsc *sqs.Client) 
 		}
 		var found []string
 		for _, u := range out.QueueUrls {
-			name := u[strings.LastIndex(u, "/")+1:]
+			name := sas.QueueName(u)
 			part := strings.TrimPrefix(name, c.stack+"-")
 			if i := strings.LastIndex(part, "-"); i > 0 {
 				part = part[:i]

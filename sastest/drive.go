@@ -176,7 +176,7 @@ func (e *Env) describeQueues() string {
 			continue
 		}
 		if n := s.Visible + s.InFlight + s.Delayed; n > 0 {
-			parts = append(parts, fmt.Sprintf("%s %d (%d visible, %d in flight, %d delayed)", url[strings.LastIndexByte(url, '/')+1:], n, s.Visible, s.InFlight, s.Delayed))
+			parts = append(parts, fmt.Sprintf("%s %d (%d visible, %d in flight, %d delayed)", sas.QueueName(url), n, s.Visible, s.InFlight, s.Delayed))
 		}
 	}
 	if len(parts) == 0 {

@@ -18,10 +18,10 @@ import (
 	"github.com/sas-go/sas/internal/clocktest"
 	"github.com/sas-go/sas/internal/memqueue"
 	"github.com/sas-go/sas/internal/memstore"
+	"github.com/sas-go/sas/internal/registry"
 	"github.com/sas-go/sas/internal/sas"
 	"github.com/sas-go/sas/internal/scheduler"
 	"github.com/sas-go/sas/internal/supervisor"
-	"github.com/sas-go/sas/internal/workflows"
 	"github.com/sas-go/sas/workflow"
 )
 
@@ -167,7 +167,7 @@ func New(t testing.TB, workflows []workflow.Workflow, agents ...*agent.Agent) *E
 func NewWith(t testing.TB, opts Options, defs []workflow.Workflow, agents ...*agent.Agent) *Env {
 	t.Helper()
 	opts = opts.withDefaults()
-	reg, err := workflows.FromDefinitions(defs)
+	reg, err := registry.FromDefinitions(defs)
 	if err != nil {
 		t.Fatalf("sastest: the workflows are not valid: %v", err)
 	}

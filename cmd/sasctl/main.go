@@ -27,12 +27,12 @@ import (
 	"github.com/sas-go/sas/internal/console"
 	"github.com/sas-go/sas/internal/dynamostore"
 	"github.com/sas-go/sas/internal/esm"
+	"github.com/sas-go/sas/internal/registry"
 	"github.com/sas-go/sas/internal/rig"
 	"github.com/sas-go/sas/internal/sas"
 	"github.com/sas-go/sas/internal/sasctl"
 	"github.com/sas-go/sas/internal/sqsqueue"
 	"github.com/sas-go/sas/internal/stackenv"
-	"github.com/sas-go/sas/internal/workflows"
 )
 
 func main() {
@@ -168,7 +168,7 @@ func serveConsole(ctx context.Context, args []string, cfg config.Config, store *
 	if err := fs.Parse(args); err != nil {
 		return fmt.Errorf("%v: %w", err, sasctl.ErrUsage)
 	}
-	reg, err := workflows.Load(cfg.WorkflowsFile, cfg.StepTimeout)
+	reg, err := registry.Load(cfg.WorkflowsFile, cfg.StepTimeout)
 	if err != nil {
 		return err
 	}

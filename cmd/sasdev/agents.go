@@ -12,10 +12,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/sas-go/sas/agent"
-	iagent "github.com/sas-go/sas/internal/agent"
+	"github.com/sas-go/sas/internal/agenthost"
 	"github.com/sas-go/sas/internal/builtinagent"
 	"github.com/sas-go/sas/internal/config"
-	"github.com/sas-go/sas/internal/httpagent"
 	"github.com/sas-go/sas/internal/rig"
 )
 
@@ -184,11 +183,11 @@ func (a *agentProcs) keep(ctx context.Context, name string, env []string, p *rig
 // process, as functions/agent builds it, calling baseURL; its handler polls
 // the agent's queue (agent.Handler.Poll) until stopAll.
 func (a *agentProcs) startBuiltin(ctx context.Context, name string, cfg config.Config, awsCfg aws.Config, queueURL, baseURL string) error {
-	caller, err := httpagent.New(httpagent.Config{AttemptTimeout: builtinAttemptTimeout, MaxResponseBytes: iagent.MaxResponseBytes})
+	client, err := agent.NewHTTPClient(agent.HTTPOptions{AttemptTimeout: builtinAttemptTimeout, MaxResponseBytes: agenthost.MaxResponseBytes})
 	if err != nil {
 		return err
 	}
-	ag, err := builtinagent.Agent(cfg, builtinagent.Deps{Caller: caller, Name: name, BaseURL: baseURL,
+	ag, err := builtinagent.Agent(cfg, builtinagent.Deps{Client: client, Name: name, BaseURL: baseURL,
 		AllowHTTP: true}) // make dev: a local service or an emulator
 	if err != nil {
 		return err

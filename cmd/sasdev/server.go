@@ -3,9 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
 	"encoding/base64"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -31,12 +29,12 @@ import (
 	"github.com/sas-go/sas/internal/config"
 	"github.com/sas-go/sas/internal/dynamostore"
 	"github.com/sas-go/sas/internal/localrun"
+	"github.com/sas-go/sas/internal/registry"
 	"github.com/sas-go/sas/internal/remotesim"
 	"github.com/sas-go/sas/internal/rig"
 	"github.com/sas-go/sas/internal/sas"
 	"github.com/sas-go/sas/internal/sqsqueue"
 	"github.com/sas-go/sas/internal/wiring"
-	"github.com/sas-go/sas/internal/workflows"
 )
 
 // The example the defaults point at (a module of its own, in the repo).
@@ -236,7 +234,7 @@ func (s *server) start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if s.reg, err = workflows.Load(s.opts.Workflows, base.StepTimeout); err != nil {
+	if s.reg, err = registry.Load(s.opts.Workflows, base.StepTimeout); err != nil {
 		return err
 	}
 	named := agentsOf(s.reg)
@@ -443,7 +441,7 @@ func (s *server) startActors(ctx context.Context, cfg config.Config) error {
 	}
 	// Wired as functions/scheduler and functions/supervisor wire them
 	// (internal/wiring); only the triggers differ: pollers and a ticker.
-	owner := "scheduler-" + randomHex(16)
+	owner := "scheduler-" + sas.RandomID(16)
 	// Its EMF metric lines go to its log, as the supervisor's below.
 	sched, err := wiring.Scheduler(s.aws, cfg, schedLog.With("owner", owner), owner, schedFile)
 	if err != nil {
@@ -455,7 +453,7 @@ func (s *server) startActors(ctx context.Context, cfg config.Config) error {
 	}
 	// Its EMF metric lines go to its log, as Lambda ships them with the
 	// function's stdout.
-	sup, err := wiring.Supervisor(s.aws, cfg, supLog, "supervisor:sasdev-"+randomHex(6), supFile)
+	sup, err := wiring.Supervisor(s.aws, cfg, supLog, "supervisor:sasdev-"+sas.RandomID(6), supFile)
 	if err != nil {
 		return fmt.Errorf("the supervisor: %w", err)
 	}
@@ -468,7 +466,7 @@ func (s *server) startActors(ctx context.Context, cfg config.Config) error {
 		intake    bool
 	}{{"intake", cfg.IntakeQueueURL, true}, {"scheduler", cfg.SchedulerQueueURL, false}, {"control", cfg.ControlQueueURL, false}} {
 		p := &localrun.Poller{
-			Name: q.name, Queue: s.queue, QueueURL: q.url, QueueARN: "arn:aws:sqs:" + s.aws.Region + ":000000000000:" + lastSegment(q.url),
+			Name: q.name, Queue: s.queue, QueueURL: q.url, QueueARN: sas.LocalQueueARN(s.aws.Region, q.url),
 			BatchSize: 10, Wait: 20 * time.Second, Workers: 2, Handler: s.tracker.observe(sched.Handle, q.intake), Logger: schedLog,
 		}
 		s.pollersDone.Add(1)
@@ -638,17 +636,6 @@ func (s *server) rel(p string) string {
 	return p
 }
 
-func lastSegment(url string) string {
-	url = strings.TrimRight(url, "/")
-	return url[strings.LastIndexByte(url, '/')+1:]
-}
-
 func shellQuote(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
-}
-
-func randomHex(n int) string {
-	b := make([]byte, n)
-	_, _ = rand.Read(b) // crypto/rand.Read never fails
-	return hex.EncodeToString(b)
 }

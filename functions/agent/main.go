@@ -17,12 +17,11 @@ import (
 	"github.com/aws/aws-lambda-go/lambda"
 
 	"github.com/sas-go/sas/agent"
-	iagent "github.com/sas-go/sas/internal/agent"
+	"github.com/sas-go/sas/internal/agenthost"
 	"github.com/sas-go/sas/internal/awsenv"
 	"github.com/sas-go/sas/internal/awssecret"
 	"github.com/sas-go/sas/internal/builtinagent"
 	"github.com/sas-go/sas/internal/config"
-	"github.com/sas-go/sas/internal/httpagent"
 )
 
 // Remote-call settings that are not configuration: they follow from the
@@ -58,7 +57,7 @@ func build(ctx context.Context, getenv config.Getenv) (func(context.Context, eve
 	if len(missing) > 0 {
 		return nil, fmt.Errorf("missing configuration: %s", strings.Join(missing, ", "))
 	}
-	caller, err := httpagent.New(httpagent.Config{AttemptTimeout: attemptTimeout, MaxResponseBytes: iagent.MaxResponseBytes})
+	client, err := agent.NewHTTPClient(agent.HTTPOptions{AttemptTimeout: attemptTimeout, MaxResponseBytes: agenthost.MaxResponseBytes})
 	if err != nil {
 		return nil, err
 	}
@@ -69,7 +68,7 @@ func build(ctx context.Context, getenv config.Getenv) (func(context.Context, eve
 	if err != nil {
 		return nil, err
 	}
-	d.Caller = caller
+	d.Client = client
 	// JSON lines on stderr, as the SDK's handler logs.
 	d.Logger = slog.New(slog.NewJSONHandler(os.Stderr, nil))
 	a, err := builtinagent.Agent(cfg, d)

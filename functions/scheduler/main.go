@@ -6,8 +6,6 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"log"
 	"log/slog"
 	"os"
@@ -16,6 +14,7 @@ import (
 
 	"github.com/sas-go/sas/internal/awsenv"
 	"github.com/sas-go/sas/internal/config"
+	"github.com/sas-go/sas/internal/sas"
 	"github.com/sas-go/sas/internal/scheduler"
 	"github.com/sas-go/sas/internal/wiring"
 )
@@ -57,7 +56,5 @@ func setup(ctx context.Context, getenv config.Getenv, logger *slog.Logger, owner
 // stream name is not guaranteed unique across concurrent environments'
 // restarts, a 128-bit random id is).
 func instanceID() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
-	return "scheduler-" + hex.EncodeToString(b[:])
+	return "scheduler-" + sas.RandomID(16)
 }

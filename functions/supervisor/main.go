@@ -5,8 +5,6 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"log"
 	"log/slog"
 	"os"
@@ -15,6 +13,7 @@ import (
 
 	"github.com/sas-go/sas/internal/awsenv"
 	"github.com/sas-go/sas/internal/config"
+	"github.com/sas-go/sas/internal/sas"
 	"github.com/sas-go/sas/internal/supervisor"
 	"github.com/sas-go/sas/internal/wiring"
 )
@@ -57,7 +56,5 @@ func actor(getenv config.Getenv) string {
 	if s := getenv("AWS_LAMBDA_LOG_STREAM_NAME"); s != "" {
 		return "supervisor:" + s
 	}
-	var b [6]byte
-	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
-	return "supervisor:" + hex.EncodeToString(b[:])
+	return "supervisor:" + sas.RandomID(6)
 }

@@ -384,7 +384,7 @@ func (p Props) loadWorkflows() ([]workflow.Workflow, error) {
 var operatorARN = regexp.MustCompile(`^arn:aws[a-z-]*:iam::[0-9]{12}:(role|user)/[A-Za-z0-9+=,.@_/-]+$`)
 
 // referenceAgent is the agent of every step of the reference workflows
-// (internal/workflows.PaymentsAgent in the main module).
+// (internal/registry.PaymentsAgent in the main module).
 const referenceAgent = "payments"
 
 // agentNamePattern is what package workflow accepts as a step's agent.

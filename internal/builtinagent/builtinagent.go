@@ -29,11 +29,10 @@ import (
 	"time"
 
 	"github.com/sas-go/sas/agent"
-	iagent "github.com/sas-go/sas/internal/agent"
+	"github.com/sas-go/sas/internal/agenthost"
 	"github.com/sas-go/sas/internal/config"
-	"github.com/sas-go/sas/internal/httpagent"
+	"github.com/sas-go/sas/internal/registry"
 	"github.com/sas-go/sas/internal/sas"
-	"github.com/sas-go/sas/internal/workflows"
 )
 
 // The environment variables of the built-in agent that internal/config does
@@ -145,20 +144,14 @@ func DepsFromEnv(ctx context.Context, getenv config.Getenv, secrets SecretReader
 	return d, nil
 }
 
-// Caller makes one call with retries, backoff, breaker and deadline;
-// *httpagent.Caller is the implementation.
-type Caller interface {
-	Call(ctx context.Context, r httpagent.Request) (httpagent.Result, error)
-}
-
-var _ Caller = (*httpagent.Caller)(nil)
-
 // Deps are what the agent needs besides the configuration.
 type Deps struct {
 	// Queue sends the replies (FromConfig only).
 	Queue sas.Queue
-	// Caller makes the HTTP calls. Required.
-	Caller Caller
+	// Client makes the HTTP calls: an *agent.HTTPClient (retries, backoff,
+	// breaker, deadline), the one adapter from the HTTP caller to the SDK,
+	// or a fake in tests. Required.
+	Client agent.HTTPDoer
 	Clock  sas.Clock    // default sas.SystemClock
 	Logger *slog.Logger // default slog.Default()
 	// Registry is the workflows whose steps' routes the agent falls back on;
@@ -185,7 +178,7 @@ type Deps struct {
 func Agent(cfg config.Config, d Deps) (*agent.Agent, error) {
 	name, base := d.Name, d.BaseURL
 	if name == "" {
-		name = workflows.PaymentsAgent
+		name = registry.PaymentsAgent
 	}
 	if base == "" {
 		base = cfg.PaymentsURL
@@ -203,8 +196,8 @@ func Agent(cfg config.Config, d Deps) (*agent.Agent, error) {
 			return nil, fmt.Errorf("configuring agent %q: %w", name, err)
 		}
 	}
-	if d.Caller == nil {
-		return nil, fmt.Errorf("configuring agent %q: %w", name, &sas.ValidationError{Field: "Caller", Reason: "required"})
+	if d.Client == nil {
+		return nil, fmt.Errorf("configuring agent %q: %w", name, &sas.ValidationError{Field: "Client", Reason: "required"})
 	}
 	logger := d.Logger
 	if logger == nil {
@@ -213,11 +206,11 @@ func Agent(cfg config.Config, d Deps) (*agent.Agent, error) {
 	reg := d.Registry
 	if reg == nil {
 		var err error
-		if reg, err = workflows.Load(cfg.WorkflowsFile, cfg.StepTimeout); err != nil {
+		if reg, err = registry.Load(cfg.WorkflowsFile, cfg.StepTimeout); err != nil {
 			return nil, fmt.Errorf("configuring agent %q: %w", name, err)
 		}
 	}
-	byStep, err := iagent.RoutesFromRegistry(reg, name)
+	byStep, err := agenthost.RoutesFromRegistry(reg, name)
 	if err != nil {
 		return nil, fmt.Errorf("configuring agent %q: %w", name, err)
 	}
@@ -226,7 +219,7 @@ func Agent(cfg config.Config, d Deps) (*agent.Agent, error) {
 		routes = append(routes, agent.Route{Step: step, Action: r.Action, Undo: r.Undo})
 	}
 	slices.SortFunc(routes, func(a, b agent.Route) int { return strings.Compare(a.Step, b.Step) })
-	a := agent.HTTP(name, base, callerDoer{c: d.Caller, auth: d.Auth}, routes...).Guard(onlyWorkflowActions(reg, name, byStep, logger))
+	a := agent.HTTP(name, base, withAuth(d.Client, d.Auth), routes...).Guard(onlyWorkflowActions(reg, name, byStep, logger))
 	if err := a.Err(); err != nil {
 		return nil, fmt.Errorf("configuring agent %q: %w", name, err)
 	}
@@ -272,15 +265,15 @@ func FromConfig(cfg config.Config, d Deps) (*agent.Handler, error) {
 // are kept). A request for an earlier version of a registered workflow is
 // therefore served as it asks, logged; what fences it is the agent queue's
 // policy (only the scheduler's role may send there, docs/trust.md).
-func onlyWorkflowActions(reg sas.Registry, name string, byStep iagent.Routes, log *slog.Logger) func(agent.Request) error {
+func onlyWorkflowActions(reg sas.Registry, name string, byStep agenthost.Routes, log *slog.Logger) func(agent.Request) error {
 	type key struct{ workflow, step string }
-	defined := map[key]iagent.Route{}
+	defined := map[key]agenthost.Route{}
 	versions := map[string]string{}
 	for wn, w := range reg {
 		versions[wn] = w.Version()
 		for _, s := range w.Steps {
 			if s.Agent == name {
-				defined[key{wn, s.Name}] = iagent.Route{Action: s.Action, Undo: s.Undo}
+				defined[key{wn, s.Name}] = agenthost.Route{Action: s.Action, Undo: s.Undo}
 			}
 		}
 	}
@@ -295,7 +288,7 @@ func onlyWorkflowActions(reg sas.Registry, name string, byStep iagent.Routes, lo
 			return nil
 		}
 		var (
-			rt    iagent.Route
+			rt    agenthost.Route
 			found bool
 			where = "the workflows"
 			verb  = "define"
@@ -339,31 +332,26 @@ func quoteCut(s string) string {
 	return strconv.Quote(s)
 }
 
-// callerDoer makes a Caller the SDK's agent.HTTPDoer, adding the auth
-// header to every call. The caller's errors pass through unchanged: the
-// HTTP agent reads their classes.
-type callerDoer struct {
-	c    Caller
-	auth *Auth
+// withAuth is c adding the auth header, when there is one, to every call.
+func withAuth(c agent.HTTPDoer, auth *Auth) agent.HTTPDoer {
+	if auth == nil {
+		return c
+	}
+	return authDoer{next: c, auth: *auth}
 }
 
-func (d callerDoer) Do(ctx context.Context, call agent.HTTPCall) (agent.HTTPResponse, error) {
-	deadline, ok := ctx.Deadline()
-	if !ok {
-		return agent.HTTPResponse{}, agent.Permanent(fmt.Errorf("calling %s %s%s: %w", call.Method, call.Endpoint, call.Path,
-			&sas.ValidationError{Field: "ctx", Reason: "a context with a deadline is required"}))
+// authDoer adds the auth header to a call's own, on a copy: the caller's
+// header is not changed.
+type authDoer struct {
+	next agent.HTTPDoer
+	auth Auth
+}
+
+func (d authDoer) Do(ctx context.Context, call agent.HTTPCall) (agent.HTTPResponse, error) {
+	call.Header = call.Header.Clone()
+	if call.Header == nil {
+		call.Header = http.Header{}
 	}
-	header := call.Header
-	if d.auth != nil {
-		header = header.Clone()
-		if header == nil {
-			header = http.Header{}
-		}
-		header.Set(d.auth.Header, d.auth.Value)
-	}
-	res, err := d.c.Call(ctx, httpagent.Request{
-		Endpoint: call.Endpoint, Method: call.Method, Path: call.Path, Body: call.Body,
-		IdempotencyKey: call.IdempotencyKey, Deadline: deadline, Header: header,
-	})
-	return agent.HTTPResponse{Status: res.Status, Body: res.Body, Truncated: res.Truncated, Tries: res.Attempts}, err
+	call.Header.Set(d.auth.Header, d.auth.Value)
+	return d.next.Do(ctx, call)
 }

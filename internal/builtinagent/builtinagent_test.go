@@ -6,18 +6,18 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/sas-go/sas/agent"
 	"github.com/sas-go/sas/internal/builtinagent"
 	"github.com/sas-go/sas/internal/config"
-	"github.com/sas-go/sas/internal/httpagent"
 	"github.com/sas-go/sas/internal/memqueue"
 	"github.com/sas-go/sas/internal/sas"
 )
 
 func TestFromConfigNeedsItsEnvironment(t *testing.T) {
 	t.Parallel()
-	caller, err := httpagent.New(httpagent.Config{})
+	client, err := agent.NewHTTPClient(agent.HTTPOptions{})
 	require.NoError(t, err)
-	d := builtinagent.Deps{Queue: memqueue.New(memqueue.Options{}), Caller: caller, AllowHTTP: true}
+	d := builtinagent.Deps{Queue: memqueue.New(memqueue.Options{}), Client: client, AllowHTTP: true}
 	for name, cfg := range map[string]config.Config{
 		"no payments URL":    {SchedulerQueueURL: "http://q/scheduler", StepTimeout: time.Minute},
 		"no scheduler URL":   {PaymentsURL: "http://127.0.0.1:1", StepTimeout: time.Minute},
@@ -36,9 +36,9 @@ func TestFromConfigNeedsItsEnvironment(t *testing.T) {
 	_, err = builtinagent.FromConfig(good, bad)
 	require.ErrorIs(t, err, sas.ErrInvalid, "SAS_AGENT_BASE_URL is checked like SAS_PAYMENTS_URL")
 	bad = d
-	bad.Caller = nil
+	bad.Client = nil
 	_, err = builtinagent.FromConfig(good, bad)
-	require.ErrorIs(t, err, sas.ErrInvalid, "no caller")
+	require.ErrorIs(t, err, sas.ErrInvalid, "no client")
 }
 
 // SAS_AGENT_NAME and SAS_AGENT_BASE_URL (Deps.Name, Deps.BaseURL) win over
@@ -46,15 +46,15 @@ func TestFromConfigNeedsItsEnvironment(t *testing.T) {
 // names has no routes: it serves the requests that carry their action.
 func TestAgentNameAndBaseURL(t *testing.T) {
 	t.Parallel()
-	caller, err := httpagent.New(httpagent.Config{})
+	client, err := agent.NewHTTPClient(agent.HTTPOptions{})
 	require.NoError(t, err)
 	cfg := config.Config{PaymentsURL: "http://127.0.0.1:1", StepTimeout: time.Minute}
-	a, err := builtinagent.Agent(cfg, builtinagent.Deps{Caller: caller, Name: "flights", BaseURL: "https://127.0.0.1:2/api"})
+	a, err := builtinagent.Agent(cfg, builtinagent.Deps{Client: client, Name: "flights", BaseURL: "https://127.0.0.1:2/api"})
 	require.NoError(t, err)
 	require.Equal(t, "flights", a.Name())
-	a, err = builtinagent.Agent(cfg, builtinagent.Deps{Caller: caller, AllowHTTP: true})
+	a, err = builtinagent.Agent(cfg, builtinagent.Deps{Client: client, AllowHTTP: true})
 	require.NoError(t, err)
 	require.Equal(t, "payments", a.Name())
-	_, err = builtinagent.Agent(config.Config{StepTimeout: time.Minute}, builtinagent.Deps{Caller: caller, BaseURL: "https://127.0.0.1:2"})
+	_, err = builtinagent.Agent(config.Config{StepTimeout: time.Minute}, builtinagent.Deps{Client: client, BaseURL: "https://127.0.0.1:2"})
 	require.NoError(t, err, "SAS_AGENT_BASE_URL alone is enough")
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -16,29 +17,28 @@ import (
 	"github.com/sas-go/sas/agent"
 	"github.com/sas-go/sas/internal/builtinagent"
 	"github.com/sas-go/sas/internal/config"
-	"github.com/sas-go/sas/internal/httpagent"
+	"github.com/sas-go/sas/internal/registry"
 	"github.com/sas-go/sas/internal/sas"
-	"github.com/sas-go/sas/internal/workflows"
 )
 
 // The fences of the deployment's own agent (docs/trust.md): https only
 // unless a local run says otherwise, an auth header read from a secret,
 // and only the actions its workflows define.
 
-// recordingCaller answers every call with 200 {} and keeps what it was asked.
-type recordingCaller struct {
+// recordingClient answers every call with 200 {} and keeps what it was asked.
+type recordingClient struct {
 	mu    sync.Mutex
-	calls []httpagent.Request
+	calls []agent.HTTPCall
 }
 
-func (c *recordingCaller) Call(_ context.Context, r httpagent.Request) (httpagent.Result, error) {
+func (c *recordingClient) Do(_ context.Context, call agent.HTTPCall) (agent.HTTPResponse, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.calls = append(c.calls, r)
-	return httpagent.Result{Status: http.StatusOK, Body: []byte(`{}`), Attempts: 1}, nil
+	c.calls = append(c.calls, call)
+	return agent.HTTPResponse{Status: http.StatusOK, Body: []byte(`{}`), Tries: 1}, nil
 }
 
-func (c *recordingCaller) taken() []httpagent.Request {
+func (c *recordingClient) taken() []agent.HTTPCall {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	out := c.calls
@@ -50,20 +50,20 @@ var refCfg = config.Config{StepTimeout: time.Minute}
 
 func TestHTTPBaseURLOnlyWithTheLocalFlag(t *testing.T) {
 	t.Parallel()
-	c := &recordingCaller{}
+	c := &recordingClient{}
 	for _, base := range []string{"http://payments.internal", "http://127.0.0.1:8090"} {
-		_, err := builtinagent.Agent(refCfg, builtinagent.Deps{Caller: c, BaseURL: base})
+		_, err := builtinagent.Agent(refCfg, builtinagent.Deps{Client: c, BaseURL: base})
 		require.ErrorIs(t, err, sas.ErrInvalid, base)
 		require.ErrorContains(t, err, "https:// services only")
 		require.ErrorContains(t, err, builtinagent.EnvAllowHTTP, "the error says how a local run allows it")
 
-		_, err = builtinagent.Agent(refCfg, builtinagent.Deps{Caller: c, BaseURL: base, AllowHTTP: true})
+		_, err = builtinagent.Agent(refCfg, builtinagent.Deps{Client: c, BaseURL: base, AllowHTTP: true})
 		require.NoError(t, err, base)
 	}
 	// SAS_PAYMENTS_URL, the older name, is held to the same rule.
-	_, err := builtinagent.Agent(config.Config{StepTimeout: time.Minute, PaymentsURL: "http://payments.internal"}, builtinagent.Deps{Caller: c})
+	_, err := builtinagent.Agent(config.Config{StepTimeout: time.Minute, PaymentsURL: "http://payments.internal"}, builtinagent.Deps{Client: c})
 	require.ErrorIs(t, err, sas.ErrInvalid)
-	_, err = builtinagent.Agent(refCfg, builtinagent.Deps{Caller: c, BaseURL: "https://payments.example.com/v1"})
+	_, err = builtinagent.Agent(refCfg, builtinagent.Deps{Client: c, BaseURL: "https://payments.example.com/v1"})
 	require.NoError(t, err)
 }
 
@@ -133,8 +133,8 @@ func TestDepsFromEnv(t *testing.T) {
 // a value that cannot be a header stops the start.
 func TestAuthHeaderOnEveryCall(t *testing.T) {
 	t.Parallel()
-	c := &recordingCaller{}
-	a, err := builtinagent.Agent(refCfg, builtinagent.Deps{Caller: c, BaseURL: "https://payments.example",
+	c := &recordingClient{}
+	a, err := builtinagent.Agent(refCfg, builtinagent.Deps{Client: c, BaseURL: "https://payments.example",
 		Auth: &builtinagent.Auth{Header: "X-Api-Key", Value: "k-123"}})
 	require.NoError(t, err)
 	for _, req := range []agent.Request{
@@ -152,7 +152,7 @@ func TestAuthHeaderOnEveryCall(t *testing.T) {
 		require.Equal(t, "application/json", call.Header.Get("Content-Type"), "the agent's own headers stay")
 	}
 
-	_, err = builtinagent.Agent(refCfg, builtinagent.Deps{Caller: c, BaseURL: "https://payments.example",
+	_, err = builtinagent.Agent(refCfg, builtinagent.Deps{Client: c, BaseURL: "https://payments.example",
 		Auth: &builtinagent.Auth{Header: "Authorization", Value: "Bearer x\r\nX-Evil: 1"}})
 	require.ErrorIs(t, err, sas.ErrInvalid, "a value with a line break would smuggle a header")
 	require.NotContains(t, err.Error(), "X-Evil")
@@ -163,8 +163,8 @@ func TestAuthHeaderOnEveryCall(t *testing.T) {
 // is called; what the workflows define is called.
 func TestOnlyTheWorkflowsActionsAreCalled(t *testing.T) {
 	t.Parallel()
-	c := &recordingCaller{}
-	a, err := builtinagent.Agent(refCfg, builtinagent.Deps{Caller: c, BaseURL: "https://payments.example"})
+	c := &recordingClient{}
+	a, err := builtinagent.Agent(refCfg, builtinagent.Deps{Client: c, BaseURL: "https://payments.example"})
 	require.NoError(t, err)
 
 	for _, tc := range []struct {
@@ -223,12 +223,12 @@ func TestOnlyTheWorkflowsActionsAreCalled(t *testing.T) {
 // to the current definition.
 func TestEarlierWorkflowVersionsAreServed(t *testing.T) {
 	t.Parallel()
-	reg, err := workflows.Load("", refCfg.StepTimeout)
+	reg, err := registry.Load("", refCfg.StepTimeout)
 	require.NoError(t, err)
 	current := reg["order"].Version()
 	var logs bytes.Buffer
-	c := &recordingCaller{}
-	a, err := builtinagent.Agent(refCfg, builtinagent.Deps{Caller: c, BaseURL: "https://payments.example", Registry: reg,
+	c := &recordingClient{}
+	a, err := builtinagent.Agent(refCfg, builtinagent.Deps{Client: c, BaseURL: "https://payments.example", Registry: reg,
 		Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
 	require.NoError(t, err)
 
@@ -244,4 +244,50 @@ func TestEarlierWorkflowVersionsAreServed(t *testing.T) {
 	require.Equal(t, agent.StatusFailed, out.Status)
 	require.Contains(t, out.Reason, `is not what workflow "order" defines for step "ship" ("POST /shipments")`)
 	require.Empty(t, c.taken())
+}
+
+// The built-in agent calls through the SDK's HTTPClient, the one adapter
+// from the HTTP caller to agent.HTTPDoer, with the auth header added on
+// top: the service sees the auth, the key and the JSON content type, and a
+// 4xx is a permanent failure quoting the answer, as for any SDK agent.
+func TestCallsGoThroughTheSDKsHTTPClient(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	var seen []http.Header
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		seen = append(seen, r.Header.Clone())
+		mu.Unlock()
+		if r.URL.Path == "/refunds" {
+			w.WriteHeader(http.StatusBadRequest)
+			_, _ = w.Write([]byte(`{"message":"no such charge"}`))
+			return
+		}
+		_, _ = w.Write([]byte(`{"ok":true}`))
+	}))
+	t.Cleanup(srv.Close)
+	client, err := agent.NewHTTPClient(agent.HTTPOptions{})
+	require.NoError(t, err)
+	a, err := builtinagent.Agent(refCfg, builtinagent.Deps{Client: client, BaseURL: srv.URL, AllowHTTP: true,
+		Auth: &builtinagent.Auth{Header: "X-Api-Key", Value: "k-123"}})
+	require.NoError(t, err)
+
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	out := a.Run(ctx, agent.Request{OrderID: "o-1", Workflow: "payment", Step: "charge", IdempotencyKey: "o-1:0", Action: "POST /payments"})
+	require.Equal(t, agent.StatusDone, out.Status, "%v", out.Err)
+	require.JSONEq(t, `{"ok":true}`, string(out.Result))
+	out = a.Run(ctx, agent.Request{OrderID: "o-1", Workflow: "payment", Step: "charge", IdempotencyKey: "o-1:0:undo", Action: "POST /refunds", Undo: true})
+	require.Equal(t, agent.StatusFailed, out.Status, "%v", out.Err)
+	require.Contains(t, out.Reason, "HTTP 400")
+	require.Contains(t, out.Reason, "no such charge")
+
+	mu.Lock()
+	defer mu.Unlock()
+	require.Len(t, seen, 2, "a permanent answer is not retried")
+	for i, h := range seen {
+		require.Equal(t, "k-123", h.Get("X-Api-Key"), i)
+		require.Equal(t, "application/json", h.Get("Content-Type"), i)
+		require.NotEmpty(t, h.Get("Idempotency-Key"), i)
+	}
 }

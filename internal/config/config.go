@@ -222,10 +222,10 @@ func (c Config) ReplyToAllowed(url string) bool {
 // (by queue name, whatever the host): statuses posted there would reach
 // the scheduler or an agent as if from them (docs/trust.md).
 func (c Config) ownQueue(url string) bool {
-	name := url[strings.LastIndex(url, "/")+1:]
+	name := sas.QueueName(url)
 	own := append([]string{c.IntakeQueueURL, c.SchedulerQueueURL, c.ControlQueueURL, c.AgentQueueURL, c.AgentPriorityQueueURL}, c.AgentQueues.All()...)
 	for _, q := range own {
-		if q != "" && q[strings.LastIndex(q, "/")+1:] == name {
+		if q != "" && sas.QueueName(q) == name {
 			return true
 		}
 	}

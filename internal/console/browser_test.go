@@ -19,10 +19,10 @@ import (
 	"github.com/sas-go/sas/internal/console"
 	"github.com/sas-go/sas/internal/emulator"
 	"github.com/sas-go/sas/internal/localrun"
+	"github.com/sas-go/sas/internal/registry"
 	"github.com/sas-go/sas/internal/remotesim"
 	"github.com/sas-go/sas/internal/sas"
 	"github.com/sas-go/sas/internal/sasctl"
-	"github.com/sas-go/sas/internal/workflows"
 )
 
 // system is a running local system (localrun on the emulators) with the
@@ -57,7 +57,7 @@ func startSystem(t *testing.T) *system {
 		PickupTimeout: sys.Config.PickupTimeout, Actor: "operator:browser-test", Out: io.Discard}
 	srv, err := console.New(console.Config{
 		Store: sys.Store, Queues: sys.Queue, App: app, QueueRefs: console.QueueRefsOf(sys.Config, sys.Registry),
-		Agents: console.AgentsOf(sys.Registry, sys.Config), StepAgents: sys.Registry.StepAgents(), Workflows: []string{workflows.Order, workflows.Payment, notify},
+		Agents: console.AgentsOf(sys.Registry, sys.Config), StepAgents: sys.Registry.StepAgents(), Workflows: []string{registry.Order, registry.Payment, notify},
 		Refresh: time.Second,
 	})
 	require.NoError(t, err)
@@ -77,9 +77,9 @@ const notify = "notify"
 // a step without one leaves its order in Error for an operator to resubmit.
 func consoleWorkflows(t *testing.T) sas.Registry {
 	t.Helper()
-	reg, err := workflows.Default(5 * time.Second)
+	reg, err := registry.Default(5 * time.Second)
 	require.NoError(t, err)
-	pay := reg[workflows.Payment]
+	pay := reg[registry.Payment]
 	pay.Steps = slices.Clone(pay.Steps)
 	for i := range pay.Steps {
 		// Its own step name: agents route by step name, and the order
@@ -88,7 +88,7 @@ func consoleWorkflows(t *testing.T) sas.Registry {
 	}
 	other := pay
 	other.Name = notify
-	out, err := sas.NewRegistry(reg[workflows.Order], pay, other)
+	out, err := sas.NewRegistry(reg[registry.Order], pay, other)
 	require.NoError(t, err)
 	return out
 }
@@ -126,12 +126,12 @@ func TestConsoleInABrowser(t *testing.T) {
 	s := startSystem(t)
 	b := newBrowser(t)
 	xss := `<script>alert(1)</script>`
-	s.submit(t, "ok-1", workflows.Order, `{"amount":42}`)
-	s.submit(t, "ok-2", workflows.Payment, `{"amount":7}`)
-	s.submit(t, "xss-1", workflows.Payment, fmt.Sprintf(`{"note":%q,"img":"<img src=x onerror=alert(2)>"}`, xss))
-	s.submit(t, "comp-1", workflows.Order, `{"amount":99}`)
-	s.submit(t, "err-1", workflows.Payment, `{"amount":1}`)
-	s.submit(t, "err-2", workflows.Payment, `{"amount":2}`)
+	s.submit(t, "ok-1", registry.Order, `{"amount":42}`)
+	s.submit(t, "ok-2", registry.Payment, `{"amount":7}`)
+	s.submit(t, "xss-1", registry.Payment, fmt.Sprintf(`{"note":%q,"img":"<img src=x onerror=alert(2)>"}`, xss))
+	s.submit(t, "comp-1", registry.Order, `{"amount":99}`)
+	s.submit(t, "err-1", registry.Payment, `{"amount":1}`)
+	s.submit(t, "err-2", registry.Payment, `{"amount":2}`)
 	s.submit(t, "err-3", notify, `{"amount":3}`)
 	s.settle(t, sas.Processed, "ok-1", "ok-2", "xss-1")
 	s.settle(t, sas.Compensated, "comp-1")
@@ -221,7 +221,7 @@ func TestConsoleInABrowser(t *testing.T) {
 		require.Contains(t, body, "refused")
 		all, err := s.Store.AgentPauses(context.Background())
 		require.NoError(t, err)
-		require.False(t, all.Paused(workflows.PaymentsAgent), "the cross-site POST paused nothing")
+		require.False(t, all.Paused(registry.PaymentsAgent), "the cross-site POST paused nothing")
 
 		// Without a browser: no Origin, a foreign Origin, or no token: all refused.
 		for name, req := range map[string]func() *http.Request{
@@ -241,8 +241,8 @@ func TestConsoleInABrowser(t *testing.T) {
 		b.run(t, submitForm(`#agent-pauses tr[data-agent="payments"] form`))
 		b.waitText(t, `#agent-pauses tr[data-agent="payments"]`, "paused")
 		s.waitPollersPaused(t)
-		s.submit(t, "paused-1", workflows.Payment, `{"amount":5}`)
-		s.submit(t, "paused-2", workflows.Order, `{"amount":6}`)
+		s.submit(t, "paused-1", registry.Payment, `{"amount":5}`)
+		s.submit(t, "paused-2", registry.Order, `{"amount":6}`)
 		b.waitText(t, "#queues", "paused")
 		// The requests wait in the agent queue: visible, not consumed.
 		b.run(t, chromedp.Navigate(s.url+"/orders/paused-1"), chromedp.WaitVisible("#steps", chromedp.ByQuery))

@@ -20,8 +20,8 @@ import (
 	"github.com/sas-go/sas/internal/awsenv"
 	"github.com/sas-go/sas/internal/emulator"
 	"github.com/sas-go/sas/internal/localrun"
+	"github.com/sas-go/sas/internal/registry"
 	"github.com/sas-go/sas/internal/sas"
-	"github.com/sas-go/sas/internal/workflows"
 )
 
 const (
@@ -164,7 +164,7 @@ func benchIteration(ctx context.Context, b *testing.B, sys *localrun.System, ite
 		for i := first; i < min(first+benchBatchSize, benchOrders); i++ {
 			id := fmt.Sprintf("bench-%d-%d", iter, i)
 			ids = append(ids, id)
-			batch = append(batch, sas.Intake{OrderID: id, Workflow: workflows.Payment, Payload: []byte(`{"amount":10}`)})
+			batch = append(batch, sas.Intake{OrderID: id, Workflow: registry.Payment, Payload: []byte(`{"amount":10}`)})
 		}
 		now := time.Now()
 		if err := sys.Submit(ctx, batch...); err != nil {

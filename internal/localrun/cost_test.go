@@ -13,15 +13,15 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/stretchr/testify/require"
 
+	sdk "github.com/sas-go/sas/agent"
 	"github.com/sas-go/sas/internal/alerts"
 	"github.com/sas-go/sas/internal/awscount"
 	"github.com/sas-go/sas/internal/builtinagent"
 	"github.com/sas-go/sas/internal/emulator"
-	"github.com/sas-go/sas/internal/httpagent"
 	"github.com/sas-go/sas/internal/localrun"
+	"github.com/sas-go/sas/internal/registry"
 	"github.com/sas-go/sas/internal/sas"
 	"github.com/sas-go/sas/internal/supervisor"
-	"github.com/sas-go/sas/internal/workflows"
 )
 
 // AWS list prices (us-east-1, on-demand), in dollars per million units. The
@@ -129,9 +129,9 @@ func newCostRun(t *testing.T, batched bool) *costRun {
 	t.Cleanup(sys.Close)
 	r := &costRun{t: t, ctx: ctx, sys: sys, counter: counter, invocations: map[string]int{}, receives: map[string]int{}}
 	if batched {
-		caller, err := httpagent.New(httpagent.Config{AttemptTimeout: time.Second, BaseBackoff: 50 * time.Millisecond, MaxBackoff: time.Second})
+		client, err := sdk.NewHTTPClient(sdk.HTTPOptions{AttemptTimeout: time.Second, Backoff: 50 * time.Millisecond, MaxBackoff: time.Second})
 		require.NoError(t, err)
-		ag, err := builtinagent.FromConfig(sys.Config, builtinagent.Deps{Queue: sys.Queue, Caller: caller, Logger: sys.Opts.Logger, ReplyLinger: time.Minute, AllowHTTP: true})
+		ag, err := builtinagent.FromConfig(sys.Config, builtinagent.Deps{Queue: sys.Queue, Client: client, Logger: sys.Opts.Logger, ReplyLinger: time.Minute, AllowHTTP: true})
 		require.NoError(t, err)
 		r.poller("agent-0").Handler = ag.Handle
 	}
@@ -188,7 +188,7 @@ func (r *costRun) orderWith(n int, between func()) (perOrder, awscount.Snapshot)
 		id := fmt.Sprintf("cost-%d-%d", n, i)
 		ids = append(ids, id)
 		// No replyTo: no status messages (each would add one SQS request).
-		intakes = append(intakes, sas.Intake{OrderID: id, Workflow: workflows.Payment, Payload: []byte(`{"amount":10}`)})
+		intakes = append(intakes, sas.Intake{OrderID: id, Workflow: registry.Payment, Payload: []byte(`{"amount":10}`)})
 	}
 	before := r.counter.Snapshot()
 	// n ≤ 10: one SendMessage, or one SendMessageBatch.

@@ -24,9 +24,9 @@ import (
 
 	"github.com/sas-go/sas/internal/emulator"
 	"github.com/sas-go/sas/internal/localrun"
+	"github.com/sas-go/sas/internal/registry"
 	"github.com/sas-go/sas/internal/sas"
 	"github.com/sas-go/sas/internal/storetest"
-	"github.com/sas-go/sas/internal/workflows"
 )
 
 // itSystem is a localrun.System under test.
@@ -56,7 +56,7 @@ func itStart(t *testing.T, opts localrun.Options, live bool) *itSystem {
 	sys, err := localrun.Start(ctx, opts)
 	require.NoError(t, err)
 	t.Logf("system %s started in %s", sys.Opts.Name, time.Since(began).Round(time.Millisecond))
-	reg, err := workflows.Default(sys.Opts.StepTimeout)
+	reg, err := registry.Default(sys.Opts.StepTimeout)
 	require.NoError(t, err)
 	it := &itSystem{System: sys, reg: reg, logs: logs, statuses: &itStatuses{byOrder: map[string][]sas.Status{}}}
 

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sas-go/sas/internal/httpagent"
+	"github.com/sas-go/sas/internal/httpcall"
 	"github.com/sas-go/sas/internal/remotesim"
 	"github.com/sas-go/sas/internal/sas"
 )
@@ -41,7 +41,7 @@ import (
 // JudgeRules are the knobs of the rules above.
 type JudgeRules struct {
 	// RetryBudget is how many transient answers exhaust one agent call
-	// (httpagent's MaxAttempts).
+	// (httpcall's MaxAttempts).
 	RetryBudget int
 	// Slack widens every failure window on both sides: supervisors' clocks
 	// may be skewed and a call is stamped when it arrives.
@@ -50,7 +50,7 @@ type JudgeRules struct {
 
 func (r JudgeRules) withDefaults() JudgeRules {
 	if r.RetryBudget == 0 {
-		r.RetryBudget = httpagent.DefaultMaxAttempts
+		r.RetryBudget = httpcall.DefaultMaxAttempts
 	}
 	if r.Slack == 0 {
 		r.Slack = time.Second

@@ -7,9 +7,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sas-go/sas/internal/localrun"
+	"github.com/sas-go/sas/internal/registry"
 	"github.com/sas-go/sas/internal/remotesim"
 	"github.com/sas-go/sas/internal/sas"
-	"github.com/sas-go/sas/internal/workflows"
 )
 
 var t0 = time.Date(2030, 1, 2, 3, 4, 0, 0, time.UTC)
@@ -29,7 +29,7 @@ func givenUpPayment(id string) sas.OrderView {
 		{At: at(30), From: sas.Processing, To: sas.Error, Attempt: 3, Actor: "supervisor-0"},
 	}
 	r := sas.StepRecord{OrderID: id, Step: 0, StepName: "charge", ProcessState: sas.Error, Attempt: 3, FailureCount: 3, History: h}
-	return sas.OrderView{Order: sas.Order{OrderID: id, Workflow: workflows.Payment}, Steps: []sas.StepRecord{r}, History: h}
+	return sas.OrderView{Order: sas.Order{OrderID: id, Workflow: registry.Payment}, Steps: []sas.StepRecord{r}, History: h}
 }
 
 func refusedPayment(id string) sas.OrderView {
@@ -38,12 +38,12 @@ func refusedPayment(id string) sas.OrderView {
 		{At: at(1), From: sas.Processing, To: sas.Error, Attempt: 1, Actor: "scheduler-0"},
 	}
 	r := sas.StepRecord{OrderID: id, Step: 0, StepName: "charge", ProcessState: sas.Error, Attempt: 1, History: h}
-	return sas.OrderView{Order: sas.Order{OrderID: id, Workflow: workflows.Payment}, Steps: []sas.StepRecord{r}, History: h}
+	return sas.OrderView{Order: sas.Order{OrderID: id, Workflow: registry.Payment}, Steps: []sas.StepRecord{r}, History: h}
 }
 
 func judge(t *testing.T, v sas.OrderView, calls []remotesim.Call, harness []localrun.HarnessFault) localrun.Verdict {
 	t.Helper()
-	reg, err := workflows.Default(8 * time.Second)
+	reg, err := registry.Default(8 * time.Second)
 	require.NoError(t, err)
 	id := v.Order.OrderID
 	alerts := []sas.Alert{}
@@ -103,7 +103,7 @@ func TestJudgeGiveUpNeedsAStallInEveryWindow(t *testing.T) {
 
 func TestJudgeInvariants(t *testing.T) {
 	t.Parallel()
-	reg, err := workflows.Default(8 * time.Second)
+	reg, err := registry.Default(8 * time.Second)
 	require.NoError(t, err)
 	v := refusedPayment("o-3")
 	v.Steps[0].History[1].From = sas.Pending // Pending is not what the record was
@@ -124,7 +124,7 @@ func TestJudgeInvariants(t *testing.T) {
 // order's history does have is not a mismatch, whatever state it is in now).
 func TestJudgeUnsettledOrderIsLostNotMisalerted(t *testing.T) {
 	t.Parallel()
-	reg, err := workflows.Default(8 * time.Second)
+	reg, err := registry.Default(8 * time.Second)
 	require.NoError(t, err)
 	v := refusedPayment("o-6")
 	v.Steps[0].ProcessState = sas.Compensating
@@ -185,12 +185,12 @@ func compensatedOrder(id string, chargeNotedLate bool) sas.OrderView {
 	}
 	charge = append(charge, sas.HistoryEntry{At: at(9), From: sas.Compensating, To: sas.Compensated, Attempt: 1, Actor: "scheduler-1"})
 	steps[1].History = charge
-	return sas.OrderView{Order: sas.Order{OrderID: id, Workflow: workflows.Order}, Steps: steps}
+	return sas.OrderView{Order: sas.Order{OrderID: id, Workflow: registry.Order}, Steps: steps}
 }
 
 func TestJudgeCompensationOrderAndTiming(t *testing.T) {
 	t.Parallel()
-	reg, err := workflows.Default(8 * time.Second)
+	reg, err := registry.Default(8 * time.Second)
 	require.NoError(t, err)
 	run := func(v sas.OrderView, effects ...remotesim.Effect) []string {
 		id := v.Order.OrderID

@@ -12,9 +12,9 @@ import (
 
 	"github.com/sas-go/sas/internal/emulator"
 	"github.com/sas-go/sas/internal/localrun"
+	"github.com/sas-go/sas/internal/registry"
 	"github.com/sas-go/sas/internal/remotesim"
 	"github.com/sas-go/sas/internal/sas"
-	"github.com/sas-go/sas/internal/workflows"
 )
 
 // Issue 19, "a failure is not a wait", on the local rig: a step whose
@@ -53,7 +53,7 @@ func (p outagePolicy) bound() time.Duration {
 }
 
 func (p outagePolicy) registry(b testing.TB) sas.Registry {
-	w := workflows.PaymentWorkflow(outageStepTimeout)
+	w := registry.PaymentWorkflow(outageStepTimeout)
 	w.Steps[0].MaxFailures, w.Steps[0].BaseBackoff, w.Steps[0].MaxBackoff = p.maxFailures, p.baseBackoff, p.maxBackoff
 	reg, err := sas.NewRegistry(w)
 	if err != nil {
@@ -108,7 +108,7 @@ func outageRun(b *testing.B, p outagePolicy, orders int) {
 	var batch []sas.Intake
 	for i := range ids {
 		ids[i] = fmt.Sprintf("%s-out-%04d", sys.Opts.Name, i)
-		batch = append(batch, sas.Intake{OrderID: ids[i], Workflow: workflows.Payment, Payload: []byte(`{"amount":10}`)})
+		batch = append(batch, sas.Intake{OrderID: ids[i], Workflow: registry.Payment, Payload: []byte(`{"amount":10}`)})
 	}
 	start := time.Now()
 	for i := 0; i < len(batch); i += 10 {
@@ -298,7 +298,7 @@ func downOrSlowRun(b *testing.B, prof remotesim.Profile) {
 	var batch []sas.Intake
 	for i := range ids {
 		ids[i] = fmt.Sprintf("%s-ds-%03d", sys.Opts.Name, i)
-		batch = append(batch, sas.Intake{OrderID: ids[i], Workflow: workflows.Payment, Payload: []byte(`{"amount":10}`)})
+		batch = append(batch, sas.Intake{OrderID: ids[i], Workflow: registry.Payment, Payload: []byte(`{"amount":10}`)})
 	}
 	for i := 0; i < len(batch); i += 10 {
 		if err := sys.Submit(ctx, batch[i:min(i+10, len(batch))]...); err != nil {

@@ -6,17 +6,17 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sas-go/sas/internal/agent"
+	"github.com/sas-go/sas/internal/agenthost"
 	"github.com/sas-go/sas/internal/emulator"
 	"github.com/sas-go/sas/internal/localrun"
+	"github.com/sas-go/sas/internal/registry"
 	"github.com/sas-go/sas/internal/remotesim"
 	"github.com/sas-go/sas/internal/sas"
-	"github.com/sas-go/sas/internal/workflows"
 )
 
 const (
 	// The agent capacity C is known by construction: one agent instance
-	// polling with one worker runs up to agent.DefaultConcurrency calls at
+	// polling with one worker runs up to agenthost.DefaultConcurrency calls at
 	// once, and every call takes overloadLatency at the remote (no jitter, no
 	// faults), so C = concurrency ÷ latency single-step orders per second.
 	overloadInstances = 1
@@ -57,9 +57,9 @@ func overloadRun(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer sys.Close()
-	capacity := float64(overloadInstances*sys.Opts.PollerWorkers*agent.DefaultConcurrency) / overloadLatency.Seconds()
+	capacity := float64(overloadInstances*sys.Opts.PollerWorkers*agenthost.DefaultConcurrency) / overloadLatency.Seconds()
 	b.Logf("C = %d instance(s) × %d worker(s) × %d calls per invocation ÷ %s = %.1f orders/s; burst of %d; remote ×%d slower from %s for %s",
-		overloadInstances, sys.Opts.PollerWorkers, agent.DefaultConcurrency, overloadLatency, capacity, overloadOrders, slowFactor, slowAfter, slowFor)
+		overloadInstances, sys.Opts.PollerWorkers, agenthost.DefaultConcurrency, overloadLatency, capacity, overloadOrders, slowFactor, slowAfter, slowFor)
 
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan struct{})
@@ -70,7 +70,7 @@ func overloadRun(b *testing.B) {
 	var batch []sas.Intake
 	for i := range ids {
 		ids[i] = fmt.Sprintf("%s-ovl-%04d", sys.Opts.Name, i)
-		batch = append(batch, sas.Intake{OrderID: ids[i], Workflow: workflows.Payment, Payload: []byte(`{"amount":10}`)})
+		batch = append(batch, sas.Intake{OrderID: ids[i], Workflow: registry.Payment, Payload: []byte(`{"amount":10}`)})
 	}
 	start := time.Now()
 	for i := 0; i < len(batch); i += 10 {

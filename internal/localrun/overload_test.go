@@ -10,9 +10,9 @@ import (
 
 	"github.com/sas-go/sas/internal/emulator"
 	"github.com/sas-go/sas/internal/localrun"
+	"github.com/sas-go/sas/internal/registry"
 	"github.com/sas-go/sas/internal/remotesim"
 	"github.com/sas-go/sas/internal/sas"
-	"github.com/sas-go/sas/internal/workflows"
 )
 
 // TestOverloadFailsNothingAndSendsEachRequestOnce: a burst of orders into
@@ -50,9 +50,9 @@ func TestOverloadFailsNothingAndSendsEachRequestOnce(t *testing.T) {
 	var batch []sas.Intake
 	for i := range ids {
 		ids[i] = fmt.Sprintf("%s-burst-%03d", sys.Opts.Name, i)
-		wf := workflows.Payment
+		wf := registry.Payment
 		if i%2 == 1 {
-			wf = workflows.Order
+			wf = registry.Order
 		}
 		steps[ids[i]] = len(sys.Registry[wf].Steps)
 		batch = append(batch, sas.Intake{OrderID: ids[i], Workflow: wf, Payload: []byte(`{"amount":10}`)})

@@ -10,8 +10,8 @@ import (
 
 	"github.com/sas-go/sas/internal/emulator"
 	"github.com/sas-go/sas/internal/localrun"
+	"github.com/sas-go/sas/internal/registry"
 	"github.com/sas-go/sas/internal/sas"
-	"github.com/sas-go/sas/internal/workflows"
 )
 
 // TestAPauseLongerThanTheWaitLimit: an operator pauses the agent while
@@ -33,7 +33,7 @@ func TestAPauseLongerThanTheWaitLimit(t *testing.T) {
 	defer sys.Close()
 
 	pausedAt := time.Now().UTC()
-	_, err = sys.Store.PauseAgent(ctx, sas.PauseParams{Agent: workflows.PaymentsAgent, Now: pausedAt, Actor: "operator:test"})
+	_, err = sys.Store.PauseAgent(ctx, sas.PauseParams{Agent: registry.PaymentsAgent, Now: pausedAt, Actor: "operator:test"})
 	require.NoError(t, err)
 	// Paused before the pollers start: no receive is in progress when the
 	// pause takes hold (a batch already in hand would be finished, as a
@@ -45,9 +45,9 @@ func TestAPauseLongerThanTheWaitLimit(t *testing.T) {
 	var ids []string
 	var intakes []sas.Intake
 	for i := range 8 {
-		wf := workflows.Payment
+		wf := registry.Payment
 		if i%2 == 1 {
-			wf = workflows.Order
+			wf = registry.Order
 		}
 		id := fmt.Sprintf("paused-%d", i)
 		ids = append(ids, id)
@@ -84,7 +84,7 @@ func TestAPauseLongerThanTheWaitLimit(t *testing.T) {
 		require.Zero(t, v.Steps[0].FailureCount)
 	}
 
-	_, err = sys.Store.ResumeAgent(ctx, sas.PauseParams{Agent: workflows.PaymentsAgent, Now: time.Now().UTC(), Actor: "operator:test"})
+	_, err = sys.Store.ResumeAgent(ctx, sas.PauseParams{Agent: registry.PaymentsAgent, Now: time.Now().UTC(), Actor: "operator:test"})
 	require.NoError(t, err)
 	views, err := sys.WaitTerminal(ctx, ids, 200*time.Millisecond)
 	require.NoError(t, err)

@@ -11,9 +11,9 @@ import (
 
 	"github.com/sas-go/sas/internal/emulator"
 	"github.com/sas-go/sas/internal/localrun"
+	"github.com/sas-go/sas/internal/registry"
 	"github.com/sas-go/sas/internal/remotesim"
 	"github.com/sas-go/sas/internal/sas"
-	"github.com/sas-go/sas/internal/workflows"
 )
 
 // TestPriorityLaneFinishesHighPriorityFirst: a backlog of ordinary orders
@@ -50,7 +50,7 @@ func TestPriorityLaneFinishesHighPriorityFirst(t *testing.T) {
 	var ids, highIDs []string
 	var batch []sas.Intake
 	for i := 0; i < low+high; i++ {
-		in := sas.Intake{OrderID: fmt.Sprintf("%s-low-%03d", sys.Opts.Name, i), Workflow: workflows.Payment, Payload: []byte(`{"amount":10}`)}
+		in := sas.Intake{OrderID: fmt.Sprintf("%s-low-%03d", sys.Opts.Name, i), Workflow: registry.Payment, Payload: []byte(`{"amount":10}`)}
 		if i >= low {
 			in.OrderID, in.Priority = fmt.Sprintf("%s-high-%03d", sys.Opts.Name, i), 9
 			highIDs = append(highIDs, in.OrderID)

@@ -2,9 +2,7 @@ package localrun
 
 import (
 	"context"
-	"crypto/rand"
 	"encoding/base64"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -25,20 +23,19 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	sdk "github.com/sas-go/sas/agent"
-	"github.com/sas-go/sas/internal/agent"
+	"github.com/sas-go/sas/internal/agenthost"
 	"github.com/sas-go/sas/internal/alerts"
 	"github.com/sas-go/sas/internal/awscount"
 	"github.com/sas-go/sas/internal/awsenv"
 	"github.com/sas-go/sas/internal/builtinagent"
 	"github.com/sas-go/sas/internal/config"
 	"github.com/sas-go/sas/internal/dynamostore"
-	"github.com/sas-go/sas/internal/httpagent"
+	"github.com/sas-go/sas/internal/registry"
 	"github.com/sas-go/sas/internal/remotesim"
 	"github.com/sas-go/sas/internal/sas"
 	"github.com/sas-go/sas/internal/scheduler"
 	"github.com/sas-go/sas/internal/sqsqueue"
 	"github.com/sas-go/sas/internal/supervisor"
-	"github.com/sas-go/sas/internal/workflows"
 )
 
 // Options shape a local system. Zero values get defaults suited to a laptop:
@@ -69,11 +66,11 @@ type Options struct {
 	// it to StepTimeout so that one hung call uses up the whole attempt.
 	AttemptTimeout time.Duration
 	// Breaker configures each agent's circuit breaker; zero fields take
-	// httpagent's defaults (at least 5 unhealthy tries, and at least 80% of
-	// the tries of the last 10s, open it for 10s).
+	// the HTTP client's defaults (at least 5 unhealthy tries, and at least
+	// 80% of the tries of the last 10s, open it for 10s).
 	// Tests sharing one system across fault scenarios raise the threshold
 	// so one scenario's hangs do not stall the others' calls.
-	Breaker httpagent.BreakerConfig
+	Breaker sdk.BreakerOptions
 	// KillEvery, when set, kills a random scheduler or agent instance that
 	// often: its poller's context is cancelled mid-batch (the batch is
 	// abandoned undeleted, as when a Lambda instance dies) and it comes back
@@ -88,7 +85,7 @@ type Options struct {
 	// Instances × AgentWorkers = 20.
 	AgentWorkers int
 	// Workflows are the workflows the actors run; default the reference
-	// ones (workflows.Default with StepTimeout). Deploy changes them.
+	// ones (registry.Default with StepTimeout). Deploy changes them.
 	Workflows sas.Registry
 	// PriorityWorkers, when positive, gives the agent a priority lane
 	// (docs/agents.md, "Priority lanes"): a second queue for orders of
@@ -113,9 +110,7 @@ type Options struct {
 
 func (o *Options) defaults() {
 	if o.Name == "" {
-		b := make([]byte, 4)
-		_, _ = rand.Read(b)
-		o.Name = "sas-" + hex.EncodeToString(b)
+		o.Name = "sas-" + sas.RandomID(4)
 	}
 	if o.StepTimeout == 0 {
 		o.StepTimeout = 5 * time.Second
@@ -274,7 +269,7 @@ func Start(ctx context.Context, opts Options) (*System, error) {
 		cfg.AgentPriorityQueueURL = lane.URL
 		s.DLQs["agent-priority"] = lane.DLQURL
 		cfg.AgentQueues.ByAgent = map[string]sas.AgentQueue{
-			workflows.PaymentsAgent: {URL: cfg.AgentQueueURL, PriorityURL: lane.URL},
+			registry.PaymentsAgent: {URL: cfg.AgentQueueURL, PriorityURL: lane.URL},
 		}
 	}
 	status, err := s.Queue.CreateQueue(ctx, sqsqueue.CreateQueueParams{Name: opts.Name + "-status"})
@@ -299,7 +294,7 @@ func Start(ctx context.Context, opts Options) (*System, error) {
 
 	reg := opts.Workflows
 	if reg == nil {
-		if reg, err = workflows.Default(cfg.StepTimeout); err != nil {
+		if reg, err = registry.Default(cfg.StepTimeout); err != nil {
 			return nil, err
 		}
 	}
@@ -337,9 +332,7 @@ func Start(ctx context.Context, opts Options) (*System, error) {
 		}
 		s.Supervisors = append(s.Supervisors, sup)
 	}
-	arn := func(url string) string {
-		return "arn:aws:sqs:us-east-1:000000000000:" + url[strings.LastIndex(url, "/")+1:]
-	}
+	arn := func(url string) string { return sas.LocalQueueARN("us-east-1", url) }
 	for i := 0; i < opts.Instances; i++ {
 		sch := SQSHandler(func(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
 			return s.scheduler(i).Handle(ctx, ev)
@@ -391,7 +384,7 @@ func (s *System) buildActors(reg sas.Registry) (schedulers []*scheduler.Handler,
 	for i := 0; i < s.Opts.Instances; i++ {
 		svc, err := scheduler.New(scheduler.Config{
 			Store: s.Store, Queue: s.actors.schedQueue, Alerter: s.actors.alerter, Workflows: reg,
-			Owner: fmt.Sprintf("scheduler-%d-%s", i, randomID()), AgentQueues: s.Config.AgentQueues, IntakeQueueURL: s.Config.IntakeQueueURL,
+			Owner: fmt.Sprintf("scheduler-%d-%s", i, sas.RandomID(4)), AgentQueues: s.Config.AgentQueues, IntakeQueueURL: s.Config.IntakeQueueURL,
 			ControlQueueURL: s.Config.ControlQueueURL, SigningKey: key, SchedulerQueueURL: s.Config.SchedulerQueueURL,
 			StepTimeout: s.Config.StepTimeout, PickupTimeout: s.Config.PickupTimeout, ReplyToAllowed: s.Config.ReplyToAllowed, Logger: s.Opts.Logger,
 			// The supervisors' threshold and backoff.
@@ -408,11 +401,11 @@ func (s *System) buildActors(reg sas.Registry) (schedulers []*scheduler.Handler,
 		schedulers = append(schedulers, scheduler.NewHandler(svc))
 		// By default a try may take at most a third of the step's time, so a
 		// hung call leaves room to retry within the deadline.
-		caller, err := httpagent.New(httpagent.Config{AttemptTimeout: s.Opts.AttemptTimeout, MaxResponseBytes: agent.MaxResponseBytes, BaseBackoff: 50 * time.Millisecond, MaxBackoff: time.Second, SafetyMargin: 200 * time.Millisecond, Breaker: s.Opts.Breaker})
+		client, err := sdk.NewHTTPClient(sdk.HTTPOptions{AttemptTimeout: s.Opts.AttemptTimeout, MaxResponseBytes: agenthost.MaxResponseBytes, Backoff: 50 * time.Millisecond, MaxBackoff: time.Second, SafetyMargin: 200 * time.Millisecond, Breaker: s.Opts.Breaker})
 		if err != nil {
 			return nil, nil, err
 		}
-		ag, err := builtinagent.FromConfig(s.Config, builtinagent.Deps{Queue: s.actors.actorQueue, Caller: caller, Logger: s.Opts.Logger, Registry: reg,
+		ag, err := builtinagent.FromConfig(s.Config, builtinagent.Deps{Queue: s.actors.actorQueue, Client: client, Logger: s.Opts.Logger, Registry: reg,
 			AllowHTTP: true}) // a local run: its remote service is local
 		if err != nil {
 			return nil, nil, err
@@ -449,12 +442,6 @@ func (s *System) agent(i int) *sdk.Handler {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.Agents[i]
-}
-
-func randomID() string {
-	b := make([]byte, 4)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
 }
 
 // Run polls every queue and runs the supervisors on their schedule until ctx
@@ -837,9 +824,7 @@ func (s *System) Evidence(ids []string, views map[string]sas.OrderView) Evidence
 // retry or compensation the control queue, anything else the scheduler
 // queue), as if it had arrived there (docs/trust.md).
 func (s *System) ByKind(h SQSHandler) SQSHandler {
-	arn := func(url string) string {
-		return "arn:aws:sqs:us-east-1:000000000000:" + url[strings.LastIndex(url, "/")+1:]
-	}
+	arn := func(url string) string { return sas.LocalQueueARN("us-east-1", url) }
 	return func(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
 		for i, r := range ev.Records {
 			if r.EventSourceARN != "" {

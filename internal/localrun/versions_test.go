@@ -12,20 +12,20 @@ import (
 
 	"github.com/sas-go/sas/internal/emulator"
 	"github.com/sas-go/sas/internal/localrun"
+	"github.com/sas-go/sas/internal/registry"
 	"github.com/sas-go/sas/internal/remotesim"
 	"github.com/sas-go/sas/internal/sas"
-	"github.com/sas-go/sas/internal/workflows"
 )
 
 // orderV2 is the reference order after a deploy changed it: an insurance
 // step comes before shipping, and shipping is another call. (The last step
 // changes, so that orders running at the deploy still have it ahead.)
 func orderV2(timeout time.Duration) sas.Workflow {
-	return sas.Workflow{Name: workflows.Order, Steps: []sas.StepDef{
-		{Name: "reserve", Agent: workflows.PaymentsAgent, Action: "POST /reservations", Undo: "POST /reservations/cancel", Timeout: timeout},
-		{Name: "charge", Agent: workflows.PaymentsAgent, Action: "POST /payments", Undo: "POST /refunds", Timeout: timeout},
-		{Name: "insure", Agent: workflows.PaymentsAgent, Action: "POST /insurance", Undo: "POST /insurance/cancel", Timeout: timeout},
-		{Name: "ship", Agent: workflows.PaymentsAgent, Action: "POST /deliveries", Timeout: timeout},
+	return sas.Workflow{Name: registry.Order, Steps: []sas.StepDef{
+		{Name: "reserve", Agent: registry.PaymentsAgent, Action: "POST /reservations", Undo: "POST /reservations/cancel", Timeout: timeout},
+		{Name: "charge", Agent: registry.PaymentsAgent, Action: "POST /payments", Undo: "POST /refunds", Timeout: timeout},
+		{Name: "insure", Agent: registry.PaymentsAgent, Action: "POST /insurance", Undo: "POST /insurance/cancel", Timeout: timeout},
+		{Name: "ship", Agent: registry.PaymentsAgent, Action: "POST /deliveries", Timeout: timeout},
 	}}
 }
 
@@ -51,7 +51,7 @@ func TestADeployUnderRunningOrdersKeepsTheirVersion(t *testing.T) {
 	go func() { sys.Run(runCtx); close(done) }()
 	defer func() { stop(); <-done }()
 
-	v1 := sys.Registry[workflows.Order]
+	v1 := sys.Registry[registry.Order]
 	v2 := orderV2(sys.Config.StepTimeout)
 	submit := func(prefix string, n int) []string {
 		var ids []string
@@ -59,7 +59,7 @@ func TestADeployUnderRunningOrdersKeepsTheirVersion(t *testing.T) {
 		for i := 0; i < n; i++ {
 			id := fmt.Sprintf("%s-%s-%03d", sys.Opts.Name, prefix, i)
 			ids = append(ids, id)
-			batch = append(batch, sas.Intake{OrderID: id, Workflow: workflows.Order, Payload: []byte(`{"amount":10}`)})
+			batch = append(batch, sas.Intake{OrderID: id, Workflow: registry.Order, Payload: []byte(`{"amount":10}`)})
 		}
 		for i := 0; i < n; i += 10 {
 			require.NoError(t, sys.Submit(ctx, batch[i:min(i+10, n)]...))
@@ -77,7 +77,7 @@ func TestADeployUnderRunningOrdersKeepsTheirVersion(t *testing.T) {
 		}
 		return false
 	}, 2*time.Minute, 50*time.Millisecond, "no order finished")
-	reg, err := sas.NewRegistry(sys.Registry[workflows.Payment], v2)
+	reg, err := sas.NewRegistry(sys.Registry[registry.Payment], v2)
 	require.NoError(t, err)
 	deployedAt := time.Now()
 	require.NoError(t, sys.Deploy(reg))

@@ -19,9 +19,7 @@ package memqueue
 
 import (
 	"context"
-	"crypto/rand"
 	"encoding/base64"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -321,9 +319,7 @@ func (q *Queue) begin(ctx context.Context, op Op, url string) error {
 
 func (q *Queue) newID() string {
 	q.nextID++
-	var b [8]byte
-	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
-	return fmt.Sprintf("%08x-%s", q.nextID, hex.EncodeToString(b[:]))
+	return fmt.Sprintf("%08x-%s", q.nextID, sas.RandomID(8))
 }
 
 // Send sends messages; a Delay of 0 leaves the queue's delay in force.

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
-	"strings"
 
 	"github.com/aws/aws-lambda-go/events"
 
@@ -97,17 +96,17 @@ func NewHandler(svc *Service) *Handler {
 	urls := map[string]string{}
 	for _, u := range []string{svc.cfg.IntakeQueueURL, svc.cfg.SchedulerQueueURL} {
 		if u != "" {
-			urls[queueName(u)] = u
+			urls[sas.QueueName(u)] = u
 		}
 	}
-	return &Handler{svc: svc, log: svc.log, intake: queueName(svc.cfg.IntakeQueueURL), control: queueName(svc.cfg.ControlQueueURL), urls: urls}
+	return &Handler{svc: svc, log: svc.log, intake: sas.QueueName(svc.cfg.IntakeQueueURL), control: sas.QueueName(svc.cfg.ControlQueueURL), urls: urls}
 }
 
 // origin tells which queue a record came from by its eventSourceARN, and
 // who sent it by its SenderId attribute.
 func (h *Handler) origin(rec events.SQSMessage) Origin {
 	o := Origin{Source: FromAgents, SenderID: rec.Attributes["SenderId"], MessageID: rec.MessageId}
-	switch name := queueName(rec.EventSourceARN); {
+	switch name := sas.QueueName(rec.EventSourceARN); {
 	case name == "":
 	case name == h.intake:
 		o.Source = FromIntake
@@ -115,15 +114,6 @@ func (h *Handler) origin(rec events.SQSMessage) Origin {
 		o.Source = FromControl
 	}
 	return o
-}
-
-// queueName is the last segment of a queue URL (…/account/name) or ARN
-// (arn:aws:sqs:region:account:name): the part every emulator and SQS agree on.
-func queueName(s string) string {
-	if i := strings.LastIndexAny(s, "/:"); i >= 0 {
-		return s[i+1:]
-	}
-	return s
 }
 
 // Handle processes each record on its own. A record whose message can never

@@ -16,10 +16,10 @@ import (
 	"github.com/sas-go/sas/internal/clocktest"
 	"github.com/sas-go/sas/internal/memqueue"
 	"github.com/sas-go/sas/internal/memstore"
+	"github.com/sas-go/sas/internal/registry"
 	"github.com/sas-go/sas/internal/sas"
 	"github.com/sas-go/sas/internal/scheduler"
 	"github.com/sas-go/sas/internal/storetest"
-	"github.com/sas-go/sas/internal/workflows"
 )
 
 const (
@@ -276,7 +276,7 @@ func schedulerHandler(svc *scheduler.Service) *scheduler.Handler { return schedu
 // newService makes another scheduler instance over the same store and queues.
 func (f *fixture) newService(id string) *scheduler.Service {
 	f.t.Helper()
-	reg, err := workflows.Default(stepTimeout)
+	reg, err := registry.Default(stepTimeout)
 	require.NoError(f.t, err)
 	return f.newServiceWith(id, reg, sas.AgentQueues{Default: f.agentURL})
 }
@@ -284,7 +284,7 @@ func (f *fixture) newService(id string) *scheduler.Service {
 // newServiceStrict is newService requiring signed replies.
 func (f *fixture) newServiceStrict(id string) *scheduler.Service {
 	f.t.Helper()
-	reg, err := workflows.Default(stepTimeout)
+	reg, err := registry.Default(stepTimeout)
 	require.NoError(f.t, err)
 	return f.newServiceConfig(id, reg, sas.AgentQueues{Default: f.agentURL}, func(c *scheduler.Config) { c.RequireSignedReplies = true })
 }

@@ -8,9 +8,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/sas-go/sas/internal/registry"
 	"github.com/sas-go/sas/internal/sas"
 	"github.com/sas-go/sas/internal/scheduler"
-	"github.com/sas-go/sas/internal/workflows"
 )
 
 // The holes an outside read of the protocol found (issue 16 §3), each
@@ -57,15 +57,15 @@ func TestHole3GiveUpAlertSurvivesTheCompensation(t *testing.T) {
 func TestHole5AReplyWithoutAVersionKeepsTheOrdersVersion(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	v1, err := workflows.Default(stepTimeout)
+	v1, err := registry.Default(stepTimeout)
 	require.NoError(t, err)
 	f.h = schedulerHandler(f.newServiceWith("scheduler-v1", v1, sas.AgentQueues{Default: f.agentURL}))
 	charge := f.runForward("o-h5", "order", 1)
 	require.Equal(t, 1, charge.Step)
 
-	v2 := v1[workflows.Order]
+	v2 := v1[registry.Order]
 	v2.Steps = v2.Steps[:2] // the deploy removes "ship"
-	reg, err := sas.NewRegistry(v2, v1[workflows.Payment])
+	reg, err := sas.NewRegistry(v2, v1[registry.Payment])
 	require.NoError(t, err)
 	f.h = schedulerHandler(f.newServiceWith("scheduler-v2", reg, sas.AgentQueues{Default: f.agentURL}))
 
@@ -77,7 +77,7 @@ func TestHole5AReplyWithoutAVersionKeepsTheOrdersVersion(t *testing.T) {
 	ship := f.request()
 	require.Equal(t, 2, ship.Step, "v1's third step runs")
 	require.Equal(t, "ship", ship.StepName)
-	require.Equal(t, v1[workflows.Order].Version(), ship.Version)
+	require.Equal(t, v1[registry.Order].Version(), ship.Version)
 	require.NotContains(t, statusList(f.statuses()), "processed#20000")
 	f.deliver(done(ship))
 	require.Equal(t, []sas.ProcessState{sas.Processed, sas.Processed, sas.Processed}, f.states("o-h5"))
@@ -105,7 +105,7 @@ func (s *ambiguousClaim) Claim(ctx context.Context, p sas.ClaimParams) (sas.Step
 func TestHole6AnAmbiguousCommitOfTheUndoClaimSendsTheUndo(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	reg, err := workflows.Default(stepTimeout)
+	reg, err := registry.Default(stepTimeout)
 	require.NoError(t, err)
 	amb := &ambiguousClaim{StateStore: f.calls}
 	svc, err := scheduler.New(scheduler.Config{
@@ -157,7 +157,7 @@ func (s *resubmitAfterRead) GetOrder(ctx context.Context, id string) (sas.OrderV
 func TestAResubmitDuringTheCompensationsPlanWins(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	reg, err := workflows.Default(stepTimeout)
+	reg, err := registry.Default(stepTimeout)
 	require.NoError(t, err)
 	st := &resubmitAfterRead{StateStore: f.calls, clock: f.clock}
 	svc, err := scheduler.New(scheduler.Config{

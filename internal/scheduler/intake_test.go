@@ -8,14 +8,14 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sas-go/sas/internal/memstore"
+	"github.com/sas-go/sas/internal/registry"
 	"github.com/sas-go/sas/internal/sas"
 	"github.com/sas-go/sas/internal/scheduler"
-	"github.com/sas-go/sas/internal/workflows"
 )
 
 func TestNewChecksConfig(t *testing.T) {
 	t.Parallel()
-	reg, err := workflows.Default(time.Second)
+	reg, err := registry.Default(time.Second)
 	require.NoError(t, err)
 	valid := func() scheduler.Config {
 		return scheduler.Config{Store: memstore.New(memstore.Config{}), Queue: newFixture(t).q, Workflows: reg, Owner: "s-1", AgentQueues: sas.AgentQueues{Default: "http://q/agent"}, SigningKey: testKey}
@@ -74,7 +74,7 @@ func TestIntakeSubmitsClaimsAndDispatches(t *testing.T) {
 		Workflow: "payment", ReplyTo: f.replyURL, // for the agent to echo
 		TimeoutMs:        stepTimeout.Milliseconds(), // the agent's own limit, from when it starts
 		Action:           "POST /payments",           // what to call, from the order's definition
-		Version:          workflows.PaymentWorkflow(stepTimeout).Version(),
+		Version:          registry.PaymentWorkflow(stepTimeout).Version(),
 		TransientOutcome: true, // a failed attempt is reported (issue 19)
 	}, req)
 	require.Equal(t, []string{"received#1000"}, statusList(f.statuses()))

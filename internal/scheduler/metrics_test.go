@@ -11,9 +11,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sas-go/sas/internal/metrics"
+	"github.com/sas-go/sas/internal/registry"
 	"github.com/sas-go/sas/internal/sas"
 	"github.com/sas-go/sas/internal/scheduler"
-	"github.com/sas-go/sas/internal/workflows"
 )
 
 // lockedBuffer is a buffer the scheduler may write from several goroutines.
@@ -83,7 +83,7 @@ func TestSchedulerPublishesStepMetrics(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	var out lockedBuffer
-	reg, err := workflows.Default(stepTimeout)
+	reg, err := registry.Default(stepTimeout)
 	require.NoError(t, err)
 	f.h = scheduler.NewHandler(f.newServiceConfig(owner, reg, sas.AgentQueues{Default: f.agentURL}, func(c *scheduler.Config) { c.Metrics = &out }))
 
@@ -100,7 +100,7 @@ func TestSchedulerPublishesStepMetrics(t *testing.T) {
 	step := [][]string{{"Workflow", "Step", "Agent"}, {}}
 	order := [][]string{{"Workflow"}, {}}
 	dims := func(stepName string) map[string]string {
-		return map[string]string{"Workflow": "order", "Step": stepName, "Agent": workflows.PaymentsAgent}
+		return map[string]string{"Workflow": "order", "Step": stepName, "Agent": registry.PaymentsAgent}
 	}
 	one := float64(1)
 	want := []emfLine{
@@ -121,7 +121,7 @@ func TestLogLinesAboutAMessageCarryItsID(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	var logs lockedBuffer
-	reg, err := workflows.Default(stepTimeout)
+	reg, err := registry.Default(stepTimeout)
 	require.NoError(t, err)
 	f.h = scheduler.NewHandler(f.newServiceConfig(owner, reg, sas.AgentQueues{Default: f.agentURL}, func(c *scheduler.Config) {
 		c.Logger = slog.New(slog.NewJSONHandler(&logs, nil))

@@ -11,9 +11,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/sas-go/sas/internal/registry"
 	"github.com/sas-go/sas/internal/sas"
 	"github.com/sas-go/sas/internal/scheduler"
-	"github.com/sas-go/sas/internal/workflows"
 )
 
 // sendCounting counts Send calls per queue: each is one SQS request
@@ -43,7 +43,7 @@ func (q *sendCounting) take() map[string]int {
 func (f *fixture) countingHandler() (*scheduler.Handler, *sendCounting) {
 	f.t.Helper()
 	q := &sendCounting{Queue: f.q, calls: map[string]int{}}
-	reg, err := workflows.Default(stepTimeout)
+	reg, err := registry.Default(stepTimeout)
 	require.NoError(f.t, err)
 	svc, err := scheduler.New(scheduler.Config{
 		Store: f.calls, Queue: q, Clock: f.clock, Alerter: f.alerts, Workflows: reg,

@@ -61,7 +61,7 @@ func (h *Handler) renew(ctx context.Context, rec events.SQSMessage) bool {
 		return false
 	}
 	done, body := renewals(rec.Body)
-	url := h.urls[queueName(rec.EventSourceARN)]
+	url := h.urls[sas.QueueName(rec.EventSourceARN)]
 	if done >= MaxRenewals || url == "" {
 		return false
 	}

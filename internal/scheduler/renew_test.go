@@ -9,9 +9,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sas-go/sas/internal/memqueue"
+	"github.com/sas-go/sas/internal/registry"
 	"github.com/sas-go/sas/internal/sas"
 	"github.com/sas-go/sas/internal/scheduler"
-	"github.com/sas-go/sas/internal/workflows"
 )
 
 // A message on its last receive before the dead-letter queue is sent again
@@ -22,7 +22,7 @@ func TestRenewalKeepsGoodMessagesOutOfTheDLQ(t *testing.T) {
 	f := newFixture(t)
 	own, err := f.q.CreateQueue(f.ctx, memqueue.CreateQueueParams{Name: "sas-scheduler"})
 	require.NoError(t, err)
-	reg, err := workflows.Default(stepTimeout)
+	reg, err := registry.Default(stepTimeout)
 	require.NoError(t, err)
 	svc, err := scheduler.New(scheduler.Config{
 		Store: f.calls, Queue: f.q, Clock: f.clock, Alerter: f.alerts, Workflows: reg, Owner: "renewer",

@@ -69,7 +69,7 @@ func (f *fixture) oneRequestAt(url string) sas.AgentRequest {
 	return reqs[0]
 }
 
-func registry(t *testing.T, w sas.Workflow) sas.Registry {
+func registryOf(t *testing.T, w sas.Workflow) sas.Registry {
 	t.Helper()
 	reg, err := sas.NewRegistry(w)
 	require.NoError(t, err)
@@ -86,7 +86,7 @@ func TestAnOrderRunsOnItsOwnVersion(t *testing.T) {
 	qs := f.agentQueues([]string{"flights", "hotels", "payments"})
 	flights, hotels, payments := qs.ByAgent["flights"].URL, qs.ByAgent["hotels"].URL, qs.ByAgent["payments"].URL
 	v1, v2 := tripV1(), tripV2()
-	old := scheduler.NewHandler(f.newServiceWith("scheduler-v1", registry(t, v1), qs))
+	old := scheduler.NewHandler(f.newServiceWith("scheduler-v1", registryOf(t, v1), qs))
 	f.handleWith(old, f.event(intake("o-old", "trip", f.replyURL), intake("o-undo", "trip", f.replyURL)))
 	stored, err := f.mem.GetDefinition(f.ctx, "trip", v1.Version())
 	require.NoError(t, err, "the definition is stored before its first order")
@@ -97,7 +97,7 @@ func TestAnOrderRunsOnItsOwnVersion(t *testing.T) {
 	}
 
 	// The deploy: from here on only the v2 scheduler runs.
-	h := scheduler.NewHandler(f.newServiceWith("scheduler-v2", registry(t, v2), qs))
+	h := scheduler.NewHandler(f.newServiceWith("scheduler-v2", registryOf(t, v2), qs))
 	require.Empty(t, f.handleWith(h, f.event(intake("o-new", "trip", f.replyURL))))
 	newFlight := f.oneRequestAt(flights)
 	require.Equal(t, "reserve flight (v2)", newFlight.Action)
@@ -171,7 +171,7 @@ func TestStepsGoToTheirAgentsQueueAndLane(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	qs := f.agentQueues([]string{"flights", "hotels", "payments"}, "flights", "payments")
-	h := scheduler.NewHandler(f.newServiceWith("scheduler-1", registry(t, tripV2()), qs))
+	h := scheduler.NewHandler(f.newServiceWith("scheduler-1", registryOf(t, tripV2()), qs))
 	in := func(id string, prio int) string {
 		b, _ := json.Marshal(map[string]any{"orderId": id, "workflow": "trip", "priority": prio})
 		return string(b)
@@ -201,7 +201,7 @@ func TestAnAgentWithoutAQueueIsRefusedAtStart(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	_, err := scheduler.New(scheduler.Config{
-		Store: f.calls, Queue: f.q, Workflows: registry(t, tripV2()), Owner: "s",
+		Store: f.calls, Queue: f.q, Workflows: registryOf(t, tripV2()), Owner: "s",
 		AgentQueues: sas.AgentQueues{ByAgent: map[string]sas.AgentQueue{"flights": {URL: "http://q/flights"}}},
 	})
 	require.ErrorIs(t, err, sas.ErrInvalid)

@@ -185,6 +185,6 @@ func (q *Queue) DeadLetterQueue(ctx context.Context, url string) (string, error)
 	if err := json.Unmarshal([]byte(raw), &policy); err != nil || policy.Target == "" {
 		return "", fmt.Errorf("reading the redrive policy of %s: %q names no dead-letter queue", url, raw)
 	}
-	name := policy.Target[strings.LastIndex(policy.Target, ":")+1:]
+	name := sas.QueueName(policy.Target)
 	return url[:strings.LastIndex(url, "/")+1] + name, nil
 }

@@ -19,11 +19,11 @@ import (
 	"github.com/sas-go/sas/internal/alerts"
 	"github.com/sas-go/sas/internal/config"
 	"github.com/sas-go/sas/internal/dynamostore"
+	"github.com/sas-go/sas/internal/registry"
 	"github.com/sas-go/sas/internal/sas"
 	"github.com/sas-go/sas/internal/scheduler"
 	"github.com/sas-go/sas/internal/sqsqueue"
 	"github.com/sas-go/sas/internal/supervisor"
-	"github.com/sas-go/sas/internal/workflows"
 )
 
 // ErrNoAgentQueue is the configuration error of a deployment that names no
@@ -166,7 +166,7 @@ func load(awsCfg aws.Config, cfg config.Config, logger *slog.Logger) (deps, erro
 	}
 	// Both read the workflows from the same variable: the supervisor's
 	// step limits are those of the workflows the scheduler runs.
-	reg, err := workflows.Load(cfg.WorkflowsFile, cfg.StepTimeout)
+	reg, err := registry.Load(cfg.WorkflowsFile, cfg.StepTimeout)
 	if err != nil {
 		return deps{}, err
 	}

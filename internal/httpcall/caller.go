@@ -1,4 +1,4 @@
-// Package httpagent calls one remote HTTP service for one step, the way an
+// Package httpcall calls one remote HTTP service for one step, the way an
 // Agent must (docs/pattern.md §2): it retries transient failures with full-jitter
 // exponential backoff, sends the same Idempotency-Key on every try so the
 // service can de-duplicate, stops at the step's deadline less a safety margin,
@@ -19,7 +19,7 @@
 // Time is read from the injected sas.Clock only; waits go through the
 // injected Sleep. The only real timer is the one that bounds a try in flight,
 // since no fake can interrupt a blocked network read.
-package httpagent
+package httpcall
 
 import (
 	"bytes"

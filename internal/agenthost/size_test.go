@@ -1,4 +1,4 @@
-package agent_test
+package agenthost_test
 
 import (
 	"context"
@@ -11,11 +11,11 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/sas-go/sas/internal/agent"
+	"github.com/sas-go/sas/internal/agenthost"
 	"github.com/sas-go/sas/internal/memqueue"
+	"github.com/sas-go/sas/internal/registry"
 	"github.com/sas-go/sas/internal/sas"
 	"github.com/sas-go/sas/internal/sqslimits"
-	"github.com/sas-go/sas/internal/workflows"
 )
 
 // rawReplies drains the scheduler queue and returns the bodies as sent.
@@ -47,7 +47,7 @@ func hugeResult() json.RawMessage {
 func TestHugeResultStillRepliesDone(t *testing.T) {
 	t.Parallel()
 	r := newServiceRig(t, memqueue.Options{})
-	svc := r.service(agent.Config{Agents: payments(func(context.Context, sas.AgentRequest) (json.RawMessage, error) {
+	svc := r.service(agenthost.Config{Agents: payments(func(context.Context, sas.AgentRequest) (json.RawMessage, error) {
 		return hugeResult(), nil
 	})})
 	resp := handleWith(t, svc, event(request("o-big")))
@@ -67,7 +67,7 @@ func TestHugeResultStillRepliesDone(t *testing.T) {
 func TestSmallResultIsCarried(t *testing.T) {
 	t.Parallel()
 	r := newServiceRig(t, memqueue.Options{})
-	svc := r.service(agent.Config{Agents: payments(func(context.Context, sas.AgentRequest) (json.RawMessage, error) {
+	svc := r.service(agenthost.Config{Agents: payments(func(context.Context, sas.AgentRequest) (json.RawMessage, error) {
 		return json.RawMessage(`{"id":"pay_1", "status":"captured"}`), nil
 	})})
 	handleWith(t, svc, event(request("o-small")))
@@ -127,7 +127,7 @@ func TestWorstCaseOrderFitsEveryMessage(t *testing.T) {
 			})
 			require.NoError(t, err, "the worst case is accepted")
 
-			reg, err := workflows.Default(time.Minute)
+			reg, err := registry.Default(time.Minute)
 			require.NoError(t, err)
 			for _, w := range reg {
 				for i, st := range w.Steps {
@@ -142,14 +142,14 @@ func TestWorstCaseOrderFitsEveryMessage(t *testing.T) {
 						body := sas.Encode(req)
 						require.LessOrEqual(t, len(body), sqslimits.MaxOrderMessageBytes, "agent.request")
 
-						for _, run := range []agent.RunnerFunc{
+						for _, run := range []agenthost.RunnerFunc{
 							func(context.Context, sas.AgentRequest) (json.RawMessage, error) { return hugeResult(), nil },
 							func(context.Context, sas.AgentRequest) (json.RawMessage, error) {
-								return nil, &agent.PermanentError{Reason: strings.Repeat("\x01", 10_000)}
+								return nil, &agenthost.PermanentError{Reason: strings.Repeat("\x01", 10_000)}
 							},
 						} {
 							r := newServiceRig(t, memqueue.Options{})
-							svc := r.service(agent.Config{Agents: map[string]agent.Runner{st.Agent: run}})
+							svc := r.service(agenthost.Config{Agents: map[string]agenthost.Runner{st.Agent: run}})
 							handleWith(t, svc, event(body))
 							bodies := rawReplies(t, r.queue, r.replyURL)
 							require.Len(t, bodies, 1)

@@ -1,4 +1,4 @@
-// Package agent is the Agent of the Scheduler Agent Supervisor pattern
+// Package agenthost is the runtime that hosts the Agent of the Scheduler Agent Supervisor pattern
 // (docs/pattern.md §2, docs/protocol.md "Agent"): it takes agent.request messages from
 // its queue, runs each through the named agent's Runner, and answers the
 // scheduler with an agent.reply.
@@ -42,12 +42,12 @@
 // /payments", or the undo's for a compensation); for a request without one
 // (an older scheduler) the agent's Routes map the step name to the step's
 // Action and Undo, taken at start-up from the same workflow registry the
-// scheduler runs (RoutesFromRegistry over internal/workflows), so a bad
+// scheduler runs (RoutesFromRegistry over internal/registry), so a bad
 // action fails the cold start, not an order. Routing is by step name alone:
 // such a request carries no workflow name either, so a step name must mean
 // the same call in every workflow that gives it to the same agent;
 // RoutesFromRegistry refuses a registry where it does not.
-package agent
+package agenthost
 
 import (
 	"bytes"
@@ -66,7 +66,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
-	"github.com/sas-go/sas/internal/httpagent"
+	"github.com/sas-go/sas/internal/httpcall"
 	"github.com/sas-go/sas/internal/metrics"
 	"github.com/sas-go/sas/internal/msgctx"
 	"github.com/sas-go/sas/internal/outbox"
@@ -421,7 +421,7 @@ const MaxRedeliveryBackoff = 30 * time.Second
 
 // CircuitOpenBackoff is how long a request its endpoint's open circuit
 // refused stays invisible: the breaker's default open period.
-const CircuitOpenBackoff = httpagent.DefaultOpenFor
+const CircuitOpenBackoff = httpcall.DefaultOpenFor
 
 // RedeliveryBackoff is how long a request left without an outcome stays
 // invisible before its next delivery: 2^(receives-1) seconds, at most
@@ -506,19 +506,13 @@ func (s *Service) queueOf(m events.SQSMessage) string {
 		}
 		return ""
 	}
-	name := m.EventSourceARN[strings.LastIndexByte(m.EventSourceARN, ':')+1:]
+	name := sas.QueueName(m.EventSourceARN)
 	for _, u := range s.requestURLs {
-		if queueName(u) == name {
+		if sas.QueueName(u) == name {
 			return u
 		}
 	}
 	return ""
-}
-
-// queueName is the last path segment of a queue URL.
-func queueName(url string) string {
-	url = strings.TrimRight(url, "/")
-	return url[strings.LastIndexByte(url, '/')+1:]
 }
 
 // maxReplyBatch is SQS's limit of entries per SendMessageBatch.
@@ -831,7 +825,7 @@ func (s *Service) process(ctx context.Context, log *slog.Logger, req sas.AgentRe
 			// for that rather than spinning through the deliveries.
 			return nil, redeliverAfter(re.Delay)
 		}
-		if errors.Is(err, httpagent.ErrCircuitOpen) {
+		if errors.Is(err, httpcall.ErrCircuitOpen) {
 			// The endpoint is resting: coming back in a second would only
 			// spin through the deliveries (and requeues) while it rests.
 			return nil, redeliverLater
@@ -918,13 +912,13 @@ func whyNoOutcome(err error) string {
 	switch {
 	case errors.As(err, &re):
 		return "retry after " + re.Delay.String()
-	case errors.Is(err, httpagent.ErrCircuitOpen):
+	case errors.Is(err, httpcall.ErrCircuitOpen):
 		return "circuit open"
-	case errors.Is(err, httpagent.ErrDeadline):
+	case errors.Is(err, httpcall.ErrDeadline):
 		return "deadline reached"
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return "invocation ending"
-	case errors.Is(err, httpagent.ErrTransient):
+	case errors.Is(err, httpcall.ErrTransient):
 		return "retries exhausted"
 	}
 	return "error"

@@ -1,9 +1,11 @@
-// Package workflows holds the reference workflows a deployment registers by
-// default: "payment" (one charge) and "order" (the pattern's e-commerce
-// order: reserve, charge, ship). Workflow logic lives with the scheduler
-// (docs/pattern.md §2); an agent finds what to call for a step by its agent and step
-// name in the same registry (internal/agent.RoutesFromRegistry).
-package workflows
+// Package registry builds the deployment's workflow registry (sas.Registry):
+// from a workflow file or Go definitions (package workflow), or else the
+// reference workflows a deployment registers by default: "payment" (one
+// charge) and "order" (the pattern's e-commerce order: reserve, charge,
+// ship). Workflow logic lives with the scheduler (docs/pattern.md §2); an
+// agent finds what to call for a step by its agent and step name in the same
+// registry (internal/agenthost.RoutesFromRegistry).
+package registry
 
 import (
 	"fmt"

@@ -1,4 +1,4 @@
-package httpagent_test
+package httpcall_test
 
 import (
 	"context"
@@ -14,7 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/sas-go/sas/internal/httpagent"
+	"github.com/sas-go/sas/internal/httpcall"
 	"github.com/sas-go/sas/internal/sas"
 )
 
@@ -89,7 +89,7 @@ func TestCallOutcomes(t *testing.T) {
 		{
 			name:         "Retry-After past the deadline stops at once",
 			replies:      []reply{{Status: 503, Header: map[string]string{"Retry-After": "120"}}, {Status: 200}},
-			want:         httpagent.ErrDeadline,
+			want:         httpcall.ErrDeadline,
 			wantAttempts: 1, wantStatus: 503,
 		},
 		{
@@ -108,39 +108,39 @@ func TestCallOutcomes(t *testing.T) {
 			name:         "always 503 runs out of attempts",
 			replies:      []reply{{Status: 503, Body: "overloaded"}},
 			maxAttempts:  3,
-			want:         httpagent.ErrTransient,
+			want:         httpcall.ErrTransient,
 			wantAttempts: 3, wantStatus: 503, wantBody: "overloaded", wantExcerpt: "overloaded",
 			wantSleeps: []time.Duration{50 * time.Millisecond, 100 * time.Millisecond},
 		},
 		{
 			name:         "402 is permanent after exactly one attempt",
 			replies:      []reply{{Status: 402, Body: "{\"error\":\n  \"card declined\"}"}, {Status: 200}},
-			want:         httpagent.ErrPermanent,
+			want:         httpcall.ErrPermanent,
 			wantAttempts: 1, wantStatus: 402, wantExcerpt: `{"error": "card declined"}`,
 		},
-		{name: "400 is permanent", replies: []reply{{Status: 400}, {Status: 200}}, want: httpagent.ErrPermanent, wantAttempts: 1, wantStatus: 400},
-		{name: "401 is permanent", replies: []reply{{Status: 401}, {Status: 200}}, want: httpagent.ErrPermanent, wantAttempts: 1, wantStatus: 401},
-		{name: "403 is permanent", replies: []reply{{Status: 403}, {Status: 200}}, want: httpagent.ErrPermanent, wantAttempts: 1, wantStatus: 403},
-		{name: "404 is permanent", replies: []reply{{Status: 404}, {Status: 200}}, want: httpagent.ErrPermanent, wantAttempts: 1, wantStatus: 404},
-		{name: "409 is permanent", replies: []reply{{Status: 409}, {Status: 200}}, want: httpagent.ErrPermanent, wantAttempts: 1, wantStatus: 409},
+		{name: "400 is permanent", replies: []reply{{Status: 400}, {Status: 200}}, want: httpcall.ErrPermanent, wantAttempts: 1, wantStatus: 400},
+		{name: "401 is permanent", replies: []reply{{Status: 401}, {Status: 200}}, want: httpcall.ErrPermanent, wantAttempts: 1, wantStatus: 401},
+		{name: "403 is permanent", replies: []reply{{Status: 403}, {Status: 200}}, want: httpcall.ErrPermanent, wantAttempts: 1, wantStatus: 403},
+		{name: "404 is permanent", replies: []reply{{Status: 404}, {Status: 200}}, want: httpcall.ErrPermanent, wantAttempts: 1, wantStatus: 404},
+		{name: "409 is permanent", replies: []reply{{Status: 409}, {Status: 200}}, want: httpcall.ErrPermanent, wantAttempts: 1, wantStatus: 409},
 		{
 			name:         "409 with Retry-After is a busy idempotency key: asked again",
 			replies:      []reply{{Status: 409, Header: map[string]string{"Retry-After": "1"}}, {Status: 200}},
 			wantAttempts: 2, wantStatus: 200,
 			wantSleeps: []time.Duration{time.Second},
 		},
-		{name: "422 is permanent", replies: []reply{{Status: 422}, {Status: 200}}, want: httpagent.ErrPermanent, wantAttempts: 1, wantStatus: 422},
-		{name: "501 is permanent", replies: []reply{{Status: 501}, {Status: 200}}, want: httpagent.ErrPermanent, wantAttempts: 1, wantStatus: 501},
+		{name: "422 is permanent", replies: []reply{{Status: 422}, {Status: 200}}, want: httpcall.ErrPermanent, wantAttempts: 1, wantStatus: 422},
+		{name: "501 is permanent", replies: []reply{{Status: 501}, {Status: 200}}, want: httpcall.ErrPermanent, wantAttempts: 1, wantStatus: 501},
 		{
 			name:         "a redirect is not followed and is permanent",
 			replies:      []reply{{Status: 302, Header: map[string]string{"Location": "/elsewhere"}}, {Status: 200}},
-			want:         httpagent.ErrPermanent,
+			want:         httpcall.ErrPermanent,
 			wantAttempts: 1, wantStatus: 302,
 		},
 		{
 			name:         "transient then permanent stops at the permanent",
 			replies:      []reply{{Status: 503}, {Status: 409, Body: "already charged differently"}, {Status: 200}},
-			want:         httpagent.ErrPermanent,
+			want:         httpcall.ErrPermanent,
 			wantAttempts: 2, wantStatus: 409, wantExcerpt: "already charged differently",
 			wantSleeps: []time.Duration{50 * time.Millisecond},
 		},
@@ -167,7 +167,7 @@ func TestCallOutcomes(t *testing.T) {
 			}
 			assert.Equal(t, tc.wantSleeps, nilIfEmpty(clock.Sleeps()))
 			if tc.wantExcerpt != "" {
-				var se *httpagent.StatusError
+				var se *httpcall.StatusError
 				require.ErrorAs(t, err, &se)
 				assert.Equal(t, tc.wantStatus, se.Status)
 				assert.Equal(t, tc.wantExcerpt, se.Excerpt)
@@ -216,7 +216,7 @@ func TestDeadlineTooCloseMakesNoRequest(t *testing.T) {
 
 			res, err := c.Call(context.Background(), req)
 
-			require.ErrorIs(t, err, httpagent.ErrDeadline)
+			require.ErrorIs(t, err, httpcall.ErrDeadline)
 			classOf(t, err)
 			assert.Zero(t, res.Attempts)
 			assert.Empty(t, svc.Requests())
@@ -238,7 +238,7 @@ func hangingService(t *testing.T) *service {
 func TestHangStopsAtDeadlineLessMargin(t *testing.T) {
 	t.Parallel()
 	svc := hangingService(t)
-	c := newCaller(t, httpagent.Config{SafetyMargin: 200 * time.Millisecond})
+	c := newCaller(t, httpcall.Config{SafetyMargin: 200 * time.Millisecond})
 	start := time.Now()
 	req := newRequest(svc.URL(), sas.SystemClock{})
 	req.Deadline = start.Add(500 * time.Millisecond)
@@ -247,7 +247,7 @@ func TestHangStopsAtDeadlineLessMargin(t *testing.T) {
 	res, err := c.Call(context.Background(), req)
 	ended := time.Now()
 
-	require.ErrorIs(t, err, httpagent.ErrDeadline)
+	require.ErrorIs(t, err, httpcall.ErrDeadline)
 	classOf(t, err)
 	assert.Equal(t, 1, res.Attempts, "one try, cut at the deadline")
 	assert.Len(t, svc.Requests(), 1)
@@ -258,7 +258,7 @@ func TestHangStopsAtDeadlineLessMargin(t *testing.T) {
 func TestHangWithAttemptTimeoutRetriesUntilDeadline(t *testing.T) {
 	t.Parallel()
 	svc := hangingService(t)
-	c := newCaller(t, httpagent.Config{
+	c := newCaller(t, httpcall.Config{
 		SafetyMargin:   100 * time.Millisecond,
 		AttemptTimeout: 300 * time.Millisecond,
 		BaseBackoff:    time.Millisecond,
@@ -276,7 +276,7 @@ func TestHangWithAttemptTimeoutRetriesUntilDeadline(t *testing.T) {
 	// Tries end at 300ms (timeout), 600ms (timeout), 750ms (the deadline).
 	// On a loaded machine the second may end past 750ms, leaving no third:
 	// what matters is that a timed-out try was retried and the deadline held.
-	require.ErrorIs(t, err, httpagent.ErrDeadline)
+	require.ErrorIs(t, err, httpcall.ErrDeadline)
 	classOf(t, err)
 	assert.GreaterOrEqual(t, res.Attempts, 2, "a try that timed out is retried")
 	assert.LessOrEqual(t, res.Attempts, 3)
@@ -294,8 +294,8 @@ func TestCallerContextEnding(t *testing.T) {
 		advance time.Duration // fake time that passes while the try is out
 		want    error
 	}{
-		{name: "before the step deadline", advance: 0, want: httpagent.ErrTransient},
-		{name: "after the step deadline", advance: time.Minute, want: httpagent.ErrDeadline},
+		{name: "before the step deadline", advance: 0, want: httpcall.ErrTransient},
+		{name: "after the step deadline", advance: time.Minute, want: httpcall.ErrDeadline},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -320,7 +320,7 @@ func TestCallerContextEnding(t *testing.T) {
 			require.ErrorIs(t, err, context.Canceled)
 			assert.Equal(t, tc.want, classOf(t, err))
 			assert.Equal(t, 1, res.Attempts)
-			assert.Equal(t, httpagent.BreakerClosed, c.BreakerState(svc.URL()), "says nothing about the service")
+			assert.Equal(t, httpcall.BreakerClosed, c.BreakerState(svc.URL()), "says nothing about the service")
 		})
 	}
 	t.Run("while waiting to retry", func(t *testing.T) {
@@ -338,8 +338,8 @@ func TestCallerContextEnding(t *testing.T) {
 		res, err := c.Call(ctx, newRequest(svc.URL(), clock))
 
 		require.ErrorIs(t, err, context.Canceled)
-		assert.Equal(t, httpagent.ErrTransient, classOf(t, err))
-		var se *httpagent.StatusError
+		assert.Equal(t, httpcall.ErrTransient, classOf(t, err))
+		var se *httpcall.StatusError
 		require.ErrorAs(t, err, &se, "the last failure is kept")
 		assert.Equal(t, 503, se.Status)
 		assert.Equal(t, 1, res.Attempts)
@@ -360,7 +360,7 @@ func TestNetworkErrorsAreTransient(t *testing.T) {
 
 		res, err := c.Call(context.Background(), newRequest(url, clock))
 
-		assert.Equal(t, httpagent.ErrTransient, classOf(t, err))
+		assert.Equal(t, httpcall.ErrTransient, classOf(t, err))
 		assert.Equal(t, 3, res.Attempts)
 		assert.Zero(t, res.Status)
 		assert.Len(t, clock.Sleeps(), 2)
@@ -450,19 +450,19 @@ func TestInvalidRequestsSendNothing(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		name  string
-		edit  func(r *httpagent.Request)
+		edit  func(r *httpcall.Request)
 		field string
 	}{
-		{"empty idempotency key", func(r *httpagent.Request) { r.IdempotencyKey = "" }, "IdempotencyKey"},
-		{"idempotency key with newline", func(r *httpagent.Request) { r.IdempotencyKey = "a\r\nX-Evil: 1" }, "IdempotencyKey"},
-		{"conflicting Idempotency-Key header", func(r *httpagent.Request) { r.Header.Set("Idempotency-Key", "other") }, "Header"},
-		{"header value with newline", func(r *httpagent.Request) { r.Header.Set("X-Trace", "a\nb") }, "Header"},
-		{"header name with space", func(r *httpagent.Request) { r.Header["Bad Name"] = []string{"v"} }, "Header"},
-		{"zero deadline", func(r *httpagent.Request) { r.Deadline = time.Time{} }, "Deadline"},
-		{"empty method", func(r *httpagent.Request) { r.Method = "" }, "Method"},
-		{"relative endpoint", func(r *httpagent.Request) { r.Endpoint = "/charges" }, "Endpoint"},
-		{"ftp endpoint", func(r *httpagent.Request) { r.Endpoint = "ftp://127.0.0.1" }, "Endpoint"},
-		{"endpoint with query", func(r *httpagent.Request) { r.Endpoint += "?a=b" }, "Endpoint"},
+		{"empty idempotency key", func(r *httpcall.Request) { r.IdempotencyKey = "" }, "IdempotencyKey"},
+		{"idempotency key with newline", func(r *httpcall.Request) { r.IdempotencyKey = "a\r\nX-Evil: 1" }, "IdempotencyKey"},
+		{"conflicting Idempotency-Key header", func(r *httpcall.Request) { r.Header.Set("Idempotency-Key", "other") }, "Header"},
+		{"header value with newline", func(r *httpcall.Request) { r.Header.Set("X-Trace", "a\nb") }, "Header"},
+		{"header name with space", func(r *httpcall.Request) { r.Header["Bad Name"] = []string{"v"} }, "Header"},
+		{"zero deadline", func(r *httpcall.Request) { r.Deadline = time.Time{} }, "Deadline"},
+		{"empty method", func(r *httpcall.Request) { r.Method = "" }, "Method"},
+		{"relative endpoint", func(r *httpcall.Request) { r.Endpoint = "/charges" }, "Endpoint"},
+		{"ftp endpoint", func(r *httpcall.Request) { r.Endpoint = "ftp://127.0.0.1" }, "Endpoint"},
+		{"endpoint with query", func(r *httpcall.Request) { r.Endpoint += "?a=b" }, "Endpoint"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -503,25 +503,25 @@ func TestNewValidatesConfig(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		name  string
-		cfg   httpagent.Config
+		cfg   httpcall.Config
 		field string
 	}{
-		{"negative attempts", httpagent.Config{MaxAttempts: -1}, "MaxAttempts"},
-		{"negative base", httpagent.Config{BaseBackoff: -1}, "BaseBackoff"},
-		{"negative max", httpagent.Config{MaxBackoff: -1}, "MaxBackoff"},
-		{"max below base", httpagent.Config{BaseBackoff: time.Second, MaxBackoff: time.Millisecond}, "MaxBackoff"},
-		{"negative attempt timeout", httpagent.Config{AttemptTimeout: -1}, "AttemptTimeout"},
-		{"negative margin", httpagent.Config{SafetyMargin: -1}, "SafetyMargin"},
-		{"negative response limit", httpagent.Config{MaxResponseBytes: -1}, "MaxResponseBytes"},
-		{"negative threshold", httpagent.Config{Breaker: httpagent.BreakerConfig{FailureThreshold: -1}}, "Breaker.FailureThreshold"},
-		{"negative open period", httpagent.Config{Breaker: httpagent.BreakerConfig{OpenFor: -1}}, "Breaker.OpenFor"},
-		{"negative failure rate", httpagent.Config{Breaker: httpagent.BreakerConfig{FailureRate: -0.5}}, "Breaker.FailureRate"},
-		{"negative window", httpagent.Config{Breaker: httpagent.BreakerConfig{Window: -1}}, "Breaker.Window"},
+		{"negative attempts", httpcall.Config{MaxAttempts: -1}, "MaxAttempts"},
+		{"negative base", httpcall.Config{BaseBackoff: -1}, "BaseBackoff"},
+		{"negative max", httpcall.Config{MaxBackoff: -1}, "MaxBackoff"},
+		{"max below base", httpcall.Config{BaseBackoff: time.Second, MaxBackoff: time.Millisecond}, "MaxBackoff"},
+		{"negative attempt timeout", httpcall.Config{AttemptTimeout: -1}, "AttemptTimeout"},
+		{"negative margin", httpcall.Config{SafetyMargin: -1}, "SafetyMargin"},
+		{"negative response limit", httpcall.Config{MaxResponseBytes: -1}, "MaxResponseBytes"},
+		{"negative threshold", httpcall.Config{Breaker: httpcall.BreakerConfig{FailureThreshold: -1}}, "Breaker.FailureThreshold"},
+		{"negative open period", httpcall.Config{Breaker: httpcall.BreakerConfig{OpenFor: -1}}, "Breaker.OpenFor"},
+		{"negative failure rate", httpcall.Config{Breaker: httpcall.BreakerConfig{FailureRate: -0.5}}, "Breaker.FailureRate"},
+		{"negative window", httpcall.Config{Breaker: httpcall.BreakerConfig{Window: -1}}, "Breaker.Window"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			c, err := httpagent.New(tc.cfg)
+			c, err := httpcall.New(tc.cfg)
 			require.ErrorIs(t, err, sas.ErrInvalid)
 			var ve *sas.ValidationError
 			require.ErrorAs(t, err, &ve)
@@ -531,13 +531,13 @@ func TestNewValidatesConfig(t *testing.T) {
 	}
 	t.Run("zero config takes defaults", func(t *testing.T) {
 		t.Parallel()
-		c, err := httpagent.New(httpagent.Config{})
+		c, err := httpcall.New(httpcall.Config{})
 		require.NoError(t, err)
 		assert.NotNil(t, c)
 	})
 	t.Run("large base without max", func(t *testing.T) {
 		t.Parallel()
-		_, err := httpagent.New(httpagent.Config{BaseBackoff: time.Minute})
+		_, err := httpcall.New(httpcall.Config{BaseBackoff: time.Minute})
 		require.NoError(t, err, "the default max must not fall below a given base")
 	})
 }
@@ -585,9 +585,9 @@ func TestBackoffNeverCrossesDeadline(t *testing.T) {
 			seed, cfg.BaseBackoff, cfg.MaxBackoff, cfg.SafetyMargin, cfg.MaxAttempts, req.Deadline.Sub(epoch), floor, err)
 
 		class := classOf(t, err)
-		require.Contains(t, []error{httpagent.ErrDeadline, httpagent.ErrTransient}, class, msg)
+		require.Contains(t, []error{httpcall.ErrDeadline, httpcall.ErrTransient}, class, msg)
 		require.LessOrEqual(t, res.Attempts, cfg.MaxAttempts, msg)
-		if class == httpagent.ErrTransient {
+		if class == httpcall.ErrTransient {
 			require.Equal(t, cfg.MaxAttempts, res.Attempts, msg)
 		}
 		if !epoch.Before(stop) {
@@ -617,8 +617,8 @@ func TestConflictKinds(t *testing.T) {
 		wantTries  int
 		wantInBody string
 	}{
-		"bare 409":             {reply{Status: 409, Body: "order already refunded"}, httpagent.ErrPermanent, false, 1, "order already refunded"},
-		"409 with Retry-After": {reply{Status: 409, Header: map[string]string{"Retry-After": "1"}, Body: "in progress"}, httpagent.ErrTransient, true, 3, "in progress"},
+		"bare 409":             {reply{Status: 409, Body: "order already refunded"}, httpcall.ErrPermanent, false, 1, "order already refunded"},
+		"409 with Retry-After": {reply{Status: 409, Header: map[string]string{"Retry-After": "1"}, Body: "in progress"}, httpcall.ErrTransient, true, 3, "in progress"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
@@ -629,7 +629,7 @@ func TestConflictKinds(t *testing.T) {
 			c := newCaller(t, cfg)
 			res, err := c.Call(context.Background(), newRequest(svc.URL(), clock))
 			require.Equal(t, tc.want, classOf(t, err), "error: %v", err)
-			assert.Equal(t, tc.inUse, errors.Is(err, httpagent.ErrKeyInUse), "error: %v", err)
+			assert.Equal(t, tc.inUse, errors.Is(err, httpcall.ErrKeyInUse), "error: %v", err)
 			assert.Equal(t, tc.wantTries, res.Attempts)
 			assert.Contains(t, err.Error(), tc.wantInBody)
 		})

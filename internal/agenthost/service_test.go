@@ -1,4 +1,4 @@
-package agent_test
+package agenthost_test
 
 import (
 	"context"
@@ -16,7 +16,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/stretchr/testify/require"
 
-	"github.com/sas-go/sas/internal/agent"
+	"github.com/sas-go/sas/internal/agenthost"
 	"github.com/sas-go/sas/internal/clocktest"
 	"github.com/sas-go/sas/internal/memqueue"
 	"github.com/sas-go/sas/internal/sas"
@@ -49,14 +49,14 @@ func newServiceRig(t *testing.T, opts memqueue.Options) *serviceRig {
 	return r
 }
 
-func (r *serviceRig) service(cfg agent.Config) *agent.Service {
+func (r *serviceRig) service(cfg agenthost.Config) *agenthost.Service {
 	r.t.Helper()
 	if cfg.Queue == nil {
 		cfg.Queue = r.queue
 	}
 	cfg.ReplyQueueURL, cfg.Clock = r.replyURL, r.clock
 	cfg.Logger = slog.New(slog.NewJSONHandler(r.logs, nil))
-	svc, err := agent.New(cfg)
+	svc, err := agenthost.New(cfg)
 	require.NoError(r.t, err)
 	return svc
 }
@@ -65,8 +65,8 @@ func (r *serviceRig) replies() []sas.AgentReply {
 	return (&rig{t: r.t, queue: r.queue, replyURL: r.replyURL}).replies()
 }
 
-func payments(f agent.RunnerFunc) map[string]agent.Runner {
-	return map[string]agent.Runner{"payments": f}
+func payments(f agenthost.RunnerFunc) map[string]agenthost.Runner {
+	return map[string]agenthost.Runner{"payments": f}
 }
 
 func TestOutcomes(t *testing.T) {
@@ -96,14 +96,14 @@ func TestOutcomes(t *testing.T) {
 		{
 			name: "permanent",
 			run: func(*clocktest.Clock) (json.RawMessage, error) {
-				return nil, &agent.PermanentError{Reason: "card declined", Err: errors.New("HTTP 402")}
+				return nil, &agenthost.PermanentError{Reason: "card declined", Err: errors.New("HTTP 402")}
 			},
 			wantOutcome: sas.OutcomeFailed, wantReason: "card declined",
 		},
 		{
 			name: "permanent without a PermanentError",
 			run: func(*clocktest.Clock) (json.RawMessage, error) {
-				return nil, fmt.Errorf("%w: no such account", agent.ErrPermanent)
+				return nil, fmt.Errorf("%w: no such account", agenthost.ErrPermanent)
 			},
 			wantOutcome: sas.OutcomeFailed, wantReason: "permanent failure: no such account",
 		},
@@ -122,7 +122,7 @@ func TestOutcomes(t *testing.T) {
 			name: "a permanent failure after the deadline sends nothing and leaves the message",
 			run: func(c *clocktest.Clock) (json.RawMessage, error) {
 				c.Advance(30 * time.Second)
-				return nil, &agent.PermanentError{Reason: "late"}
+				return nil, &agenthost.PermanentError{Reason: "late"}
 			},
 		},
 	}
@@ -130,7 +130,7 @@ func TestOutcomes(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			r := newServiceRig(t, memqueue.Options{})
-			svc := r.service(agent.Config{Agents: payments(func(context.Context, sas.AgentRequest) (json.RawMessage, error) {
+			svc := r.service(agenthost.Config{Agents: payments(func(context.Context, sas.AgentRequest) (json.RawMessage, error) {
 				return tt.run(r.clock)
 			})})
 			req := request("o-1")
@@ -159,8 +159,8 @@ func TestOutcomes(t *testing.T) {
 func TestLongReasonIsCut(t *testing.T) {
 	t.Parallel()
 	r := newServiceRig(t, memqueue.Options{})
-	svc := r.service(agent.Config{Agents: payments(func(context.Context, sas.AgentRequest) (json.RawMessage, error) {
-		return nil, &agent.PermanentError{Reason: "déclinée " + strings.Repeat("é", 3000)}
+	svc := r.service(agenthost.Config{Agents: payments(func(context.Context, sas.AgentRequest) (json.RawMessage, error) {
+		return nil, &agenthost.PermanentError{Reason: "déclinée " + strings.Repeat("é", 3000)}
 	})})
 	handleWith(t, svc, event(request("o-1")))
 	reps := r.replies()
@@ -174,7 +174,7 @@ func TestLongReasonIsCut(t *testing.T) {
 func TestPanicFailsOnlyItsMessage(t *testing.T) {
 	t.Parallel()
 	r := newServiceRig(t, memqueue.Options{})
-	svc := r.service(agent.Config{Agents: payments(func(_ context.Context, req sas.AgentRequest) (json.RawMessage, error) {
+	svc := r.service(agenthost.Config{Agents: payments(func(_ context.Context, req sas.AgentRequest) (json.RawMessage, error) {
 		if req.OrderID == "o-2" {
 			panic("a bug")
 		}
@@ -194,7 +194,7 @@ func TestQueueOutageFailsEveryRepliedMessage(t *testing.T) {
 		}
 		return nil
 	}})
-	svc := r.service(agent.Config{Agents: payments(func(_ context.Context, req sas.AgentRequest) (json.RawMessage, error) {
+	svc := r.service(agenthost.Config{Agents: payments(func(_ context.Context, req sas.AgentRequest) (json.RawMessage, error) {
 		return json.RawMessage(`{}`), nil
 	})})
 	// o-2 is an older scheduler's request that expired on arrival: nothing
@@ -207,7 +207,7 @@ func TestQueueOutageFailsEveryRepliedMessage(t *testing.T) {
 func TestEmptyEventAnswersAnEmptyList(t *testing.T) {
 	t.Parallel()
 	r := newServiceRig(t, memqueue.Options{})
-	svc := r.service(agent.Config{Agents: payments(func(context.Context, sas.AgentRequest) (json.RawMessage, error) {
+	svc := r.service(agenthost.Config{Agents: payments(func(context.Context, sas.AgentRequest) (json.RawMessage, error) {
 		return nil, nil
 	})})
 	resp := handleWith(t, svc, events.SQSEvent{})
@@ -224,7 +224,7 @@ func TestBatchRunsConcurrentlyWithinTheBound(t *testing.T) {
 	var inFlight, peak atomic.Int32
 	full := make(chan struct{})
 	var once sync.Once
-	svc := r.service(agent.Config{Concurrency: bound, Agents: payments(func(ctx context.Context, _ sas.AgentRequest) (json.RawMessage, error) {
+	svc := r.service(agenthost.Config{Concurrency: bound, Agents: payments(func(ctx context.Context, _ sas.AgentRequest) (json.RawMessage, error) {
 		n := inFlight.Add(1)
 		defer inFlight.Add(-1)
 		for {
@@ -261,7 +261,7 @@ func TestSameKeyRunsInOrderNotAtOnce(t *testing.T) {
 	var mu sync.Mutex
 	running := map[string]bool{}
 	var order []int
-	svc := r.service(agent.Config{Agents: payments(func(_ context.Context, req sas.AgentRequest) (json.RawMessage, error) {
+	svc := r.service(agenthost.Config{Agents: payments(func(_ context.Context, req sas.AgentRequest) (json.RawMessage, error) {
 		mu.Lock()
 		if running[req.IdempotencyKey] {
 			mu.Unlock()
@@ -291,7 +291,7 @@ func TestCallStopsBeforeTheInvocationEnds(t *testing.T) {
 	t.Parallel()
 	r := newServiceRig(t, memqueue.Options{})
 	var callDeadline time.Time
-	svc := r.service(agent.Config{ReplyReserve: 3 * time.Second, Agents: payments(func(ctx context.Context, _ sas.AgentRequest) (json.RawMessage, error) {
+	svc := r.service(agenthost.Config{ReplyReserve: 3 * time.Second, Agents: payments(func(ctx context.Context, _ sas.AgentRequest) (json.RawMessage, error) {
 		callDeadline, _ = ctx.Deadline()
 		return json.RawMessage(`{}`), nil
 	})})
@@ -308,15 +308,15 @@ func TestCallStopsBeforeTheInvocationEnds(t *testing.T) {
 func TestNewChecksConfig(t *testing.T) {
 	t.Parallel()
 	q := memqueue.New(memqueue.Options{})
-	run := agent.RunnerFunc(func(context.Context, sas.AgentRequest) (json.RawMessage, error) { return nil, nil })
-	for name, cfg := range map[string]agent.Config{
-		"no queue":       {ReplyQueueURL: "u", Agents: map[string]agent.Runner{"a": run}},
-		"no reply queue": {Queue: q, Agents: map[string]agent.Runner{"a": run}},
+	run := agenthost.RunnerFunc(func(context.Context, sas.AgentRequest) (json.RawMessage, error) { return nil, nil })
+	for name, cfg := range map[string]agenthost.Config{
+		"no queue":       {ReplyQueueURL: "u", Agents: map[string]agenthost.Runner{"a": run}},
+		"no reply queue": {Queue: q, Agents: map[string]agenthost.Runner{"a": run}},
 		"no agents":      {Queue: q, ReplyQueueURL: "u"},
-		"nil runner":     {Queue: q, ReplyQueueURL: "u", Agents: map[string]agent.Runner{"a": nil}},
-		"negative bound": {Queue: q, ReplyQueueURL: "u", Agents: map[string]agent.Runner{"a": run}, Concurrency: -1},
+		"nil runner":     {Queue: q, ReplyQueueURL: "u", Agents: map[string]agenthost.Runner{"a": nil}},
+		"negative bound": {Queue: q, ReplyQueueURL: "u", Agents: map[string]agenthost.Runner{"a": run}, Concurrency: -1},
 	} {
-		_, err := agent.New(cfg)
+		_, err := agenthost.New(cfg)
 		require.ErrorIs(t, err, sas.ErrInvalid, name)
 	}
 }
@@ -327,26 +327,26 @@ func TestDecodeRequest(t *testing.T) {
 	valid := sas.Encode(good)
 	require.NotEmpty(t, valid)
 
-	got, err := agent.DecodeRequest([]byte(valid))
+	got, err := agenthost.DecodeRequest([]byte(valid))
 	require.NoError(t, err)
 	require.Equal(t, good.OrderID, got.OrderID)
 	require.True(t, good.CompleteBy.Equal(got.CompleteBy))
 	require.Equal(t, int64(30_000), got.TimeoutMs)
 
 	// An older scheduler's request has no limit of its own.
-	got, err = agent.DecodeRequest([]byte(with(good, legacy)))
+	got, err = agenthost.DecodeRequest([]byte(with(good, legacy)))
 	require.NoError(t, err)
 	require.Zero(t, got.TimeoutMs)
 
 	// A request without a key gets the scheduler's.
 	noKey := request("o-1", compensation)
 	noKey.IdempotencyKey = ""
-	got, err = agent.DecodeRequest([]byte(sas.Encode(noKey)))
+	got, err = agenthost.DecodeRequest([]byte(sas.Encode(noKey)))
 	require.NoError(t, err)
 	require.Equal(t, "o-1:0:undo", got.IdempotencyKey)
 
 	// Fields a newer scheduler might add are tolerated.
-	_, err = agent.DecodeRequest([]byte(`{"v":1,"kind":"agent.request","orderId":"o","step":0,"stepName":"charge","agent":"payments","attempt":1,"lockedBy":"s","completeBy":"2030-01-02T03:04:35Z","priority":3}`))
+	_, err = agenthost.DecodeRequest([]byte(`{"v":1,"kind":"agent.request","orderId":"o","step":0,"stepName":"charge","agent":"payments","attempt":1,"lockedBy":"s","completeBy":"2030-01-02T03:04:35Z","priority":3}`))
 	require.NoError(t, err)
 
 	bad := map[string]struct {
@@ -372,7 +372,7 @@ func TestDecodeRequest(t *testing.T) {
 		"key w/ space":  {with(good, func(q *sas.AgentRequest) { q.IdempotencyKey = "a b" }), "idempotencyKey"},
 	}
 	for name, tt := range bad {
-		_, err := agent.DecodeRequest([]byte(tt.body))
+		_, err := agenthost.DecodeRequest([]byte(tt.body))
 		require.ErrorIs(t, err, sas.ErrInvalid, name)
 		var ve *sas.ValidationError
 		require.ErrorAs(t, err, &ve, name)
@@ -413,9 +413,9 @@ func TestReplyEchoesTheOrder(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			r := newServiceRig(t, memqueue.Options{})
-			svc := r.service(agent.Config{Agents: payments(func(context.Context, sas.AgentRequest) (json.RawMessage, error) {
+			svc := r.service(agenthost.Config{Agents: payments(func(context.Context, sas.AgentRequest) (json.RawMessage, error) {
 				if tt.outcome == sas.OutcomeFailed {
-					return nil, &agent.PermanentError{Reason: "no"}
+					return nil, &agenthost.PermanentError{Reason: "no"}
 				}
 				return json.RawMessage(`{"ok":true}`), nil
 			})})
@@ -429,7 +429,7 @@ func TestReplyEchoesTheOrder(t *testing.T) {
 
 	// The older scheduler's reply has no keys it did not send.
 	r := newServiceRig(t, memqueue.Options{})
-	svc := r.service(agent.Config{Agents: payments(func(context.Context, sas.AgentRequest) (json.RawMessage, error) {
+	svc := r.service(agenthost.Config{Agents: payments(func(context.Context, sas.AgentRequest) (json.RawMessage, error) {
 		return nil, nil
 	})})
 	handleWith(t, svc, event(request("o-7", legacy)))

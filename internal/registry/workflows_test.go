@@ -1,4 +1,4 @@
-package workflows_test
+package registry_test
 
 import (
 	"os"
@@ -8,41 +8,41 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/sas-go/sas/internal/registry"
 	"github.com/sas-go/sas/internal/sas"
-	"github.com/sas-go/sas/internal/workflows"
 	"github.com/sas-go/sas/workflow"
 )
 
 func TestDefault(t *testing.T) {
 	t.Parallel()
-	reg, err := workflows.Default(20 * time.Second)
+	reg, err := registry.Default(20 * time.Second)
 	require.NoError(t, err)
 	require.Len(t, reg, 2)
 
-	pay := reg[workflows.Payment]
+	pay := reg[registry.Payment]
 	require.Equal(t, []string{"charge"}, pay.StepNames())
 	require.Equal(t, sas.StepDef{Name: "charge", Agent: "payments", Action: "POST /payments", Undo: "POST /refunds", Timeout: 20 * time.Second}, pay.Steps[0])
 
-	ord := reg[workflows.Order]
+	ord := reg[registry.Order]
 	require.Equal(t, []string{"reserve", "charge", "ship"}, ord.StepNames())
 	require.Equal(t, "POST /reservations/cancel", ord.Steps[0].Undo)
 	require.Equal(t, "POST /refunds", ord.Steps[1].Undo)
 	require.Empty(t, ord.Steps[2].Undo, "shipping is not undone")
 	for _, d := range ord.Steps {
-		require.Equal(t, workflows.PaymentsAgent, d.Agent)
+		require.Equal(t, registry.PaymentsAgent, d.Agent)
 		require.Equal(t, 20*time.Second, d.Timeout)
 	}
 }
 
 func TestDefaultNeedsATimeout(t *testing.T) {
 	t.Parallel()
-	_, err := workflows.Default(0)
+	_, err := registry.Default(0)
 	require.ErrorIs(t, err, sas.ErrInvalid)
 }
 
 func TestLoadFromAFile(t *testing.T) {
 	t.Parallel()
-	reg, err := workflows.Load("../../workflow/testdata/travel.json", time.Second)
+	reg, err := registry.Load("../../workflow/testdata/travel.json", time.Second)
 	require.NoError(t, err)
 	require.Len(t, reg, 1)
 	trip := reg["trip"]
@@ -56,16 +56,16 @@ func TestLoadFromAFile(t *testing.T) {
 	require.Equal(t, 5*time.Minute, limits["hotel"].WaitLimit)
 
 	// No file: the reference workflows.
-	reg, err = workflows.Load("", time.Second)
+	reg, err = registry.Load("", time.Second)
 	require.NoError(t, err)
-	require.True(t, reg.Has(workflows.Payment))
+	require.True(t, reg.Has(registry.Payment))
 }
 
 func TestLoadRefusesABadFileAtStartUp(t *testing.T) {
 	t.Parallel()
 	path := filepath.Join(t.TempDir(), "workflows.json")
 	require.NoError(t, os.WriteFile(path, []byte(`{"workflows": [{"name": "w", "steps": [{"name": "s", "agent": "a", "action": "POST /s", "timeout": "-1s"}]}]}`), 0o600))
-	_, err := workflows.Load(path, time.Second)
+	_, err := registry.Load(path, time.Second)
 	require.ErrorIs(t, err, workflow.ErrInvalid)
 	require.Contains(t, err.Error(), path+": workflows[0].steps[0].timeout: -1s: must be more than 0")
 }

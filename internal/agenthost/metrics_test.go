@@ -1,4 +1,4 @@
-package agent_test
+package agenthost_test
 
 import (
 	"bytes"
@@ -11,8 +11,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/sas-go/sas/internal/agent"
-	"github.com/sas-go/sas/internal/httpagent"
+	"github.com/sas-go/sas/internal/agenthost"
+	"github.com/sas-go/sas/internal/httpcall"
 	"github.com/sas-go/sas/internal/memqueue"
 	"github.com/sas-go/sas/internal/sas"
 )
@@ -25,16 +25,16 @@ func TestAgentPublishesQueueWaitExecutionTimeAndOutcome(t *testing.T) {
 	t.Parallel()
 	r := newServiceRig(t, memqueue.Options{})
 	var out bytes.Buffer
-	svc := r.service(agent.Config{Metrics: &out, Agents: payments(func(_ context.Context, req sas.AgentRequest) (json.RawMessage, error) {
+	svc := r.service(agenthost.Config{Metrics: &out, Agents: payments(func(_ context.Context, req sas.AgentRequest) (json.RawMessage, error) {
 		switch req.OrderID {
 		case "o-done":
 			r.clock.Advance(2 * time.Second)
 			return json.RawMessage(`{}`), nil
 		case "o-transient":
 			r.clock.Advance(time.Second)
-			return nil, httpagent.ErrTransient
+			return nil, httpcall.ErrTransient
 		}
-		return nil, httpagent.ErrTransient // no TransientOutcome: no outcome
+		return nil, httpcall.ErrTransient // no TransientOutcome: no outcome
 	})})
 	tr := sas.NewTrace("o-done", epoch)
 	sent := func(ev any, ago time.Duration) {

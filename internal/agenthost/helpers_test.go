@@ -1,4 +1,4 @@
-package agent_test
+package agenthost_test
 
 import (
 	"bytes"
@@ -16,10 +16,10 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sas-go/sas/agent"
 	"github.com/sas-go/sas/internal/builtinagent"
 	"github.com/sas-go/sas/internal/clocktest"
 	"github.com/sas-go/sas/internal/config"
-	"github.com/sas-go/sas/internal/httpagent"
 	"github.com/sas-go/sas/internal/memqueue"
 	"github.com/sas-go/sas/internal/remotesim"
 	"github.com/sas-go/sas/internal/sas"
@@ -57,14 +57,14 @@ type rig struct {
 	simURL   string
 	queue    *memqueue.Queue
 	replyURL string
-	caller   *httpagent.Caller
+	client   *agent.HTTPClient
 	svc      handler
 	logs     *logBuffer
 }
 
 type rigOptions struct {
 	faults    remotesim.Faults
-	caller    httpagent.Config // Clock, Sleep and Client are filled in
+	client    agent.HTTPOptions // Clock and Client are filled in
 	sendFault func(queueURL string, m sas.OutboundMessage) *sas.SendFailure
 	realClock bool
 	// remote, when set, answers the agent's calls instead of the simulator
@@ -99,12 +99,8 @@ func newRig(t *testing.T, o rigOptions) *rig {
 	require.NoError(t, err)
 	r.replyURL = q.URL
 
-	cc := o.caller
-	cc.Clock = r.clock
-	if r.fake != nil {
-		cc.Sleep = r.fake.Sleep
-		cc.Rand = func() float64 { return 0.5 }
-	}
+	cc := o.client
+	cc.Clock = r.clock // the fake one's Sleep advances it
 	// No keep-alive: Go's transport silently resends a request with an
 	// Idempotency-Key when a reused connection drops, which would hide the
 	// lost-response fault from the caller's own retry.
@@ -112,7 +108,7 @@ func newRig(t *testing.T, o rigOptions) *rig {
 		Transport:     &http.Transport{DisableKeepAlives: true},
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
-	r.caller, err = httpagent.New(cc)
+	r.client, err = agent.NewHTTPClient(cc)
 	require.NoError(t, err)
 
 	r.svc = r.newService()
@@ -136,7 +132,7 @@ func (r *rig) newService() handler {
 	svc, err := builtinagent.FromConfig(
 		config.Config{SchedulerQueueURL: r.replyURL, PaymentsURL: r.simURL, StepTimeout: 30 * time.Second},
 		builtinagent.Deps{
-			Queue: r.queue, Caller: r.caller, Clock: r.clock, AllowHTTP: true, // the simulator serves http
+			Queue: r.queue, Client: r.client, Clock: r.clock, AllowHTTP: true, // the simulator serves http
 			Logger: slog.New(slog.NewJSONHandler(r.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		})
 	require.NoError(r.t, err)

@@ -1,4 +1,4 @@
-package agent_test
+package agenthost_test
 
 import (
 	"strings"
@@ -8,13 +8,13 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/sas-go/sas/internal/httpagent"
+	"github.com/sas-go/sas/agent"
 	"github.com/sas-go/sas/internal/remotesim"
 	"github.com/sas-go/sas/internal/sas"
 )
 
 // These tests run the agent as deployed (builtinagent.FromConfig, the default
-// workflows, httpagent) against the remote simulator on 127.0.0.1.
+// registry, httpcall) against the remote simulator on 127.0.0.1.
 
 func TestSuccessRepliesDoneWithOneEffect(t *testing.T) {
 	t.Parallel()
@@ -85,7 +85,7 @@ func TestHangSendsNothingAndLeavesForRedelivery(t *testing.T) {
 		faults: script("order-4:0", remotesim.ScriptStep{Fault: remotesim.FaultHang}),
 		// Each try gives up after 50ms of real time; the fake clock moves
 		// only through the backoff sleeps.
-		caller: httpagent.Config{AttemptTimeout: 50 * time.Millisecond, MaxAttempts: 3},
+		client: agent.HTTPOptions{AttemptTimeout: 50 * time.Millisecond, Tries: 3},
 	})
 
 	resp := r.handle(event(request("order-4")))
@@ -273,13 +273,13 @@ func TestCircuitOpenMakesNoCallAndNoReply(t *testing.T) {
 		faults: remotesim.Faults{Scripts: []remotesim.Script{
 			{OrderID: "order-12a", Plan: []remotesim.ScriptStep{{Fault: remotesim.FaultTransient}}},
 		}},
-		caller: httpagent.Config{MaxAttempts: 2, Breaker: httpagent.BreakerConfig{FailureThreshold: 2, OpenFor: time.Minute}},
+		client: agent.HTTPOptions{Tries: 2, Breaker: agent.BreakerOptions{FailureThreshold: 2, OpenFor: time.Minute}},
 	})
 
 	// Two 503s in a row open the breaker; the step runs out of tries.
 	resp := r.handle(event(request("order-12a")))
 	require.Equal(t, []string{"m1"}, failedIDs(resp), "out of tries: left for redelivery")
-	require.Equal(t, httpagent.BreakerOpen, r.caller.BreakerState(r.simURL))
+	require.True(t, r.client.CircuitOpen(r.simURL))
 	callsBefore := r.sim.Stats().Calls
 
 	// The next step's deadline comes before the breaker would let a probe

@@ -1,4 +1,4 @@
-package agent_test
+package agenthost_test
 
 import (
 	"testing"
@@ -6,24 +6,24 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/sas-go/sas/internal/agent"
+	"github.com/sas-go/sas/internal/agenthost"
+	"github.com/sas-go/sas/internal/registry"
 	"github.com/sas-go/sas/internal/sas"
-	"github.com/sas-go/sas/internal/workflows"
 )
 
 func TestRoutesFromDefaultWorkflows(t *testing.T) {
 	t.Parallel()
-	reg, err := workflows.Default(time.Minute)
+	reg, err := registry.Default(time.Minute)
 	require.NoError(t, err)
-	routes, err := agent.RoutesFromRegistry(reg, workflows.PaymentsAgent)
+	routes, err := agenthost.RoutesFromRegistry(reg, registry.PaymentsAgent)
 	require.NoError(t, err)
-	require.Equal(t, agent.Routes{
+	require.Equal(t, agenthost.Routes{
 		"reserve": {Action: "POST /reservations", Undo: "POST /reservations/cancel"},
 		"charge":  {Action: "POST /payments", Undo: "POST /refunds"},
 		"ship":    {Action: "POST /shipments"},
 	}, routes)
 
-	none, err := agent.RoutesFromRegistry(reg, "inventory")
+	none, err := agenthost.RoutesFromRegistry(reg, "inventory")
 	require.NoError(t, err)
 	require.Empty(t, none)
 }
@@ -38,7 +38,7 @@ func TestRoutesRefuseAnAmbiguousStepName(t *testing.T) {
 		sas.Workflow{Name: "b", Steps: []sas.StepDef{step("POST /charges")}},
 	)
 	require.NoError(t, err)
-	_, err = agent.RoutesFromRegistry(reg, "payments")
+	_, err = agenthost.RoutesFromRegistry(reg, "payments")
 	require.ErrorIs(t, err, sas.ErrInvalid)
 	require.ErrorContains(t, err, `step "charge"`)
 
@@ -48,6 +48,6 @@ func TestRoutesRefuseAnAmbiguousStepName(t *testing.T) {
 		sas.Workflow{Name: "b", Steps: []sas.StepDef{step("POST /payments")}},
 	)
 	require.NoError(t, err)
-	_, err = agent.RoutesFromRegistry(reg, "payments")
+	_, err = agenthost.RoutesFromRegistry(reg, "payments")
 	require.NoError(t, err)
 }

@@ -1,4 +1,4 @@
-package agent
+package agenthost
 
 import (
 	"context"
@@ -6,7 +6,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/sas-go/sas/internal/httpagent"
+	"github.com/sas-go/sas/internal/httpcall"
 	"github.com/sas-go/sas/internal/sas"
 	"github.com/sas-go/sas/internal/sqslimits"
 )
@@ -106,9 +106,9 @@ func ErrorTypeOf(err error, callCtx context.Context) string {
 	switch {
 	case errors.As(err, &et) && et.ErrorType() != "":
 		return et.ErrorType()
-	case errors.Is(err, httpagent.ErrCircuitOpen):
+	case errors.Is(err, httpcall.ErrCircuitOpen):
 		return sas.ErrorCircuitOpen
-	case errors.Is(err, httpagent.ErrDeadline), errors.Is(err, context.DeadlineExceeded),
+	case errors.Is(err, httpcall.ErrDeadline), errors.Is(err, context.DeadlineExceeded),
 		callCtx != nil && errors.Is(callCtx.Err(), context.DeadlineExceeded):
 		return sas.ErrorTimeout
 	}

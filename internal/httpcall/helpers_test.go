@@ -1,4 +1,4 @@
-package httpagent_test
+package httpcall_test
 
 import (
 	"context"
@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sas-go/sas/internal/clocktest"
-	"github.com/sas-go/sas/internal/httpagent"
+	"github.com/sas-go/sas/internal/httpcall"
 	"github.com/sas-go/sas/internal/sas"
 )
 
@@ -146,30 +146,30 @@ func (s *service) SetHandler(h func(w http.ResponseWriter, r *http.Request, n in
 
 // testConfig is deterministic: fake time, a jitter of exactly half the
 // ceiling, and a breaker that stays out of the way unless a test tunes it.
-func testConfig(clock *fakeClock) httpagent.Config {
-	return httpagent.Config{
+func testConfig(clock *fakeClock) httpcall.Config {
+	return httpcall.Config{
 		MaxAttempts:  5,
 		BaseBackoff:  100 * time.Millisecond,
 		MaxBackoff:   2 * time.Second,
 		SafetyMargin: time.Second,
-		Breaker:      httpagent.BreakerConfig{FailureThreshold: 1000, OpenFor: 30 * time.Second},
+		Breaker:      httpcall.BreakerConfig{FailureThreshold: 1000, OpenFor: 30 * time.Second},
 		Clock:        clock,
 		Sleep:        clock.Sleep,
 		Rand:         func() float64 { return 0.5 },
 	}
 }
 
-func newCaller(t *testing.T, cfg httpagent.Config) *httpagent.Caller {
+func newCaller(t *testing.T, cfg httpcall.Config) *httpcall.Caller {
 	t.Helper()
-	c, err := httpagent.New(cfg)
+	c, err := httpcall.New(cfg)
 	require.NoError(t, err)
 	return c
 }
 
 const testKey = "order-42/step-1"
 
-func newRequest(endpoint string, clock sas.Clock) httpagent.Request {
-	return httpagent.Request{
+func newRequest(endpoint string, clock sas.Clock) httpcall.Request {
+	return httpcall.Request{
 		Endpoint:       endpoint,
 		Method:         http.MethodPost,
 		Path:           "/charges",
@@ -188,7 +188,7 @@ func classOf(t *testing.T, err error) error {
 		return nil
 	}
 	var found []error
-	for _, c := range []error{httpagent.ErrPermanent, httpagent.ErrTransient, httpagent.ErrDeadline, sas.ErrInvalid} {
+	for _, c := range []error{httpcall.ErrPermanent, httpcall.ErrTransient, httpcall.ErrDeadline, sas.ErrInvalid} {
 		if errors.Is(err, c) {
 			found = append(found, c)
 		}

@@ -1,4 +1,4 @@
-package agent_test
+package agenthost_test
 
 import (
 	"context"
@@ -11,7 +11,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/stretchr/testify/require"
 
-	"github.com/sas-go/sas/internal/agent"
+	"github.com/sas-go/sas/internal/agenthost"
 	"github.com/sas-go/sas/internal/memqueue"
 	"github.com/sas-go/sas/internal/sas"
 )
@@ -72,7 +72,7 @@ func TestBackoffGoesToTheQueueTheRequestCameFrom(t *testing.T) {
 	vis := &visibilityRecorder{Queue: r.queue}
 	lane, fromLane := r.receivedFrom("payments-hi", request("o-hi"))
 	main, fromMain := r.receivedFrom("payments", request("o-lo"))
-	svc := r.service(agent.Config{Queue: vis, RequestQueueURL: main, PriorityQueueURL: lane, Agents: payments(noOutcome)})
+	svc := r.service(agenthost.Config{Queue: vis, RequestQueueURL: main, PriorityQueueURL: lane, Agents: payments(noOutcome)})
 
 	for _, rec := range []events.SQSMessage{fromLane[0], fromMain[0]} {
 		resp := handleWith(t, svc, events.SQSEvent{Records: []events.SQSMessage{rec}})
@@ -100,7 +100,7 @@ func TestBackoffWithAnUnknownQueueIsLeftAlone(t *testing.T) {
 	main, recs := r.receivedFrom("payments", request("o-1"), request("o-2"))
 	_, other := r.receivedFrom("someone-else", request("o-3"))
 	recs[1].EventSourceARN = "" // two queues: no ARN, no way to tell
-	svc := r.service(agent.Config{Queue: vis, RequestQueueURL: main, PriorityQueueURL: lane, Agents: payments(noOutcome)})
+	svc := r.service(agenthost.Config{Queue: vis, RequestQueueURL: main, PriorityQueueURL: lane, Agents: payments(noOutcome)})
 
 	resp := handleWith(t, svc, events.SQSEvent{Records: []events.SQSMessage{recs[0], recs[1], other[0]}})
 	require.Len(t, failedIDs(resp), 3, "all left for redelivery")
@@ -112,7 +112,7 @@ func TestBackoffWithAnUnknownQueueIsLeftAlone(t *testing.T) {
 	vis2 := &visibilityRecorder{Queue: r2.queue}
 	only, recs2 := r2.receivedFrom("payments", request("o-4"))
 	recs2[0].EventSourceARN = ""
-	svc2 := r2.service(agent.Config{Queue: vis2, RequestQueueURL: only, Agents: payments(noOutcome)})
+	svc2 := r2.service(agenthost.Config{Queue: vis2, RequestQueueURL: only, Agents: payments(noOutcome)})
 	handleWith(t, svc2, events.SQSEvent{Records: recs2})
 	require.Equal(t, []sas.ChangeVisibilityParams{{QueueURL: only, Receipt: recs2[0].ReceiptHandle, Timeout: time.Second}}, vis2.got)
 }
@@ -128,8 +128,8 @@ func TestRedeliveryErrorSetsTheVisibilityAskedFor(t *testing.T) {
 	asks := map[string]time.Duration{"o-7m": 7 * time.Minute, "o-20h": 20 * time.Hour, "o-last": time.Hour, "o-now": 0}
 	url, recs := r.receivedFrom("payments", request("o-7m"), request("o-20h"), request("o-last"), request("o-now"))
 	ev := withReceives(events.SQSEvent{Records: recs}, "1", "2", "3", "2")
-	svc := r.service(agent.Config{Queue: vis, RequestQueueURL: url, Agents: payments(func(_ context.Context, req sas.AgentRequest) (json.RawMessage, error) {
-		return nil, fmt.Errorf("calling the service: %w", &agent.RedeliveryError{Delay: asks[req.OrderID], Err: errors.New("HTTP 429")})
+	svc := r.service(agenthost.Config{Queue: vis, RequestQueueURL: url, Agents: payments(func(_ context.Context, req sas.AgentRequest) (json.RawMessage, error) {
+		return nil, fmt.Errorf("calling the service: %w", &agenthost.RedeliveryError{Delay: asks[req.OrderID], Err: errors.New("HTTP 429")})
 	})})
 
 	resp := handleWith(t, svc, ev)

@@ -1,4 +1,4 @@
-package httpagent_test
+package httpcall_test
 
 import (
 	"context"
@@ -13,29 +13,29 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/sas-go/sas/internal/httpagent"
+	"github.com/sas-go/sas/internal/httpcall"
 	"github.com/sas-go/sas/internal/sas"
 )
 
 // breakerConfig opens after 3 failures for 30s; each Call makes at most 3
 // tries, so one failing Call opens the breaker.
-func breakerConfig(clock *fakeClock) httpagent.Config {
+func breakerConfig(clock *fakeClock) httpcall.Config {
 	cfg := testConfig(clock)
 	cfg.MaxAttempts = 3
-	cfg.Breaker = httpagent.BreakerConfig{FailureThreshold: 3, OpenFor: 30 * time.Second}
+	cfg.Breaker = httpcall.BreakerConfig{FailureThreshold: 3, OpenFor: 30 * time.Second}
 	return cfg
 }
 
 // openBreaker makes one Call that fails three times against svc.
-func openBreaker(t *testing.T, c *httpagent.Caller, svc *service, clock *fakeClock) {
+func openBreaker(t *testing.T, c *httpcall.Caller, svc *service, clock *fakeClock) {
 	t.Helper()
 	svc.SetScript(reply{Status: 503})
 	before := len(svc.Requests())
 	res, err := c.Call(context.Background(), newRequest(svc.URL(), clock))
-	require.ErrorIs(t, err, httpagent.ErrTransient)
+	require.ErrorIs(t, err, httpcall.ErrTransient)
 	require.Equal(t, 3, res.Attempts)
 	require.Len(t, svc.Requests(), before+3)
-	require.Equal(t, httpagent.BreakerOpen, c.BreakerState(svc.URL()))
+	require.Equal(t, httpcall.BreakerOpen, c.BreakerState(svc.URL()))
 }
 
 func TestBreakerLifecycle(t *testing.T) {
@@ -44,7 +44,7 @@ func TestBreakerLifecycle(t *testing.T) {
 	clock := newFakeClock()
 	c := newCaller(t, breakerConfig(clock))
 
-	require.Equal(t, httpagent.BreakerClosed, c.BreakerState(svc.URL()))
+	require.Equal(t, httpcall.BreakerClosed, c.BreakerState(svc.URL()))
 	openBreaker(t, c, svc, clock)
 	openedAt := clock.Now()
 	sent := len(svc.Requests())
@@ -56,28 +56,28 @@ func TestBreakerLifecycle(t *testing.T) {
 	req := newRequest(svc.URL(), clock)
 	req.Deadline = clock.Now().Add(10 * time.Second)
 	res, err := c.Call(context.Background(), req)
-	require.ErrorIs(t, err, httpagent.ErrCircuitOpen)
-	assert.Equal(t, httpagent.ErrDeadline, classOf(t, err), "the breaker reopens after the deadline")
+	require.ErrorIs(t, err, httpcall.ErrCircuitOpen)
+	assert.Equal(t, httpcall.ErrDeadline, classOf(t, err), "the breaker reopens after the deadline")
 	assert.Zero(t, res.Attempts)
 	assert.Len(t, svc.Requests(), sent)
 	assert.Len(t, clock.Sleeps(), sleepsBefore)
 
 	// Still open just before the cool-down ends.
 	clock.Advance(openedAt.Add(30*time.Second - time.Nanosecond).Sub(clock.Now()))
-	assert.Equal(t, httpagent.BreakerOpen, c.BreakerState(svc.URL()))
+	assert.Equal(t, httpcall.BreakerOpen, c.BreakerState(svc.URL()))
 
 	// Half-open at the end of the cool-down; a failed probe reopens it.
 	clock.Advance(time.Nanosecond)
-	assert.Equal(t, httpagent.BreakerHalfOpen, c.BreakerState(svc.URL()))
+	assert.Equal(t, httpcall.BreakerHalfOpen, c.BreakerState(svc.URL()))
 	svc.SetScript(reply{Status: 503})
 	req = newRequest(svc.URL(), clock)
 	req.Deadline = clock.Now().Add(10 * time.Second)
 	res, err = c.Call(context.Background(), req)
-	require.ErrorIs(t, err, httpagent.ErrCircuitOpen, "after the probe failed the next try was rejected")
-	assert.Equal(t, httpagent.ErrDeadline, classOf(t, err))
+	require.ErrorIs(t, err, httpcall.ErrCircuitOpen, "after the probe failed the next try was rejected")
+	assert.Equal(t, httpcall.ErrDeadline, classOf(t, err))
 	assert.Equal(t, 1, res.Attempts, "exactly one probe")
 	assert.Equal(t, 503, res.Status)
-	assert.Equal(t, httpagent.BreakerOpen, c.BreakerState(svc.URL()))
+	assert.Equal(t, httpcall.BreakerOpen, c.BreakerState(svc.URL()))
 
 	// A successful probe closes it.
 	clock.Advance(30 * time.Second)
@@ -85,14 +85,14 @@ func TestBreakerLifecycle(t *testing.T) {
 	res, err = c.Call(context.Background(), newRequest(svc.URL(), clock))
 	require.NoError(t, err)
 	assert.Equal(t, 1, res.Attempts)
-	assert.Equal(t, httpagent.BreakerClosed, c.BreakerState(svc.URL()))
+	assert.Equal(t, httpcall.BreakerClosed, c.BreakerState(svc.URL()))
 
 	// Closed again: failures are counted from zero.
 	svc.SetScript(reply{Status: 503}, reply{Status: 503}, reply{Status: 200})
 	res, err = c.Call(context.Background(), newRequest(svc.URL(), clock))
 	require.NoError(t, err)
 	assert.Equal(t, 3, res.Attempts)
-	assert.Equal(t, httpagent.BreakerClosed, c.BreakerState(svc.URL()))
+	assert.Equal(t, httpcall.BreakerClosed, c.BreakerState(svc.URL()))
 }
 
 func TestBreakerRejectsWithoutRequestWhenOutOfTries(t *testing.T) {
@@ -104,15 +104,15 @@ func TestBreakerRejectsWithoutRequestWhenOutOfTries(t *testing.T) {
 	c := newCaller(t, cfg)
 	for range 3 {
 		_, err := c.Call(context.Background(), newRequest(svc.URL(), clock))
-		require.ErrorIs(t, err, httpagent.ErrTransient)
+		require.ErrorIs(t, err, httpcall.ErrTransient)
 	}
-	require.Equal(t, httpagent.BreakerOpen, c.BreakerState(svc.URL()))
+	require.Equal(t, httpcall.BreakerOpen, c.BreakerState(svc.URL()))
 
 	// With one try allowed, the rejection is the last cause of an ErrTransient.
 	res, err := c.Call(context.Background(), newRequest(svc.URL(), clock))
 
-	require.ErrorIs(t, err, httpagent.ErrCircuitOpen)
-	assert.Equal(t, httpagent.ErrTransient, classOf(t, err))
+	require.ErrorIs(t, err, httpcall.ErrCircuitOpen)
+	assert.Equal(t, httpcall.ErrTransient, classOf(t, err))
 	assert.Zero(t, res.Attempts)
 	assert.Len(t, svc.Requests(), 3)
 	assert.Empty(t, clock.Sleeps())
@@ -137,7 +137,7 @@ func TestBreakerCallWaitsOutOpenPeriodWithinDeadline(t *testing.T) {
 	assert.Equal(t, []time.Duration{30 * time.Second}, clock.Sleeps()[sleepsBefore:],
 		"waited exactly the rest of the open period")
 	assert.False(t, clock.Now().Before(reopenAt))
-	assert.Equal(t, httpagent.BreakerClosed, c.BreakerState(svc.URL()))
+	assert.Equal(t, httpcall.BreakerClosed, c.BreakerState(svc.URL()))
 }
 
 func TestBreakerIsPerEndpoint(t *testing.T) {
@@ -152,9 +152,9 @@ func TestBreakerIsPerEndpoint(t *testing.T) {
 
 	require.NoError(t, err)
 	assert.Equal(t, 1, res.Attempts)
-	assert.Equal(t, httpagent.BreakerClosed, c.BreakerState(good.URL()))
-	assert.Equal(t, httpagent.BreakerOpen, c.BreakerState(bad.URL()))
-	assert.Equal(t, httpagent.BreakerOpen, c.BreakerState(bad.URL()+"/"), "a trailing slash names the same endpoint")
+	assert.Equal(t, httpcall.BreakerClosed, c.BreakerState(good.URL()))
+	assert.Equal(t, httpcall.BreakerOpen, c.BreakerState(bad.URL()))
+	assert.Equal(t, httpcall.BreakerOpen, c.BreakerState(bad.URL()+"/"), "a trailing slash names the same endpoint")
 }
 
 func TestBreakerPermanentAnswersKeepItClosed(t *testing.T) {
@@ -165,9 +165,9 @@ func TestBreakerPermanentAnswersKeepItClosed(t *testing.T) {
 
 	for range 10 {
 		_, err := c.Call(context.Background(), newRequest(svc.URL(), clock))
-		require.ErrorIs(t, err, httpagent.ErrPermanent)
+		require.ErrorIs(t, err, httpcall.ErrPermanent)
 	}
-	assert.Equal(t, httpagent.BreakerClosed, c.BreakerState(svc.URL()))
+	assert.Equal(t, httpcall.BreakerClosed, c.BreakerState(svc.URL()))
 	assert.Len(t, svc.Requests(), 10)
 }
 
@@ -189,7 +189,7 @@ func TestBreakerHalfOpenAdmitsOneProbe(t *testing.T) {
 	sent := len(svc.Requests())
 
 	type result struct {
-		res httpagent.Result
+		res httpcall.Result
 		err error
 	}
 	probe := make(chan result, 1)
@@ -202,33 +202,33 @@ func TestBreakerHalfOpenAdmitsOneProbe(t *testing.T) {
 	// While the probe is out every try is rejected; this Call runs out of
 	// tries (waiting only its jitter, as nobody knows when the probe returns).
 	res, err := c.Call(context.Background(), newRequest(svc.URL(), clock))
-	require.ErrorIs(t, err, httpagent.ErrCircuitOpen)
-	assert.Equal(t, httpagent.ErrTransient, classOf(t, err))
+	require.ErrorIs(t, err, httpcall.ErrCircuitOpen)
+	assert.Equal(t, httpcall.ErrTransient, classOf(t, err))
 	assert.Zero(t, res.Attempts)
-	assert.Equal(t, httpagent.BreakerHalfOpen, c.BreakerState(svc.URL()))
+	assert.Equal(t, httpcall.BreakerHalfOpen, c.BreakerState(svc.URL()))
 
 	close(release)
 	p := <-probe
 	require.NoError(t, p.err)
 	assert.Equal(t, 1, p.res.Attempts)
 	assert.Len(t, svc.Requests(), sent+1)
-	assert.Equal(t, httpagent.BreakerClosed, c.BreakerState(svc.URL()))
+	assert.Equal(t, httpcall.BreakerClosed, c.BreakerState(svc.URL()))
 }
 
 func TestBreakerOpensOnHangs(t *testing.T) {
 	t.Parallel()
 	svc := hangingService(t)
-	c := newCaller(t, httpagent.Config{
+	c := newCaller(t, httpcall.Config{
 		SafetyMargin: 10 * time.Millisecond,
-		Breaker:      httpagent.BreakerConfig{FailureThreshold: 2, OpenFor: time.Hour},
+		Breaker:      httpcall.BreakerConfig{FailureThreshold: 2, OpenFor: time.Hour},
 	})
 	for range 2 {
 		req := newRequest(svc.URL(), sas.SystemClock{})
 		req.Deadline = time.Now().Add(300 * time.Millisecond)
 		_, err := c.Call(context.Background(), req)
-		require.ErrorIs(t, err, httpagent.ErrDeadline)
+		require.ErrorIs(t, err, httpcall.ErrDeadline)
 	}
-	assert.Equal(t, httpagent.BreakerOpen, c.BreakerState(svc.URL()))
+	assert.Equal(t, httpcall.BreakerOpen, c.BreakerState(svc.URL()))
 }
 
 // TestConcurrentCallsShareOneCaller runs many Calls at once through one
@@ -259,7 +259,7 @@ func TestConcurrentCallsShareOneCaller(t *testing.T) {
 
 	var wg sync.WaitGroup
 	errs := make([]error, calls)
-	results := make([]httpagent.Result, calls)
+	results := make([]httpcall.Result, calls)
 	for i := range calls {
 		wg.Go(func() {
 			req := newRequest(svc.URL(), clock)
@@ -277,7 +277,7 @@ func TestConcurrentCallsShareOneCaller(t *testing.T) {
 		assert.Equal(t, 2, perKey[key], key)
 	}
 	assert.Len(t, perKey, calls)
-	assert.Equal(t, httpagent.BreakerClosed, c.BreakerState(svc.URL()))
+	assert.Equal(t, httpcall.BreakerClosed, c.BreakerState(svc.URL()))
 }
 
 // TestConcurrentCallsOpenTheBreaker hammers a failing endpoint from many
@@ -299,14 +299,14 @@ func TestConcurrentCallsOpenTheBreaker(t *testing.T) {
 			req.Deadline = clock.Now().Add(10 * time.Second) // shorter than OpenFor
 			res, err := c.Call(context.Background(), req)
 			attempts.Add(int64(res.Attempts))
-			if !errors.Is(err, httpagent.ErrTransient) && !errors.Is(err, httpagent.ErrDeadline) {
+			if !errors.Is(err, httpcall.ErrTransient) && !errors.Is(err, httpcall.ErrDeadline) {
 				t.Errorf("unexpected outcome: %v", err)
 			}
 		})
 	}
 	wg.Wait()
 
-	assert.Equal(t, httpagent.BreakerOpen, c.BreakerState(svc.URL()))
+	assert.Equal(t, httpcall.BreakerOpen, c.BreakerState(svc.URL()))
 	assert.Equal(t, int(attempts.Load()), len(svc.Requests()))
 	assert.LessOrEqual(t, len(svc.Requests()), calls*3)
 
@@ -314,6 +314,6 @@ func TestConcurrentCallsOpenTheBreaker(t *testing.T) {
 	req := newRequest(svc.URL(), clock)
 	req.Deadline = clock.Now().Add(10 * time.Second)
 	_, err := c.Call(context.Background(), req)
-	require.ErrorIs(t, err, httpagent.ErrCircuitOpen)
+	require.ErrorIs(t, err, httpcall.ErrCircuitOpen)
 	assert.Len(t, svc.Requests(), sent)
 }

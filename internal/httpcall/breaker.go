@@ -1,4 +1,4 @@
-package httpagent
+package httpcall
 
 import (
 	"sync"

@@ -1,4 +1,4 @@
-package agent_test
+package agenthost_test
 
 import (
 	"context"
@@ -11,7 +11,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/stretchr/testify/require"
 
-	"github.com/sas-go/sas/internal/agent"
+	"github.com/sas-go/sas/internal/agenthost"
 	"github.com/sas-go/sas/internal/memqueue"
 	"github.com/sas-go/sas/internal/sas"
 )
@@ -35,7 +35,7 @@ func TestRepliesOfABatchShareOneSend(t *testing.T) {
 	r := newServiceRig(t, opts)
 	// A linger longer than the test: the ten replies go when the tenth is
 	// ready, however the goroutines are scheduled.
-	svc := r.service(agent.Config{ReplyLinger: time.Hour, Agents: payments(func(_ context.Context, req sas.AgentRequest) (json.RawMessage, error) {
+	svc := r.service(agenthost.Config{ReplyLinger: time.Hour, Agents: payments(func(_ context.Context, req sas.AgentRequest) (json.RawMessage, error) {
 		return json.RawMessage(`"ok ` + req.OrderID + `"`), nil
 	})})
 	var msgs []any
@@ -57,7 +57,7 @@ func TestSlowCallDoesNotHoldBackOtherReplies(t *testing.T) {
 	release := make(chan struct{})
 	// The default linger: the fast replies wait for each other a moment at
 	// most, never for the slow call.
-	svc := r.service(agent.Config{Agents: payments(func(ctx context.Context, req sas.AgentRequest) (json.RawMessage, error) {
+	svc := r.service(agenthost.Config{Agents: payments(func(ctx context.Context, req sas.AgentRequest) (json.RawMessage, error) {
 		if req.OrderID == "order-slow" {
 			select {
 			case <-release:

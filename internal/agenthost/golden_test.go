@@ -1,4 +1,4 @@
-package agent_test
+package agenthost_test
 
 import (
 	"encoding/json"

@@ -1,4 +1,4 @@
-package agent_test
+package agenthost_test
 
 import (
 	"context"
@@ -13,10 +13,10 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/stretchr/testify/require"
 
-	"github.com/sas-go/sas/internal/agent"
+	"github.com/sas-go/sas/agent"
+	"github.com/sas-go/sas/internal/agenthost"
 	"github.com/sas-go/sas/internal/builtinagent"
 	"github.com/sas-go/sas/internal/config"
-	"github.com/sas-go/sas/internal/httpagent"
 	"github.com/sas-go/sas/internal/localrun"
 	"github.com/sas-go/sas/internal/memqueue"
 	"github.com/sas-go/sas/internal/remotesim"
@@ -51,7 +51,7 @@ func TestRequestThatWaitedPastCompleteByIsRun(t *testing.T) {
 			var calls int
 			var got time.Time
 			var hasDeadline bool
-			svc := r.service(agent.Config{ReplyReserve: reserve, Agents: payments(func(ctx context.Context, _ sas.AgentRequest) (json.RawMessage, error) {
+			svc := r.service(agenthost.Config{ReplyReserve: reserve, Agents: payments(func(ctx context.Context, _ sas.AgentRequest) (json.RawMessage, error) {
 				calls++
 				got, hasDeadline = ctx.Deadline()
 				return json.RawMessage(`{"id":"pay_1"}`), nil
@@ -79,7 +79,7 @@ func TestRequestThatWaitedPastCompleteByIsRun(t *testing.T) {
 	}
 }
 
-// The same through the deployed wiring (builtinagent.FromConfig, the SDK's HTTP agent, httpagent):
+// The same through the deployed wiring (builtinagent.FromConfig, the SDK's HTTP agent, httpcall):
 // the HTTP call's deadline is the agent's, not the passed CompleteBy.
 func TestRequestThatWaitedIsCalledAndReplied(t *testing.T) {
 	t.Parallel()
@@ -101,7 +101,7 @@ func TestOlderRequestExpiredOnArrivalIsDropped(t *testing.T) {
 	r := newServiceRig(t, memqueue.Options{})
 	vis := &visibilityRecorder{Queue: r.queue}
 	ran := false
-	svc := r.service(agent.Config{Queue: vis, RequestQueueURL: "http://memqueue.local/000000000000/agent",
+	svc := r.service(agenthost.Config{Queue: vis, RequestQueueURL: "http://memqueue.local/000000000000/agent",
 		Agents: payments(func(context.Context, sas.AgentRequest) (json.RawMessage, error) {
 			ran = true
 			return nil, nil
@@ -173,7 +173,7 @@ func TestNoOutcomeIsLeftForRedeliveryWithBackoff(t *testing.T) {
 	reqs := []sas.AgentRequest{request("o-r1"), request("o-r2"), request("o-r3"), request("o-rx")}
 	url, ev := r.received(reqs...)
 	ev = withReceives(ev, "1", "2", "3", "") // the last without the attribute: 1
-	svc := r.service(agent.Config{Queue: vis, RequestQueueURL: url, Agents: payments(func(context.Context, sas.AgentRequest) (json.RawMessage, error) {
+	svc := r.service(agenthost.Config{Queue: vis, RequestQueueURL: url, Agents: payments(func(context.Context, sas.AgentRequest) (json.RawMessage, error) {
 		return nil, errors.New("connection refused")
 	})})
 
@@ -216,9 +216,9 @@ func TestRedeliveryBackoff(t *testing.T) {
 		"6": 30 * time.Second, "10": 30 * time.Second, "1000000": 30 * time.Second,
 	} {
 		m := events.SQSMessage{Attributes: map[string]string{"ApproximateReceiveCount": receives}}
-		require.Equal(t, want, agent.RedeliveryBackoff(m), "receives %q", receives)
+		require.Equal(t, want, agenthost.RedeliveryBackoff(m), "receives %q", receives)
 	}
-	require.Equal(t, time.Second, agent.RedeliveryBackoff(events.SQSMessage{}), "no attributes at all")
+	require.Equal(t, time.Second, agenthost.RedeliveryBackoff(events.SQSMessage{}), "no attributes at all")
 }
 
 // Without the request queue's URL the message is still left for redelivery;
@@ -228,7 +228,7 @@ func TestNoOutcomeWithoutRequestQueueStillRedelivers(t *testing.T) {
 	r := newServiceRig(t, memqueue.Options{})
 	vis := &visibilityRecorder{Queue: r.queue}
 	_, ev := r.received(request("o-nq"))
-	svc := r.service(agent.Config{Queue: vis, Agents: payments(func(context.Context, sas.AgentRequest) (json.RawMessage, error) {
+	svc := r.service(agenthost.Config{Queue: vis, Agents: payments(func(context.Context, sas.AgentRequest) (json.RawMessage, error) {
 		return nil, errors.New("connection refused")
 	})})
 	resp := handleWith(t, svc, ev)
@@ -247,7 +247,7 @@ func TestVisibilityChangeFailureIsOnlyLogged(t *testing.T) {
 		return nil
 	}})
 	url, ev := r.received(request("o-cv"), request("o-ok"))
-	svc := r.service(agent.Config{RequestQueueURL: url, Agents: payments(func(_ context.Context, req sas.AgentRequest) (json.RawMessage, error) {
+	svc := r.service(agenthost.Config{RequestQueueURL: url, Agents: payments(func(_ context.Context, req sas.AgentRequest) (json.RawMessage, error) {
 		if req.OrderID == "o-cv" {
 			return nil, errors.New("connection refused")
 		}
@@ -266,7 +266,7 @@ func TestVisibilityChangeFailureIsOnlyLogged(t *testing.T) {
 func TestReplyAfterOwnDeadlineIsNotSent(t *testing.T) {
 	t.Parallel()
 	r := newServiceRig(t, memqueue.Options{})
-	svc := r.service(agent.Config{Agents: payments(func(context.Context, sas.AgentRequest) (json.RawMessage, error) {
+	svc := r.service(agenthost.Config{Agents: payments(func(context.Context, sas.AgentRequest) (json.RawMessage, error) {
 		r.clock.Advance(5 * time.Second)
 		return json.RawMessage(`{}`), nil
 	})})
@@ -286,7 +286,7 @@ func TestWaitedDuplicatesRunOneAfterTheOther(t *testing.T) {
 	var mu sync.Mutex
 	running := false
 	var deadlines []time.Time
-	svc := r.service(agent.Config{Agents: payments(func(ctx context.Context, _ sas.AgentRequest) (json.RawMessage, error) {
+	svc := r.service(agenthost.Config{Agents: payments(func(ctx context.Context, _ sas.AgentRequest) (json.RawMessage, error) {
 		mu.Lock()
 		if running {
 			mu.Unlock()
@@ -327,7 +327,7 @@ func TestNoOutcomeComesBackSoonThenIsHandedToTheSupervisor(t *testing.T) {
 	t.Parallel()
 	r := newRig(t, rigOptions{
 		faults: script("order-dl:0", remotesim.ScriptStep{Fault: remotesim.FaultTransient}),
-		caller: httpagent.Config{MaxAttempts: 1},
+		client: agent.HTTPOptions{Tries: 1},
 	})
 	q, err := r.queue.CreateQueue(t.Context(), memqueue.CreateQueueParams{
 		Name: "agent", MaxReceiveCount: 3, Attributes: map[string]string{"VisibilityTimeout": "270"},
@@ -335,7 +335,7 @@ func TestNoOutcomeComesBackSoonThenIsHandedToTheSupervisor(t *testing.T) {
 	require.NoError(t, err)
 	svc, err := builtinagent.FromConfig(
 		config.Config{SchedulerQueueURL: r.replyURL, PaymentsURL: r.simURL, AgentQueueURL: q.URL, StepTimeout: 30 * time.Second},
-		builtinagent.Deps{Queue: r.queue, Caller: r.caller, Clock: r.clock, AllowHTTP: true,
+		builtinagent.Deps{Queue: r.queue, Client: r.client, Clock: r.clock, AllowHTTP: true,
 			Logger: slog.New(slog.NewJSONHandler(r.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	require.NoError(t, err)
 	sent, err := r.queue.Send(t.Context(), sas.SendParams{QueueURL: q.URL, Messages: []sas.OutboundMessage{{ID: "1", Body: sas.Encode(request("order-dl"))}}})

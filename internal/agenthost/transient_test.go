@@ -1,4 +1,4 @@
-package agent_test
+package agenthost_test
 
 import (
 	"context"
@@ -10,8 +10,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/sas-go/sas/internal/agent"
-	"github.com/sas-go/sas/internal/httpagent"
+	"github.com/sas-go/sas/internal/agenthost"
+	"github.com/sas-go/sas/internal/httpcall"
 	"github.com/sas-go/sas/internal/memqueue"
 	"github.com/sas-go/sas/internal/sas"
 )
@@ -32,20 +32,20 @@ func TestTransientOutcomeIsReported(t *testing.T) {
 		wantType     string
 		wantRetry    int64
 	}{
-		{"tries exhausted", fmt.Errorf("no outcome after 3 tries: %w", httpagent.ErrTransient), nil, false, sas.OutcomeTransient, "", 0},
-		{"breaker open", fmt.Errorf("endpoint: %w", httpagent.ErrCircuitOpen), nil, false, sas.OutcomeTransient, sas.ErrorCircuitOpen, 0},
-		{"step deadline", fmt.Errorf("cut: %w", httpagent.ErrDeadline), nil, false, sas.OutcomeTransient, sas.ErrorTimeout, 0},
-		{"retry after", &agent.RedeliveryError{Delay: 90 * time.Second, Err: errors.New("429")}, nil, false, sas.OutcomeTransient, "", 90_000},
+		{"tries exhausted", fmt.Errorf("no outcome after 3 tries: %w", httpcall.ErrTransient), nil, false, sas.OutcomeTransient, "", 0},
+		{"breaker open", fmt.Errorf("endpoint: %w", httpcall.ErrCircuitOpen), nil, false, sas.OutcomeTransient, sas.ErrorCircuitOpen, 0},
+		{"step deadline", fmt.Errorf("cut: %w", httpcall.ErrDeadline), nil, false, sas.OutcomeTransient, sas.ErrorTimeout, 0},
+		{"retry after", &agenthost.RedeliveryError{Delay: 90 * time.Second, Err: errors.New("429")}, nil, false, sas.OutcomeTransient, "", 90_000},
 		{"a named error", typed{"InventoryDown", errors.New("inventory down")}, nil, false, sas.OutcomeTransient, "InventoryDown", 0},
 		{"a non-retryable named error", typed{"InventoryDown", errors.New("inventory down")}, []string{"InventoryDown"}, false, sas.OutcomeFailed, "", 0},
-		{"a non-retryable timeout", fmt.Errorf("cut: %w", httpagent.ErrDeadline), []string{"Timeout"}, false, sas.OutcomeFailed, "", 0},
+		{"a non-retryable timeout", fmt.Errorf("cut: %w", httpcall.ErrDeadline), []string{"Timeout"}, false, sas.OutcomeFailed, "", 0},
 		{"the host ending is not the step's failure", context.DeadlineExceeded, nil, true, "", "", 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			r := newServiceRig(t, memqueue.Options{})
-			svc := r.service(agent.Config{Agents: payments(func(ctx context.Context, _ sas.AgentRequest) (json.RawMessage, error) {
+			svc := r.service(agenthost.Config{Agents: payments(func(ctx context.Context, _ sas.AgentRequest) (json.RawMessage, error) {
 				if tt.hostEnds {
 					<-ctx.Done()
 				}
@@ -84,8 +84,8 @@ func TestTransientOutcomeIsReported(t *testing.T) {
 func TestNoTransientOutcomeForAnOlderScheduler(t *testing.T) {
 	t.Parallel()
 	r := newServiceRig(t, memqueue.Options{})
-	svc := r.service(agent.Config{Agents: payments(func(context.Context, sas.AgentRequest) (json.RawMessage, error) {
-		return nil, httpagent.ErrTransient
+	svc := r.service(agenthost.Config{Agents: payments(func(context.Context, sas.AgentRequest) (json.RawMessage, error) {
+		return nil, httpcall.ErrTransient
 	})})
 	resp, err := svc.Handle(t.Context(), event(request("o-1")))
 	require.NoError(t, err)
@@ -99,9 +99,9 @@ func TestNoTransientOutcomeForAnOlderScheduler(t *testing.T) {
 func TestLateTransientOutcomeIsSent(t *testing.T) {
 	t.Parallel()
 	r := newServiceRig(t, memqueue.Options{})
-	svc := r.service(agent.Config{Agents: payments(func(context.Context, sas.AgentRequest) (json.RawMessage, error) {
+	svc := r.service(agenthost.Config{Agents: payments(func(context.Context, sas.AgentRequest) (json.RawMessage, error) {
 		r.clock.Advance(6 * time.Second) // past the 5 s deadline
-		return nil, httpagent.ErrTransient
+		return nil, httpcall.ErrTransient
 	})})
 	req := request("o-1", timeout(5*time.Second), func(r *sas.AgentRequest) { r.TransientOutcome = true })
 	resp, err := svc.Handle(t.Context(), event(req))
@@ -112,7 +112,7 @@ func TestLateTransientOutcomeIsSent(t *testing.T) {
 	require.Equal(t, sas.OutcomeTransient, reps[0].Outcome)
 }
 
-// typed is an error that names its kind, as agent.Named's does.
+// typed is an error that names its kind, as agenthost.Named's does.
 type typed struct {
 	name string
 	err  error
