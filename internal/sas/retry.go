@@ -1,6 +1,7 @@
 package sas
 
 import (
+	"fmt"
 	"hash/fnv"
 	"math"
 	"time"
@@ -85,4 +86,12 @@ func (p RetryPolicy) Interval(failures int, seed string) time.Duration {
 		d += time.Second - r
 	}
 	return min(d, DefaultMaxInterval)
+}
+
+// JitterSeed is the seed of Interval for the failure of attempt of the step
+// at k: the scheduler (counting an agent's transient outcome) and the
+// supervisor (rescuing a stalled attempt) draw the same wait for the same
+// failure, and a replay draws it again.
+func JitterSeed(k StepKey, attempt int) string {
+	return fmt.Sprintf("%s/%d", k, attempt)
 }

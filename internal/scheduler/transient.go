@@ -145,7 +145,7 @@ func (s *Service) attemptFailed(ctx context.Context, u *outbox.Unit, o order, re
 			"attempt", rep.Attempt, "compensation", rep.Compensation, "reason", reason)
 		return nil, s.gaveUp(ctx, u, o, got, now)
 	}
-	wait := pol.Interval(failures, fmt.Sprintf("%s/%d", cur.Key(), cur.Attempt))
+	wait := pol.Interval(failures, sas.JitterSeed(cur.Key(), cur.Attempt))
 	if ra := time.Duration(rep.RetryAfterMs) * time.Millisecond; ra > wait {
 		// The service said when: never sooner (rounded up to the second
 		// an SQS delay counts in, within its longest delay).

@@ -129,12 +129,12 @@ func (p policy) decide(rec sas.StepRecord, lim sas.StepLimits, now time.Time, ba
 			Reason:   fmt.Sprintf("%s (failure %d of %d: giving up)", why, failures, lim.MaxFailures),
 		}
 	}
-	b := backoff(failures, lim.BaseBackoff, lim.MaxBackoff)
-	if c := lim.BackoffCoefficient; c > 0 && c != sas.DefaultBackoffCoefficient {
-		// The step's own growth (its retry policy's backoffCoefficient),
-		// in the whole seconds of an SQS delay.
-		b = sas.RetryPolicy{InitialInterval: lim.BaseBackoff, Coefficient: c, MaxInterval: lim.MaxBackoff}.Backoff(failures).Round(time.Second)
-	}
+	// The step's retry policy's interval, jittered as the scheduler's for a
+	// reported failure (the same draw, seeded by the step and attempt): the
+	// steps one outage stalled together are not all re-driven together.
+	pol := sas.RetryPolicy{MaxAttempts: lim.MaxFailures, InitialInterval: lim.BaseBackoff,
+		Coefficient: lim.BackoffCoefficient, MaxInterval: lim.MaxBackoff}
+	b := pol.Interval(failures, sas.JitterSeed(rec.Key(), rec.Attempt))
 	return decision{
 		Action:   rescue,
 		Failures: failures,
@@ -165,16 +165,4 @@ func stall(rec sas.StepRecord) string {
 		return fmt.Sprintf("undo not re-claimed by its pick-up deadline %s", due)
 	}
 	return fmt.Sprintf("not claimed by its pick-up deadline %s", due)
-}
-
-// backoff is base·2^(failures-1), capped at max. New checks that both are
-// whole seconds, the unit of an SQS delay, so the pick-up deadline counts
-// the delay the message really gets. It doubles step by step rather than
-// shifting, so a large failure count cannot overflow.
-func backoff(failures int, base, max time.Duration) time.Duration {
-	d := base
-	for i := 1; i < failures && d < max; i++ {
-		d *= 2
-	}
-	return min(d, max)
 }

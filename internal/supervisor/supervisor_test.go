@@ -85,7 +85,8 @@ func TestExpiredProcessingIsHandedBack(t *testing.T) {
 	require.True(t, r.CompleteBy.IsZero())
 	require.Equal(t, 1, r.FailureCount)
 	require.Equal(t, 1, r.Attempt)
-	require.Equal(t, now.Add(5*time.Second+time.Minute), r.DueAt, "pick-up deadline = now + delay + PickupTimeout")
+	delay := jittered(1, key("o-1", 0), 1)
+	require.Equal(t, now.Add(delay+time.Minute), r.DueAt, "pick-up deadline = now + delay + PickupTimeout")
 	last := r.History[len(r.History)-1]
 	require.Equal(t, "sup-test", last.Actor)
 	require.Contains(t, last.Reason, "attempt 1 not finished by its deadline")
@@ -94,14 +95,14 @@ func TestExpiredProcessingIsHandedBack(t *testing.T) {
 	msgs := e.queue.take(t)
 	require.Len(t, msgs, 1)
 	require.Equal(t, sas.KindRetry, msgs[0].Kind)
-	require.Equal(t, 5*time.Second, msgs[0].Delay)
+	require.Equal(t, delay, msgs[0].Delay)
 	require.Equal(t, sas.Retry{V: 1, Kind: sas.KindRetry, OrderID: "o-1", Step: 0, Attempt: 1, Reason: last.Reason}, msgs[0].Retry)
 	stats, err := e.mq.Stats(e.url)
 	require.NoError(t, err)
 	require.Equal(t, memqueue.Stats{Delayed: 1}, stats, "the retry waits out its backoff in the queue")
 
 	// The scheduler acts on the retry: a claim fenced on the attempt it names.
-	e.clock.Advance(5 * time.Second)
+	e.clock.Advance(delay)
 	got := e.claim(t, key("o-1", 0), "", msgs[0].Retry.Attempt)
 	require.Equal(t, 2, got.Attempt)
 	require.Empty(t, e.alerts.Alerts())
@@ -138,16 +139,16 @@ func TestThresholdGivesUpAlertsAndCompensates(t *testing.T) {
 	e.clock.Set(T0.Add(stepTimeout))
 	require.Equal(t, 1, runOnce(t, s).Rescued)
 	msgs := e.queue.take(t)
-	require.Equal(t, 5*time.Second, msgs[0].Delay)
+	require.Equal(t, jittered(1, key("o-t", 0), 1), msgs[0].Delay)
 
 	// Failure 2: attempt 2 is claimed and hangs too; the backoff doubles.
-	e.clock.Advance(5 * time.Second)
+	e.clock.Advance(msgs[0].Delay)
 	e.claim(t, key("o-t", 0), "", 1)
 	e.clock.Advance(stepTimeout)
 	require.Equal(t, 1, runOnce(t, s).Rescued)
 	msgs = e.queue.take(t)
 	require.Len(t, msgs, 1)
-	require.Equal(t, 10*time.Second, msgs[0].Delay)
+	require.Equal(t, jittered(2, key("o-t", 0), 2), msgs[0].Delay)
 	require.Equal(t, 2, msgs[0].Retry.Attempt)
 
 	// Failure 3: nobody claims the retry. At the threshold: give up.
@@ -296,7 +297,7 @@ func TestRetryNotSentIsRedrivenByALaterSweep(t *testing.T) {
 	msgs := e.queue.take(t)
 	require.Len(t, msgs, 1)
 	require.Equal(t, sas.Retry{V: 1, Kind: sas.KindRetry, OrderID: "o-send", Step: 0, Attempt: 1, Reason: e.step(t, "o-send", 0).LastError}, msgs[0].Retry)
-	require.Equal(t, 10*time.Second, msgs[0].Delay)
+	require.Equal(t, jittered(2, key("o-send", 0), 1), msgs[0].Delay)
 	e.claim(t, key("o-send", 0), "", 1)
 }
 
@@ -474,4 +475,11 @@ func TestRunTicksAroundRunOnce(t *testing.T) {
 	require.Equal(t, int32(9), e.store.findDues.Load(), "three sweeps: one at start, one per tick")
 
 	require.ErrorIs(t, s.Run(ctx, 0), sas.ErrInvalid)
+}
+
+// jittered is the supervisor's default retry delay after the failures-th
+// failure of attempt of the step at k: 5s doubling, drawn from the upper
+// half of the wait by the step and attempt (sas.JitterSeed).
+func jittered(failures int, k sas.StepKey, attempt int) time.Duration {
+	return sas.RetryPolicy{InitialInterval: DefaultBaseBackoff, MaxInterval: DefaultMaxBackoff}.Interval(failures, sas.JitterSeed(k, attempt))
 }
