@@ -75,6 +75,10 @@ type Config struct {
 	// scheduler applies it when an agent reports a transient outcome
 	// (transient.go).
 	Retry sas.RetryPolicy
+	// UndoRetry is the deployment's retry policy for undos, for a step
+	// whose definition sets none for its undo (its zero fields take
+	// sas.DefaultUndoRetry's): the supervisor's too.
+	UndoRetry sas.RetryPolicy
 	// OwedRetry is when the supervisor re-sends what a give-up of the
 	// scheduler's owes, should the scheduler not get it out (default
 	// DefaultOwedRetry, the supervisor's).
@@ -124,6 +128,7 @@ func New(cfg Config) (*Service, error) {
 		cfg.OwedRetry = DefaultOwedRetry
 	}
 	cfg.Retry = cfg.Retry.WithDefaults()
+	cfg.UndoRetry = cfg.UndoRetry.Or(sas.DefaultUndoRetry).WithDefaults()
 	if cfg.MaxReceives == 0 {
 		cfg.MaxReceives = DefaultMaxReceives
 	}
@@ -308,7 +313,7 @@ func (s *Service) dispatchAfter(ctx context.Context, u *outbox.Unit, o sas.Order
 		Generation: r.Generation,
 		// A failed attempt is reported, not left for redelivery, and the
 		// step's retry policy applies (transient.go).
-		TransientOutcome: true, NonRetryable: def.NonRetryable,
+		TransientOutcome: true, NonRetryable: def.NonRetryableFor(undo),
 	}
 	if undo {
 		for g := 0; g < r.Generation; g++ {

@@ -219,6 +219,10 @@ func (w *World) checkGiveUp(before, after sas.StepRecord) {
 		maxFailures = supervisorMaxFailures
 	}
 	forward := before.ProcessState == sas.Processing || before.ProcessState == sas.Pending
+	if before.ProcessState == sas.Compensating {
+		// An undo's own policy, never the step's.
+		maxFailures = lim.Undo.Or(undoRetry).MaxAttempts
+	}
 	if before.FailureCount+1 >= maxFailures {
 		return
 	}

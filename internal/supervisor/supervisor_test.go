@@ -218,13 +218,26 @@ func TestStuckUndoIsRescuedThenGivenUpWithoutCompensation(t *testing.T) {
 	require.Equal(t, sas.Retry{V: 1, Kind: sas.KindRetry, OrderID: "o-undo", Step: 0, Attempt: 2, Reason: r.LastError}, msgs[0].Retry)
 	require.Equal(t, sas.Error, e.step(t, "o-undo", 1).ProcessState, "the failed step is not the supervisor's")
 
-	// Nobody re-claims the undo: failure 2, then the threshold.
-	e.clock.Set(r.DueAt)
-	runOnce(t, s)
-	r = e.step(t, "o-undo", 0)
-	require.Equal(t, 2, r.FailureCount)
-	require.Contains(t, r.LastError, "undo not re-claimed")
-	require.Len(t, e.queue.take(t), 1)
+	require.Contains(t, r.LastError, "failure 1 of 20", "an undo's own retry policy: it rides out an outage")
+	require.Equal(t, sas.DefaultUndoRetry.Interval(1, sas.JitterSeed(key("o-undo", 0), 1)), msgs[0].Delay)
+
+	// Nobody re-claims the undo: failures 2 to 19, each handed back after
+	// the undo policy's interval (10s doubling to 5m, jittered), far past
+	// the forward policy's 3.
+	for failures := 2; failures < sas.DefaultUndoMaxAttempts; failures++ {
+		e.clock.Set(r.DueAt)
+		runOnce(t, s)
+		r = e.step(t, "o-undo", 0)
+		require.Equal(t, sas.Compensating, r.ProcessState)
+		require.Equal(t, failures, r.FailureCount)
+		require.Contains(t, r.LastError, "undo not re-claimed")
+		msgs = e.queue.take(t)
+		require.Len(t, msgs, 1)
+		ceiling := sas.DefaultUndoRetry.Backoff(failures)
+		require.LessOrEqual(t, msgs[0].Delay, ceiling)
+		require.GreaterOrEqual(t, msgs[0].Delay, ceiling/2)
+		require.LessOrEqual(t, ceiling, sas.DefaultUndoMaxInterval)
+	}
 
 	e.clock.Set(r.DueAt)
 	rep = runOnce(t, s)
@@ -234,8 +247,28 @@ func TestStuckUndoIsRescuedThenGivenUpWithoutCompensation(t *testing.T) {
 	al := e.alerts.Alerts()
 	require.Len(t, al, 1)
 	require.Equal(t, sas.CompensationFailed, al[0].State)
-	require.Equal(t, 3, al[0].Failures)
+	require.Equal(t, sas.DefaultUndoMaxAttempts, al[0].Failures)
 	require.Empty(t, e.queue.take(t), "nothing undoes a failed undo: no compensate message")
+}
+
+// A deployment's undo policy (Config.UndoRetry) and a step's own
+// (StepLimits.Undo) replace the default; the forward policy never applies
+// to an undo.
+func TestUndoRetryPolicyIsTheUndos(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	s := e.supervisor(t, func(c *Config) { c.UndoRetry = sas.RetryPolicy{MaxAttempts: 2}; c.MaxFailures = 5 })
+	stuckUndo(t, e, "o-undo2")
+	e.clock.Advance(stepTimeout)
+	runOnce(t, s)
+	r := e.step(t, "o-undo2", 0)
+	require.Contains(t, r.LastError, "failure 1 of 2")
+	require.Equal(t, sas.RetryPolicy{MaxAttempts: 2}.Or(sas.DefaultUndoRetry).Interval(1, sas.JitterSeed(key("o-undo2", 0), 1)),
+		e.queue.take(t)[0].Delay, "the fields it leaves zero are the default's")
+	e.clock.Set(r.DueAt)
+	rep := runOnce(t, s)
+	require.Equal(t, StateCounts{Due: 1, GaveUp: 1}, rep.ByState[sas.Compensating])
+	require.Equal(t, sas.CompensationFailed, e.step(t, "o-undo2", 0).ProcessState)
 }
 
 // River's rescuer once overwrote jobs that completed between its query and
