@@ -151,9 +151,11 @@ func NewHTTPClient(o HTTPOptions) (*HTTPClient, error) {
 //     (a bad URL or header): permanent (see Permanent), its text quoting the
 //     status and the start of the body;
 //   - anything else (the tries ran out, the deadline came, the endpoint's
-//     circuit is open): the request is left for redelivery, without the
-//     SDK's own in-process retries, since the client made its tries; after
-//     an open circuit it comes back when the breaker may admit a probe.
+//     circuit is open): the attempt fails without the SDK's own in-process
+//     retries, since the client made its tries. An open circuit refuses at
+//     once, without a call and without waiting for the breaker to admit a
+//     probe; the agent reports the attempt failed (CircuitOpen) and the
+//     step's retry policy says when it runs again.
 func (c *HTTPClient) Do(ctx context.Context, call HTTPCall) (HTTPResponse, error) {
 	deadline, ok := ctx.Deadline()
 	if !ok {

@@ -93,3 +93,85 @@ func TestBreakerBoundsCallsAcrossOrders(t *testing.T) {
 		"the breaker keeps the dependency from every order's tries")
 	t.Logf("%d orders, %d calls of the dead dependency (%.2f per order)", orders, calls.Load(), float64(calls.Load())/orders)
 }
+
+// An undo has its own retry policy, which rides out an outage where a
+// step fails fast: the hotel refuses, so the flight is cancelled, but the
+// airline is down for ten minutes, far longer than the forward policy
+// (three attempts, about 15s of backoff) would wait. The cancellation is
+// tried again until the airline is back, and the order ends Compensated,
+// not CompensationFailed with an operator left to cancel by hand.
+func TestUndoRidesOutAnOutageLongerThanTheForwardPolicy(t *testing.T) {
+	t.Parallel()
+	const outage = 10 * time.Minute
+	var env *sastest.Env
+	var start time.Time
+	var cancels atomic.Int64
+	cancel := func(context.Context, agent.Request) (any, error) {
+		cancels.Add(1)
+		if env.Now().Before(start.Add(outage)) {
+			return nil, errors.New("the airline is down")
+		}
+		return "cancelled", nil
+	}
+	refuse := func(context.Context, agent.Request) (any, error) {
+		return nil, agent.Permanent(errors.New("no rooms"))
+	}
+	env = sastest.New(t, trip,
+		agent.New("airline").Step("flight", ok, cancel),
+		agent.New("hotels").Step("hotel", refuse, ok),
+		agent.New("payments").Step("pay", ok, nil),
+	)
+	start = env.Now()
+	res := env.Run("trip", "order-1", nil)
+
+	require.Equal(t, sastest.StatusCompensated, res.Status, strings.Join(res.History, "\n"))
+	flight, _ := res.Step("flight")
+	require.Equal(t, sastest.StateCompensated, flight.State)
+	require.Greater(t, res.Took, outage, "it waited for the airline")
+	require.Less(t, res.Took, outage+6*time.Minute, "and ran within the undo policy's longest wait (5m) of its return")
+	var undoFailures int
+	for _, h := range res.History {
+		if strings.HasPrefix(h, "flight Compensating→") && strings.Contains(h, "failed") {
+			undoFailures++
+		}
+	}
+	require.Greater(t, undoFailures, sastest.DefaultMaxFailures, "more failed undo attempts than the forward policy allows")
+	require.Less(t, undoFailures, 20)
+	require.Len(t, res.Alerts, 1, "the refusal's alert only: nothing for an operator to undo")
+	t.Logf("undo rode out a %s outage: %d failed attempts, %d calls, compensated after %s", outage, undoFailures, cancels.Load(), res.Took)
+}
+
+// An undo whose dependency never comes back is given up within its
+// policy's bound (20 attempts, the wait doubling from 10s to 5m: at most
+// 75 minutes of waits plus the attempts), CompensationFailed, and an
+// operator alerted.
+func TestUndoDownForeverFailsWithinItsPolicy(t *testing.T) {
+	t.Parallel()
+	var cancels atomic.Int64
+	down := func(context.Context, agent.Request) (any, error) {
+		cancels.Add(1)
+		return nil, errors.New("the airline is down")
+	}
+	refuse := func(context.Context, agent.Request) (any, error) {
+		return nil, agent.Permanent(errors.New("no rooms"))
+	}
+	env := sastest.New(t, trip,
+		agent.New("airline").Step("flight", ok, down),
+		agent.New("hotels").Step("hotel", refuse, ok),
+		agent.New("payments").Step("pay", ok, nil),
+	)
+	res := env.Run("trip", "order-1", nil)
+
+	require.Equal(t, sastest.StatusCompensationFailed, res.Status, strings.Join(res.History, "\n"))
+	flight, _ := res.Step("flight")
+	require.Equal(t, sastest.StateCompensationFailed, flight.State)
+	require.Len(t, res.Alerts, 2)
+	require.Contains(t, res.Alerts[1], "flight: CompensationFailed")
+	require.Contains(t, res.Alerts[1], "(failure 20 of 20: giving up)")
+	// The bound: the waits' ceilings (75m10s) and 20 attempts of at most the
+	// step's 30s timeout; it fails fast here, so it is well inside.
+	require.Less(t, res.Took, 75*time.Minute+10*time.Second+20*30*time.Second)
+	require.Greater(t, res.Took, 35*time.Minute, "it rode out more than half the ceilings' sum before giving up")
+	require.LessOrEqual(t, cancels.Load(), int64(20*agent.DefaultTries), "at most tries × attempts calls")
+	t.Logf("undo down for good: CompensationFailed after %s, %d calls", res.Took, cancels.Load())
+}

@@ -241,6 +241,13 @@ type rawStep struct {
 			Max  json.RawMessage `json:"max"`
 		} `json:"backoff"`
 	} `json:"retry"`
+	UndoRetry *struct {
+		MaximumAttempts    int             `json:"maximumAttempts"`
+		InitialInterval    json.RawMessage `json:"initialInterval"`
+		BackoffCoefficient float64         `json:"backoffCoefficient"`
+		MaximumInterval    json.RawMessage `json:"maximumInterval"`
+		NonRetryableErrors []string        `json:"nonRetryableErrors"`
+	} `json:"undoRetry"`
 }
 
 // durField is one duration of a step, as written and where it goes.
@@ -271,6 +278,13 @@ func (r rawStep) step(sp string) (Step, string, error) {
 				durField{"retry.backoff.max", b.Max, &s.Retry.Backoff.Max})
 		}
 	}
+	if u := r.UndoRetry; u != nil {
+		s.UndoRetry = &UndoRetry{MaximumAttempts: u.MaximumAttempts, BackoffCoefficient: u.BackoffCoefficient,
+			NonRetryableErrors: u.NonRetryableErrors}
+		durations = append(durations,
+			durField{"undoRetry.initialInterval", u.InitialInterval, &s.UndoRetry.InitialInterval},
+			durField{"undoRetry.maximumInterval", u.MaximumInterval, &s.UndoRetry.MaximumInterval})
+	}
 	for _, d := range durations {
 		if len(d.raw) == 0 {
 			continue
@@ -285,10 +299,11 @@ func (r rawStep) step(sp string) (Step, string, error) {
 // stepFields are the fields a step object may have, by where they are:
 // "" is the step, "retry" its retry policy, "retry.backoff" its backoff.
 var stepFields = map[string][]string{
-	"": {"name", "agent", "action", "undo", "timeout", "waitLimit", "totalLimit", "retry"},
+	"": {"name", "agent", "action", "undo", "timeout", "waitLimit", "totalLimit", "retry", "undoRetry"},
 	"retry": {"maximumAttempts", "initialInterval", "backoffCoefficient", "maximumInterval", "nonRetryableErrors", "tries",
 		"failureThreshold", "attempts", "backoff"},
 	"retry.backoff": {"base", "max"},
+	"undoRetry":     {"maximumAttempts", "initialInterval", "backoffCoefficient", "maximumInterval", "nonRetryableErrors"},
 }
 
 // unknownIn is the path, within a step, of the unknown field name: the
@@ -299,12 +314,13 @@ func unknownIn(step json.RawMessage, name string) string {
 	var top map[string]json.RawMessage
 	if json.Unmarshal(step, &top) == nil {
 		objects["retry"] = top["retry"]
+		objects["undoRetry"] = top["undoRetry"]
 		var retry map[string]json.RawMessage
 		if json.Unmarshal(top["retry"], &retry) == nil {
 			objects["retry.backoff"] = retry["backoff"]
 		}
 	}
-	for _, where := range []string{"", "retry", "retry.backoff"} {
+	for _, where := range []string{"", "retry", "retry.backoff", "undoRetry"} {
 		var fields map[string]json.RawMessage
 		if json.Unmarshal(objects[where], &fields) != nil {
 			continue

@@ -69,3 +69,65 @@ func TestSharedStepNamesShareTheRetryPolicy(t *testing.T) {
 	c := workflow.Workflow{Name: "c", Steps: []workflow.Step{s(&workflow.Retry{MaximumAttempts: 4, BackoffCoefficient: 3})}}
 	require.ErrorContains(t, workflow.Validate(a, c), "other limits or retry policy")
 }
+
+// An undo's own retry policy (undoRetry): parsed, written back, checked by
+// the schema, refused where it is wrong; a file without it still loads,
+// and the step's retry does not stand for it.
+func TestUndoRetryPolicy(t *testing.T) {
+	t.Parallel()
+	step := func(undo, extra string) string {
+		return `{"workflows": [{"name": "w", "steps": [{"name": "s", "agent": "a", "action": "x", "undo": "` + undo +
+			`", "timeout": "10s", "retry": {"maximumAttempts": 2}` + extra + `}]}]}`
+	}
+	good := step("y", `, "undoRetry": {"maximumAttempts": 40, "initialInterval": "30s", "backoffCoefficient": 1.5, "maximumInterval": "15m", "nonRetryableErrors": ["AlreadyRefunded"]}`)
+	want := &workflow.UndoRetry{MaximumAttempts: 40, InitialInterval: workflow.Duration(30 * time.Second), BackoffCoefficient: 1.5,
+		MaximumInterval: workflow.Duration(15 * time.Minute), NonRetryableErrors: []string{"AlreadyRefunded"}}
+
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(workflow.Schema()))
+	require.NoError(t, err)
+	c := jsonschema.NewCompiler()
+	require.NoError(t, c.AddResource("schema.json", doc))
+	sch, err := c.Compile("schema.json")
+	require.NoError(t, err)
+
+	ws, err := workflow.Parse("f.json", []byte(good))
+	require.NoError(t, err)
+	require.Equal(t, want, ws[0].Steps[0].UndoRetry)
+	v, err := jsonschema.UnmarshalJSON(bytes.NewReader([]byte(good)))
+	require.NoError(t, err)
+	require.NoError(t, sch.Validate(v))
+
+	var buf bytes.Buffer
+	require.NoError(t, workflow.Write(&buf, ws...))
+	again, err := workflow.Parse("f.json", buf.Bytes())
+	require.NoError(t, err)
+	require.Equal(t, ws, again, "written and read back the same:\n%s", buf.String())
+
+	older, err := workflow.Parse("f.json", []byte(step("y", "")))
+	require.NoError(t, err, "a file from before undoRetry loads")
+	require.Nil(t, older[0].Steps[0].UndoRetry, "the deployment's undo policy, not the step's retry")
+
+	for _, tc := range []struct{ body, path, reason string }{
+		{step("y", `, "undoRetry": {"maximumAttempts": 101}`), "undoRetry.maximumAttempts", "between 1 and 100"},
+		{step("y", `, "undoRetry": {"backoffCoefficient": 0.5}`), "undoRetry.backoffCoefficient", "between 1 and 10"},
+		{step("y", `, "undoRetry": {"initialInterval": "1m", "maximumInterval": "1s"}`), "undoRetry.maximumInterval", "below the initial interval"},
+		{step("y", `, "undoRetry": {"maximumInterval": "16m"}`), "undoRetry.maximumInterval", "between 0 and 15m"},
+		{step("y", `, "undoRetry": {"nonRetryableErrors": ["no spaces"]}`), "undoRetry.nonRetryableErrors[0]", "1-64 characters"},
+		{step("y", `, "undoRetry": {"initialInterval": "soon"}`), "undoRetry.initialInterval", "not a duration"},
+		{step("y", `, "undoRetry": {"tries": 3}`), "undoRetry.tries", "unknown field"},
+		{step("", `, "undoRetry": {"maximumAttempts": 5}`), "undoRetry", "the step has no undo"},
+	} {
+		_, err := workflow.Parse("f.json", []byte(tc.body))
+		require.ErrorIs(t, err, workflow.ErrInvalid, tc.body)
+		require.ErrorContains(t, err, "workflows[0].steps[0]."+tc.path, tc.body)
+		require.ErrorContains(t, err, tc.reason, tc.body)
+	}
+
+	// Steps that share a name share their undo's policy too.
+	s := func(u *workflow.UndoRetry) workflow.Step {
+		return workflow.Step{Name: "s", Agent: "a", Action: "x", Undo: "y", Timeout: workflow.Duration(time.Second), UndoRetry: u}
+	}
+	a := workflow.Workflow{Name: "a", Steps: []workflow.Step{s(&workflow.UndoRetry{MaximumAttempts: 4})}}
+	b := workflow.Workflow{Name: "b", Steps: []workflow.Step{s(&workflow.UndoRetry{MaximumAttempts: 5})}}
+	require.ErrorContains(t, workflow.Validate(a, b), "other limits or retry policy")
+}

@@ -71,6 +71,11 @@ type Step struct {
 	TotalLimit Duration `json:"totalLimit,omitempty"`
 	// Retry is the step's retry policy; nil: the deployment's.
 	Retry *Retry `json:"retry,omitempty"`
+	// UndoRetry is the retry policy of the step's undo; nil: the
+	// deployment's undo policy, which rides out an outage (20 attempts,
+	// 10s doubling to 5m) where Retry's default fails fast. Retry does not
+	// apply to the undo, except its Tries.
+	UndoRetry *UndoRetry `json:"undoRetry,omitempty"`
 }
 
 // Retry is the step's retry policy (docs/workflows.md, "Retry policy"), in
@@ -151,6 +156,28 @@ func (r *Retry) Policy() Retry {
 		}
 	}
 	return p
+}
+
+// UndoRetry is the retry policy of a step's undo (docs/workflows.md, "Undo
+// retry policy"), the fields as in Retry. An undo runs for an order that
+// has already failed, and an undo that gives up (CompensationFailed) leaves
+// its effect for an operator to undo by hand, which is worse than waiting:
+// so by default an undo rides out an outage (20 attempts, the wait doubling
+// from 10s to 5m: 38 to 75 minutes) where a step fails fast. Its
+// NonRetryableErrors are its own; the step's do not apply to it.
+type UndoRetry struct {
+	// MaximumAttempts is the number of attempts of the undo, the first
+	// included. Zero: the deployment's (20).
+	MaximumAttempts int `json:"maximumAttempts,omitempty"`
+	// InitialInterval is the wait after the first failure. Zero: 10s.
+	InitialInterval Duration `json:"initialInterval,omitempty"`
+	// BackoffCoefficient multiplies the wait after each further failure:
+	// at least 1, at most MaxBackoffCoefficient. Zero: 2.
+	BackoffCoefficient float64 `json:"backoffCoefficient,omitempty"`
+	// MaximumInterval caps the wait, at most MaxBackoff. Zero: 5m.
+	MaximumInterval Duration `json:"maximumInterval,omitempty"`
+	// NonRetryableErrors name the errors that give the undo up at once.
+	NonRetryableErrors []string `json:"nonRetryableErrors,omitempty"`
 }
 
 // Backoff is a delay that doubles with each failure: Base after the first,
@@ -291,6 +318,16 @@ func validateStep(sp string, s Step, bad func(path, format string, args ...any))
 	if s.TotalLimit < 0 || (s.TotalLimit > 0 && s.TotalLimit < s.Timeout) {
 		bad(sp+".totalLimit", "%s: must be 0 (no overall limit) or at least the timeout %s", s.TotalLimit.D(), s.Timeout.D())
 	}
+	if u := s.UndoRetry; u != nil {
+		up := sp + ".undoRetry"
+		if t := u.MaximumAttempts; t < 0 || t > MaxFailureThreshold {
+			bad(up+".maximumAttempts", "%d: must be between 1 and %d (0: the deployment's)", t, MaxFailureThreshold)
+		}
+		validateIntervals(up, u.InitialInterval, u.MaximumInterval, u.BackoffCoefficient, u.NonRetryableErrors, bad)
+		if strings.TrimSpace(s.Undo) == "" {
+			bad(up, "the step has no undo")
+		}
+	}
 	if s.Retry == nil {
 		return
 	}
@@ -307,28 +344,7 @@ func validateStep(sp string, s Step, bad func(path, format string, args ...any))
 	if a := r.Tries; a < 0 || a > MaxAttempts {
 		bad(sp+".retry.tries", "%d: must be between 1 and %d (0: the agent's)", a, MaxAttempts)
 	}
-	if c := r.BackoffCoefficient; c != 0 && (c < 1 || c > MaxBackoffCoefficient) {
-		bad(sp+".retry.backoffCoefficient", "%v: must be between 1 and %d (0: 2)", c, MaxBackoffCoefficient)
-	}
-	for _, d := range []struct {
-		field string
-		v     Duration
-	}{{"initialInterval", r.InitialInterval}, {"maximumInterval", r.MaximumInterval}} {
-		if d.v < 0 || d.v.D() > MaxBackoff {
-			bad(sp+".retry."+d.field, "%s: must be between 0 and %s", d.v.D(), MaxBackoff)
-		}
-	}
-	if r.MaximumInterval > 0 && r.MaximumInterval < r.InitialInterval {
-		bad(sp+".retry.maximumInterval", "%s is below the initial interval %s", r.MaximumInterval.D(), r.InitialInterval.D())
-	}
-	if len(r.NonRetryableErrors) > MaxNonRetryableErrors {
-		bad(sp+".retry.nonRetryableErrors", "at most %d names, not %d", MaxNonRetryableErrors, len(r.NonRetryableErrors))
-	}
-	for k, n := range r.NonRetryableErrors {
-		if !namePattern.MatchString(n) {
-			bad(fmt.Sprintf("%s.retry.nonRetryableErrors[%d]", sp, k), "%q: must be 1-64 characters of A-Z a-z 0-9 . _ -", n)
-		}
-	}
+	validateIntervals(sp+".retry", r.InitialInterval, r.MaximumInterval, r.BackoffCoefficient, r.NonRetryableErrors, bad)
 	conflict := func(older, newer string, a, b any, set bool) {
 		if set && a != b {
 			bad(sp+".retry."+newer, "%v, but its older name %s says %v: write one of them", b, older, a)
@@ -352,11 +368,47 @@ func validateStep(sp string, s Step, bad func(path, format string, args ...any))
 	}
 }
 
+// validateIntervals checks what a retry policy (at path p) and an undo's
+// share: the intervals, the coefficient and the non-retryable errors.
+func validateIntervals(p string, initial, maximum Duration, coefficient float64, nonRetryable []string, bad func(path, format string, args ...any)) {
+	if c := coefficient; c != 0 && (c < 1 || c > MaxBackoffCoefficient) {
+		bad(p+".backoffCoefficient", "%v: must be between 1 and %d (0: 2)", c, MaxBackoffCoefficient)
+	}
+	for _, d := range []struct {
+		field string
+		v     Duration
+	}{{"initialInterval", initial}, {"maximumInterval", maximum}} {
+		if d.v < 0 || d.v.D() > MaxBackoff {
+			bad(p+"."+d.field, "%s: must be between 0 and %s", d.v.D(), MaxBackoff)
+		}
+	}
+	if maximum > 0 && maximum < initial {
+		bad(p+".maximumInterval", "%s is below the initial interval %s", maximum.D(), initial.D())
+	}
+	if len(nonRetryable) > MaxNonRetryableErrors {
+		bad(p+".nonRetryableErrors", "at most %d names, not %d", MaxNonRetryableErrors, len(nonRetryable))
+	}
+	for k, n := range nonRetryable {
+		if !namePattern.MatchString(n) {
+			bad(fmt.Sprintf("%s.nonRetryableErrors[%d]", p, k), "%q: must be 1-64 characters of A-Z a-z 0-9 . _ -", n)
+		}
+	}
+}
+
 // sameLimits reports whether two steps agree on everything the supervisor
 // reads by step name.
 func sameLimits(a, b Step) bool {
 	ra, rb := a.Retry.Policy(), b.Retry.Policy()
+	var ua, ub UndoRetry
+	if a.UndoRetry != nil {
+		ua = *a.UndoRetry
+	}
+	if b.UndoRetry != nil {
+		ub = *b.UndoRetry
+	}
 	return a.Timeout == b.Timeout && a.WaitLimit == b.WaitLimit && a.TotalLimit == b.TotalLimit &&
 		ra.MaximumAttempts == rb.MaximumAttempts && ra.InitialInterval == rb.InitialInterval &&
-		ra.MaximumInterval == rb.MaximumInterval && ra.BackoffCoefficient == rb.BackoffCoefficient
+		ra.MaximumInterval == rb.MaximumInterval && ra.BackoffCoefficient == rb.BackoffCoefficient &&
+		ua.MaximumAttempts == ub.MaximumAttempts && ua.InitialInterval == ub.InitialInterval &&
+		ua.MaximumInterval == ub.MaximumInterval && ua.BackoffCoefficient == ub.BackoffCoefficient
 }

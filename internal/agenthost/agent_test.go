@@ -1,8 +1,10 @@
 package agenthost_test
 
 import (
+	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -282,13 +284,57 @@ func TestCircuitOpenMakesNoCallAndNoReply(t *testing.T) {
 	require.True(t, r.client.CircuitOpen(r.simURL))
 	callsBefore := r.sim.Stats().Calls
 
-	// The next step's deadline comes before the breaker would let a probe
-	// through: the agent gives up without calling.
+	// The next step is refused by the open breaker: the agent gives up
+	// without calling. This scheduler takes no transient outcome (it is
+	// older), so the request is left for redelivery.
 	resp = r.handle(event(request("order-12b")))
 	require.Equal(t, []string{"m1"}, failedIDs(resp), "left for redelivery, for when the circuit closes")
 	require.Empty(t, r.replies(), "no reply for either")
 	require.Equal(t, callsBefore, r.sim.Stats().Calls, "no call while the circuit is open")
 	require.Contains(t, r.logs.String(), "circuit open")
+}
+
+// Issue 19, the built-in HTTP agent: an open breaker is a failed try, not a
+// wait. Against a remote that is down, the first request makes its tries,
+// which open the breaker, and reports its attempt failed; the next ones make
+// no call and report theirs failed at once (CircuitOpen), without sleeping
+// out the breaker's cool-down, though their deadline leaves time for it.
+func TestCircuitOpenReportsTheAttemptFailedAtOnce(t *testing.T) {
+	t.Parallel()
+	var calls atomic.Int64
+	r := newRig(t, rigOptions{
+		remote: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			calls.Add(1)
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}),
+		client: agent.HTTPOptions{Tries: 3, Breaker: agent.BreakerOptions{FailureThreshold: 3, OpenFor: time.Minute}},
+	})
+	reportsTransient := func(q *sas.AgentRequest) { q.TransientOutcome = true }
+	long := timeout(10 * time.Minute) // the cool-down fits many times
+
+	start := r.fake.Now()
+	resp := r.handle(event(request("order-12c", long, completeBy(epoch.Add(10*time.Minute)), reportsTransient)))
+	require.Empty(t, resp.BatchItemFailures, "acknowledged: the failure is reported")
+	reps := r.replies()
+	require.Len(t, reps, 1)
+	require.Equal(t, sas.OutcomeTransient, reps[0].Outcome)
+	require.Equal(t, sas.ErrorCircuitOpen, reps[0].ErrorType, "its tries opened the breaker, which refused the next")
+	require.EqualValues(t, 3, calls.Load(), "the tries the threshold takes")
+	require.True(t, r.client.CircuitOpen(r.simURL))
+	afterFirst := r.fake.Now()
+	require.Less(t, afterFirst.Sub(start), time.Second, "only the backoffs between its tries")
+
+	for _, id := range []string{"order-12d", "order-12e"} {
+		resp = r.handle(event(request(id, long, completeBy(epoch.Add(10*time.Minute)), reportsTransient)))
+		require.Empty(t, resp.BatchItemFailures)
+		reps = r.replies()
+		require.Len(t, reps, 1)
+		require.Equal(t, sas.OutcomeTransient, reps[0].Outcome, id)
+		require.Equal(t, sas.ErrorCircuitOpen, reps[0].ErrorType, id)
+		require.Contains(t, reps[0].Reason, "circuit open")
+	}
+	require.EqualValues(t, 3, calls.Load(), "no call while the breaker is open")
+	require.Equal(t, afterFirst, r.fake.Now(), "no wait for the breaker to half-open")
 }
 
 // An older scheduler's request (no TimeoutMs) whose CompleteBy has passed

@@ -49,15 +49,14 @@ func TestBreakerLifecycle(t *testing.T) {
 	openedAt := clock.Now()
 	sent := len(svc.Requests())
 
-	// Open, with a deadline before the open period ends: rejected at once,
-	// nothing sent, no wait.
+	// Open: rejected at once, nothing sent, no wait (a failed try).
 	svc.SetScript(reply{Status: 200})
 	sleepsBefore := len(clock.Sleeps())
 	req := newRequest(svc.URL(), clock)
 	req.Deadline = clock.Now().Add(10 * time.Second)
 	res, err := c.Call(context.Background(), req)
 	require.ErrorIs(t, err, httpcall.ErrCircuitOpen)
-	assert.Equal(t, httpcall.ErrDeadline, classOf(t, err), "the breaker reopens after the deadline")
+	assert.Equal(t, httpcall.ErrTransient, classOf(t, err))
 	assert.Zero(t, res.Attempts)
 	assert.Len(t, svc.Requests(), sent)
 	assert.Len(t, clock.Sleeps(), sleepsBefore)
@@ -74,7 +73,7 @@ func TestBreakerLifecycle(t *testing.T) {
 	req.Deadline = clock.Now().Add(10 * time.Second)
 	res, err = c.Call(context.Background(), req)
 	require.ErrorIs(t, err, httpcall.ErrCircuitOpen, "after the probe failed the next try was rejected")
-	assert.Equal(t, httpcall.ErrDeadline, classOf(t, err))
+	assert.Equal(t, httpcall.ErrTransient, classOf(t, err))
 	assert.Equal(t, 1, res.Attempts, "exactly one probe")
 	assert.Equal(t, 503, res.Status)
 	assert.Equal(t, httpcall.BreakerOpen, c.BreakerState(svc.URL()))
@@ -118,26 +117,56 @@ func TestBreakerRejectsWithoutRequestWhenOutOfTries(t *testing.T) {
 	assert.Empty(t, clock.Sleeps())
 }
 
-func TestBreakerCallWaitsOutOpenPeriodWithinDeadline(t *testing.T) {
+// Issue 19: an open breaker is a failed try, not a wait. With a budget
+// far longer than the open period, a Call to an endpoint that is down ends
+// at once, having sent nothing and slept nothing, and says why; the agent
+// then reports the attempt failed and the step's retry policy decides when
+// to run it again.
+func TestBreakerOpenFailsTheCallAtOnce(t *testing.T) {
 	t.Parallel()
 	svc := newService(t)
 	clock := newFakeClock()
 	c := newCaller(t, breakerConfig(clock))
 	openBreaker(t, c, svc, clock)
-	reopenAt := clock.Now().Add(30 * time.Second)
-	svc.SetScript(reply{Status: 200, Body: "ok"})
+	sent := len(svc.Requests())
 	sleepsBefore := len(clock.Sleeps())
+	start := clock.Now()
 
-	// A minute of budget: the Call waits for the cool-down, then probes.
+	req := newRequest(svc.URL(), clock)
+	req.Deadline = start.Add(time.Hour) // the open period (30s) fits many times
+	res, err := c.Call(context.Background(), req)
+
+	require.ErrorIs(t, err, httpcall.ErrCircuitOpen)
+	assert.Equal(t, httpcall.ErrTransient, classOf(t, err))
+	assert.Zero(t, res.Attempts)
+	assert.Len(t, svc.Requests(), sent, "nothing sent")
+	assert.Len(t, clock.Sleeps(), sleepsBefore, "no wait for the breaker to half-open")
+	assert.Equal(t, start, clock.Now())
+	assert.Equal(t, httpcall.BreakerOpen, c.BreakerState(svc.URL()))
+}
+
+// A Call whose tries open the breaker ends on the refusal of its next try:
+// the tries it made, then the refusal, with no wait for the open period.
+func TestBreakerOpeningMidCallEndsIt(t *testing.T) {
+	t.Parallel()
+	svc := newService(t, reply{Status: 503})
+	clock := newFakeClock()
+	cfg := breakerConfig(clock)
+	cfg.MaxAttempts = 10
+	c := newCaller(t, cfg)
+	start := clock.Now()
+
 	res, err := c.Call(context.Background(), newRequest(svc.URL(), clock))
 
-	require.NoError(t, err)
-	assert.Equal(t, 1, res.Attempts)
-	assert.Equal(t, "ok", string(res.Body))
-	assert.Equal(t, []time.Duration{30 * time.Second}, clock.Sleeps()[sleepsBefore:],
-		"waited exactly the rest of the open period")
-	assert.False(t, clock.Now().Before(reopenAt))
-	assert.Equal(t, httpcall.BreakerClosed, c.BreakerState(svc.URL()))
+	require.ErrorIs(t, err, httpcall.ErrCircuitOpen)
+	assert.Equal(t, httpcall.ErrTransient, classOf(t, err))
+	assert.ErrorContains(t, err, "after 3 tries")
+	assert.ErrorContains(t, err, "HTTP 503", "the last failure is kept")
+	assert.Equal(t, 3, res.Attempts, "the threshold's tries, then the refusal")
+	assert.Len(t, svc.Requests(), 3)
+	// Two backoffs between the three tries (50ms, 100ms), none after.
+	assert.Equal(t, []time.Duration{50 * time.Millisecond, 100 * time.Millisecond}, clock.Sleeps())
+	assert.Less(t, clock.Now().Sub(start), time.Second)
 }
 
 func TestBreakerIsPerEndpoint(t *testing.T) {
@@ -199,8 +228,7 @@ func TestBreakerHalfOpenAdmitsOneProbe(t *testing.T) {
 	}()
 	<-arrived
 
-	// While the probe is out every try is rejected; this Call runs out of
-	// tries (waiting only its jitter, as nobody knows when the probe returns).
+	// While the probe is out every try is rejected: this Call ends at once.
 	res, err := c.Call(context.Background(), newRequest(svc.URL(), clock))
 	require.ErrorIs(t, err, httpcall.ErrCircuitOpen)
 	assert.Equal(t, httpcall.ErrTransient, classOf(t, err))

@@ -9,12 +9,14 @@
 //	success       the service answered 2xx: reply with the result
 //	ErrPermanent  the service answered no for good: reply with an error
 //	ErrDeadline   out of time: reply with nothing
-//	ErrTransient  out of tries, or the caller's context ended early: reply with
-//	              nothing
+//	ErrTransient  out of tries, refused by the endpoint's open breaker
+//	              (ErrCircuitOpen, at once: no call, no wait), or the
+//	              caller's context ended early: reply with nothing
 //
-// The agent leaves a request that ended in ErrDeadline or ErrTransient for
-// redelivery; its next run repeats the call under the same key
-// (docs/protocol.md, "Agent").
+// The agent reports a request that ended in ErrDeadline or ErrTransient as a
+// failed attempt (a transient outcome) to a scheduler that takes one
+// (docs/protocol.md, "A failure is not a wait"), else leaves it for
+// redelivery; either way the next run repeats the call under the same key.
 //
 // Time is read from the injected sas.Clock only; waits go through the
 // injected Sleep. The only real timer is the one that bounds a try in flight,
@@ -63,8 +65,8 @@ const drainBytes = 64 << 10
 // Config configures a Caller. Zero fields take the defaults above; New
 // rejects negative or inconsistent values.
 type Config struct {
-	// MaxAttempts bounds the tries of one Call, tries rejected by an open
-	// breaker included, so a Call ends even if the breaker never admits it.
+	// MaxAttempts bounds the tries of one Call. A try an open breaker
+	// rejects ends the Call at once (ErrTransient, ErrCircuitOpen).
 	MaxAttempts int
 	// BaseBackoff and MaxBackoff shape the wait before retry n (n from 0):
 	// uniform in [0, min(MaxBackoff, BaseBackoff·2^n)).
@@ -250,28 +252,36 @@ func (c *Caller) Call(ctx context.Context, r Request) (Result, error) {
 			return res, fmt.Errorf("calling %s: %w after %d tries: %w", op, ErrDeadline, n, last)
 		}
 
-		var floor time.Duration // the least the next wait may be
-		t, retryAt, admitted := br.allow(now)
+		t, _, admitted := br.allow(now)
 		if !admitted {
-			last = fmt.Errorf("endpoint %s: %w", r.Endpoint, ErrCircuitOpen)
-			if !retryAt.IsZero() {
-				floor = retryAt.Sub(now)
-			}
-		} else {
-			res.Attempts++
-			out := c.try(ctx, stop, r, target)
-			br.report(t, out.health, c.cfg.Clock.Now())
-			if out.status != 0 {
-				res.Status, res.Body, res.Truncated = out.status, out.body, out.truncated
-			}
-			if out.class == nil {
-				return res, nil
-			}
-			if out.class != ErrTransient || ctx.Err() != nil {
-				return res, fmt.Errorf("calling %s: %w: %w", op, out.class, out.cause)
-			}
-			last, floor = out.cause, out.retryAfter
+			// A refused try is a failed try that makes no call, and the
+			// next ones would be refused too while the breaker rests (or
+			// its probe is out): the Call ends now, without waiting for
+			// the breaker to half-open, so the agent reports the attempt
+			// failed and the step's retry policy, not this Call, decides
+			// when it runs again (docs/protocol.md, "A failure is not a
+			// wait"). The same rule as the SDK's own breaker.
+			return res, circuitOpen(op, r.Endpoint, n, last)
 		}
+		res.Attempts++
+		out := c.try(ctx, stop, r, target)
+		br.report(t, out.health, c.cfg.Clock.Now())
+		if out.status != 0 {
+			res.Status, res.Body, res.Truncated = out.status, out.body, out.truncated
+		}
+		if out.class == nil {
+			return res, nil
+		}
+		if out.class != ErrTransient || ctx.Err() != nil {
+			return res, fmt.Errorf("calling %s: %w: %w", op, out.class, out.cause)
+		}
+		last = out.cause
+		if br.current(c.cfg.Clock.Now()) == BreakerOpen {
+			// This try (or a concurrent Call's) opened the breaker: the
+			// next try would be refused, so no backoff is slept for it.
+			return res, circuitOpen(op, r.Endpoint, n+1, last)
+		}
+		floor := out.retryAfter // the least the next wait may be
 
 		if n+1 >= c.cfg.MaxAttempts {
 			return res, fmt.Errorf("calling %s: %w after %d tries: %w", op, ErrTransient, n+1, last)
@@ -288,6 +298,16 @@ func (c *Caller) Call(ctx context.Context, r Request) (Result, error) {
 			return res, fmt.Errorf("calling %s: %w: waiting to retry: %w (last failure: %w)", op, c.endedClass(stop), err, last)
 		}
 	}
+}
+
+// circuitOpen is the error of a Call that ends on its endpoint's open
+// breaker after tries tries, the last of which failed with last.
+func circuitOpen(op, endpoint string, tries int, last error) error {
+	if tries == 0 {
+		return fmt.Errorf("calling %s: %w: endpoint %s: %w; nothing sent", op, ErrTransient, endpoint, ErrCircuitOpen)
+	}
+	return fmt.Errorf("calling %s: %w after %d tries: endpoint %s: %w (last failure: %w)",
+		op, ErrTransient, tries, endpoint, ErrCircuitOpen, last)
 }
 
 // outcome is the result of one try. class is nil on success, else one of the

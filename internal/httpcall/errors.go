@@ -12,8 +12,8 @@ import (
 // The outcome classes of a Call. A failed Call's error matches exactly one of
 // ErrPermanent, ErrTransient and ErrDeadline (or sas.ErrInvalid for a request
 // that could never be sent). ErrCircuitOpen is a cause, not a class: it sits
-// under ErrTransient or ErrDeadline when an open breaker was the last thing
-// that stopped the Call.
+// under ErrTransient when an open breaker refused a try, which ends the Call
+// at once.
 var (
 	// ErrPermanent: the service answered and retrying the same request will not
 	// change its answer (400, 401, 402, 403, 404, 409 without Retry-After,
@@ -28,7 +28,8 @@ var (
 	// next wait would cross it. The agent sends nothing back and leaves the
 	// request for redelivery (docs/protocol.md, "Agent").
 	ErrDeadline = errors.New("step deadline reached")
-	// ErrCircuitOpen: the endpoint's breaker rejected the try without sending it.
+	// ErrCircuitOpen: the endpoint's breaker rejected the try without sending
+	// it, and the Call ended there (a failed try, not a wait).
 	ErrCircuitOpen = errors.New("circuit open")
 	// ErrKeyInUse is a cause, under ErrTransient or ErrDeadline: the service
 	// answered 409 with Retry-After, the Idempotency-Key draft's "a request

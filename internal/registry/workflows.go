@@ -71,6 +71,11 @@ func FromDefinitions(defs []workflow.Workflow) (sas.Registry, error) {
 				def.BaseBackoff, def.MaxBackoff = r.InitialInterval.D(), r.MaximumInterval.D()
 				def.BackoffCoefficient, def.NonRetryable = r.BackoffCoefficient, r.NonRetryableErrors
 			}
+			if u := s.UndoRetry; u != nil {
+				def.UndoRetry = sas.RetryPolicy{MaxAttempts: u.MaximumAttempts, InitialInterval: u.InitialInterval.D(),
+					Coefficient: u.BackoffCoefficient, MaxInterval: u.MaximumInterval.D()}
+				def.UndoNonRetryable = u.NonRetryableErrors
+			}
 			ws[i].Steps[j] = def
 		}
 	}

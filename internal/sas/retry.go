@@ -1,6 +1,7 @@
 package sas
 
 import (
+	"fmt"
 	"hash/fnv"
 	"math"
 	"time"
@@ -15,6 +16,24 @@ const (
 	DefaultMaxInterval        = 15 * time.Minute // SQS's longest delay: the wait is a message's delay
 	DefaultBackoffCoefficient = 2.0
 )
+
+// Defaults of an undo's RetryPolicy (docs/workflows.md, "Undo retry
+// policy"): an undo rides out an outage instead of failing fast. An order
+// being compensated has already failed and its submitter been told; an undo
+// that gives up leaves its effect for an operator to undo by hand
+// (CompensationFailed), which is worse than waiting. Twenty attempts, the
+// wait doubling from 10s to at most 5m, ride out an outage of 38 to 75
+// minutes (the jitter draws each wait from its upper half), and once the
+// dependency is back the undo runs within 5 minutes.
+const (
+	DefaultUndoMaxAttempts     = 20
+	DefaultUndoInitialInterval = 10 * time.Second
+	DefaultUndoMaxInterval     = 5 * time.Minute
+)
+
+// DefaultUndoRetry is the retry policy of an undo whose step sets none.
+var DefaultUndoRetry = RetryPolicy{MaxAttempts: DefaultUndoMaxAttempts, InitialInterval: DefaultUndoInitialInterval,
+	Coefficient: DefaultBackoffCoefficient, MaxInterval: DefaultUndoMaxInterval}
 
 // RetryPolicy is how a step that failed is tried again, in the terms of
 // Step Functions' Retry and Temporal's RetryPolicy. An attempt is one claim
@@ -38,6 +57,23 @@ type RetryPolicy struct {
 	Coefficient float64
 	// MaxInterval caps the wait (and SQS caps it at 15 minutes).
 	MaxInterval time.Duration
+}
+
+// Or fills in p's zero fields from d.
+func (p RetryPolicy) Or(d RetryPolicy) RetryPolicy {
+	if p.MaxAttempts <= 0 {
+		p.MaxAttempts = d.MaxAttempts
+	}
+	if p.InitialInterval <= 0 {
+		p.InitialInterval = d.InitialInterval
+	}
+	if p.Coefficient <= 0 {
+		p.Coefficient = d.Coefficient
+	}
+	if p.MaxInterval <= 0 {
+		p.MaxInterval = d.MaxInterval
+	}
+	return p
 }
 
 // WithDefaults fills in the zero fields.
@@ -85,4 +121,12 @@ func (p RetryPolicy) Interval(failures int, seed string) time.Duration {
 		d += time.Second - r
 	}
 	return min(d, DefaultMaxInterval)
+}
+
+// JitterSeed is the seed of Interval for the failure of attempt of the step
+// at k: the scheduler (counting an agent's transient outcome) and the
+// supervisor (rescuing a stalled attempt) draw the same wait for the same
+// failure, and a replay draws it again.
+func JitterSeed(k StepKey, attempt int) string {
+	return fmt.Sprintf("%s/%d", k, attempt)
 }

@@ -35,6 +35,18 @@ type versionedStep struct {
 	// them keeps the version it had.
 	Coefficient  float64  `json:"backoffCoefficient,omitempty"`
 	NonRetryable []string `json:"nonRetryable,omitempty"`
+	// The undo's own retry policy, omitted when the step sets none, so
+	// that a definition without one keeps its version.
+	UndoRetry *versionedRetry `json:"undoRetry,omitempty"`
+}
+
+// versionedRetry is an undo's retry policy in a versionedStep.
+type versionedRetry struct {
+	MaxAttempts  int      `json:"maxAttempts,omitempty"`
+	InitialMs    int64    `json:"initialIntervalMs,omitempty"`
+	MaxMs        int64    `json:"maxIntervalMs,omitempty"`
+	Coefficient  float64  `json:"backoffCoefficient,omitempty"`
+	NonRetryable []string `json:"nonRetryable,omitempty"`
 }
 
 type versionedWorkflow struct {
@@ -52,6 +64,10 @@ func EncodeWorkflow(w Workflow) []byte {
 			TimeoutMs: s.Timeout.Milliseconds(), WaitMs: s.WaitLimit.Milliseconds(), TotalMs: s.TotalLimit.Milliseconds(),
 			MaxFailures: s.MaxFailures, BaseMs: s.BaseBackoff.Milliseconds(), MaxMs: s.MaxBackoff.Milliseconds(),
 			Tries: s.Tries, Coefficient: s.BackoffCoefficient, NonRetryable: s.NonRetryable,
+		}
+		if u := s.UndoRetry; u != (RetryPolicy{}) || len(s.UndoNonRetryable) > 0 {
+			v.Steps[i].UndoRetry = &versionedRetry{MaxAttempts: u.MaxAttempts, InitialMs: u.InitialInterval.Milliseconds(),
+				MaxMs: u.MaxInterval.Milliseconds(), Coefficient: u.Coefficient, NonRetryable: s.UndoNonRetryable}
 		}
 	}
 	b, _ := json.Marshal(v) // cannot fail: strings and numbers only
@@ -72,6 +88,11 @@ func DecodeWorkflow(b []byte) (Workflow, error) {
 			Timeout: ms(s.TimeoutMs), WaitLimit: ms(s.WaitMs), TotalLimit: ms(s.TotalMs),
 			MaxFailures: s.MaxFailures, BaseBackoff: ms(s.BaseMs), MaxBackoff: ms(s.MaxMs),
 			Tries: s.Tries, BackoffCoefficient: s.Coefficient, NonRetryable: s.NonRetryable,
+		}
+		if u := s.UndoRetry; u != nil {
+			w.Steps[i].UndoRetry = RetryPolicy{MaxAttempts: u.MaxAttempts, InitialInterval: ms(u.InitialMs),
+				MaxInterval: ms(u.MaxMs), Coefficient: u.Coefficient}
+			w.Steps[i].UndoNonRetryable = u.NonRetryable
 		}
 	}
 	if w.Name == "" || len(w.Steps) == 0 {

@@ -40,6 +40,13 @@ type StepDef struct {
 	// NonRetryable names the errors that end the step at once, as a
 	// permanent failure, instead of being tried again (AgentRequest.NonRetryable).
 	NonRetryable []string
+	// UndoRetry is the retry policy of the step's undo, which is its own:
+	// an undo rides out an outage by default (DefaultUndoRetry) where the
+	// step fails fast. Zero fields: the deployment's undo defaults.
+	UndoRetry RetryPolicy
+	// UndoNonRetryable names the errors that end the undo at once
+	// (CompensationFailed); the step's NonRetryable do not apply to it.
+	UndoNonRetryable []string
 }
 
 // Retry is the step's retry policy, the deployment's defaults (d) filled in
@@ -59,6 +66,24 @@ func (s StepDef) Retry(d RetryPolicy) RetryPolicy {
 		p.Coefficient = s.BackoffCoefficient
 	}
 	return p.WithDefaults()
+}
+
+// RetryFor is the retry policy of the step's leg: its undo's (undo) with
+// the deployment's undo defaults (du) filled in, else Retry(d).
+func (s StepDef) RetryFor(undo bool, d, du RetryPolicy) RetryPolicy {
+	if undo {
+		return s.UndoRetry.Or(du).WithDefaults()
+	}
+	return s.Retry(d)
+}
+
+// NonRetryableFor is what the leg's request carries as its non-retryable
+// errors.
+func (s StepDef) NonRetryableFor(undo bool) []string {
+	if undo {
+		return s.UndoNonRetryable
+	}
+	return s.NonRetryable
 }
 
 // Workflow is an ordered list of steps. Workflow logic lives with the
@@ -101,6 +126,10 @@ func NewRegistry(ws ...Workflow) (Registry, error) {
 				(s.BackoffCoefficient > 0 && s.BackoffCoefficient < 1) {
 				return nil, &ValidationError{Field: "workflow", Reason: fmt.Sprintf("%s step %s: negative failure threshold or backoff", w.Name, s.Name)}
 			}
+			if u := s.UndoRetry; u.MaxAttempts < 0 || u.InitialInterval < 0 || u.MaxInterval < 0 || u.Coefficient < 0 ||
+				(u.Coefficient > 0 && u.Coefficient < 1) {
+				return nil, &ValidationError{Field: "workflow", Reason: fmt.Sprintf("%s step %s: negative undo retry policy", w.Name, s.Name)}
+			}
 			if s.TotalLimit > 0 && s.TotalLimit < s.Timeout {
 				return nil, &ValidationError{Field: "workflow", Reason: fmt.Sprintf("%s step %s: total limit %s is shorter than one attempt's %s", w.Name, s.Name, s.TotalLimit, s.Timeout)}
 			}
@@ -116,13 +145,16 @@ type StepLimits struct {
 	MaxFailures                    int
 	BaseBackoff, MaxBackoff        time.Duration
 	BackoffCoefficient             float64
+	// Undo is the undo's retry policy, as the step sets it (zero fields:
+	// the deployment's undo defaults).
+	Undo RetryPolicy
 }
 
 // Limits returns the step's limits and retry policy.
 func (s StepDef) Limits() StepLimits {
 	return StepLimits{Timeout: s.Timeout, WaitLimit: s.WaitLimit, TotalLimit: s.TotalLimit,
 		MaxFailures: s.MaxFailures, BaseBackoff: s.BaseBackoff, MaxBackoff: s.MaxBackoff,
-		BackoffCoefficient: s.BackoffCoefficient}
+		BackoffCoefficient: s.BackoffCoefficient, Undo: s.UndoRetry}
 }
 
 // Limits returns the limits of every step name in the registry. A step name

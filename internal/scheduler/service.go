@@ -78,6 +78,10 @@ type Config struct {
 	// scheduler applies it when an agent reports a transient outcome
 	// (transient.go).
 	Retry sas.RetryPolicy
+	// UndoRetry is the deployment's retry policy for undos, for a step
+	// whose definition sets none for its undo (its zero fields take
+	// sas.DefaultUndoRetry's): the supervisor's too.
+	UndoRetry sas.RetryPolicy
 	// OwedRetry is when the supervisor re-sends what a give-up of the
 	// scheduler's owes, should the scheduler not get it out (default
 	// DefaultOwedRetry, the supervisor's).
@@ -134,6 +138,7 @@ func New(cfg Config) (*Service, error) {
 		cfg.OwedRetry = DefaultOwedRetry
 	}
 	cfg.Retry = cfg.Retry.WithDefaults()
+	cfg.UndoRetry = cfg.UndoRetry.Or(sas.DefaultUndoRetry).WithDefaults()
 	if cfg.MaxReceives == 0 {
 		cfg.MaxReceives = DefaultMaxReceives
 	}
@@ -322,7 +327,7 @@ func (s *Service) dispatchAfter(ctx context.Context, u *outbox.Unit, o sas.Order
 		Generation: r.Generation,
 		// A failed attempt is reported, not left for redelivery, and the
 		// step's retry policy applies (transient.go).
-		TransientOutcome: true, NonRetryable: def.NonRetryable,
+		TransientOutcome: true, NonRetryable: def.NonRetryableFor(undo),
 		// The order's trace, a span of its own per attempt: a re-send of
 		// the same attempt carries the same context.
 		Trace: sas.ChildTrace(o.Trace, fmt.Sprintf("%s %s %d", sas.KindAgentRequest, sas.IdempotencyKey(o.OrderID, r.Step, r.Generation, undo), r.Attempt)),

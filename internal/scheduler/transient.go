@@ -125,7 +125,9 @@ func (s *Service) lateUnknown(ctx context.Context, u *outbox.Unit, o order, rep 
 // step to its next attempt, or gives it up after the last.
 func (s *Service) attemptFailed(ctx context.Context, u *outbox.Unit, o order, rep sas.AgentReply, cur sas.StepRecord, now time.Time) (*sas.StepRecord, error) {
 	def := o.wf.Steps[rep.Step]
-	pol := def.Retry(s.cfg.Retry)
+	// An undo has its own policy, which rides out an outage where the
+	// step fails fast (docs/workflows.md, "Undo retry policy").
+	pol := def.RetryFor(rep.Compensation, s.cfg.Retry, s.cfg.UndoRetry)
 	failures := cur.FailureCount + 1
 	why := transientWhy(rep)
 	if failures >= pol.MaxAttempts {
@@ -147,7 +149,7 @@ func (s *Service) attemptFailed(ctx context.Context, u *outbox.Unit, o order, re
 		s.emitStep(ctx, o, rep.Step, rep.Compensation, now, metrics.StepsTransient, metrics.GiveUps)
 		return nil, s.gaveUp(ctx, u, o, got, now)
 	}
-	wait := pol.Interval(failures, fmt.Sprintf("%s/%d", cur.Key(), cur.Attempt))
+	wait := pol.Interval(failures, sas.JitterSeed(cur.Key(), cur.Attempt))
 	if ra := time.Duration(rep.RetryAfterMs) * time.Millisecond; ra > wait {
 		// The service said when: never sooner (rounded up to the second
 		// an SQS delay counts in, within its longest delay).

@@ -1,6 +1,7 @@
 package scheduler_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -90,6 +91,60 @@ func TestTransientOutcomeCountsAFailureAndRetriesAfterTheInterval(t *testing.T) 
 	f.deliver(transient(req, sas.ErrorCircuitOpen, "circuit open"))
 	require.Empty(t, f.requests())
 	require.Len(t, f.alerts.all(), 1)
+}
+
+// An undo has its own retry policy, which rides out an outage where the
+// step fails fast: its transient outcomes are counted against the undo's
+// attempts (20 by default, the wait doubling from 10s to 5m), not the
+// step's 3; only the last one gives it up (CompensationFailed, an alert).
+func TestTransientUndoFollowsTheUndoRetryPolicy(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.deliver(intake("o-u", "payment", f.replyURL))
+	req := f.request()
+	for range 2 {
+		f.deliver(transient(req, "", "down"))
+		req, _ = f.nextRequest()
+	}
+	f.deliver(transient(req, "", "down")) // the step's third: given up, undone
+	require.Len(t, f.alerts.all(), 1)
+	undo := f.request()
+	require.True(t, undo.Compensation)
+	require.Empty(t, undo.NonRetryable, "the step's non-retryable errors are not the undo's")
+
+	start := f.clock.Now()
+	for failures := 1; failures < sas.DefaultUndoMaxAttempts; failures++ {
+		f.deliver(transient(undo, "", "the refunds service is down"))
+		rec := f.view("o-u").Steps[0]
+		require.Equal(t, sas.Compensating, rec.ProcessState, "failure %d: still undoing", failures)
+		require.Equal(t, failures, rec.FailureCount)
+		require.Contains(t, rec.LastError, fmt.Sprintf("(failure %d of %d: next attempt in", failures, sas.DefaultUndoMaxAttempts))
+		var wait time.Duration
+		undo, wait = f.nextRequest()
+		require.True(t, undo.Compensation)
+		ceiling := sas.DefaultUndoRetry.Backoff(failures)
+		require.GreaterOrEqual(t, wait, ceiling/2, "failure %d", failures)
+		require.LessOrEqual(t, wait, ceiling, "failure %d", failures)
+	}
+	rode := f.clock.Now().Sub(start)
+	require.Len(t, f.alerts.all(), 1, "no alert while the undo rides it out")
+
+	f.deliver(transient(undo, "", "the refunds service is down"))
+	rec := f.view("o-u").Steps[0]
+	require.Equal(t, sas.CompensationFailed, rec.ProcessState)
+	alerts := f.alerts.all()
+	require.Len(t, alerts, 2)
+	require.Equal(t, sas.CompensationFailed, alerts[1].State)
+	require.Equal(t, sas.DefaultUndoMaxAttempts, alerts[1].Failures)
+	// Within the policy's bound: the sum of its waits, each at most its
+	// ceiling (10s doubling to 5m: 75m10s), and at least half of it.
+	var bound time.Duration
+	for n := 1; n < sas.DefaultUndoMaxAttempts; n++ {
+		bound += sas.DefaultUndoRetry.Backoff(n)
+	}
+	require.LessOrEqual(t, rode, bound)
+	require.GreaterOrEqual(t, rode, bound/2)
+	t.Logf("the undo rode out %s before giving up (bound %s)", rode, bound)
 }
 
 // A step without an undo and nothing before it to undo: the give-up alerts

@@ -168,6 +168,7 @@ func variant(w sas.Workflow, v string) sas.Workflow {
 		steps = steps[:len(steps)-1]
 	case VariantLimits:
 		steps[1].Timeout, steps[1].WaitLimit, steps[1].MaxFailures = 2*stepTimeout, 30*time.Second, 2
+		steps[0].UndoRetry = sas.RetryPolicy{MaxAttempts: 3} // tighter than the deployment's undo policy
 		steps[0].TotalLimit = 2 * time.Minute
 	case VariantActions:
 		steps[1].Action, steps[1].Undo = "charge-v2", "refund-v2"

@@ -45,7 +45,7 @@ type Config struct {
 	// intake, a compensate, a reply whose echo is rewritten.
 	Forge bool
 	// Sabotage plants a known bug in the world (SabotageLoseAlerts,
-	// SabotageSkipUndo): the simulator's own tests use it to show that the
+	// SabotageSkipUndo, SabotageIgnoreTransient): the simulator's own tests use it to show that the
 	// checks catch what they are for.
 	Sabotage string
 }
@@ -54,6 +54,11 @@ type Config struct {
 const (
 	SabotageLoseAlerts = "lose-alerts" // the alerter reports success and sends nothing
 	SabotageSkipUndo   = "skip-undo"   // the remote answers undos without undoing
+	// SabotageIgnoreTransient: the store refuses a scheduler's count of a
+	// failure its agent reported (a Rescue or GiveUp with a Holder) as a
+	// lost race, so the transient outcome is acknowledged uncounted and
+	// the attempt is left to the supervisor: the bug of issue 19.
+	SabotageIgnoreTransient = "ignore-transient"
 )
 
 // ForSeed draws a run's configuration from its seed.

@@ -83,8 +83,25 @@ func (s *store) Rescue(ctx context.Context, p sas.RescueParams) (sas.StepRecord,
 	name := "Rescue"
 	if p.Holder != "" {
 		name = rescueByHolder // a scheduler on its agent's transient outcome
+		if s.w.cfg.Sabotage == SabotageIgnoreTransient {
+			return s.dropReported(ctx, name, p.Key)
+		}
 	}
 	return write(ctx, s, name, []sas.StepKey{p.Key}, func() (sas.StepRecord, error) { return s.mem.Rescue(ctx, p) })
+}
+
+// dropReported is SabotageIgnoreTransient: a scheduler's count of a
+// reported failure (a Rescue or GiveUp fenced on the held lease) is refused
+// as a lost race against the record as it stands, so the scheduler
+// acknowledges the transient outcome without counting it, and the attempt
+// stays held past its deadline.
+func (s *store) dropReported(ctx context.Context, name string, key sas.StepKey) (sas.StepRecord, error) {
+	stop(ctx, opWrite, "%s %v (sabotaged: dropped)", name, key)
+	cur, err := s.mem.GetStep(context.Background(), key)
+	if err != nil {
+		return sas.StepRecord{}, &sas.RaceError{Op: name, Key: key}
+	}
+	return sas.StepRecord{}, &sas.RaceError{Op: name, Key: key, Current: &cur}
 }
 
 // rescueByHolder names a Rescue with a Holder: the attempt ended on its
@@ -92,6 +109,9 @@ func (s *store) Rescue(ctx context.Context, p sas.RescueParams) (sas.StepRecord,
 const rescueByHolder = "Rescue by holder"
 
 func (s *store) GiveUp(ctx context.Context, p sas.GiveUpParams) (sas.StepRecord, error) {
+	if p.Holder != "" && s.w.cfg.Sabotage == SabotageIgnoreTransient {
+		return s.dropReported(ctx, "GiveUp", p.Key)
+	}
 	return write(ctx, s, "GiveUp", []sas.StepKey{p.Key}, func() (sas.StepRecord, error) { return s.mem.GiveUp(ctx, p) })
 }
 
@@ -219,6 +239,10 @@ func (w *World) checkGiveUp(before, after sas.StepRecord) {
 		maxFailures = supervisorMaxFailures
 	}
 	forward := before.ProcessState == sas.Processing || before.ProcessState == sas.Pending
+	if before.ProcessState == sas.Compensating {
+		// An undo's own policy, never the step's.
+		maxFailures = lim.Undo.Or(undoRetry).MaxAttempts
+	}
 	if before.FailureCount+1 >= maxFailures {
 		return
 	}

@@ -37,6 +37,10 @@ const (
 	stepTimeout        = 10 * time.Second
 	// supervisorMaxFailures is the supervisors' default failure threshold.
 	supervisorMaxFailures = 3
+	// undoMaxFailures is the schedulers' and supervisors' undo threshold:
+	// an undo has its own retry policy, longer than a step's (as deployed,
+	// though shorter than the deployed 20, so that runs settle).
+	undoMaxFailures = 5
 	// maxSkew bounds the second supervisor's clock skew, either way.
 	maxSkew = 2 * time.Second
 )
@@ -197,6 +201,7 @@ func (w *World) deploy(wf sas.Workflow, suffix string) {
 			AgentQueues: aq, IntakeQueueURL: w.intake.url, SchedulerQueueURL: w.sched.url,
 			ControlQueueURL: w.control.url, SigningKey: signingKey, PickupTimeout: pickupTimeout, StepTimeout: stepTimeout,
 			Retry:          sas.RetryPolicy{MaxAttempts: 3, InitialInterval: time.Second, MaxInterval: 8 * time.Second}, // the supervisors'
+			UndoRetry:      undoRetry,
 			OwedRetry:      10 * time.Second,
 			ReplyToAllowed: func(u string) bool { return u == w.status.url }, Logger: w.discard,
 			RequireSignedReplies: w.signedOnly(),
@@ -216,7 +221,7 @@ func (w *World) deploy(wf sas.Workflow, suffix string) {
 		sup, err := supervisor.New(supervisor.Config{
 			Store: w.st, Queue: queues{w}, Alerter: alerter{w}, ControlQueueURL: w.control.url,
 			Clock: skewed{w.clock, offset}, MaxFailures: supervisorMaxFailures, PickupTimeout: pickupTimeout,
-			BaseBackoff: time.Second, MaxBackoff: 8 * time.Second, OwedRetry: 10 * time.Second,
+			BaseBackoff: time.Second, MaxBackoff: 8 * time.Second, UndoRetry: undoRetry, OwedRetry: 10 * time.Second,
 			BacklogQueueURLs: backlog, WaitLimit: waitLimit, Steps: limits, Workflows: reg, Budget: time.Hour,
 			Actor: fmt.Sprintf("sup-%d%s", i+1, suffix), Logger: w.discard, Metrics: io.Discard,
 		})
@@ -226,6 +231,9 @@ func (w *World) deploy(wf sas.Workflow, suffix string) {
 		w.supervisors = append(w.supervisors, sup)
 	}
 }
+
+// undoRetry is the undo policy of the schedulers and supervisors.
+var undoRetry = sas.RetryPolicy{MaxAttempts: undoMaxFailures, InitialInterval: 2 * time.Second, MaxInterval: 16 * time.Second}
 
 // signingKey is the schedulers' key (fixed: a seed replays byte for byte).
 var signingKey = []byte("sim-signing-key-0123456789abcdef-0123456789abcdef")

@@ -62,6 +62,11 @@ type Config struct {
 	// maximum delay). Both are whole seconds, as SQS counts delays.
 	BaseBackoff time.Duration
 	MaxBackoff  time.Duration
+	// UndoRetry is the retry policy of an undo whose step sets none: its
+	// zero fields take sas.DefaultUndoRetry's. An undo rides out an outage
+	// where a step fails fast (docs/workflows.md, "Undo retry policy"). Its
+	// intervals are SQS delays: whole seconds, at most MaxDelay.
+	UndoRetry sas.RetryPolicy
 
 	// PageSize bounds the records one page acts on (and FindDue's per-shard
 	// limit): the unit between budget checks and of one batch of sends.
@@ -134,6 +139,7 @@ func (c Config) withDefaults() (Config, error) {
 	if c.MaxBackoff == 0 {
 		c.MaxBackoff = DefaultMaxBackoff
 	}
+	c.UndoRetry = c.UndoRetry.Or(sas.DefaultUndoRetry)
 	if c.PageSize == 0 {
 		c.PageSize = DefaultPageSize
 	}
@@ -189,6 +195,10 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.BaseBackoff > c.MaxBackoff {
 		bad("BaseBackoff", "%s is more than MaxBackoff %s", c.BaseBackoff, c.MaxBackoff)
+	}
+	if u := c.UndoRetry; u.InitialInterval > u.MaxInterval || u.MaxInterval > MaxDelay || u.Coefficient < 1 ||
+		u.InitialInterval%time.Second != 0 || u.MaxInterval%time.Second != 0 {
+		bad("UndoRetry", "%+v: want whole-second intervals, the initial at most the maximum, the maximum at most %s, a coefficient of at least 1", u, MaxDelay)
 	}
 	if c.PageSize < 1 || c.PageSize > MaxPageSize {
 		bad("PageSize", "%d is outside 1..%d", c.PageSize, MaxPageSize)

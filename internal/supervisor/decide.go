@@ -44,6 +44,7 @@ type policy struct {
 	MaxFailures   int
 	BaseBackoff   time.Duration
 	MaxBackoff    time.Duration
+	Undo          sas.RetryPolicy // an undo's, for a step that sets none
 	PickupTimeout time.Duration
 	WaitLimit     time.Duration
 	Steps         map[string]sas.StepLimits
@@ -72,7 +73,19 @@ func (p policy) limits(step string, def sas.StepLimits, found bool) sas.StepLimi
 		l.MaxBackoff = max(p.MaxBackoff, l.BaseBackoff)
 	}
 	l.MaxBackoff = min(l.MaxBackoff, MaxDelay)
+	l.Undo = l.Undo.Or(p.Undo).Or(sas.DefaultUndoRetry).WithDefaults()
 	return l
+}
+
+// retry is the retry policy of rec's leg under l (its defaults filled in
+// by policy.limits): an undo's own, which rides out an outage, or the
+// step's.
+func retry(l sas.StepLimits, undo bool) sas.RetryPolicy {
+	if undo {
+		return l.Undo
+	}
+	return sas.RetryPolicy{MaxAttempts: l.MaxFailures, InitialInterval: l.BaseBackoff,
+		Coefficient: l.BackoffCoefficient, MaxInterval: l.MaxBackoff}
 }
 
 // decide is the supervisor's only judgement (docs/pattern.md §2: "failed or stuck?",
@@ -122,24 +135,25 @@ func (p policy) decide(rec sas.StepRecord, lim sas.StepLimits, now time.Time, ba
 		}
 		why = fmt.Sprintf("%s, and waited %s in busy queues, its wait limit", why, now.Sub(since).Round(time.Second))
 	}
-	if failures >= lim.MaxFailures {
+	// An undo (Compensating) has its own retry policy, which rides out an
+	// outage where the step fails fast (docs/workflows.md).
+	pol := retry(lim, rec.ProcessState == sas.Compensating)
+	if failures >= pol.MaxAttempts {
 		return decision{
 			Action:   giveUp,
 			Failures: failures,
-			Reason:   fmt.Sprintf("%s (failure %d of %d: giving up)", why, failures, lim.MaxFailures),
+			Reason:   fmt.Sprintf("%s (failure %d of %d: giving up)", why, failures, pol.MaxAttempts),
 		}
 	}
-	b := backoff(failures, lim.BaseBackoff, lim.MaxBackoff)
-	if c := lim.BackoffCoefficient; c > 0 && c != sas.DefaultBackoffCoefficient {
-		// The step's own growth (its retry policy's backoffCoefficient),
-		// in the whole seconds of an SQS delay.
-		b = sas.RetryPolicy{InitialInterval: lim.BaseBackoff, Coefficient: c, MaxInterval: lim.MaxBackoff}.Backoff(failures).Round(time.Second)
-	}
+	// The leg's retry policy's interval, jittered as the scheduler's for a
+	// reported failure (the same draw, seeded by the step and attempt): the
+	// steps one outage stalled together are not all re-driven together.
+	b := pol.Interval(failures, sas.JitterSeed(rec.Key(), rec.Attempt))
 	return decision{
 		Action:   rescue,
 		Failures: failures,
 		Backoff:  b,
-		Reason:   fmt.Sprintf("%s (failure %d of %d: retry in %s)", why, failures, lim.MaxFailures, b),
+		Reason:   fmt.Sprintf("%s (failure %d of %d: retry in %s)", why, failures, pol.MaxAttempts, b),
 	}
 }
 
@@ -165,16 +179,4 @@ func stall(rec sas.StepRecord) string {
 		return fmt.Sprintf("undo not re-claimed by its pick-up deadline %s", due)
 	}
 	return fmt.Sprintf("not claimed by its pick-up deadline %s", due)
-}
-
-// backoff is base·2^(failures-1), capped at max. New checks that both are
-// whole seconds, the unit of an SQS delay, so the pick-up deadline counts
-// the delay the message really gets. It doubles step by step rather than
-// shifting, so a large failure count cannot overflow.
-func backoff(failures int, base, max time.Duration) time.Duration {
-	d := base
-	for i := 1; i < failures && d < max; i++ {
-		d *= 2
-	}
-	return min(d, max)
 }

@@ -1,6 +1,7 @@
 package supervisor
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -27,30 +28,37 @@ func TestDecide(t *testing.T) {
 		backoff  time.Duration
 		reason   string
 	}{
-		{"processing expired, first failure", p, rec(sas.Processing, "s1", 0, past), rescue, 1, 5 * time.Second, "attempt 2 not finished by its deadline 2026-11-05T09:59:59Z (failure 1 of 3: retry in 5s)"},
+		{"processing expired, first failure", p, rec(sas.Processing, "s1", 0, past), rescue, 1, 5 * time.Second, "attempt 2 not finished by its deadline 2026-11-05T09:59:59Z (failure 1 of 3: retry in "},
 		{"a deadline equal to now has passed", p, rec(sas.Processing, "s1", 0, now), rescue, 1, 5 * time.Second, "failure 1 of 3"},
 		{"processing not yet expired", p, rec(sas.Processing, "s1", 0, future), skip, 0, 0, ""},
-		{"second failure backs off longer", p, rec(sas.Processing, "s1", 1, past), rescue, 2, 10 * time.Second, "failure 2 of 3: retry in 10s"},
+		{"second failure backs off longer", p, rec(sas.Processing, "s1", 1, past), rescue, 2, 10 * time.Second, "failure 2 of 3: retry in "},
 		{"at the threshold: give up", p, rec(sas.Processing, "s1", 2, past), giveUp, 3, 0, "attempt 2 not finished by its deadline 2026-11-05T09:59:59Z (failure 3 of 3: giving up)"},
 		{"past the threshold (lowered since): give up", p, rec(sas.Processing, "s1", 7, past), giveUp, 8, 0, "failure 8 of 3: giving up"},
 		{"stranded pending", p, rec(sas.Pending, "", 0, past), rescue, 1, 5 * time.Second, "not claimed by its pick-up deadline 2026-11-05T09:59:59Z"},
 		{"stranded pending at the threshold", p, rec(sas.Pending, "", 2, past), giveUp, 3, 0, "not claimed by its pick-up deadline"},
 		{"pending that waits on an earlier step", p, rec(sas.Pending, "", 0, time.Time{}), skip, 0, 0, ""},
 		{"pending, pick-up deadline ahead", p, rec(sas.Pending, "", 0, future), skip, 0, 0, ""},
-		{"undo expired", p, rec(sas.Compensating, "s1", 0, past), rescue, 1, 5 * time.Second, "undo attempt 2 not finished by its deadline"},
-		{"undo handed back, not re-claimed", p, rec(sas.Compensating, "", 1, past), rescue, 2, 10 * time.Second, "undo not re-claimed by its pick-up deadline"},
-		{"undo at the threshold", p, rec(sas.Compensating, "", 2, past), giveUp, 3, 0, "undo not re-claimed by its pick-up deadline 2026-11-05T09:59:59Z (failure 3 of 3: giving up)"},
+		// An undo has its own retry policy (the default: 20 attempts, 10s
+		// doubling to 5m), whatever the forward one says.
+		{"undo expired", p, rec(sas.Compensating, "s1", 0, past), rescue, 1, 10 * time.Second, "undo attempt 2 not finished by its deadline"},
+		{"undo handed back, not re-claimed", p, rec(sas.Compensating, "", 1, past), rescue, 2, 20 * time.Second, "undo not re-claimed by its pick-up deadline"},
+		{"undo past the forward threshold", p, rec(sas.Compensating, "", 2, past), rescue, 3, 40 * time.Second, "(failure 3 of 20: retry in "},
+		{"undo, its wait capped", p, rec(sas.Compensating, "", 12, past), rescue, 13, 5 * time.Minute, "(failure 13 of 20: retry in "},
+		{"undo at its threshold", p, rec(sas.Compensating, "", 19, past), giveUp, 20, 0, "undo not re-claimed by its pick-up deadline 2026-11-05T09:59:59Z (failure 20 of 20: giving up)"},
+		{"the step's own undo policy", stepPolicy(p, sas.StepLimits{Undo: sas.RetryPolicy{MaxAttempts: 4, InitialInterval: time.Second}}), rec(sas.Compensating, "", 2, past), rescue, 3, 4 * time.Second, "(failure 3 of 4: retry in "},
+		{"the step's own undo threshold", stepPolicy(p, sas.StepLimits{Undo: sas.RetryPolicy{MaxAttempts: 4}}), rec(sas.Compensating, "", 3, past), giveUp, 4, 0, "(failure 4 of 4: giving up)"},
+		{"a forward threshold does not apply to the undo", stepPolicy(p, sas.StepLimits{MaxFailures: 1}), rec(sas.Compensating, "", 0, past), rescue, 1, 10 * time.Second, "(failure 1 of 20: retry in "},
 		{"processed is never due", p, rec(sas.Processed, "", 0, past), skip, 0, 0, ""},
 		{"error waits for an operator", p, rec(sas.Error, "", 3, past), skip, 0, 0, ""},
 		{"compensation failed waits for an operator", p, rec(sas.CompensationFailed, "", 3, past), skip, 0, 0, ""},
 		{"threshold 1 gives up at once", policy{MaxFailures: 1, BaseBackoff: time.Second, MaxBackoff: time.Minute}, rec(sas.Processing, "s1", 0, past), giveUp, 1, 0, "failure 1 of 1: giving up"},
 		// A step's own retry policy (workflow.Retry) overrides the
 		// supervisor's; what it leaves zero comes from the supervisor.
-		{"the step's threshold", stepPolicy(p, sas.StepLimits{MaxFailures: 5}), rec(sas.Processing, "s1", 2, past), rescue, 3, 20 * time.Second, "failure 3 of 5: retry in 20s"},
+		{"the step's threshold", stepPolicy(p, sas.StepLimits{MaxFailures: 5}), rec(sas.Processing, "s1", 2, past), rescue, 3, 20 * time.Second, "failure 3 of 5: retry in "},
 		{"the step's threshold reached", stepPolicy(p, sas.StepLimits{MaxFailures: 5}), rec(sas.Processing, "s1", 4, past), giveUp, 5, 0, "failure 5 of 5: giving up"},
-		{"the step's backoff", stepPolicy(p, sas.StepLimits{BaseBackoff: time.Second, MaxBackoff: 3 * time.Second}), rec(sas.Processing, "s1", 1, past), rescue, 2, 2 * time.Second, "failure 2 of 3: retry in 2s"},
-		{"the step's backoff, capped by its max", stepPolicy(p, sas.StepLimits{MaxFailures: 9, BaseBackoff: time.Second, MaxBackoff: 3 * time.Second}), rec(sas.Processing, "s1", 5, past), rescue, 6, 3 * time.Second, "retry in 3s"},
-		{"the step's base above the supervisor's max", stepPolicy(policy{MaxFailures: 3, BaseBackoff: time.Second, MaxBackoff: time.Second}, sas.StepLimits{BaseBackoff: 5 * time.Second}), rec(sas.Processing, "s1", 1, past), rescue, 2, 5 * time.Second, "retry in 5s"},
+		{"the step's backoff", stepPolicy(p, sas.StepLimits{BaseBackoff: time.Second, MaxBackoff: 3 * time.Second}), rec(sas.Processing, "s1", 1, past), rescue, 2, 2 * time.Second, "failure 2 of 3: retry in "},
+		{"the step's backoff, capped by its max", stepPolicy(p, sas.StepLimits{MaxFailures: 9, BaseBackoff: time.Second, MaxBackoff: 3 * time.Second}), rec(sas.Processing, "s1", 5, past), rescue, 6, 3 * time.Second, "retry in "},
+		{"the step's base above the supervisor's max", stepPolicy(policy{MaxFailures: 3, BaseBackoff: time.Second, MaxBackoff: time.Second}, sas.StepLimits{BaseBackoff: 5 * time.Second}), rec(sas.Processing, "s1", 1, past), rescue, 2, 5 * time.Second, "retry in "},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -58,8 +66,15 @@ func TestDecide(t *testing.T) {
 			d := tc.policy.decide(tc.rec, tc.policy.limits(tc.rec.StepName, sas.StepLimits{}, false), now, -1)
 			require.Equal(t, tc.action, d.Action, "action")
 			require.Equal(t, tc.failures, d.Failures, "failures")
-			require.Equal(t, tc.backoff, d.Backoff, "backoff")
+			// tc.backoff is the policy's wait before jitter: the rescue's
+			// is drawn from its upper half, in whole seconds.
+			require.LessOrEqual(t, d.Backoff, tc.backoff, "backoff")
+			require.GreaterOrEqual(t, d.Backoff, tc.backoff/2, "backoff")
+			require.Zero(t, d.Backoff%time.Second, "whole seconds (an SQS delay)")
 			require.Contains(t, d.Reason, tc.reason)
+			if d.Action == rescue {
+				require.Contains(t, d.Reason, "retry in "+d.Backoff.String()+")")
+			}
 			if d.Action != skip {
 				require.Equal(t, tc.rec.FailureCount+1, d.Failures, "the write bumps FailureCount once")
 			}
@@ -139,15 +154,35 @@ func TestDecideWaitsWhileTheQueuesAreBusy(t *testing.T) {
 	}
 }
 
-func TestBackoffGrowsAndIsCapped(t *testing.T) {
+// TestRescueBackoffIsJittered: the steps one outage stalled together are
+// re-driven apart, each by a draw from the upper half of its policy's wait
+// seeded by its step and attempt (sas.JitterSeed), the same draw the
+// scheduler makes for a reported failure; the same record always draws the
+// same wait, so a retried sweep decides the same.
+func TestRescueBackoffIsJittered(t *testing.T) {
 	t.Parallel()
-	base, max := 5*time.Second, 15*time.Minute
-	want := []time.Duration{5, 10, 20, 40, 80, 160, 320, 640, 900, 900}
-	for i, w := range want {
-		require.Equal(t, w*time.Second, backoff(i+1, base, max), "failure %d", i+1)
+	now := time.Date(2026, 11, 5, 10, 0, 0, 0, time.UTC)
+	p := policy{MaxFailures: 10, BaseBackoff: 5 * time.Second, MaxBackoff: 15 * time.Minute}
+	lim := p.limits("", sas.StepLimits{}, false)
+	for failures := 0; failures < 9; failures++ {
+		ceiling := sas.RetryPolicy{InitialInterval: 5 * time.Second, MaxInterval: 15 * time.Minute}.Backoff(failures + 1)
+		seen := map[time.Duration]int{}
+		for i := range 100 {
+			rec := sas.StepRecord{OrderID: fmt.Sprintf("o-%d", i), Step: 1, ProcessState: sas.Processing, LockedBy: "s1",
+				FailureCount: failures, Attempt: failures + 1, DueAt: now.Add(-time.Second)}
+			d := p.decide(rec, lim, now, -1)
+			require.Equal(t, rescue, d.Action)
+			require.GreaterOrEqual(t, d.Backoff, ceiling/2, "failure %d", failures+1)
+			require.LessOrEqual(t, d.Backoff, ceiling, "failure %d", failures+1)
+			require.Zero(t, d.Backoff%time.Second)
+			require.Equal(t, d.Backoff, p.decide(rec, lim, now, -1).Backoff, "the same record draws the same")
+			pol := sas.RetryPolicy{InitialInterval: lim.BaseBackoff, MaxInterval: lim.MaxBackoff}
+			require.Equal(t, pol.Interval(failures+1, sas.JitterSeed(rec.Key(), rec.Attempt)), d.Backoff,
+				"the scheduler's draw for the same failure")
+			seen[d.Backoff]++
+		}
+		if ceiling >= 10*time.Second {
+			require.Greater(t, len(seen), 3, "failure %d: 100 stalled steps spread over the range, not re-driven at once", failures+1)
+		}
 	}
-	require.Equal(t, max, backoff(1_000_000, base, max), "no overflow")
-	require.Equal(t, 3*time.Second, backoff(5, 3*time.Second, 3*time.Second), "base equal to the cap")
-	require.Equal(t, 20*time.Second, backoff(2, 10*time.Second, 20*time.Second))
-	require.Equal(t, 25*time.Second, backoff(3, 10*time.Second, 25*time.Second), "a cap between two doublings")
 }

@@ -60,7 +60,7 @@ func New(cfg Config) (*Supervisor, error) {
 	return &Supervisor{
 		cfg: cfg,
 		policy: policy{MaxFailures: cfg.MaxFailures, BaseBackoff: cfg.BaseBackoff, MaxBackoff: cfg.MaxBackoff,
-			PickupTimeout: cfg.PickupTimeout, WaitLimit: cfg.WaitLimit, Steps: cfg.Steps},
+			Undo: cfg.UndoRetry, PickupTimeout: cfg.PickupTimeout, WaitLimit: cfg.WaitLimit, Steps: cfg.Steps},
 		defs: sas.NewDefinitions(cfg.Workflows, cfg.Store),
 	}, nil
 }

@@ -85,7 +85,8 @@ func TestExpiredProcessingIsHandedBack(t *testing.T) {
 	require.True(t, r.CompleteBy.IsZero())
 	require.Equal(t, 1, r.FailureCount)
 	require.Equal(t, 1, r.Attempt)
-	require.Equal(t, now.Add(5*time.Second+time.Minute), r.DueAt, "pick-up deadline = now + delay + PickupTimeout")
+	delay := jittered(1, key("o-1", 0), 1)
+	require.Equal(t, now.Add(delay+time.Minute), r.DueAt, "pick-up deadline = now + delay + PickupTimeout")
 	last := r.History[len(r.History)-1]
 	require.Equal(t, "sup-test", last.Actor)
 	require.Contains(t, last.Reason, "attempt 1 not finished by its deadline")
@@ -94,14 +95,14 @@ func TestExpiredProcessingIsHandedBack(t *testing.T) {
 	msgs := e.queue.take(t)
 	require.Len(t, msgs, 1)
 	require.Equal(t, sas.KindRetry, msgs[0].Kind)
-	require.Equal(t, 5*time.Second, msgs[0].Delay)
+	require.Equal(t, delay, msgs[0].Delay)
 	require.Equal(t, sas.Retry{V: 1, Kind: sas.KindRetry, OrderID: "o-1", Step: 0, Attempt: 1, Reason: last.Reason}, msgs[0].Retry)
 	stats, err := e.mq.Stats(e.url)
 	require.NoError(t, err)
 	require.Equal(t, memqueue.Stats{Delayed: 1}, stats, "the retry waits out its backoff in the queue")
 
 	// The scheduler acts on the retry: a claim fenced on the attempt it names.
-	e.clock.Advance(5 * time.Second)
+	e.clock.Advance(delay)
 	got := e.claim(t, key("o-1", 0), "", msgs[0].Retry.Attempt)
 	require.Equal(t, 2, got.Attempt)
 	require.Empty(t, e.alerts.Alerts())
@@ -138,16 +139,16 @@ func TestThresholdGivesUpAlertsAndCompensates(t *testing.T) {
 	e.clock.Set(T0.Add(stepTimeout))
 	require.Equal(t, 1, runOnce(t, s).Rescued)
 	msgs := e.queue.take(t)
-	require.Equal(t, 5*time.Second, msgs[0].Delay)
+	require.Equal(t, jittered(1, key("o-t", 0), 1), msgs[0].Delay)
 
 	// Failure 2: attempt 2 is claimed and hangs too; the backoff doubles.
-	e.clock.Advance(5 * time.Second)
+	e.clock.Advance(msgs[0].Delay)
 	e.claim(t, key("o-t", 0), "", 1)
 	e.clock.Advance(stepTimeout)
 	require.Equal(t, 1, runOnce(t, s).Rescued)
 	msgs = e.queue.take(t)
 	require.Len(t, msgs, 1)
-	require.Equal(t, 10*time.Second, msgs[0].Delay)
+	require.Equal(t, jittered(2, key("o-t", 0), 2), msgs[0].Delay)
 	require.Equal(t, 2, msgs[0].Retry.Attempt)
 
 	// Failure 3: nobody claims the retry. At the threshold: give up.
@@ -217,13 +218,26 @@ func TestStuckUndoIsRescuedThenGivenUpWithoutCompensation(t *testing.T) {
 	require.Equal(t, sas.Retry{V: 1, Kind: sas.KindRetry, OrderID: "o-undo", Step: 0, Attempt: 2, Reason: r.LastError}, msgs[0].Retry)
 	require.Equal(t, sas.Error, e.step(t, "o-undo", 1).ProcessState, "the failed step is not the supervisor's")
 
-	// Nobody re-claims the undo: failure 2, then the threshold.
-	e.clock.Set(r.DueAt)
-	runOnce(t, s)
-	r = e.step(t, "o-undo", 0)
-	require.Equal(t, 2, r.FailureCount)
-	require.Contains(t, r.LastError, "undo not re-claimed")
-	require.Len(t, e.queue.take(t), 1)
+	require.Contains(t, r.LastError, "failure 1 of 20", "an undo's own retry policy: it rides out an outage")
+	require.Equal(t, sas.DefaultUndoRetry.Interval(1, sas.JitterSeed(key("o-undo", 0), 1)), msgs[0].Delay)
+
+	// Nobody re-claims the undo: failures 2 to 19, each handed back after
+	// the undo policy's interval (10s doubling to 5m, jittered), far past
+	// the forward policy's 3.
+	for failures := 2; failures < sas.DefaultUndoMaxAttempts; failures++ {
+		e.clock.Set(r.DueAt)
+		runOnce(t, s)
+		r = e.step(t, "o-undo", 0)
+		require.Equal(t, sas.Compensating, r.ProcessState)
+		require.Equal(t, failures, r.FailureCount)
+		require.Contains(t, r.LastError, "undo not re-claimed")
+		msgs = e.queue.take(t)
+		require.Len(t, msgs, 1)
+		ceiling := sas.DefaultUndoRetry.Backoff(failures)
+		require.LessOrEqual(t, msgs[0].Delay, ceiling)
+		require.GreaterOrEqual(t, msgs[0].Delay, ceiling/2)
+		require.LessOrEqual(t, ceiling, sas.DefaultUndoMaxInterval)
+	}
 
 	e.clock.Set(r.DueAt)
 	rep = runOnce(t, s)
@@ -233,8 +247,28 @@ func TestStuckUndoIsRescuedThenGivenUpWithoutCompensation(t *testing.T) {
 	al := e.alerts.Alerts()
 	require.Len(t, al, 1)
 	require.Equal(t, sas.CompensationFailed, al[0].State)
-	require.Equal(t, 3, al[0].Failures)
+	require.Equal(t, sas.DefaultUndoMaxAttempts, al[0].Failures)
 	require.Empty(t, e.queue.take(t), "nothing undoes a failed undo: no compensate message")
+}
+
+// A deployment's undo policy (Config.UndoRetry) and a step's own
+// (StepLimits.Undo) replace the default; the forward policy never applies
+// to an undo.
+func TestUndoRetryPolicyIsTheUndos(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	s := e.supervisor(t, func(c *Config) { c.UndoRetry = sas.RetryPolicy{MaxAttempts: 2}; c.MaxFailures = 5 })
+	stuckUndo(t, e, "o-undo2")
+	e.clock.Advance(stepTimeout)
+	runOnce(t, s)
+	r := e.step(t, "o-undo2", 0)
+	require.Contains(t, r.LastError, "failure 1 of 2")
+	require.Equal(t, sas.RetryPolicy{MaxAttempts: 2}.Or(sas.DefaultUndoRetry).Interval(1, sas.JitterSeed(key("o-undo2", 0), 1)),
+		e.queue.take(t)[0].Delay, "the fields it leaves zero are the default's")
+	e.clock.Set(r.DueAt)
+	rep := runOnce(t, s)
+	require.Equal(t, StateCounts{Due: 1, GaveUp: 1}, rep.ByState[sas.Compensating])
+	require.Equal(t, sas.CompensationFailed, e.step(t, "o-undo2", 0).ProcessState)
 }
 
 // River's rescuer once overwrote jobs that completed between its query and
@@ -296,7 +330,7 @@ func TestRetryNotSentIsRedrivenByALaterSweep(t *testing.T) {
 	msgs := e.queue.take(t)
 	require.Len(t, msgs, 1)
 	require.Equal(t, sas.Retry{V: 1, Kind: sas.KindRetry, OrderID: "o-send", Step: 0, Attempt: 1, Reason: e.step(t, "o-send", 0).LastError}, msgs[0].Retry)
-	require.Equal(t, 10*time.Second, msgs[0].Delay)
+	require.Equal(t, jittered(2, key("o-send", 0), 1), msgs[0].Delay)
 	e.claim(t, key("o-send", 0), "", 1)
 }
 
@@ -474,4 +508,11 @@ func TestRunTicksAroundRunOnce(t *testing.T) {
 	require.Equal(t, int32(9), e.store.findDues.Load(), "three sweeps: one at start, one per tick")
 
 	require.ErrorIs(t, s.Run(ctx, 0), sas.ErrInvalid)
+}
+
+// jittered is the supervisor's default retry delay after the failures-th
+// failure of attempt of the step at k: 5s doubling, drawn from the upper
+// half of the wait by the step and attempt (sas.JitterSeed).
+func jittered(failures int, k sas.StepKey, attempt int) time.Duration {
+	return sas.RetryPolicy{InitialInterval: DefaultBaseBackoff, MaxInterval: DefaultMaxBackoff}.Interval(failures, sas.JitterSeed(k, attempt))
 }
