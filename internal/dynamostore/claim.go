@@ -22,16 +22,7 @@ func (st *Store) claimWithSiblings(ctx context.Context, p sas.ClaimParams) (sas.
 	keys := []sas.StepKey{p.Key}
 	for _, sib := range p.Siblings {
 		k := sas.StepKey{OrderID: p.Key.OrderID, Step: sib.Step}
-		c := newUpdate()
-		inState(&c, sib.State)
-		items = append(items, types.TransactWriteItem{ConditionCheck: &types.ConditionCheck{
-			TableName:                           &st.cfg.StateTable,
-			Key:                                 stepKey(k),
-			ConditionExpression:                 aws.String(c.condition),
-			ExpressionAttributeNames:            c.names,
-			ExpressionAttributeValues:           c.values,
-			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-		}})
+		items = append(items, st.stillInState(k, sib.State))
 		keys = append(keys, k)
 	}
 	_, err := st.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
@@ -55,4 +46,20 @@ func (st *Store) claimWithSiblings(ctx context.Context, p sas.ClaimParams) (sas.
 		return sas.StepRecord{}, fmt.Errorf("claiming step %s (written): %w", p.Key, err)
 	}
 	return r, nil
+}
+
+// stillInState is the transaction item that checks step k is still in the
+// state its writer read (the inState guard): a claim's or a resubmit's
+// siblings.
+func (st *Store) stillInState(k sas.StepKey, state sas.ProcessState) types.TransactWriteItem {
+	c := newUpdate()
+	inState(&c, state)
+	return types.TransactWriteItem{ConditionCheck: &types.ConditionCheck{
+		TableName:                           &st.cfg.StateTable,
+		Key:                                 stepKey(k),
+		ConditionExpression:                 aws.String(c.condition),
+		ExpressionAttributeNames:            c.names,
+		ExpressionAttributeValues:           c.values,
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	}}
 }

@@ -42,15 +42,7 @@ func (st *Store) resubmitWrite(ctx context.Context, p sas.ResubmitParams, u upda
 		if r.Step == p.Key.Step {
 			continue
 		}
-		c := newUpdate()
-		inState(&c, r.ProcessState)
-		items = append(items, types.TransactWriteItem{ConditionCheck: &types.ConditionCheck{
-			TableName:                 &st.cfg.StateTable,
-			Key:                       stepKey(r.Key()),
-			ConditionExpression:       aws.String(c.condition),
-			ExpressionAttributeNames:  c.names,
-			ExpressionAttributeValues: c.values,
-		}})
+		items = append(items, st.stillInState(r.Key(), r.ProcessState))
 	}
 	_, err := st.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
 	if err != nil {

@@ -21,10 +21,7 @@ func TestHappyPathEndToEnd(t *testing.T) {
 	sys, err := localrun.Start(ctx, localrun.Options{})
 	require.NoError(t, err)
 	defer sys.Close()
-	runCtx, stop := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { sys.Run(runCtx); close(done) }()
-	defer func() { stop(); <-done }()
+	defer runInBackground(ctx, sys)()
 
 	var ids []string
 	var intakes []sas.Intake

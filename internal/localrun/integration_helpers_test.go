@@ -696,3 +696,23 @@ func (it *itSystem) orderDone(ctx context.Context, id string, want ...sas.Proces
 		return err == nil && itStates(want...)(v)
 	}
 }
+
+// runInBackground runs sys until the returned stop is called; stop waits
+// for Run to return.
+func runInBackground(ctx context.Context, sys *localrun.System) (stop func()) {
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { sys.Run(runCtx); close(done) }()
+	return func() { cancel(); <-done }
+}
+
+// paymentIntakes are n single-step payment orders named after the run and
+// tag, with their ids.
+func paymentIntakes(sys *localrun.System, tag string, n int) (ids []string, batch []sas.Intake) {
+	for i := range n {
+		id := fmt.Sprintf("%s-%s-%04d", sys.Opts.Name, tag, i)
+		ids = append(ids, id)
+		batch = append(batch, sas.Intake{OrderID: id, Workflow: registry.Payment, Payload: []byte(`{"amount":10}`)})
+	}
+	return ids, batch
+}

@@ -106,22 +106,12 @@ func outageRun(b *testing.B, p outagePolicy, orders int) {
 		b.Fatal(err)
 	}
 	defer sys.Close()
-	runCtx, stop := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { sys.Run(runCtx); close(done) }()
-	defer func() { stop(); <-done }()
+	defer runInBackground(ctx, sys)()
 
-	ids := make([]string, orders)
-	var batch []sas.Intake
-	for i := range ids {
-		ids[i] = fmt.Sprintf("%s-out-%04d", sys.Opts.Name, i)
-		batch = append(batch, sas.Intake{OrderID: ids[i], Workflow: registry.Payment, Payload: []byte(`{"amount":10}`)})
-	}
+	ids, batch := paymentIntakes(sys, "out", orders)
 	start := time.Now()
-	for i := 0; i < len(batch); i += 10 {
-		if err := sys.Submit(ctx, batch[i:min(i+10, len(batch))]...); err != nil {
-			b.Fatal(err)
-		}
+	if err := sys.Submit(ctx, batch...); err != nil { // in batches of ten
+		b.Fatal(err)
 	}
 	healed := start.Add(outageFor)
 	heal := time.AfterFunc(time.Until(healed), func() {
@@ -301,20 +291,10 @@ func downOrSlowRun(b *testing.B, prof remotesim.Profile) {
 		b.Fatal(err)
 	}
 	defer sys.Close()
-	runCtx, stop := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { sys.Run(runCtx); close(done) }()
-	defer func() { stop(); <-done }()
-	ids := make([]string, orders)
-	var batch []sas.Intake
-	for i := range ids {
-		ids[i] = fmt.Sprintf("%s-ds-%03d", sys.Opts.Name, i)
-		batch = append(batch, sas.Intake{OrderID: ids[i], Workflow: registry.Payment, Payload: []byte(`{"amount":10}`)})
-	}
-	for i := 0; i < len(batch); i += 10 {
-		if err := sys.Submit(ctx, batch[i:min(i+10, len(batch))]...); err != nil {
-			b.Fatal(err)
-		}
+	defer runInBackground(ctx, sys)()
+	ids, batch := paymentIntakes(sys, "ds", orders)
+	if err := sys.Submit(ctx, batch...); err != nil { // in batches of ten
+		b.Fatal(err)
 	}
 	views, err := sys.WaitSettled(ctx, ids, time.Second, nil)
 	if err != nil {

@@ -2,16 +2,13 @@ package localrun_test
 
 import (
 	"context"
-	"fmt"
 	"testing"
 	"time"
 
 	"github.com/sas-go/sas/internal/agenthost"
 	"github.com/sas-go/sas/internal/emulator"
 	"github.com/sas-go/sas/internal/localrun"
-	"github.com/sas-go/sas/internal/registry"
 	"github.com/sas-go/sas/internal/remotesim"
-	"github.com/sas-go/sas/internal/sas"
 )
 
 const (
@@ -61,22 +58,12 @@ func overloadRun(b *testing.B) {
 	b.Logf("C = %d instance(s) × %d worker(s) × %d calls per invocation ÷ %s = %.1f orders/s; burst of %d; remote ×%d slower from %s for %s",
 		overloadInstances, sys.Opts.PollerWorkers, agenthost.DefaultConcurrency, overloadLatency, capacity, overloadOrders, slowFactor, slowAfter, slowFor)
 
-	runCtx, stop := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { sys.Run(runCtx); close(done) }()
-	defer func() { stop(); <-done }()
+	defer runInBackground(ctx, sys)()
 
-	ids := make([]string, overloadOrders)
-	var batch []sas.Intake
-	for i := range ids {
-		ids[i] = fmt.Sprintf("%s-ovl-%04d", sys.Opts.Name, i)
-		batch = append(batch, sas.Intake{OrderID: ids[i], Workflow: registry.Payment, Payload: []byte(`{"amount":10}`)})
-	}
+	ids, batch := paymentIntakes(sys, "ovl", overloadOrders)
 	start := time.Now()
-	for i := 0; i < len(batch); i += 10 {
-		if err := sys.Submit(ctx, batch[i:min(i+10, len(batch))]...); err != nil {
-			b.Fatal(err)
-		}
+	if err := sys.Submit(ctx, batch...); err != nil { // in batches of ten
+		b.Fatal(err)
 	}
 	slowing := time.AfterFunc(slowAfter-time.Since(start), func() { sys.Sim.SlowDown(slowFactor) })
 	restoring := time.AfterFunc(slowAfter+slowFor-time.Since(start), func() { sys.Sim.SlowDown(1.0 / slowFactor) })

@@ -39,10 +39,7 @@ func TestOverloadFailsNothingAndSendsEachRequestOnce(t *testing.T) {
 	})
 	require.NoError(t, err)
 	defer sys.Close()
-	runCtx, stop := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { sys.Run(runCtx); close(done) }()
-	defer func() { stop(); <-done }()
+	defer runInBackground(ctx, sys)()
 
 	const orders = 400
 	ids := make([]string, orders)
@@ -57,9 +54,7 @@ func TestOverloadFailsNothingAndSendsEachRequestOnce(t *testing.T) {
 		steps[ids[i]] = len(sys.Registry[wf].Steps)
 		batch = append(batch, sas.Intake{OrderID: ids[i], Workflow: wf, Payload: []byte(`{"amount":10}`)})
 	}
-	for i := 0; i < len(batch); i += 10 {
-		require.NoError(t, sys.Submit(ctx, batch[i:min(i+10, len(batch))]...))
-	}
+	require.NoError(t, sys.Submit(ctx, batch...)) // in batches of ten
 	views, err := sys.WaitSettled(ctx, ids, time.Second, nil)
 	require.NoError(t, err, "the burst did not settle")
 

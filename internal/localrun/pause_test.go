@@ -38,10 +38,7 @@ func TestAPauseLongerThanTheWaitLimit(t *testing.T) {
 	// Paused before the pollers start: no receive is in progress when the
 	// pause takes hold (a batch already in hand would be finished, as a
 	// disabled event source mapping finishes its invocations).
-	runCtx, stop := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { sys.Run(runCtx); close(done) }()
-	defer func() { stop(); <-done }()
+	defer runInBackground(ctx, sys)()
 	var ids []string
 	var intakes []sas.Intake
 	for i := range 8 {

@@ -41,10 +41,7 @@ func TestPriorityLaneFinishesHighPriorityFirst(t *testing.T) {
 	})
 	require.NoError(t, err)
 	defer sys.Close()
-	runCtx, stop := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { sys.Run(runCtx); close(done) }()
-	defer func() { stop(); <-done }()
+	defer runInBackground(ctx, sys)()
 
 	const low, high = 300, 20
 	var ids, highIDs []string
@@ -58,9 +55,7 @@ func TestPriorityLaneFinishesHighPriorityFirst(t *testing.T) {
 		ids = append(ids, in.OrderID)
 		batch = append(batch, in)
 	}
-	for i := 0; i < len(batch); i += 10 {
-		require.NoError(t, sys.Submit(ctx, batch[i:min(i+10, len(batch))]...))
-	}
+	require.NoError(t, sys.Submit(ctx, batch...)) // in batches of ten
 	views, err := sys.WaitSettled(ctx, ids, time.Second, nil)
 	require.NoError(t, err, "the orders did not settle")
 	v := localrun.Judge(sys.Evidence(ids, views), localrun.JudgeRules{})

@@ -46,10 +46,7 @@ func TestADeployUnderRunningOrdersKeepsTheirVersion(t *testing.T) {
 	})
 	require.NoError(t, err)
 	defer sys.Close()
-	runCtx, stop := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { sys.Run(runCtx); close(done) }()
-	defer func() { stop(); <-done }()
+	defer runInBackground(ctx, sys)()
 
 	v1 := sys.Registry[registry.Order]
 	v2 := orderV2(sys.Config.StepTimeout)
@@ -61,9 +58,7 @@ func TestADeployUnderRunningOrdersKeepsTheirVersion(t *testing.T) {
 			ids = append(ids, id)
 			batch = append(batch, sas.Intake{OrderID: id, Workflow: registry.Order, Payload: []byte(`{"amount":10}`)})
 		}
-		for i := 0; i < n; i += 10 {
-			require.NoError(t, sys.Submit(ctx, batch[i:min(i+10, n)]...))
-		}
+		require.NoError(t, sys.Submit(ctx, batch...)) // in batches of ten
 		return ids
 	}
 	before := submit("before", 60)
