@@ -166,7 +166,7 @@ func TestHTTPAgentClassifiesAnswers(t *testing.T) {
 		}
 	}
 	require.Equal(t, 2, down, "the client's two tries; the SDK does not repeat them")
-	require.Contains(t, f.logs.String(), "retries exhausted")
+	require.Contains(t, f.logs.String(), "transient failure")
 }
 
 // An Action that is not "METHOD /path" is a permanent failure of that

@@ -1,6 +1,7 @@
 package agenthost_test
 
 import (
+	"fmt"
 	"net/http"
 	"strings"
 	"sync"
@@ -11,6 +12,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sas-go/sas/agent"
+	"github.com/sas-go/sas/internal/agenthost"
+	"github.com/sas-go/sas/internal/httpcall"
 	"github.com/sas-go/sas/internal/remotesim"
 	"github.com/sas-go/sas/internal/sas"
 )
@@ -95,7 +98,8 @@ func TestHangSendsNothingAndLeavesForRedelivery(t *testing.T) {
 	require.Empty(t, r.replies(), "no reply")
 	require.Empty(t, r.sim.Ledger().Effects)
 	require.EqualValues(t, 3, r.sim.Stats().Hangs)
-	require.Contains(t, r.logs.String(), "retries exhausted")
+	require.Contains(t, r.logs.String(), `"why":"failed"`, "an unnamed failure")
+	require.Contains(t, r.logs.String(), "transient failure", "the HTTP caller's error, logged")
 }
 
 func TestHangUntilDeadlineSendsNothing(t *testing.T) {
@@ -429,4 +433,16 @@ func TestUnknownAgentOrStepRepliesFailed(t *testing.T) {
 	require.Equal(t, `no agent "inventory" in this deployment (it hosts: payments)`, reasons["order-21"])
 	require.Equal(t, `agent "payments" has no action for step "gift-wrap" (it serves: charge, reserve, ship)`, reasons["order-22"])
 	require.Zero(t, r.sim.Stats().Calls)
+}
+
+// The runtime rests a request refused by an open breaker for as long as the
+// breakers rest by default, whichever client refused it; it reads the
+// error's kind, not the client's errors.
+func TestCircuitOpenBackoffIsTheBreakersRest(t *testing.T) {
+	t.Parallel()
+	require.Equal(t, httpcall.DefaultOpenFor, agenthost.CircuitOpenBackoff)
+	require.Equal(t, agent.DefaultBreakerOpenFor, agenthost.CircuitOpenBackoff)
+	require.Equal(t, sas.ErrorCircuitOpen, agenthost.ErrorTypeOf(fmt.Errorf("calling x: %w: %w", httpcall.ErrTransient, httpcall.ErrCircuitOpen), nil))
+	require.Equal(t, sas.ErrorTimeout, agenthost.ErrorTypeOf(fmt.Errorf("calling x: %w", httpcall.ErrDeadline), nil))
+	require.Equal(t, "", agenthost.ErrorTypeOf(httpcall.ErrTransient, nil))
 }

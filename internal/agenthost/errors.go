@@ -6,7 +6,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/sas-go/sas/internal/httpcall"
 	"github.com/sas-go/sas/internal/sas"
 	"github.com/sas-go/sas/internal/sqslimits"
 )
@@ -97,18 +96,17 @@ type ErrorTyper interface {
 }
 
 // ErrorTypeOf names the kind of a run's error for a transient outcome: the
-// name an ErrorTyper in its chain gives, else sas.ErrorCircuitOpen for a
-// try refused by an open breaker, sas.ErrorTimeout for a run cut by the
-// step's deadline (callCtx's), else "" (a transient failure of no named
-// kind).
+// name an ErrorTyper in its chain gives (the HTTP caller's open breaker
+// and deadline name sas.ErrorCircuitOpen and sas.ErrorTimeout, as the SDK's
+// breaker does), else sas.ErrorTimeout for a run cut by the step's deadline
+// (callCtx's), else "" (a transient failure of no named kind). The runtime
+// reads kinds, never a particular client's errors.
 func ErrorTypeOf(err error, callCtx context.Context) string {
 	var et ErrorTyper
 	switch {
 	case errors.As(err, &et) && et.ErrorType() != "":
 		return et.ErrorType()
-	case errors.Is(err, httpcall.ErrCircuitOpen):
-		return sas.ErrorCircuitOpen
-	case errors.Is(err, httpcall.ErrDeadline), errors.Is(err, context.DeadlineExceeded),
+	case errors.Is(err, context.DeadlineExceeded),
 		callCtx != nil && errors.Is(callCtx.Err(), context.DeadlineExceeded):
 		return sas.ErrorTimeout
 	}

@@ -9,7 +9,6 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
-	"github.com/sas-go/sas/internal/httpcall"
 	"github.com/sas-go/sas/internal/outbox"
 	"github.com/sas-go/sas/internal/sas"
 	"github.com/sas-go/sas/internal/sqslimits"
@@ -135,9 +134,11 @@ func (f fate) backoff(msg events.SQSMessage) (d time.Duration, ok bool) {
 // MaxRedeliveryBackoff caps RedeliveryBackoff.
 const MaxRedeliveryBackoff = 30 * time.Second
 
-// CircuitOpenBackoff is how long a request its endpoint's open circuit
-// refused stays invisible: the breaker's default open period.
-const CircuitOpenBackoff = httpcall.DefaultOpenFor
+// CircuitOpenBackoff is how long a request refused by an open breaker (an
+// error of kind sas.ErrorCircuitOpen) stays invisible: the breakers' default
+// open period (httpcall.DefaultOpenFor, agent.DefaultBreakerOpenFor; a test
+// holds them equal).
+const CircuitOpenBackoff = 10 * time.Second
 
 // RedeliveryBackoff is how long a request left without an outcome stays
 // invisible before its next delivery: 2^(receives-1) seconds, at most

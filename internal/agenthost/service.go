@@ -15,7 +15,6 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
-	"github.com/sas-go/sas/internal/httpcall"
 	"github.com/sas-go/sas/internal/metrics"
 	"github.com/sas-go/sas/internal/msgctx"
 	"github.com/sas-go/sas/internal/sas"
@@ -275,7 +274,7 @@ func (s *Service) process(ctx context.Context, log *slog.Logger, req sas.AgentRe
 			// for that rather than spinning through the deliveries.
 			return nil, redeliverAfter(re.Delay)
 		}
-		if errors.Is(err, httpcall.ErrCircuitOpen) {
+		if ErrorTypeOf(err, nil) == sas.ErrorCircuitOpen {
 			// The endpoint is resting: coming back in a second would only
 			// spin through the deliveries (and requeues) while it rests.
 			return nil, redeliverLater
@@ -306,22 +305,24 @@ func (s *Service) agentNames() string {
 	return strings.Join(names, ", ")
 }
 
-// whyNoOutcome names the class of a no-outcome error for the log.
+// whyNoOutcome names the class of a no-outcome error for the log: by the
+// kind the error names (ErrorTyper), never by which client raised it.
 func whyNoOutcome(err error) string {
 	var re *RedeliveryError
+	var et ErrorTyper
 	switch {
 	case errors.As(err, &re):
 		return "retry after " + re.Delay.String()
-	case errors.Is(err, httpcall.ErrCircuitOpen):
+	case errors.As(err, &et) && et.ErrorType() == sas.ErrorCircuitOpen:
 		return "circuit open"
-	case errors.Is(err, httpcall.ErrDeadline):
+	case errors.As(err, &et) && et.ErrorType() == sas.ErrorTimeout:
 		return "deadline reached"
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return "invocation ending"
-	case errors.Is(err, httpcall.ErrTransient):
-		return "retries exhausted"
+	case errors.As(err, &et) && et.ErrorType() != "":
+		return et.ErrorType()
 	}
-	return "error"
+	return "failed"
 }
 
 // hostEnded reports whether a run ended because its host did, not the step:

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/sas-go/sas/internal/sas"
 )
 
 // The outcome classes of a Call. A failed Call's error matches exactly one of
@@ -27,16 +29,25 @@ var (
 	// ErrDeadline: the step's deadline (less the safety margin) arrived, or the
 	// next wait would cross it. The agent sends nothing back and leaves the
 	// request for redelivery (docs/protocol.md, "Agent").
-	ErrDeadline = errors.New("step deadline reached")
+	ErrDeadline error = &kindError{"step deadline reached", sas.ErrorTimeout}
 	// ErrCircuitOpen: the endpoint's breaker rejected the try without sending
 	// it, and the Call ended there (a failed try, not a wait).
-	ErrCircuitOpen = errors.New("circuit open")
+	ErrCircuitOpen error = &kindError{"circuit open", sas.ErrorCircuitOpen}
 	// ErrKeyInUse is a cause, under ErrTransient or ErrDeadline: the service
 	// answered 409 with Retry-After, the Idempotency-Key draft's "a request
 	// with this key is still in progress". A 409 without Retry-After is a
 	// genuine conflict and files under ErrPermanent instead.
 	ErrKeyInUse = errors.New("idempotency key in use by a request in progress")
 )
+
+// kindError is a sentinel that names its kind (ErrorType) the way every
+// runner's error may: the agent runtime (internal/agenthost) reads the kind,
+// not this package's errors, to decide how long a request without an outcome
+// rests and what the scheduler's record calls the failure.
+type kindError struct{ msg, kind string }
+
+func (e *kindError) Error() string     { return e.msg }
+func (e *kindError) ErrorType() string { return e.kind }
 
 // excerptBytes bounds the body excerpt kept in a StatusError: enough for a
 // service's error code and message, short enough for a status reason field.
