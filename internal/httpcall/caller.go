@@ -25,6 +25,7 @@ package httpcall
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -107,83 +108,75 @@ type Caller struct {
 	breakers breakers
 }
 
-// New checks cfg, fills in defaults and returns a Caller.
+// New fills in cfg's defaults, checks it and returns a Caller.
 func New(cfg Config) (*Caller, error) {
-	invalid := func(field, reason string) (*Caller, error) {
-		return nil, fmt.Errorf("configuring http agent: %w", &sas.ValidationError{Field: field, Reason: reason})
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, fmt.Errorf("configuring the HTTP caller: %w", err)
 	}
-	switch {
-	case cfg.MaxAttempts < 0:
-		return invalid("MaxAttempts", "must not be negative")
-	case cfg.BaseBackoff < 0:
-		return invalid("BaseBackoff", "must not be negative")
-	case cfg.MaxBackoff < 0:
-		return invalid("MaxBackoff", "must not be negative")
-	case cfg.AttemptTimeout < 0:
-		return invalid("AttemptTimeout", "must not be negative")
-	case cfg.SafetyMargin < 0:
-		return invalid("SafetyMargin", "must not be negative")
-	case cfg.MaxResponseBytes < 0:
-		return invalid("MaxResponseBytes", "must not be negative")
-	case cfg.Breaker.FailureThreshold < 0:
-		return invalid("Breaker.FailureThreshold", "must not be negative")
-	case cfg.Breaker.OpenFor < 0:
-		return invalid("Breaker.OpenFor", "must not be negative")
-	case cfg.Breaker.FailureRate < 0:
-		return invalid("Breaker.FailureRate", "must not be negative")
-	case cfg.Breaker.Window < 0:
-		return invalid("Breaker.Window", "must not be negative")
-	}
-	if cfg.MaxAttempts == 0 {
-		cfg.MaxAttempts = DefaultMaxAttempts
-	}
-	if cfg.BaseBackoff == 0 {
-		cfg.BaseBackoff = DefaultBaseBackoff
-	}
-	if cfg.MaxBackoff == 0 {
-		cfg.MaxBackoff = max(DefaultMaxBackoff, cfg.BaseBackoff)
-	}
-	if cfg.MaxBackoff < cfg.BaseBackoff {
-		return invalid("MaxBackoff", fmt.Sprintf("%s is below BaseBackoff %s", cfg.MaxBackoff, cfg.BaseBackoff))
-	}
-	if cfg.SafetyMargin == 0 {
-		cfg.SafetyMargin = DefaultSafetyMargin
-	}
-	if cfg.MaxResponseBytes == 0 {
-		cfg.MaxResponseBytes = DefaultMaxResponseBytes
-	}
-	if cfg.Breaker.FailureThreshold == 0 {
-		cfg.Breaker.FailureThreshold = DefaultFailureThreshold
-	}
-	if cfg.Breaker.OpenFor == 0 {
-		cfg.Breaker.OpenFor = DefaultOpenFor
-	}
-	if cfg.Breaker.FailureRate == 0 {
-		cfg.Breaker.FailureRate = DefaultFailureRate
-	}
-	if cfg.Breaker.Window == 0 {
-		cfg.Breaker.Window = DefaultBreakerWindow
-	}
-	if cfg.Client == nil {
+	return &Caller{cfg: cfg, breakers: breakers{cfg: cfg.Breaker}}, nil
+}
+
+// withDefaults fills in the zero fields.
+func (c Config) withDefaults() Config {
+	c.MaxAttempts = cmp.Or(c.MaxAttempts, DefaultMaxAttempts)
+	c.BaseBackoff = cmp.Or(c.BaseBackoff, DefaultBaseBackoff)
+	c.MaxBackoff = cmp.Or(c.MaxBackoff, max(DefaultMaxBackoff, c.BaseBackoff))
+	c.SafetyMargin = cmp.Or(c.SafetyMargin, DefaultSafetyMargin)
+	c.MaxResponseBytes = cmp.Or(c.MaxResponseBytes, DefaultMaxResponseBytes)
+	c.Breaker.FailureThreshold = cmp.Or(c.Breaker.FailureThreshold, DefaultFailureThreshold)
+	c.Breaker.OpenFor = cmp.Or(c.Breaker.OpenFor, DefaultOpenFor)
+	c.Breaker.FailureRate = cmp.Or(c.Breaker.FailureRate, DefaultFailureRate)
+	c.Breaker.Window = cmp.Or(c.Breaker.Window, DefaultBreakerWindow)
+	if c.Client == nil {
 		var rt http.RoundTripper = http.DefaultTransport
 		if t, ok := rt.(*http.Transport); ok {
 			rt = t.Clone()
 		}
-		cfg.Client = &http.Client{
+		c.Client = &http.Client{
 			Transport:     rt,
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 		}
 	}
-	if cfg.Clock == nil {
-		cfg.Clock = sas.SystemClock{}
+	if c.Clock == nil {
+		c.Clock = sas.SystemClock{}
 	}
-	if cfg.Sleep == nil {
-		cfg.Sleep = Sleep
+	if c.Sleep == nil {
+		c.Sleep = Sleep
 	}
-	if cfg.Rand == nil {
-		cfg.Rand = rand.Float64
+	if c.Rand == nil {
+		c.Rand = rand.Float64
 	}
-	return &Caller{cfg: cfg, breakers: breakers{cfg: cfg.Breaker}}, nil
+	return c
+}
+
+// validate names the first problem of a configuration with its defaults in
+// (a zero field took its default; a negative one is a mistake).
+func (c Config) validate() error {
+	invalid := func(field, reason string) error { return &sas.ValidationError{Field: field, Reason: reason} }
+	for _, f := range []struct {
+		name     string
+		negative bool
+	}{
+		{"MaxAttempts", c.MaxAttempts < 0},
+		{"BaseBackoff", c.BaseBackoff < 0},
+		{"MaxBackoff", c.MaxBackoff < 0},
+		{"AttemptTimeout", c.AttemptTimeout < 0},
+		{"SafetyMargin", c.SafetyMargin < 0},
+		{"MaxResponseBytes", c.MaxResponseBytes < 0},
+		{"Breaker.FailureThreshold", c.Breaker.FailureThreshold < 0},
+		{"Breaker.OpenFor", c.Breaker.OpenFor < 0},
+		{"Breaker.FailureRate", c.Breaker.FailureRate < 0},
+		{"Breaker.Window", c.Breaker.Window < 0},
+	} {
+		if f.negative {
+			return invalid(f.name, "must not be negative")
+		}
+	}
+	if c.MaxBackoff < c.BaseBackoff {
+		return invalid("MaxBackoff", fmt.Sprintf("%s is below BaseBackoff %s", c.MaxBackoff, c.BaseBackoff))
+	}
+	return nil
 }
 
 // Request is one call for one step.

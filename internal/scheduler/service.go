@@ -4,100 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
-	"github.com/sas-go/sas/internal/alerts"
 	"github.com/sas-go/sas/internal/metrics"
 	"github.com/sas-go/sas/internal/msgctx"
 	"github.com/sas-go/sas/internal/outbox"
 	"github.com/sas-go/sas/internal/sas"
 )
-
-// Defaults for zero Config fields.
-const (
-	DefaultStepTimeout   = 30 * time.Second
-	DefaultPickupTimeout = time.Minute
-	DefaultOwedRetry     = 30 * time.Second
-)
-
-// Config configures a Service. New fills in the defaults and checks the rest.
-type Config struct {
-	Store     sas.StateStore // required
-	Queue     sas.Queue      // required
-	Clock     sas.Clock      // default sas.SystemClock
-	Alerter   sas.Alerter    // default alerts.Log on Logger: an alert is never silent
-	Workflows sas.Registry   // required, at least one workflow
-	// Owner is this instance's id, written as LockedBy on every claim. It must
-	// be unique per process (Lambda: a random id per cold start).
-	Owner string // required
-	// AgentQueues routes each step's request to its agent's queue (its
-	// Default for an agent it does not list), and an order of
-	// sas.HighPriority or more to the agent's priority lane
-	// (docs/agents.md). Every agent of Workflows needs a queue.
-	AgentQueues sas.AgentQueues
-	// IntakeQueueURL, when set, marks the intake queue: its records are read
-	// as intake messages whatever kind they claim, so that an application
-	// that may write orders cannot also send replies, retries or
-	// compensation requests. Unset, records are routed by kind alone.
-	IntakeQueueURL string
-	// SchedulerQueueURL is the scheduler's own queue: with IntakeQueueURL,
-	// where a message on its last receive before the dead-letter queue is
-	// renewed (renew.go). Unset, its messages are not renewed.
-	SchedulerQueueURL string
-	// MaxReceives is the queues' maxReceiveCount (default
-	// DefaultMaxReceives, the construct's).
-	MaxReceives int
-	// ControlQueueURL marks the control queue, which only the supervisor
-	// and operators may send to: retries and compensations are taken from
-	// it and from nowhere else (docs/trust.md). Records from any queue that
-	// is neither the intake nor the control queue are taken as from the
-	// scheduler queue, where agents send.
-	ControlQueueURL string
-	// SigningKey signs every agent request (sas.Signer); a reply's echo is
-	// believed only under a matching signature. Required, at least
-	// sas.MinSigningKeyBytes; every scheduler of a deployment shares it and
-	// nothing else may read it (docs/trust.md).
-	SigningKey []byte
-	// RequireSignedReplies drops replies that carry no signature. Unset, an
-	// unsigned reply (an agent built before signatures) is handled from the
-	// store: its echo is ignored and the order read.
-	RequireSignedReplies bool
-	// StepTimeout is a step's time limit when its StepDef has none.
-	StepTimeout time.Duration
-	// PickupTimeout is how long a new order's first step may stay unclaimed
-	// before the supervisor re-drives it.
-	PickupTimeout time.Duration
-	// Retry is the deployment's retry policy, for a step whose definition
-	// sets none (its zero fields take sas's defaults): the same failure
-	// threshold (SAS_MAX_FAILURES) and backoff as the supervisor's. The
-	// scheduler applies it when an agent reports a transient outcome
-	// (transient.go).
-	Retry sas.RetryPolicy
-	// UndoRetry is the deployment's retry policy for undos, for a step
-	// whose definition sets none for its undo (its zero fields take
-	// sas.DefaultUndoRetry's): the supervisor's too.
-	UndoRetry sas.RetryPolicy
-	// OwedRetry is when the supervisor re-sends what a give-up of the
-	// scheduler's owes, should the scheduler not get it out (default
-	// DefaultOwedRetry, the supervisor's).
-	OwedRetry time.Duration
-	// ReplyToAllowed tells the queues a submitter may name as replyTo. Nil
-	// allows none: statuses are only ever posted to queues the deployment
-	// allows.
-	ReplyToAllowed func(url string) bool
-	Logger         *slog.Logger // default slog.Default()
-	// Metrics receives the scheduler's CloudWatch Embedded Metric Format
-	// lines, one per event it records (internal/metrics). nil publishes
-	// none: unlike the supervisor's, the default is off, because tests and
-	// the simulator build scheduler instances by the hundred; the Lambda
-	// entry point and the dev server set it (internal/wiring).
-	Metrics io.Writer
-}
 
 // Service handles the scheduler's messages. It holds no state of its own
 // (everything is in the store), so any number of instances may run, and one
@@ -117,75 +33,16 @@ type Service struct {
 	metrics *metrics.Emitter
 }
 
-// New checks the configuration and returns a Service.
+// New fills in the configuration's defaults, checks it and returns a
+// Service.
 func New(cfg Config) (*Service, error) {
-	if cfg.Clock == nil {
-		cfg.Clock = sas.SystemClock{}
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
-	}
-	if cfg.Alerter == nil {
-		cfg.Alerter = alerts.NewLog(cfg.Logger)
-	}
-	if cfg.StepTimeout == 0 {
-		cfg.StepTimeout = DefaultStepTimeout
-	}
-	if cfg.PickupTimeout == 0 {
-		cfg.PickupTimeout = DefaultPickupTimeout
-	}
-	if cfg.OwedRetry == 0 {
-		cfg.OwedRetry = DefaultOwedRetry
-	}
-	cfg.Retry = cfg.Retry.WithDefaults()
-	cfg.UndoRetry = cfg.UndoRetry.Or(sas.DefaultUndoRetry).WithDefaults()
-	if cfg.MaxReceives == 0 {
-		cfg.MaxReceives = DefaultMaxReceives
-	}
-	if cfg.ReplyToAllowed == nil {
-		cfg.ReplyToAllowed = func(string) bool { return false }
-	}
-	var problems []string
-	if cfg.Store == nil {
-		problems = append(problems, "a state store is required")
-	}
-	if cfg.Queue == nil {
-		problems = append(problems, "a queue is required")
-	}
-	if cfg.Owner == "" {
-		problems = append(problems, "an owner (instance id) is required")
-	}
-	if cfg.AgentQueues.Empty() {
-		problems = append(problems, "an agent queue is required (SAS_AGENT_QUEUES or SAS_AGENT_QUEUE_URL)")
-	} else if err := cfg.AgentQueues.Check(cfg.Workflows); err != nil {
-		problems = append(problems, err.Error())
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
 	}
 	signer, err := sas.NewSigner(cfg.SigningKey)
 	if err != nil {
-		problems = append(problems, err.Error())
-	}
-	if cfg.StepTimeout < 0 || cfg.PickupTimeout < 0 {
-		problems = append(problems, "timeouts must be positive")
-	}
-	if len(cfg.Workflows) == 0 {
-		problems = append(problems, "at least one workflow is required")
-	}
-	for name, w := range cfg.Workflows {
-		if name != w.Name || len(w.Steps) == 0 {
-			problems = append(problems, fmt.Sprintf("workflow %q: registered under its own name with at least one step", name))
-			continue
-		}
-		for _, d := range w.Steps {
-			if d.Name == "" || d.Agent == "" || d.Timeout < 0 {
-				problems = append(problems, fmt.Sprintf("workflow %q: every step needs a name, an agent and no negative timeout", name))
-				break
-			}
-		}
-	}
-	if len(problems) > 0 {
-		slices.Sort(problems) // map order would make the message differ run to run
-		return nil, fmt.Errorf("configuring the scheduler: %w",
-			&sas.ValidationError{Field: "config", Reason: strings.Join(problems, "; ")})
+		return nil, fmt.Errorf("configuring the scheduler: %w", err)
 	}
 	// Every line logged with a message's context names the message and
 	// its order's trace (internal/msgctx).

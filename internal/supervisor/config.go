@@ -1,6 +1,7 @@
 package supervisor
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -50,21 +51,18 @@ type Config struct {
 	ControlQueueURL string
 	Clock           sas.Clock // default sas.SystemClock
 
-	// MaxFailures is the failure count at which the supervisor gives up: a
-	// step found stuck for the MaxFailures-th time goes to Error (or
-	// CompensationFailed). 1 gives up at the first stall.
+	// MaxFailures is the failure count at which a step is given up (to
+	// Error or CompensationFailed); 1 gives up at the first stall.
 	MaxFailures int
 	// PickupTimeout is how long a handed-back step may wait, after its retry
 	// message becomes visible, before a later sweep re-drives it.
 	PickupTimeout time.Duration
-	// BaseBackoff is the retry delay after the first failure; it doubles with
-	// every further failure up to MaxBackoff (at most 15 minutes, SQS's
-	// maximum delay). Both are whole seconds, as SQS counts delays.
+	// BaseBackoff is the retry delay after the first failure, doubled per
+	// failure up to MaxBackoff (at most MaxDelay); whole seconds, as SQS.
 	BaseBackoff time.Duration
 	MaxBackoff  time.Duration
-	// UndoRetry is the retry policy of an undo whose step sets none: its
-	// zero fields take sas.DefaultUndoRetry's. An undo rides out an outage
-	// where a step fails fast (docs/workflows.md, "Undo retry policy"). Its
+	// UndoRetry is the retry policy of an undo whose step sets none (default
+	// sas.DefaultUndoRetry; docs/workflows.md, "Undo retry policy"); its
 	// intervals are SQS delays: whole seconds, at most MaxDelay.
 	UndoRetry sas.RetryPolicy
 
@@ -75,40 +73,27 @@ type Config struct {
 	// started after it. Keep it well inside the Lambda timeout.
 	Budget time.Duration
 
-	// OwedRetry is how long after a give-up a later sweep re-sends its
-	// alert and compensate request if this run did not get them out (it
-	// crashed, or a send failed). Later re-sends go out on every sweep until
-	// they succeed.
+	// OwedRetry is how long after a give-up a later sweep re-sends its alert
+	// and compensate request if they did not get out; then every sweep does.
 	OwedRetry time.Duration
 
-	// BacklogQueueURLs are the queues that may hold a held step's request
-	// or its reply: the agent queues and the scheduler queue. When set (the
-	// Queue must then implement sas.DepthReader), a run that finds a held
-	// step past its deadline reads their depth once, and while any of them
-	// holds a message the step is waited on (sas.Wait: its lease extended,
-	// no failure counted, no second request sent), for at most its wait
-	// limit (docs/protocol.md, "Waiting is not executing"). Empty: every
-	// passed deadline is a failure.
+	// BacklogQueueURLs are the queues that may hold a held step's request or
+	// reply; while one holds a message, a step past its deadline waits, up to
+	// its wait limit (docs/protocol.md, "Waiting is not executing").
 	BacklogQueueURLs []string
 	// WaitLimit is the wait limit of a step whose definition sets none.
 	WaitLimit time.Duration
-	// Workflows are the deployed workflows. A due step's limits come from
-	// the definition its order runs on (its own version, read from the
-	// store for an order submitted before a deploy; docs/workflows.md,
-	// "Versions"), so a deploy never changes the limits of an order in
-	// flight. Steps is the fallback for a step whose order or definition
-	// cannot be read.
+	// Workflows are the deployed workflows; a due step's limits come from its
+	// order's own version (docs/workflows.md, "Versions"), Steps being the
+	// fallback when that cannot be read.
 	Workflows sas.Registry
 	// Steps are the time limits by step name (sas.Registry.Limits), for a
-	// step whose definition is not found by Workflows. A wait extends a
-	// lease by the step's Timeout (PickupTimeout for a step not listed);
-	// WaitLimit and TotalLimit are the step's, when set.
+	// step whose definition Workflows does not find.
 	Steps map[string]sas.StepLimits
 
-	// Pauses, when set, are the operators' pauses of agents (docs/console.md,
-	// "Pausing an agent"), read once per run: a due step of a paused agent
-	// (StepAgents names each step's agents) is left alone, and after the
-	// resume it is judged as if the time paused had not passed.
+	// Pauses are the operators' pauses of agents, read once per run: a paused
+	// agent's steps (StepAgents) are left alone, and the time paused does not
+	// count (docs/console.md, "Pausing an agent").
 	Pauses     sas.PauseReader
 	StepAgents map[string][]string
 
@@ -121,47 +106,32 @@ type Config struct {
 	Metrics io.Writer
 }
 
-// withDefaults fills in the defaults and checks the result, naming every
-// problem at once.
-func (c Config) withDefaults() (Config, error) {
+// withDefaults fills in the zero fields.
+func (c Config) withDefaults() Config {
 	if c.Clock == nil {
 		c.Clock = sas.SystemClock{}
 	}
-	if c.MaxFailures == 0 {
-		c.MaxFailures = DefaultMaxFailures
-	}
-	if c.PickupTimeout == 0 {
-		c.PickupTimeout = DefaultPickupTimeout
-	}
-	if c.BaseBackoff == 0 {
-		c.BaseBackoff = DefaultBaseBackoff
-	}
-	if c.MaxBackoff == 0 {
-		c.MaxBackoff = DefaultMaxBackoff
-	}
+	c.MaxFailures = cmp.Or(c.MaxFailures, DefaultMaxFailures)
+	c.PickupTimeout = cmp.Or(c.PickupTimeout, DefaultPickupTimeout)
+	c.BaseBackoff = cmp.Or(c.BaseBackoff, DefaultBaseBackoff)
+	c.MaxBackoff = cmp.Or(c.MaxBackoff, DefaultMaxBackoff)
 	c.UndoRetry = c.UndoRetry.Or(sas.DefaultUndoRetry)
-	if c.PageSize == 0 {
-		c.PageSize = DefaultPageSize
-	}
-	if c.Budget == 0 {
-		c.Budget = DefaultBudget
-	}
-	if c.Actor == "" {
-		c.Actor = DefaultActor
-	}
-	if c.OwedRetry == 0 {
-		c.OwedRetry = DefaultOwedRetry
-	}
-	if c.WaitLimit == 0 {
-		c.WaitLimit = DefaultWaitLimit
-	}
+	c.PageSize = cmp.Or(c.PageSize, DefaultPageSize)
+	c.Budget = cmp.Or(c.Budget, DefaultBudget)
+	c.Actor = cmp.Or(c.Actor, DefaultActor)
+	c.OwedRetry = cmp.Or(c.OwedRetry, DefaultOwedRetry)
+	c.WaitLimit = cmp.Or(c.WaitLimit, DefaultWaitLimit)
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
 	if c.Metrics == nil {
 		c.Metrics = os.Stdout
 	}
+	return c
+}
 
+// validate names every problem of a configuration with its defaults in.
+func (c Config) validate() error {
 	var errs []error
 	bad := func(field, format string, args ...any) {
 		errs = append(errs, &sas.ValidationError{Field: field, Reason: fmt.Sprintf(format, args...)})
@@ -223,7 +193,7 @@ func (c Config) withDefaults() (Config, error) {
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
-		return c, fmt.Errorf("configuring the supervisor: %w", err)
+		return fmt.Errorf("configuring the supervisor: %w", err)
 	}
-	return c, nil
+	return nil
 }

@@ -53,8 +53,8 @@ type Supervisor struct {
 // New fills in the configuration's defaults, checks it and returns a
 // supervisor.
 func New(cfg Config) (*Supervisor, error) {
-	cfg, err := cfg.withDefaults()
-	if err != nil {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
 	return &Supervisor{
