@@ -1,0 +1,57 @@
+package dynamostore
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/sas-go/sas/internal/sas"
+)
+
+func raceOrTranslate(op string, k sas.StepKey, err error) error {
+	var ccf *types.ConditionalCheckFailedException
+	if errors.As(err, &ccf) {
+		return raceFromItem(op, k, ccf.Item)
+	}
+	return translate(err)
+}
+
+func raceFromItem(op string, k sas.StepKey, item map[string]av) error {
+	if len(item) == 0 {
+		// Every condition requires the record to exist in some state: a
+		// failure with no old item means there is no such record.
+		return fmt.Errorf("no state record: %w", sas.ErrNotFound)
+	}
+	cur, derr := decodeStep(item)
+	if derr != nil {
+		return &sas.RaceError{Op: op, Key: k}
+	}
+	return &sas.RaceError{Op: op, Key: k, Current: &cur}
+}
+
+func reasons(tce *types.TransactionCanceledException) string {
+	var out []string
+	for _, r := range tce.CancellationReasons {
+		out = append(out, aws.ToString(r.Code))
+	}
+	return fmt.Sprintf("transaction cancelled %v", out)
+}
+
+// translate maps vendor errors onto the domain's sentinels.
+func translate(err error) error {
+	var rnf *types.ResourceNotFoundException
+	if errors.As(err, &rnf) {
+		return fmt.Errorf("table or index missing (%s): %w", aws.ToString(rnf.Message), sas.ErrNotFound)
+	}
+	var ccf *types.ConditionalCheckFailedException
+	if errors.As(err, &ccf) {
+		return fmt.Errorf("%s: %w", aws.ToString(ccf.Message), sas.ErrLostRace)
+	}
+	var api interface{ ErrorCode() string }
+	if errors.As(err, &api) && api.ErrorCode() == "ValidationException" {
+		return fmt.Errorf("%v: %w", err, sas.ErrInvalid)
+	}
+	return err
+}
