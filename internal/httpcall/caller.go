@@ -25,35 +25,17 @@ package httpcall
 
 import (
 	"bytes"
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net/http"
-	"net/url"
 	"strings"
 	"time"
-
-	"github.com/sas-go/sas/internal/sas"
 )
 
 // IdempotencyHeader is the header that carries Request.IdempotencyKey.
 const IdempotencyHeader = "Idempotency-Key"
-
-// Defaults for zero Config fields.
-const (
-	DefaultMaxAttempts      = 5
-	DefaultBaseBackoff      = 100 * time.Millisecond
-	DefaultMaxBackoff       = 5 * time.Second
-	DefaultSafetyMargin     = time.Second
-	DefaultMaxResponseBytes = 1 << 20
-	DefaultFailureThreshold = 5
-	DefaultFailureRate      = 0.8
-	DefaultBreakerWindow    = 10 * time.Second
-	DefaultOpenFor          = 10 * time.Second
-)
 
 // errorBodyBytes bounds how much of a non-2xx body is read: the excerpt needs
 // little, and a 5xx page can be large.
@@ -62,44 +44,6 @@ const errorBodyBytes = 4 << 10
 // drainBytes bounds how much unread body is discarded so the connection can
 // be reused; past that, closing it is cheaper than reading on.
 const drainBytes = 64 << 10
-
-// Config configures a Caller. Zero fields take the defaults above; New
-// rejects negative or inconsistent values.
-type Config struct {
-	// MaxAttempts bounds the tries of one Call. A try an open breaker
-	// rejects ends the Call at once (ErrTransient, ErrCircuitOpen).
-	MaxAttempts int
-	// BaseBackoff and MaxBackoff shape the wait before retry n (n from 0):
-	// uniform in [0, min(MaxBackoff, BaseBackoff·2^n)).
-	BaseBackoff time.Duration
-	MaxBackoff  time.Duration
-	// AttemptTimeout bounds one try, so a hung connection costs one try rather
-	// than the whole step; its expiry is a transient failure. 0: a try may use
-	// all the time left.
-	AttemptTimeout time.Duration
-	// SafetyMargin is kept back from the step's deadline (Request.Deadline):
-	// the agent still has to send its reply before that deadline.
-	SafetyMargin time.Duration
-	// MaxResponseBytes bounds how much of a 2xx body is kept. A larger one is
-	// still a success (the service did the work; failing it would have the
-	// step undone): Result.Body holds the first MaxResponseBytes and
-	// Result.Truncated says so.
-	MaxResponseBytes int64
-	Breaker          BreakerConfig
-	// Client sends the requests. Default: a client of its own transport
-	// (so nobody else's CloseIdleConnections cuts its tries), with no overall
-	// timeout (the deadline bounds each try), that does not follow redirects
-	// because a redirected POST turns into a GET without its body. A 3xx is
-	// then ErrPermanent: the endpoint is misconfigured.
-	Client *http.Client
-	// Clock is the only source of "now". Default sas.SystemClock.
-	Clock sas.Clock
-	// Sleep waits d or until ctx ends. Default: a timer.
-	Sleep func(ctx context.Context, d time.Duration) error
-	// Rand returns a number in [0, 1) and must be safe for concurrent use.
-	// Default math/rand/v2.Float64.
-	Rand func() float64
-}
 
 // Caller makes calls to remote HTTP services. It is safe for concurrent use;
 // its breakers are shared by all calls through it.
@@ -115,108 +59,6 @@ func New(cfg Config) (*Caller, error) {
 		return nil, fmt.Errorf("configuring the HTTP caller: %w", err)
 	}
 	return &Caller{cfg: cfg, breakers: breakers{cfg: cfg.Breaker}}, nil
-}
-
-// withDefaults fills in the zero fields.
-func (c Config) withDefaults() Config {
-	c.MaxAttempts = cmp.Or(c.MaxAttempts, DefaultMaxAttempts)
-	c.BaseBackoff = cmp.Or(c.BaseBackoff, DefaultBaseBackoff)
-	c.MaxBackoff = cmp.Or(c.MaxBackoff, max(DefaultMaxBackoff, c.BaseBackoff))
-	c.SafetyMargin = cmp.Or(c.SafetyMargin, DefaultSafetyMargin)
-	c.MaxResponseBytes = cmp.Or(c.MaxResponseBytes, DefaultMaxResponseBytes)
-	c.Breaker.FailureThreshold = cmp.Or(c.Breaker.FailureThreshold, DefaultFailureThreshold)
-	c.Breaker.OpenFor = cmp.Or(c.Breaker.OpenFor, DefaultOpenFor)
-	c.Breaker.FailureRate = cmp.Or(c.Breaker.FailureRate, DefaultFailureRate)
-	c.Breaker.Window = cmp.Or(c.Breaker.Window, DefaultBreakerWindow)
-	if c.Client == nil {
-		var rt http.RoundTripper = http.DefaultTransport
-		if t, ok := rt.(*http.Transport); ok {
-			rt = t.Clone()
-		}
-		c.Client = &http.Client{
-			Transport:     rt,
-			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-		}
-	}
-	if c.Clock == nil {
-		c.Clock = sas.SystemClock{}
-	}
-	if c.Sleep == nil {
-		c.Sleep = Sleep
-	}
-	if c.Rand == nil {
-		c.Rand = rand.Float64
-	}
-	return c
-}
-
-// validate names the first problem of a configuration with its defaults in
-// (a zero field took its default; a negative one is a mistake).
-func (c Config) validate() error {
-	invalid := func(field, reason string) error { return &sas.ValidationError{Field: field, Reason: reason} }
-	for _, f := range []struct {
-		name     string
-		negative bool
-	}{
-		{"MaxAttempts", c.MaxAttempts < 0},
-		{"BaseBackoff", c.BaseBackoff < 0},
-		{"MaxBackoff", c.MaxBackoff < 0},
-		{"AttemptTimeout", c.AttemptTimeout < 0},
-		{"SafetyMargin", c.SafetyMargin < 0},
-		{"MaxResponseBytes", c.MaxResponseBytes < 0},
-		{"Breaker.FailureThreshold", c.Breaker.FailureThreshold < 0},
-		{"Breaker.OpenFor", c.Breaker.OpenFor < 0},
-		{"Breaker.FailureRate", c.Breaker.FailureRate < 0},
-		{"Breaker.Window", c.Breaker.Window < 0},
-	} {
-		if f.negative {
-			return invalid(f.name, "must not be negative")
-		}
-	}
-	if c.MaxBackoff < c.BaseBackoff {
-		return invalid("MaxBackoff", fmt.Sprintf("%s is below BaseBackoff %s", c.MaxBackoff, c.BaseBackoff))
-	}
-	return nil
-}
-
-// Request is one call for one step.
-type Request struct {
-	// Endpoint is the service's base URL (http or https); it also keys the
-	// circuit breaker. Path is appended to it and may carry a query.
-	Endpoint string
-	Method   string
-	Path     string
-	// Body is sent on every try; nil sends none.
-	Body []byte
-	// IdempotencyKey is stable per order step (and attempt of the workflow,
-	// if the caller wants a re-driven step to count as new work). It is sent
-	// as the Idempotency-Key header on every try. Required.
-	IdempotencyKey string
-	// Deadline is when the step's time is up for this agent: the agent's own
-	// deadline for the request (agent.Deadline: the step's TimeoutMs from
-	// when it started the request, or the step's CompleteBy for a request
-	// without one), or the invocation's end if sooner. Required.
-	Deadline time.Time
-	// Header holds extra headers (Content-Type, auth). An Idempotency-Key in
-	// it must equal IdempotencyKey.
-	Header http.Header
-}
-
-// Result is what a Call got. On error it still tells how many tries were
-// made, and the status and (possibly truncated) body of the last answer, if
-// any.
-type Result struct {
-	Status int
-	Body   []byte
-	// Truncated: a 2xx body longer than Config.MaxResponseBytes, of which
-	// Body holds the start.
-	Truncated bool
-	// Attempts counts the tries handed to the HTTP client. A try cut short by
-	// the deadline may not have reached the service; one that reached it may
-	// have been sent twice by the transport itself (Go replays a request with
-	// an Idempotency-Key on a keep-alive connection that was found dead),
-	// which the key makes harmless. Tries rejected by the breaker do not count.
-	Attempts int
 }
 
 // Call sends r until it succeeds, fails permanently, runs out of tries, or
@@ -436,80 +278,6 @@ func transientStatus(code int) bool {
 		return false
 	}
 	return code >= 500 && code < 600
-}
-
-// target joins Endpoint and Path with exactly one slash, keeping any path in
-// the endpoint (http://host/api + /orders → http://host/api/orders).
-func (r Request) target() (string, error) {
-	base, err := url.Parse(r.Endpoint)
-	if err != nil || (base.Scheme != "http" && base.Scheme != "https") || base.Host == "" {
-		return "", &sas.ValidationError{Field: "Endpoint", Reason: fmt.Sprintf("%q is not an absolute http(s) URL", r.Endpoint)}
-	}
-	if base.RawQuery != "" || base.Fragment != "" {
-		return "", &sas.ValidationError{Field: "Endpoint", Reason: "must not carry a query or fragment; put them in Path"}
-	}
-	t := strings.TrimRight(r.Endpoint, "/")
-	if r.Path != "" {
-		t += "/" + strings.TrimLeft(r.Path, "/")
-	}
-	if _, err := url.Parse(t); err != nil {
-		return "", &sas.ValidationError{Field: "Path", Reason: err.Error()}
-	}
-	return t, nil
-}
-
-// validate rejects what no try could fix, so that every error from the
-// transport can be taken for a network failure.
-func (r Request) validate() error {
-	switch {
-	case r.Method == "" || !isToken(r.Method):
-		return &sas.ValidationError{Field: "Method", Reason: fmt.Sprintf("%q is not an HTTP method", r.Method)}
-	case r.IdempotencyKey == "":
-		return &sas.ValidationError{Field: "IdempotencyKey", Reason: "required: the service de-duplicates retries by it"}
-	case !isHeaderValue(r.IdempotencyKey):
-		return &sas.ValidationError{Field: "IdempotencyKey", Reason: "contains control characters"}
-	case r.Deadline.IsZero():
-		return &sas.ValidationError{Field: "Deadline", Reason: "required"}
-	}
-	for k, vs := range r.Header {
-		if !isToken(k) {
-			return &sas.ValidationError{Field: "Header", Reason: fmt.Sprintf("%q is not a header name", k)}
-		}
-		for _, v := range vs {
-			if !isHeaderValue(v) {
-				return &sas.ValidationError{Field: "Header", Reason: fmt.Sprintf("%s value contains control characters", k)}
-			}
-		}
-		if http.CanonicalHeaderKey(k) == IdempotencyHeader && (len(vs) != 1 || vs[0] != r.IdempotencyKey) {
-			return &sas.ValidationError{Field: "Header", Reason: "Idempotency-Key differs from IdempotencyKey"}
-		}
-	}
-	return nil
-}
-
-// isToken reports whether s is an RFC 9110 token (method and header names).
-func isToken(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := range len(s) {
-		c := s[i]
-		if c <= ' ' || c >= 0x7f || strings.IndexByte(`"(),/:;<=>?@[\]{}`, c) >= 0 {
-			return false
-		}
-	}
-	return true
-}
-
-// isHeaderValue reports whether s can be sent as a header value: no control
-// characters other than tab.
-func isHeaderValue(s string) bool {
-	for i := range len(s) {
-		if c := s[i]; (c < ' ' && c != '\t') || c == 0x7f {
-			return false
-		}
-	}
-	return true
 }
 
 // breakerKey makes "http://svc/" and "http://svc" share a breaker.
