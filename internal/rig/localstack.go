@@ -40,50 +40,11 @@ var localStackPins = []string{
 	"service_identity",
 }
 
-// LocalStackOptions configure InstallLocalStack and StartLocalStack.
-type LocalStackOptions struct {
-	// Home is the rig home (default DefaultHome): LocalStack's venv, the
-	// executor and the DynamoDB Local layout LocalStack expects go under
-	// it, beside DynamoDB Local itself.
-	Home string
-	// Dir is the run directory: LocalStack's log (localstack.log), its
-	// FILESYSTEM_ROOT and TMPDIR (the unzipped functions). Required by
-	// StartLocalStack.
-	Dir string
-	// Port is the 127.0.0.1 port to serve on; 0 picks a free one.
-	Port int
-	// Logf receives progress lines; nil discards them.
-	Logf func(format string, args ...any)
-	// StartProcess starts LocalStack and the install's commands; default
-	// StartProcess.
-	StartProcess func(ProcessSpec) (*Process, error)
-}
-
-func (o LocalStackOptions) withDefaults() (LocalStackOptions, error) {
-	if o.Home == "" {
-		h, err := DefaultHome()
-		if err != nil {
-			return o, err
-		}
-		o.Home = h
-	}
-	abs, err := filepath.Abs(o.Home)
-	if err != nil {
-		return o, err
-	}
-	o.Home = abs
-	if o.Logf == nil {
-		o.Logf = func(string, ...any) {}
-	}
-	if o.StartProcess == nil {
-		o.StartProcess = StartProcess
-	}
-	return o, nil
-}
-
-func (o LocalStackOptions) run(ctx context.Context, spec ProcessSpec) error {
-	return runWith(ctx, o.StartProcess, spec)
-}
+// LocalStackOptions configure InstallLocalStack and StartLocalStack: the
+// venv, the executor and the DynamoDB Local layout LocalStack expects go
+// under Home; its log is Dir/localstack.log, and Dir holds its
+// FILESYSTEM_ROOT and TMPDIR (the unzipped functions).
+type LocalStackOptions = EmulatorOptions
 
 // logfWriter adapts a Logf to the io.Writer Options.Log wants.
 type logfWriter func(format string, args ...any)

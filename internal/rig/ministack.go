@@ -28,46 +28,10 @@ const (
 	MiniStackAccount = "000000000000"
 )
 
-// MiniStackOptions configure InstallMiniStack and StartMiniStack. The zero
-// value installs into DefaultHome and starts on a free port.
-type MiniStackOptions struct {
-	// Home is where MiniStack is installed (a venv per version). Default:
-	// DefaultHome.
-	Home string
-	// Dir is the run directory: MiniStack's log (ministack.log) and its
-	// temporary files (the unpacked bootstraps, under ministack-tmp).
-	// Required by StartMiniStack.
-	Dir string
-	// Port is the 127.0.0.1 port to serve on; 0 picks a free one.
-	Port int
-	// Logf receives progress lines; nil discards them.
-	Logf func(format string, args ...any)
-	// StartProcess starts MiniStack and the install's commands; default
-	// StartProcess. The e2e test passes its own, which lists every process
-	// so that a signal to the test stops them all.
-	StartProcess func(ProcessSpec) (*Process, error)
-}
-
-func (o MiniStackOptions) withDefaults() (MiniStackOptions, error) {
-	if o.Home == "" {
-		h, err := DefaultHome()
-		if err != nil {
-			return o, err
-		}
-		o.Home = h
-	}
-	if o.Logf == nil {
-		o.Logf = func(string, ...any) {}
-	}
-	if o.StartProcess == nil {
-		o.StartProcess = StartProcess
-	}
-	return o, nil
-}
-
-func (o MiniStackOptions) run(ctx context.Context, spec ProcessSpec) error {
-	return runWith(ctx, o.StartProcess, spec)
-}
+// MiniStackOptions configure InstallMiniStack and StartMiniStack: a venv
+// per version under Home; its log is Dir/ministack.log, and Dir holds its
+// temporary files (the unpacked bootstraps, under ministack-tmp).
+type MiniStackOptions = EmulatorOptions
 
 // InstallMiniStack makes sure the pinned MiniStack is installed in its venv
 // under opts.Home and returns the path of its entry point. The marker is
