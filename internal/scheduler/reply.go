@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sas-go/sas/internal/metrics"
+	"github.com/sas-go/sas/internal/msgctx"
 	"github.com/sas-go/sas/internal/outbox"
 	"github.com/sas-go/sas/internal/sas"
 )
@@ -88,6 +89,7 @@ func (s *Service) reply(ctx context.Context, u *outbox.Unit, rep sas.AgentReply)
 	if err != nil {
 		return err
 	}
+	ctx = msgctx.WithTrace(ctx, rep.Trace) // the order's, when the reply carried none
 	o, err := s.replyOrder(ctx, rep)
 	if err != nil {
 		return err
