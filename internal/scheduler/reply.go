@@ -110,6 +110,7 @@ func (s *Service) reply(ctx context.Context, u *outbox.Unit, rep sas.AgentReply)
 		reason := failReason(rep)
 		failed, err := s.cfg.Store.Fail(ctx, sas.FailParams{
 			Key: key, Owner: rep.LockedBy, Attempt: rep.Attempt, Now: now, Reason: reason, Compensation: undo,
+			Run: rep.Timing(), // for people (the console), never read back
 		})
 		if err != nil {
 			return s.refused(ctx, u, o, rep, err, now)
@@ -142,6 +143,7 @@ func (s *Service) reply(ctx context.Context, u *outbox.Unit, rep sas.AgentReply)
 	}
 	recs, err := s.cfg.Store.Complete(ctx, sas.CompleteParams{
 		Key: key, Owner: rep.LockedBy, Attempt: rep.Attempt, Now: now, Compensation: undo, Next: next,
+		Run: rep.Timing(), // for people (the console), never read back
 	})
 	if err != nil {
 		return s.refused(ctx, u, o, rep, err, now)
