@@ -154,6 +154,24 @@ func TestConsoleInABrowser(t *testing.T) {
 		b.shot(t, "orders")
 	})
 
+	t.Run("a processed order shows each step's queue wait and execution", func(t *testing.T) {
+		b.run(t, chromedp.Navigate(s.url+"/orders/ok-1"), chromedp.WaitVisible("#steps", chromedp.ByQuery))
+		var waits, runs, history []string
+		b.run(t, chromedp.Evaluate(`[...document.querySelectorAll('#steps li.step .queue-wait')].map(e => e.textContent.trim())`, &waits),
+			chromedp.Evaluate(`[...document.querySelectorAll('#steps li.step .execution')].map(e => e.textContent.trim())`, &runs),
+			chromedp.Evaluate(`[...document.querySelectorAll('#history td.execution')].map(e => e.textContent.trim())`, &history))
+		require.Len(t, waits, 3, "reserve, charge, ship")
+		require.Len(t, runs, 3)
+		for i := range waits {
+			// Reported by the agent (the local run's pollers give it SQS's
+			// SentTimestamp): a duration, not "—".
+			require.Regexp(t, `^[0-9.]+(ms|s|m)`, waits[i], "step %d's queue wait", i)
+			require.Regexp(t, `^[0-9.]+(ms|s|m)`, runs[i], "step %d's execution", i)
+		}
+		require.Len(t, history, 3, "one outcome per step in the history")
+		b.shot(t, "order-processed")
+	})
+
 	t.Run("a compensated order shows its undo chain in order", func(t *testing.T) {
 		b.run(t, chromedp.Navigate(s.url+"/orders/comp-1"), chromedp.WaitVisible("#undos", chromedp.ByQuery))
 		var chain []string
