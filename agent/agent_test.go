@@ -522,3 +522,21 @@ func TestGuardRefusesBeforeAnythingRuns(t *testing.T) {
 
 	require.Error(t, agent.New("x").Guard(nil).Err(), "a nil guard is a definition mistake")
 }
+
+// The SDK's handler tells the scheduler what it measured of each run, for
+// the order's page: how long the request waited (from SQS's SentTimestamp
+// to the start) and how long the step ran, as the metrics do.
+func TestTheReplySaysHowLongTheRequestWaitedAndRan(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	a := agent.New("flights").Step("reserve-flight", func(context.Context, agent.Request) (any, error) {
+		f.clock.Advance(2 * time.Second)
+		return seat{Flight: "FL1", Seats: 1}, nil
+	}, nil)
+	ev := event(request("o-timed"))
+	ev.Records[0].Attributes = map[string]string{"SentTimestamp": fmt.Sprint(f.clock.Now().Add(-5 * time.Second).UnixMilli())}
+	f.handle(f.handler(a), ev)
+	reps := f.replies()
+	require.Len(t, reps, 1)
+	require.Equal(t, sas.RunTiming{Queued: sas.MillisOf(5 * time.Second), Ran: sas.MillisOf(2 * time.Second)}, reps[0].Timing())
+}

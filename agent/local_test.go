@@ -102,6 +102,11 @@ func TestPollOnSQS(t *testing.T) {
 	require.Equal(t, sas.OutcomeFailed, byOrder["o-full"].Outcome)
 	require.Equal(t, sas.OutcomeDone, byOrder["o-flaky"].Outcome, "served on its second delivery")
 	require.EqualValues(t, 2, flakyRuns.Load())
+	for id, rep := range byOrder {
+		// From the queue's SentTimestamp to the run's start, and the run.
+		require.False(t, rep.QueuedMs.IsZero(), "%s: the reply says how long the request waited", id)
+		require.False(t, rep.RanMs.IsZero(), "%s: and how long it ran", id)
+	}
 
 	// Everything handled was deleted: nothing is visible or in flight.
 	require.Eventually(t, func() bool {

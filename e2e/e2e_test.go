@@ -413,7 +413,15 @@ func TestDeployAndRun(t *testing.T) {
 		t.Errorf("the simulator counted %d hung calls, want ≥ 1: the scripted fault did not happen", st.Hangs)
 	}
 
-	// 4. Nothing went to a dead-letter queue.
+	// 4. The console, against the deployment (console_test.go): the orders
+	// in the states the store holds.
+	want := map[string]sas.ProcessState{}
+	for id, v := range views() {
+		want[id] = v.State()
+	}
+	checkConsole(ctx, t, consoleCheck{em: em, c: c, root: root, want: want, detail: orders[0].id})
+
+	// 5. Nothing went to a dead-letter queue.
 	for _, k := range []string{"IntakeDLQUrl", "SchedulerDLQUrl", "AgentDLQUrl"} {
 		if outputs[k] == "" {
 			continue

@@ -51,6 +51,10 @@ func TestAgentPublishesQueueWaitExecutionTimeAndOutcome(t *testing.T) {
 	require.Len(t, reps, 2)
 	require.Equal(t, sas.TraceID(tr), sas.TraceID(reps[0].Trace), "the reply carries the request's trace")
 	require.NotEqual(t, tr, reps[0].Trace, "in a span of its own")
+	// The reply carries the same figures as the metrics, for the order's
+	// page: a measured 0 wait is 0, not absent.
+	require.Equal(t, sas.RunTiming{Queued: sas.MillisOf(3 * time.Second), Ran: sas.MillisOf(2 * time.Second)}, reps[0].Timing(), "o-done")
+	require.Equal(t, sas.RunTiming{Queued: sas.MillisOf(0), Ran: sas.MillisOf(time.Second)}, reps[1].Timing(), "o-transient")
 
 	lines := decodeLines(t, out.String())
 	require.Len(t, lines, 3)
@@ -116,4 +120,22 @@ func decodeLines(t *testing.T, out string) []decoded {
 		ls = append(ls, decoded{root: root, dims: d.Dimensions, units: units})
 	}
 	return ls
+}
+
+// A delivery that does not say when it was sent (no SentTimestamp) gives a
+// reply with the execution time alone: the queue wait is unknown, not 0.
+func TestAReplyWithoutASentTimestampHasNoQueueWait(t *testing.T) {
+	t.Parallel()
+	r := newServiceRig(t, memqueue.Options{})
+	svc := r.service(agenthost.Config{Agents: payments(func(context.Context, sas.AgentRequest) (json.RawMessage, error) {
+		r.clock.Advance(750 * time.Millisecond)
+		return json.RawMessage(`{}`), nil
+	})})
+	_, err := svc.Handle(t.Context(), event(request("o-nots")))
+	require.NoError(t, err)
+	reps := r.replies()
+	require.Len(t, reps, 1)
+	require.True(t, reps[0].QueuedMs.IsZero())
+	require.Equal(t, sas.MillisOf(750*time.Millisecond), reps[0].RanMs)
+	require.NotContains(t, sas.Encode(reps[0]), "queuedMs")
 }

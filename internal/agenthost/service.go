@@ -138,6 +138,9 @@ func (s *Service) handleOne(ctx context.Context, m inbound) (out *outgoing, f fa
 	var ran run
 	if out, f = s.process(ctx, log, m.req, &ran); out != nil {
 		out.index = m.index
+		// What was measured goes to the scheduler too, for the order's
+		// page (informational: sas.AgentReply.QueuedMs).
+		out.reply.QueuedMs, out.reply.RanMs = ran.timing(m.sentAt)
 	}
 	s.emit(log, m, ran, out)
 	return out, f
@@ -148,6 +151,19 @@ func (s *Service) handleOne(ctx context.Context, m inbound) (out *outgoing, f fa
 type run struct {
 	start time.Time
 	took  time.Duration
+}
+
+// timing is what a run measured: its wait in the queue, from sentAt (SQS's
+// SentTimestamp; unknown when zero) to the start, and its execution.
+// Both unknown when the call was not made.
+func (r run) timing(sentAt time.Time) (queued, ran sas.Millis) {
+	if r.start.IsZero() {
+		return sas.Millis{}, sas.Millis{}
+	}
+	if !sentAt.IsZero() {
+		queued = sas.MillisOf(r.start.Sub(sentAt))
+	}
+	return queued, sas.MillisOf(r.took)
 }
 
 // sentAt is when a request was sent, from SQS's SentTimestamp attribute.
@@ -179,12 +195,14 @@ func (s *Service) emit(log *slog.Logger, m inbound, ran run, out *outgoing) {
 	}
 	req := m.req
 	sets, dims := metrics.Step(req.Workflow, metrics.StepName(req.StepName, req.Compensation), req.Agent, []string{metrics.DimAgent})
+	queued, took := ran.timing(m.sentAt) // the same figures as the reply's
+	tookMs, _ := took.Milliseconds()
 	ms := []metrics.Metric{
-		{Name: metrics.ExecutionTime, Unit: metrics.Milliseconds, Value: float64(ran.took.Milliseconds())},
+		{Name: metrics.ExecutionTime, Unit: metrics.Milliseconds, Value: float64(tookMs)},
 		{Name: outcome, Unit: metrics.Count, Value: 1},
 	}
-	if !m.sentAt.IsZero() {
-		ms = append(ms, metrics.Metric{Name: metrics.QueueWait, Unit: metrics.Milliseconds, Value: float64(max(ran.start.Sub(m.sentAt), 0).Milliseconds())})
+	if q, ok := queued.Milliseconds(); ok {
+		ms = append(ms, metrics.Metric{Name: metrics.QueueWait, Unit: metrics.Milliseconds, Value: float64(q)})
 	}
 	props := map[string]any{"orderId": req.OrderID, "step": req.Step, "attempt": req.Attempt, "messageId": m.messageID}
 	if t := sas.TraceID(req.Trace); t != "" {

@@ -138,38 +138,56 @@ func TestConsoleInABrowser(t *testing.T) {
 	s.settle(t, sas.Error, "err-1", "err-2", "err-3")
 
 	t.Run("overview", func(t *testing.T) {
-		b.run(t, chromedp.Navigate(s.url+"/"), chromedp.WaitVisible("#by-workflow", chromedp.ByQuery))
-		b.waitText(t, "#by-workflow", "payment")
-		b.waitText(t, "#failures", "err-1")
-		b.shot(t, "overview")
+		b.Run(t, chromedp.Navigate(s.url+"/"), chromedp.WaitVisible("#by-workflow", chromedp.ByQuery))
+		b.WaitText(t, "#by-workflow", "payment")
+		b.WaitText(t, "#failures", "err-1")
+		b.Shot(t, "overview")
 	})
 
 	t.Run("the list shows the orders", func(t *testing.T) {
-		b.run(t, chromedp.Navigate(s.url+"/orders"), chromedp.WaitVisible("#orders", chromedp.ByQuery))
+		b.Run(t, chromedp.Navigate(s.url+"/orders"), chromedp.WaitVisible("#orders", chromedp.ByQuery))
 		var ids []string
-		b.run(t, chromedp.Evaluate(`[...document.querySelectorAll('#orders tr[data-order]')].map(r => r.dataset.order)`, &ids))
+		b.Run(t, chromedp.Evaluate(`[...document.querySelectorAll('#orders tr[data-order]')].map(r => r.dataset.order)`, &ids))
 		for _, id := range []string{"ok-1", "ok-2", "xss-1", "comp-1", "err-1", "err-2", "err-3"} {
 			require.Contains(t, ids, id)
 		}
-		b.shot(t, "orders")
+		b.Shot(t, "orders")
+	})
+
+	t.Run("a processed order shows each step's queue wait and execution", func(t *testing.T) {
+		b.Run(t, chromedp.Navigate(s.url+"/orders/ok-1"), chromedp.WaitVisible("#steps", chromedp.ByQuery))
+		var waits, runs, history []string
+		b.Run(t, chromedp.Evaluate(`[...document.querySelectorAll('#steps li.step .queue-wait')].map(e => e.textContent.trim())`, &waits),
+			chromedp.Evaluate(`[...document.querySelectorAll('#steps li.step .execution')].map(e => e.textContent.trim())`, &runs),
+			chromedp.Evaluate(`[...document.querySelectorAll('#history td.execution')].map(e => e.textContent.trim())`, &history))
+		require.Len(t, waits, 3, "reserve, charge, ship")
+		require.Len(t, runs, 3)
+		for i := range waits {
+			// Reported by the agent (the local run's pollers give it SQS's
+			// SentTimestamp): a duration, not "—".
+			require.Regexp(t, `^[0-9.]+(ms|s|m)`, waits[i], "step %d's queue wait", i)
+			require.Regexp(t, `^[0-9.]+(ms|s|m)`, runs[i], "step %d's execution", i)
+		}
+		require.Len(t, history, 3, "one outcome per step in the history")
+		b.Shot(t, "order-processed")
 	})
 
 	t.Run("a compensated order shows its undo chain in order", func(t *testing.T) {
-		b.run(t, chromedp.Navigate(s.url+"/orders/comp-1"), chromedp.WaitVisible("#undos", chromedp.ByQuery))
+		b.Run(t, chromedp.Navigate(s.url+"/orders/comp-1"), chromedp.WaitVisible("#undos", chromedp.ByQuery))
 		var chain []string
 		var state string
-		b.run(t, chromedp.Evaluate(`[...document.querySelectorAll('#undos li[data-step]')].map(li => li.querySelector('b').textContent)`, &chain),
+		b.Run(t, chromedp.Evaluate(`[...document.querySelectorAll('#undos li[data-step]')].map(li => li.querySelector('b').textContent)`, &chain),
 			chromedp.Text("#order-state", &state, chromedp.ByQuery))
 		require.Equal(t, []string{"1 · charge", "0 · reserve"}, chain, "newest step first: the order the undos ran")
 		require.Equal(t, "Compensated", state)
-		b.shot(t, "order")
+		b.Shot(t, "order")
 	})
 
 	t.Run("a payload holding a script renders as text and runs nothing", func(t *testing.T) {
-		b.run(t, chromedp.Navigate(s.url+"/orders/xss-1"), chromedp.WaitVisible("#payload", chromedp.ByQuery))
+		b.Run(t, chromedp.Navigate(s.url+"/orders/xss-1"), chromedp.WaitVisible("#payload", chromedp.ByQuery))
 		var payload string
 		var scripts, imgs int
-		b.run(t, chromedp.Text("#payload", &payload, chromedp.ByQuery),
+		b.Run(t, chromedp.Text("#payload", &payload, chromedp.ByQuery),
 			chromedp.Evaluate(`document.scripts.length`, &scripts),
 			chromedp.Evaluate(`document.images.length`, &imgs))
 		require.Contains(t, payload, xss)
@@ -177,29 +195,29 @@ func TestConsoleInABrowser(t *testing.T) {
 		require.Equal(t, 1, scripts, "only the console's own script")
 		require.Zero(t, imgs)
 		time.Sleep(time.Second) // a dialog would open at once; give a live refresh a chance too
-		b.noDialog(t)
-		b.shot(t, "order-xss")
+		b.NoDialog(t)
+		b.Shot(t, "order-xss")
 	})
 
 	t.Run("a bulk resubmit's dry run lists exactly the filter's orders and the real one moves them", func(t *testing.T) {
-		b.run(t, chromedp.Navigate(s.url+"/orders?state=Error&workflow=payment"), chromedp.WaitVisible("#bulk-resubmit", chromedp.ByQuery))
-		b.run(t, submitForm("#bulk-resubmit"), chromedp.WaitVisible("#plan", chromedp.ByQuery))
+		b.Run(t, chromedp.Navigate(s.url+"/orders?state=Error&workflow=payment"), chromedp.WaitVisible("#bulk-resubmit", chromedp.ByQuery))
+		b.Run(t, submitForm("#bulk-resubmit"), chromedp.WaitVisible("#plan", chromedp.ByQuery))
 		var acting []string
-		b.run(t, chromedp.Evaluate(`[...document.querySelectorAll('#plan tr.acting')].map(r => r.dataset.order)`, &acting))
+		b.Run(t, chromedp.Evaluate(`[...document.querySelectorAll('#plan tr.acting')].map(r => r.dataset.order)`, &acting))
 		slices.Sort(acting)
 		require.Equal(t, []string{"err-1", "err-2"}, acting, "the payment orders in Error, not err-3 (notify workflow)")
-		b.shot(t, "resubmit-dry-run")
+		b.Shot(t, "resubmit-dry-run")
 		for _, id := range []string{"err-1", "err-2"} {
 			v, err := s.Store.GetOrder(context.Background(), id)
 			require.NoError(t, err)
 			require.Equal(t, sas.Error, v.State(), "a dry run changes nothing")
 		}
 
-		b.run(t, submitForm("#confirm"), chromedp.WaitVisible("#job-status", chromedp.ByQuery))
-		b.waitText(t, "#job-status", "finished")
-		status := b.waitText(t, "#job-status", "2 of 2 done, 0 failed")
+		b.Run(t, submitForm("#confirm"), chromedp.WaitVisible("#job-status", chromedp.ByQuery))
+		b.WaitText(t, "#job-status", "finished")
+		status := b.WaitText(t, "#job-status", "2 of 2 done, 0 failed")
 		require.Contains(t, status, "finished")
-		b.shot(t, "resubmit-job")
+		b.Shot(t, "resubmit-job")
 		s.settle(t, sas.Processed, "err-1", "err-2")
 		v, err := s.Store.GetOrder(context.Background(), "err-3")
 		require.NoError(t, err)
@@ -216,8 +234,8 @@ func TestConsoleInABrowser(t *testing.T) {
 		}))
 		defer evil.Close()
 		var body string
-		b.run(t, chromedp.Navigate(evil.URL), chromedp.WaitReady("body", chromedp.ByQuery))
-		body = b.waitText(t, "body", "refused")
+		b.Run(t, chromedp.Navigate(evil.URL), chromedp.WaitReady("body", chromedp.ByQuery))
+		body = b.WaitText(t, "body", "refused")
 		require.Contains(t, body, "refused")
 		all, err := s.Store.AgentPauses(context.Background())
 		require.NoError(t, err)
@@ -237,29 +255,29 @@ func TestConsoleInABrowser(t *testing.T) {
 	})
 
 	t.Run("pausing an agent shows its requests waiting", func(t *testing.T) {
-		b.run(t, chromedp.Navigate(s.url+"/"), chromedp.WaitVisible(`#agent-pauses tr[data-agent="payments"] form`, chromedp.ByQuery))
-		b.run(t, submitForm(`#agent-pauses tr[data-agent="payments"] form`))
-		b.waitText(t, `#agent-pauses tr[data-agent="payments"]`, "paused")
+		b.Run(t, chromedp.Navigate(s.url+"/"), chromedp.WaitVisible(`#agent-pauses tr[data-agent="payments"] form`, chromedp.ByQuery))
+		b.Run(t, submitForm(`#agent-pauses tr[data-agent="payments"] form`))
+		b.WaitText(t, `#agent-pauses tr[data-agent="payments"]`, "paused")
 		s.waitPollersPaused(t)
 		s.submit(t, "paused-1", registry.Payment, `{"amount":5}`)
 		s.submit(t, "paused-2", registry.Order, `{"amount":6}`)
-		b.waitText(t, "#queues", "paused")
+		b.WaitText(t, "#queues", "paused")
 		// The requests wait in the agent queue: visible, not consumed.
-		b.run(t, chromedp.Navigate(s.url+"/orders/paused-1"), chromedp.WaitVisible("#steps", chromedp.ByQuery))
-		b.waitText(t, "#order-state", "Processing")
-		b.waitText(t, "#steps", "agent payments paused: waiting")
-		b.run(t, chromedp.Navigate(s.url+"/"), chromedp.WaitVisible("#queues", chromedp.ByQuery))
+		b.Run(t, chromedp.Navigate(s.url+"/orders/paused-1"), chromedp.WaitVisible("#steps", chromedp.ByQuery))
+		b.WaitText(t, "#order-state", "Processing")
+		b.WaitText(t, "#steps", "agent payments paused: waiting")
+		b.Run(t, chromedp.Navigate(s.url+"/"), chromedp.WaitVisible("#queues", chromedp.ByQuery))
 		var visible int
 		deadline := time.Now().Add(time.Minute)
 		for visible < 2 && time.Now().Before(deadline) {
-			b.run(t, chromedp.Evaluate(`[...document.querySelectorAll('#queues tr.paused td.num:nth-child(2)')].reduce((n, td) => n + parseInt(td.textContent, 10), 0)`, &visible))
+			b.Run(t, chromedp.Evaluate(`[...document.querySelectorAll('#queues tr.paused td.num:nth-child(2)')].reduce((n, td) => n + parseInt(td.textContent, 10), 0)`, &visible))
 			time.Sleep(500 * time.Millisecond)
 		}
 		require.GreaterOrEqual(t, visible, 2, "both orders' requests wait in the paused agent's queue")
-		b.shot(t, "overview-paused")
+		b.Shot(t, "overview-paused")
 
-		b.run(t, submitForm(`#agent-pauses tr[data-agent="payments"] form`))
-		b.waitText(t, `#agent-pauses tr[data-agent="payments"]`, "running")
+		b.Run(t, submitForm(`#agent-pauses tr[data-agent="payments"] form`))
+		b.WaitText(t, `#agent-pauses tr[data-agent="payments"]`, "running")
 		s.settle(t, sas.Processed, "paused-1", "paused-2")
 	})
 }

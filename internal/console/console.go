@@ -196,6 +196,8 @@ func (s *Server) parse() error {
 		"ago":      func(t time.Time) string { return ago(s.cfg.Clock.Now(), t) },
 		"clock":    func(t time.Time) string { return clockTime(t) },
 		"dur":      func(d time.Duration) string { return dur(d) },
+		"millis":   millis,
+		"outcome":  ranOutcome,
 		"lower":    strings.ToLower,
 		"join":     strings.Join,
 		"stateCSS": stateCSS,
@@ -280,6 +282,16 @@ func dur(d time.Duration) string {
 		return d.Round(time.Second).String()
 	}
 	return d.Round(time.Minute).String()
+}
+
+// millis renders what an agent measured (sas.Millis), "—" when it did not
+// say: unknown is not 0.
+func millis(m sas.Millis) string {
+	d, ok := m.Get()
+	if !ok {
+		return "—"
+	}
+	return dur(d)
 }
 
 func humanBytes(n int) string {

@@ -183,3 +183,40 @@ func TestOrdersPageThroughTheIndex(t *testing.T) {
 	want = append(want, "o-1") // the fixture's, a payment too, oldest
 	require.Equal(t, want, seen)
 }
+
+// The order page shows, for each step's attempt, the queue wait and the
+// execution its agent reported (recorded with the outcome), in the step and
+// in the history; an outcome without them (an older agent) shows "—", not
+// 0, and so does an attempt still running.
+func TestTheOrderPageShowsQueueWaitAndExecutionApart(t *testing.T) {
+	ts, st := fast(t, false)
+	ctx := context.Background()
+	_, err := st.Submit(ctx, sas.SubmitParams{Order: sas.Order{OrderID: "o-run", Workflow: "order", Steps: []string{"reserve", "charge", "ship"}},
+		Now: t0, PickupBy: t0.Add(time.Minute)})
+	require.NoError(t, err)
+	claim := func(step, attempt int, at time.Duration) {
+		_, err := st.Claim(ctx, sas.ClaimParams{Key: sas.StepKey{OrderID: "o-run", Step: step}, Attempt: attempt, Owner: "s", Now: t0.Add(at), CompleteBy: t0.Add(at + time.Minute)})
+		require.NoError(t, err)
+	}
+	claim(0, 0, time.Second)
+	_, err = st.Complete(ctx, sas.CompleteParams{Key: sas.StepKey{OrderID: "o-run", Step: 0}, Owner: "s", Attempt: 1, Now: t0.Add(3 * time.Second),
+		Run: sas.RunTiming{Queued: sas.MillisOf(1500 * time.Millisecond), Ran: sas.MillisOf(420 * time.Millisecond)}})
+	require.NoError(t, err)
+	claim(1, 0, 4*time.Second)
+	_, err = st.Complete(ctx, sas.CompleteParams{Key: sas.StepKey{OrderID: "o-run", Step: 1}, Owner: "s", Attempt: 1, Now: t0.Add(5 * time.Second)})
+	require.NoError(t, err)
+	claim(2, 0, 6*time.Second)
+
+	page := get(t, ts.URL+"/orders/o-run")
+	cells := func(class string) []string {
+		var out []string
+		for _, m := range regexp.MustCompile(`class="(?:num )?`+class+`">([^<]*)<`).FindAllStringSubmatch(page, -1) {
+			out = append(out, m[1])
+		}
+		return out
+	}
+	// Steps first (reserve, charge, ship), then the history's outcomes,
+	// newest first (charge's, reserve's).
+	require.Equal(t, []string{"1.5s", "—", "—", "—", "1.5s"}, cells("queue-wait"))
+	require.Equal(t, []string{"420ms", "—", "—", "—", "420ms"}, cells("execution"))
+}

@@ -279,10 +279,14 @@ type StepView struct {
 	Key, UndoKey string
 	// PickupWait is how long the step waited Pending before its first claim
 	// of the attempt; InFlight how long the attempt took from claim to
-	// outcome (the agent queue's wait and the execution together: the
-	// reply does not say when the agent started).
+	// outcome (the agent queue's wait and the execution together).
 	PickupWait, InFlight time.Duration
-	Waited               bool // the supervisor saw it wait in a busy queue
+	// Run is what the agent measured of the step's current attempt (its
+	// reply's queue wait and execution, recorded with the outcome): zero
+	// while the attempt runs, when it ended without a reply (rescued by
+	// the supervisor), or when its agent was built before the fields.
+	Run    sas.RunTiming
+	Waited bool // the supervisor saw it wait in a busy queue
 	// PausedAgent is the paused agent the step waits for, if any.
 	PausedAgent string
 }
@@ -345,6 +349,12 @@ func (s *Server) order(w http.ResponseWriter, r *http.Request) {
 				ready = time.Time{}
 			case (h.To == sas.Processed || h.To == sas.Error) && !claimed.IsZero():
 				sv.InFlight = h.At.Sub(claimed)
+			}
+			if ranOutcome(h) {
+				sv.Run = sas.RunTiming{}
+				if h.Attempt == st.Attempt {
+					sv.Run = h.Run
+				}
 			}
 		}
 		if st.ProcessState != sas.Processed && st.ProcessState != sas.Compensated {
@@ -427,6 +437,14 @@ func stepName(v sas.OrderView, i int) string {
 		return v.Order.Steps[i]
 	}
 	return strconv.Itoa(i)
+}
+
+// ranOutcome reports whether h ends an attempt that was running (done,
+// failed, handed back or given up): the entries that may carry what the
+// agent measured of the run (sas.HistoryEntry.Run). A wait keeps the
+// state and is not one.
+func ranOutcome(h sas.HistoryEntry) bool {
+	return (h.From == sas.Processing || h.From == sas.Compensating) && h.To != h.From
 }
 
 // doneAt is when step r last went Processed at or before t.

@@ -74,7 +74,28 @@ func historyEntry(h sas.HistoryEntry) av {
 	if h.Reason != "" {
 		m["Reason"] = s(h.Reason)
 	}
+	// What the agent measured of the run, when it said (sas.RunTiming).
+	if n, ok := h.Run.Queued.Milliseconds(); ok {
+		m["QueuedMs"] = &types.AttributeValueMemberN{Value: strconv.FormatUint(n, 10)}
+	}
+	if n, ok := h.Run.Ran.Milliseconds(); ok {
+		m["RanMs"] = &types.AttributeValueMemberN{Value: strconv.FormatUint(n, 10)}
+	}
 	return &types.AttributeValueMemberM{Value: m}
+}
+
+// millis reads an informational duration (sas.Millis): unknown when absent
+// or not a non-negative integer, never a decoding error.
+func millis(m map[string]av, k string) sas.Millis {
+	v, ok := m[k].(*types.AttributeValueMemberN)
+	if !ok {
+		return sas.Millis{}
+	}
+	n, err := strconv.ParseUint(v.Value, 10, 64)
+	if err != nil {
+		return sas.Millis{}
+	}
+	return sas.MillisFrom(n)
 }
 
 func historyList(hs []sas.HistoryEntry) av {
@@ -255,6 +276,7 @@ func decodeStep(it map[string]av) (sas.StepRecord, error) {
 				At: hd.time("At"), Step: r.Step, Actor: hd.str("Actor"),
 				From: sas.ProcessState(hd.str("From")), To: sas.ProcessState(hd.str("To")),
 				Attempt: int(hd.num("Attempt")), Reason: hd.str("Reason"),
+				Run: sas.RunTiming{Queued: millis(m.Value, "QueuedMs"), Ran: millis(m.Value, "RanMs")},
 			})
 			if hd.err != nil && d.err == nil {
 				d.err = hd.err

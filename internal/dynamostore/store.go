@@ -195,7 +195,7 @@ func (st *Store) Complete(ctx context.Context, p sas.CompleteParams) ([]sas.Step
 	held(&u, running, p.Owner, p.Attempt)
 	u.set(attrState, s(string(done)))
 	u.remove(attrLockedBy, attrCompleteBy, attrWaitingSince, attrIdxPK, attrIdxSK)
-	u.touch(p.Now, sas.HistoryEntry{At: p.Now, Step: p.Key.Step, Actor: p.Owner, From: running, To: done, Attempt: p.Attempt, Reason: "completed"})
+	u.touch(p.Now, sas.HistoryEntry{At: p.Now, Step: p.Key.Step, Actor: p.Owner, From: running, To: done, Attempt: p.Attempt, Reason: "completed", Run: p.Run})
 	if p.Next == nil {
 		r, err := st.update(ctx, "completing", p.Key, u)
 		if err != nil {
@@ -291,7 +291,7 @@ func (st *Store) Fail(ctx context.Context, p sas.FailParams) (sas.StepRecord, er
 	u.set(attrRefused, boolean(!p.Compensation))
 	u.remove(attrLockedBy, attrCompleteBy, attrWaitingSince)
 	st.index(&u, p.Key, failed, ms(p.Now))
-	u.touch(p.Now, sas.HistoryEntry{At: p.Now, Step: p.Key.Step, Actor: p.Owner, From: running, To: failed, Attempt: p.Attempt, Reason: p.Reason})
+	u.touch(p.Now, sas.HistoryEntry{At: p.Now, Step: p.Key.Step, Actor: p.Owner, From: running, To: failed, Attempt: p.Attempt, Reason: p.Reason, Run: p.Run})
 	return st.update(ctx, "failing", p.Key, u)
 }
 
@@ -301,7 +301,7 @@ func (st *Store) Rescue(ctx context.Context, p sas.RescueParams) (sas.StepRecord
 		return sas.StepRecord{}, fmt.Errorf("rescuing step %s: %w", p.Key, err)
 	}
 	return st.settleDue(ctx, "rescuing", dueWrite{Key: p.Key, From: p.From, Attempt: p.Attempt, Now: p.Now,
-		To: sas.RescueTarget(p.From), IndexAt: p.PickupBy, Actor: p.Actor, Reason: p.Reason, Holder: p.Holder})
+		To: sas.RescueTarget(p.From), IndexAt: p.PickupBy, Actor: p.Actor, Reason: p.Reason, Holder: p.Holder, Run: p.Run})
 }
 
 func (st *Store) GiveUp(ctx context.Context, p sas.GiveUpParams) (sas.StepRecord, error) {
@@ -314,7 +314,7 @@ func (st *Store) GiveUp(ctx context.Context, p sas.GiveUpParams) (sas.StepRecord
 		owedAt = p.Now
 	}
 	return st.settleDue(ctx, "giving up", dueWrite{Key: p.Key, From: p.From, Attempt: p.Attempt, Now: p.Now,
-		To: sas.GiveUpTarget(p.From), IndexAt: p.Now, Actor: p.Actor, Reason: p.Reason, OwedAt: owedAt, Holder: p.Holder})
+		To: sas.GiveUpTarget(p.From), IndexAt: p.Now, Actor: p.Actor, Reason: p.Reason, OwedAt: owedAt, Holder: p.Holder, Run: p.Run})
 }
 
 // Wait extends a due, held lease, fenced on the lease seen: state, holder,
@@ -357,6 +357,9 @@ type dueWrite struct {
 	// Holder, when set, fences on the lease held instead of on the
 	// deadline passed (sas.RescueParams.Holder).
 	Holder string
+	// Run is what the holder's agent measured of the run (sas.RunTiming),
+	// for the history entry.
+	Run sas.RunTiming
 }
 
 // settleDue moves a due record to w.To, fenced by dueCondition: the lease
@@ -381,7 +384,7 @@ func (st *Store) settleDue(ctx context.Context, op string, w dueWrite) (sas.Step
 	} else {
 		st.indexOwed(&u, w.Key, ms(w.OwedAt))
 	}
-	u.touch(w.Now, sas.HistoryEntry{At: w.Now, Step: w.Key.Step, Actor: w.Actor, From: w.From, To: w.To, Attempt: w.Attempt, Reason: w.Reason})
+	u.touch(w.Now, sas.HistoryEntry{At: w.Now, Step: w.Key.Step, Actor: w.Actor, From: w.From, To: w.To, Attempt: w.Attempt, Reason: w.Reason, Run: w.Run})
 	return st.update(ctx, op, w.Key, u)
 }
 

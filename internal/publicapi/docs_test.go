@@ -90,3 +90,40 @@ func TestDocumentedStatuses(t *testing.T) {
 	sort.Strings(code)
 	require.Equal(t, code, documented)
 }
+
+// docs/protocol.md's table of messages lists every JSON field of every
+// kind's type, and every kind.
+func TestDocumentedMessageFields(t *testing.T) {
+	t.Parallel()
+	b, err := os.ReadFile(filepath.Join(root(t), "docs", "protocol.md"))
+	require.NoError(t, err)
+	_, table, ok := strings.Cut(string(b), "| kind | type | fields |")
+	require.True(t, ok, "docs/protocol.md has the table of messages")
+	table, _, _ = strings.Cut(table, "\n\n")
+	types := map[sas.Kind]reflect.Type{
+		sas.KindIntake: reflect.TypeOf(sas.Intake{}), sas.KindAgentRequest: reflect.TypeOf(sas.AgentRequest{}),
+		sas.KindAgentReply: reflect.TypeOf(sas.AgentReply{}), sas.KindRetry: reflect.TypeOf(sas.Retry{}),
+		sas.KindCompensate: reflect.TypeOf(sas.Compensate{}), sas.KindStatus: reflect.TypeOf(sas.Status{}),
+	}
+	seen := map[sas.Kind]bool{}
+	for _, m := range regexp.MustCompile("(?m)^\\| `([a-z.]+)` \\| `sas\\.([A-Za-z]+)` \\| (.*) \\|$").FindAllStringSubmatch(table, -1) {
+		kind := sas.Kind(m[1])
+		typ, ok := types[kind]
+		require.True(t, ok, "kind %q is no message kind", kind)
+		require.Equal(t, typ.Name(), m[2], "kind %q", kind)
+		seen[kind] = true
+		var documented []string
+		for _, f := range regexp.MustCompile("`([A-Za-z]+)`").FindAllStringSubmatch(m[3], -1) {
+			documented = append(documented, f[1])
+		}
+		var code []string
+		for i := range typ.NumField() {
+			if name, _, _ := strings.Cut(typ.Field(i).Tag.Get("json"), ","); name != "" && name != "-" {
+				code = append(code, name)
+			}
+		}
+		require.Equal(t, code, documented, "docs/protocol.md's %s fields against sas.%s, in the type's order", kind, typ.Name())
+		require.Contains(t, documented, "trace", "every kind carries the order's trace")
+	}
+	require.Len(t, seen, len(types), "every kind is in the table")
+}

@@ -186,6 +186,15 @@ type AgentReply struct {
 	// RetryAfterMs, on a transient outcome, is the wait the remote service
 	// asked for (Retry-After): the next attempt waits at least that long.
 	RetryAfterMs int64 `json:"retryAfterMs,omitempty"`
+	// QueuedMs and RanMs are what the agent measured of this run: from when
+	// the request was sent (SQS's SentTimestamp) to the start of the run,
+	// and the run itself. Informational only (the scheduler records them
+	// for the console, timing.go): not signed, never read by a decision.
+	// Absent from an older agent, and QueuedMs when the delivery did not
+	// say when it was sent; a value that is not a non-negative integer
+	// reads as absent.
+	QueuedMs Millis `json:"queuedMs,omitzero"`
+	RanMs    Millis `json:"ranMs,omitzero"`
 	// Trace is the order's trace context, a W3C traceparent (trace.go):
 	// optional, absent in a message from a build before traces.
 	Trace string `json:"trace,omitempty"`

@@ -91,6 +91,11 @@ type HistoryEntry struct {
 	To      ProcessState
 	Attempt int
 	Reason  string
+	// Run is what the agent measured of the run whose outcome made this
+	// transition (its reply's queuedMs and ranMs): on the entries of a
+	// done, failed or transient reply; zero elsewhere, and from an agent
+	// built before the fields. For people only (the console).
+	Run RunTiming
 }
 
 // HistoryLimit bounds a step's history. Transitions per attempt are bounded

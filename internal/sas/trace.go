@@ -5,6 +5,8 @@ import (
 	"encoding/hex"
 	"fmt"
 	"regexp"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -81,4 +83,57 @@ func OrderTrace(traces ...string) string {
 		}
 	}
 	return ""
+}
+
+// XRayTraceHeader is the X-Ray trace header of a traceparent, the value of
+// SQS's AWSTraceHeader message system attribute, with which X-Ray joins the
+// Lambda invocation a message starts to the trace it names
+// (docs/observability.md, "X-Ray"): "Root=1-<8 hex>-<24 hex>;Parent=<16
+// hex>;Sampled=<0|1>". The W3C trace id's 32 hex digits are X-Ray's
+// "1-" + the first 8 + "-" + the last 24; the span id is the parent; the
+// sampled flag is the traceparent's. "" when trace is not valid.
+func XRayTraceHeader(trace string) string {
+	if !ValidTrace(trace) {
+		return ""
+	}
+	id, span, flags := trace[3:35], trace[36:52], trace[53:55]
+	sampled := "0"
+	if f, _ := strconv.ParseUint(flags, 16, 8); f&1 == 1 { // the W3C sampled flag
+		sampled = "1"
+	}
+	return "Root=1-" + id[:8] + "-" + id[8:] + ";Parent=" + span + ";Sampled=" + sampled
+}
+
+var (
+	xrayRootPattern   = regexp.MustCompile(`^1-([0-9a-f]{8})-([0-9a-f]{24})$`)
+	xraySpanPattern   = regexp.MustCompile(`^[0-9a-f]{16}$`)
+	xraySampledValues = map[string]string{"1": "01", "0": "00", "": "00", "?": "00"}
+)
+
+// TraceFromXRayHeader is the traceparent of an X-Ray trace header (the
+// inverse of XRayTraceHeader; its fields in any order, others such as
+// Lineage ignored); "" when the header has no valid Root and Parent.
+func TraceFromXRayHeader(h string) string {
+	var root, parent, sampled string
+	for _, part := range strings.Split(h, ";") {
+		k, v, _ := strings.Cut(strings.TrimSpace(part), "=")
+		switch k {
+		case "Root":
+			root = v
+		case "Parent":
+			parent = v
+		case "Sampled":
+			sampled = v
+		}
+	}
+	m := xrayRootPattern.FindStringSubmatch(root)
+	flags, ok := xraySampledValues[sampled]
+	if m == nil || !xraySpanPattern.MatchString(parent) || !ok {
+		return ""
+	}
+	t := "00-" + m[1] + m[2] + "-" + parent + "-" + flags
+	if !ValidTrace(t) {
+		return ""
+	}
+	return t
 }

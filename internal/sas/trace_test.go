@@ -32,3 +32,41 @@ func TestTraceContext(t *testing.T) {
 	}
 	require.Equal(t, tr, OrderTrace("", "junk", tr, child))
 }
+
+// The X-Ray trace header of a traceparent (SQS's AWSTraceHeader): the trace
+// id split as X-Ray writes it, the span as the parent, the sampled flag
+// kept; and back again. A trace that is not valid has none, and a header
+// without a valid Root and Parent has no traceparent.
+func TestXRayTraceHeader(t *testing.T) {
+	t.Parallel()
+	const w3c = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	h := XRayTraceHeader(w3c)
+	require.Equal(t, "Root=1-4bf92f35-77b34da6a3ce929d0e0e4736;Parent=00f067aa0ba902b7;Sampled=1", h)
+	require.Equal(t, w3c, TraceFromXRayHeader(h), "round trip")
+
+	unsampled := "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00"
+	require.Equal(t, "Root=1-4bf92f35-77b34da6a3ce929d0e0e4736;Parent=00f067aa0ba902b7;Sampled=0", XRayTraceHeader(unsampled))
+	require.Equal(t, unsampled, TraceFromXRayHeader(XRayTraceHeader(unsampled)))
+
+	for _, tr := range []string{NewTrace("o-1", time.Now()), ChildTrace(NewTrace("o-2", time.Now()), "agent.reply o-2:0 1")} {
+		require.Equal(t, tr, TraceFromXRayHeader(XRayTraceHeader(tr)), tr)
+		require.Equal(t, TraceID(tr)[:8], XRayTraceHeader(tr)[7:15], "X-Ray's epoch part is the trace id's first 8 digits")
+	}
+
+	// Fields in another order, and one X-Ray adds, are read.
+	require.Equal(t, w3c, TraceFromXRayHeader("Sampled=1;Parent=00f067aa0ba902b7;Lineage=a87bd80c:1|68fd508a:5;Root=1-4bf92f35-77b34da6a3ce929d0e0e4736"))
+
+	for _, bad := range []string{"", "junk", "01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+		"00-00000000000000000000000000000000-00f067aa0ba902b7-01", "00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01",
+		"00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01"} {
+		require.Empty(t, XRayTraceHeader(bad), bad)
+	}
+	for _, bad := range []string{"", "Root=1-4bf92f35-77b34da6a3ce929d0e0e4736", // no parent: a root segment, no span to join
+		"Root=2-4bf92f35-77b34da6a3ce929d0e0e4736;Parent=00f067aa0ba902b7;Sampled=1",
+		"Root=1-4bf92f3577b34da6a3ce929d0e0e4736;Parent=00f067aa0ba902b7",
+		"Root=1-4bf92f35-77b34da6a3ce929d0e0e4736;Parent=00f067aa;Sampled=1",
+		"Root=1-4bf92f35-77b34da6a3ce929d0e0e4736;Parent=00f067aa0ba902b7;Sampled=yes",
+		"Root=1-00000000-000000000000000000000000;Parent=00f067aa0ba902b7;Sampled=1"} {
+		require.Empty(t, TraceFromXRayHeader(bad), bad)
+	}
+}

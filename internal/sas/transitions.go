@@ -126,6 +126,9 @@ type CompleteParams struct {
 	Now          time.Time
 	Compensation bool // finishing an undo: Compensating → Compensated
 	Next         *ClaimParams
+	// Run is what the agent measured of the run (its reply's timing), for
+	// the history entry; zero when not reported.
+	Run RunTiming
 }
 
 // Check rejects a Next no record could take, or one that is the step
@@ -161,7 +164,7 @@ func Complete(r StepRecord, p CompleteParams) (StepRecord, error) {
 		return r, race("complete", r)
 	}
 	r = unlease(r)
-	return move(r, done, p.Owner, "completed", p.Now), nil
+	return timed(move(r, done, p.Owner, "completed", p.Now), p.Run), nil
 }
 
 // heldBy is the holder's fence: the state, a holder (an undo the supervisor
@@ -177,7 +180,8 @@ type FailParams struct {
 	Attempt      int
 	Now          time.Time
 	Reason       string
-	Compensation bool // the undo failed: Compensating → CompensationFailed
+	Compensation bool      // the undo failed: Compensating → CompensationFailed
+	Run          RunTiming // as CompleteParams.Run
 }
 
 // Fail moves Processing → Error (or Compensating → CompensationFailed),
@@ -190,7 +194,7 @@ func Fail(r StepRecord, p FailParams) (StepRecord, error) {
 	r = unlease(r)
 	r.LastError = p.Reason
 	r.FailedBy, r.Refused = p.Owner, !p.Compensation
-	return move(r, failed, p.Owner, p.Reason, p.Now), nil
+	return timed(move(r, failed, p.Owner, p.Reason, p.Now), p.Run), nil
 }
 
 // RescueParams is the supervisor handing a stuck or stranded step back for
@@ -210,6 +214,9 @@ type RescueParams struct {
 	// failure is not a wait"). The write is then fenced on the lease held
 	// (state, holder, attempt) instead of on its deadline having passed.
 	Holder string
+	// Run, with Holder, is what the agent measured of the run it reported
+	// transient (as CompleteParams.Run).
+	Run RunTiming
 }
 
 // Rescue moves an expired Processing (or stranded Pending) step to Pending,
@@ -228,7 +235,7 @@ func Rescue(r StepRecord, p RescueParams) (StepRecord, error) {
 	r.FailureCount++
 	r.DueAt = p.PickupBy
 	r.LastError = p.Reason
-	return move(r, RescueTarget(p.From), p.Actor, p.Reason, p.Now), nil
+	return timed(move(r, RescueTarget(p.From), p.Actor, p.Reason, p.Now), p.Run), nil
 }
 
 // RescueTarget is where a rescue leaves a step: Pending for the forward
@@ -264,6 +271,7 @@ type GiveUpParams struct {
 	// Holder: as RescueParams.Holder, the scheduler giving up on the
 	// attempt its agent reported transient, the last its policy allows.
 	Holder string
+	Run    RunTiming // as RescueParams.Run
 }
 
 // GiveUp moves an expired step to Error, with the same guard as Rescue, and
@@ -277,7 +285,7 @@ func GiveUp(r StepRecord, p GiveUpParams) (StepRecord, error) {
 	r.LastError = p.Reason
 	r.FailedBy, r.Refused = p.Actor, false
 	r = owe(r, GiveUpTarget(p.From), p)
-	return move(r, GiveUpTarget(p.From), p.Actor, p.Reason, p.Now), nil
+	return timed(move(r, GiveUpTarget(p.From), p.Actor, p.Reason, p.Now), p.Run), nil
 }
 
 // ResubmitParams is an operator sending a failed step round again (docs/pattern.md §4.7).
@@ -454,6 +462,15 @@ func move(r StepRecord, to ProcessState, actor, reason string, now time.Time) St
 	})
 	r.ProcessState = to
 	r.UpdatedAt = now
+	return r
+}
+
+// timed records run, what the agent measured of the run whose outcome
+// made the transition, in the transition's history entry (the newest).
+func timed(r StepRecord, run RunTiming) StepRecord {
+	if run.Known() {
+		r.History[len(r.History)-1].Run = run
+	}
 	return r
 }
 

@@ -480,15 +480,28 @@ func intake(id, workflow, replyTo string) string {
 	return string(b)
 }
 
-// reply is the agent's answer to req, echoing the request's order fields as
-// the agent does (the scheduler's read-free path).
+// reply is the agent's answer to req, echoing the request's order fields
+// and its trace as the agent does (the scheduler's read-free path).
 func reply(req sas.AgentRequest, outcome sas.Outcome, reason string) string {
-	return sas.Encode(sas.AgentReply{
+	return sas.Encode(signedReply(req, outcome, reason))
+}
+
+// untracedReply is reply from a signed agent built before traces: it echoes
+// the signature but no trace.
+func untracedReply(req sas.AgentRequest, outcome sas.Outcome, reason string) string {
+	rep := signedReply(req, outcome, reason)
+	rep.Trace = ""
+	return sas.Encode(rep)
+}
+
+func signedReply(req sas.AgentRequest, outcome sas.Outcome, reason string) sas.AgentReply {
+	return sas.AgentReply{
 		V: sas.MessageVersion, Kind: sas.KindAgentReply, OrderID: req.OrderID, Step: req.Step,
 		Attempt: req.Attempt, LockedBy: req.LockedBy, Outcome: outcome, Reason: reason, Agent: req.Agent,
 		Workflow: req.Workflow, ReplyTo: req.ReplyTo, Payload: req.Payload, Compensation: req.Compensation,
 		StepName: req.StepName, Priority: req.Priority, Version: req.Version, Generation: req.Generation, Sig: req.Sig,
-	})
+		Trace: sas.ChildTrace(req.Trace, fmt.Sprintf("%s %s %d", sas.KindAgentReply, req.IdempotencyKey, req.Attempt)),
+	}
 }
 
 // legacyReply is reply from an agent that echoes only the fence (before the

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sas-go/sas/internal/metrics"
+	"github.com/sas-go/sas/internal/msgctx"
 	"github.com/sas-go/sas/internal/outbox"
 	"github.com/sas-go/sas/internal/sas"
 )
@@ -88,6 +89,7 @@ func (s *Service) reply(ctx context.Context, u *outbox.Unit, rep sas.AgentReply)
 	if err != nil {
 		return err
 	}
+	ctx = msgctx.WithTrace(ctx, rep.Trace) // the order's, when the reply carried none
 	o, err := s.replyOrder(ctx, rep)
 	if err != nil {
 		return err
@@ -108,6 +110,7 @@ func (s *Service) reply(ctx context.Context, u *outbox.Unit, rep sas.AgentReply)
 		reason := failReason(rep)
 		failed, err := s.cfg.Store.Fail(ctx, sas.FailParams{
 			Key: key, Owner: rep.LockedBy, Attempt: rep.Attempt, Now: now, Reason: reason, Compensation: undo,
+			Run: rep.Timing(), // for people (the console), never read back
 		})
 		if err != nil {
 			return s.refused(ctx, u, o, rep, err, now)
@@ -140,6 +143,7 @@ func (s *Service) reply(ctx context.Context, u *outbox.Unit, rep sas.AgentReply)
 	}
 	recs, err := s.cfg.Store.Complete(ctx, sas.CompleteParams{
 		Key: key, Owner: rep.LockedBy, Attempt: rep.Attempt, Now: now, Compensation: undo, Next: next,
+		Run: rep.Timing(), // for people (the console), never read back
 	})
 	if err != nil {
 		return s.refused(ctx, u, o, rep, err, now)

@@ -44,3 +44,40 @@ func TestSubmittersTraceReachesEveryRequest(t *testing.T) {
 	f.deliver(strings.Replace(intake("o-bad", "payment", ""), `"v":1`, `"v":1,"trace":"not-a-traceparent"`, 1))
 	require.True(t, sas.ValidTrace(f.request().Trace), "a trace started instead")
 }
+
+// A signed reply from an agent built before traces echoes no trace: what
+// the scheduler sends next (the successor's request, the statuses, the next
+// attempt after a transient outcome) carries the order's stored trace,
+// which costs that reply one GetOrder; a reply that carries its trace
+// costs none.
+func TestAReplyWithoutATraceTakesTheOrders(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.deliver(intake("o-old", "order", f.replyURL))
+	stored := f.view("o-old").Order.Trace
+	require.True(t, sas.ValidTrace(stored))
+	req := f.request()
+	f.statuses()
+	f.calls.take()
+
+	f.deliver(untracedReply(req, sas.OutcomeDone, ""))
+	calls, _ := f.calls.take()
+	require.Equal(t, map[string]int{"GetOrder": 1, "Complete": 1}, calls, "one read for the trace")
+	next := f.request()
+	require.Equal(t, 1, next.Step)
+	require.Equal(t, sas.TraceID(stored), sas.TraceID(next.Trace), "the successor's request: the order's trace")
+	for _, st := range f.statuses() {
+		require.Equal(t, sas.TraceID(stored), sas.TraceID(st.Trace), "status %s", st.Status)
+	}
+
+	f.deliver(strings.Replace(untracedReply(next, sas.OutcomeTransient, "503"), `"outcome"`, `"errorType":"Unavailable","outcome"`, 1))
+	again, _ := f.nextRequest()
+	require.Equal(t, 2, again.Attempt)
+	require.Equal(t, sas.TraceID(stored), sas.TraceID(again.Trace), "the next attempt's request: the order's trace")
+
+	f.calls.take()
+	f.deliver(done(again)) // a current agent: its reply carries the trace
+	calls, _ = f.calls.take()
+	require.Equal(t, map[string]int{"Complete": 1}, calls, "no read")
+	require.Equal(t, sas.TraceID(stored), sas.TraceID(f.request().Trace))
+}

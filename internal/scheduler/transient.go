@@ -133,7 +133,7 @@ func (s *Service) attemptFailed(ctx context.Context, u *outbox.Unit, o order, re
 	if failures >= pol.MaxAttempts {
 		reason := fmt.Sprintf("attempt %d failed: %s (failure %d of %d: giving up)", rep.Attempt, why, failures, pol.MaxAttempts)
 		p := sas.GiveUpParams{Key: cur.Key(), From: cur.ProcessState, Attempt: cur.Attempt, Now: now, Actor: s.cfg.Owner,
-			Reason: reason, OwedAt: now.Add(s.cfg.OwedRetry), Holder: rep.LockedBy}
+			Reason: reason, OwedAt: now.Add(s.cfg.OwedRetry), Holder: rep.LockedBy, Run: rep.Timing()}
 		got, err := s.cfg.Store.GiveUp(ctx, p)
 		if own, ok := sas.OwnWrite(err, s.cfg.Owner, now, sas.GiveUpTarget(cur.ProcessState), cur.Attempt); ok {
 			got, err = own, nil // committed; its retry lost to it (docs/protocol.md, "Ambiguous commits")
@@ -157,7 +157,7 @@ func (s *Service) attemptFailed(ctx context.Context, u *outbox.Unit, o order, re
 	}
 	reason := fmt.Sprintf("attempt %d failed: %s (failure %d of %d: next attempt in %s)", rep.Attempt, why, failures, pol.MaxAttempts, wait)
 	p := sas.RescueParams{Key: cur.Key(), From: cur.ProcessState, Attempt: cur.Attempt, Now: now,
-		PickupBy: now.Add(wait + s.cfg.PickupTimeout), Actor: s.cfg.Owner, Reason: reason, Holder: rep.LockedBy}
+		PickupBy: now.Add(wait + s.cfg.PickupTimeout), Actor: s.cfg.Owner, Reason: reason, Holder: rep.LockedBy, Run: rep.Timing()}
 	got, err := s.cfg.Store.Rescue(ctx, p)
 	if own, ok := sas.OwnWrite(err, s.cfg.Owner, now, sas.RescueTarget(cur.ProcessState), cur.Attempt); ok {
 		got, err = own, nil

@@ -120,7 +120,7 @@ func (s *Service) trustReply(ctx context.Context, rep sas.AgentReply) (sas.Agent
 	err := s.signer.Verify(rep.Signed(), rep.Sig)
 	switch {
 	case err == nil:
-		return rep, nil
+		return s.traced(ctx, rep), nil
 	case errors.Is(err, sas.ErrUnsigned) && !s.cfg.RequireSignedReplies:
 	case errors.Is(err, sas.ErrUnsigned):
 		s.log.WarnContext(ctx, "reply refused: it carries no signature (an agent built before signed requests? rebuild it with the SDK, or set SAS_REQUIRE_SIGNED_REPLIES=false)",
@@ -152,6 +152,27 @@ func (s *Service) trustReply(ctx context.Context, rep sas.AgentReply) (sas.Agent
 		rep.Compensation = false
 	}
 	return rep, nil
+}
+
+// traced gives a signed reply that carries no valid trace (from an agent
+// built after signatures and before traces, which echoes sig but not trace)
+// the order's stored trace, so that what the scheduler sends next stays in
+// the order's trace: one GetOrder, paid only for such replies (a current
+// agent's reply carries the trace, and the happy path still reads
+// nothing). The trace is for people: a read that fails is logged and the
+// reply handled without one; the fenced write decides the rest.
+func (s *Service) traced(ctx context.Context, rep sas.AgentReply) sas.AgentReply {
+	if sas.ValidTrace(rep.Trace) {
+		return rep
+	}
+	v, err := s.cfg.Store.GetOrder(ctx, rep.OrderID)
+	if err != nil {
+		s.log.WarnContext(ctx, "reply without a trace: the order's could not be read; what follows carries none",
+			"order", rep.OrderID, "step", rep.Step, "attempt", rep.Attempt, "error", err)
+		return rep
+	}
+	rep.Trace = v.Order.Trace // none for an order stored before traces
+	return rep
 }
 
 // requeueAuthentic checks that an agent's requeue for the step's current,

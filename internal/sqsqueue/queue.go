@@ -11,10 +11,17 @@
 // good messages. Call-level mistakes (no queue URL, empty or repeated IDs,
 // out-of-range Receive or ChangeVisibility parameters) are errors wrapping
 // sas.ErrInvalid; a missing queue wraps sas.ErrNotFound.
+//
+// A message whose body is a JSON object with a valid "trace" (a W3C
+// traceparent: every message about an order has one) is sent with SQS's
+// AWSTraceHeader system attribute derived from it (sas.XRayTraceHeader), so
+// that X-Ray joins the invocations of one order into one trace
+// (docs/observability.md, "X-Ray"). Any other body is sent without it.
 package sqsqueue
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strconv"
 	"time"
@@ -107,9 +114,10 @@ func (q *Queue) Send(ctx context.Context, p sas.SendParams) (sas.SendResult, err
 
 func (q *Queue) sendOne(ctx context.Context, url string, m sas.OutboundMessage, res sas.SendResult) (sas.SendResult, error) {
 	in := &sqs.SendMessageInput{
-		QueueUrl:     aws.String(url),
-		MessageBody:  aws.String(m.Body),
-		DelaySeconds: int32(sqslimits.Seconds(m.Delay)),
+		QueueUrl:                aws.String(url),
+		MessageBody:             aws.String(m.Body),
+		DelaySeconds:            int32(sqslimits.Seconds(m.Delay)),
+		MessageSystemAttributes: systemAttributes(m.Body),
 	}
 	_, err := q.api.SendMessage(ctx, in)
 	res.Requests++
@@ -129,9 +137,10 @@ func (q *Queue) sendBatch(ctx context.Context, url string, batch []sas.OutboundM
 	entries := make([]types.SendMessageBatchRequestEntry, len(batch))
 	for i, m := range batch {
 		entries[i] = types.SendMessageBatchRequestEntry{
-			Id:           aws.String(strconv.Itoa(i)),
-			MessageBody:  aws.String(m.Body),
-			DelaySeconds: int32(sqslimits.Seconds(m.Delay)),
+			Id:                      aws.String(strconv.Itoa(i)),
+			MessageBody:             aws.String(m.Body),
+			DelaySeconds:            int32(sqslimits.Seconds(m.Delay)),
+			MessageSystemAttributes: systemAttributes(m.Body),
 		}
 	}
 	out, err := q.api.SendMessageBatch(ctx, &sqs.SendMessageBatchInput{QueueUrl: aws.String(url), Entries: entries})
@@ -147,6 +156,29 @@ func (q *Queue) sendBatch(ctx context.Context, url string, batch []sas.OutboundM
 		ok[i] = e.Id
 	}
 	return batchFailures(ids, ok, out.Failed), nil
+}
+
+// awsTraceHeader is the message system attribute X-Ray reads a trace from.
+const awsTraceHeader = string(types.MessageSystemAttributeNameForSendsAWSTraceHeader)
+
+// systemAttributes are the system attributes a message is sent with: its
+// AWSTraceHeader when its body carries a valid trace context, else none.
+// Only the top level's "trace" is read (a payload's own is not the
+// order's). Its size does not count against the message's (SQS).
+func systemAttributes(body string) map[string]types.MessageSystemAttributeValue {
+	var m struct {
+		Trace string `json:"trace"`
+	}
+	if json.Unmarshal([]byte(body), &m) != nil {
+		return nil
+	}
+	h := sas.XRayTraceHeader(m.Trace)
+	if h == "" {
+		return nil
+	}
+	return map[string]types.MessageSystemAttributeValue{
+		awsTraceHeader: {DataType: aws.String("String"), StringValue: aws.String(h)},
+	}
 }
 
 // batchFailures maps a batch's results back to the caller's IDs (entry ids

@@ -242,3 +242,59 @@ func TestNetworkErrorIsNotTranslated(t *testing.T) {
 	require.ErrorIs(t, err, down)
 	assert.NotErrorIs(t, err, sas.ErrInvalid)
 }
+
+// A message whose body carries a valid trace goes with the AWSTraceHeader
+// system attribute derived from it, alone or in a batch; one without a
+// trace, with one that is not valid, or whose body is not a JSON object,
+// goes without (and is sent all the same). A "trace" inside the payload is
+// not the message's.
+func TestSendSetsTheTraceHeader(t *testing.T) {
+	t.Parallel()
+	const tr = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	const want = "Root=1-4bf92f35-77b34da6a3ce929d0e0e4736;Parent=00f067aa0ba902b7;Sampled=1"
+	bodies := []string{
+		`{"v":1,"kind":"agent.reply","orderId":"o-1","trace":"` + tr + `"}`,
+		`{"v":1,"kind":"agent.reply","orderId":"o-1"}`,
+		`{"v":1,"kind":"agent.reply","orderId":"o-1","trace":"00-not-a-trace"}`,
+		`{"v":1,"orderId":"o-1","payload":{"trace":"` + tr + `"}}`,
+		`not json`,
+		`["` + tr + `"]`,
+	}
+	header := func(attrs map[string]types.MessageSystemAttributeValue) string {
+		if attrs == nil {
+			return ""
+		}
+		v := attrs["AWSTraceHeader"]
+		assert.Equal(t, "String", aws.ToString(v.DataType))
+		return aws.ToString(v.StringValue)
+	}
+	var one []string
+	api := &fakeAPI{
+		sendOne: func(in *sqs.SendMessageInput) (*sqs.SendMessageOutput, error) {
+			one = append(one, header(in.MessageSystemAttributes))
+			return &sqs.SendMessageOutput{}, nil
+		},
+		sendBatch: func(in *sqs.SendMessageBatchInput) (*sqs.SendMessageBatchOutput, error) {
+			out := &sqs.SendMessageBatchOutput{}
+			var got []string
+			for _, e := range in.Entries {
+				got = append(got, header(e.MessageSystemAttributes))
+				out.Successful = append(out.Successful, types.SendMessageBatchResultEntry{Id: e.Id})
+			}
+			assert.Equal(t, []string{want, "", "", "", "", ""}, got)
+			return out, nil
+		},
+	}
+	q := New(api)
+	var msgs []sas.OutboundMessage
+	for i, b := range bodies {
+		msgs = append(msgs, sas.OutboundMessage{ID: fmt.Sprint(i), Body: b})
+		res, err := q.Send(t.Context(), sas.SendParams{QueueURL: "u", Messages: []sas.OutboundMessage{{ID: "m", Body: b}}})
+		require.NoError(t, err)
+		require.Empty(t, res.Failed)
+	}
+	assert.Equal(t, []string{want, "", "", "", "", ""}, one)
+	res, err := q.Send(t.Context(), sas.SendParams{QueueURL: "u", Messages: msgs})
+	require.NoError(t, err)
+	require.Empty(t, res.Failed)
+}

@@ -626,3 +626,62 @@ func testNotFound(t *testing.T, h Harness) {
 	_, err = s.Rescue(ctx, sas.RescueParams{Key: key("missing", 0), From: sas.Processing, Attempt: 1, Now: T0, PickupBy: at(time.Minute), Actor: "sup"})
 	require.ErrorIs(t, err, sas.ErrNotFound)
 }
+
+// testRunTiming: the history entry an agent's outcome writes keeps what the
+// agent measured of the run (sas.RunTiming: done, failed, transient, its
+// last attempt's give-up, an undo), a measured 0 included; an outcome
+// without it (an older agent) and every other entry read back without.
+func testRunTiming(t *testing.T, h Harness) {
+	s := h.New(t).Store
+	run := func(queued, ran time.Duration) sas.RunTiming {
+		return sas.RunTiming{Queued: sas.MillisOf(queued), Ran: sas.MillisOf(ran)}
+	}
+	newest := func(id string, step int) sas.HistoryEntry {
+		t.Helper()
+		hs := get(t, s, id).Steps[step].History
+		return hs[len(hs)-1]
+	}
+
+	submit(t, s, "o-run", 2)
+	k0, k1 := key("o-run", 0), key("o-run", 1)
+	claim(t, s, k0, 0, "a", T0, at(time.Minute))
+	_, err := s.Rescue(ctx, sas.RescueParams{Key: k0, From: sas.Processing, Attempt: 1, Now: at(time.Second), PickupBy: at(time.Minute),
+		Actor: "a", Holder: "a", Reason: "attempt 1 failed", Run: run(1500*time.Millisecond, 20*time.Second)})
+	require.NoError(t, err)
+	require.Equal(t, run(1500*time.Millisecond, 20*time.Second), newest("o-run", 0).Run, "transient")
+	claim(t, s, k0, 1, "a", at(2*time.Second), at(time.Minute))
+	_, err = s.Complete(ctx, sas.CompleteParams{Key: k0, Owner: "a", Attempt: 2, Now: at(3 * time.Second), Run: run(0, 250*time.Millisecond),
+		Next: &sas.ClaimParams{Key: k1, Attempt: 0, Owner: "a", Now: at(3 * time.Second), CompleteBy: at(time.Minute)}})
+	require.NoError(t, err)
+	require.Equal(t, run(0, 250*time.Millisecond), newest("o-run", 0).Run, "done, with its successor's claim; a measured 0 kept")
+	require.False(t, newest("o-run", 1).Run.Known(), "a claim has none")
+	_, err = s.Fail(ctx, sas.FailParams{Key: k1, Owner: "a", Attempt: 1, Now: at(4 * time.Second), Reason: "refused", Run: run(time.Second, 2*time.Second)})
+	require.NoError(t, err)
+	require.Equal(t, run(time.Second, 2*time.Second), newest("o-run", 1).Run, "failed")
+	_, err = s.Claim(ctx, sas.ClaimParams{Key: k1, From: sas.Error, Attempt: 1, Owner: "a", Now: at(5 * time.Second), CompleteBy: at(time.Minute)})
+	require.NoError(t, err)
+	_, err = s.Complete(ctx, sas.CompleteParams{Key: k1, Owner: "a", Attempt: 2, Now: at(6 * time.Second), Compensation: true, Run: run(3*time.Second, 4*time.Second)})
+	require.NoError(t, err)
+	require.Equal(t, run(3*time.Second, 4*time.Second), newest("o-run", 1).Run, "an undo done")
+
+	submit(t, s, "o-run2", 1)
+	k := key("o-run2", 0)
+	claim(t, s, k, 0, "a", T0, at(time.Minute))
+	_, err = s.GiveUp(ctx, sas.GiveUpParams{Key: k, From: sas.Processing, Attempt: 1, Now: at(time.Second), Actor: "a", Holder: "a",
+		Reason: "the last attempt failed", Run: sas.RunTiming{Ran: sas.MillisOf(time.Minute)}})
+	require.NoError(t, err)
+	e := newest("o-run2", 0)
+	require.True(t, e.Run.Queued.IsZero(), "not measured: unknown, not 0")
+	d, ok := e.Run.Ran.Get()
+	require.True(t, ok)
+	require.Equal(t, time.Minute, d, "the last attempt's give-up")
+
+	submit(t, s, "o-run3", 1)
+	k = key("o-run3", 0)
+	claim(t, s, k, 0, "a", T0, at(time.Minute))
+	_, err = s.Complete(ctx, sas.CompleteParams{Key: k, Owner: "a", Attempt: 1, Now: at(time.Second)})
+	require.NoError(t, err)
+	for _, h := range get(t, s, "o-run3").Steps[0].History {
+		require.False(t, h.Run.Known(), "an outcome without a timing (an older agent), and every other entry: none")
+	}
+}

@@ -67,6 +67,7 @@ func Run(t *testing.T, h Harness) {
 		{"StaleReplyAfterRescue", testStaleReply},
 		{"RescueRequiresExpiry", testRescueRequiresExpiry},
 		{"HolderEndsItsAttemptEarly", testHolderEndsItsAttemptEarly},
+		{"OutcomesKeepTheRunTiming", testRunTiming},
 		{"WaitExtendsWithoutAFailure", testWaitExtendsWithoutAFailure},
 		{"RacingSupervisors", testRacingSupervisors},
 		{"StrandedPendingRedriven", testStranded},
