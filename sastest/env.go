@@ -21,6 +21,7 @@ import (
 	"github.com/sas-go/sas/internal/registry"
 	"github.com/sas-go/sas/internal/sas"
 	"github.com/sas-go/sas/internal/scheduler"
+	"github.com/sas-go/sas/internal/sizing"
 	"github.com/sas-go/sas/internal/supervisor"
 	"github.com/sas-go/sas/workflow"
 )
@@ -79,18 +80,12 @@ func (o Options) withDefaults() Options {
 	return o
 }
 
-// Queue names and settings, as the CDK construct makes them.
+// Queue names. Their settings are the CDK construct's (internal/sizing).
 const (
 	intakeQueue    = "intake"
 	schedulerQueue = "scheduler"
 	controlQueue   = "control"
 	statusQueue    = "status"
-	// maxReceiveCount is the construct's, before a message goes to its DLQ.
-	maxReceiveCount = 5
-	// schedulerVisibility is six times the scheduler function's timeout.
-	schedulerVisibility = 3 * time.Minute
-	// agentMargin is how long an agent's function outlives its longest step.
-	agentMargin = 15 * time.Second
 )
 
 // Env is one deployment in the test process: the workflows and agents
@@ -218,13 +213,13 @@ func NewWith(t testing.TB, opts Options, defs []workflow.Workflow, agents ...*ag
 		}
 	}
 
-	e.intakeURL = e.createQueue(intakeQueue, schedulerVisibility, maxReceiveCount)
-	e.schedulerURL = e.createQueue(schedulerQueue, schedulerVisibility, maxReceiveCount)
-	e.controlURL = e.createQueue(controlQueue, schedulerVisibility, maxReceiveCount)
+	e.intakeURL = e.createQueue(intakeQueue, sizing.SchedulerVisibility(), sizing.MaxReceiveCount)
+	e.schedulerURL = e.createQueue(schedulerQueue, sizing.SchedulerVisibility(), sizing.MaxReceiveCount)
+	e.controlURL = e.createQueue(controlQueue, sizing.SchedulerVisibility(), sizing.MaxReceiveCount)
 	e.statusURL = e.createQueue(statusQueue, 0, 0)
 	queues := sas.AgentQueues{ByAgent: map[string]sas.AgentQueue{}}
 	for _, a := range agents {
-		url := e.createQueue("agent-"+a.Name(), 6*(longestStep(defs, a.Name())+agentMargin), maxReceiveCount)
+		url := e.createQueue("agent-"+a.Name(), sizing.LambdaVisibility(sizing.AgentTimeout(longestStep(defs, a.Name()))), sizing.MaxReceiveCount)
 		queues.ByAgent[a.Name()] = sas.AgentQueue{URL: url}
 		h, err := agent.NewHandler(agent.HandlerConfig{
 			Agents: []*agent.Agent{a}, SchedulerQueueURL: e.schedulerURL, QueueURL: url, Queue: e.queue,

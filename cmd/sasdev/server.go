@@ -33,6 +33,7 @@ import (
 	"github.com/sas-go/sas/internal/remotesim"
 	"github.com/sas-go/sas/internal/rig"
 	"github.com/sas-go/sas/internal/sas"
+	"github.com/sas-go/sas/internal/sizing"
 	"github.com/sas-go/sas/internal/sqsqueue"
 	"github.com/sas-go/sas/internal/wiring"
 )
@@ -46,16 +47,14 @@ const (
 	exampleAgents     = "examples/travel/agents"
 )
 
-// Queue settings. The deployment's (infra/sascdk) are the model: five
-// receives before the dead-letter queue; visibility long enough that a
-// request is not handed out again while its first run may still go on.
+// Queue settings are the deployment's (internal/sizing): the same
+// receives before the dead-letter queue, and a visibility as long as the
+// consuming function may run, so that a request is not handed out again
+// while its first run may still go on. Not six times that, as the deployed
+// queues: that factor is for Lambda's event source, whose throttled retries
+// of a batch may outlast one run; the pollers here have none.
 const (
-	maxReceiveCount     = 5
-	schedulerVisibility = 30 * time.Second
-	// agentVisibilitySlack is added to an agent's longest step time limit
-	// (the SDK's runs stop at the step's deadline; its Poll gives 10 s more
-	// on shutdown).
-	agentVisibilitySlack = 30 * time.Second
+	schedulerVisibility = sizing.SchedulerTimeout
 	// emulatorStopGrace is how long the emulators get after SIGTERM.
 	emulatorStopGrace = 2 * time.Second
 )
@@ -354,7 +353,7 @@ func (s *server) createResources(ctx context.Context, base config.Config) error 
 	create := func(name string, vis time.Duration, dlq bool) (string, error) {
 		p := sqsqueue.CreateQueueParams{Name: name, Attributes: map[string]string{"VisibilityTimeout": strconv.Itoa(int(vis.Seconds()))}}
 		if dlq {
-			p.MaxReceiveCount = maxReceiveCount
+			p.MaxReceiveCount = sizing.MaxReceiveCount
 		}
 		q, err := s.queue.CreateQueue(ctx, p)
 		return q.URL, err
@@ -388,7 +387,9 @@ func (s *server) createResources(ctx context.Context, base config.Config) error 
 	s.agentQueues = map[string]string{}
 	byAgent := map[string]sas.AgentQueue{}
 	for _, a := range agentsOf(s.reg) {
-		url, err := create(agentQueueName(n, a), longest[a]+agentVisibilitySlack, true)
+		// As long as the agent's function may run (the SDK's runs stop at
+		// the step's deadline; its Poll gives 10 s more on shutdown).
+		url, err := create(agentQueueName(n, a), sizing.AgentTimeout(longest[a]), true)
 		if err != nil {
 			return err
 		}
