@@ -25,6 +25,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/sas-go/sas/internal/assembly"
+	"github.com/sas-go/sas/internal/assembly/fromaws"
 	"github.com/sas-go/sas/internal/awsenv"
 	"github.com/sas-go/sas/internal/config"
 	"github.com/sas-go/sas/internal/dynamostore"
@@ -33,9 +35,10 @@ import (
 	"github.com/sas-go/sas/internal/remotesim"
 	"github.com/sas-go/sas/internal/rig"
 	"github.com/sas-go/sas/internal/sas"
+	"github.com/sas-go/sas/internal/scheduler"
 	"github.com/sas-go/sas/internal/sizing"
 	"github.com/sas-go/sas/internal/sqsqueue"
-	"github.com/sas-go/sas/internal/wiring"
+	"github.com/sas-go/sas/internal/supervisor"
 )
 
 // The example the defaults point at (a module of its own, in the repo).
@@ -440,11 +443,12 @@ func (s *server) startActors(ctx context.Context, cfg config.Config) error {
 	if err != nil {
 		return err
 	}
-	// Wired as functions/scheduler and functions/supervisor wire them
-	// (internal/wiring); only the triggers differ: pollers and a ticker.
+	// Built as functions/scheduler and functions/supervisor build them
+	// (internal/assembly, on parts loaded by internal/assembly/fromaws);
+	// only the triggers differ: pollers and a ticker.
 	owner := "scheduler-" + sas.RandomID(16)
 	// Its EMF metric lines go to its log, as the supervisor's below.
-	sched, err := wiring.Scheduler(s.aws, cfg, schedLog.With("owner", owner), owner, schedFile)
+	sched, err := s.scheduler(ctx, cfg, schedLog.With("owner", owner), owner, schedFile)
 	if err != nil {
 		return fmt.Errorf("the scheduler: %w", err)
 	}
@@ -454,7 +458,7 @@ func (s *server) startActors(ctx context.Context, cfg config.Config) error {
 	}
 	// Its EMF metric lines go to its log, as Lambda ships them with the
 	// function's stdout.
-	sup, err := wiring.Supervisor(s.aws, cfg, supLog, "supervisor:sasdev-"+sas.RandomID(6), supFile)
+	sup, err := s.supervisor(cfg, supLog, "supervisor:sasdev-"+sas.RandomID(6), supFile)
 	if err != nil {
 		return fmt.Errorf("the supervisor: %w", err)
 	}
@@ -491,8 +495,11 @@ func (s *server) startActors(ctx context.Context, cfg config.Config) error {
 		s.tracker.run(ctx)
 	}()
 
+	// The built-in agents, as functions/agent builds one: on the same
+	// queue client and workflows, each with its own log.
+	builtin := assembly.System{Config: cfg, Parts: assembly.Parts{Queue: s.queue, Workflows: s.reg}}
 	for _, name := range s.builtin {
-		if err := s.procs.startBuiltin(ctx, name, cfg, s.aws, s.agentQueues[name], s.simURL); err != nil {
+		if err := s.procs.startBuiltin(ctx, builtin, name, s.simURL); err != nil {
 			return err
 		}
 	}
@@ -507,6 +514,36 @@ func (s *server) startActors(ctx context.Context, cfg config.Config) error {
 		}
 	}
 	return nil
+}
+
+// scheduler builds the scheduler's handler as functions/scheduler does.
+func (s *server) scheduler(ctx context.Context, cfg config.Config, logger *slog.Logger, owner string, metrics io.Writer) (*scheduler.Handler, error) {
+	sys, err := fromaws.System(s.aws, cfg, logger, metrics)
+	if err != nil {
+		return nil, err
+	}
+	key, err := fromaws.SigningKey(ctx, s.aws, cfg)
+	if err != nil {
+		return nil, err
+	}
+	svc, err := sys.Scheduler(owner, key)
+	if err != nil {
+		return nil, err
+	}
+	return scheduler.NewHandler(svc), nil
+}
+
+// supervisor builds the supervisor's handler as functions/supervisor does.
+func (s *server) supervisor(cfg config.Config, logger *slog.Logger, actor string, metrics io.Writer) (*supervisor.Handler, error) {
+	sys, err := fromaws.System(s.aws, cfg, logger, metrics)
+	if err != nil {
+		return nil, err
+	}
+	sup, err := sys.Supervisor(actor)
+	if err != nil {
+		return nil, err
+	}
+	return supervisor.NewHandler(sup), nil
 }
 
 // logger is a JSON logger writing to a file of the log directory, as
