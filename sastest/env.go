@@ -15,7 +15,9 @@ import (
 
 	"github.com/sas-go/sas/agent"
 	"github.com/sas-go/sas/internal/alerts"
+	"github.com/sas-go/sas/internal/assembly"
 	"github.com/sas-go/sas/internal/clocktest"
+	"github.com/sas-go/sas/internal/config"
 	"github.com/sas-go/sas/internal/memqueue"
 	"github.com/sas-go/sas/internal/memstore"
 	"github.com/sas-go/sas/internal/registry"
@@ -221,43 +223,38 @@ func NewWith(t testing.TB, opts Options, defs []workflow.Workflow, agents ...*ag
 	for _, a := range agents {
 		url := e.createQueue("agent-"+a.Name(), sizing.LambdaVisibility(sizing.AgentTimeout(longestStep(defs, a.Name()))), sizing.MaxReceiveCount)
 		queues.ByAgent[a.Name()] = sas.AgentQueue{URL: url}
-		h, err := agent.NewHandler(agent.HandlerConfig{
-			Agents: []*agent.Agent{a}, SchedulerQueueURL: e.schedulerURL, QueueURL: url, Queue: e.queue,
-			Clock: e.clock, Logger: log.With("actor", "agent", "agent", a.Name()), Middleware: e.middleware,
-		})
+	}
+
+	// Assembled as a deployment is (internal/assembly), in memory on the
+	// fake clock.
+	sys := assembly.System{
+		Config: config.Config{
+			IntakeQueueURL: e.intakeURL, SchedulerQueueURL: e.schedulerURL, ControlQueueURL: e.controlURL, AgentQueues: queues,
+			AllowedReplyQueues: []string{e.statusURL},
+			// As deployed by default: the SDK's agents echo the signature.
+			RequireSignedReplies: true,
+			MaxFailures:          opts.MaxFailures, PickupTimeout: opts.PickupTimeout, WaitLimit: opts.WaitLimit,
+		},
+		Parts: assembly.Parts{
+			Store: e.store, Queue: e.queue, Alerter: alerts.NewMulti(alerts.NewLog(log), e.alert), Workflows: reg,
+			Clock: e.clock, Logger: log,
+		},
+	}
+	for _, a := range agents {
+		h, err := sys.WithLog(log.With("actor", "agent", "agent", a.Name()), nil).
+			AgentHandler(sys.AgentQueue(a.Name()), assembly.Hosting{Middleware: e.middleware}, a)
 		if err != nil {
 			t.Fatalf("sastest: %v", err)
 		}
-		e.agents = append(e.agents, actor{name: "agent " + a.Name(), queues: []string{url}, batch: 1, handle: h.Handle})
+		e.agents = append(e.agents, actor{name: "agent " + a.Name(), queues: []string{queues.ByAgent[a.Name()].URL}, batch: 1, handle: h.Handle})
 	}
-
-	alerter := alerts.NewMulti(alerts.NewLog(log), e.alert)
-	svc, err := scheduler.New(scheduler.Config{
-		Store: e.store, Queue: e.queue, Clock: e.clock, Alerter: alerter, Workflows: reg,
-		Owner: "sastest-scheduler", AgentQueues: queues, IntakeQueueURL: e.intakeURL, ControlQueueURL: e.controlURL, SchedulerQueueURL: e.schedulerURL,
-		SigningKey: sas.NewSigningKey(), // one per Env, as a local run has one per run
-		// As deployed by default: the SDK's agents echo the signature.
-		RequireSignedReplies: true,
-		PickupTimeout:        opts.PickupTimeout, ReplyToAllowed: func(u string) bool { return u == e.statusURL },
-		Retry:  sas.RetryPolicy{MaxAttempts: opts.MaxFailures}, // the supervisor's threshold and backoff
-		Logger: log.With("actor", "scheduler"),
-	})
+	// One key per Env, as a local run has one per run.
+	svc, err := sys.WithLog(log.With("actor", "scheduler"), nil).Scheduler("sastest-scheduler", sas.NewSigningKey())
 	if err != nil {
 		t.Fatalf("sastest: %v", err)
 	}
 	e.sched = actor{name: "scheduler", queues: []string{e.intakeURL, e.schedulerURL, e.controlURL}, batch: 10, handle: scheduler.NewHandler(svc).Handle}
-
-	limits, err := reg.Limits()
-	if err != nil {
-		t.Fatalf("sastest: %v", err)
-	}
-	e.sup, err = supervisor.New(supervisor.Config{
-		Store: e.store, Queue: e.queue, Alerter: alerter, ControlQueueURL: e.controlURL, Clock: e.clock,
-		MaxFailures: opts.MaxFailures, PickupTimeout: opts.PickupTimeout,
-		BacklogQueueURLs: append(queues.All(), e.schedulerURL), WaitLimit: opts.WaitLimit, Steps: limits, Workflows: reg,
-		Actor: "sastest-supervisor", Logger: log.With("actor", "supervisor"), Metrics: io.Discard,
-	})
-	if err != nil {
+	if e.sup, err = sys.WithLog(log.With("actor", "supervisor"), nil).Supervisor("sastest-supervisor"); err != nil {
 		t.Fatalf("sastest: %v", err)
 	}
 	return e
