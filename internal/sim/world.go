@@ -15,7 +15,9 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/sas-go/sas/agent"
+	"github.com/sas-go/sas/internal/assembly"
 	"github.com/sas-go/sas/internal/clocktest"
+	"github.com/sas-go/sas/internal/config"
 	"github.com/sas-go/sas/internal/eventsource"
 	"github.com/sas-go/sas/internal/memstore"
 	"github.com/sas-go/sas/internal/sas"
@@ -188,12 +190,11 @@ func (w *World) deploy(wf sas.Workflow, suffix string) {
 		panic(err)
 	}
 	aq := sas.AgentQueues{ByAgent: map[string]sas.AgentQueue{}}
-	var backlog []string
 	for _, name := range w.agentNames {
 		aq.ByAgent[name] = sas.AgentQueue{URL: w.agentQ[name].url}
-		backlog = append(backlog, w.agentQ[name].url)
 	}
-	backlog = append(backlog, w.sched.url)
+	// The deployment's rule for the queues a held step may wait on.
+	backlog := assembly.BacklogQueues(config.Config{AgentQueues: aq, SchedulerQueueURL: w.sched.url})
 	w.schedulers = nil
 	for _, owner := range []string{"sched-a" + suffix, "sched-b" + suffix} {
 		svc, err := scheduler.New(scheduler.Config{
