@@ -215,9 +215,9 @@ func NewWith(t testing.TB, opts Options, defs []workflow.Workflow, agents ...*ag
 		}
 	}
 
-	e.intakeURL = e.createQueue(intakeQueue, sizing.SchedulerVisibility(), sizing.MaxReceiveCount)
-	e.schedulerURL = e.createQueue(schedulerQueue, sizing.SchedulerVisibility(), sizing.MaxReceiveCount)
-	e.controlURL = e.createQueue(controlQueue, sizing.SchedulerVisibility(), sizing.MaxReceiveCount)
+	e.intakeURL = e.createQueue(intakeQueue, sizing.SchedulerVisibility, sizing.MaxReceiveCount)
+	e.schedulerURL = e.createQueue(schedulerQueue, sizing.SchedulerVisibility, sizing.MaxReceiveCount)
+	e.controlURL = e.createQueue(controlQueue, sizing.SchedulerVisibility, sizing.MaxReceiveCount)
 	e.statusURL = e.createQueue(statusQueue, 0, 0)
 	queues := sas.AgentQueues{ByAgent: map[string]sas.AgentQueue{}}
 	for _, a := range agents {

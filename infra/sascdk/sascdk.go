@@ -257,9 +257,9 @@ func (s *SAS) queues() {
 	// Lambda's advice: visibility ≥ 6× the consumer's timeout, so a message
 	// is not handed out again while throttled retries of it may still run
 	// (sizing.LambdaVisibility).
-	s.intake, s.intakeDLQ = s.queue(s, "IntakeQueue", "", sizing.SchedulerVisibility())
-	s.schedulerQ, s.schedDLQ = s.queue(s, "SchedulerQueue", "", sizing.SchedulerVisibility())
-	s.controlQ, s.controlDLQ = s.queue(s, "ControlQueue", "", sizing.SchedulerVisibility())
+	s.intake, s.intakeDLQ = s.queue(s, "IntakeQueue", "", sizing.SchedulerVisibility)
+	s.schedulerQ, s.schedDLQ = s.queue(s, "SchedulerQueue", "", sizing.SchedulerVisibility)
+	s.controlQ, s.controlDLQ = s.queue(s, "ControlQueue", "", sizing.SchedulerVisibility)
 	s.signingKey = awssecretsmanager.NewSecret(s, jsii.String("SigningKey"), &awssecretsmanager.SecretProps{
 		Description: jsii.String("SAS: the key the scheduler signs its agent requests with (docs/trust.md)"),
 		GenerateSecretString: &awssecretsmanager.SecretStringGenerator{

@@ -46,5 +46,6 @@ func LambdaVisibility(functionTimeout time.Duration) time.Duration {
 }
 
 // SchedulerVisibility is the visibility timeout of the queues the scheduler
-// function consumes: the intake, scheduler and control queues.
-func SchedulerVisibility() time.Duration { return LambdaVisibility(SchedulerTimeout) }
+// function consumes: the intake, scheduler and control queues
+// (LambdaVisibility of SchedulerTimeout).
+const SchedulerVisibility = LambdaVisibilityFactor * SchedulerTimeout

@@ -23,8 +23,8 @@ func TestAgentTimeout(t *testing.T) {
 
 func TestVisibility(t *testing.T) {
 	t.Parallel()
-	if got := sizing.SchedulerVisibility(); got != 3*time.Minute {
-		t.Errorf("SchedulerVisibility() = %s, want 3m", got)
+	if sizing.SchedulerVisibility != sizing.LambdaVisibility(sizing.SchedulerTimeout) || sizing.SchedulerVisibility != 3*time.Minute {
+		t.Errorf("SchedulerVisibility = %s, want 3m, LambdaVisibility(SchedulerTimeout)", sizing.SchedulerVisibility)
 	}
 	if got := sizing.LambdaVisibility(sizing.AgentTimeout(30 * time.Second)); got != 270*time.Second {
 		t.Errorf("an agent of 30s steps: %s, want 4m30s", got)
