@@ -1,8 +1,9 @@
 // Package sizing holds the timing rules of a deployment that more than one
 // place applies: the functions' timeouts and the settings of the queues they
 // consume. The CDK construct (infra/sascdk) deploys with them, and the test
-// kit (sastest) and the dev server (cmd/sasdev) create their queues with
-// them, so a change to a formula is made here, once.
+// kit (sastest), the dev server (cmd/sasdev) and the simulator
+// (internal/sim) create their queues with them, so a change to a formula is
+// made here, once.
 //
 // It imports nothing but the standard library: the infra module imports it.
 package sizing
