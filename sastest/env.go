@@ -15,12 +15,15 @@ import (
 
 	"github.com/sas-go/sas/agent"
 	"github.com/sas-go/sas/internal/alerts"
+	"github.com/sas-go/sas/internal/assembly"
 	"github.com/sas-go/sas/internal/clocktest"
+	"github.com/sas-go/sas/internal/config"
 	"github.com/sas-go/sas/internal/memqueue"
 	"github.com/sas-go/sas/internal/memstore"
 	"github.com/sas-go/sas/internal/registry"
 	"github.com/sas-go/sas/internal/sas"
 	"github.com/sas-go/sas/internal/scheduler"
+	"github.com/sas-go/sas/internal/sizing"
 	"github.com/sas-go/sas/internal/supervisor"
 	"github.com/sas-go/sas/workflow"
 )
@@ -79,18 +82,12 @@ func (o Options) withDefaults() Options {
 	return o
 }
 
-// Queue names and settings, as the CDK construct makes them.
+// Queue names. Their settings are the CDK construct's (internal/sizing).
 const (
 	intakeQueue    = "intake"
 	schedulerQueue = "scheduler"
 	controlQueue   = "control"
 	statusQueue    = "status"
-	// maxReceiveCount is the construct's, before a message goes to its DLQ.
-	maxReceiveCount = 5
-	// schedulerVisibility is six times the scheduler function's timeout.
-	schedulerVisibility = 3 * time.Minute
-	// agentMargin is how long an agent's function outlives its longest step.
-	agentMargin = 15 * time.Second
 )
 
 // Env is one deployment in the test process: the workflows and agents
@@ -218,51 +215,46 @@ func NewWith(t testing.TB, opts Options, defs []workflow.Workflow, agents ...*ag
 		}
 	}
 
-	e.intakeURL = e.createQueue(intakeQueue, schedulerVisibility, maxReceiveCount)
-	e.schedulerURL = e.createQueue(schedulerQueue, schedulerVisibility, maxReceiveCount)
-	e.controlURL = e.createQueue(controlQueue, schedulerVisibility, maxReceiveCount)
+	e.intakeURL = e.createQueue(intakeQueue, sizing.SchedulerVisibility, sizing.MaxReceiveCount)
+	e.schedulerURL = e.createQueue(schedulerQueue, sizing.SchedulerVisibility, sizing.MaxReceiveCount)
+	e.controlURL = e.createQueue(controlQueue, sizing.SchedulerVisibility, sizing.MaxReceiveCount)
 	e.statusURL = e.createQueue(statusQueue, 0, 0)
 	queues := sas.AgentQueues{ByAgent: map[string]sas.AgentQueue{}}
 	for _, a := range agents {
-		url := e.createQueue("agent-"+a.Name(), 6*(longestStep(defs, a.Name())+agentMargin), maxReceiveCount)
+		url := e.createQueue("agent-"+a.Name(), sizing.LambdaVisibility(sizing.AgentTimeout(longestStep(defs, a.Name()))), sizing.MaxReceiveCount)
 		queues.ByAgent[a.Name()] = sas.AgentQueue{URL: url}
-		h, err := agent.NewHandler(agent.HandlerConfig{
-			Agents: []*agent.Agent{a}, SchedulerQueueURL: e.schedulerURL, QueueURL: url, Queue: e.queue,
-			Clock: e.clock, Logger: log.With("actor", "agent", "agent", a.Name()), Middleware: e.middleware,
-		})
+	}
+
+	// Assembled as a deployment is (internal/assembly), in memory on the
+	// fake clock.
+	sys := assembly.System{
+		Config: config.Config{
+			IntakeQueueURL: e.intakeURL, SchedulerQueueURL: e.schedulerURL, ControlQueueURL: e.controlURL, AgentQueues: queues,
+			AllowedReplyQueues: []string{e.statusURL},
+			// As deployed by default: the SDK's agents echo the signature.
+			RequireSignedReplies: true,
+			MaxFailures:          opts.MaxFailures, PickupTimeout: opts.PickupTimeout, WaitLimit: opts.WaitLimit,
+		},
+		Parts: assembly.Parts{
+			Store: e.store, Queue: e.queue, Alerter: alerts.NewMulti(alerts.NewLog(log), e.alert), Workflows: reg,
+			Clock: e.clock, Logger: log,
+		},
+	}
+	for _, a := range agents {
+		h, err := sys.WithLog(log.With("actor", "agent", "agent", a.Name()), nil).
+			AgentHandler(sys.AgentQueue(a.Name()), assembly.Hosting{Middleware: e.middleware}, a)
 		if err != nil {
 			t.Fatalf("sastest: %v", err)
 		}
-		e.agents = append(e.agents, actor{name: "agent " + a.Name(), queues: []string{url}, batch: 1, handle: h.Handle})
+		e.agents = append(e.agents, actor{name: "agent " + a.Name(), queues: []string{queues.ByAgent[a.Name()].URL}, batch: 1, handle: h.Handle})
 	}
-
-	alerter := alerts.NewMulti(alerts.NewLog(log), e.alert)
-	svc, err := scheduler.New(scheduler.Config{
-		Store: e.store, Queue: e.queue, Clock: e.clock, Alerter: alerter, Workflows: reg,
-		Owner: "sastest-scheduler", AgentQueues: queues, IntakeQueueURL: e.intakeURL, ControlQueueURL: e.controlURL, SchedulerQueueURL: e.schedulerURL,
-		SigningKey: sas.NewSigningKey(), // one per Env, as a local run has one per run
-		// As deployed by default: the SDK's agents echo the signature.
-		RequireSignedReplies: true,
-		PickupTimeout:        opts.PickupTimeout, ReplyToAllowed: func(u string) bool { return u == e.statusURL },
-		Retry:  sas.RetryPolicy{MaxAttempts: opts.MaxFailures}, // the supervisor's threshold and backoff
-		Logger: log.With("actor", "scheduler"),
-	})
+	// One key per Env, as a local run has one per run.
+	svc, err := sys.WithLog(log.With("actor", "scheduler"), nil).Scheduler("sastest-scheduler", sas.NewSigningKey())
 	if err != nil {
 		t.Fatalf("sastest: %v", err)
 	}
 	e.sched = actor{name: "scheduler", queues: []string{e.intakeURL, e.schedulerURL, e.controlURL}, batch: 10, handle: scheduler.NewHandler(svc).Handle}
-
-	limits, err := reg.Limits()
-	if err != nil {
-		t.Fatalf("sastest: %v", err)
-	}
-	e.sup, err = supervisor.New(supervisor.Config{
-		Store: e.store, Queue: e.queue, Alerter: alerter, ControlQueueURL: e.controlURL, Clock: e.clock,
-		MaxFailures: opts.MaxFailures, PickupTimeout: opts.PickupTimeout,
-		BacklogQueueURLs: append(queues.All(), e.schedulerURL), WaitLimit: opts.WaitLimit, Steps: limits, Workflows: reg,
-		Actor: "sastest-supervisor", Logger: log.With("actor", "supervisor"), Metrics: io.Discard,
-	})
-	if err != nil {
+	if e.sup, err = sys.WithLog(log.With("actor", "supervisor"), nil).Supervisor("sastest-supervisor"); err != nil {
 		t.Fatalf("sastest: %v", err)
 	}
 	return e

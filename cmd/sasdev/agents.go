@@ -8,13 +8,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/sqs"
-
 	"github.com/sas-go/sas/agent"
-	"github.com/sas-go/sas/internal/agenthost"
+	"github.com/sas-go/sas/internal/assembly"
 	"github.com/sas-go/sas/internal/builtinagent"
-	"github.com/sas-go/sas/internal/config"
 	"github.com/sas-go/sas/internal/rig"
 )
 
@@ -29,8 +25,6 @@ const (
 	// healthyRun is how long an agent must run for its restart wait to
 	// start again from a second.
 	healthyRun = time.Minute
-	// builtinAttemptTimeout is functions/agent's attemptTimeout.
-	builtinAttemptTimeout = 10 * time.Second
 )
 
 // agentProcs runs the agents: each agent program as a process of its own
@@ -180,27 +174,18 @@ func (a *agentProcs) keep(ctx context.Context, name string, env []string, p *rig
 }
 
 // startBuiltin serves agent name with the built-in HTTP agent in this
-// process, as functions/agent builds it, calling baseURL; its handler polls
-// the agent's queue (agent.Handler.Poll) until stopAll.
-func (a *agentProcs) startBuiltin(ctx context.Context, name string, cfg config.Config, awsCfg aws.Config, queueURL, baseURL string) error {
-	client, err := agent.NewHTTPClient(agent.HTTPOptions{AttemptTimeout: builtinAttemptTimeout, MaxResponseBytes: agenthost.MaxResponseBytes})
-	if err != nil {
-		return err
-	}
-	ag, err := builtinagent.Agent(cfg, builtinagent.Deps{Client: client, Name: name, BaseURL: baseURL,
-		AllowHTTP: true}) // make dev: a local service or an emulator
-	if err != nil {
-		return err
-	}
+// process, hosted by the assembly as functions/agent hosts it, calling
+// baseURL; its handler polls the agent's queue (agent.Handler.Poll) until
+// stopAll.
+func (a *agentProcs) startBuiltin(ctx context.Context, sys assembly.System, name, baseURL string) error {
 	f, err := openLog(a.logPath(name))
 	if err != nil {
 		return err
 	}
-	h, err := agent.NewHandler(agent.HandlerConfig{
-		Agents: []*agent.Agent{ag}, SchedulerQueueURL: cfg.SchedulerQueueURL, QueueURL: queueURL,
-		SQS: sqs.NewFromConfig(awsCfg), Logger: slog.New(slog.NewJSONHandler(f, nil)),
-		Metrics: f, // its EMF lines in its log, as Lambda ships stdout
-	})
+	// Its log and its EMF lines in its log file, as Lambda ships stdout.
+	sys = sys.WithLog(slog.New(slog.NewJSONHandler(f, nil)), f)
+	h, err := sys.BuiltinAgent(builtinagent.Deps{Name: name, BaseURL: baseURL,
+		AllowHTTP: true}, assembly.Hosting{}) // make dev: a local service or an emulator
 	if err != nil {
 		_ = f.Close()
 		return err

@@ -25,6 +25,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/sas-go/sas/internal/assembly"
+	"github.com/sas-go/sas/internal/assembly/fromaws"
 	"github.com/sas-go/sas/internal/awsenv"
 	"github.com/sas-go/sas/internal/config"
 	"github.com/sas-go/sas/internal/dynamostore"
@@ -33,8 +35,10 @@ import (
 	"github.com/sas-go/sas/internal/remotesim"
 	"github.com/sas-go/sas/internal/rig"
 	"github.com/sas-go/sas/internal/sas"
+	"github.com/sas-go/sas/internal/scheduler"
+	"github.com/sas-go/sas/internal/sizing"
 	"github.com/sas-go/sas/internal/sqsqueue"
-	"github.com/sas-go/sas/internal/wiring"
+	"github.com/sas-go/sas/internal/supervisor"
 )
 
 // The example the defaults point at (a module of its own, in the repo).
@@ -46,16 +50,14 @@ const (
 	exampleAgents     = "examples/travel/agents"
 )
 
-// Queue settings. The deployment's (infra/sascdk) are the model: five
-// receives before the dead-letter queue; visibility long enough that a
-// request is not handed out again while its first run may still go on.
+// Queue settings are the deployment's (internal/sizing): the same
+// receives before the dead-letter queue, and a visibility as long as the
+// consuming function may run, so that a request is not handed out again
+// while its first run may still go on. Not six times that, as the deployed
+// queues: that factor is for Lambda's event source, whose throttled retries
+// of a batch may outlast one run; the pollers here have none.
 const (
-	maxReceiveCount     = 5
-	schedulerVisibility = 30 * time.Second
-	// agentVisibilitySlack is added to an agent's longest step time limit
-	// (the SDK's runs stop at the step's deadline; its Poll gives 10 s more
-	// on shutdown).
-	agentVisibilitySlack = 30 * time.Second
+	schedulerVisibility = sizing.SchedulerTimeout
 	// emulatorStopGrace is how long the emulators get after SIGTERM.
 	emulatorStopGrace = 2 * time.Second
 )
@@ -354,7 +356,7 @@ func (s *server) createResources(ctx context.Context, base config.Config) error 
 	create := func(name string, vis time.Duration, dlq bool) (string, error) {
 		p := sqsqueue.CreateQueueParams{Name: name, Attributes: map[string]string{"VisibilityTimeout": strconv.Itoa(int(vis.Seconds()))}}
 		if dlq {
-			p.MaxReceiveCount = maxReceiveCount
+			p.MaxReceiveCount = sizing.MaxReceiveCount
 		}
 		q, err := s.queue.CreateQueue(ctx, p)
 		return q.URL, err
@@ -388,7 +390,9 @@ func (s *server) createResources(ctx context.Context, base config.Config) error 
 	s.agentQueues = map[string]string{}
 	byAgent := map[string]sas.AgentQueue{}
 	for _, a := range agentsOf(s.reg) {
-		url, err := create(agentQueueName(n, a), longest[a]+agentVisibilitySlack, true)
+		// As long as the agent's function may run (the SDK's runs stop at
+		// the step's deadline; its Poll gives 10 s more on shutdown).
+		url, err := create(agentQueueName(n, a), sizing.AgentTimeout(longest[a]), true)
 		if err != nil {
 			return err
 		}
@@ -439,11 +443,12 @@ func (s *server) startActors(ctx context.Context, cfg config.Config) error {
 	if err != nil {
 		return err
 	}
-	// Wired as functions/scheduler and functions/supervisor wire them
-	// (internal/wiring); only the triggers differ: pollers and a ticker.
+	// Built as functions/scheduler and functions/supervisor build them
+	// (internal/assembly, on parts loaded by internal/assembly/fromaws);
+	// only the triggers differ: pollers and a ticker.
 	owner := "scheduler-" + sas.RandomID(16)
 	// Its EMF metric lines go to its log, as the supervisor's below.
-	sched, err := wiring.Scheduler(s.aws, cfg, schedLog.With("owner", owner), owner, schedFile)
+	sched, err := s.scheduler(ctx, cfg, schedLog.With("owner", owner), owner, schedFile)
 	if err != nil {
 		return fmt.Errorf("the scheduler: %w", err)
 	}
@@ -453,7 +458,7 @@ func (s *server) startActors(ctx context.Context, cfg config.Config) error {
 	}
 	// Its EMF metric lines go to its log, as Lambda ships them with the
 	// function's stdout.
-	sup, err := wiring.Supervisor(s.aws, cfg, supLog, "supervisor:sasdev-"+sas.RandomID(6), supFile)
+	sup, err := s.supervisor(cfg, supLog, "supervisor:sasdev-"+sas.RandomID(6), supFile)
 	if err != nil {
 		return fmt.Errorf("the supervisor: %w", err)
 	}
@@ -490,8 +495,11 @@ func (s *server) startActors(ctx context.Context, cfg config.Config) error {
 		s.tracker.run(ctx)
 	}()
 
+	// The built-in agents, as functions/agent builds one: on the same
+	// queue client and workflows, each with its own log.
+	builtin := assembly.System{Config: cfg, Parts: assembly.Parts{Queue: s.queue, Workflows: s.reg}}
 	for _, name := range s.builtin {
-		if err := s.procs.startBuiltin(ctx, name, cfg, s.aws, s.agentQueues[name], s.simURL); err != nil {
+		if err := s.procs.startBuiltin(ctx, builtin, name, s.simURL); err != nil {
 			return err
 		}
 	}
@@ -506,6 +514,36 @@ func (s *server) startActors(ctx context.Context, cfg config.Config) error {
 		}
 	}
 	return nil
+}
+
+// scheduler builds the scheduler's handler as functions/scheduler does.
+func (s *server) scheduler(ctx context.Context, cfg config.Config, logger *slog.Logger, owner string, metrics io.Writer) (*scheduler.Handler, error) {
+	sys, err := fromaws.System(s.aws, cfg, logger, metrics)
+	if err != nil {
+		return nil, err
+	}
+	key, err := fromaws.SigningKey(ctx, s.aws, cfg)
+	if err != nil {
+		return nil, err
+	}
+	svc, err := sys.Scheduler(owner, key)
+	if err != nil {
+		return nil, err
+	}
+	return scheduler.NewHandler(svc), nil
+}
+
+// supervisor builds the supervisor's handler as functions/supervisor does.
+func (s *server) supervisor(cfg config.Config, logger *slog.Logger, actor string, metrics io.Writer) (*supervisor.Handler, error) {
+	sys, err := fromaws.System(s.aws, cfg, logger, metrics)
+	if err != nil {
+		return nil, err
+	}
+	sup, err := sys.Supervisor(actor)
+	if err != nil {
+		return nil, err
+	}
+	return supervisor.NewHandler(sup), nil
 }
 
 // logger is a JSON logger writing to a file of the log directory, as

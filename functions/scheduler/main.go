@@ -12,11 +12,11 @@ import (
 
 	"github.com/aws/aws-lambda-go/lambda"
 
+	"github.com/sas-go/sas/internal/assembly/fromaws"
 	"github.com/sas-go/sas/internal/awsenv"
 	"github.com/sas-go/sas/internal/config"
 	"github.com/sas-go/sas/internal/sas"
 	"github.com/sas-go/sas/internal/scheduler"
-	"github.com/sas-go/sas/internal/wiring"
 )
 
 func main() {
@@ -32,8 +32,9 @@ func main() {
 // required are the variables without which the scheduler cannot work.
 var required = []string{"SAS_ORDERS_TABLE", "SAS_STATE_TABLE"}
 
-// setup builds the handler from the environment (internal/wiring, which
-// the dev server shares).
+// setup builds the handler from the environment: the parts from AWS
+// (internal/assembly/fromaws), the scheduler as the dev server, the local
+// runs and the test kit build it (internal/assembly).
 func setup(ctx context.Context, getenv config.Getenv, logger *slog.Logger, owner string) (*scheduler.Handler, error) {
 	if err := config.Require(getenv, required...); err != nil {
 		return nil, err
@@ -48,7 +49,19 @@ func setup(ctx context.Context, getenv config.Getenv, logger *slog.Logger, owner
 	}
 	// Its EMF metric lines go to stdout with its log, which Lambda ships
 	// to CloudWatch Logs (internal/metrics).
-	return wiring.Scheduler(aws, cfg, logger, owner, os.Stdout)
+	sys, err := fromaws.System(aws, cfg, logger, os.Stdout)
+	if err != nil {
+		return nil, err
+	}
+	key, err := fromaws.SigningKey(ctx, aws, cfg)
+	if err != nil {
+		return nil, err
+	}
+	svc, err := sys.Scheduler(owner, key)
+	if err != nil {
+		return nil, err
+	}
+	return scheduler.NewHandler(svc), nil
 }
 
 // instanceID is this process's LockedBy: random per cold start, so that two

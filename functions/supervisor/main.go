@@ -11,11 +11,11 @@ import (
 
 	"github.com/aws/aws-lambda-go/lambda"
 
+	"github.com/sas-go/sas/internal/assembly/fromaws"
 	"github.com/sas-go/sas/internal/awsenv"
 	"github.com/sas-go/sas/internal/config"
 	"github.com/sas-go/sas/internal/sas"
 	"github.com/sas-go/sas/internal/supervisor"
-	"github.com/sas-go/sas/internal/wiring"
 )
 
 func main() {
@@ -32,8 +32,9 @@ func main() {
 // busy agent from one that is stuck.
 var required = []string{"SAS_ORDERS_TABLE", "SAS_STATE_TABLE", "SAS_SCHEDULER_QUEUE_URL"}
 
-// setup builds the handler from the environment (internal/wiring, which
-// the dev server shares).
+// setup builds the handler from the environment: the parts from AWS
+// (internal/assembly/fromaws), the supervisor as the dev server, the local
+// runs and the test kit build it (internal/assembly).
 func setup(ctx context.Context, getenv config.Getenv, logger *slog.Logger) (*supervisor.Handler, error) {
 	if err := config.Require(getenv, required...); err != nil {
 		return nil, err
@@ -47,7 +48,15 @@ func setup(ctx context.Context, getenv config.Getenv, logger *slog.Logger) (*sup
 		return nil, err
 	}
 	// EMF: Lambda ships stdout to CloudWatch Logs.
-	return wiring.Supervisor(aws, cfg, logger, actor(getenv), os.Stdout)
+	sys, err := fromaws.System(aws, cfg, logger, os.Stdout)
+	if err != nil {
+		return nil, err
+	}
+	sup, err := sys.Supervisor(actor(getenv))
+	if err != nil {
+		return nil, err
+	}
+	return supervisor.NewHandler(sup), nil
 }
 
 // actor names this instance in the records' history: the Lambda log stream,

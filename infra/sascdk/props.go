@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
 
+	"github.com/sas-go/sas/internal/sizing"
 	"github.com/sas-go/sas/workflow"
 )
 
@@ -250,12 +251,9 @@ var (
 
 // Limits of an agent's function and event source.
 const (
-	minConcurrency   = 2 // AWS's minimum MaximumConcurrency
-	maxConcurrency   = 1000
-	maxLambdaTimeout = 15 * time.Minute
-	// agentMargin is how long an agent's function outlives its longest
-	// step: the agent stops at the step's deadline and returns after it.
-	agentMargin       = 15 * time.Second
+	minConcurrency    = 2 // AWS's minimum MaximumConcurrency
+	maxConcurrency    = 1000
+	maxLambdaTimeout  = sizing.MaxFunctionTimeout
 	defaultMemorySize = 256
 )
 
@@ -513,14 +511,13 @@ func (p Props) longestStep(ws []workflow.Workflow, agent string) time.Duration {
 }
 
 // agentTimeout is an agent function's timeout: its own, or its longest step
-// plus agentMargin, within Lambda's limit and never under a second.
+// plus sizing.AgentMargin, in whole seconds within Lambda's limit
+// (sizing.AgentTimeout).
 func (r resolved) agentTimeout(a Agent) time.Duration {
 	if a.Timeout != 0 {
 		return a.Timeout
 	}
-	// Whole seconds (Lambda's unit), rounded up.
-	t := (r.longestStep(r.workflows, a.Name) + agentMargin + time.Second - 1).Truncate(time.Second)
-	return min(t, maxLambdaTimeout)
+	return sizing.AgentTimeout(r.longestStep(r.workflows, a.Name))
 }
 
 // goarch maps the Lambda architecture name to Go's.

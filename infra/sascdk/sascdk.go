@@ -26,6 +26,7 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssqs"
 	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
+	"github.com/sas-go/sas/internal/sizing"
 )
 
 // Names fixed by the contract in docs/state-store.md.
@@ -43,12 +44,14 @@ const (
 
 // Function sizing. The scheduler and supervisor do a handful of DynamoDB and
 // SQS calls per message; 30s and 60s are generous ceilings, not targets.
+// The scheduler's timeout, the queues' visibility and their
+// maxReceiveCount are internal/sizing's, which the test kit and the dev
+// server share.
 const (
-	schedulerTimeout  = 30 * time.Second
+	schedulerTimeout  = sizing.SchedulerTimeout
 	supervisorTimeout = 60 * time.Second
-	// maxReceiveCount is how often a message may fail before its DLQ; 5 is
-	// AWS's advice for Lambda sources, so throttling alone rarely gets there.
-	maxReceiveCount = 5
+	// maxReceiveCount is how often a message may fail before its DLQ.
+	maxReceiveCount = sizing.MaxReceiveCount
 	batchSize       = 10
 	batchingWindow  = time.Second
 	// schedulerConcurrency caps each of the scheduler's two event sources.
@@ -252,10 +255,11 @@ func (s *SAS) queue(scope constructs.Construct, id, name string, visibility time
 
 func (s *SAS) queues() {
 	// Lambda's advice: visibility ≥ 6× the consumer's timeout, so a message
-	// is not handed out again while throttled retries of it may still run.
-	s.intake, s.intakeDLQ = s.queue(s, "IntakeQueue", "", 6*schedulerTimeout)
-	s.schedulerQ, s.schedDLQ = s.queue(s, "SchedulerQueue", "", 6*schedulerTimeout)
-	s.controlQ, s.controlDLQ = s.queue(s, "ControlQueue", "", 6*schedulerTimeout)
+	// is not handed out again while throttled retries of it may still run
+	// (sizing.LambdaVisibility).
+	s.intake, s.intakeDLQ = s.queue(s, "IntakeQueue", "", sizing.SchedulerVisibility)
+	s.schedulerQ, s.schedDLQ = s.queue(s, "SchedulerQueue", "", sizing.SchedulerVisibility)
+	s.controlQ, s.controlDLQ = s.queue(s, "ControlQueue", "", sizing.SchedulerVisibility)
 	s.signingKey = awssecretsmanager.NewSecret(s, jsii.String("SigningKey"), &awssecretsmanager.SecretProps{
 		Description: jsii.String("SAS: the key the scheduler signs its agent requests with (docs/trust.md)"),
 		GenerateSecretString: &awssecretsmanager.SecretStringGenerator{
@@ -275,7 +279,7 @@ func (s *SAS) queues() {
 			scope = constructs.NewConstruct(s, jsii.String("Agent-"+a.Name))
 		}
 		res := &AgentResources{Name: a.Name, scope: scope}
-		vis := 6 * s.p.agentTimeout(a)
+		vis := sizing.LambdaVisibility(s.p.agentTimeout(a))
 		// Named, so that the deployment file can name them at synth
 		// (queueNames).
 		res.Queue, res.DLQ = s.queue(scope, "Queue", s.names.queue(a.Name, false), vis)

@@ -18,7 +18,7 @@ import (
 	"github.com/sas-go/sas/internal/sas"
 )
 
-// These tests run the agent as deployed (builtinagent.FromConfig, the default
+// These tests run the agent as deployed (internal/assembly, the default
 // registry, httpcall) against the remote simulator on 127.0.0.1.
 
 func TestSuccessRepliesDoneWithOneEffect(t *testing.T) {

@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sas-go/sas/agent"
+	"github.com/sas-go/sas/internal/assembly"
 	"github.com/sas-go/sas/internal/builtinagent"
 	"github.com/sas-go/sas/internal/clocktest"
 	"github.com/sas-go/sas/internal/config"
@@ -46,7 +47,7 @@ func (l *logBuffer) String() string {
 	return l.b.String()
 }
 
-// rig is one agent wired as in production (builtinagent.FromConfig: the
+// rig is one agent wired as in production (internal/assembly: the
 // SDK's HTTP agent on the SDK's handler, the default workflows) against a remote simulator on 127.0.0.1 and an
 // in-memory scheduler queue.
 type rig struct {
@@ -129,14 +130,17 @@ type handler interface {
 // simulator, queue and caller.
 func (r *rig) newService() handler {
 	r.t.Helper()
-	svc, err := builtinagent.FromConfig(
-		config.Config{SchedulerQueueURL: r.replyURL, PaymentsURL: r.simURL, StepTimeout: 30 * time.Second},
-		builtinagent.Deps{
-			Queue: r.queue, Client: r.client, Clock: r.clock, AllowHTTP: true, // the simulator serves http
-			Logger: slog.New(slog.NewJSONHandler(r.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
-		})
+	svc, err := r.deployed(config.Config{SchedulerQueueURL: r.replyURL, PaymentsURL: r.simURL, StepTimeout: 30 * time.Second})
 	require.NoError(r.t, err)
 	return svc
+}
+
+// deployed hosts the built-in agent under cfg as every deployment does
+// (internal/assembly), on the rig's queue, clock, caller and log.
+func (r *rig) deployed(cfg config.Config) (*agent.Handler, error) {
+	sys := assembly.System{Config: cfg, Parts: assembly.Parts{Queue: r.queue, Clock: r.clock,
+		Logger: slog.New(slog.NewJSONHandler(r.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))}}
+	return sys.BuiltinAgent(builtinagent.Deps{Client: r.client, AllowHTTP: true}, assembly.Hosting{}) // the simulator serves http
 }
 
 // handle runs one event and requires the handler to succeed as a whole.

@@ -15,7 +15,6 @@ import (
 
 	"github.com/sas-go/sas/agent"
 	"github.com/sas-go/sas/internal/agenthost"
-	"github.com/sas-go/sas/internal/builtinagent"
 	"github.com/sas-go/sas/internal/config"
 	"github.com/sas-go/sas/internal/localrun"
 	"github.com/sas-go/sas/internal/memqueue"
@@ -79,7 +78,7 @@ func TestRequestThatWaitedPastCompleteByIsRun(t *testing.T) {
 	}
 }
 
-// The same through the deployed wiring (builtinagent.FromConfig, the SDK's HTTP agent, httpcall):
+// The same through the deployed wiring (internal/assembly, the SDK's HTTP agent, httpcall):
 // the HTTP call's deadline is the agent's, not the passed CompleteBy.
 func TestRequestThatWaitedIsCalledAndReplied(t *testing.T) {
 	t.Parallel()
@@ -318,7 +317,7 @@ func TestWaitedDuplicatesRunOneAfterTheOther(t *testing.T) {
 		"each counted from its own start")
 }
 
-// The deployed wiring end to end: builtinagent.FromConfig takes the agent queue from
+// The deployed wiring end to end: the assembly takes the agent queue from
 // SAS_AGENT_QUEUE_URL, and a request that keeps ending without an outcome
 // comes back after 1s, then 2s, until the queue's maxReceiveCount sends it to
 // the dead-letter queue (the supervisor's from there). The poller is the
@@ -333,10 +332,7 @@ func TestNoOutcomeComesBackSoonThenIsHandedToTheSupervisor(t *testing.T) {
 		Name: "agent", MaxReceiveCount: 3, Attributes: map[string]string{"VisibilityTimeout": "270"},
 	})
 	require.NoError(t, err)
-	svc, err := builtinagent.FromConfig(
-		config.Config{SchedulerQueueURL: r.replyURL, PaymentsURL: r.simURL, AgentQueueURL: q.URL, StepTimeout: 30 * time.Second},
-		builtinagent.Deps{Queue: r.queue, Client: r.client, Clock: r.clock, AllowHTTP: true,
-			Logger: slog.New(slog.NewJSONHandler(r.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	svc, err := r.deployed(config.Config{SchedulerQueueURL: r.replyURL, PaymentsURL: r.simURL, AgentQueueURL: q.URL, StepTimeout: 30 * time.Second})
 	require.NoError(t, err)
 	sent, err := r.queue.Send(t.Context(), sas.SendParams{QueueURL: q.URL, Messages: []sas.OutboundMessage{{ID: "1", Body: sas.Encode(request("order-dl"))}}})
 	require.NoError(t, err)

@@ -1,8 +1,9 @@
 // Package builtinagent is the deployment's own agent: an HTTP agent of the
 // public SDK (package agent, agent.HTTP) that calls each step's action
-// against one service, hosted with agent.NewHandler. The Lambda entry point
-// (functions/agent) and the local runs (internal/localrun) build it here,
-// so both run the same agent.
+// against one service. The assembly (internal/assembly) builds it here and
+// hosts it on the SDK's handler, for the Lambda entry point
+// (functions/agent), the dev server and the local runs alike, so all run
+// the same agent.
 //
 // It is a user of the SDK like any other; what it adds is configuration
 // and the fences a deployment's own agent needs (docs/trust.md):
@@ -26,7 +27,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/sas-go/sas/agent"
 	"github.com/sas-go/sas/internal/agenthost"
@@ -146,19 +146,14 @@ func DepsFromEnv(ctx context.Context, getenv config.Getenv, secrets SecretReader
 
 // Deps are what the agent needs besides the configuration.
 type Deps struct {
-	// Queue sends the replies (FromConfig only).
-	Queue sas.Queue
 	// Client makes the HTTP calls: an *agent.HTTPClient (retries, backoff,
 	// breaker, deadline), the one adapter from the HTTP caller to the SDK,
 	// or a fake in tests. Required.
 	Client agent.HTTPDoer
-	Clock  sas.Clock    // default sas.SystemClock
 	Logger *slog.Logger // default slog.Default()
 	// Registry is the workflows whose steps' routes the agent falls back on;
 	// default: loaded from cfg (SAS_WORKFLOWS_FILE, or the reference ones).
 	Registry sas.Registry
-	// ReplyLinger: see agent.HandlerConfig.ReplyLinger.
-	ReplyLinger time.Duration
 	// Name is the agent's name (SAS_AGENT_NAME); default "payments".
 	Name string
 	// BaseURL is the service's base URL (SAS_AGENT_BASE_URL); default
@@ -224,30 +219,6 @@ func Agent(cfg config.Config, d Deps) (*agent.Agent, error) {
 		return nil, fmt.Errorf("configuring agent %q: %w", name, err)
 	}
 	return a, nil
-}
-
-// FromConfig builds the handler local runs host: Agent, replying on
-// SAS_SCHEDULER_QUEUE_URL, with the agent's queue (SAS_AGENT_QUEUE_URL) and
-// priority lane (SAS_AGENT_PRIORITY_QUEUE_URL) known for the redelivery
-// backoff when they are set.
-func FromConfig(cfg config.Config, d Deps) (*agent.Handler, error) {
-	if cfg.SchedulerQueueURL == "" {
-		return nil, fmt.Errorf("configuring the agent: %w",
-			&sas.ValidationError{Field: "environment", Reason: "SAS_SCHEDULER_QUEUE_URL is required"})
-	}
-	a, err := Agent(cfg, d)
-	if err != nil {
-		return nil, err
-	}
-	hc := agent.HandlerConfig{
-		Agents: []*agent.Agent{a}, SchedulerQueueURL: cfg.SchedulerQueueURL,
-		QueueURL: cfg.AgentQueueURL, PriorityQueueURL: cfg.AgentPriorityQueueURL,
-		Queue: d.Queue, Logger: d.Logger, ReplyLinger: d.ReplyLinger,
-	}
-	if d.Clock != nil {
-		hc.Clock = d.Clock
-	}
-	return agent.NewHandler(hc)
 }
 
 // onlyWorkflowActions is the agent's guard: a request that names an action

@@ -9,35 +9,32 @@ import (
 	"github.com/sas-go/sas/agent"
 	"github.com/sas-go/sas/internal/builtinagent"
 	"github.com/sas-go/sas/internal/config"
-	"github.com/sas-go/sas/internal/memqueue"
 	"github.com/sas-go/sas/internal/sas"
 )
 
-func TestFromConfigNeedsItsEnvironment(t *testing.T) {
+func TestAgentNeedsItsEnvironment(t *testing.T) {
 	t.Parallel()
 	client, err := agent.NewHTTPClient(agent.HTTPOptions{})
 	require.NoError(t, err)
-	d := builtinagent.Deps{Queue: memqueue.New(memqueue.Options{}), Client: client, AllowHTTP: true}
+	d := builtinagent.Deps{Client: client, AllowHTTP: true}
 	for name, cfg := range map[string]config.Config{
-		"no payments URL":    {SchedulerQueueURL: "http://q/scheduler", StepTimeout: time.Minute},
-		"no scheduler URL":   {PaymentsURL: "http://127.0.0.1:1", StepTimeout: time.Minute},
-		"bad payments URL":   {SchedulerQueueURL: "http://q/scheduler", PaymentsURL: "payments", StepTimeout: time.Minute},
-		"nothing whatsoever": {StepTimeout: time.Minute},
+		"no payments URL":  {StepTimeout: time.Minute},
+		"bad payments URL": {PaymentsURL: "payments", StepTimeout: time.Minute},
 	} {
-		_, err := builtinagent.FromConfig(cfg, d)
+		_, err := builtinagent.Agent(cfg, d)
 		require.ErrorIs(t, err, sas.ErrInvalid, name)
 	}
 
-	good := config.Config{SchedulerQueueURL: "http://q/scheduler", PaymentsURL: "http://127.0.0.1:1", StepTimeout: time.Minute}
-	_, err = builtinagent.FromConfig(good, d)
+	good := config.Config{PaymentsURL: "http://127.0.0.1:1", StepTimeout: time.Minute}
+	_, err = builtinagent.Agent(good, d)
 	require.NoError(t, err)
 	bad := d
 	bad.BaseURL = "ftp://h"
-	_, err = builtinagent.FromConfig(good, bad)
+	_, err = builtinagent.Agent(good, bad)
 	require.ErrorIs(t, err, sas.ErrInvalid, "SAS_AGENT_BASE_URL is checked like SAS_PAYMENTS_URL")
 	bad = d
 	bad.Client = nil
-	_, err = builtinagent.FromConfig(good, bad)
+	_, err = builtinagent.Agent(good, bad)
 	require.ErrorIs(t, err, sas.ErrInvalid, "no client")
 }
 

@@ -15,6 +15,7 @@ import (
 
 	sdk "github.com/sas-go/sas/agent"
 	"github.com/sas-go/sas/internal/alerts"
+	"github.com/sas-go/sas/internal/assembly"
 	"github.com/sas-go/sas/internal/awscount"
 	"github.com/sas-go/sas/internal/builtinagent"
 	"github.com/sas-go/sas/internal/emulator"
@@ -131,7 +132,8 @@ func newCostRun(t *testing.T, batched bool) *costRun {
 	if batched {
 		client, err := sdk.NewHTTPClient(sdk.HTTPOptions{AttemptTimeout: time.Second, Backoff: 50 * time.Millisecond, MaxBackoff: time.Second})
 		require.NoError(t, err)
-		ag, err := builtinagent.FromConfig(sys.Config, builtinagent.Deps{Queue: sys.Queue, Client: client, Logger: sys.Opts.Logger, ReplyLinger: time.Minute, AllowHTTP: true})
+		built := assembly.System{Config: sys.Config, Parts: assembly.Parts{Queue: sys.Queue, Logger: sys.Opts.Logger}}
+		ag, err := built.BuiltinAgent(builtinagent.Deps{Client: client, AllowHTTP: true}, assembly.Hosting{ReplyLinger: time.Minute})
 		require.NoError(t, err)
 		r.poller("agent-0").Handler = ag.Handle
 	}
@@ -289,7 +291,7 @@ func TestCostPerOrder(t *testing.T) {
 		require.NoError(t, err)
 		sup, err := supervisor.New(supervisor.Config{
 			Store: r.sys.Store, Queue: r.sys.Queue, Alerter: alerts.NewRecorder(), ControlQueueURL: r.sys.Config.ControlQueueURL,
-			BacklogQueueURLs: append(r.sys.Config.AgentQueues.All(), r.sys.Config.SchedulerQueueURL), Steps: limits,
+			BacklogQueueURLs: assembly.BacklogQueues(r.sys.Config), Steps: limits,
 			Clock:  aheadClock{by: r.sys.Config.StepTimeout + time.Second}, // as if the deadline had passed
 			Logger: r.sys.Opts.Logger, Metrics: io.Discard,
 		})

@@ -77,7 +77,7 @@ type Options struct {
 	// Counter, when set, counts every AWS request the system makes.
 	Counter *awscount.Counter
 	Logger  *slog.Logger // default: discard
-	// Metrics receives the supervisor's EMF lines; default discard.
+	// Metrics receives the actors' EMF lines; nil: none.
 	Metrics io.Writer
 }
 
@@ -132,8 +132,5 @@ func (o *Options) defaults() {
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	}
-	if o.Metrics == nil {
-		o.Metrics = io.Discard
 	}
 }

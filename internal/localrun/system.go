@@ -2,10 +2,8 @@ package localrun
 
 import (
 	"context"
-	"encoding/base64"
 	"fmt"
 	mathrand "math/rand/v2"
-	"net"
 	"net/http"
 	"slices"
 	"strings"
@@ -15,13 +13,11 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	sdk "github.com/sas-go/sas/agent"
 	"github.com/sas-go/sas/internal/agenthost"
 	"github.com/sas-go/sas/internal/alerts"
-	"github.com/sas-go/sas/internal/awsenv"
+	"github.com/sas-go/sas/internal/assembly"
 	"github.com/sas-go/sas/internal/builtinagent"
 	"github.com/sas-go/sas/internal/config"
 	"github.com/sas-go/sas/internal/dynamostore"
@@ -65,141 +61,88 @@ type System struct {
 	observer      sas.Queue
 	observerStore *dynamostore.Store
 
-	actors    actors
-	simServer *http.Server
-	killed    atomic.Int64
-	mu        sync.Mutex
-	reports   []supervisor.Report
+	// assembly is the system the actors are built from (assemble), and
+	// schedQueue the schedulers' queue: its own, decorated with the chaos
+	// the options ask for.
+	assembly   assembly.System
+	schedQueue sas.Queue
+	simServer  *http.Server
+	killed     atomic.Int64
+	mu         sync.Mutex
+	reports    []supervisor.Report
 }
 
-// Start creates the tables and queues, starts the simulator and builds the
-// three actors. It does not start polling: call Run, or drive the pollers
+// Start provisions the tables, queues and simulator (provision), assembles
+// the actors on them as every deployment does (assemble), and feeds them
+// with pollers. It does not start polling: call Run, or drive the pollers
 // and supervisors by hand (PollOnce, RunOnce) in tests.
 func Start(ctx context.Context, opts Options) (*System, error) {
 	opts.defaults()
 	s := &System{Opts: opts, Alerts: alerts.NewRecorder(), DLQs: map[string]string{}, Injected: newInjectedLog()}
-	var err error
-	if s.AWS, err = awsenv.Load(ctx); err != nil {
+	if err := s.provision(ctx); err != nil {
 		return nil, err
 	}
-	if opts.Counter != nil {
-		opts.Counter.Attach(&s.AWS)
+	if err := s.assemble(); err != nil {
+		return nil, err
 	}
-	db := dynamodb.NewFromConfig(s.AWS, awsenv.DynamoDBOptions)
-	s.Queue = sqsqueue.New(sqs.NewFromConfig(s.AWS))
+	s.addPollers()
+	return s, nil
+}
 
-	cfg := config.Config{
-		OrdersTable: opts.Name + "-orders", StateTable: opts.Name + "-state", IndexShards: opts.Shards,
-		MaxFailures: opts.MaxFailures, StepTimeout: opts.StepTimeout, PickupTimeout: opts.PickupTimeout,
-	}
-	dcfg := dynamostore.Config{OrdersTable: cfg.OrdersTable, StateTable: cfg.StateTable, Shards: cfg.IndexShards}
-	if err := dynamostore.CreateTables(ctx, db, dcfg); err != nil {
-		return nil, err
-	}
-	if s.Store, err = dynamostore.New(db, dcfg); err != nil {
-		return nil, err
-	}
-	s.observer, s.observerStore = s.Queue, s.Store
-	if opts.Counter != nil {
-		plain, err := awsenv.Load(ctx)
-		if err != nil {
-			return nil, fmt.Errorf("loading the harness's uncounted AWS config: %w", err)
-		}
-		s.observer = sqsqueue.New(sqs.NewFromConfig(plain))
-		if s.observerStore, err = dynamostore.New(dynamodb.NewFromConfig(plain, awsenv.DynamoDBOptions), dcfg); err != nil {
-			return nil, fmt.Errorf("building the harness's store: %w", err)
-		}
-	}
-	vis := fmt.Sprint(int(opts.Visibility.Seconds()))
-	for _, q := range []struct {
-		name string
-		url  *string
-	}{{"intake", &cfg.IntakeQueueURL}, {"scheduler", &cfg.SchedulerQueueURL}, {"control", &cfg.ControlQueueURL}, {"agent", &cfg.AgentQueueURL}} {
-		created, err := s.Queue.CreateQueue(ctx, sqsqueue.CreateQueueParams{
-			Name: opts.Name + "-" + q.name, Attributes: map[string]string{"VisibilityTimeout": vis}, MaxReceiveCount: opts.MaxReceiveCount,
-		})
-		if err != nil {
-			return nil, err
-		}
-		*q.url = created.URL
-		s.DLQs[q.name] = created.DLQURL
-	}
-	cfg.AgentQueues = sas.AgentQueues{Default: cfg.AgentQueueURL}
-	// One key per run, shared by the run's schedulers (docs/trust.md).
-	cfg.SigningKey = base64.StdEncoding.EncodeToString(sas.NewSigningKey())
-	if opts.PriorityWorkers > 0 {
-		lane, err := s.Queue.CreateQueue(ctx, sqsqueue.CreateQueueParams{
-			Name: opts.Name + "-agent-priority", Attributes: map[string]string{"VisibilityTimeout": vis}, MaxReceiveCount: opts.MaxReceiveCount,
-		})
-		if err != nil {
-			return nil, err
-		}
-		cfg.AgentPriorityQueueURL = lane.URL
-		s.DLQs["agent-priority"] = lane.DLQURL
-		cfg.AgentQueues.ByAgent = map[string]sas.AgentQueue{
-			registry.PaymentsAgent: {URL: cfg.AgentQueueURL, PriorityURL: lane.URL},
-		}
-	}
-	status, err := s.Queue.CreateQueue(ctx, sqsqueue.CreateQueueParams{Name: opts.Name + "-status"})
-	if err != nil {
-		return nil, err
-	}
-	s.StatusQueueURL = status.URL
-	cfg.AllowedReplyQueues = []string{status.URL}
-
-	if s.Sim, err = remotesim.New(remotesim.Config{Seed: opts.Seed, Faults: opts.Faults}); err != nil {
-		return nil, err
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, fmt.Errorf("listening for the simulator: %w", err)
-	}
-	s.SimURL = "http://" + ln.Addr().String()
-	cfg.PaymentsURL = s.SimURL
-	s.simServer = &http.Server{Handler: s.Sim, ReadHeaderTimeout: 5 * time.Second}
-	go func() { _ = s.simServer.Serve(ln) }()
-	s.Config = cfg
-
+// assemble builds the schedulers, agents and supervisors through the
+// assembly (internal/assembly), as the Lambda functions, the dev server and
+// the test kit build them, on the parts provision made. What is local run's
+// own decorates those parts: every actor's sends may be duplicated, a
+// scheduler's may kill it (chaos.go), and each supervisor's clock may be
+// skewed.
+func (s *System) assemble() error {
+	opts := s.Opts
 	reg := opts.Workflows
 	if reg == nil {
-		if reg, err = registry.Default(cfg.StepTimeout); err != nil {
-			return nil, err
+		var err error
+		if reg, err = registry.Default(s.Config.StepTimeout); err != nil {
+			return err
 		}
 	}
 	s.Registry = reg
 	coin := newChance(opts.Seed)
-	// Every actor's sends may be duplicated; a scheduler's may kill it.
 	var actorQueue sas.Queue = s.Queue
 	if opts.DuplicateRate > 0 {
 		actorQueue = &dupQueue{Queue: s.Queue, rate: opts.DuplicateRate, coin: coin, log: s.Injected}
 	}
-	schedQueue := actorQueue
+	s.schedQueue = actorQueue
 	if opts.KillBeforeSendRate > 0 {
-		schedQueue = &killBeforeSendQueue{Queue: actorQueue, agentQueueURLs: cfg.AgentQueues.All(), rate: opts.KillBeforeSendRate, coin: coin, log: s.Injected}
+		s.schedQueue = &killBeforeSendQueue{Queue: actorQueue, agentQueueURLs: s.Config.AgentQueues.All(), rate: opts.KillBeforeSendRate, coin: coin, log: s.Injected}
 	}
-	alerter := alerts.NewMulti(alerts.NewLog(opts.Logger), s.Alerts)
-	s.actors = actors{schedQueue: schedQueue, actorQueue: actorQueue, alerter: alerter}
+	s.assembly = assembly.System{
+		Config: s.Config,
+		Parts: assembly.Parts{
+			Store: s.Store, Queue: actorQueue, Alerter: alerts.NewMulti(alerts.NewLog(opts.Logger), s.Alerts),
+			Workflows: reg, Logger: opts.Logger, Metrics: opts.Metrics,
+		},
+		// Short, so that rescues happen in seconds.
+		BaseBackoff: opts.BaseBackoff, MaxBackoff: 4 * opts.BaseBackoff,
+	}
+	var err error
 	if s.Schedulers, s.Agents, err = s.buildActors(reg); err != nil {
-		return nil, err
-	}
-	limits, err := reg.Limits()
-	if err != nil {
-		return nil, err
+		return err
 	}
 	for i := 0; i < opts.Supervisors; i++ {
-		sup, err := supervisor.New(supervisor.Config{
-			BacklogQueueURLs: append(cfg.AgentQueues.All(), cfg.SchedulerQueueURL), WaitLimit: opts.WaitLimit, Steps: limits, Workflows: reg,
-			Pauses: s.Store, StepAgents: reg.StepAgents(),
-			Store: s.Store, Queue: actorQueue, Alerter: alerter, ControlQueueURL: cfg.ControlQueueURL,
-			Clock:       skewedClock{offset: skewFor(i, opts.Supervisors, opts.ClockSkew)},
-			MaxFailures: cfg.MaxFailures, PickupTimeout: cfg.PickupTimeout, BaseBackoff: opts.BaseBackoff, MaxBackoff: 4 * opts.BaseBackoff,
-			Actor: fmt.Sprintf("supervisor-%d", i), Logger: opts.Logger, Metrics: opts.Metrics,
-		})
+		sys := s.assembly
+		sys.Clock = skewedClock{offset: skewFor(i, opts.Supervisors, opts.ClockSkew)}
+		sup, err := sys.Supervisor(fmt.Sprintf("supervisor-%d", i))
 		if err != nil {
-			return nil, err
+			return err
 		}
 		s.Supervisors = append(s.Supervisors, sup)
 	}
+	return nil
+}
+
+// addPollers feeds each instance's scheduler and agent from their queues,
+// as Lambda's event source mappings would.
+func (s *System) addPollers() {
+	opts, cfg := s.Opts, s.Config
 	arn := func(url string) string { return sas.LocalQueueARN("us-east-1", url) }
 	for i := 0; i < opts.Instances; i++ {
 		sch := SQSHandler(func(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
@@ -222,7 +165,7 @@ func Start(ctx context.Context, opts Options) (*System, error) {
 	// An operator's pause of an agent stops the pollers of the agent queue
 	// (docs/console.md, "Pausing an agent"). Here every agent shares that
 	// queue, so pausing any of them stops it for all.
-	agentNames := agentsOf(reg)
+	agentNames := agentsOf(s.Registry)
 	for _, p := range s.Pollers {
 		if strings.HasPrefix(p.Name, "agent-") {
 			p.Paused = PausedBy(s.observerStore, agentNames...) // the platform's, not the system's: uncounted
@@ -233,14 +176,6 @@ func Start(ctx context.Context, opts Options) (*System, error) {
 		p.Handler = f.wrap(p.Handler)
 		s.inflight = append(s.inflight, f)
 	}
-	return s, nil
-}
-
-// actors is what building the schedulers and agents needs besides the
-// configuration (buildActors).
-type actors struct {
-	schedQueue, actorQueue sas.Queue
-	alerter                sas.Alerter
 }
 
 // buildActors builds one scheduler and one agent per instance, running reg.
@@ -249,15 +184,12 @@ func (s *System) buildActors(reg sas.Registry) (schedulers []*scheduler.Handler,
 	if err != nil {
 		return nil, nil, err
 	}
+	sys := s.assembly
+	sys.Workflows = reg
+	sched := sys
+	sched.Queue = s.schedQueue // a scheduler's sends may kill it
 	for i := 0; i < s.Opts.Instances; i++ {
-		svc, err := scheduler.New(scheduler.Config{
-			Store: s.Store, Queue: s.actors.schedQueue, Alerter: s.actors.alerter, Workflows: reg,
-			Owner: fmt.Sprintf("scheduler-%d-%s", i, sas.RandomID(4)), AgentQueues: s.Config.AgentQueues, IntakeQueueURL: s.Config.IntakeQueueURL,
-			ControlQueueURL: s.Config.ControlQueueURL, SigningKey: key, SchedulerQueueURL: s.Config.SchedulerQueueURL,
-			StepTimeout: s.Config.StepTimeout, PickupTimeout: s.Config.PickupTimeout, ReplyToAllowed: s.Config.ReplyToAllowed, Logger: s.Opts.Logger,
-			// The supervisors' threshold and backoff.
-			Retry: sas.RetryPolicy{MaxAttempts: s.Config.MaxFailures, InitialInterval: s.Opts.BaseBackoff, MaxInterval: 4 * s.Opts.BaseBackoff},
-		})
+		svc, err := sched.Scheduler(fmt.Sprintf("scheduler-%d-%s", i, sas.RandomID(4)), key)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -273,8 +205,8 @@ func (s *System) buildActors(reg sas.Registry) (schedulers []*scheduler.Handler,
 		if err != nil {
 			return nil, nil, err
 		}
-		ag, err := builtinagent.FromConfig(s.Config, builtinagent.Deps{Queue: s.actors.actorQueue, Client: client, Logger: s.Opts.Logger, Registry: reg,
-			AllowHTTP: true}) // a local run: its remote service is local
+		ag, err := sys.BuiltinAgent(builtinagent.Deps{Client: client,
+			AllowHTTP: true}, assembly.Hosting{}) // a local run: its remote service is local
 		if err != nil {
 			return nil, nil, err
 		}

@@ -15,12 +15,15 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/sas-go/sas/agent"
+	"github.com/sas-go/sas/internal/assembly"
 	"github.com/sas-go/sas/internal/clocktest"
+	"github.com/sas-go/sas/internal/config"
 	"github.com/sas-go/sas/internal/eventsource"
 	"github.com/sas-go/sas/internal/memstore"
 	"github.com/sas-go/sas/internal/sas"
 	"github.com/sas-go/sas/internal/sasctl"
 	"github.com/sas-go/sas/internal/scheduler"
+	"github.com/sas-go/sas/internal/sizing"
 	"github.com/sas-go/sas/internal/supervisor"
 )
 
@@ -28,8 +31,8 @@ import (
 // limits short enough that a seed's run goes through many supervisor
 // decisions in little virtual time.
 const (
-	maxReceives        = 5 // every queue's redrive policy, as the construct sets it
-	schedulerVisible   = 3 * time.Minute
+	maxReceives        = sizing.MaxReceiveCount // every queue's redrive policy, as the construct sets it
+	schedulerVisible   = sizing.SchedulerVisibility
 	agentMaxDeliveries = 3
 	pickupTimeout      = 30 * time.Second
 	waitLimit          = time.Minute
@@ -153,7 +156,9 @@ func newWorld(cfg Config) *World {
 	for _, wf := range []sas.Workflow{w.v1, w.v2} {
 		for _, s := range wf.Steps {
 			if w.agentQ[s.Agent] == nil {
-				w.agentQ[s.Agent] = w.newQueue("agent-"+s.Agent, s.Agent, 6*(2*stepTimeout+15*time.Second))
+				// As the construct sizes it for steps of up to twice
+				// stepTimeout (a variant's).
+				w.agentQ[s.Agent] = w.newQueue("agent-"+s.Agent, s.Agent, sizing.LambdaVisibility(sizing.AgentTimeout(2*stepTimeout)))
 				w.agentNames = append(w.agentNames, s.Agent)
 			}
 		}
@@ -188,12 +193,11 @@ func (w *World) deploy(wf sas.Workflow, suffix string) {
 		panic(err)
 	}
 	aq := sas.AgentQueues{ByAgent: map[string]sas.AgentQueue{}}
-	var backlog []string
 	for _, name := range w.agentNames {
 		aq.ByAgent[name] = sas.AgentQueue{URL: w.agentQ[name].url}
-		backlog = append(backlog, w.agentQ[name].url)
 	}
-	backlog = append(backlog, w.sched.url)
+	// The deployment's rule for the queues a held step may wait on.
+	backlog := assembly.BacklogQueues(config.Config{AgentQueues: aq, SchedulerQueueURL: w.sched.url})
 	w.schedulers = nil
 	for _, owner := range []string{"sched-a" + suffix, "sched-b" + suffix} {
 		svc, err := scheduler.New(scheduler.Config{

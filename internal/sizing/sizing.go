@@ -1,0 +1,52 @@
+// Package sizing holds the timing rules of a deployment that more than one
+// place applies: the functions' timeouts and the settings of the queues they
+// consume. The CDK construct (infra/sascdk) deploys with them, and the test
+// kit (sastest), the dev server (cmd/sasdev) and the simulator
+// (internal/sim) create their queues with them, so a change to a formula is
+// made here, once.
+//
+// It imports nothing but the standard library: the infra module imports it.
+package sizing
+
+import "time"
+
+const (
+	// SchedulerTimeout is the scheduler function's timeout. It does a
+	// handful of DynamoDB and SQS calls per message: a generous ceiling,
+	// not a target.
+	SchedulerTimeout = 30 * time.Second
+	// AgentMargin is how long an agent's function outlives its longest
+	// step: the agent stops at the step's deadline and returns after it.
+	AgentMargin = 15 * time.Second
+	// MaxFunctionTimeout is Lambda's limit on a function's timeout.
+	MaxFunctionTimeout = 15 * time.Minute
+	// MaxReceiveCount is how often a message may be received before it
+	// goes to its dead-letter queue; 5 is AWS's advice for Lambda sources,
+	// so throttling alone rarely gets there.
+	MaxReceiveCount = 5
+	// LambdaVisibilityFactor is Lambda's advice for a queue an event source
+	// mapping consumes: a visibility timeout of at least six times the
+	// function's timeout, so that a message is not handed out again while
+	// throttled retries of its batch may still run.
+	LambdaVisibilityFactor = 6
+)
+
+// AgentTimeout is how long an agent's run of a request may go on, and the
+// timeout of its function: its longest step plus AgentMargin, in whole
+// seconds (Lambda's unit) rounded up, and within MaxFunctionTimeout.
+func AgentTimeout(longestStep time.Duration) time.Duration {
+	t := (longestStep + AgentMargin + time.Second - 1).Truncate(time.Second)
+	return min(t, MaxFunctionTimeout)
+}
+
+// LambdaVisibility is the visibility timeout of a queue whose consumer, a
+// Lambda function of the given timeout, is fed by an event source mapping
+// (LambdaVisibilityFactor).
+func LambdaVisibility(functionTimeout time.Duration) time.Duration {
+	return LambdaVisibilityFactor * functionTimeout
+}
+
+// SchedulerVisibility is the visibility timeout of the queues the scheduler
+// function consumes: the intake, scheduler and control queues
+// (LambdaVisibility of SchedulerTimeout).
+const SchedulerVisibility = LambdaVisibilityFactor * SchedulerTimeout
