@@ -1,0 +1,180 @@
+package sascdk
+
+import (
+	"strings"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsevents"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awssqs"
+	"github.com/aws/jsii-runtime-go"
+)
+
+// agentQueueARNs lists every agent queue and lane; with nested agent
+// stacks, the one ARN of the deployment's queue name prefix, so that the
+// policies naming them keep their size (IAM allows 10 KB of inline policy
+// per role) and refer to nothing inside the nested stacks.
+func (s *SAS) agentQueueARNs() []*string {
+	if s.p.NestedAgentStacks {
+		return []*string{awscdk.Stack_Of(s).FormatArn(&awscdk.ArnComponents{
+			Service: jsii.String("sqs"), Resource: jsii.String(s.names.prefix + "*"), ArnFormat: awscdk.ArnFormat_NO_RESOURCE_NAME,
+		})}
+	}
+	var out []*string
+	for _, a := range s.agents {
+		out = append(out, a.Queue.QueueArn())
+		if a.PriorityQueue != nil {
+			out = append(out, a.PriorityQueue.QueueArn())
+		}
+	}
+	return out
+}
+
+// permissions writes every function's policy by hand: named actions on named
+// resources, nothing from the grant* helpers (they add actions we do not use).
+func (s *SAS) permissions() {
+	stateIndexARN := jsii.String(*s.state.TableArn() + "/index/" + stateDueIndex)
+	tables := []*string{s.orders.TableArn(), s.state.TableArn()}
+	consume := []string{"sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes", "sqs:ChangeMessageVisibility"}
+
+	for _, f := range []fn{s.scheduler, s.super} {
+		// Only its own log group: the function's log streams.
+		allow(f.role, []string{"logs:CreateLogStream", "logs:PutLogEvents"}, f.logs.LogGroupArn())
+	}
+
+	// Scheduler. TransactWriteItems is authorised per item action, so these
+	// cover the atomic submission and every fenced transition.
+	allow(s.scheduler.role, []string{"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem",
+		"dynamodb:ConditionCheckItem", "dynamodb:Query"}, tables...)
+	allow(s.scheduler.role, []string{"dynamodb:Query"}, stateIndexARN)
+	allow(s.scheduler.role, consume, s.intake.QueueArn(), s.schedulerQ.QueueArn(), s.controlQ.QueueArn())
+	allow(s.scheduler.role, []string{"sqs:SendMessage"}, append(s.agentQueueARNs(), s.schedulerQ.QueueArn())...)
+	if len(s.p.AllowedReplyQueueARNs) > 0 {
+		allow(s.scheduler.role, []string{"sqs:SendMessage"}, *jsii.Strings(s.p.AllowedReplyQueueARNs...)...)
+	}
+	allow(s.scheduler.role, []string{"sns:Publish"}, s.topic.TopicArn())
+	allow(s.scheduler.role, []string{"events:PutEvents"}, s.eventBusARN)
+	allow(s.scheduler.role, []string{"secretsmanager:GetSecretValue"}, s.signingKey.SecretArn())
+
+	// Each agent: its own queues in, the scheduler queue out, its own logs;
+	// no state store, no other agent's queue. A built-in agent with an auth
+	// header also reads that secret, and no other role does.
+	for i, a := range s.agents {
+		if au := s.p.Agents[i].Auth; au != nil {
+			if parameterARN.MatchString(au.SecretARN) {
+				allow(a.Role, []string{"ssm:GetParameter"}, jsii.String(au.SecretARN))
+			} else {
+				allow(a.Role, []string{"secretsmanager:GetSecretValue"}, jsii.String(au.SecretARN))
+			}
+			if au.KMSKeyARN != "" {
+				allow(a.Role, []string{"kms:Decrypt"}, jsii.String(au.KMSKeyARN))
+			}
+		}
+		own := []*string{a.Queue.QueueArn()}
+		if a.PriorityQueue != nil {
+			own = append(own, a.PriorityQueue.QueueArn())
+		}
+		allow(a.Role, []string{"logs:CreateLogStream", "logs:PutLogEvents"}, a.Logs.LogGroupArn())
+		allow(a.Role, consume, own...)
+		allow(a.Role, []string{"sqs:SendMessage"}, s.schedulerQ.QueueArn())
+	}
+
+	// Supervisor: reads due records from the index, fences them in the table.
+	allow(s.super.role, []string{"dynamodb:Query"}, stateIndexARN)
+	allow(s.super.role, []string{"dynamodb:GetItem", "dynamodb:UpdateItem"}, s.state.TableArn())
+	allow(s.super.role, []string{"sqs:SendMessage"}, s.controlQ.QueueArn())
+	// The backlog check: queue depth only (ApproximateNumberOfMessages and
+	// friends), on the queues a held step's request or reply sits in.
+	allow(s.super.role, []string{"sqs:GetQueueAttributes"}, append(s.agentQueueARNs(), s.schedulerQ.QueueArn())...)
+	allow(s.super.role, []string{"sns:Publish"}, s.topic.TopicArn())
+	allow(s.super.role, []string{"events:PutEvents"}, s.eventBusARN)
+	// No cloudwatch:PutMetricData: the supervisor publishes its metrics as
+	// Embedded Metric Format lines in its own log stream
+	// (internal/supervisor/report.go), which the logs grant above covers.
+
+	// Publishing to the topic encrypts under its key.
+	for _, f := range []fn{s.scheduler, s.super} {
+		allow(f.role, []string{"kms:Decrypt", "kms:GenerateDataKey"}, s.alertKey.KeyArn())
+	}
+	s.resourcePolicies()
+}
+
+// resourcePolicies fence the resources whose senders matter with policies
+// of their own, so that a principal whose identity policy allows more
+// (sqs:* on *, an administrator's role) is still refused (docs/trust.md).
+// Each is a Deny for every principal but the ones named, conditioned on
+// aws:PrincipalArn (a role session's ARN is its role's there).
+func (s *SAS) resourcePolicies() {
+	roleARNs := func(roles ...awsiam.Role) []*string {
+		var out []*string
+		for _, r := range roles {
+			out = append(out, r.RoleArn())
+		}
+		return out
+	}
+	denyAllBut := func(sid string, actions []string, resource *string, principals []*string) awsiam.PolicyStatement {
+		op := "ArnNotEquals"
+		if s.p.NestedAgentStacks && sid == "OnlyAgentsSend" {
+			op = "ArnNotLike" // the agent role path's wildcard
+		}
+		return awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+			Sid:        jsii.String(sid),
+			Effect:     awsiam.Effect_DENY,
+			Principals: &[]awsiam.IPrincipal{awsiam.NewAnyPrincipal()},
+			Actions:    jsii.Strings(actions...),
+			Resources:  &[]*string{resource},
+			Conditions: &map[string]any{op: map[string]any{"aws:PrincipalArn": principals}},
+		})
+	}
+	// The control queue: the supervisor and the operators.
+	control := append(roleARNs(s.super.role), *jsii.Strings(s.p.OperatorRoleARNs...)...)
+	s.controlQ.AddToResourcePolicy(denyAllBut("OnlySupervisorAndOperatorsSend", []string{"sqs:SendMessage"}, s.controlQ.QueueArn(), control))
+	// The scheduler queue: the agents (replies, requeues) and the scheduler.
+	agents := roleARNs(s.scheduler.role)
+	if s.p.NestedAgentStacks {
+		// Every role under the deployment's agent path: a list of a hundred
+		// role ARNs would outgrow the queue policy, and refer into every
+		// nested stack.
+		agents = append(agents, awscdk.Stack_Of(s).FormatArn(&awscdk.ArnComponents{
+			Service: jsii.String("iam"), Region: jsii.String(""), Resource: jsii.String("role"),
+			ResourceName: jsii.String(strings.TrimPrefix(*s.agentRolePath(), "/") + "*"),
+		}))
+	} else {
+		for _, a := range s.agents {
+			agents = append(agents, a.Role.RoleArn())
+		}
+	}
+	s.schedulerQ.AddToResourcePolicy(denyAllBut("OnlyAgentsSend", []string{"sqs:SendMessage"}, s.schedulerQ.QueueArn(), agents))
+	// Each agent's queue and lane: the scheduler alone. The built-in agent
+	// calls what a request's action says, checked against the current
+	// workflows but not for an order on an earlier version of its workflow
+	// (internal/builtinagent): this policy is what fences those.
+	for _, a := range s.agents {
+		for _, q := range []awssqs.Queue{a.Queue, a.PriorityQueue} {
+			if q != nil {
+				q.AddToResourcePolicy(denyAllBut("OnlySchedulerSends", []string{"sqs:SendMessage"}, q.QueueArn(), roleARNs(s.scheduler.role)))
+			}
+		}
+	}
+	// The signing key: only the scheduler's role is granted it. No
+	// resource policy denies the others (AWS::SecretsManager::ResourcePolicy):
+	// the emulators the deploy-and-run suite uses reject the resource type,
+	// so a principal with account-wide secretsmanager rights can still read
+	// it (docs/trust.md, "What is not enforced").
+	// The alert bus: the scheduler and the supervisor. The policy is the
+	// bus's own Policy property rather than an AWS::Events::EventBusPolicy,
+	// which the emulators reject.
+	doc := awsiam.NewPolicyDocument(&awsiam.PolicyDocumentProps{Statements: &[]awsiam.PolicyStatement{
+		denyAllBut("OnlySasPutsAlerts", []string{"events:PutEvents"},
+			awscdk.Stack_Of(s).FormatArn(&awscdk.ArnComponents{Service: jsii.String("events"), Resource: jsii.String("event-bus"), ResourceName: s.busName}),
+			roleARNs(s.scheduler.role, s.super.role)),
+	}})
+	s.bus.Node().DefaultChild().(awsevents.CfnEventBus).SetPolicy(doc)
+}
+
+func allow(role awsiam.Role, actions []string, resources ...*string) {
+	role.AddToPrincipalPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Actions:   jsii.Strings(actions...),
+		Resources: &resources,
+	}))
+}
