@@ -1,44 +1,31 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"maps"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
 
-	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
-	"github.com/sas-go/sas/internal/assembly"
-	"github.com/sas-go/sas/internal/assembly/fromaws"
 	"github.com/sas-go/sas/internal/awsenv"
 	"github.com/sas-go/sas/internal/config"
 	"github.com/sas-go/sas/internal/dynamostore"
-	"github.com/sas-go/sas/internal/localrun"
 	"github.com/sas-go/sas/internal/registry"
 	"github.com/sas-go/sas/internal/remotesim"
 	"github.com/sas-go/sas/internal/rig"
 	"github.com/sas-go/sas/internal/sas"
-	"github.com/sas-go/sas/internal/scheduler"
 	"github.com/sas-go/sas/internal/sizing"
 	"github.com/sas-go/sas/internal/sqsqueue"
-	"github.com/sas-go/sas/internal/supervisor"
 )
 
 // The example the defaults point at (a module of its own, in the repo).
@@ -334,238 +321,6 @@ func agentsOf(reg sas.Registry) []string {
 	return slices.Sorted(maps.Keys(set))
 }
 
-// createResources creates the tables and queues and records their names in
-// s.env, under the variables the functions read.
-func (s *server) createResources(ctx context.Context, base config.Config) error {
-	n := s.opts.Name
-	s.env = map[string]string{
-		"SAS_ORDERS_TABLE": n + "-orders",
-		"SAS_STATE_TABLE":  n + "-state",
-		"SAS_INDEX_SHARDS": strconv.Itoa(base.IndexShards),
-		// The file the functions load; "" for the reference workflows.
-		"SAS_WORKFLOWS_FILE": s.opts.Workflows,
-		// Every agent has its own queue (SAS_AGENT_QUEUES); there are no
-		// priority lanes, alert topic or event bus here.
-		"SAS_AGENT_QUEUE_URL": "", "SAS_AGENT_PRIORITY_QUEUE_URL": "",
-		"SAS_ALERT_TOPIC_ARN": "", "SAS_EVENT_BUS_NAME": "",
-	}
-	db := dynamodb.NewFromConfig(s.aws, awsenv.DynamoDBOptions)
-	if err := dynamostore.CreateTables(ctx, db, dynamostore.Config{OrdersTable: s.env["SAS_ORDERS_TABLE"], StateTable: s.env["SAS_STATE_TABLE"], Shards: base.IndexShards}); err != nil {
-		return err
-	}
-	create := func(name string, vis time.Duration, dlq bool) (string, error) {
-		p := sqsqueue.CreateQueueParams{Name: name, Attributes: map[string]string{"VisibilityTimeout": strconv.Itoa(int(vis.Seconds()))}}
-		if dlq {
-			p.MaxReceiveCount = sizing.MaxReceiveCount
-		}
-		q, err := s.queue.CreateQueue(ctx, p)
-		return q.URL, err
-	}
-	var err error
-	if s.env["SAS_INTAKE_QUEUE_URL"], err = create(n+"-intake", schedulerVisibility, true); err != nil {
-		return err
-	}
-	if s.env["SAS_SCHEDULER_QUEUE_URL"], err = create(n+"-scheduler", schedulerVisibility, true); err != nil {
-		return err
-	}
-	// Retries and compensations: the supervisor and sasctl send here, and
-	// the scheduler takes them from nowhere else (docs/trust.md).
-	if s.env["SAS_CONTROL_QUEUE_URL"], err = create(n+"-control", schedulerVisibility, true); err != nil {
-		return err
-	}
-	// A key for this run, held by the in-process scheduler alone: never
-	// exported, never given to the agents' processes.
-	s.env["SAS_SIGNING_KEY"] = base64.StdEncoding.EncodeToString(sas.NewSigningKey())
-	if s.statusURL, err = create(n+"-status", schedulerVisibility, false); err != nil {
-		return err
-	}
-	s.env["SAS_ALLOWED_REPLY_QUEUES"] = s.statusURL
-
-	longest := map[string]time.Duration{}
-	for _, w := range s.reg {
-		for _, st := range w.Steps {
-			longest[st.Agent] = max(longest[st.Agent], st.Timeout)
-		}
-	}
-	s.agentQueues = map[string]string{}
-	byAgent := map[string]sas.AgentQueue{}
-	for _, a := range agentsOf(s.reg) {
-		// As long as the agent's function may run (the SDK's runs stop at
-		// the step's deadline; its Poll gives 10 s more on shutdown).
-		url, err := create(agentQueueName(n, a), sizing.AgentTimeout(longest[a]), true)
-		if err != nil {
-			return err
-		}
-		s.agentQueues[a] = url
-		byAgent[a] = sas.AgentQueue{URL: url}
-	}
-	b, err := json.Marshal(byAgent)
-	if err != nil {
-		return fmt.Errorf("encoding SAS_AGENT_QUEUES: %w", err)
-	}
-	s.env["SAS_AGENT_QUEUES"] = string(b)
-	return nil
-}
-
-// agentQueueName is an agent's queue: SQS allows [A-Za-z0-9_-] and 80
-// characters, with room for the dead-letter queue's "-dlq".
-func agentQueueName(prefix, agent string) string {
-	name := prefix + "-agent-" + strings.ReplaceAll(agent, ".", "_")
-	if len(name) > 76 {
-		name = name[:76]
-	}
-	return name
-}
-
-// startSimulator serves the remote-service simulator on a free loopback
-// port, for the built-in HTTP agents to call (SAS_PAYMENTS_URL).
-func (s *server) startSimulator() error {
-	sim, err := remotesim.New(remotesim.Config{Seed: uint64(time.Now().UnixNano())})
-	if err != nil {
-		return err
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		sim.Close()
-		return fmt.Errorf("listening for the simulator: %w", err)
-	}
-	s.sim, s.simURL = sim, "http://"+ln.Addr().String()
-	s.simServer = &http.Server{Handler: sim, ReadHeaderTimeout: 5 * time.Second}
-	go func() { _ = s.simServer.Serve(ln) }()
-	s.env["SAS_PAYMENTS_URL"] = s.simURL
-	return nil
-}
-
-// startActors starts the scheduler's pollers, the supervisor's schedule and
-// the agents.
-func (s *server) startActors(ctx context.Context, cfg config.Config) error {
-	schedLog, schedFile, err := s.logger("scheduler.log")
-	if err != nil {
-		return err
-	}
-	// Built as functions/scheduler and functions/supervisor build them
-	// (internal/assembly, on parts loaded by internal/assembly/fromaws);
-	// only the triggers differ: pollers and a ticker.
-	owner := "scheduler-" + sas.RandomID(16)
-	// Its EMF metric lines go to its log, as the supervisor's below.
-	sched, err := s.scheduler(ctx, cfg, schedLog.With("owner", owner), owner, schedFile)
-	if err != nil {
-		return fmt.Errorf("the scheduler: %w", err)
-	}
-	supLog, supFile, err := s.logger("supervisor.log")
-	if err != nil {
-		return err
-	}
-	// Its EMF metric lines go to its log, as Lambda ships them with the
-	// function's stdout.
-	sup, err := s.supervisor(cfg, supLog, "supervisor:sasdev-"+sas.RandomID(6), supFile)
-	if err != nil {
-		return fmt.Errorf("the supervisor: %w", err)
-	}
-	s.tracker = newTracker(s.con, s.store, sas.IntakeRules{Workflows: s.reg.Has, ReplyToAllowed: cfg.ReplyToAllowed})
-
-	// As the event source mappings feed the scheduler function: two
-	// batches in hand per queue.
-	for _, q := range []struct {
-		name, url string
-		intake    bool
-	}{{"intake", cfg.IntakeQueueURL, true}, {"scheduler", cfg.SchedulerQueueURL, false}, {"control", cfg.ControlQueueURL, false}} {
-		p := &localrun.Poller{
-			Name: q.name, Queue: s.queue, QueueURL: q.url, QueueARN: sas.LocalQueueARN(s.aws.Region, q.url),
-			BatchSize: 10, Wait: 20 * time.Second, Workers: 2, Handler: s.tracker.observe(sched.Handle, q.intake), Logger: schedLog,
-		}
-		s.pollersDone.Add(1)
-		go func() {
-			defer s.pollersDone.Done()
-			_ = p.Run(ctx)
-		}()
-	}
-	// As the EventBridge schedule runs the supervisor function.
-	s.pollersDone.Add(2)
-	go func() {
-		defer s.pollersDone.Done()
-		localrun.Ticker(ctx, s.opts.SupervisorEvery, func(ctx context.Context) {
-			if _, err := sup.Handle(ctx, events.CloudWatchEvent{ID: "sasdev", DetailType: "Scheduled Event", Time: time.Now()}); err != nil && ctx.Err() == nil {
-				supLog.Warn("supervisor sweep failed", "err", err)
-			}
-		})
-	}()
-	go func() {
-		defer s.pollersDone.Done()
-		s.tracker.run(ctx)
-	}()
-
-	// The built-in agents, as functions/agent builds one: on the same
-	// queue client and workflows, each with its own log.
-	builtin := assembly.System{Config: cfg, Parts: assembly.Parts{Queue: s.queue, Workflows: s.reg}}
-	for _, name := range s.builtin {
-		if err := s.procs.startBuiltin(ctx, builtin, name, s.simURL); err != nil {
-			return err
-		}
-	}
-	agentEnv := rig.MergeEnv(os.Environ(), []string{
-		"SAS_SCHEDULER_QUEUE_URL=" + cfg.SchedulerQueueURL,
-		"SAS_AGENT_PRIORITY_QUEUE_URL=", // no lanes here, whatever the shell says
-		"AWS_LAMBDA_RUNTIME_API=",       // not in Lambda: agent.Start polls
-	})
-	for _, a := range s.opts.Agents {
-		if err := s.procs.start(ctx, a.Name, rig.MergeEnv(agentEnv, []string{"SAS_AGENT_QUEUE_URL=" + s.agentQueues[a.Name]})); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// scheduler builds the scheduler's handler as functions/scheduler does.
-func (s *server) scheduler(ctx context.Context, cfg config.Config, logger *slog.Logger, owner string, metrics io.Writer) (*scheduler.Handler, error) {
-	sys, err := fromaws.System(s.aws, cfg, logger, metrics)
-	if err != nil {
-		return nil, err
-	}
-	key, err := fromaws.SigningKey(ctx, s.aws, cfg)
-	if err != nil {
-		return nil, err
-	}
-	svc, err := sys.Scheduler(owner, key)
-	if err != nil {
-		return nil, err
-	}
-	return scheduler.NewHandler(svc), nil
-}
-
-// supervisor builds the supervisor's handler as functions/supervisor does.
-func (s *server) supervisor(cfg config.Config, logger *slog.Logger, actor string, metrics io.Writer) (*supervisor.Handler, error) {
-	sys, err := fromaws.System(s.aws, cfg, logger, metrics)
-	if err != nil {
-		return nil, err
-	}
-	sup, err := sys.Supervisor(actor)
-	if err != nil {
-		return nil, err
-	}
-	return supervisor.NewHandler(sup), nil
-}
-
-// logger is a JSON logger writing to a file of the log directory, as
-// Lambda's would write to CloudWatch.
-func (s *server) logger(name string) (*slog.Logger, io.Writer, error) {
-	f, err := openLog(filepath.Join(s.opts.Dir, name))
-	if err != nil {
-		return nil, nil, err
-	}
-	s.closers = append(s.closers, f)
-	return slog.New(slog.NewJSONHandler(f, nil)), f, nil
-}
-
-// openLog opens a log file for appending.
-func openLog(path string) (*os.File, error) {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return nil, fmt.Errorf("opening a log: %w", err)
-	}
-	return f, nil
-}
-
 // stop stops what start started, in the reverse order: the agents, the
 // scheduler's pollers and the supervisor, the simulator, the emulators.
 func (s *server) stop() {
@@ -588,92 +343,4 @@ func (s *server) stop() {
 			s.con.info("stopped the agents, the scheduler and the supervisor")
 		}
 	}
-}
-
-// printUsage prints the export lines and ready commands.
-func (s *server) printUsage() {
-	var exports []string
-	for _, k := range []string{"AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_DYNAMODB", "AWS_ENDPOINT_URL_SQS", "AWS_REGION", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"} {
-		if v := os.Getenv(k); v != "" {
-			exports = append(exports, k+"="+v)
-		}
-	}
-	if r := os.Getenv("AWS_REGION"); r != "" && os.Getenv("AWS_DEFAULT_REGION") == "" {
-		exports = append(exports, "AWS_DEFAULT_REGION="+r) // what version 1 of the aws CLI reads
-	}
-	for _, k := range exportedVars {
-		exports = append(exports, k+"="+s.env[k])
-	}
-	exports = append(exports, "SAS_STATUS_QUEUE_URL="+s.statusURL)
-	if s.simURL != "" {
-		exports = append(exports, "SAS_SIM_URL="+s.simURL)
-	}
-	out := s.con
-	out.println("# sasdev: the system's configuration, for sasctl and the aws CLI in another shell")
-	for _, l := range rig.ExportLines(exports) {
-		out.println(l)
-	}
-
-	names := slices.Sorted(maps.Keys(s.reg))
-	wf := names[0]
-	payload := s.opts.Payload
-	if payload == "" {
-		payload = "{}"
-		if s.opts.Workflows == "" {
-			payload = `{"amount":42}`
-		} else if b, err := os.ReadFile(filepath.Join(filepath.Dir(s.opts.Workflows), SamplePayloadFile)); err == nil {
-			// The workflows' own sample order, beside their file.
-			var compact bytes.Buffer
-			if json.Compact(&compact, b) == nil {
-				payload = compact.String()
-			}
-		}
-	}
-	body := fmt.Sprintf(`{"orderId":"order-1","workflow":%q,"payload":%s,"replyTo":%q}`, wf, payload, s.statusURL)
-	sqsEndpoint := os.Getenv("AWS_ENDPOINT_URL_SQS")
-	if sqsEndpoint == "" {
-		sqsEndpoint = os.Getenv("AWS_ENDPOINT_URL")
-	}
-	endpoint := ""
-	if sqsEndpoint != "" {
-		endpoint = " --endpoint-url " + sqsEndpoint
-	}
-	out.println("# submit an order (workflows: " + strings.Join(names, ", ") + "), then look at it and at its statuses:")
-	out.println("aws sqs send-message" + endpoint + " --queue-url " + s.env["SAS_INTAKE_QUEUE_URL"] + " --message-body " + shellQuote(body))
-	// Commands that work from the user's own module, not only in the clone.
-	out.println("# sasctl: " + installSasctl())
-	out.println("sasctl submit -order order-2 -workflow " + wf + " -payload " + shellQuote(payload) + ` -reply-to "$SAS_STATUS_QUEUE_URL"`)
-	out.println("sasctl show order-1")
-	out.println("aws sqs receive-message" + endpoint + ` --queue-url "$SAS_STATUS_QUEUE_URL" --max-number-of-messages 10`)
-	if s.consoleURL != "" {
-		out.println("# the console (docs/console.md): open it in a browser, or go run ./cmd/sasctl console")
-		out.println("# console: " + s.consoleURL)
-	}
-	for _, a := range agentsOf(s.reg) {
-		how := "program " + s.rel(s.procs.dirOf(a)) + ", log " + s.rel(filepath.Join(s.opts.Dir, "agent-"+a+".log"))
-		if slices.Contains(s.builtin, a) {
-			how = "built-in HTTP agent in this process, calling the simulator at " + s.simURL + ", log " + s.rel(filepath.Join(s.opts.Dir, "agent-"+a+".log"))
-		}
-		s.con.info("agent %s: %s", a, how)
-	}
-}
-
-// exportedVars are the deployment's variables the server prints as export
-// lines (the README's sample shows them; TestREADMEDevSample).
-var exportedVars = []string{"SAS_ORDERS_TABLE", "SAS_STATE_TABLE", "SAS_INDEX_SHARDS", "SAS_INTAKE_QUEUE_URL", "SAS_SCHEDULER_QUEUE_URL", "SAS_CONTROL_QUEUE_URL"}
-
-// rel shows a path relative to the working directory when it is under it.
-func (s *server) rel(p string) string {
-	wd, err := os.Getwd()
-	if err != nil {
-		return p
-	}
-	if r, err := filepath.Rel(wd, p); err == nil && !strings.HasPrefix(r, "..") {
-		return r
-	}
-	return p
-}
-
-func shellQuote(s string) string {
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
