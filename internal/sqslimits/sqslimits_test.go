@@ -197,10 +197,10 @@ func TestOrderMessagesFitAQueueMessage(t *testing.T) {
 // queues' MaximumMessageSize to the same limit.
 func TestStackConfiguresTheSameLimit(t *testing.T) {
 	t.Parallel()
-	src, err := os.ReadFile(filepath.Join("..", "..", "infra", "sascdk", "sascdk.go"))
+	src, err := os.ReadFile(filepath.Join("..", "..", "infra", "sascdk", "storage.go"))
 	require.NoError(t, err)
 	m := regexp.MustCompile(`const queueMaxMessageBytes = (\d+) \* 1024`).FindSubmatch(src)
-	require.NotNil(t, m, "infra/sascdk/sascdk.go no longer declares queueMaxMessageBytes")
+	require.NotNil(t, m, "infra/sascdk/storage.go no longer declares queueMaxMessageBytes")
 	kib, err := strconv.Atoi(string(m[1]))
 	require.NoError(t, err)
 	assert.Equal(t, sqslimits.MaxBodyBytes, kib*1024)
