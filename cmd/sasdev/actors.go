@@ -103,32 +103,12 @@ func (s *server) startActors(ctx context.Context, cfg config.Config) error {
 
 // scheduler builds the scheduler's handler as functions/scheduler does.
 func (s *server) scheduler(ctx context.Context, cfg config.Config, logger *slog.Logger, owner string, metrics io.Writer) (*scheduler.Handler, error) {
-	sys, err := fromaws.System(s.aws, cfg, logger, metrics)
-	if err != nil {
-		return nil, err
-	}
-	key, err := fromaws.SigningKey(ctx, s.aws, cfg)
-	if err != nil {
-		return nil, err
-	}
-	svc, err := sys.Scheduler(owner, key)
-	if err != nil {
-		return nil, err
-	}
-	return scheduler.NewHandler(svc), nil
+	return fromaws.SchedulerHandler(ctx, s.aws, cfg, logger, owner, metrics)
 }
 
 // supervisor builds the supervisor's handler as functions/supervisor does.
 func (s *server) supervisor(cfg config.Config, logger *slog.Logger, actor string, metrics io.Writer) (*supervisor.Handler, error) {
-	sys, err := fromaws.System(s.aws, cfg, logger, metrics)
-	if err != nil {
-		return nil, err
-	}
-	sup, err := sys.Supervisor(actor)
-	if err != nil {
-		return nil, err
-	}
-	return supervisor.NewHandler(sup), nil
+	return fromaws.SupervisorHandler(s.aws, cfg, logger, actor, metrics)
 }
 
 // logger is a JSON logger writing to a file of the log directory, as

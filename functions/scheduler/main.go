@@ -49,19 +49,7 @@ func setup(ctx context.Context, getenv config.Getenv, logger *slog.Logger, owner
 	}
 	// Its EMF metric lines go to stdout with its log, which Lambda ships
 	// to CloudWatch Logs (internal/metrics).
-	sys, err := fromaws.System(aws, cfg, logger, os.Stdout)
-	if err != nil {
-		return nil, err
-	}
-	key, err := fromaws.SigningKey(ctx, aws, cfg)
-	if err != nil {
-		return nil, err
-	}
-	svc, err := sys.Scheduler(owner, key)
-	if err != nil {
-		return nil, err
-	}
-	return scheduler.NewHandler(svc), nil
+	return fromaws.SchedulerHandler(ctx, aws, cfg, logger, owner, os.Stdout)
 }
 
 // instanceID is this process's LockedBy: random per cold start, so that two

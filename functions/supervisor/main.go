@@ -48,15 +48,7 @@ func setup(ctx context.Context, getenv config.Getenv, logger *slog.Logger) (*sup
 		return nil, err
 	}
 	// EMF: Lambda ships stdout to CloudWatch Logs.
-	sys, err := fromaws.System(aws, cfg, logger, os.Stdout)
-	if err != nil {
-		return nil, err
-	}
-	sup, err := sys.Supervisor(actor(getenv))
-	if err != nil {
-		return nil, err
-	}
-	return supervisor.NewHandler(sup), nil
+	return fromaws.SupervisorHandler(aws, cfg, logger, actor(getenv), os.Stdout)
 }
 
 // actor names this instance in the records' history: the Lambda log stream,

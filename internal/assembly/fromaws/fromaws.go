@@ -26,7 +26,9 @@ import (
 	"github.com/sas-go/sas/internal/dynamostore"
 	"github.com/sas-go/sas/internal/registry"
 	"github.com/sas-go/sas/internal/sas"
+	"github.com/sas-go/sas/internal/scheduler"
 	"github.com/sas-go/sas/internal/sqsqueue"
+	"github.com/sas-go/sas/internal/supervisor"
 )
 
 // ErrNoAgentQueue is the configuration error of a deployment that names no
@@ -98,4 +100,39 @@ func SigningKey(ctx context.Context, awsCfg aws.Config, cfg config.Config) ([]by
 		return nil, fmt.Errorf("the signing key %s: %w", cfg.SigningKeySecret, err)
 	}
 	return key, nil
+}
+
+// SchedulerHandler builds the scheduler's handler from an AWS account: the
+// parts (System), the signing key (SigningKey) and the service, as the
+// Lambda function and the dev server run it. owner is the instance's id
+// (LockedBy), unique per process.
+func SchedulerHandler(ctx context.Context, awsCfg aws.Config, cfg config.Config, logger *slog.Logger, owner string, metrics io.Writer) (*scheduler.Handler, error) {
+	sys, err := System(awsCfg, cfg, logger, metrics)
+	if err != nil {
+		return nil, err
+	}
+	key, err := SigningKey(ctx, awsCfg, cfg)
+	if err != nil {
+		return nil, err
+	}
+	svc, err := sys.Scheduler(owner, key)
+	if err != nil {
+		return nil, err
+	}
+	return scheduler.NewHandler(svc), nil
+}
+
+// SupervisorHandler builds the supervisor's handler from an AWS account, as
+// the Lambda function and the dev server run it; actor names the instance
+// in the records' history.
+func SupervisorHandler(awsCfg aws.Config, cfg config.Config, logger *slog.Logger, actor string, metrics io.Writer) (*supervisor.Handler, error) {
+	sys, err := System(awsCfg, cfg, logger, metrics)
+	if err != nil {
+		return nil, err
+	}
+	sup, err := sys.Supervisor(actor)
+	if err != nil {
+		return nil, err
+	}
+	return supervisor.NewHandler(sup), nil
 }
