@@ -100,9 +100,7 @@ func Load(getenv Getenv) (Config, error) {
 		if q = strings.TrimSpace(q); q == "" {
 			continue
 		}
-		if strings.HasSuffix(q, "/*") || q == "*" {
-			// Every queue of an account, the deployment's own included
-			// (docs/trust.md).
+		if AccountWide(q) {
 			return c, fmt.Errorf("SAS_ALLOWED_REPLY_QUEUES: %q allows every queue of the account: name a queue, or a name prefix before the *", q)
 		}
 		c.AllowedReplyQueues = append(c.AllowedReplyQueues, q)
@@ -189,11 +187,17 @@ func Require(getenv Getenv, names ...string) error {
 // where Lambda sets no endpoint variable, only the exact AWS URLs pass, as
 // before, and a replyTo naming some other host (stored with the order, shown
 // to operators, perhaps dialled by a future client) is refused.
+//
+// An account-wide entry (AccountWide) allows nothing, so that a Config
+// built in code, which Load has not checked, keeps the rule too.
 func (c Config) ReplyToAllowed(url string) bool {
 	if c.ownQueue(url) {
 		return false
 	}
 	for _, a := range c.AllowedReplyQueues {
+		if AccountWide(a) {
+			continue
+		}
 		if queueMatches(a, url) {
 			return true
 		}
@@ -206,6 +210,9 @@ func (c Config) ReplyToAllowed(url string) bool {
 		return false
 	}
 	for _, a := range c.AllowedReplyQueues {
+		if AccountWide(a) {
+			continue
+		}
 		if _, allowed, ok := splitQueueURL(strings.TrimSuffix(a, "*")); ok {
 			if strings.HasSuffix(a, "*") {
 				allowed += "*"
@@ -216,6 +223,15 @@ func (c Config) ReplyToAllowed(url string) bool {
 		}
 	}
 	return false
+}
+
+// AccountWide reports whether an allow-list entry allows every queue of an
+// account ("…/<account>/*", or "*"): the deployment's own queues included,
+// so a submitter could aim statuses at any of them (docs/trust.md). Load
+// refuses such an entry and ReplyToAllowed ignores it.
+func AccountWide(entry string) bool {
+	entry = strings.TrimSpace(entry)
+	return entry == "*" || strings.HasSuffix(entry, "/*")
 }
 
 // ownQueue reports whether url names one of the deployment's own queues

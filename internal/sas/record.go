@@ -1,12 +1,14 @@
 package sas
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"hash/fnv"
 	"sort"
+	"strings"
 	"time"
 )
 
@@ -128,19 +130,63 @@ type Order struct {
 // workflow's steps and version are not the submitter's: an intake
 // redelivered after a deploy changed the workflow is the same order (it
 // runs on the version it was submitted with).
+//
+// The payload is compared by its JSON, not by what a float64 makes of it:
+// key order and spacing aside, numbers are compared as written, so two
+// payloads that differ past 2^53 (or in a digit a float64 rounds away)
+// are two orders. The hash starts with contentHashPrefix; a hash without
+// it was stored by a build before, and SameContent compares with it as
+// that build did.
 func (o Order) ContentHash() string {
+	return contentHashPrefix + o.contentHash(exactJSON)
+}
+
+// contentHashPrefix marks a ContentHash of exact payload numbers.
+const contentHashPrefix = "x1."
+
+// SameContent reports whether o is what the order whose ContentHash is
+// stored asked for: a redelivery of it, not another order reusing its id.
+func (o Order) SameContent(stored string) bool {
+	if strings.HasPrefix(stored, contentHashPrefix) {
+		return stored == o.ContentHash()
+	}
+	return stored == o.contentHash(floatJSON) // stored before exact numbers
+}
+
+func (o Order) contentHash(canonical func(json.RawMessage) json.RawMessage) string {
 	canon := struct {
 		W string          `json:"w"`
 		P json.RawMessage `json:"p,omitempty"`
 		R string          `json:"r,omitempty"`
 		Q int             `json:"q,omitempty"`
-	}{o.Workflow, compactJSON(o.Payload), o.ReplyTo, o.Priority}
+	}{o.Workflow, canonical(o.Payload), o.ReplyTo, o.Priority}
 	b, _ := json.Marshal(canon) // cannot fail: only strings, ints and valid raw JSON
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:])
 }
 
-func compactJSON(raw json.RawMessage) json.RawMessage {
+// exactJSON is raw re-encoded with its object keys sorted and its numbers
+// as written (json.Number).
+func exactJSON(raw json.RawMessage) json.RawMessage {
+	if len(raw) == 0 {
+		return nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return raw
+	}
+	b, err := json.Marshal(v) // map keys sorted
+	if err != nil {
+		return raw
+	}
+	return b
+}
+
+// floatJSON is the canonical form of builds before exact numbers, which
+// read every number as a float64: kept to compare with their stored hashes.
+func floatJSON(raw json.RawMessage) json.RawMessage {
 	if len(raw) == 0 {
 		return nil
 	}
@@ -148,7 +194,7 @@ func compactJSON(raw json.RawMessage) json.RawMessage {
 	if err := json.Unmarshal(raw, &v); err != nil {
 		return raw
 	}
-	b, err := json.Marshal(v) // map keys sorted: canonical enough for equality
+	b, err := json.Marshal(v)
 	if err != nil {
 		return raw
 	}

@@ -107,6 +107,7 @@ func (s *Service) reject(ctx context.Context, u *outbox.Unit, in sas.Intake, mes
 	// ParseIntake may return a replyTo it has not checked yet (the message
 	// failed an earlier check): never post to a queue the deployment does
 	// not allow.
+	in.ReplyTo = sas.ReplyQueueURL(in.ReplyTo) // an ARN, in a message that failed before its check
 	if in.ReplyTo != "" && s.cfg.ReplyToAllowed(in.ReplyTo) {
 		st := sas.Status{Status: sas.StatusRejected, Sequence: SeqRejected, Reason: reason, MessageID: messageID}
 		o := sas.Order{OrderID: in.OrderID, ReplyTo: in.ReplyTo}

@@ -40,6 +40,7 @@ func New(cfg Config) (*Service, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
+	cfg.ReplyToAllowed = replyToAllowed(cfg.ReplyToAllowed, cfg.ownQueues())
 	signer, err := sas.NewSigner(cfg.SigningKey)
 	if err != nil {
 		return nil, fmt.Errorf("configuring the scheduler: %w", err)

@@ -71,6 +71,20 @@ func testSubmitConflict(t *testing.T, h Harness) {
 	v := get(t, s, "o-conflict")
 	require.Len(t, v.Steps, 1, "a conflicting submission writes nothing")
 	require.JSONEq(t, `{"amount":42,"currency":"EUR"}`, string(v.Order.Payload))
+
+	// Numbers are compared as written: 2^53+1 is not 2^53, though a
+	// float64 reads both as one (issue 29, F-9).
+	big := order("o-big", 1)
+	big.Payload = []byte(`{"amount":9007199254740993}`)
+	_, err = s.Submit(ctx, sas.SubmitParams{Order: big, Now: T0, PickupBy: at(time.Minute)})
+	require.NoError(t, err)
+	big.Payload = []byte(`{"amount":9007199254740992}`)
+	_, err = s.Submit(ctx, sas.SubmitParams{Order: big, Now: T0, PickupBy: at(time.Minute)})
+	require.ErrorIs(t, err, sas.ErrOrderConflict)
+	big.Payload = []byte(`{ "amount": 9007199254740993 }`)
+	res, err = s.Submit(ctx, sas.SubmitParams{Order: big, Now: T0, PickupBy: at(time.Minute)})
+	require.NoError(t, err, "the same number is the same order")
+	require.False(t, res.Created)
 }
 
 func testSubmitConcurrent(t *testing.T, h Harness) {

@@ -1,0 +1,55 @@
+package scheduler_test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/sas-go/sas/internal/registry"
+	"github.com/sas-go/sas/internal/sas"
+	"github.com/sas-go/sas/internal/scheduler"
+)
+
+// What senders write, checked where it is used (issue 29, §2 and §3).
+
+// The deployment's own queues are never a replyTo, whatever the allow-list
+// function of a Config built in code says (F-15).
+func TestReplyToNeverOwnQueueWhateverTheFunctionSays(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	reg, err := registry.Default(stepTimeout)
+	require.NoError(t, err)
+	svc := f.newServiceConfig("s-own", reg, sas.AgentQueues{Default: f.agentURL}, func(c *scheduler.Config) {
+		c.ReplyToAllowed = func(u string) bool { return u == f.replyURL || u == controlQueueURL || u == f.agentURL }
+	})
+	h := scheduler.NewHandler(svc)
+	for _, own := range []string{controlQueueURL, f.agentURL} {
+		f.handleWith(h, f.event(intake("o-own", "payment", own)))
+		f.requireNoOrder("o-own")
+	}
+	require.Empty(t, f.requests(), "nothing reached the agent queue: no request, no status")
+	f.handleWith(h, f.event(intake("o-fine", "payment", f.replyURL)))
+	require.Len(t, f.statuses(), 1, "an allowed queue still gets its status")
+}
+
+// A replyTo given as the allowed queue's ARN, the form the deployment's
+// allow-list is written in, is that queue: the order keeps its URL (§3).
+func TestReplyToAsTheAllowedQueuesARN(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	const arn, url = "arn:aws:sqs:eu-west-1:123456789012:callers", "https://sqs.eu-west-1.amazonaws.com/123456789012/callers"
+	reg, err := registry.Default(stepTimeout)
+	require.NoError(t, err)
+	svc := f.newServiceConfig("s-arn", reg, sas.AgentQueues{Default: f.agentURL}, func(c *scheduler.Config) {
+		c.ReplyToAllowed = func(u string) bool { return u == url }
+	})
+	h := scheduler.NewHandler(svc)
+	f.handleWith(h, f.event(intake("o-arn", "payment", arn)))
+	require.Equal(t, url, f.view("o-arn").Order.ReplyTo)
+	require.Len(t, f.requests(), 1)
+	f.handleWith(h, f.event(intake("o-url", "payment", url)))
+	require.Equal(t, url, f.view("o-url").Order.ReplyTo, "the URL is taken as before")
+
+	f.handleWith(h, f.event(intake("o-badarn", "payment", "arn:aws:sns:eu-west-1:123456789012:callers")))
+	f.requireNoOrder("o-badarn")
+}
