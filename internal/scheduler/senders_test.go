@@ -1,6 +1,9 @@
 package scheduler_test
 
 import (
+	"bytes"
+	"log/slog"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -52,4 +55,33 @@ func TestReplyToAsTheAllowedQueuesARN(t *testing.T) {
 
 	f.handleWith(h, f.event(intake("o-badarn", "payment", "arn:aws:sns:eu-west-1:123456789012:callers")))
 	f.requireNoOrder("o-badarn")
+}
+
+// Every logged copy of what a sender wrote is bounded, not only the status
+// reason: a 10,000-character workflow name made a 10 KB log line (§3).
+func TestLogLinesAreBoundedWhateverTheSenderWrote(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	var buf bytes.Buffer
+	reg, err := registry.Default(stepTimeout)
+	require.NoError(t, err)
+	svc := f.newServiceConfig("s-log", reg, sas.AgentQueues{Default: f.agentURL}, func(c *scheduler.Config) {
+		c.Logger = slog.New(slog.NewJSONHandler(&buf, nil))
+	})
+	h := scheduler.NewHandler(svc)
+	long := strings.Repeat("w", 10_000)
+	f.handleWith(h, f.event(
+		`{"orderId":"o-long","workflow":"`+long+`","replyTo":"`+f.replyURL+`"}`,
+		`{"v":1,"kind":"`+long+`"}`,
+	))
+	ev := f.event(sas.Encode(sas.Compensate{V: sas.MessageVersion, Kind: sas.KindCompensate, OrderID: "o-none", Actor: long}))
+	f.handleWith(h, ev)
+	st := f.statuses()
+	require.Len(t, st, 1)
+	require.Equal(t, sas.StatusRejected, st[0].Status)
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	require.NotEmpty(t, lines)
+	for _, l := range lines {
+		require.Less(t, len(l), 3*sas.MaxReasonBytes, "a log line of %d bytes: %.200s…", len(l), l)
+	}
 }
