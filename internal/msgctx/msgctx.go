@@ -128,4 +128,4 @@ func bound(a slog.Attr) slog.Attr {
 	}
 	return slog.Attr{Key: a.Key, Value: v}
 }
-func (h handler) WithGroup(name string) slog.Handler    { return handler{h.Handler.WithGroup(name)} }
+func (h handler) WithGroup(name string) slog.Handler { return handler{h.Handler.WithGroup(name)} }
