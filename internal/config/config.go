@@ -30,6 +30,11 @@ type Config struct {
 	// function's environment is readable by whoever may read its
 	// configuration.
 	SigningKeySecret, SigningKey string
+	// SigningKeyMaxAge is SAS_SIGNING_KEY_MAX_AGE: how long the scheduler
+	// uses the keys it read from the secret before it reads them again, so
+	// that a rotation or a revocation reaches every warm instance within it.
+	// 0 (unset) is sas.DefaultKeyMaxAge.
+	SigningKeyMaxAge time.Duration
 	// RequireSignedReplies is SAS_REQUIRE_SIGNED_REPLIES, true unless it
 	// says false: replies without a signature are dropped instead of
 	// handled from the store. Every agent built with the SDK echoes the
@@ -143,6 +148,9 @@ func Load(getenv Getenv) (Config, error) {
 		return c, err
 	}
 	if c.WaitLimit, err = durVar(getenv, "SAS_WAIT_LIMIT", 0); err != nil {
+		return c, err
+	}
+	if c.SigningKeyMaxAge, err = durVar(getenv, "SAS_SIGNING_KEY_MAX_AGE", 0); err != nil {
 		return c, err
 	}
 	if err := c.applyDeployment(getenv, file); err != nil {

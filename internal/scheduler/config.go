@@ -47,6 +47,11 @@ type Config struct {
 	// SigningKey signs every agent request and checks the replies' echo;
 	// at least sas.MinSigningKeyBytes, shared by the deployment's schedulers.
 	SigningKey []byte
+	// Signer, when set, is used instead of SigningKey: a deployment's,
+	// which holds the keys still accepted after a rotation and reads them
+	// again when they are older than its maximum age (sas.NewSourcedSigner;
+	// docs/trust.md, "The signing key").
+	Signer *sas.Signer
 	// RequireSignedReplies drops unsigned replies; unset, an unsigned reply's
 	// echo is ignored and the order read (docs/trust.md).
 	RequireSignedReplies bool
@@ -114,8 +119,10 @@ func (c Config) validate() error {
 	} else if err := c.AgentQueues.Check(c.Workflows); err != nil {
 		problems = append(problems, err.Error())
 	}
-	if _, err := sas.NewSigner(c.SigningKey); err != nil {
-		problems = append(problems, err.Error())
+	if c.Signer == nil {
+		if _, err := sas.NewSigner(c.SigningKey); err != nil {
+			problems = append(problems, err.Error())
+		}
 	}
 	if q := c.accountWideReplyTo(); q != "" {
 		problems = append(problems, fmt.Sprintf("ReplyToAllowed allows every queue of the account of %s (a name no allow-list entry would give): name queues, or a name prefix", q))
