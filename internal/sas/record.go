@@ -123,6 +123,27 @@ type Order struct {
 	// about it carries; "" for an order submitted before traces. Not part
 	// of ContentHash: a redelivered intake may carry another.
 	Trace string
+	// Submitter is who sent the intake, as SQS reports it (SubmitterOf its
+	// SenderId): "" when the queue does not say (a local run), and for an
+	// order stored before submitters were recorded. Not part of
+	// ContentHash: an order id is the submitter's, and another sender's
+	// intake under it is told nothing about it (docs/trust.md).
+	Submitter string
+}
+
+// SubmitterOf is the principal an SQS SenderId names: a role's or a user's
+// unique id (AROA…, AIDA…) or an account, without the session name an
+// assumed role's carries (AROA…:i-0abc, AROA…:my-function), which differs
+// between the instances of one application.
+func SubmitterOf(senderID string) string {
+	principal, _, _ := strings.Cut(senderID, ":")
+	return principal
+}
+
+// SameSubmitter reports whether an intake from submitter may act on the
+// order o as its own: it came from o's submitter, or o's is not known.
+func (o Order) SameSubmitter(submitter string) bool {
+	return o.Submitter == "" || o.Submitter == submitter
 }
 
 // ContentHash fingerprints what the submitter asked for, so a redelivered

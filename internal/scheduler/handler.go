@@ -36,7 +36,7 @@ func (s *Service) handleMessage(ctx context.Context, u *outbox.Unit, from Origin
 		// Whatever kind it claims: an application that may write orders
 		// cannot also send replies, retries or compensation requests.
 		// ParseIntake reports the header's problems too, with a reason.
-		return s.intake(ctx, u, body, from.MessageID)
+		return s.intake(ctx, u, body, from)
 	}
 	h, herr := sas.DecodeHeader(body)
 	switch h.Kind {

@@ -85,3 +85,47 @@ func TestLogLinesAreBoundedWhateverTheSenderWrote(t *testing.T) {
 		require.Less(t, len(l), 3*sas.MaxReasonBytes, "a log line of %d bytes: %.200s…", len(l), l)
 	}
 }
+
+// An order id is its submitter's (F-4): another sender reusing it hears
+// nothing about the order, and the order's own replyTo hears nothing from
+// it: no "rejected" for a running order, no "received" again, no request
+// re-sent. The submitter is the SenderId's principal, so the owner's other
+// instances (other session names) are the owner.
+func TestAnOrderIDIsItsSubmitters(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	from := func(sender string, bodies ...string) {
+		t.Helper()
+		ev := f.event(bodies...)
+		for i := range ev.Records {
+			ev.Records[i].Attributes = map[string]string{"SenderId": sender}
+		}
+		require.Empty(t, f.handle(ev))
+	}
+	const owner, ownerAgain, other = "AROAOWNER:i-0abc", "AROAOWNER:i-0def", "AROAEVIL:mallory"
+	body := intake("o-mine", "payment", f.replyURL)
+	from(owner, body)
+	require.Len(t, f.requests(), 1)
+	require.Len(t, f.statuses(), 1)
+	require.Equal(t, "AROAOWNER", f.view("o-mine").Order.Submitter)
+
+	conflicting := `{"orderId":"o-mine","workflow":"payment","payload":{"amount":1},"replyTo":"` + f.replyURL + `"}`
+	from(other, conflicting)
+	from(other, body)
+	require.Empty(t, f.statuses(), "the owner's queue hears nothing from another sender")
+	require.Empty(t, f.requests(), "another sender's duplicate re-sends nothing")
+	require.JSONEq(t, `{"amount":42,"currency":"EUR"}`, string(f.view("o-mine").Order.Payload))
+
+	from(other, `{"orderId":"o-mine","workflow":"payment","payload":{"amount":1},"replyTo":"`+f.otherURL+`"}`)
+	st := f.statusesAt(f.otherURL)
+	require.Len(t, st, 1, "a conflict is still told to the sender's own queue")
+	require.Equal(t, sas.StatusRejected, st[0].Status)
+
+	from(ownerAgain, body)
+	require.Len(t, f.requests(), 1, "the owner's redelivery from another instance re-sends the live request")
+	require.Equal(t, []string{"received#1000"}, statusList(f.statuses()))
+	from(ownerAgain, conflicting)
+	st = f.statuses()
+	require.Len(t, st, 1, "the owner is told of its own conflict")
+	require.Equal(t, sas.StatusRejected, st[0].Status)
+}
