@@ -85,6 +85,17 @@ func testSubmitConflict(t *testing.T, h Harness) {
 	res, err = s.Submit(ctx, sas.SubmitParams{Order: big, Now: T0, PickupBy: at(time.Minute)})
 	require.NoError(t, err, "the same number is the same order")
 	require.False(t, res.Created)
+
+	// The submitter is kept with the order, and is not its content.
+	mine := order("o-mine", 1)
+	mine.Submitter = "AROAOWNER"
+	_, err = s.Submit(ctx, sas.SubmitParams{Order: mine, Now: T0, PickupBy: at(time.Minute)})
+	require.NoError(t, err)
+	require.Equal(t, "AROAOWNER", get(t, s, "o-mine").Order.Submitter)
+	mine.Submitter = "AROAOTHER"
+	res, err = s.Submit(ctx, sas.SubmitParams{Order: mine, Now: T0, PickupBy: at(time.Minute)})
+	require.NoError(t, err, "another sender's same content is the same content (the scheduler tells the senders apart)")
+	require.Equal(t, "AROAOWNER", res.View.Order.Submitter)
 }
 
 func testSubmitConcurrent(t *testing.T, h Harness) {
