@@ -6,13 +6,13 @@ import (
 	"encoding/json"
 	"errors"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/sas-go/sas/internal/clocktest"
+	"github.com/sas-go/sas/internal/keytest"
 	"github.com/sas-go/sas/internal/sas"
 )
 
@@ -75,36 +75,6 @@ func TestBoundReason(t *testing.T) {
 	require.True(t, strings.HasPrefix(long, strings.Split(b, "…")[0]))
 }
 
-// stagedSecret is a Secrets Manager secret's stages, as fromaws reads them.
-type stagedSecret struct {
-	mu                         sync.Mutex
-	current, pending, previous []byte
-	fail                       error
-	reads                      int
-}
-
-func (s *stagedSecret) read(context.Context) (sas.KeyRing, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.reads++
-	if s.fail != nil {
-		return sas.KeyRing{}, s.fail
-	}
-	r := sas.KeyRing{Current: s.current}
-	for _, k := range [][]byte{s.pending, s.previous} {
-		if k != nil {
-			r.Accepted = append(r.Accepted, k)
-		}
-	}
-	return r, nil
-}
-
-func (s *stagedSecret) set(f func(*stagedSecret)) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	f(s)
-}
-
 // A signature names its key; the current key signs, every key of the ring
 // verifies; a v1 signature (before key ids) is checked against each key.
 func TestSignerKeyIDsAndAcceptedKeys(t *testing.T) {
@@ -145,40 +115,40 @@ func TestSourcedSignerRereadsItsKeys(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	k1, k2 := []byte(strings.Repeat("1", 32)), []byte(strings.Repeat("2", 32))
-	secret := &stagedSecret{current: k1}
+	secret := keytest.New(k1)
 	clock := clocktest.New(time.UnixMilli(1_800_000_000_000))
-	s, err := sas.NewSourcedSigner(ctx, secret.read, clock, time.Minute)
+	s, err := sas.NewSourcedSigner(ctx, secret.Read, clock, time.Minute)
 	require.NoError(t, err)
 	f := sas.Signed{OrderID: "o-1", Agent: "a", Attempt: 1}
 	signedBy1 := s.Sign(f)
 
-	secret.set(func(s *stagedSecret) { s.current, s.previous = k2, k1 }) // rotated
+	secret.Rotate(k2)
 	clock.Advance(time.Minute - time.Millisecond)
 	require.NoError(t, s.Refresh(ctx))
 	require.Equal(t, []string{sas.KeyID(k1)}, s.KeyIDs(), "fresh keys are not read again")
-	require.Equal(t, 1, secret.reads)
+	require.Equal(t, 1, secret.Reads())
 	clock.Advance(time.Millisecond)
 	require.NoError(t, s.Refresh(ctx))
 	require.Equal(t, []string{sas.KeyID(k2), sas.KeyID(k1)}, s.KeyIDs(), "read again at its maximum age")
 	require.NoError(t, s.Verify(f, signedBy1))
 
-	secret.set(func(s *stagedSecret) { s.previous = nil }) // the old key revoked
+	secret.RemovePrevious()
 	clock.Advance(time.Minute)
 	require.NoError(t, s.Refresh(ctx))
 	require.ErrorIs(t, s.Verify(f, signedBy1), sas.ErrUnknownKey, "a revoked key is refused within the maximum age")
 
-	secret.set(func(s *stagedSecret) { s.fail = errors.New("secrets manager unavailable") })
+	secret.FailReads(errors.New("secrets manager unavailable"))
 	clock.Advance(time.Minute)
 	require.Error(t, s.Refresh(ctx))
-	reads := secret.reads
+	reads := secret.Reads()
 	require.NoError(t, s.Refresh(ctx), "not tried again at once")
-	require.Equal(t, reads, secret.reads)
+	require.Equal(t, reads, secret.Reads())
 	require.Equal(t, []string{sas.KeyID(k2)}, s.KeyIDs(), "the keys read before are kept")
 	require.NoError(t, s.Verify(f, s.Sign(f)))
-	secret.set(func(s *stagedSecret) { s.fail = nil })
+	secret.FailReads(nil)
 	clock.Advance(30 * time.Second)
 	require.NoError(t, s.Refresh(ctx))
-	require.Equal(t, reads+1, secret.reads, "tried again after keyRetry")
+	require.Equal(t, reads+1, secret.Reads(), "tried again after keyRetry")
 
 	_, err = sas.NewSourcedSigner(ctx, func(context.Context) (sas.KeyRing, error) { return sas.KeyRing{}, errors.New("no") }, clock, 0)
 	require.Error(t, err, "a signer without keys is not made")

@@ -1,44 +1,18 @@
 package scheduler_test
 
 import (
-	"context"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/sas-go/sas/internal/clocktest"
+	"github.com/sas-go/sas/internal/keytest"
 	"github.com/sas-go/sas/internal/registry"
 	"github.com/sas-go/sas/internal/sas"
 	"github.com/sas-go/sas/internal/scheduler"
 )
-
-// secretStages is the signing key's secret as Secrets Manager stages it
-// (fromaws.SigningKeys reads the same three stages).
-type secretStages struct {
-	mu                         sync.Mutex
-	current, pending, previous []byte
-}
-
-func (s *secretStages) read(context.Context) (sas.KeyRing, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	r := sas.KeyRing{Current: s.current}
-	for _, k := range [][]byte{s.pending, s.previous} {
-		if k != nil {
-			r.Accepted = append(r.Accepted, k)
-		}
-	}
-	return r, nil
-}
-
-func (s *secretStages) set(f func(*secretStages)) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	f(s)
-}
 
 // The rotation docs/trust.md gives ("The signing key"), on two warm
 // instances whose keys age apart: at no step does either drop a reply to a
@@ -49,12 +23,12 @@ func TestKeyRotationDropsNoReplyAndRevokes(t *testing.T) {
 	f := newFixture(t)
 	const maxAge = time.Minute
 	k1, k2 := []byte(strings.Repeat("1", 32)), []byte(strings.Repeat("2", 32))
-	secret := &secretStages{current: k1}
+	secret := keytest.New(k1)
 	reg, err := registry.Default(stepTimeout)
 	require.NoError(t, err)
 	clockB := clocktest.New(t0) // B's keys age on a clock of their own
 	instance := func(id string, clock sas.Clock) *scheduler.Handler {
-		signer, err := sas.NewSourcedSigner(f.ctx, secret.read, clock, maxAge)
+		signer, err := sas.NewSourcedSigner(f.ctx, secret.Read, clock, maxAge)
 		require.NoError(t, err)
 		return scheduler.NewHandler(f.newServiceConfig(id, reg, sas.AgentQueues{Default: f.agentURL}, func(c *scheduler.Config) {
 			c.Signer, c.RequireSignedReplies = signer, true
@@ -77,7 +51,7 @@ func TestKeyRotationDropsNoReplyAndRevokes(t *testing.T) {
 	require.Equal(t, sas.KeyID(k1), keyOf(before))
 
 	// 1. The new key is put as AWSPENDING: accepted, not yet signing.
-	secret.set(func(s *secretStages) { s.pending = k2 })
+	secret.PutPending(k2)
 	f.clock.Advance(maxAge)
 	pending := submit(a, "o-pending")
 	require.Equal(t, sas.KeyID(k1), keyOf(pending), "a pending key does not sign")
@@ -85,7 +59,7 @@ func TestKeyRotationDropsNoReplyAndRevokes(t *testing.T) {
 	// 2. After the maximum age, AWSCURRENT moves to it; the old key becomes
 	// AWSPREVIOUS. A re-reads at once, B not yet: each accepts the other's.
 	f.clock.Advance(maxAge)
-	secret.set(func(s *secretStages) { s.current, s.pending, s.previous = k2, nil, k1 })
+	secret.Promote()
 	clockB.Advance(maxAge) // B read the pending key at step 1
 	rotated := submit(a, "o-rotated")
 	require.Equal(t, sas.KeyID(k2), keyOf(rotated))
@@ -102,7 +76,7 @@ func TestKeyRotationDropsNoReplyAndRevokes(t *testing.T) {
 	old, err := sas.NewSigner(k1)
 	require.NoError(t, err)
 	stale.Sig = old.Sign(stale.Signed()) // a reply under the old key, as a thief of it would sign
-	secret.set(func(s *secretStages) { s.previous = nil })
+	secret.RemovePrevious()
 	f.clock.Advance(maxAge)
 	clockB.Advance(maxAge)
 	require.False(t, answered(a, stale), "A refuses the revoked key")
