@@ -406,6 +406,7 @@ func (st *Store) Resubmit(ctx context.Context, p sas.ResubmitParams) (sas.StepRe
 	failedAt(&u, p.Attempt)
 	u.set(attrState, s(string(sas.Pending)))
 	u.set(attrFailureCount, ni(0))
+	u.set(attrAttempt, ni(next.Attempt))
 	u.set(attrGeneration, ni(next.Generation))
 	u.set(attrRefused, boolean(false))
 	u.remove(attrFailedBy)

@@ -110,7 +110,7 @@ func (a *App) resubmitOne(ctx context.Context, r sas.StepRecord) error {
 	now := a.Clock.Now()
 	rec, err := a.Store.Resubmit(ctx, sas.ResubmitParams{Key: r.Key(), Attempt: r.Attempt, Now: now,
 		PickupBy: now.Add(a.PickupTimeout), Actor: a.Actor, Reason: "resubmitted by operator"})
-	if own, ok := sas.OwnWrite(err, a.Actor, now, sas.Pending, r.Attempt); ok {
+	if own, ok := sas.OwnWrite(err, a.Actor, now, sas.Pending, r.Attempt+1); ok { // a resubmit moves the attempt on
 		rec, err = own, nil // committed; the SDK's retry lost to it
 	}
 	if err != nil {

@@ -120,7 +120,7 @@ func TestResubmitOneAndBulk(t *testing.T) {
 	require.Len(t, bodies, 1)
 	var r sas.Retry
 	require.NoError(t, json.Unmarshal([]byte(bodies[0]), &r))
-	require.Equal(t, sas.Retry{V: 1, Kind: sas.KindRetry, OrderID: "o-a", Step: 0, Attempt: 1, Reason: "resubmitted by operator:test"}, r)
+	require.Equal(t, sas.Retry{V: 1, Kind: sas.KindRetry, OrderID: "o-a", Step: 0, Attempt: 2, Reason: "resubmitted by operator:test"}, r, "a resubmit moves the attempt on")
 	require.ErrorIs(t, f.app.Run(ctx, []string{"resubmit", "o-a"}), sas.ErrNotFound, "nothing left in Error")
 
 	f.out.Reset()

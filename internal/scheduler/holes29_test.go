@@ -1,12 +1,14 @@
 package scheduler_test
 
 import (
+	"context"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/sas-go/sas/internal/sas"
+	"github.com/sas-go/sas/internal/scheduler"
 )
 
 // The protocol holes of issue 29 §1, each replayed as its sequence against
@@ -64,4 +66,135 @@ func TestN1AHandedBackRequestOfANewGenerationIsSentAgain(t *testing.T) {
 	require.Equal(t, req.Sig, again[0].Sig, "the same request, under the same signature")
 	f.deliver(done(again[0]))
 	require.Equal(t, []sas.ProcessState{sas.Processed}, f.states("o-n1"))
+}
+
+// N5: two events never share an id. A refused step is alerted (and its
+// failure posted); an operator resubmits it; the supervisor gives the
+// resubmitted step up before any scheduler claimed it (its pick-up
+// deadline passed). That give-up is another event: its alert and its
+// failure status must not carry the refusal's id and sequence number, or a
+// pipeline that drops repeats by id never pages it.
+func TestN5AGiveUpAfterAResubmitIsANewEvent(t *testing.T) {
+	t.Parallel()
+	f := notifyFixture(t)
+	f.deliver(intake("o-n5", "notify", f.replyURL))
+	f.statuses()
+	f.deliver(reply(f.request(), sas.OutcomeFailed, "card expired"))
+	alerts := f.alerts.all()
+	require.Len(t, alerts, 1)
+	failed := f.statuses()
+	require.Len(t, failed, 1)
+
+	f.resubmit("o-n5", 0)
+	f.clock.Advance(2 * time.Minute) // past the pick-up deadline, no retry ever came
+	gaveUp := f.giveUp("o-n5", 0)
+	require.Equal(t, sas.Error, gaveUp.ProcessState)
+	owed := gaveUp.OwedAlert("supervisor")
+	require.NotEqual(t, alerts[0].ID, owed.ID, "the give-up is not the refusal")
+
+	// The compensate the give-up owes tells the submitter of the failure.
+	f.deliver(compensateMsg("o-n5"))
+	again := f.statuses()
+	require.Len(t, again, 1)
+	require.Equal(t, sas.StatusFailed, again[0].Status)
+	require.NotEqual(t, failed[0].Sequence, again[0].Sequence, "a second failure, a second sequence number")
+}
+
+// resubmittedAndDone makes an operator's resubmit of a refused step, and
+// the resubmitted step's success, land right after the scheduler reads
+// the order to plan the refusal's compensation: when the plan's claim is
+// made, the order is Processed.
+// With afterNote, it lands right after a late success's NoteEffect
+// instead, before the read that follows it.
+type resubmittedAndDone struct {
+	sas.StateStore
+	clock     interface{ Now() time.Time }
+	step      int
+	afterNote bool
+	done      bool
+}
+
+func (s *resubmittedAndDone) GetOrder(ctx context.Context, id string) (sas.OrderView, error) {
+	v, err := s.StateStore.GetOrder(ctx, id)
+	if err != nil || s.afterNote || s.done || len(v.Steps) <= s.step || v.Steps[s.step].ProcessState != sas.Error {
+		return v, err
+	}
+	return v, s.resubmitAndComplete(ctx, v.Steps[s.step])
+}
+
+func (s *resubmittedAndDone) NoteEffect(ctx context.Context, p sas.NoteEffectParams) (sas.StepRecord, error) {
+	r, err := s.StateStore.NoteEffect(ctx, p)
+	if err != nil || !s.afterNote || s.done || p.Key.Step != s.step || r.ProcessState != sas.Error {
+		return r, err
+	}
+	return r, s.resubmitAndComplete(ctx, r)
+}
+
+func (s *resubmittedAndDone) resubmitAndComplete(ctx context.Context, r sas.StepRecord) error {
+	s.done = true
+	now := s.clock.Now()
+	res, err := s.StateStore.Resubmit(ctx, sas.ResubmitParams{Key: r.Key(), Attempt: r.Attempt, Now: now, PickupBy: now.Add(time.Minute), Actor: "operator"})
+	if err != nil {
+		return err
+	}
+	c, err := s.StateStore.Claim(ctx, sas.ClaimParams{Key: r.Key(), Attempt: res.Attempt, Owner: "scheduler-2", Now: now, CompleteBy: now.Add(time.Minute)})
+	if err != nil {
+		return err
+	}
+	_, err = s.StateStore.Complete(ctx, sas.CompleteParams{Key: r.Key(), Owner: "scheduler-2", Attempt: c.Attempt, Now: now})
+	return err
+}
+
+// N2: a compensation starts only from a state that still calls for it,
+// checked in the same write. The ship step is refused; its handler reads
+// the order to plan the compensation (undo the charge, then the
+// reservation); meanwhile an operator resubmits the ship step and it
+// completes. The undo claim, fenced on the order as read, loses; the plan
+// made again finds no failed step, so nothing is undone: the order is
+// Processed, and stays so.
+func TestN2NoCompensationOfAnOrderThatCompletedMeanwhile(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	st := &resubmittedAndDone{StateStore: f.calls, clock: f.clock, step: 2}
+	svc := f.newServiceConfig(owner, mustDefault(t), sas.AgentQueues{Default: f.agentURL}, func(c *scheduler.Config) { c.Store = st })
+	f.h = scheduler.NewHandler(svc)
+
+	ship := f.runForward("o-n2", "order", 2)
+	require.Equal(t, 2, ship.Step)
+	f.deliver(reply(ship, sas.OutcomeFailed, "no carrier"))
+	require.True(t, st.done, "the resubmitted ship step completed between the plan's read and its claim")
+	for _, r := range f.requests() {
+		require.False(t, r.Compensation, "no undo of a completed order: %+v", r)
+	}
+	require.Equal(t, []sas.ProcessState{sas.Processed, sas.Processed, sas.Processed}, f.states("o-n2"))
+}
+
+// N2, the late-success path: the reservation is refused and its handler
+// dies before compensating (its alert fails); the twin delivery's success
+// arrives late and is noted (UndoOwed) on the step in Error; between that
+// write and the read that plans the compensation, an operator resubmits
+// the step (under the same key, its effect may exist) and it completes.
+// The plan finds no failed step: the reservation is not undone under an
+// order that runs on.
+func TestN2NoCompensationAfterALateSuccessOfAResubmittedStep(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	st := &resubmittedAndDone{StateStore: f.calls, clock: f.clock, step: 0, afterNote: true}
+	svc := f.newServiceConfig(owner, mustDefault(t), sas.AgentQueues{Default: f.agentURL}, func(c *scheduler.Config) { c.Store = st })
+	f.h = scheduler.NewHandler(svc)
+
+	f.deliver(intake("o-n2l", "order", f.replyURL))
+	reserve := f.request()
+	f.alerts.mu.Lock()
+	f.alerts.fail = 1
+	f.alerts.mu.Unlock()
+	require.Len(t, f.handle(f.event(reply(reserve, sas.OutcomeFailed, "no stock (not stored)"))), 1, "the refusal's handler fails")
+	require.Equal(t, sas.Error, f.step("o-n2l", 0).ProcessState)
+
+	f.deliver(done(reserve)) // the twin's success, late
+	require.True(t, st.done, "the resubmitted reservation completed between the note and the plan's read")
+	for _, r := range f.requests() {
+		require.False(t, r.Compensation, "no undo of a step that completed: %+v", r)
+	}
+	require.Equal(t, []sas.ProcessState{sas.Processed, sas.Pending, sas.Pending}, f.states("o-n2l"))
 }
