@@ -2,10 +2,17 @@ package scheduler_test
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
+	"maps"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/aws/aws-lambda-go/events"
 	"github.com/stretchr/testify/require"
+
+	"github.com/sas-go/sas/internal/memqueue"
 
 	"github.com/sas-go/sas/internal/sas"
 	"github.com/sas-go/sas/internal/scheduler"
@@ -197,4 +204,102 @@ func TestN2NoCompensationAfterALateSuccessOfAResubmittedStep(t *testing.T) {
 		require.False(t, r.Compensation, "no undo of a step that completed: %+v", r)
 	}
 	require.Equal(t, []sas.ProcessState{sas.Processed, sas.Pending, sas.Pending}, f.states("o-n2l"))
+}
+
+// renewalFixture is a scheduler whose control and scheduler queues are
+// real (in memory), so that renewed copies can be read back.
+func renewalFixture(t *testing.T) (f *fixture, h *scheduler.Handler, control, sched string) {
+	t.Helper()
+	f = newFixture(t)
+	mk := func(name string) string {
+		q, err := f.q.CreateQueue(f.ctx, memqueue.CreateQueueParams{Name: name})
+		require.NoError(t, err)
+		return q.URL
+	}
+	control, sched = mk("sas-control"), mk("sas-scheduler")
+	svc := f.newServiceConfig(owner, mustDefault(t), sas.AgentQueues{Default: f.agentURL}, func(c *scheduler.Config) {
+		c.ControlQueueURL, c.SchedulerQueueURL = control, sched
+	})
+	return f, scheduler.NewHandler(svc), control, sched
+}
+
+// onReceive is body as the queue named delivers it for the receives-th time.
+func onReceive(queue, body, receives string) events.SQSEvent {
+	return events.SQSEvent{Records: []events.SQSMessage{{
+		MessageId: "m-" + receives, Body: body, EventSource: "aws:sqs",
+		EventSourceARN: "arn:aws:sqs:eu-west-1:123456789012:" + queue,
+		Attributes:     map[string]string{"ApproximateReceiveCount": receives, "SenderId": "AROAEXAMPLE:supervisor"},
+	}}}
+}
+
+// N6: a compensate on the control queue that fails through a store outage
+// is renewed before the dead-letter queue, as intake and scheduler-queue
+// messages are, and handled once the store is back.
+func TestN6AControlMessageIsRenewedBeforeTheDLQ(t *testing.T) {
+	t.Parallel()
+	f, h, control, _ := renewalFixture(t)
+	f.deliver(intake("o-n6", "payment", f.replyURL))
+	f.deliver(reply(f.request(), sas.OutcomeFailed, "declined"))
+	f.requests()
+	f.store.mu.Lock()
+	f.store.fail["o-n6"] = errors.New("dynamodb: service unavailable")
+	f.store.mu.Unlock()
+
+	body := compensateMsg("o-n6")
+	require.Len(t, f.handleWith(h, onReceive("sas-control", body, "2")), 1, "the outage fails it")
+	require.Empty(t, f.handleWith(h, onReceive("sas-control", body, "4")), "its last receives: acknowledged once renewed")
+	copies := f.drain(control)
+	require.Len(t, copies, 1, "a fresh copy on the control queue")
+	require.Contains(t, copies[0], `"sasSender":"AROAEXAMPLE:supervisor"`, "who sent it first, for the compensate's actor")
+
+	f.store.mu.Lock()
+	delete(f.store.fail, "o-n6")
+	f.store.mu.Unlock()
+	require.Empty(t, f.handleWith(h, onReceive("sas-control", copies[0], "1")), "the copy is handled as the compensate it is")
+}
+
+// F-8: the renewal count is the scheduler's, signed: a sender that writes
+// its own (a negative one, to be renewed for ever, or one with a made-up
+// signature) gets no renewal, and its message goes the way of any failing
+// message; the scheduler's own copies are renewed MaxRenewals times.
+func TestF8ASenderCannotSetTheRenewalCount(t *testing.T) {
+	t.Parallel()
+	f, h, _, sched := renewalFixture(t)
+	bare := sas.Encode(sas.AgentReply{V: sas.MessageVersion, Kind: sas.KindAgentReply, OrderID: "o-none", Step: 0, Attempt: 1, LockedBy: "x", Outcome: sas.OutcomeDone})
+	var m map[string]json.RawMessage
+	require.NoError(t, json.Unmarshal([]byte(bare), &m))
+	for name, fields := range map[string]map[string]string{
+		"negative":         {"sasRenewals": "-1000000"},
+		"unsigned":         {"sasRenewals": "0"},
+		"made-up":          {"sasRenewals": "1", "sasRenewalSig": `"v1.AAAA"`},
+		"another's copy":   {"sasRenewals": "1", "sasRenewalSig": `"v1.` + strings.Repeat("A", 43) + `"`},
+		"beyond the bound": {"sasRenewals": "99"},
+	} {
+		forged := maps.Clone(m)
+		for k, v := range fields {
+			forged[k] = json.RawMessage(v)
+		}
+		b, err := json.Marshal(forged)
+		require.NoError(t, err)
+		require.Empty(t, f.handleWith(h, onReceive("sas-scheduler", string(b), "4")), name)
+		require.Empty(t, f.drain(sched), "%s: not renewed", name)
+	}
+
+	body := bare
+	for n := 1; n <= scheduler.MaxRenewals; n++ {
+		require.Empty(t, f.handleWith(h, onReceive("sas-scheduler", body, "4")))
+		copies := f.drain(sched)
+		require.Len(t, copies, 1, "renewal %d", n)
+		body = copies[0]
+		if n == 1 {
+			// The first sender is signed with the count: rewritten, the
+			// copy is renewed no more.
+			rewritten := strings.Replace(body, `"sasSender":"AROAEXAMPLE:supervisor"`, `"sasSender":"AROAEXAMPLE:operator"`, 1)
+			require.NotEqual(t, body, rewritten)
+			require.Empty(t, f.handleWith(h, onReceive("sas-scheduler", rewritten, "4")))
+			require.Empty(t, f.drain(sched), "a rewritten sender: not renewed")
+		}
+	}
+	require.Empty(t, f.handleWith(h, onReceive("sas-scheduler", body, "4")))
+	require.Empty(t, f.drain(sched), "renewed MaxRenewals times: handled as it is")
 }
