@@ -54,6 +54,12 @@ func (a *App) resubmit(ctx context.Context, args []string) error {
 			}
 			continue
 		}
+		if cur, err := a.Store.GetStep(ctx, r.Key()); err == nil && sas.NewKeyOnResubmit(cur) {
+			// A refusal is not proof of no effect: the operator hears which
+			// key may carry a twin's effect, before and as it happens (the
+			// record read whole: a listing's may not say it was refused).
+			fmt.Fprintf(a.Out, "note: %s\n", sas.ResubmitKeyNote(cur.OrderID, cur.Step, cur.Generation+1))
+		}
 		if *dry {
 			fmt.Fprintf(a.Out, "would resubmit %s step %d (%s): %s\n", r.OrderID, r.Step, r.StepName, dash(r.LastError))
 			continue

@@ -303,3 +303,34 @@ func TestF8ASenderCannotSetTheRenewalCount(t *testing.T) {
 	require.Empty(t, f.handleWith(h, onReceive("sas-scheduler", body, "4")))
 	require.Empty(t, f.drain(sched), "renewed MaxRenewals times: handled as it is")
 }
+
+// N4: a resubmit of a refused step runs it under a new key, and a refusal
+// is not proof of no effect. When the resubmitted step completes, its
+// order stands with an effect under the new key and, if a twin of the
+// refused request succeeded, one under the old key that nothing undoes:
+// an operator is told, once per generation (docs/decisions.md). A step
+// that never changed keys is not alerted on.
+func TestN4ACompletedNewGenerationIsAlerted(t *testing.T) {
+	t.Parallel()
+	f := notifyFixture(t)
+	f.deliver(intake("o-n4", "notify", ""))
+	f.deliver(reply(f.request(), sas.OutcomeFailed, "card expired"))
+	require.Len(t, f.alerts.all(), 1, "the refusal")
+	got := f.resubmit("o-n4", 0)
+	f.deliver(retryMsg("o-n4", 0, got.Attempt))
+	req := f.request()
+	require.Equal(t, "o-n4:0:g1", req.IdempotencyKey)
+	f.deliver(done(req))
+	alerts := f.alerts.all()
+	require.Len(t, alerts, 2)
+	require.Equal(t, "o-n4/0/regen/g1", alerts[1].ID)
+	require.Contains(t, alerts[1].Reason, "after it was refused under o-n4:0")
+	f.deliver(done(req)) // redelivered: the same event, the same id
+	require.Equal(t, alerts[1].ID, f.alerts.all()[len(f.alerts.all())-1].ID)
+
+	f.deliver(intake("o-n4b", "notify", ""))
+	f.deliver(done(f.request()))
+	for _, a := range f.alerts.all() {
+		require.NotEqual(t, "o-n4b", a.OrderID, "a step under its first key is not alerted on")
+	}
+}
