@@ -45,6 +45,7 @@ const (
 	attrContentHash = "ContentHash"
 	attrVersion     = "Version"
 	attrTrace       = "Trace" // the order's trace context (sas.Order.Trace)
+	attrSubmitter   = "Submitter"
 	attrDefinition  = "Definition"
 )
 
@@ -165,6 +166,9 @@ func orderItem(o sas.Order) map[string]av {
 	}
 	if o.ReplyTo != "" {
 		it[attrReplyTo] = s(o.ReplyTo)
+	}
+	if o.Submitter != "" {
+		it[attrSubmitter] = s(o.Submitter)
 	}
 	if o.Priority != 0 {
 		it[attrPriority] = ni(o.Priority)
@@ -299,6 +303,7 @@ func decodeOrder(it map[string]av) (sas.Order, string, error) {
 		Version:   d.str(attrVersion),
 		CreatedAt: d.time(attrCreatedAt),
 		Trace:     d.str(attrTrace),
+		Submitter: d.str(attrSubmitter),
 	}
 	if p := d.str(attrPayload); p != "" {
 		o.Payload = json.RawMessage(p)

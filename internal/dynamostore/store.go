@@ -110,7 +110,7 @@ func (st *Store) Submit(ctx context.Context, p sas.SubmitParams) (sas.SubmitResu
 	}
 	if r := tce.CancellationReasons[0]; aws.ToString(r.Code) == "ConditionalCheckFailed" {
 		_, hash, derr := decodeOrder(r.Item)
-		if derr == nil && hash != "" && hash != o.ContentHash() {
+		if derr == nil && hash != "" && !o.SameContent(hash) {
 			return sas.SubmitResult{}, fmt.Errorf("submitting order %s: %w", o.OrderID, sas.ErrOrderConflict)
 		}
 		view, gerr := st.GetOrder(ctx, o.OrderID)

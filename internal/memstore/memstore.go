@@ -68,7 +68,7 @@ func (s *Store) Submit(_ context.Context, p sas.SubmitParams) (sas.SubmitResult,
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if h, ok := s.hashes[o.OrderID]; ok {
-		if h != o.ContentHash() {
+		if !o.SameContent(h) {
 			return sas.SubmitResult{}, fmt.Errorf("submitting order %s: %w", o.OrderID, sas.ErrOrderConflict)
 		}
 		return sas.SubmitResult{Created: false, View: s.viewLocked(o.OrderID)}, nil

@@ -357,6 +357,10 @@ func ParseIntake(body []byte, rules IntakeRules) (Intake, error) {
 		n := len(in.ReplyTo)
 		in.ReplyTo = "" // nobody to tell: a queue URL is never that long
 		return in, &ValidationError{Field: "replyTo", Reason: fmt.Sprintf("%d bytes: must be at most %d bytes", n, MaxReplyToBytes)}
+	case strings.HasPrefix(in.ReplyTo, "arn:") && !in.replyToFromARN():
+		bad := in.ReplyTo
+		in.ReplyTo = ""
+		return in, &ValidationError{Field: "replyTo", Reason: fmt.Sprintf("%q is not an SQS queue ARN (arn:<partition>:sqs:<region>:<account>:<name>): give the queue's ARN or its URL", bad)}
 	case in.ReplyTo != "" && (rules.ReplyToAllowed == nil || !rules.ReplyToAllowed(in.ReplyTo)):
 		bad := in.ReplyTo
 		in.ReplyTo = "" // never post to a queue the deployment does not allow
@@ -377,6 +381,26 @@ func ParseIntake(body []byte, rules IntakeRules) (Intake, error) {
 	}
 	in.V, in.Kind = MessageVersion, KindIntake
 	return in, nil
+}
+
+// replyToFromARN replaces a replyTo given as a queue's ARN, the form the
+// deployment's allow-list is written in (docs/deploy.md), with the queue's
+// URL, which the allow-list is checked against and statuses are sent to.
+func (in *Intake) replyToFromARN() bool {
+	url, ok := QueueURLFromARN(in.ReplyTo)
+	if ok {
+		in.ReplyTo = url
+	}
+	return ok
+}
+
+// ReplyQueueURL is replyTo as statuses are sent to it: a queue's ARN
+// becomes its URL (QueueURLFromARN); anything else is kept as it is.
+func ReplyQueueURL(replyTo string) string {
+	if url, ok := QueueURLFromARN(replyTo); ok {
+		return url
+	}
+	return replyTo
 }
 
 // MaxNesting is how deep JSON may nest in a message: Go's decoder refuses

@@ -40,9 +40,13 @@ func New(cfg Config) (*Service, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	signer, err := sas.NewSigner(cfg.SigningKey)
-	if err != nil {
-		return nil, fmt.Errorf("configuring the scheduler: %w", err)
+	cfg.ReplyToAllowed = replyToAllowed(cfg.ReplyToAllowed, cfg.ownQueues())
+	signer := cfg.Signer
+	if signer == nil {
+		var err error
+		if signer, err = sas.NewSigner(cfg.SigningKey); err != nil {
+			return nil, fmt.Errorf("configuring the scheduler: %w", err)
+		}
 	}
 	// Every line logged with a message's context names the message and
 	// its order's trace (internal/msgctx).
