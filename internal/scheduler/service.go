@@ -91,6 +91,11 @@ type order struct {
 	ord   sas.Order
 	wf    sas.Workflow
 	steps []sas.StepRecord // nil until read
+	// known are the results of the steps before knownEnd when the records
+	// were not read: a first step's done reply knows all its successor
+	// needs (results.go).
+	known    sas.Results
+	knownEnd int
 }
 
 func (o order) id() string { return o.ord.OrderID }
@@ -149,14 +154,27 @@ func live(r sas.StepRecord, now time.Time) bool {
 }
 
 // dispatch adds the agent request for a claimed step (or undo) to u.
-func (s *Service) dispatch(ctx context.Context, u *outbox.Unit, o sas.Order, def sas.StepDef, r sas.StepRecord) {
+func (s *Service) dispatch(ctx context.Context, u *outbox.Unit, o order, def sas.StepDef, r sas.StepRecord) {
 	s.dispatchAfter(ctx, u, o, def, r, 0)
 }
 
 // dispatchAfter is dispatch with the request delayed by wait (an attempt
 // after a failed one waits out its retry interval in the agent queue).
-func (s *Service) dispatchAfter(ctx context.Context, u *outbox.Unit, o sas.Order, def sas.StepDef, r sas.StepRecord, wait time.Duration) {
+//
+// The request carries the results of the steps before r (and, for an
+// undo, r's own), from o's records or, when o has none that say, read
+// (results.go). Should that read fail, nothing is sent: the step is
+// claimed, and the supervisor re-drives it at its deadline, as after a
+// failed send.
+func (s *Service) dispatchAfter(ctx context.Context, u *outbox.Unit, oo order, def sas.StepDef, r sas.StepRecord, wait time.Duration) {
 	undo := r.ProcessState == sas.Compensating
+	results, err := s.resultsFor(ctx, &oo, r.Step, undo)
+	if err != nil {
+		s.log.ErrorContext(ctx, "request not sent: the results it carries could not be read; the supervisor re-drives the step",
+			"order", oo.id(), "step", r.Step, "attempt", r.Attempt, "error", err)
+		return
+	}
+	o := oo.ord
 	action := def.Action
 	if undo {
 		action = def.Undo
@@ -182,6 +200,7 @@ func (s *Service) dispatchAfter(ctx context.Context, u *outbox.Unit, o sas.Order
 		// and in the order's lane.
 		Action: action, Priority: o.Priority, Version: o.Version, Tries: def.Tries,
 		Generation: r.Generation,
+		Results:    results,
 		// A failed attempt is reported, not left for redelivery, and the
 		// step's retry policy applies (transient.go).
 		TransientOutcome: true, NonRetryable: def.NonRetryableFor(undo),
