@@ -106,7 +106,9 @@ func (s *Service) reply(ctx context.Context, u *outbox.Unit, rep sas.AgentReply)
 		// The attempt ran and failed: counted now (transient.go).
 		return s.transient(ctx, u, o, rep, now)
 	}
-	effect := false
+	// An agent that could not carry its step's result says so: a failure
+	// whose effect happened (its undo is owed).
+	effect := rep.Outcome == sas.OutcomeFailed && rep.ErrorType == sas.ErrorResultTooLarge && !undo
 	if rep.Outcome == sas.OutcomeDone && !undo {
 		// A result over its bounds fails its step, whose effect happened
 		// (results.go): as a failed reply, so that a duplicate of it is
