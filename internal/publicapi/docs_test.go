@@ -33,6 +33,21 @@ func TestDocumentedStates(t *testing.T) {
 	require.Equal(t, sas.States, documented)
 }
 
+// docs/state-store.md names every state an order can be in (a step's, and
+// Rejected), in the code's order.
+func TestDocumentedOrderStates(t *testing.T) {
+	t.Parallel()
+	b, err := os.ReadFile(filepath.Join(root(t), "docs", "state-store.md"))
+	require.NoError(t, err)
+	m := regexp.MustCompile("an order state \\(([^)]*)\\)").FindSubmatch(b)
+	require.NotNil(t, m, "docs/state-store.md lists the order states as an order state (A | B | …)")
+	var documented []sas.ProcessState
+	for _, s := range strings.Split(strings.Join(strings.Fields(string(m[1])), " "), " | ") {
+		documented = append(documented, sas.ProcessState(s))
+	}
+	require.Equal(t, sas.OrderStates, documented)
+}
+
 // docs/intake.md's table of intake fields is the JSON of sas.Intake.
 func TestDocumentedIntakeFields(t *testing.T) {
 	t.Parallel()
