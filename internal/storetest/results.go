@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
@@ -54,6 +55,19 @@ func testResults(t *testing.T, h Harness) {
 	require.Equal(t, sas.Compensated, got.ProcessState)
 	require.Equal(t, `{"bookingId":"B-1","seats":["12A","12B"]}`, string(got.Result))
 	require.Equal(t, sas.Rejected, get(t, s, "o-res").State(), "compensated after a rejection")
+
+	// The largest result a step may have (in multi-byte characters) is
+	// stored and read back as written.
+	submit(t, s, "o-res-big", 1)
+	kb := key("o-res-big", 0)
+	claim(t, s, kb, 0, "a", T0, at(time.Minute))
+	big := json.RawMessage(`"` + strings.Repeat("é", (sas.MaxResultBytes-2)/2) + `"`)
+	require.Len(t, big, sas.MaxResultBytes)
+	_, err = s.Complete(ctx, sas.CompleteParams{Key: kb, Owner: "a", Attempt: 1, Now: at(time.Second), Result: big})
+	require.NoError(t, err)
+	got, err = s.GetStep(ctx, kb)
+	require.NoError(t, err)
+	require.Equal(t, string(big), string(got.Result))
 }
 
 // testFailedWithEffect: a step whose effect happened but whose result was
