@@ -260,7 +260,7 @@ func (s *Server) orders(w http.ResponseWriter, r *http.Request) {
 		next = "/orders?" + v.Encode()
 	}
 	states := []string{}
-	for _, st := range []sas.ProcessState{sas.Pending, sas.Processing, sas.Processed, sas.Error, sas.Compensating, sas.Compensated, sas.CompensationFailed} {
+	for _, st := range sas.OrderStates {
 		states = append(states, string(st))
 	}
 	s.render(w, "orders", "Orders", true, struct {
