@@ -167,14 +167,30 @@ func (s *Service) dispatch(ctx context.Context, u *outbox.Unit, o order, def sas
 // claimed, and the supervisor re-drives it at its deadline, as after a
 // failed send.
 func (s *Service) dispatchAfter(ctx context.Context, u *outbox.Unit, oo order, def sas.StepDef, r sas.StepRecord, wait time.Duration) {
-	undo := r.ProcessState == sas.Compensating
-	results, err := s.resultsFor(ctx, &oo, r.Step, undo)
+	results, err := s.resultsFor(ctx, &oo, r.Step, r.ProcessState == sas.Compensating)
 	if err != nil {
 		s.log.ErrorContext(ctx, "request not sent: the results it carries could not be read; the supervisor re-drives the step",
 			"order", oo.id(), "step", r.Step, "attempt", r.Attempt, "error", err)
 		return
 	}
 	o := oo.ord
+	req := s.request(o, def, r)
+	req.Results = results // not signed: read from the records, never echoed
+	u.Send(outbox.Message{
+		QueueURL: s.cfg.AgentQueues.URL(def.Agent, o.Priority), Body: sas.Encode(req), Delay: wait,
+		What: fmt.Sprintf("the request for step %s attempt %d", r.Key(), r.Attempt),
+	})
+	s.log.InfoContext(ctx, "step dispatched", "order", o.OrderID, "step", r.Step, "stepName", def.Name,
+		"attempt", r.Attempt, "compensation", req.Compensation, "completeBy", r.CompleteBy)
+}
+
+// request is the signed agent request for a claimed step (or undo): the
+// one definition of what the scheduler sends for an attempt, which the
+// check of a handed-back request (requeueAuthentic) rebuilds, so that no
+// signed field can be left out of one of them. The results it carries are
+// added by dispatchAfter (they are not signed).
+func (s *Service) request(o sas.Order, def sas.StepDef, r sas.StepRecord) sas.AgentRequest {
+	undo := r.ProcessState == sas.Compensating
 	action := def.Action
 	if undo {
 		action = def.Undo
@@ -200,7 +216,6 @@ func (s *Service) dispatchAfter(ctx context.Context, u *outbox.Unit, oo order, d
 		// and in the order's lane.
 		Action: action, Priority: o.Priority, Version: o.Version, Tries: def.Tries,
 		Generation: r.Generation,
-		Results:    results,
 		// A failed attempt is reported, not left for redelivery, and the
 		// step's retry policy applies (transient.go).
 		TransientOutcome: true, NonRetryable: def.NonRetryableFor(undo),
@@ -214,12 +229,7 @@ func (s *Service) dispatchAfter(ctx context.Context, u *outbox.Unit, oo order, d
 		}
 	}
 	s.sign(&req) // so that the reply's echo can be believed (trust.go)
-	u.Send(outbox.Message{
-		QueueURL: s.cfg.AgentQueues.URL(def.Agent, o.Priority), Body: sas.Encode(req), Delay: wait,
-		What: fmt.Sprintf("the request for step %s attempt %d", r.Key(), r.Attempt),
-	})
-	s.log.InfoContext(ctx, "step dispatched", "order", o.OrderID, "step", r.Step, "stepName", def.Name,
-		"attempt", r.Attempt, "compensation", undo, "completeBy", r.CompleteBy)
+	return req
 }
 
 // alert adds an operator alert about a step that needs a person to u. id

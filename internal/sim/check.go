@@ -103,6 +103,7 @@ func (w *World) final() {
 	}
 	w.checkAlerts()
 	w.checkRejectionsUnpaged()
+	w.checkOneEventPerID()
 	w.checkForged()
 	for _, q := range w.queues {
 		if q.dlq != nil && len(q.dlq.msgs) > 0 {

@@ -65,6 +65,8 @@ func TestChecksCatchPlantedBugs(t *testing.T) {
 		// forgets a failure was a business rejection.
 		sim.SabotageStaleResults:   "results seen",
 		sim.SabotagePageRejections: "rejection paged",
+		// Issue 29, N5: two events of an order under one alert id.
+		sim.SabotageOneAlertID: "two events under one id",
 	} {
 		found := 0
 		for seed := int64(1); seed <= 200 && found == 0; seed++ {
