@@ -54,6 +54,10 @@ const (
 	EnvAuthSecret = "SAS_AGENT_AUTH_SECRET"
 	// EnvAuthHeader names the auth header; DefaultAuthHeader when unset.
 	EnvAuthHeader = "SAS_AGENT_AUTH_HEADER"
+	// EnvRejectStatuses lists the service's 4xx statuses that are business
+	// rejections ("402,422"): the order ends Rejected, with no alert
+	// (Deps.RejectStatuses; agent.Agent.RejectStatuses).
+	EnvRejectStatuses = "SAS_AGENT_REJECT_STATUSES"
 )
 
 // DefaultAuthHeader is the auth header's name when EnvAuthHeader is unset.
@@ -115,6 +119,14 @@ type SecretReader interface {
 // secret is named). The caller adds the Caller and the rest.
 func DepsFromEnv(ctx context.Context, getenv config.Getenv, secrets SecretReader) (Deps, error) {
 	d := Deps{Name: getenv(EnvName), BaseURL: getenv(EnvBaseURL)}
+	for _, f := range strings.FieldsFunc(getenv(EnvRejectStatuses), func(r rune) bool { return r == ',' || r == ' ' }) {
+		st, err := strconv.Atoi(f)
+		if err != nil || st < 400 || st > 499 {
+			return Deps{}, fmt.Errorf("configuring the agent: %w", &sas.ValidationError{Field: EnvRejectStatuses,
+				Reason: fmt.Sprintf("%q: want HTTP statuses 400-499, comma-separated", f)})
+		}
+		d.RejectStatuses = append(d.RejectStatuses, st)
+	}
 	switch v := strings.TrimSpace(getenv(EnvAllowHTTP)); v {
 	case "", "false", "0":
 	case "true", "1":
@@ -174,6 +186,10 @@ type Deps struct {
 	// Without it, a request of an earlier version is held to the current
 	// definition.
 	Definitions sas.DefinitionStore
+	// RejectStatuses are the service's answers that are business
+	// rejections, not failures (SAS_AGENT_REJECT_STATUSES; see
+	// agent.Agent.RejectStatuses).
+	RejectStatuses []int
 }
 
 // Agent builds the HTTP agent: named d.Name, calling d.BaseURL, with the
@@ -223,6 +239,9 @@ func Agent(cfg config.Config, d Deps) (*agent.Agent, error) {
 	}
 	slices.SortFunc(routes, func(a, b agent.Route) int { return strings.Compare(a.Step, b.Step) })
 	a := agent.HTTP(name, base, withAuth(d.Client, d.Auth), routes...).Guard(onlyWorkflowActions(reg, d.Definitions, name, byStep, logger))
+	if len(d.RejectStatuses) > 0 {
+		a.RejectStatuses(d.RejectStatuses...)
+	}
 	if err := a.Err(); err != nil {
 		return nil, fmt.Errorf("configuring agent %q: %w", name, err)
 	}

@@ -33,6 +33,8 @@ const (
 	attrRefused    = "Refused"
 	attrUndoOwed   = "UndoOwed"
 	attrGeneration = "Generation"
+	attrRejected   = "Rejected" // sas.StepRecord.Rejected
+	attrResult     = "Result"   // the step's result, compacted JSON (S)
 	// WaitingSince: see sas.StepRecord. Projected into the index, with
 	// CreatedAt, because the supervisor decides from the index alone.
 	attrWaitingSince = "WaitingSince"
@@ -138,6 +140,12 @@ func stepItem(r sas.StepRecord) map[string]av {
 	}
 	if r.Generation != 0 {
 		it[attrGeneration] = ni(r.Generation)
+	}
+	if r.Rejected {
+		it[attrRejected] = &types.AttributeValueMemberBOOL{Value: true}
+	}
+	if len(r.Result) > 0 {
+		it[attrResult] = s(string(r.Result))
 	}
 	if !r.WaitingSince.IsZero() {
 		it[attrWaitingSince] = ms(r.WaitingSince)
@@ -262,6 +270,10 @@ func decodeStep(it map[string]av) (sas.StepRecord, error) {
 		UndoOwed:     d.flag(attrUndoOwed),
 		Generation:   int(d.num(attrGeneration)),
 		WaitingSince: d.time(attrWaitingSince),
+		Rejected:     d.flag(attrRejected),
+	}
+	if res := d.str(attrResult); res != "" {
+		r.Result = json.RawMessage(res)
 	}
 	switch r.ProcessState {
 	case sas.Pending, sas.Processing, sas.Compensating:

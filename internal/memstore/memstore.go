@@ -384,12 +384,16 @@ func decodeCursor(c string, into *map[int]indexEntry) error {
 func projected(r sas.StepRecord) sas.StepRecord {
 	r.History = nil
 	r.FailedBy, r.Refused, r.UndoOwed, r.Generation = "", false, false, 0
+	r.Rejected, r.Result = false, nil
 	return r
 }
 
 func cloneRecord(r sas.StepRecord) sas.StepRecord {
 	r.History = append([]sas.HistoryEntry(nil), r.History...)
 	r.Owes = cloneOwes(r.Owes)
+	if r.Result != nil {
+		r.Result = append(json.RawMessage(nil), r.Result...)
+	}
 	return r
 }
 

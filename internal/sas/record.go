@@ -66,6 +66,15 @@ type StepRecord struct {
 	// resubmit of a refused step with no effect starts a new generation, so
 	// a remote that stored the refusal does not replay it.
 	Generation int
+	// Rejected is set when the step's Error was a business rejection the
+	// agent reported (agent.Reject): the order ends Rejected once what
+	// took effect is undone, and no operator is alerted.
+	Rejected bool
+
+	// Result is what the step returned when it completed (compacted JSON,
+	// at most MaxResultBytes; nil for none): carried to the requests of
+	// the steps after it and of its own undo (docs/protocol.md, "Results").
+	Result json.RawMessage
 
 	// What a give-up still owes (docs/decisions.md, "A give-up's effects
 	// are owed until sent"): set by GiveUp in the same write, cleared by
@@ -233,7 +242,8 @@ type OrderView struct {
 // State summarises the order from its steps: a failed undo or one still
 // running wins; then a step in flight; an order whose every step is done is
 // Processed; one that failed and has its completed work undone is
-// Compensated; one that failed with nothing (yet) undone is Error.
+// Compensated; one that failed with nothing (yet) undone is Error; one whose
+// only failure is a business rejection is Rejected instead of either.
 func (v OrderView) State() ProcessState {
 	n := map[ProcessState]int{}
 	lowestUndone := -1 // the earliest Compensated step
@@ -254,6 +264,14 @@ func (v OrderView) State() ProcessState {
 			owed = true
 		}
 	}
+	// A business rejection (a step's Rejected) ends the order Rejected
+	// where it would end Compensated, or Error with only rejected steps in
+	// Error: no operator has anything to do.
+	rejected, othersFailed := false, false
+	for _, r := range v.Steps {
+		rejected = rejected || r.Rejected
+		othersFailed = othersFailed || (r.ProcessState == Error && !r.Rejected)
+	}
 	switch {
 	case len(v.Steps) == 0:
 		return ""
@@ -265,8 +283,12 @@ func (v OrderView) State() ProcessState {
 		return Processing
 	case n[Processed] == len(v.Steps):
 		return Processed
+	case n[Compensated] > 0 && !owed && rejected && !othersFailed:
+		return Rejected
 	case n[Compensated] > 0 && !owed:
 		return Compensated
+	case n[Error] > 0 && rejected && !othersFailed:
+		return Rejected
 	case n[Error] > 0:
 		return Error
 	case n[Pending] == len(v.Steps):

@@ -80,7 +80,7 @@ func (s *Service) intake(ctx context.Context, u *outbox.Unit, body []byte, from 
 		if !ok {
 			return fmt.Errorf("submitting order %s: the store returned no first step", in.OrderID)
 		}
-		s.dispatch(ctx, u, o, w.Steps[0], first)
+		s.dispatch(ctx, u, ord, w.Steps[0], first)
 		s.log.InfoContext(ctx, "order submitted", "order", o.OrderID, "workflow", o.Workflow, "steps", len(o.Steps))
 		s.emitOrder(ctx, metrics.OrdersSubmitted, o.OrderID, o.Workflow, now)
 	} else {
@@ -103,7 +103,7 @@ func (s *Service) intake(ctx context.Context, u *outbox.Unit, body []byte, from 
 func (s *Service) redispatchLive(ctx context.Context, u *outbox.Unit, o order, now time.Time) {
 	for _, r := range o.steps {
 		if live(r, now) && r.Step < o.n() {
-			s.dispatch(ctx, u, o.ord, o.wf.Steps[r.Step], r)
+			s.dispatch(ctx, u, o, o.wf.Steps[r.Step], r)
 		}
 	}
 }
