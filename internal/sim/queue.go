@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -38,6 +39,11 @@ type message struct {
 	duplicated bool
 	// sender is the task that sent it, for the trace.
 	sender string
+	// handlers are the tasks its receives went to, in order.
+	handlers []*task
+	// poison: it went to its dead-letter queue with no handler of its last
+	// receives finished (lastHandlersCut).
+	poison bool
 }
 
 func (q *queue) visible(now time.Time) []*message {
@@ -113,6 +119,7 @@ func (qs queues) Send(ctx context.Context, p sas.SendParams) (sas.SendResult, er
 	if c.fault == faultFail {
 		if t := taskOf(ctx); t != nil {
 			t.excused = true
+			t.handOffFailed = t.handOffFailed || slices.ContainsFunc(p.Messages, handOff)
 		}
 		return sas.SendResult{}, errors.New("sim: the send failed (injected)")
 	}
@@ -122,6 +129,9 @@ func (qs queues) Send(ctx context.Context, p sas.SendParams) (sas.SendResult, er
 	}
 	now := w.clock.Now()
 	for _, m := range p.Messages {
+		if w.loseSuccessor(ctx, m.Body) {
+			continue
+		}
 		body := m.Body
 		if w.oldAgent(ctx, body) {
 			body = stripVersion(body)
@@ -271,4 +281,16 @@ func stripVersion(body string) string {
 		return body
 	}
 	return string(b)
+}
+
+// handOff reports whether m hands a received message on: a scheduler's
+// renewal (a copy carrying sasRenewals) or an agent's hand-back of a
+// request (retry{requeue}).
+func handOff(m sas.OutboundMessage) bool {
+	var h struct {
+		Renewals *int     `json:"sasRenewals"`
+		Kind     sas.Kind `json:"kind"`
+		Requeue  bool     `json:"requeue"`
+	}
+	return json.Unmarshal([]byte(m.Body), &h) == nil && (h.Renewals != nil || h.Kind == sas.KindRetry && h.Requeue)
 }
