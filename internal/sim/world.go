@@ -285,11 +285,7 @@ func (w *World) newAgent(name string) *agent.Handler {
 		func(ctx context.Context, req agent.Request) (any, error) { return w.remote.call(ctx, name, req) },
 		func(ctx context.Context, req agent.Request) (any, error) { return w.remote.call(ctx, name, req) },
 	)
-	reg, err := sas.NewRegistry(w.v1)
-	if err != nil {
-		panic(err)
-	}
-	sys := w.system(reg)
+	sys := w.system(nil) // an agent reads no definition
 	sys.Clock = agentClock{w}
 	h, err := sys.AgentHandler(sys.AgentQueue(name), assembly.Hosting{}, a)
 	if err != nil {
@@ -417,23 +413,7 @@ func (w *World) deliver(q *queue, msgs []*message) {
 	for _, m := range msgs {
 		m.receives++
 		if q.maxReceives > 0 && m.receives > q.maxReceives {
-			m.gone = true
-			q.dlq.msgs = append(q.dlq.msgs, m)
-			w.deadLettered++
-			if m.poison = w.lastHandlersCut(q, m) || renewedOut(m); m.poison {
-				// The order's message is the operator's, in the DLQ to
-				// redrive, its alarm raised.
-				var h struct {
-					OrderID string `json:"orderId"`
-				}
-				_ = json.Unmarshal([]byte(m.body), &h)
-				w.poisoned[h.OrderID] = true
-				w.tracef("message %s (%s) went to %s: its renewals ran out, or no handler of its last %d receives finished (%s)",
-					m.id, describeBody(m.body), q.dlq.name, q.maxReceives-renewFrom(q)+1, w.fates(m))
-				continue
-			}
-			w.violate("dead-lettered", "message %s (%s), sent by %s, went to %s after %d receives (handlers: %s)",
-				m.id, describeBody(m.body), m.sender, q.dlq.name, m.receives-1, w.fates(m))
+			w.deadLetter(q, m)
 			continue
 		}
 		m.visibleAt = now.Add(q.visibility)
@@ -473,75 +453,10 @@ func (w *World) deliver(q *queue, msgs []*message) {
 		}
 	})
 	for _, m := range msgs {
-		if m.receipt == fmt.Sprintf("%s#%d", m.id, m.receives) {
+		if !m.gone { // received, not dead-lettered
 			m.handlers = append(m.handlers, t)
 		}
 	}
-}
-
-// fates says what became of each receive's handler, for a violation.
-func (w *World) fates(m *message) string {
-	var parts []string
-	for i, t := range m.handlers {
-		fate := "running"
-		switch {
-		case t.dead.Load():
-			fate = "died"
-		case t.ended && t.handOffFailed:
-			fate = "finished, its hand-off's send failed"
-		case t.ended:
-			fate = "finished"
-		case !t.deadline.IsZero() && w.clock.Now().After(t.deadline):
-			fate = "timed out"
-		}
-		parts = append(parts, fmt.Sprintf("r%d task %d %s", i+1, t.id, fate))
-	}
-	return strings.Join(parts, ", ")
-}
-
-// renewFrom is the first receive on which q's consumer hands a good message
-// on instead of handling it (the scheduler's renewal, the agents' hand-back
-// of a request received more often than their MaxDeliveries).
-func renewFrom(q *queue) int {
-	if q.consumer == "scheduler" {
-		return max(q.maxReceives-2, 1)
-	}
-	return agentMaxDeliveries
-}
-
-// renewedOut reports whether m is a scheduler's copy renewed as often as
-// it may be (scheduler.MaxRenewals): the bound that lets a message no
-// handler can process (or, past the renewals, an outage longer than they
-// last) reach the dead-letter queue, as designed (docs/protocol.md, "Dead
-// letters").
-func renewedOut(m *message) bool {
-	var r struct {
-		N int `json:"sasRenewals"`
-	}
-	return json.Unmarshal([]byte(m.body), &r) == nil && r.N >= scheduler.MaxRenewals
-}
-
-// lastHandlersCut reports whether no receive of m from renewFrom on went to
-// a handler that finished with the message's hand-off in its power: each
-// died, outlived its function's timeout (and dies when next resumed), was
-// still at work when a duplicate delivery past the last receive took the
-// message to the dead-letter queue, or had its hand-off's send fail. Those
-// are the receives on which its consumer hands a good message on (a
-// renewal, a hand-back); no handler can act on a receive it does not
-// finish, nor hand on what its queue refuses, so such a message goes to the
-// dead-letter queue as a poison message does (docs/protocol.md, "Dead
-// letters"). A message that got there although one of those handlers
-// finished otherwise is a good message the product let go.
-func (w *World) lastHandlersCut(q *queue, m *message) bool {
-	if len(m.handlers) < q.maxReceives {
-		return false // a receive without a handler: the simulator's own bug, reported
-	}
-	for _, t := range m.handlers[renewFrom(q)-1 : q.maxReceives] {
-		if t.ended && !t.dead.Load() && !t.handOffFailed {
-			return false
-		}
-	}
-	return true
 }
 
 // reportedAttempt is one attempt of one step.
