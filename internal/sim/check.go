@@ -121,7 +121,7 @@ func (w *World) final() {
 			continue
 		}
 		if n := slices.IndexFunc(q.dlq.msgs, func(m *message) bool { return !m.poison }); n >= 0 {
-			w.violate("dead-lettered", "%s holds message %s, and its last handlers did not all die", q.dlq.name, q.dlq.msgs[n].id)
+			w.violate("dead-lettered", "%s holds message %s, which a handler of its last receives let go", q.dlq.name, q.dlq.msgs[n].id)
 		}
 	}
 }

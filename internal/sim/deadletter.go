@@ -34,16 +34,18 @@ func (w *World) deadLetter(q *queue, m *message) {
 		m.id, describeBody(m.body), q.dlq.name, q.maxReceives-renewFrom(q)+1, w.fates(m))
 }
 
-// fates says what became of each receive's handler, for a violation.
+// fates says what became of each receive's handler, for the trace.
 func (w *World) fates(m *message) string {
 	var parts []string
-	for i, t := range m.handlers {
-		fate := "running"
+	for i, r := range m.receipts {
+		t, fate := r.t, "running"
 		switch {
 		case t.dead.Load():
 			fate = "died"
 		case t.ended && t.handOffFailed:
 			fate = "finished, its hand-off's send failed"
+		case t.ended && r.outrun:
+			fate = "finished, outrun by a later receive"
 		case t.ended:
 			fate = "finished"
 		case !t.deadline.IsZero() && w.clock.Now().After(t.deadline):
@@ -77,22 +79,24 @@ func renewedOut(m *message) bool {
 }
 
 // lastHandlersCut reports whether no receive of m from renewFrom on went to
-// a handler that finished with the message's hand-off in its power: each
-// died, outlived its function's timeout (and dies when next resumed), was
-// still at work when a duplicate delivery past the last receive took the
-// message to the dead-letter queue, or had its hand-off's send fail. Those
-// are the receives on which its consumer hands a good message on (a
-// renewal, a hand-back); no handler can act on a receive it does not
-// finish, nor hand on what its queue refuses, so such a message goes to the
-// dead-letter queue as a poison message does (docs/protocol.md, "Dead
-// letters"). A message that got there although one of those handlers
-// finished otherwise is a good message the product let go.
+// a handler that finished with the message in its power: each died,
+// outlived its function's timeout (and dies when next resumed), was still
+// at work when a duplicate delivery past the last receive took the message
+// to the dead-letter queue, had its hand-off's send fail, or was outrun by a
+// duplicate delivery (SQS deletes by the latest receipt only, so its
+// delete deleted nothing). Those are the receives on which its consumer
+// hands a good message on (a renewal, a hand-back); no handler can act on a
+// receive it does not finish, hand on what its queue refuses, nor delete
+// with a receipt SQS made stale, so such a message goes to the dead-letter
+// queue as a poison message does (docs/protocol.md, "Dead letters"). A
+// message that got there although one of those handlers finished
+// otherwise is a good message the product let go.
 func (w *World) lastHandlersCut(q *queue, m *message) bool {
-	if len(m.handlers) < q.maxReceives {
+	if len(m.receipts) < q.maxReceives {
 		return false // a receive without a handler: the simulator's own bug, reported
 	}
-	for _, t := range m.handlers[renewFrom(q)-1 : q.maxReceives] {
-		if t.ended && !t.dead.Load() && !t.handOffFailed {
+	for _, r := range m.receipts[renewFrom(q)-1 : q.maxReceives] {
+		if r.t.ended && !r.t.dead.Load() && !r.t.handOffFailed && !r.outrun {
 			return false
 		}
 	}

@@ -27,6 +27,15 @@ type queue struct {
 	consumer string
 }
 
+// receive is one receive of a message: the task it went to, under which
+// receipt, and whether a later receive outran it (its receipt was stale by
+// the time the task ended, so its deletes deleted nothing).
+type receive struct {
+	t       *task
+	receipt string
+	outrun  bool
+}
+
 type message struct {
 	id, body  string
 	sentAt    time.Time
@@ -39,8 +48,8 @@ type message struct {
 	duplicated bool
 	// sender is the task that sent it, for the trace.
 	sender string
-	// handlers are the tasks its receives went to, in order.
-	handlers []*task
+	// receipts are its receives, in order: who handled each.
+	receipts []*receive
 	// poison: it went to its dead-letter queue with no handler of its last
 	// receives finished (lastHandlersCut).
 	poison bool

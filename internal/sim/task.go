@@ -35,6 +35,8 @@ type task struct {
 	// handOffFailed: a send that would have handed a received message on
 	// (handOff) failed.
 	handOffFailed bool
+	// received are the messages a delivery handed the task.
+	received []received
 	// after runs when the task ended without crashing (the event source
 	// deleting what the handler acknowledged, say).
 	after func()
@@ -42,6 +44,12 @@ type task struct {
 	// never does, an operator's command). Lambda stops an invocation at
 	// its timeout, so a task resumed past it dies there instead.
 	deadline time.Time
+}
+
+// received is a message a task received, and that receive.
+type received struct {
+	m *message
+	r *receive
 }
 
 // opKind sorts the calls a task stops at, for the faults each may get.

@@ -380,6 +380,9 @@ func (w *World) ended(t *task) {
 	if t.after != nil {
 		t.after()
 	}
+	for _, x := range t.received {
+		x.r.outrun = !x.m.gone && x.m.receipt != x.r.receipt
+	}
 	if !t.excused {
 		for _, o := range t.owes {
 			if o.kind == owesRequest && w.requested[reportedAttempt{o.key, o.attempt}] > o.since {
@@ -454,7 +457,9 @@ func (w *World) deliver(q *queue, msgs []*message) {
 	})
 	for _, m := range msgs {
 		if !m.gone { // received, not dead-lettered
-			m.handlers = append(m.handlers, t)
+			r := &receive{t: t, receipt: m.receipt}
+			m.receipts = append(m.receipts, r)
+			t.received = append(t.received, received{m, r})
 		}
 	}
 }
