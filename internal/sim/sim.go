@@ -83,7 +83,7 @@ func ForSeed(seed int64) Config {
 		Variant:       Variants[r.IntN(len(Variants))],
 		OldAgents:     r.IntN(4) == 0,
 		StoreRefusals: r.IntN(2) == 0,
-		FaultEvents:   100 + r.IntN(400),
+		FaultEvents:   100 + r.IntN(300),
 		CalmLimit:     6 * time.Hour,
 		MaxEvents:     20000,
 		Forge:         r.IntN(4) == 0,
