@@ -293,13 +293,15 @@ func stripVersion(body string) string {
 }
 
 // handOff reports whether m hands a received message on: a scheduler's
-// renewal (a copy carrying sasRenewals) or an agent's hand-back of a
-// request (retry{requeue}).
+// renewal (a copy carrying sasRenewals), an agent's hand-back of a request
+// (retry{requeue}), or an agent's reply, which disposes of the request it
+// answers (one whose reply fails is left for redelivery).
 func handOff(m sas.OutboundMessage) bool {
 	var h struct {
 		Renewals *int     `json:"sasRenewals"`
 		Kind     sas.Kind `json:"kind"`
 		Requeue  bool     `json:"requeue"`
 	}
-	return json.Unmarshal([]byte(m.Body), &h) == nil && (h.Renewals != nil || h.Kind == sas.KindRetry && h.Requeue)
+	return json.Unmarshal([]byte(m.Body), &h) == nil &&
+		(h.Renewals != nil || h.Kind == sas.KindRetry && h.Requeue || h.Kind == sas.KindAgentReply)
 }
