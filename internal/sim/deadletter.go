@@ -40,6 +40,8 @@ func (w *World) fates(m *message) string {
 	for i, r := range m.receipts {
 		t, fate := r.t, "running"
 		switch {
+		case r.lingered():
+			fate = "died, having lingered past its hand-off"
 		case t.dead.Load():
 			fate = "died"
 		case t.ended && t.handOffFailed:
@@ -90,15 +92,27 @@ func renewedOut(m *message) bool {
 // with a receipt SQS made stale, so such a message goes to the dead-letter
 // queue as a poison message does (docs/protocol.md, "Dead letters"). A
 // message that got there although one of those handlers finished
-// otherwise is a good message the product let go.
+// otherwise, or died having lingered past its hand-off (lingered), is a
+// good message the product let go.
 func (w *World) lastHandlersCut(q *queue, m *message) bool {
 	if len(m.receipts) < q.maxReceives {
 		return false // a receive without a handler: the simulator's own bug, reported
 	}
 	for _, r := range m.receipts[renewFrom(q)-1 : q.maxReceives] {
-		if r.t.ended && !r.t.dead.Load() && !r.t.handOffFailed && !r.outrun {
+		t := r.t
+		if t.ended && !t.dead.Load() && !t.handOffFailed && !r.outrun || r.lingered() {
 			return false
 		}
 	}
 	return true
+}
+
+// lingered reports whether r's task died after a call it made past the
+// message's hand-off: it had handed the message on and lived through
+// another call without deleting it (a renewal deletes the old message at
+// once, the call right after its copy's send; an agent's batch of one
+// returns right after its reply), so the old message it left was its own
+// doing.
+func (r *receive) lingered() bool {
+	return r.t.dead.Load() && r.handedOffAt > 0 && r.t.diedAt-r.handedOffAt > 1
 }

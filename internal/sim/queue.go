@@ -28,12 +28,36 @@ type queue struct {
 }
 
 // receive is one receive of a message: the task it went to, under which
-// receipt, and whether a later receive outran it (its receipt was stale by
-// the time the task ended, so its deletes deleted nothing).
+// receipt, whether a later receive outran it (its receipt was stale by the
+// time the task ended, so its deletes deleted nothing), and the task's stop
+// at which it was handed on (handOff; 0: it was not).
 type receive struct {
-	t       *task
-	receipt string
-	outrun  bool
+	t           *task
+	receipt     string
+	outrun      bool
+	handedOffAt int
+}
+
+// handedOff notes, on the messages t received that body hands on (the
+// same order, step and attempt), that t's current stop sent it.
+func (t *task) handedOff(body string) {
+	k := stepAttempt(body)
+	for _, x := range t.received {
+		if stepAttempt(x.m.body) == k {
+			x.r.handedOffAt = t.stops
+		}
+	}
+}
+
+// stepAttempt is what a body is about: its order, step and attempt.
+func stepAttempt(body string) string {
+	var h struct {
+		OrderID string          `json:"orderId"`
+		Step    json.RawMessage `json:"step"`
+		Attempt int             `json:"attempt"`
+	}
+	_ = json.Unmarshal([]byte(body), &h)
+	return fmt.Sprintf("%s/%s/%d", h.OrderID, h.Step, h.Attempt)
 }
 
 type message struct {
@@ -149,6 +173,13 @@ func (qs queues) Send(ctx context.Context, p sas.SendParams) (sas.SendResult, er
 		msg := &message{id: fmt.Sprintf("m%d", w.nextMsg), body: body, sentAt: now, visibleAt: now.Add(m.Delay), sender: sender}
 		q.msgs = append(q.msgs, msg)
 		w.sent(ctx, q, msg)
+	}
+	if t := taskOf(ctx); t != nil {
+		for _, m := range p.Messages {
+			if handOff(m) {
+				t.handedOff(m.Body)
+			}
+		}
 	}
 	return sas.SendResult{Requests: 1}, nil
 }

@@ -37,6 +37,8 @@ type task struct {
 	handOffFailed bool
 	// received are the messages a delivery handed the task.
 	received []received
+	// stops counts the task's stops, and diedAt is the one it died at.
+	stops, diedAt int
 	// after runs when the task ended without crashing (the event source
 	// deleting what the handler acknowledged, say).
 	after func()
@@ -108,9 +110,11 @@ func stop(ctx context.Context, kind opKind, format string, args ...any) choice {
 	if t.dead.Load() {
 		runtime.Goexit()
 	}
+	t.stops++
 	t.ev <- &op{kind: kind, desc: fmt.Sprintf(format, args...)}
 	c := <-t.resume
 	if c.crash {
+		t.diedAt = t.stops
 		t.dead.Store(true)
 		runtime.Goexit()
 	}
