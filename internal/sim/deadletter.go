@@ -112,7 +112,7 @@ func (w *World) lastHandlersCut(q *queue, m *message) bool {
 // another call without deleting it (a renewal deletes the old message at
 // once, the call right after its copy's send; an agent's batch of one
 // returns right after its reply), so the old message it left was its own
-// doing.
+// doing, unless a later receive had made its receipt stale (outrun).
 func (r *receive) lingered() bool {
-	return r.t.dead.Load() && r.handedOffAt > 0 && r.t.diedAt-r.handedOffAt > 1
+	return r.t.dead.Load() && r.handedOffAt > 0 && r.t.diedAt-r.handedOffAt > 1 && !r.outrun
 }

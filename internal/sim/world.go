@@ -374,15 +374,14 @@ func (w *World) ended(t *task) {
 		return
 	}
 	if t.dead.Load() {
+		w.outrun(t)
 		w.tracef("task %d (%s) died", t.id, t.name)
 		return
 	}
 	if t.after != nil {
 		t.after()
 	}
-	for _, x := range t.received {
-		x.r.outrun = !x.m.gone && x.m.receipt != x.r.receipt
-	}
+	w.outrun(t)
 	if !t.excused {
 		for _, o := range t.owes {
 			if o.kind == owesRequest && w.requested[reportedAttempt{o.key, o.attempt}] > o.since {
@@ -405,6 +404,15 @@ func (w *World) ended(t *task) {
 		}
 	}
 	w.tracef("task %d (%s) ended", t.id, t.name)
+}
+
+// outrun notes, for each message t received and did not delete, whether a
+// later receive made t's receipt stale, so that its deletes deleted
+// nothing.
+func (w *World) outrun(t *task) {
+	for _, x := range t.received {
+		x.r.outrun = !x.m.gone && x.m.receipt != x.r.receipt
+	}
 }
 
 // deliver hands up to batch visible messages of q (chosen at random, in
