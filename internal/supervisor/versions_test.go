@@ -25,14 +25,8 @@ func TestLimitsComeFromTheOrdersOwnVersion(t *testing.T) {
 	require.NotEqual(t, v1.Version(), v2.Version())
 
 	e := newEnv(t)
-	require.NoError(t, e.mem.PutDefinition(t.Context(), v1))
 	// The order was submitted on v1; v2 is what is deployed now.
-	o := testOrder("o-v1", 2)
-	o.Version = v1.Version()
-	now := e.clock.Now()
-	_, err := e.mem.Submit(t.Context(), sas.SubmitParams{Order: o, Now: now, PickupBy: now.Add(time.Minute),
-		Claim: &sas.ClaimParams{Owner: "sched-1", CompleteBy: now.Add(stepTimeout)}})
-	require.NoError(t, err)
+	submitOn(t, e, "o-v1", v1)
 	// And one submitted on v2, beside it.
 	e.submitClaimed(t, "o-v2", 2)
 	// (testOrder has no version: an order from before versions runs on the registered definition.)
@@ -98,13 +92,7 @@ func TestLimitsUnreadableForNowLeaveTheStepToALaterSweep(t *testing.T) {
 	v2.Steps = []sas.StepDef{{Name: "step0", Agent: "a", Action: "do", Timeout: stepTimeout, MaxFailures: 1}, v1.Steps[1]}
 
 	e := newEnv(t)
-	require.NoError(t, e.mem.PutDefinition(t.Context(), v1))
-	o := testOrder("o-v1", 2)
-	o.Version = v1.Version()
-	now := e.clock.Now()
-	_, err := e.mem.Submit(t.Context(), sas.SubmitParams{Order: o, Now: now, PickupBy: now.Add(time.Minute),
-		Claim: &sas.ClaimParams{Owner: "sched-1", CompleteBy: now.Add(stepTimeout)}})
-	require.NoError(t, err)
+	submitOn(t, e, "o-v1", v1)
 	reg, err := sas.NewRegistry(v2)
 	require.NoError(t, err)
 	deployed, err := reg.Limits()
@@ -124,4 +112,17 @@ func TestLimitsUnreadableForNowLeaveTheStepToALaterSweep(t *testing.T) {
 	rep = runOnce(t, s)
 	require.Equal(t, 1, rep.Rescued, "judged on its own limits once they can be read: failure 1 of 5")
 	require.Contains(t, e.step(t, "o-v1", 0).LastError, "failure 1 of 5")
+}
+
+// submitOn stores wf and submits order id of two steps on it, its first
+// step claimed.
+func submitOn(t *testing.T, e *env, id string, wf sas.Workflow) {
+	t.Helper()
+	require.NoError(t, e.mem.PutDefinition(t.Context(), wf))
+	o := testOrder(id, 2)
+	o.Version = wf.Version()
+	now := e.clock.Now()
+	_, err := e.mem.Submit(t.Context(), sas.SubmitParams{Order: o, Now: now, PickupBy: now.Add(time.Minute),
+		Claim: &sas.ClaimParams{Owner: "sched-1", CompleteBy: now.Add(stepTimeout)}})
+	require.NoError(t, err)
 }
