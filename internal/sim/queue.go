@@ -38,13 +38,16 @@ type receive struct {
 	handedOffAt int
 }
 
-// handedOff notes, on the messages t received that body hands on (the
-// same order, step and attempt), that t's current stop sent it.
+// handedOff notes, on the message t received that body hands on (the
+// first of the same order, step and attempt not yet handed on: a batch
+// may hold duplicates, handled in its order), that t's current stop sent
+// it.
 func (t *task) handedOff(body string) {
 	k := stepAttempt(body)
 	for _, x := range t.received {
-		if stepAttempt(x.m.body) == k {
+		if x.r.handedOffAt == 0 && stepAttempt(x.m.body) == k {
 			x.r.handedOffAt = t.stops
+			return
 		}
 	}
 }
