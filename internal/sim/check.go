@@ -115,6 +115,7 @@ func (w *World) final() {
 		w.checkStatuses(v)
 	}
 	w.checkAlerts()
+	w.checkOneEventPerID()
 	w.checkForged()
 	for _, q := range w.queues {
 		if q.dlq == nil {

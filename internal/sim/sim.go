@@ -48,7 +48,8 @@ type Config struct {
 	// seed, or DefaultFaults.
 	Faults Faults
 	// Sabotage plants a known bug in the world (SabotageLoseAlerts,
-	// SabotageSkipUndo, SabotageIgnoreTransient, SabotageLoseSuccessor):
+	// SabotageSkipUndo, SabotageIgnoreTransient, SabotageLoseSuccessor,
+	// SabotageOneAlertID):
 	// the simulator's own tests use it to show that the checks catch what
 	// they are for.
 	Sabotage string
@@ -69,6 +70,10 @@ const (
 	// delivery's re-send of it still goes out, so the rule "lost work" must
 	// tell a request lost from one a twin sent.
 	SabotageLoseSuccessor = "lose-successor"
+	// SabotageOneAlertID: the alerter names every alert alike, so any two
+	// events share an id (issue 29, N5's class, at its widest: the sweep
+	// seldom makes two events of one step at one state).
+	SabotageOneAlertID = "one-alert-id"
 )
 
 // ForSeed draws a run's configuration from its seed.

@@ -64,6 +64,8 @@ func TestChecksCatchPlantedBugs(t *testing.T) {
 		// Strict although a twin's re-send counts (seeds 46558, 47022,
 		// 47030 on the default mix): a successor's request really lost.
 		sim.SabotageLoseSuccessor: "lost work",
+		// Issue 29, N5: two events of an order under one alert id.
+		sim.SabotageOneAlertID: "two events under one id",
 	} {
 		found := 0
 		for seed := int64(1); seed <= 200 && found == 0; seed++ {
