@@ -61,11 +61,18 @@ dev: ## the whole system on local emulators with your workflows and agent progra
 	@$(GO) build -o .rig/sasdev ./cmd/sasdev
 	@exec .rig/sasdev $(DEV_ARGS)
 
-# The protocol simulator (docs/simulation.md): SEEDS seeds from 1, without
-# the race detector; make test runs a smaller sweep of the same seeds.
+# The protocol simulator (docs/simulation.md): SEEDS seeds from FROM,
+# without the race detector, each on its own fault mix (swarm testing);
+# make test runs a smaller sweep of the same seeds. sim-deep is the sweep on
+# demand: every seed issue 29 named, and more.
 SEEDS ?= 10000
-sim: ## the seeded whole-protocol simulator over SEEDS seeds (default 10000); a failing seed prints the command that replays it
-	$(GO) run ./cmd/sassim -seeds $(SEEDS)
+FROM ?= 1
+sim: ## the seeded whole-protocol simulator over SEEDS seeds from FROM (default 10000 from 1); a failing seed prints the command that replays it
+	$(GO) run ./cmd/sassim -seeds $(SEEDS) -from $(FROM)
+
+DEEP_SEEDS ?= 70000
+sim-deep: ## the simulator's deep sweep: seeds 1..DEEP_SEEDS (default 70000; about 7 times make sim's time), every failure reported
+	$(GO) run ./cmd/sassim -seeds $(DEEP_SEEDS) -from 1 -keep 100 -trace 40
 
 ORDERS ?= 300
 MIN_PROCESSED ?= 0.97
@@ -234,4 +241,4 @@ chaos: ## chaos soak: every fault kind at once (ORDERS=10000 works); fails on an
 release: ## tag every module at VERSION=vX.Y.Z after checking the tree (clean, vet, unit tests); prints the push, pushes nothing
 	@$(SYNTH_ENV) scripts/release.sh "$(VERSION)"
 
-.PHONY: release e2e-scale dev soak help test test-unit test-examples vet run synth deploy bench chaos build test-infra lint-infra e2e e2e-localstack contract-localstack test-localstack emulator env
+.PHONY: release e2e-scale dev soak help test test-unit test-examples vet run synth deploy bench chaos build test-infra lint-infra e2e e2e-localstack contract-localstack test-localstack emulator env sim sim-deep

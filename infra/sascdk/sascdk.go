@@ -36,12 +36,12 @@ const (
 
 // Function sizing. The scheduler and supervisor do a handful of DynamoDB and
 // SQS calls per message; 30s and 60s are generous ceilings, not targets.
-// The scheduler's timeout, the queues' visibility and their
+// The scheduler's and supervisor's timeouts, the queues' visibility and their
 // maxReceiveCount are internal/sizing's, which the test kit and the dev
 // server share.
 const (
 	schedulerTimeout  = sizing.SchedulerTimeout
-	supervisorTimeout = 60 * time.Second
+	supervisorTimeout = sizing.SupervisorTimeout
 	// maxReceiveCount is how often a message may fail before its DLQ.
 	maxReceiveCount = sizing.MaxReceiveCount
 	batchSize       = 10

@@ -58,6 +58,13 @@ type System struct {
 	// the scheduler's retry policy shares; zero takes the supervisor's
 	// defaults. A deployment leaves them unset; local runs shorten them.
 	BaseBackoff, MaxBackoff time.Duration
+	// UndoRetry is the retry policy of an undo whose step sets none, and
+	// OwedRetry how long after a give-up a sweep re-sends what it owes,
+	// for the scheduler and the supervisor alike; zero takes their
+	// defaults (sas.DefaultUndoRetry, 30 s). A deployment leaves them
+	// unset; the simulator shortens them, so that its runs settle.
+	UndoRetry sas.RetryPolicy
+	OwedRetry time.Duration
 }
 
 // WithLog is s with its logs and metrics going to logger and metrics: a
@@ -110,6 +117,8 @@ func (s System) scheduler(owner string, key []byte, signer *sas.Signer) (*schedu
 		PickupTimeout:        s.Config.PickupTimeout,
 		// The supervisor's failure threshold and backoff.
 		Retry:          sas.RetryPolicy{MaxAttempts: s.Config.MaxFailures, InitialInterval: s.BaseBackoff, MaxInterval: s.MaxBackoff},
+		UndoRetry:      s.UndoRetry,
+		OwedRetry:      s.OwedRetry,
 		ReplyToAllowed: s.Config.ReplyToAllowed,
 		Logger:         s.Logger,
 		Metrics:        s.Metrics,
@@ -141,6 +150,8 @@ func (s System) Supervisor(actor string) (*supervisor.Supervisor, error) {
 		PickupTimeout:   s.Config.PickupTimeout,
 		BaseBackoff:     s.BaseBackoff,
 		MaxBackoff:      s.MaxBackoff,
+		UndoRetry:       s.UndoRetry,
+		OwedRetry:       s.OwedRetry,
 		// A held step past its deadline is waited on, not failed, while
 		// these queues hold messages (for at most its wait limit).
 		BacklogQueueURLs: BacklogQueues(s.Config),

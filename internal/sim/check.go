@@ -22,11 +22,20 @@ func (w *World) settled() bool {
 	}
 	for _, id := range w.orders {
 		v, err := w.mem.GetOrder(context.Background(), id)
+		if w.poisonedAway(id, err) {
+			continue
+		}
 		if err != nil || !final(v) {
 			return false
 		}
 	}
 	return true
+}
+
+// poisonedAway: order id was never stored, its intake being in the
+// dead-letter queue as a poison message (World.poisoned).
+func (w *World) poisonedAway(id string, err error) bool {
+	return w.poisoned[id] && errors.Is(err, sas.ErrNotFound)
 }
 
 // final reports whether nothing will move an order on its own: no step
@@ -53,6 +62,7 @@ func (w *World) unsettled() {
 	for _, id := range w.orders {
 		v, err := w.mem.GetOrder(context.Background(), id)
 		switch {
+		case w.poisonedAway(id, err):
 		case errors.Is(err, sas.ErrNotFound):
 			parts = append(parts, id+" never stored")
 		case err != nil:
@@ -94,6 +104,9 @@ func (w *World) final() {
 	w.tracef("settled; checking")
 	for _, id := range w.orders {
 		v, err := w.mem.GetOrder(context.Background(), id)
+		if w.poisonedAway(id, err) {
+			continue
+		}
 		if err != nil {
 			w.violate("order lost", "order %s: %v", id, err)
 			continue
@@ -106,8 +119,11 @@ func (w *World) final() {
 	w.checkOneEventPerID()
 	w.checkForged()
 	for _, q := range w.queues {
-		if q.dlq != nil && len(q.dlq.msgs) > 0 {
-			w.violate("dead-lettered", "%s holds %d messages", q.dlq.name, len(q.dlq.msgs))
+		if q.dlq == nil {
+			continue
+		}
+		if n := slices.IndexFunc(q.dlq.msgs, func(m *message) bool { return !m.poison }); n >= 0 {
+			w.violate("dead-lettered", "%s holds message %s, which a handler of its last receives let go", q.dlq.name, q.dlq.msgs[n].id)
 		}
 	}
 }
@@ -190,7 +206,7 @@ func (w *World) checkStatuses(v sas.OrderView) {
 		}
 	}
 	for _, f := range w.gaveUp {
-		if f.key.OrderID == id && f.state == sas.Error && !w.resubmitted[f.id()] && f.key.Step < len(v.Steps) && !failedSteps[v.Steps[f.key.Step].StepName] {
+		if f.key.OrderID == id && f.state == sas.Error && !w.resubmitted[f.id()] && !w.poisoned[id] && f.key.Step < len(v.Steps) && !failedSteps[v.Steps[f.key.Step].StepName] {
 			w.violate("status missing", "step %v went to Error (%s, attempt %d) and the submitter was never told it failed", f.key, f.by, f.attempt)
 		}
 	}
@@ -202,7 +218,7 @@ func (w *World) checkStatuses(v sas.OrderView) {
 // twice).
 func (w *World) checkAlerts() {
 	for _, f := range w.gaveUp {
-		if !w.resubmitted[f.id()] && !slices.ContainsFunc(w.alerts, func(a sas.Alert) bool {
+		if !w.resubmitted[f.id()] && !w.poisoned[f.key.OrderID] && !slices.ContainsFunc(w.alerts, func(a sas.Alert) bool {
 			return a.OrderID == f.key.OrderID && a.Step == f.key.Step && a.State == f.state && a.Attempts == f.attempt
 		}) {
 			w.violate("not alerted", "step %v went to %s at attempt %d (%s) and no alert went out", f.key, f.state, f.attempt, f.by)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -26,6 +27,42 @@ type queue struct {
 	consumer string
 }
 
+// receive is one receive of a message: the task it went to, under which
+// receipt, whether a later receive outran it (its receipt was stale by the
+// time the task ended, so its deletes deleted nothing), and the task's stop
+// at which it was handed on (handOff; 0: it was not).
+type receive struct {
+	t           *task
+	receipt     string
+	outrun      bool
+	handedOffAt int
+}
+
+// handedOff notes, on the message t received that body hands on (the
+// first of the same order, step and attempt not yet handed on: a batch
+// may hold duplicates, handled in its order), that t's current stop sent
+// it.
+func (t *task) handedOff(body string) {
+	k := stepAttempt(body)
+	for _, x := range t.received {
+		if x.r.handedOffAt == 0 && stepAttempt(x.m.body) == k {
+			x.r.handedOffAt = t.stops
+			return
+		}
+	}
+}
+
+// stepAttempt is what a body is about: its order, step and attempt.
+func stepAttempt(body string) string {
+	var h struct {
+		OrderID string          `json:"orderId"`
+		Step    json.RawMessage `json:"step"`
+		Attempt int             `json:"attempt"`
+	}
+	_ = json.Unmarshal([]byte(body), &h)
+	return fmt.Sprintf("%s/%s/%d", h.OrderID, h.Step, h.Attempt)
+}
+
 type message struct {
 	id, body  string
 	sentAt    time.Time
@@ -38,6 +75,11 @@ type message struct {
 	duplicated bool
 	// sender is the task that sent it, for the trace.
 	sender string
+	// receipts are its receives, in order: who handled each.
+	receipts []*receive
+	// poison: it went to its dead-letter queue with no handler of its last
+	// receives finished (lastHandlersCut).
+	poison bool
 }
 
 func (q *queue) visible(now time.Time) []*message {
@@ -113,6 +155,7 @@ func (qs queues) Send(ctx context.Context, p sas.SendParams) (sas.SendResult, er
 	if c.fault == faultFail {
 		if t := taskOf(ctx); t != nil {
 			t.excused = true
+			t.handOffFailed = t.handOffFailed || slices.ContainsFunc(p.Messages, handOff)
 		}
 		return sas.SendResult{}, errors.New("sim: the send failed (injected)")
 	}
@@ -122,6 +165,9 @@ func (qs queues) Send(ctx context.Context, p sas.SendParams) (sas.SendResult, er
 	}
 	now := w.clock.Now()
 	for _, m := range p.Messages {
+		if w.loseSuccessor(ctx, m.Body) {
+			continue
+		}
 		body := m.Body
 		if w.oldAgent(ctx, body) {
 			body = stripVersion(body)
@@ -130,6 +176,13 @@ func (qs queues) Send(ctx context.Context, p sas.SendParams) (sas.SendResult, er
 		msg := &message{id: fmt.Sprintf("m%d", w.nextMsg), body: body, sentAt: now, visibleAt: now.Add(m.Delay), sender: sender}
 		q.msgs = append(q.msgs, msg)
 		w.sent(ctx, q, msg)
+	}
+	if t := taskOf(ctx); t != nil {
+		for _, m := range p.Messages {
+			if handOff(m) {
+				t.handedOff(m.Body)
+			}
+		}
 	}
 	return sas.SendResult{Requests: 1}, nil
 }
@@ -271,4 +324,18 @@ func stripVersion(body string) string {
 		return body
 	}
 	return string(b)
+}
+
+// handOff reports whether m hands a received message on: a scheduler's
+// renewal (a copy carrying sasRenewals), an agent's hand-back of a request
+// (retry{requeue}), or an agent's reply, which disposes of the request it
+// answers (one whose reply fails is left for redelivery).
+func handOff(m sas.OutboundMessage) bool {
+	var h struct {
+		Renewals *int     `json:"sasRenewals"`
+		Kind     sas.Kind `json:"kind"`
+		Requeue  bool     `json:"requeue"`
+	}
+	return json.Unmarshal([]byte(m.Body), &h) == nil &&
+		(h.Renewals != nil || h.Kind == sas.KindRetry && h.Requeue || h.Kind == sas.KindAgentReply)
 }

@@ -48,9 +48,14 @@ type Config struct {
 	// (agent.Reject) rather than failures. Also on in a third of the seeds
 	// whatever ForSeed drew (Config.rejecting, results.go).
 	Rejections bool
+	// Faults is the run's fault mix (faults.go): Swarm's draw for the
+	// seed, or DefaultFaults.
+	Faults Faults
 	// Sabotage plants a known bug in the world (SabotageLoseAlerts,
-	// SabotageSkipUndo, SabotageIgnoreTransient): the simulator's own tests use it to show that the
-	// checks catch what they are for.
+	// SabotageSkipUndo, SabotageIgnoreTransient, SabotageLoseSuccessor,
+	// SabotageOneAlertID):
+	// the simulator's own tests use it to show that the checks catch what
+	// they are for.
 	Sabotage string
 }
 
@@ -63,6 +68,12 @@ const (
 	// lost race, so the transient outcome is acknowledged uncounted and
 	// the attempt is left to the supervisor: the bug of issue 19.
 	SabotageIgnoreTransient = "ignore-transient"
+	// SabotageLoseSuccessor: the agent request a task owes after its
+	// Complete claimed the next step is dropped, the send reporting
+	// success: a scheduler that loses the successor's request. A twin
+	// delivery's re-send of it still goes out, so the rule "lost work" must
+	// tell a request lost from one a twin sent.
+	SabotageLoseSuccessor = "lose-successor"
 	// SabotageOneAlertID: the alerter names every alert alike, so any two
 	// events share an id (issue 29, N5's class, at its widest: the sweep
 	// seldom makes two events of one step at one state).
@@ -81,10 +92,11 @@ func ForSeed(seed int64) Config {
 		Variant:       Variants[r.IntN(len(Variants))],
 		OldAgents:     r.IntN(4) == 0,
 		StoreRefusals: r.IntN(2) == 0,
-		FaultEvents:   100 + r.IntN(400),
+		FaultEvents:   100 + r.IntN(300),
 		CalmLimit:     6 * time.Hour,
 		MaxEvents:     20000,
 		Forge:         r.IntN(4) == 0,
+		Faults:        Swarm(seed),
 	}
 }
 
@@ -103,9 +115,18 @@ type Result struct {
 // Failed reports whether the run broke an invariant.
 func (r Result) Failed() bool { return len(r.Violations) > 0 }
 
-// Replay is the command that replays the run.
+// Replay is the command that replays the run: the seed, and the fault mix
+// when it is not the seed's own draw.
 func (r Result) Replay() string {
-	return fmt.Sprintf("go run ./cmd/sassim -seed %d -v", r.Config.Seed)
+	cmd := fmt.Sprintf("go run ./cmd/sassim -seed %d -v", r.Config.Seed)
+	switch r.Config.Faults {
+	case Swarm(r.Config.Seed):
+	case DefaultFaults:
+		cmd += " -swarm=false"
+	default:
+		cmd += " -swarm=false -faults " + r.Config.Faults.String()
+	}
+	return cmd
 }
 
 // Summary is the failure report: the violations, the replay command and the
@@ -252,7 +273,7 @@ func (w *World) chaos() {
 		add(5, func() { w.deliver(q, msgs) })
 	}
 	if q, m := w.inFlight(); q != nil {
-		add(0.4, func() {
+		add(w.cfg.Faults.Duplicate, func() {
 			w.tracef("duplicate delivery of %s", m.id)
 			m.duplicated = true
 			w.deliver(q, []*message{m})
@@ -264,7 +285,10 @@ func (w *World) chaos() {
 		w.clock.Advance(d)
 		w.tracef("time passes: %s", d)
 	})
-	add(0.08, func() {
+	if !w.clock.Now().Before(w.storeDownUntil) {
+		add(w.cfg.Faults.Outage, w.outage)
+	}
+	add(w.cfg.Faults.Jump, func() {
 		d := time.Duration(30+w.rng.IntN(600)) * time.Second
 		w.clock.Advance(d)
 		w.tracef("the clock jumps: %s", d)
@@ -340,48 +364,4 @@ func (w *World) operatorEvent() {
 	default:
 		w.operate("compensate", id)
 	}
-}
-
-// faultAt draws the fault a stopped task gets at its stop.
-func (w *World) faultAt(t *task) choice {
-	p := w.rng.Float64()
-	if p < 0.015 {
-		w.tracef("task %d (%s) dies before %s", t.id, t.name, t.at.desc)
-		return choice{crash: true}
-	}
-	p = w.rng.Float64()
-	var c choice
-	switch t.at.kind {
-	case opWrite:
-		if p < 0.06 {
-			c.fault = faultAmbiguous
-		}
-	case opSend:
-		if p < 0.04 {
-			c.fault = faultFail
-		}
-	case opAlert:
-		if p < 0.15 {
-			c.fault = faultFail
-		}
-	case opRemote:
-		undo := strings.Contains(t.at.desc, " undo ")
-		switch {
-		case p < 0.15:
-			c.fault = faultTransient
-		case p < 0.20 && !undo, p < 0.155:
-			c.fault = faultPermanent
-		case p < 0.25:
-			c.fault = faultLost
-		}
-	}
-	if c.fault != faultNone {
-		w.tracef("task %d (%s) at %s: %s", t.id, t.name, t.at.desc, faultNames[c.fault])
-	}
-	return c
-}
-
-var faultNames = map[fault]string{
-	faultAmbiguous: "ambiguous commit", faultFail: "fails", faultTransient: "transient error",
-	faultPermanent: "refused", faultLost: "effect made, answer lost",
 }

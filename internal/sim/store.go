@@ -2,6 +2,8 @@ package sim
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 
 	"github.com/sas-go/sas/internal/memstore"
@@ -23,10 +25,18 @@ type store struct {
 
 var _ sas.StateStore = (*store)(nil)
 
+// errUnavailable is a store call's error in an outage (Faults.Store,
+// Faults.Outage): transient, nothing done.
+var errUnavailable = errors.New("sim: the store is unavailable (injected)")
+
 // write runs one conditional write with its faults, checks every record it
 // changed, and returns the answer the caller sees.
 func write[T any](ctx context.Context, s *store, name string, keys []sas.StepKey, do func() (T, error)) (T, error) {
 	c := stop(ctx, opWrite, "%s %v", name, keys)
+	if c.fault == faultUnavailable {
+		var zero T
+		return zero, errUnavailable
+	}
 	before := s.snapshot(keys)
 	res, err := do()
 	committed := err == nil
@@ -129,7 +139,9 @@ func (s *store) Resubmit(ctx context.Context, p sas.ResubmitParams) (sas.StepRec
 func (s *store) NoteEffect(ctx context.Context, p sas.NoteEffectParams) (sas.StepRecord, error) {
 	// Noting a step noted already writes nothing, so its retry answers
 	// as the first call did: no ambiguous commit to model.
-	stop(ctx, opWrite, "NoteEffect %v", p.Key)
+	if stop(ctx, opWrite, "NoteEffect %v", p.Key).fault == faultUnavailable {
+		return sas.StepRecord{}, errUnavailable
+	}
 	before := s.snapshot([]sas.StepKey{p.Key})
 	r, err := s.mem.NoteEffect(ctx, p)
 	if err == nil {
@@ -143,22 +155,30 @@ func (s *store) Settle(ctx context.Context, p sas.SettleParams) (sas.StepRecord,
 }
 
 func (s *store) FindDue(ctx context.Context, p sas.FindDueParams) (sas.FindDueResult, error) {
-	stop(ctx, opRead, "FindDue %s", p.State)
+	if stop(ctx, opRead, "FindDue %s", p.State).fault == faultUnavailable {
+		return sas.FindDueResult{}, errUnavailable
+	}
 	return s.mem.FindDue(ctx, p)
 }
 
 func (s *store) FindOwed(ctx context.Context, p sas.FindOwedParams) (sas.FindDueResult, error) {
-	stop(ctx, opRead, "FindOwed")
+	if stop(ctx, opRead, "FindOwed").fault == faultUnavailable {
+		return sas.FindDueResult{}, errUnavailable
+	}
 	return s.mem.FindOwed(ctx, p)
 }
 
 func (s *store) GetStep(ctx context.Context, k sas.StepKey) (sas.StepRecord, error) {
-	stop(ctx, opRead, "GetStep %v", k)
+	if stop(ctx, opRead, "GetStep %v", k).fault == faultUnavailable {
+		return sas.StepRecord{}, errUnavailable
+	}
 	return s.mem.GetStep(ctx, k)
 }
 
 func (s *store) GetOrder(ctx context.Context, id string) (sas.OrderView, error) {
-	stop(ctx, opRead, "GetOrder %s", id)
+	if stop(ctx, opRead, "GetOrder %s", id).fault == faultUnavailable {
+		return sas.OrderView{}, errUnavailable
+	}
 	v, err := s.mem.GetOrder(ctx, id)
 	if err == nil && s.w.cfg.Sabotage == SabotageStaleResults {
 		v = staleResults(v)
@@ -167,17 +187,23 @@ func (s *store) GetOrder(ctx context.Context, id string) (sas.OrderView, error) 
 }
 
 func (s *store) ListByState(ctx context.Context, p sas.ListByStateParams) (sas.ListByStateResult, error) {
-	stop(ctx, opRead, "ListByState %s", p.State)
+	if stop(ctx, opRead, "ListByState %s", p.State).fault == faultUnavailable {
+		return sas.ListByStateResult{}, errUnavailable
+	}
 	return s.mem.ListByState(ctx, p)
 }
 
 func (s *store) PutDefinition(ctx context.Context, wf sas.Workflow) error {
-	stop(ctx, opWrite, "PutDefinition %s", wf.Name)
+	if stop(ctx, opWrite, "PutDefinition %s", wf.Name).fault == faultUnavailable {
+		return errUnavailable
+	}
 	return s.mem.PutDefinition(ctx, wf)
 }
 
 func (s *store) GetDefinition(ctx context.Context, name, version string) (sas.Workflow, error) {
-	stop(ctx, opRead, "GetDefinition %s", name)
+	if stop(ctx, opRead, "GetDefinition %s", name).fault == faultUnavailable {
+		return sas.Workflow{}, errUnavailable
+	}
 	return s.mem.GetDefinition(ctx, name, version)
 }
 
@@ -205,7 +231,7 @@ func (w *World) wrote(ctx context.Context, name string, before, after []sas.Step
 		}
 		switch {
 		case a.ProcessState.Leased() && a.LockedBy != "" && a.Attempt > b.Attempt:
-			t.owes = append(t.owes, obligation{kind: owesRequest, key: a.Key(), attempt: a.Attempt, what: name})
+			t.owes = append(t.owes, obligation{kind: owesRequest, key: a.Key(), attempt: a.Attempt, what: name, since: w.nextMsg})
 		case name == rescueByHolder:
 			// Issue 19: a failure counted on the agent's word owes the next
 			// attempt's claim (whose request it then owes), not a retry
@@ -278,6 +304,9 @@ type obligation struct {
 	key     sas.StepKey
 	attempt int
 	what    string
+	// since is the number of the last message sent before the write: a
+	// request a twin sent after it discharges owesRequest too.
+	since int
 }
 
 type obligationKind int
@@ -308,4 +337,31 @@ type failure struct {
 	state   sas.ProcessState
 	attempt int
 	by      string
+}
+
+// loseSuccessor is SabotageLoseSuccessor: it reports whether body is an
+// agent request its task owes after a Complete, which the sabotaged world
+// then drops.
+func (w *World) loseSuccessor(ctx context.Context, body string) bool {
+	t := taskOf(ctx)
+	if w.cfg.Sabotage != SabotageLoseSuccessor || t == nil {
+		return false
+	}
+	var h struct {
+		Kind    sas.Kind `json:"kind"`
+		OrderID string   `json:"orderId"`
+		Step    int      `json:"step"`
+		Attempt int      `json:"attempt"`
+	}
+	if json.Unmarshal([]byte(body), &h) != nil || h.Kind != sas.KindAgentRequest {
+		return false
+	}
+	k := sas.StepKey{OrderID: h.OrderID, Step: h.Step}
+	for _, o := range t.owes {
+		if o.kind == owesRequest && o.what == "Complete" && o.key == k && o.attempt == h.Attempt {
+			w.tracef("  sabotaged: the request for %v attempt %d is dropped", k, h.Attempt)
+			return true
+		}
+	}
+	return false
 }

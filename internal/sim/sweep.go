@@ -17,14 +17,19 @@ type SweepResult struct {
 	Failures []Result // the first few
 }
 
-// Sweep runs seeds from..from+n-1, reporting each failure to out as it is
-// found (its summary with the last traceLines events), and keeps the first
-// keep failures.
-func Sweep(from int64, n int, out io.Writer, traceLines, keep int) SweepResult {
+// Sweep runs seeds from..from+n-1, each on its configuration (ForSeed)
+// as configure changes it (nil: as drawn), reporting each failure to out
+// as it is found (its summary with the last traceLines events), and keeps
+// the first keep failures.
+func Sweep(from int64, n int, configure func(Config) Config, out io.Writer, traceLines, keep int) SweepResult {
 	s := SweepResult{ByRule: map[string]int{}}
 	began := time.Now()
 	for seed := from; seed < from+int64(n); seed++ {
-		r := Run(ForSeed(seed))
+		cfg := ForSeed(seed)
+		if configure != nil {
+			cfg = configure(cfg)
+		}
+		r := Run(cfg)
 		s.Seeds++
 		s.Events += r.Events
 		s.Orders += r.Orders

@@ -32,9 +32,26 @@ type task struct {
 	// whether a fault excuses it (a send or an alert the simulator failed).
 	owes    []obligation
 	excused bool
+	// handOffFailed: a send that would have handed a received message on
+	// (handOff) failed.
+	handOffFailed bool
+	// received are the messages a delivery handed the task.
+	received []received
+	// stops counts the task's stops, and diedAt is the one it died at.
+	stops, diedAt int
 	// after runs when the task ended without crashing (the event source
 	// deleting what the handler acknowledged, say).
 	after func()
+	// deadline is when the function running the task times out (zero: it
+	// never does, an operator's command). Lambda stops an invocation at
+	// its timeout, so a task resumed past it dies there instead.
+	deadline time.Time
+}
+
+// received is a message a task received, and that receive.
+type received struct {
+	m *message
+	r *receive
 }
 
 // opKind sorts the calls a task stops at, for the faults each may get.
@@ -67,12 +84,13 @@ type choice struct {
 type fault int
 
 const (
-	faultNone      fault = iota
-	faultAmbiguous       // a write that committed, its response lost, retried
-	faultFail            // a send or an alert that fails
-	faultTransient       // the remote: a transient error, no effect
-	faultPermanent       // the remote: a refusal
-	faultLost            // the remote: the effect is made, the answer lost
+	faultNone        fault = iota
+	faultAmbiguous         // a write that committed, its response lost, retried
+	faultFail              // a send or an alert that fails
+	faultTransient         // the remote: a transient error, no effect
+	faultPermanent         // the remote: a refusal
+	faultLost              // the remote: the effect is made, the answer lost
+	faultUnavailable       // the store: the call fails, having done nothing
 )
 
 type taskKey struct{}
@@ -92,9 +110,11 @@ func stop(ctx context.Context, kind opKind, format string, args ...any) choice {
 	if t.dead.Load() {
 		runtime.Goexit()
 	}
+	t.stops++
 	t.ev <- &op{kind: kind, desc: fmt.Sprintf(format, args...)}
 	c := <-t.resume
 	if c.crash {
+		t.diedAt = t.stops
 		t.dead.Store(true)
 		runtime.Goexit()
 	}
@@ -106,10 +126,14 @@ func stop(ctx context.Context, kind opKind, format string, args ...any) choice {
 // simulator or a handler blocking on something outside it.
 const stuck = 30 * time.Second
 
-// start runs fn as a task and waits for its first stop.
-func (w *World) start(name string, fn func(ctx context.Context)) *task {
+// start runs fn as a task, on a function that times out after timeout (0:
+// never), and waits for its first stop.
+func (w *World) start(name string, timeout time.Duration, fn func(ctx context.Context)) *task {
 	w.nextTask++
 	t := &task{id: w.nextTask, name: name, ev: make(chan *op), resume: make(chan choice)}
+	if timeout > 0 {
+		t.deadline = w.clock.Now().Add(timeout)
+	}
 	ctx := context.WithValue(context.Background(), taskKey{}, t)
 	go func() {
 		defer func() { t.ev <- nil }()
@@ -128,8 +152,16 @@ func (w *World) start(name string, fn func(ctx context.Context)) *task {
 	return t
 }
 
-// step resumes t with c and waits for its next stop or its end.
+// step resumes t with c and waits for its next stop or its end. A task
+// past its function's timeout dies instead of making its call: an
+// invocation never outlives its timeout, and the queues' visibility is six
+// times that (internal/sizing), so no handler acts on a message after its
+// receipt went stale by waiting.
 func (w *World) step(t *task, c choice) {
+	if !c.crash && !t.deadline.IsZero() && w.clock.Now().After(t.deadline) {
+		w.tracef("task %d (%s) timed out before %s", t.id, t.name, t.at.desc)
+		c = choice{crash: true}
+	}
 	t.resume <- c
 	w.wait(t)
 }

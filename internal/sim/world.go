@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/sas-go/sas/agent"
+	"github.com/sas-go/sas/internal/agenthost"
 	"github.com/sas-go/sas/internal/assembly"
 	"github.com/sas-go/sas/internal/clocktest"
 	"github.com/sas-go/sas/internal/config"
@@ -33,7 +34,7 @@ import (
 const (
 	maxReceives        = sizing.MaxReceiveCount // every queue's redrive policy, as the construct sets it
 	schedulerVisible   = sizing.SchedulerVisibility
-	agentMaxDeliveries = 3
+	agentMaxDeliveries = agenthost.DefaultMaxDeliveries // the agents' hand-back, as assembled
 	pickupTimeout      = 30 * time.Second
 	waitLimit          = time.Minute
 	sweepEvery         = 10 * time.Second
@@ -47,6 +48,10 @@ const (
 	// maxSkew bounds the second supervisor's clock skew, either way.
 	maxSkew = 2 * time.Second
 )
+
+// agentTimeout is the agents' function timeout, as the construct sizes it
+// for steps of up to twice stepTimeout (a variant's).
+var agentTimeout = sizing.AgentTimeout(2 * stepTimeout)
 
 // start is the virtual time every run starts at: fixed, so that a trace
 // reads the same on every replay, and far ahead of the wall clock, so that
@@ -83,7 +88,10 @@ type World struct {
 	// reported holds the attempts whose agent's transient outcome a
 	// scheduler handled (acknowledged, and ended normally): issue 19's
 	// rule, a failure is counted, never waited on.
-	reported             map[reportedAttempt]bool
+	reported map[reportedAttempt]bool
+	// requested holds, for each attempt of a step, the number of the last
+	// message that carried its agent request (by any task).
+	requested            map[reportedAttempt]int
 	defs                 map[string]sas.Workflow // by version
 	v1, v2               sas.Workflow
 	deployed             bool
@@ -100,6 +108,14 @@ type World struct {
 	forged       int
 	discard      *slog.Logger
 	deadLettered int
+	// poisoned: the orders a message of which went to a dead-letter queue
+	// as a poison message does (lastHandlersCut, renewedOut). The queue's
+	// alarm tells an operator, who redrives it: an order never stored (its
+	// intake there), or a failure told by that message alone, is then no
+	// violation.
+	poisoned map[string]bool
+	// storeDownUntil ends the store's outage (Faults.Outage).
+	storeDownUntil time.Time
 }
 
 // Violation is an invariant the run broke.
@@ -136,6 +152,8 @@ func newWorld(cfg Config) *World {
 		statuses:    map[string][]sas.Status{},
 		resubmitted: map[string]bool{},
 		reported:    map[reportedAttempt]bool{},
+		requested:   map[reportedAttempt]int{},
+		poisoned:    map[string]bool{},
 		defs:        map[string]sas.Workflow{},
 		faults:      true,
 		discard:     slog.New(slog.NewTextHandler(io.Discard, nil)),
@@ -156,9 +174,7 @@ func newWorld(cfg Config) *World {
 	for _, wf := range []sas.Workflow{w.v1, w.v2} {
 		for _, s := range wf.Steps {
 			if w.agentQ[s.Agent] == nil {
-				// As the construct sizes it for steps of up to twice
-				// stepTimeout (a variant's).
-				w.agentQ[s.Agent] = w.newQueue("agent-"+s.Agent, s.Agent, sizing.LambdaVisibility(sizing.AgentTimeout(2*stepTimeout)))
+				w.agentQ[s.Agent] = w.newQueue("agent-"+s.Agent, s.Agent, sizing.LambdaVisibility(agentTimeout))
 				w.agentNames = append(w.agentNames, s.Agent)
 			}
 		}
@@ -186,53 +202,56 @@ func (w *World) newQueue(name, consumer string, visibility time.Duration) *queue
 }
 
 // deploy replaces the schedulers and supervisors with ones running wf:
-// two of each, the second supervisor's clock skewed.
+// two of each, the second supervisor's clock skewed. They are assembled as
+// every deployment's are (internal/assembly), from the world's parts.
 func (w *World) deploy(wf sas.Workflow, suffix string) {
 	reg, err := sas.NewRegistry(wf)
 	if err != nil {
 		panic(err)
 	}
-	aq := sas.AgentQueues{ByAgent: map[string]sas.AgentQueue{}}
-	for _, name := range w.agentNames {
-		aq.ByAgent[name] = sas.AgentQueue{URL: w.agentQ[name].url}
-	}
-	// The deployment's rule for the queues a held step may wait on.
-	backlog := assembly.BacklogQueues(config.Config{AgentQueues: aq, SchedulerQueueURL: w.sched.url})
+	sys := w.system(reg)
 	w.schedulers = nil
 	for _, owner := range []string{"sched-a" + suffix, "sched-b" + suffix} {
-		svc, err := scheduler.New(scheduler.Config{
-			Store: w.st, Queue: queues{w}, Clock: w.clock, Alerter: alerter{w}, Workflows: reg, Owner: owner,
-			AgentQueues: aq, IntakeQueueURL: w.intake.url, SchedulerQueueURL: w.sched.url,
-			ControlQueueURL: w.control.url, SigningKey: signingKey, PickupTimeout: pickupTimeout, StepTimeout: stepTimeout,
-			Retry:          sas.RetryPolicy{MaxAttempts: 3, InitialInterval: time.Second, MaxInterval: 8 * time.Second}, // the supervisors'
-			UndoRetry:      undoRetry,
-			OwedRetry:      10 * time.Second,
-			ReplyToAllowed: func(u string) bool { return u == w.status.url }, Logger: w.discard,
-			RequireSignedReplies: w.signedOnly(),
-		})
+		svc, err := sys.Scheduler(owner, signingKey)
 		if err != nil {
 			panic(err)
 		}
 		w.schedulers = append(w.schedulers, scheduler.NewHandler(svc))
 	}
-	limits, err := reg.Limits()
-	if err != nil {
-		panic(err)
-	}
 	w.supervisors = nil
 	skew := time.Duration(w.rng.IntN(int(2*maxSkew/time.Millisecond)+1))*time.Millisecond - maxSkew
 	for i, offset := range []time.Duration{0, skew} {
-		sup, err := supervisor.New(supervisor.Config{
-			Store: w.st, Queue: queues{w}, Alerter: alerter{w}, ControlQueueURL: w.control.url,
-			Clock: skewed{w.clock, offset}, MaxFailures: supervisorMaxFailures, PickupTimeout: pickupTimeout,
-			BaseBackoff: time.Second, MaxBackoff: 8 * time.Second, UndoRetry: undoRetry, OwedRetry: 10 * time.Second,
-			BacklogQueueURLs: backlog, WaitLimit: waitLimit, Steps: limits, Workflows: reg, Budget: time.Hour,
-			Actor: fmt.Sprintf("sup-%d%s", i+1, suffix), Logger: w.discard, Metrics: io.Discard,
-		})
+		on := sys
+		on.Clock = skewed{w.clock, offset}
+		sup, err := on.Supervisor(fmt.Sprintf("sup-%d%s", i+1, suffix))
 		if err != nil {
 			panic(err)
 		}
 		w.supervisors = append(w.supervisors, sup)
+	}
+}
+
+// system is the world's deployment of the workflows of reg: its queues, its
+// limits and the parts the simulator gives every actor (the store, queues
+// and alerter that stop their callers, the fake clock).
+func (w *World) system(reg sas.Registry) assembly.System {
+	aq := sas.AgentQueues{ByAgent: map[string]sas.AgentQueue{}}
+	for _, name := range w.agentNames {
+		aq.ByAgent[name] = sas.AgentQueue{URL: w.agentQ[name].url}
+	}
+	return assembly.System{
+		Config: config.Config{
+			IntakeQueueURL: w.intake.url, SchedulerQueueURL: w.sched.url, ControlQueueURL: w.control.url,
+			AgentQueues: aq, AllowedReplyQueues: []string{w.status.url},
+			RequireSignedReplies: w.signedOnly(),
+			MaxFailures:          supervisorMaxFailures, StepTimeout: stepTimeout, PickupTimeout: pickupTimeout, WaitLimit: waitLimit,
+		},
+		Parts: assembly.Parts{
+			Store: w.st, Queue: queues{w}, Alerter: alerter{w}, Workflows: reg, Clock: w.clock,
+			Logger: w.discard, Metrics: io.Discard,
+		},
+		BaseBackoff: time.Second, MaxBackoff: 8 * time.Second,
+		UndoRetry: undoRetry, OwedRetry: 10 * time.Second,
 	}
 }
 
@@ -266,11 +285,9 @@ func (w *World) newAgent(name string) *agent.Handler {
 		func(ctx context.Context, req agent.Request) (any, error) { return w.remote.call(ctx, name, req) },
 		func(ctx context.Context, req agent.Request) (any, error) { return w.remote.call(ctx, name, req) },
 	)
-	q := w.agentQ[name]
-	h, err := agent.NewHandler(agent.HandlerConfig{
-		Agents: []*agent.Agent{a}, SchedulerQueueURL: w.sched.url, QueueURL: q.url, Queue: queues{w},
-		Clock: agentClock{w}, Logger: w.discard, Concurrency: 1, MaxDeliveries: agentMaxDeliveries,
-	})
+	sys := w.system(nil) // an agent reads no definition
+	sys.Clock = agentClock{w}
+	h, err := sys.AgentHandler(sys.AgentQueue(name), assembly.Hosting{}, a)
 	if err != nil {
 		panic(err)
 	}
@@ -330,6 +347,9 @@ func (w *World) sent(ctx context.Context, q *queue, m *message) {
 		return
 	}
 	k := sas.StepKey{OrderID: h.OrderID, Step: h.Step}
+	if h.Kind == sas.KindAgentRequest {
+		w.requested[reportedAttempt{k, h.Attempt}] = w.nextMsg
+	}
 	keep := t.owes[:0]
 	for _, o := range t.owes {
 		switch {
@@ -357,14 +377,23 @@ func (w *World) ended(t *task) {
 		return
 	}
 	if t.dead.Load() {
+		w.outrun(t)
 		w.tracef("task %d (%s) died", t.id, t.name)
 		return
 	}
 	if t.after != nil {
 		t.after()
 	}
+	w.outrun(t)
 	if !t.excused {
 		for _, o := range t.owes {
+			if o.kind == owesRequest && w.requested[reportedAttempt{o.key, o.attempt}] > o.since {
+				// A twin delivery sent it since this task's write: the
+				// attempt's request is out, which is what is owed (the
+				// twin of an ambiguous commit finds the write made and
+				// sends it; this task may then find the step moved on).
+				continue
+			}
 			if o.kind == owesNextAttempt {
 				// Owed is that the step does not stay handed back at that
 				// attempt, stranded until the supervisor counts another
@@ -380,6 +409,15 @@ func (w *World) ended(t *task) {
 	w.tracef("task %d (%s) ended", t.id, t.name)
 }
 
+// outrun notes, for each message t received and did not delete, whether a
+// later receive made t's receipt stale, so that its deletes deleted
+// nothing.
+func (w *World) outrun(t *task) {
+	for _, x := range t.received {
+		x.r.outrun = !x.m.gone && x.m.receipt != x.r.receipt
+	}
+}
+
 // deliver hands up to batch visible messages of q (chosen at random, in
 // any order) to its consumer, as an event source mapping would, counting
 // each receive and dead-lettering a message received past maxReceives.
@@ -389,11 +427,7 @@ func (w *World) deliver(q *queue, msgs []*message) {
 	for _, m := range msgs {
 		m.receives++
 		if q.maxReceives > 0 && m.receives > q.maxReceives {
-			m.gone = true
-			q.dlq.msgs = append(q.dlq.msgs, m)
-			w.deadLettered++
-			w.violate("dead-lettered", "message %s (%s), sent by %s, went to %s after %d receives",
-				m.id, describeBody(m.body), m.sender, q.dlq.name, m.receives-1)
+			w.deadLetter(q, m)
 			continue
 		}
 		m.visibleAt = now.Add(q.visibility)
@@ -405,18 +439,19 @@ func (w *World) deliver(q *queue, msgs []*message) {
 	}
 	var handle func(context.Context, events.SQSEvent) (events.SQSEventResponse, error)
 	var name string
+	timeout := sizing.SchedulerTimeout
 	if q.consumer == "scheduler" {
 		i := w.rng.IntN(len(w.schedulers))
 		handle, name = w.schedulers[i].Handle, fmt.Sprintf("scheduler %d", i)
 	} else {
-		handle, name = w.agents[q.consumer].Handle, "agent "+q.consumer
+		handle, name, timeout = w.agents[q.consumer].Handle, "agent "+q.consumer, agentTimeout
 	}
 	var ids []string
 	for _, m := range in {
 		ids = append(ids, fmt.Sprintf("%s(r%d %s)", m.MessageID, m.ReceiveCount, describeBody(m.Body)))
 	}
 	w.tracef("deliver %s from %s to %s", strings.Join(ids, ", "), q.name, name)
-	w.start(name, func(ctx context.Context) {
+	t := w.start(name, timeout, func(ctx context.Context) {
 		resp, err := handle(ctx, eventsource.Event(q.arn, in))
 		if err != nil {
 			return // the whole batch comes back after its visibility timeout
@@ -431,6 +466,13 @@ func (w *World) deliver(q *queue, msgs []*message) {
 			}
 		}
 	})
+	for _, m := range msgs {
+		if !m.gone { // received, not dead-lettered
+			r := &receive{t: t, receipt: m.receipt}
+			m.receipts = append(m.receipts, r)
+			t.received = append(t.received, received{m, r})
+		}
+	}
 }
 
 // reportedAttempt is one attempt of one step.
@@ -458,7 +500,7 @@ func (w *World) noteReported(in []sas.InboundMessage, receipts []string) {
 func (w *World) sweep(i int) {
 	sup := w.supervisors[i]
 	w.tracef("sweep by supervisor %d", i+1)
-	w.start(fmt.Sprintf("supervisor %d", i+1), func(ctx context.Context) { _, _ = sup.RunOnce(ctx) })
+	w.start(fmt.Sprintf("supervisor %d", i+1), sizing.SupervisorTimeout, func(ctx context.Context) { _, _ = sup.RunOnce(ctx) })
 }
 
 // operate runs one operator command (sasctl) as a task.
@@ -467,7 +509,7 @@ func (w *World) operate(args ...string) {
 		w.compensateAsked[args[1]] = true
 	}
 	w.tracef("operator: sasctl %s", strings.Join(args, " "))
-	w.start("operator", func(ctx context.Context) { _ = w.operator.Run(ctx, args) })
+	w.start("operator", 0, func(ctx context.Context) { _ = w.operator.Run(ctx, args) })
 }
 
 // submit sends an order to the intake queue, as an application does.

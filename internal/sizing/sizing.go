@@ -15,6 +15,10 @@ const (
 	// handful of DynamoDB and SQS calls per message: a generous ceiling,
 	// not a target.
 	SchedulerTimeout = 30 * time.Second
+	// SupervisorTimeout is the supervisor function's timeout: a sweep
+	// stops taking new work at its budget (supervisor.DefaultBudget) and
+	// has the rest to finish.
+	SupervisorTimeout = 60 * time.Second
 	// AgentMargin is how long an agent's function outlives its longest
 	// step: the agent stops at the step's deadline and returns after it.
 	AgentMargin = 15 * time.Second
