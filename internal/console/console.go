@@ -85,6 +85,13 @@ type Config struct {
 	PageSize int
 	// Secret keys the CSRF token; default random per console.
 	Secret []byte
+	// AccessToken is the per-launch secret every request must carry
+	// (auth.go): default random per console. LoginURL puts it in the URL
+	// to print.
+	AccessToken string
+	// Hosts are names besides the listener's address that requests may
+	// give in Host: the name remote browsers reach a -remote console by.
+	Hosts []string
 	// AnyHost turns off Serve's Host check (for a console behind a proxy
 	// that sets its own Host; the CSRF checks still apply).
 	AnyHost bool
@@ -125,6 +132,13 @@ func New(cfg Config) (*Server, error) {
 			return nil, fmt.Errorf("console: %w", err)
 		}
 	}
+	if cfg.AccessToken == "" {
+		tok, err := newAccessToken()
+		if err != nil {
+			return nil, err
+		}
+		cfg.AccessToken = tok
+	}
 	mac := hmac.New(sha256.New, cfg.Secret)
 	mac.Write([]byte("sas console csrf v1"))
 	s := &Server{cfg: cfg, mux: http.NewServeMux(), token: hex.EncodeToString(mac.Sum(nil)), jobs: map[string]*Job{}}
@@ -141,7 +155,8 @@ func New(cfg Config) (*Server, error) {
 	return s, nil
 }
 
-// ServeHTTP applies the console's safety rules, then routes.
+// ServeHTTP applies the console's safety rules (the secret, then the CSRF
+// checks of a state change), then routes.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h := w.Header()
 	h.Set("Content-Security-Policy", "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
@@ -149,6 +164,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.Set("X-Frame-Options", "DENY")
 	h.Set("Referrer-Policy", "same-origin")
 	h.Set("Cache-Control", "no-store")
+	if !s.authenticate(w, r) {
+		return
+	}
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		if err := s.checkWrite(r); err != nil {
 			s.cfg.Logger.Warn("console: refused a state-changing request", "path", r.URL.Path, "origin", r.Header.Get("Origin"), "reason", err.Error())

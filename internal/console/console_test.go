@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -40,7 +41,7 @@ func fast(t *testing.T, readOnly bool) (*httptest.Server, *memstore.Store) {
 	st := memstore.New(memstore.Config{Shards: 2})
 	app := &sasctl.App{Store: st, Queue: q, Clock: clock, ControlQueueURL: control.URL, Actor: "operator:test", Out: io.Discard}
 	srv, err := console.New(console.Config{Store: st, Queues: memQueues{q}, App: app, Clock: clock, ReadOnly: readOnly,
-		Agents: []string{"payments"}, QueueRefs: []console.QueueRef{{Name: "control", URL: control.URL}}})
+		Agents: []string{"payments"}, QueueRefs: []console.QueueRef{{Name: "control", URL: control.URL}}, AccessToken: testSecret})
 	require.NoError(t, err)
 	ts := httptest.NewServer(srv)
 	t.Cleanup(ts.Close)
@@ -50,9 +51,19 @@ func fast(t *testing.T, readOnly bool) (*httptest.Server, *memstore.Store) {
 	return ts, st
 }
 
+// testSecret is the fast console's per-launch secret.
+const testSecret = "s3cret-of-this-launch"
+
+// withSecret adds the console's secret to a request, as its cookie.
+func withSecret(req *http.Request) *http.Request {
+	req.AddCookie(&http.Cookie{Name: "sas-console", Value: testSecret})
+	return req
+}
+
 func get(t *testing.T, u string) string {
 	t.Helper()
-	resp, err := http.Get(u)
+	req, _ := http.NewRequest(http.MethodGet, u, nil)
+	resp, err := http.DefaultClient.Do(withSecret(req))
 	require.NoError(t, err)
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
@@ -81,7 +92,7 @@ func TestEveryPageEscapesAndEveryWriteIsChecked(t *testing.T) {
 			req.Header.Set("Origin", origin)
 		}
 		c := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-		resp, err := c.Do(req)
+		resp, err := c.Do(withSecret(req))
 		require.NoError(t, err)
 		resp.Body.Close()
 		return resp.StatusCode
@@ -109,7 +120,7 @@ func TestReadOnlyRefusesEveryWrite(t *testing.T) {
 	req, _ := http.NewRequest(http.MethodPost, ts.URL+"/actions/pause", strings.NewReader("agent=payments"))
 	req.Header.Set("Origin", ts.URL)
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := http.DefaultClient.Do(withSecret(req))
 	require.NoError(t, err)
 	resp.Body.Close()
 	require.Equal(t, http.StatusForbidden, resp.StatusCode)
@@ -124,6 +135,77 @@ func TestListenRefusesAnAddressThatIsNotLoopback(t *testing.T) {
 	l, err := console.Listen("127.0.0.1:0", false)
 	require.NoError(t, err)
 	l.Close()
+	// -remote without TLS: refused, on any address.
+	_, err = console.Listen("0.0.0.0:0", true)
+	require.ErrorContains(t, err, "needs TLS")
+	_, err = console.Listen("127.0.0.1:0", true)
+	require.ErrorContains(t, err, "needs TLS")
+}
+
+// TestWithoutTheSecretNothing: a plain HTTP client without the console's
+// per-launch secret gets 401 and no page, no asset and no action, whatever
+// Origin and CSRF token it sends; the printed URL's ?token= is exchanged
+// for an HttpOnly, SameSite=Strict cookie and leaves the URL.
+func TestWithoutTheSecretNothing(t *testing.T) {
+	ts, st := fast(t, false)
+	plain := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	csrf := tokenRE.FindStringSubmatch(get(t, ts.URL+"/"))[1]
+	do := func(req *http.Request) (int, string) {
+		resp, err := plain.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		return resp.StatusCode, string(b)
+	}
+	for _, path := range []string{"/", "/orders", "/orders/o-1", "/orders?workflow=payment", "/jobs/1", "/static/console.css", "/?token=wrong", "/?token="} {
+		req, _ := http.NewRequest(http.MethodGet, ts.URL+path, nil)
+		code, body := do(req)
+		require.Equal(t, http.StatusUnauthorized, code, path)
+		require.NotContains(t, body, "o-1", path)
+		require.NotContains(t, body, csrf, path)
+	}
+	for name, set := range map[string]func(*http.Request){
+		"no secret":                         func(*http.Request) {},
+		"a wrong cookie":                    func(r *http.Request) { r.AddCookie(&http.Cookie{Name: "sas-console", Value: "guess"}) },
+		"a wrong bearer":                    func(r *http.Request) { r.Header.Set("Authorization", "Bearer guess") },
+		"the secret in the query of a POST": func(r *http.Request) { r.URL.RawQuery = "token=" + testSecret },
+	} {
+		form := url.Values{"agent": {"payments"}, "csrf": {csrf}}
+		req, _ := http.NewRequest(http.MethodPost, ts.URL+"/actions/pause", strings.NewReader(form.Encode()))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.Header.Set("Origin", ts.URL)
+		set(req)
+		code, _ := do(req)
+		require.Equal(t, http.StatusUnauthorized, code, name)
+	}
+	ps, err := st.AgentPauses(context.Background())
+	require.NoError(t, err)
+	require.False(t, ps.Paused("payments"), "nothing without the secret paused the agent")
+
+	// The printed URL: a cookie, and the same page without the token.
+	req, _ := http.NewRequest(http.MethodGet, ts.URL+"/orders?workflow=payment&token="+testSecret, nil)
+	resp, err := plain.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
+	require.Equal(t, "/orders?workflow=payment", resp.Header.Get("Location"))
+	cookies := resp.Cookies()
+	require.Len(t, cookies, 1)
+	c := cookies[0]
+	require.Equal(t, "sas-console", c.Name)
+	require.True(t, c.HttpOnly, "HttpOnly")
+	require.Equal(t, http.SameSiteStrictMode, c.SameSite)
+	req, _ = http.NewRequest(http.MethodGet, ts.URL+"/orders/o-1", nil)
+	req.AddCookie(c)
+	code, body := do(req)
+	require.Equal(t, http.StatusOK, code)
+	require.Contains(t, body, "o-1")
+	// A script may send it as a bearer token instead.
+	req, _ = http.NewRequest(http.MethodGet, ts.URL+"/orders/o-1", nil)
+	req.Header.Set("Authorization", "Bearer "+testSecret)
+	code, _ = do(req)
+	require.Equal(t, http.StatusOK, code)
 }
 
 func TestServeRefusesAForeignHost(t *testing.T) {
@@ -136,16 +218,51 @@ func TestServeRefusesAForeignHost(t *testing.T) {
 	srv, err := console.New(console.Config{Store: st, Queues: memQueues{q}, App: &sasctl.App{Store: st, Queue: q, Out: io.Discard}})
 	require.NoError(t, err)
 	go func() { _ = console.Serve(ctx, l, srv) }()
-	req, _ := http.NewRequest(http.MethodGet, console.URL(l), nil)
+	req, _ := http.NewRequest(http.MethodGet, srv.LoginURL(console.URL(l)), nil)
 	req.Host = "rebound.example:80"
 	resp, err := http.DefaultClient.Do(req)
 	require.NoError(t, err)
 	resp.Body.Close()
 	require.Equal(t, http.StatusMisdirectedRequest, resp.StatusCode, "a DNS-rebound name is refused")
-	resp, err = http.Get(console.URL(l))
+	resp, err = http.Get(srv.LoginURL(console.URL(l))) // follows the redirect with the cookie
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusUnauthorized, resp.StatusCode, "a client without a cookie jar does not keep the secret")
+	req, _ = http.NewRequest(http.MethodGet, console.URL(l), nil)
+	req.Header.Set("Authorization", "Bearer "+srv.AccessToken())
+	resp, err = http.DefaultClient.Do(req)
 	require.NoError(t, err)
 	resp.Body.Close()
 	require.Equal(t, http.StatusOK, resp.StatusCode)
+}
+
+// TestHostLocalhostFromTheNetworkIsRefused: on 0.0.0.0, Host: localhost
+// passes only from a loopback peer; a remote client must name one of the
+// console's hosts.
+func TestHostLocalhostFromTheNetworkIsRefused(t *testing.T) {
+	st := memstore.New(memstore.Config{})
+	q := memqueue.New(memqueue.Options{})
+	srv, err := console.New(console.Config{Store: st, Queues: memQueues{q}, App: &sasctl.App{Store: st, Queue: q, Out: io.Discard},
+		Hosts: []string{"ops.example"}})
+	require.NoError(t, err)
+	h := srv.HostChecked(&net.TCPAddr{IP: net.IPv4zero, Port: 8089})
+	for _, tc := range []struct {
+		host, peer string
+		want       int
+	}{
+		{"localhost:8089", "192.0.2.7:50000", http.StatusMisdirectedRequest},
+		{"127.0.0.1:8089", "192.0.2.7:50000", http.StatusMisdirectedRequest},
+		{"0.0.0.0:8089", "192.0.2.7:50000", http.StatusMisdirectedRequest},
+		{"localhost:8089", "127.0.0.1:50000", http.StatusUnauthorized}, // past the Host check: no secret
+		{"ops.example:8089", "192.0.2.7:50000", http.StatusUnauthorized},
+		{"ops.example", "192.0.2.7:50000", http.StatusUnauthorized},
+	} {
+		req := httptest.NewRequest(http.MethodGet, "/", nil)
+		req.Host, req.RemoteAddr = tc.host, tc.peer
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, req)
+		require.Equal(t, tc.want, w.Code, "Host %s from %s", tc.host, tc.peer)
+	}
 }
 
 var rowRE = regexp.MustCompile(`<tr data-order="([^"]+)"`)
