@@ -142,7 +142,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		app.Mappings = esm.Switch{Lambda: lambda.NewFromConfig(awsCfg), QueueARN: queue.QueueARN}
 	}
 	if args[0] == "console" {
-		return serveConsole(ctx, args[1:], cfg, store, queue, app, stdout)
+		return serveConsole(ctx, args[1:], cfg, store, queue, app, controlSenders(getenv), stdout)
 	}
 	return app.Run(ctx, args)
 }
@@ -160,7 +160,7 @@ func lambdaThere(getenv func(string) string) bool {
 }
 
 // serveConsole runs the web console (internal/console) until interrupted.
-func serveConsole(ctx context.Context, args []string, cfg config.Config, store *dynamostore.Store, queue *sqsqueue.Queue, app *sasctl.App, stdout io.Writer) error {
+func serveConsole(ctx context.Context, args []string, cfg config.Config, store *dynamostore.Store, queue *sqsqueue.Queue, app *sasctl.App, senders []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("console", flag.ContinueOnError)
 	fs.SetOutput(stdout)
 	addr := fs.String("addr", console.DefaultAddr, "listen address (loopback unless -remote)")
@@ -190,7 +190,7 @@ func serveConsole(ctx context.Context, args []string, cfg config.Config, store *
 	srv, err := console.New(console.Config{
 		Store: store, Queues: queue, App: app, QueueRefs: console.QueueRefsOf(cfg, reg),
 		Agents: console.AgentsOf(reg, cfg), StepAgents: reg.StepAgents(), Workflows: sortedNames(reg), ReadOnly: *readOnly,
-		Hosts: hosts,
+		Hosts: hosts, ControlSenders: senders,
 	})
 	if err != nil {
 		return err
@@ -208,6 +208,20 @@ func serveConsole(ctx context.Context, args []string, cfg config.Config, store *
 	// has it acts with these credentials.
 	fmt.Fprintf(stdout, "sasctl: the console is at %s (Ctrl-C stops it)\n", srv.LoginURL(console.URL(l, *host)))
 	return console.Serve(ctx, l, srv)
+}
+
+// controlSenders are the SQS sender ids a console redrive moves control
+// messages back from: the supervisor role's (SAS_SUPERVISOR_SENDER_ID,
+// the stack's SupervisorRoleId output) and the operators' roles'
+// (SAS_CONTROL_SENDERS, comma-separated unique ids, "AROA…").
+func controlSenders(getenv func(string) string) []string {
+	var out []string
+	for _, v := range append([]string{getenv("SAS_SUPERVISOR_SENDER_ID")}, strings.Split(getenv("SAS_CONTROL_SENDERS"), ",")...) {
+		if v = strings.TrimSpace(v); v != "" {
+			out = append(out, v)
+		}
+	}
+	return out
 }
 
 func sortedNames(reg sas.Registry) []string {

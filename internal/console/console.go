@@ -89,6 +89,12 @@ type Config struct {
 	// (auth.go): default random per console. LoginURL puts it in the URL
 	// to print.
 	AccessToken string
+	// ControlSenders are the SQS sender ids (a role's unique id, "AROA…",
+	// matching any of its sessions, or a whole SenderId) whose messages a
+	// redrive may move back to the control queue: the supervisor's role and
+	// the operators'. A control message from anyone else, or with no
+	// sender, stays in the dead-letter queue (redrive.go).
+	ControlSenders []string
 	// Hosts are names besides the listener's address that requests may
 	// give in Host: the name remote browsers reach a -remote console by.
 	Hosts []string
