@@ -156,6 +156,7 @@ func New(cfg Config) (*Server, error) {
 	s.mux.HandleFunc("GET /{$}", s.overview)
 	s.mux.HandleFunc("GET /orders", s.orders)
 	s.mux.HandleFunc("GET /orders/{id}", s.order)
+	s.mux.HandleFunc("GET /order", s.order) // ?id=: the ids a path cannot carry (orderHref)
 	s.mux.HandleFunc("GET /jobs/{id}", s.job)
 	s.mux.HandleFunc("POST /actions/{action}", s.action)
 	return s, nil
@@ -223,6 +224,7 @@ func (s *Server) parse() error {
 		"millis":   millis,
 		"outcome":  ranOutcome,
 		"lower":    strings.ToLower,
+		"orderURL": orderHref,
 		"join":     strings.Join,
 		"stateCSS": stateCSS,
 		"bytes":    humanBytes,

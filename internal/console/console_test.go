@@ -3,6 +3,7 @@ package console_test
 import (
 	"context"
 	"fmt"
+	"html"
 	"io"
 	"net"
 	"net/http"
@@ -340,4 +341,34 @@ func TestTheOrderPageShowsQueueWaitAndExecutionApart(t *testing.T) {
 	// newest first (charge's, reserve's).
 	require.Equal(t, []string{"1.5s", "—", "—", "—", "1.5s"}, cells("queue-wait"))
 	require.Equal(t, []string{"420ms", "—", "—", "—", "420ms"}, cells("execution"))
+}
+
+// TestEveryOrderIDHasAPage: ids the router's path cleaning would change
+// ("." and ".." are valid order ids, and so is one with a slash) are
+// linked from the list, and each link opens that order's page.
+func TestEveryOrderIDHasAPage(t *testing.T) {
+	ts, st := fast(t, false)
+	ctx := context.Background()
+	ids := []string{".", "..", "a/b", "../o-1", "x y?#%"}
+	for i, id := range ids {
+		_, err := st.Submit(ctx, sas.SubmitParams{Order: sas.Order{OrderID: id, Workflow: "payment", Steps: []string{"charge"}},
+			Now: t0.Add(time.Duration(i+1) * time.Second), PickupBy: t0.Add(time.Hour)})
+		require.NoError(t, err)
+	}
+	list := get(t, ts.URL+"/orders")
+	for _, id := range ids {
+		esc := regexp.QuoteMeta(html.EscapeString(id))
+		m := regexp.MustCompile(`<tr data-order="` + esc + `"><td><a class="mono" href="([^"]+)">`).FindStringSubmatch(list)
+		require.NotNil(t, m, "no row for %q", id)
+		href := html.UnescapeString(m[1])
+		c := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+		req, _ := http.NewRequest(http.MethodGet, ts.URL+href, nil)
+		resp, err := c.Do(withSecret(req))
+		require.NoError(t, err)
+		b, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		require.NoError(t, err)
+		require.Equal(t, http.StatusOK, resp.StatusCode, "%q links to %s", id, href)
+		require.Contains(t, string(b), "<title>Order "+html.EscapeString(id), "%q's link %s opens its page", id, href)
+	}
 }
