@@ -372,3 +372,20 @@ func TestEveryOrderIDHasAPage(t *testing.T) {
 		require.Contains(t, string(b), "<title>Order "+html.EscapeString(id), "%q's link %s opens its page", id, href)
 	}
 }
+
+// Who compensated an order, and why, shows in its history (the undo's
+// claim records them: sas.ClaimParams.RequestedBy).
+func TestTheOrderPageShowsWhoCompensated(t *testing.T) {
+	ts, st := fast(t, false)
+	ctx := context.Background()
+	k := sas.StepKey{OrderID: "o-1", Step: 0}
+	_, err := st.Claim(ctx, sas.ClaimParams{Key: k, Owner: "s", Now: t0, CompleteBy: t0.Add(time.Minute)})
+	require.NoError(t, err)
+	_, err = st.Complete(ctx, sas.CompleteParams{Key: k, Owner: "s", Attempt: 1, Now: t0.Add(time.Second)})
+	require.NoError(t, err)
+	_, err = st.Claim(ctx, sas.ClaimParams{Key: k, From: sas.Processed, Attempt: 1, Owner: "s", Now: t0.Add(2 * time.Second),
+		CompleteBy: t0.Add(time.Minute), RequestedBy: "sender:AROAOPERATOR:alice", Why: "customer <cancelled>"})
+	require.NoError(t, err)
+	page := get(t, ts.URL+"/orders/o-1")
+	require.Contains(t, page, `<td class="reason">compensation claimed, requested by sender:AROAOPERATOR:alice: customer &lt;cancelled&gt;</td>`)
+}
