@@ -36,6 +36,12 @@ const (
 	// list from the environment, used when the context key is unset.
 	ctxOperatorRoles = "operatorRoles"
 	envOperatorRoles = "SAS_OPERATOR_ROLE_ARNS"
+	// ctxDeployerRoles lists who may administer the queues
+	// (Props.DeployerRoleARNs), comma-separated; envDeployerRoles is the
+	// same from the environment, used when the key is unset. Default: CDK's
+	// bootstrap execution role.
+	ctxDeployerRoles = "deployerRoles"
+	envDeployerRoles = "SAS_DEPLOYER_ROLE_ARNS"
 	// ctxAllowHTTP=true lets every built-in agent call an http:// base URL
 	// (Agent.AllowHTTP): emulators only; make deploy sets it with ENDPOINT.
 	ctxAllowHTTP = "allowHttp"
@@ -128,6 +134,15 @@ func propsFrom(node constructs.Node, getenv func(string) string) (sascdk.Props, 
 	for _, arn := range strings.Split(operators, ",") {
 		if arn = strings.TrimSpace(arn); arn != "" {
 			p.OperatorRoleARNs = append(p.OperatorRoleARNs, arn)
+		}
+	}
+	deployers := get(ctxDeployerRoles)
+	if raw(ctxDeployerRoles) == nil {
+		deployers = getenv(envDeployerRoles)
+	}
+	for _, arn := range strings.Split(deployers, ",") {
+		if arn = strings.TrimSpace(arn); arn != "" {
+			p.DeployerRoleARNs = append(p.DeployerRoleARNs, arn)
 		}
 	}
 	allowHTTP, err := boolContext(ctxAllowHTTP, get(ctxAllowHTTP))
