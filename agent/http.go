@@ -65,7 +65,7 @@ func HTTP(name, baseURL string, client HTTPDoer, routes ...Route) *Agent {
 	h := &httpStep{agent: name, base: baseURL, client: client, routes: map[string]compiledRoute{}}
 	u, err := url.Parse(baseURL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
-		a.fail("baseURL", fmt.Sprintf("%q is not an absolute http(s) base URL without query", baseURL))
+		a.fail("baseURL", fmt.Sprintf("%q is not an absolute http(s) base URL without query", sas.Redact(baseURL)))
 	}
 	if client == nil {
 		a.fail("client", "required")

@@ -159,7 +159,7 @@ func NewHTTPClient(o HTTPOptions) (*HTTPClient, error) {
 func (c *HTTPClient) Do(ctx context.Context, call HTTPCall) (HTTPResponse, error) {
 	deadline, ok := ctx.Deadline()
 	if !ok {
-		return HTTPResponse{}, Permanent(fmt.Errorf("calling %s %s%s: %w", call.Method, call.Endpoint, call.Path,
+		return HTTPResponse{}, Permanent(fmt.Errorf("calling %s %s%s: %w", call.Method, sas.Redact(call.Endpoint), call.Path,
 			&sas.ValidationError{Field: "ctx", Reason: "a context with a deadline is required"}))
 	}
 	res, err := c.caller.Call(ctx, callRequest(call, deadline))

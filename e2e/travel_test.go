@@ -289,7 +289,7 @@ func TestTravelExample(t *testing.T) {
 	}
 
 	// Nothing went to a dead-letter queue.
-	dlqs := map[string]string{"intake DLQ": out("IntakeDLQUrl"), "scheduler DLQ": out("SchedulerDLQUrl")}
+	dlqs := map[string]string{"intake DLQ": out("IntakeDLQUrl"), "scheduler DLQ": out("SchedulerDLQUrl"), "control DLQ": out("ControlDLQUrl")}
 	var agentDLQs map[string]struct {
 		URL         string `json:"url"`
 		PriorityURL string `json:"priorityUrl"`

@@ -168,6 +168,9 @@ func (s *SAS) SchedulerQueue() awssqs.Queue { return s.schedulerQ }
 // only the supervisor's role and Props.OperatorRoleARNs may send to it.
 func (s *SAS) ControlQueue() awssqs.Queue { return s.controlQ }
 
+// ControlDLQ is the control queue's dead-letter queue.
+func (s *SAS) ControlDLQ() awssqs.Queue { return s.controlDLQ }
+
 // SigningKey is the secret the scheduler signs its agent requests with.
 func (s *SAS) SigningKey() awssecretsmanager.Secret { return s.signingKey }
 
@@ -219,6 +222,7 @@ func (s *SAS) outputs() {
 	out("AlertBusName", s.bus.EventBusName(), "SAS_EVENT_BUS_NAME: the event bus alerts go to")
 	out("IntakeDLQUrl", s.intakeDLQ.QueueUrl(), "intake dead-letter queue")
 	out("SchedulerDLQUrl", s.schedDLQ.QueueUrl(), "scheduler dead-letter queue")
+	out("ControlDLQUrl", s.controlDLQ.QueueUrl(), "control dead-letter queue (retries and compensations; redrive only what a supervisor or operator sent)")
 	if s.p.NestedAgentStacks {
 		// Each agent's queues and function are its nested stack's; listing
 		// them here would refer into every one of them, and a hundred
@@ -247,6 +251,7 @@ func (s *SAS) outputs() {
 	out("SchedulerFunctionName", s.scheduler.FunctionName(), "scheduler function")
 	out("SupervisorFunctionName", s.super.FunctionName(), "supervisor function")
 	out("SigningKeySecretArn", s.signingKey.SecretArn(), "SAS_SIGNING_KEY_SECRET: the scheduler's signing key, to rotate (docs/trust.md)")
+	out("SupervisorRoleId", s.super.role.RoleId(), "SAS_SUPERVISOR_SENDER_ID: the supervisor role's unique id, the SQS SenderId of what it sends to the control queue (a console redrive moves back only its messages and the operators')")
 }
 
 func seconds(d time.Duration) awscdk.Duration {

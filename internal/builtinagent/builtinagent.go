@@ -208,7 +208,7 @@ func Agent(cfg config.Config, d Deps) (*agent.Agent, error) {
 	}
 	if u, err := url.Parse(base); err == nil && u.Scheme == "http" && !d.AllowHTTP {
 		return nil, fmt.Errorf("configuring agent %q: %w", name, &sas.ValidationError{Field: EnvBaseURL, Reason: fmt.Sprintf(
-			"%q: the agent calls https:// services only; http:// is for an emulator or a local service, with %s=true", base, EnvAllowHTTP)})
+			"%q: the agent calls https:// services only; http:// is for an emulator or a local service, with %s=true", sas.Redact(base), EnvAllowHTTP)})
 	}
 	if d.Auth != nil {
 		if err := d.Auth.check(); err != nil {

@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"path"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/sas-go/sas/internal/sas"
@@ -250,7 +252,7 @@ func (s *Server) orders(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if f.Query != "" && len(p.Rows) == 1 {
-		http.Redirect(w, r, "/orders/"+url.PathEscape(p.Rows[0].ID), http.StatusSeeOther)
+		http.Redirect(w, r, orderHref(p.Rows[0].ID), http.StatusSeeOther)
 		return
 	}
 	next := ""
@@ -312,6 +314,9 @@ const payloadCut = 4096
 
 func (s *Server) order(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
+	if r.URL.Path == "/order" {
+		id = r.URL.Query().Get("id")
+	}
 	v, err := s.cfg.Store.GetOrder(r.Context(), id)
 	if errors.Is(err, sas.ErrNotFound) {
 		s.fail(w, http.StatusNotFound, fmt.Errorf("no order %q", id))
@@ -469,4 +474,15 @@ func doneAt(r sas.StepRecord, t time.Time) time.Time {
 		}
 	}
 	return at
+}
+
+// orderHref is an order page's address: /orders/<id>, escaped, for an id
+// that survives the router's path cleaning; /order?id=<id> for one that
+// does not ("." and "..", or an id with a slash, are valid order ids, and
+// "/orders/.." would be cleaned to "/").
+func orderHref(id string) string {
+	if p := "/orders/" + id; id != "" && !strings.Contains(id, "/") && path.Clean(p) == p {
+		return "/orders/" + url.PathEscape(id)
+	}
+	return "/order?id=" + url.QueryEscape(id)
 }

@@ -171,12 +171,9 @@ func (st *Store) claimExpr(p sas.ClaimParams) updateExpr {
 	u := newUpdate()
 	claimable(&u, from, p.Attempt)
 	u.set(attrState, s(string(to)))
-	reason := "claimed"
-	if to == sas.Compensating {
-		reason = "compensation claimed"
-		if from != sas.Compensating {
-			u.set(attrFailureCount, ni(0))
-		}
+	reason := p.ClaimReason(to)
+	if to == sas.Compensating && from != sas.Compensating {
+		u.set(attrFailureCount, ni(0))
 	}
 	u.set(attrLockedBy, s(p.Owner))
 	u.set(attrCompleteBy, ms(p.CompleteBy))

@@ -218,6 +218,10 @@ type InboundMessage struct {
 	Body         string
 	ReceiveCount int
 	SentAt       time.Time
+	// SenderID is SQS's SenderId: who sent it (a role's unique id and
+	// session, an account, or an emulator's word); "" when unknown. A
+	// message moved to a dead-letter queue keeps its original sender's.
+	SenderID string
 }
 
 type DeleteParams struct {

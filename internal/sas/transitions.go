@@ -29,6 +29,28 @@ type ClaimParams struct {
 	// operator's resubmit since the compensation read the order wins
 	// (docs/protocol.md, "A resubmit against a compensation").
 	Siblings []StepSeen
+	// RequestedBy and Why, on a compensation's undo claim, are who asked
+	// for the compensation (a compensate message's sender, as the queue
+	// names it) and why (its reason): the claim's history entry records
+	// them (ClaimReason), so that who compensated an order is kept with it,
+	// not only logged (docs/trust.md, "Operators"). The lease is Owner's.
+	RequestedBy, Why string
+}
+
+// ClaimReason is the reason a claim that leaves a step in state to writes
+// in its history entry, in every store.
+func (p ClaimParams) ClaimReason(to ProcessState) string {
+	if to != Compensating {
+		return "claimed"
+	}
+	if p.RequestedBy == "" {
+		return "compensation claimed"
+	}
+	reason := "compensation claimed, requested by " + p.RequestedBy
+	if p.Why != "" {
+		reason += ": " + p.Why
+	}
+	return BoundReason(reason)
 }
 
 // StepSeen is a step of an order in the state a writer read it in.
@@ -104,12 +126,9 @@ func Claim(r StepRecord, p ClaimParams) (StepRecord, error) {
 	if r.ProcessState != from || r.LockedBy != "" || r.Attempt != p.Attempt {
 		return r, race("claim", r)
 	}
-	reason := "claimed"
-	if to == Compensating {
-		reason = "compensation claimed"
-		if from != Compensating {
-			r.FailureCount = 0
-		}
+	reason := p.ClaimReason(to)
+	if to == Compensating && from != Compensating {
+		r.FailureCount = 0
 	}
 	r.Attempt++
 	r.LockedBy, r.CompleteBy, r.DueAt = p.Owner, p.CompleteBy, p.CompleteBy

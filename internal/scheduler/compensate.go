@@ -165,6 +165,7 @@ func (s *Service) claimUndo(ctx context.Context, u *outbox.Unit, o order, r sas.
 		return false, err
 	}
 	cp := *s.claimParams(o, r, r.ProcessState, now)
+	cp.RequestedBy, cp.Why = requesterOf(ctx)
 	// Fenced on the order's other steps as read (docs/protocol.md, "A
 	// resubmit against a compensation").
 	for _, sib := range o.steps {
@@ -219,6 +220,7 @@ func (s *Service) compensate(ctx context.Context, u *outbox.Unit, m sas.Compensa
 		}
 	}
 	s.log.InfoContext(ctx, "compensation requested", "order", m.OrderID, "actor", m.Actor, "reason", m.Reason)
+	ctx = withRequester(ctx, m.Actor, m.Reason) // recorded by the undo's claim (claimUndo)
 	for _, r := range o.steps {
 		if r.ProcessState == sas.Error {
 			// Told before the undo is claimed: after the claim, a

@@ -27,10 +27,16 @@ func testCompensation(t *testing.T, h Harness) {
 	requireRace(t, err)
 	_, err = s.Claim(ctx, sas.ClaimParams{Key: k0, From: sas.Processed, Attempt: 0, Owner: "b", Now: at(3 * time.Second), CompleteBy: at(time.Minute)})
 	requireRace(t, err)
-	r, err := s.Claim(ctx, sas.ClaimParams{Key: k0, From: sas.Processed, Attempt: 1, Owner: "b", Now: at(3 * time.Second), CompleteBy: at(time.Minute)})
+	r, err := s.Claim(ctx, sas.ClaimParams{Key: k0, From: sas.Processed, Attempt: 1, Owner: "b", Now: at(3 * time.Second), CompleteBy: at(time.Minute),
+		RequestedBy: "sender:AROAOPERATOR:alice", Why: "customer cancelled"})
 	require.NoError(t, err)
 	require.Equal(t, sas.Compensating, r.ProcessState)
 	require.Equal(t, 2, r.Attempt)
+	// Who asked for the compensation, and why, is in the claim's entry
+	// (the lease is the claimer's).
+	last := r.History[len(r.History)-1]
+	require.Equal(t, "compensation claimed, requested by sender:AROAOPERATOR:alice: customer cancelled", last.Reason)
+	require.Equal(t, "b", last.Actor)
 
 	// The undo's agent hangs: the supervisor finds it like any stuck step and
 	// hands it back without a holder, still Compensating.
