@@ -252,6 +252,18 @@ type Compensate struct {
 	// Trace is the order's trace context, a W3C traceparent (trace.go):
 	// optional, absent in a message from a build before traces.
 	Trace string `json:"trace,omitempty"`
+	// GivenUp names the give-up a supervisor's compensate is owed for.
+	// Such a compensate is automatic: it undoes only while the order still
+	// calls for it (docs/protocol.md, "A resubmit against a compensation"),
+	// so a redelivery after the step was resubmitted and completed undoes
+	// nothing. Absent (an operator's, or an older supervisor's): explicit.
+	GivenUp *GivenUp `json:"givenUp,omitempty"`
+}
+
+// GivenUp is the step and attempt a give-up left in Error.
+type GivenUp struct {
+	Step    int `json:"step"`
+	Attempt int `json:"attempt"`
 }
 
 // Status values posted to a submitter's replyTo queue.

@@ -213,8 +213,19 @@ func (s *Service) compensate(ctx context.Context, u *outbox.Unit, m sas.Compensa
 	o.ord.Trace = sas.OrderTrace(o.ord.Trace, m.Trace)
 	ctx = msgctx.WithTrace(ctx, o.ord.Trace)
 	now := s.cfg.Clock.Now()
+	// A give-up's compensate (the supervisor's) is automatic: it undoes
+	// only while the order still calls for it, checked in the claim's own
+	// write. A redelivery that arrives after an operator resubmitted the
+	// step, and it completed, undoes nothing (issue 29, N2; the
+	// simulator's seed 8401).
+	explicit := m.GivenUp == nil
 	for _, r := range o.steps {
 		if inFlight(r) {
+			if !explicit {
+				s.log.InfoContext(ctx, "not compensating: the give-up this compensate was sent for no longer stands", "order", m.OrderID,
+					"step", r.Step, "state", r.ProcessState, "givenUpStep", m.GivenUp.Step, "givenUpAttempt", m.GivenUp.Attempt)
+				return nil
+			}
 			return drop(nil, "cannot compensate order %s: step %d (%s) is %s and could still take effect; compensate it once it has settled",
 				m.OrderID, r.Step, o.wf.Steps[r.Step].Name, r.ProcessState)
 		}
@@ -231,7 +242,7 @@ func (s *Service) compensate(ctx context.Context, u *outbox.Unit, m sas.Compensa
 			}
 		}
 	}
-	_, err = s.startCompensation(ctx, u, o, true, now)
+	_, err = s.startCompensation(ctx, u, o, explicit, now)
 	return err
 }
 
