@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -401,25 +402,44 @@ func TestTwoQueuesEachGetsItsOwnBackoff(t *testing.T) {
 
 // Requests with the same key in one batch run one after the other, never
 // at once (a duplicate delivery), whatever their agents' step functions do.
+// In a synctest bubble the first run holds until every other goroutine of
+// the handler is blocked: had the handler started a duplicate beside it,
+// that one would have entered its step by then.
 func TestDuplicatesRunOneAfterTheOther(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t)
-	var mu sync.Mutex
-	running, overlapped := false, false
-	a := agent.New("flights").Step("reserve-flight", func(context.Context, agent.Request) (any, error) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFixture(t)
+		release := make(chan struct{})
+		var mu sync.Mutex
+		running, most, runs := 0, 0, 0
+		a := agent.New("flights").Step("reserve-flight", func(context.Context, agent.Request) (any, error) {
+			mu.Lock()
+			running++
+			runs++
+			most = max(most, running)
+			mu.Unlock()
+			<-release
+			mu.Lock()
+			running--
+			mu.Unlock()
+			return nil, nil
+		}, nil)
+		h := f.handler(a)
+		done := make(chan error, 1)
+		go func() {
+			_, err := h.Handle(t.Context(), event(request("o-1"), request("o-1"), request("o-1")))
+			done <- err
+		}()
+		synctest.Wait()
 		mu.Lock()
-		overlapped = overlapped || running
-		running = true
+		require.Equal(t, 1, runs, "one run of the key at a time: the others wait for it")
 		mu.Unlock()
-		time.Sleep(5 * time.Millisecond) // long enough for a second run to overlap, were it allowed
-		mu.Lock()
-		running = false
-		mu.Unlock()
-		return nil, nil
-	}, nil)
-	f.handle(f.handler(a), event(request("o-1"), request("o-1"), request("o-1")))
-	require.Len(t, f.replies(), 3)
-	require.False(t, overlapped)
+		close(release)
+		require.NoError(t, <-done)
+		require.Len(t, f.replies(), 3)
+		require.Equal(t, 3, runs)
+		require.Equal(t, 1, most)
+	})
 }
 
 // Mistakes in an agent's definition or the handler's configuration are
