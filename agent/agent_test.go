@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sas-go/sas/agent"
+	"github.com/sas-go/sas/internal/clocktest"
 	"github.com/sas-go/sas/internal/sas"
 )
 
@@ -57,7 +58,7 @@ func TestSuccessRepliesDoneWithTheResult(t *testing.T) {
 	require.Equal(t, agent.Request{
 		OrderID: "o-1", Workflow: "trip", Version: "v3", Step: "reserve-flight", StepIndex: 1, Attempt: 2,
 		IdempotencyKey: "o-1:1", Payload: json.RawMessage(`{"flight":"FL123","seats":2}`), Undo: false,
-		Action: "POST /reservations", Priority: 7, Deadline: epoch.Add(time.Minute + 30*time.Second),
+		Action: "POST /reservations", Priority: 7, Deadline: clocktest.T0.Add(time.Minute + 30*time.Second),
 	}, got)
 	require.Equal(t, got.Deadline, ctxDeadline, "the context ends at the request's deadline")
 }
@@ -134,7 +135,7 @@ func TestTransientIsRetriedInProcess(t *testing.T) {
 	require.Equal(t, sas.OutcomeDone, reps[0].Outcome)
 	require.JSONEq(t, `"R-1"`, string(reps[0].Result))
 	require.EqualValues(t, 3, runs.Load())
-	require.True(t, f.clock.Now().After(epoch), "it waited between the tries")
+	require.True(t, f.clock.Now().After(clocktest.T0), "it waited between the tries")
 }
 
 // The handler's Middleware sees every run of a step, in-process retries
@@ -244,7 +245,7 @@ func TestRetryAfterWithinTheDeadlineWaits(t *testing.T) {
 	reps := f.replies()
 	require.Len(t, reps, 1)
 	require.Equal(t, sas.OutcomeDone, reps[0].Outcome)
-	require.Equal(t, epoch.Add(5*time.Second), f.clock.Now(), "the wait the service asked for")
+	require.Equal(t, clocktest.T0.Add(5*time.Second), f.clock.Now(), "the wait the service asked for")
 }
 
 // A RetryAfter beyond the deadline: no reply, and the request stays

@@ -19,9 +19,6 @@ import (
 	"github.com/sas-go/sas/internal/sas"
 )
 
-// epoch is the fake clock's start.
-var epoch = time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
-
 // logBuffer collects log lines from concurrent goroutines.
 type logBuffer struct {
 	mu sync.Mutex
@@ -53,7 +50,7 @@ type fixture struct {
 
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
-	f := &fixture{t: t, clock: clocktest.New(epoch), logs: &logBuffer{}}
+	f := &fixture{t: t, clock: clocktest.New(clocktest.T0), logs: &logBuffer{}}
 	f.queue = memqueue.New(memqueue.Options{Clock: f.clock})
 	q, err := f.queue.CreateQueue(t.Context(), memqueue.CreateQueueParams{Name: "scheduler"})
 	require.NoError(t, err)
@@ -154,12 +151,12 @@ func (f *fixture) visible(url string) []string {
 }
 
 // request is an agent.request for agent "flights", step "reserve-flight"
-// (index 1), as the scheduler sends it at epoch: a 30s limit.
+// (index 1), as the scheduler sends it at clocktest.T0: a 30s limit.
 func request(orderID string, opts ...func(*sas.AgentRequest)) sas.AgentRequest {
 	req := sas.AgentRequest{
 		V: sas.MessageVersion, Kind: sas.KindAgentRequest,
 		OrderID: orderID, Step: 1, StepName: "reserve-flight", Agent: "flights",
-		Attempt: 2, LockedBy: "scheduler-a", CompleteBy: epoch.Add(30 * time.Second), TimeoutMs: 30_000,
+		Attempt: 2, LockedBy: "scheduler-a", CompleteBy: clocktest.T0.Add(30 * time.Second), TimeoutMs: 30_000,
 		IdempotencyKey: sas.IdempotencyKey(orderID, 1, 0, false),
 		Payload:        json.RawMessage(`{"flight":"FL123","seats":2}`),
 		Workflow:       "trip", ReplyTo: "https://sqs.example/caller", Action: "POST /reservations",

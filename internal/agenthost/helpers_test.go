@@ -26,9 +26,6 @@ import (
 	"github.com/sas-go/sas/internal/sas"
 )
 
-// epoch is on a whole second, like the golden event's timestamps.
-var epoch = time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
-
 // logBuffer collects log lines from concurrent goroutines.
 type logBuffer struct {
 	mu sync.Mutex
@@ -79,7 +76,7 @@ func newRig(t *testing.T, o rigOptions) *rig {
 	if o.realClock {
 		r.clock = sas.SystemClock{}
 	} else {
-		r.fake = clocktest.New(epoch)
+		r.fake = clocktest.New(clocktest.T0)
 		r.clock = r.fake
 	}
 
@@ -189,12 +186,12 @@ func (r *rig) effectsFor(key string) []remotesim.Effect {
 }
 
 // request is a valid agent.request for the "payment" workflow's charge step,
-// as the scheduler sends it at epoch: a 30s limit, leased until epoch+30s.
+// as the scheduler sends it at clocktest.T0: a 30s limit, leased until clocktest.T0+30s.
 func request(orderID string, opts ...func(*sas.AgentRequest)) sas.AgentRequest {
 	req := sas.AgentRequest{
 		V: sas.MessageVersion, Kind: sas.KindAgentRequest,
 		OrderID: orderID, Step: 0, StepName: "charge", Agent: "payments",
-		Attempt: 1, LockedBy: "scheduler-a", CompleteBy: epoch.Add(30 * time.Second), TimeoutMs: 30_000,
+		Attempt: 1, LockedBy: "scheduler-a", CompleteBy: clocktest.T0.Add(30 * time.Second), TimeoutMs: 30_000,
 		IdempotencyKey: sas.IdempotencyKey(orderID, 0, 0, false),
 		Payload:        json.RawMessage(`{"amount":1250,"currency":"EUR"}`),
 		Workflow:       "payment",

@@ -37,7 +37,7 @@ type serviceRig struct {
 
 func newServiceRig(t *testing.T, opts memqueue.Options) *serviceRig {
 	t.Helper()
-	r := &serviceRig{t: t, clock: clocktest.New(epoch), logs: &logBuffer{}}
+	r := &serviceRig{t: t, clock: clocktest.New(clocktest.T0), logs: &logBuffer{}}
 	opts.Clock = r.clock
 	r.queue = memqueue.New(opts)
 	q, err := r.queue.CreateQueue(t.Context(), memqueue.CreateQueueParams{Name: "scheduler"})
@@ -201,7 +201,7 @@ func TestQueueOutageFailsEveryRepliedMessage(t *testing.T) {
 	})})
 	// o-2 is an older scheduler's request that expired on arrival: nothing
 	// to send, acknowledged anyway.
-	expired := request("o-2", legacy, completeBy(epoch))
+	expired := request("o-2", legacy, completeBy(clocktest.T0))
 	resp := handleWith(t, svc, event(request("o-1"), expired, request("o-3")))
 	require.Equal(t, []string{"m1", "m3"}, failedIDs(resp))
 }

@@ -27,7 +27,7 @@ type memQueues struct{ *memqueue.Queue }
 
 func (memQueues) DeadLetterQueue(context.Context, string) (string, error) { return "", nil }
 
-var t0 = time.UnixMilli(1_800_000_000_000).UTC()
+var t0 = clocktest.T0
 
 // fast is a console on the in-memory store and queue, behind httptest.
 func fast(t *testing.T, readOnly bool) (*httptest.Server, *memstore.Store) {

@@ -22,7 +22,7 @@ func fail(id string) events.SQSBatchItemFailure {
 
 func setup(t *testing.T, h SQSHandler) (*Poller, *memqueue.Queue, string, *clocktest.Clock) {
 	t.Helper()
-	c := clocktest.New(time.UnixMilli(1_800_000_000_000).UTC())
+	c := clocktest.New(clocktest.T0)
 	q := memqueue.New(memqueue.Options{Clock: c})
 	created, err := q.CreateQueue(context.Background(), memqueue.CreateQueueParams{Name: "work", Attributes: map[string]string{"VisibilityTimeout": "30"}})
 	require.NoError(t, err)

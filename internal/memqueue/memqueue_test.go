@@ -18,7 +18,7 @@ import (
 )
 
 // start is where each test's fake clock starts.
-var start = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+var start = clocktest.T0
 
 func TestQueueContract(t *testing.T) {
 	t.Parallel()

@@ -15,7 +15,7 @@ import (
 	"github.com/sas-go/sas/internal/sas"
 )
 
-var t0 = time.UnixMilli(1_800_000_000_000).UTC()
+var t0 = clocktest.T0
 
 type fixture struct {
 	app          *App
