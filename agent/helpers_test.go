@@ -1,12 +1,10 @@
 package agent_test
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,27 +13,10 @@ import (
 
 	"github.com/sas-go/sas/agent"
 	"github.com/sas-go/sas/internal/clocktest"
+	"github.com/sas-go/sas/internal/logtest"
 	"github.com/sas-go/sas/internal/memqueue"
 	"github.com/sas-go/sas/internal/sas"
 )
-
-// logBuffer collects log lines from concurrent goroutines.
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // fixture is a handler's world in memory: a fake clock (whose Sleep the
 // SDK's waits go through), an in-memory queue with the scheduler's queue,
@@ -45,12 +26,12 @@ type fixture struct {
 	clock    *clocktest.Clock
 	queue    *memqueue.Queue
 	replyURL string
-	logs     *logBuffer
+	logs     *logtest.Buffer
 }
 
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
-	f := &fixture{t: t, clock: clocktest.New(clocktest.T0), logs: &logBuffer{}}
+	f := &fixture{t: t, clock: clocktest.New(clocktest.T0), logs: &logtest.Buffer{}}
 	f.queue = memqueue.New(memqueue.Options{Clock: f.clock})
 	q, err := f.queue.CreateQueue(t.Context(), memqueue.CreateQueueParams{Name: "scheduler"})
 	require.NoError(t, err)

@@ -1,7 +1,6 @@
 package agenthost_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -9,7 +8,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -21,28 +19,11 @@ import (
 	"github.com/sas-go/sas/internal/builtinagent"
 	"github.com/sas-go/sas/internal/clocktest"
 	"github.com/sas-go/sas/internal/config"
+	"github.com/sas-go/sas/internal/logtest"
 	"github.com/sas-go/sas/internal/memqueue"
 	"github.com/sas-go/sas/internal/remotesim"
 	"github.com/sas-go/sas/internal/sas"
 )
-
-// logBuffer collects log lines from concurrent goroutines.
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // rig is one agent wired as in production (internal/assembly: the
 // SDK's HTTP agent on the SDK's handler, the default workflows) against a remote simulator on 127.0.0.1 and an
@@ -57,7 +38,7 @@ type rig struct {
 	replyURL string
 	client   *agent.HTTPClient
 	svc      handler
-	logs     *logBuffer
+	logs     *logtest.Buffer
 }
 
 type rigOptions struct {
@@ -72,7 +53,7 @@ type rigOptions struct {
 
 func newRig(t *testing.T, o rigOptions) *rig {
 	t.Helper()
-	r := &rig{t: t, logs: &logBuffer{}}
+	r := &rig{t: t, logs: &logtest.Buffer{}}
 	if o.realClock {
 		r.clock = sas.SystemClock{}
 	} else {

@@ -20,6 +20,7 @@ import (
 
 	"github.com/sas-go/sas/internal/agenthost"
 	"github.com/sas-go/sas/internal/clocktest"
+	"github.com/sas-go/sas/internal/logtest"
 	"github.com/sas-go/sas/internal/memqueue"
 	"github.com/sas-go/sas/internal/sas"
 )
@@ -32,12 +33,12 @@ type serviceRig struct {
 	clock    *clocktest.Clock
 	queue    *memqueue.Queue
 	replyURL string
-	logs     *logBuffer
+	logs     *logtest.Buffer
 }
 
 func newServiceRig(t *testing.T, opts memqueue.Options) *serviceRig {
 	t.Helper()
-	r := &serviceRig{t: t, clock: clocktest.New(clocktest.T0), logs: &logBuffer{}}
+	r := &serviceRig{t: t, clock: clocktest.New(clocktest.T0), logs: &logtest.Buffer{}}
 	opts.Clock = r.clock
 	r.queue = memqueue.New(opts)
 	q, err := r.queue.CreateQueue(t.Context(), memqueue.CreateQueueParams{Name: "scheduler"})

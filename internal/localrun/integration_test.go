@@ -912,7 +912,7 @@ func itExpiry(t *testing.T) {
 		require.Len(t, sys.effectsOf(id), 1, "the late call took effect")
 		require.Empty(t, sys.alertsOf(id), "a stale failure raised an alert")
 		var ignored int
-		for _, r := range sys.logs.records("stale reply ignored") {
+		for _, r := range sys.logs.Records("stale reply ignored") {
 			if r["order"] == id {
 				ignored++
 			}
