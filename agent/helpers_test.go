@@ -15,6 +15,7 @@ import (
 	"github.com/sas-go/sas/internal/clocktest"
 	"github.com/sas-go/sas/internal/logtest"
 	"github.com/sas-go/sas/internal/memqueue"
+	"github.com/sas-go/sas/internal/requesttest"
 	"github.com/sas-go/sas/internal/sas"
 )
 
@@ -132,27 +133,20 @@ func (f *fixture) visible(url string) []string {
 }
 
 // request is an agent.request for agent "flights", step "reserve-flight"
-// (index 1), as the scheduler sends it at clocktest.T0: a 30s limit.
+// (index 1, second attempt), as the scheduler sends it at clocktest.T0: a
+// 30s limit (requesttest.Request, with this agent's fields).
 func request(orderID string, opts ...func(*sas.AgentRequest)) sas.AgentRequest {
-	req := sas.AgentRequest{
-		V: sas.MessageVersion, Kind: sas.KindAgentRequest,
-		OrderID: orderID, Step: 1, StepName: "reserve-flight", Agent: "flights",
-		Attempt: 2, LockedBy: "scheduler-a", CompleteBy: clocktest.T0.Add(30 * time.Second), TimeoutMs: 30_000,
-		IdempotencyKey: sas.IdempotencyKey(orderID, 1, 0, false),
-		Payload:        json.RawMessage(`{"flight":"FL123","seats":2}`),
-		Workflow:       "trip", ReplyTo: "https://sqs.example/caller", Action: "POST /reservations",
-		Priority: 7, Version: "v3",
+	flights := func(r *sas.AgentRequest) {
+		r.Attempt, r.Workflow, r.Action, r.Priority, r.Version = 2, "trip", "POST /reservations", 7, "v3"
+		r.Payload = json.RawMessage(`{"flight":"FL123","seats":2}`)
+		r.ReplyTo = "https://sqs.example/caller"
 	}
-	for _, o := range opts {
-		o(&req)
-	}
-	return req
+	return requesttest.Request("flights", "reserve-flight", orderID, append([]func(*sas.AgentRequest){flights, requesttest.AtStep(1)}, opts...)...)
 }
 
 // undo makes the request its step's compensation.
 func undo(req *sas.AgentRequest) {
-	req.Compensation = true
-	req.IdempotencyKey = sas.IdempotencyKey(req.OrderID, req.Step, 0, true)
+	requesttest.Undo(req)
 	req.Action = "POST /reservations/cancel"
 }
 
@@ -160,24 +154,12 @@ func step(name string) func(*sas.AgentRequest) {
 	return func(r *sas.AgentRequest) { r.StepName = name }
 }
 
-func timeout(d time.Duration) func(*sas.AgentRequest) {
-	return func(r *sas.AgentRequest) { r.TimeoutMs = d.Milliseconds() }
-}
+var timeout = requesttest.Timeout
 
-// event makes an SQS event of requests (encoded) or raw bodies.
+// event makes an SQS event of requests (encoded) or raw bodies, from the
+// flights queue.
 func event(msgs ...any) events.SQSEvent {
-	ev := events.SQSEvent{}
-	for i, m := range msgs {
-		body, ok := m.(string)
-		if !ok {
-			body = sas.Encode(m)
-		}
-		ev.Records = append(ev.Records, events.SQSMessage{
-			MessageId: fmt.Sprintf("m%d", i+1), ReceiptHandle: fmt.Sprintf("rh-%d", i+1), Body: body,
-			EventSource: "aws:sqs", EventSourceARN: "arn:aws:sqs:us-east-1:000000000000:flights",
-		})
-	}
-	return ev
+	return requesttest.Event("arn:aws:sqs:us-east-1:000000000000:flights", msgs...)
 }
 
 func failedIDs(resp events.SQSEventResponse) []string {

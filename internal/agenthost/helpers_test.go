@@ -3,7 +3,6 @@ package agenthost_test
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -22,6 +21,7 @@ import (
 	"github.com/sas-go/sas/internal/logtest"
 	"github.com/sas-go/sas/internal/memqueue"
 	"github.com/sas-go/sas/internal/remotesim"
+	"github.com/sas-go/sas/internal/requesttest"
 	"github.com/sas-go/sas/internal/sas"
 )
 
@@ -167,37 +167,18 @@ func (r *rig) effectsFor(key string) []remotesim.Effect {
 }
 
 // request is a valid agent.request for the "payment" workflow's charge step,
-// as the scheduler sends it at clocktest.T0: a 30s limit, leased until clocktest.T0+30s.
+// as the scheduler sends it at clocktest.T0: a 30s limit, leased until
+// clocktest.T0+30s (requesttest.Request).
 func request(orderID string, opts ...func(*sas.AgentRequest)) sas.AgentRequest {
-	req := sas.AgentRequest{
-		V: sas.MessageVersion, Kind: sas.KindAgentRequest,
-		OrderID: orderID, Step: 0, StepName: "charge", Agent: "payments",
-		Attempt: 1, LockedBy: "scheduler-a", CompleteBy: clocktest.T0.Add(30 * time.Second), TimeoutMs: 30_000,
-		IdempotencyKey: sas.IdempotencyKey(orderID, 0, 0, false),
-		Payload:        json.RawMessage(`{"amount":1250,"currency":"EUR"}`),
-		Workflow:       "payment",
-		ReplyTo:        "https://sqs.us-east-1.amazonaws.com/000000000000/caller",
-	}
-	for _, o := range opts {
-		o(&req)
-	}
-	return req
+	payment := func(r *sas.AgentRequest) { r.Workflow = "payment" }
+	return requesttest.Request("payments", "charge", orderID, append([]func(*sas.AgentRequest){payment}, opts...)...)
 }
 
-// compensation makes the request the undo of its step.
-func compensation(req *sas.AgentRequest) {
-	req.Compensation = true
-	req.IdempotencyKey = sas.IdempotencyKey(req.OrderID, req.Step, 0, true)
-}
-
-func completeBy(t time.Time) func(*sas.AgentRequest) {
-	return func(r *sas.AgentRequest) { r.CompleteBy = t }
-}
-
-// timeout sets the step's limit the agent counts from when it starts.
-func timeout(d time.Duration) func(*sas.AgentRequest) {
-	return func(r *sas.AgentRequest) { r.TimeoutMs = d.Milliseconds() }
-}
+var (
+	compensation = requesttest.Undo
+	completeBy   = requesttest.CompleteBy
+	timeout      = requesttest.Timeout
+)
 
 // legacy makes the request an older scheduler's: no TimeoutMs, so
 // CompleteBy is the agent's deadline.
@@ -218,24 +199,10 @@ func withReceives(ev events.SQSEvent, counts ...string) events.SQSEvent {
 	return ev
 }
 
-// event makes an SQS event; a message is a sas.AgentRequest (encoded) or a
-// raw body string. Message ids are m1, m2, ...
+// event makes an SQS event from the agent's queue; a message is a
+// sas.AgentRequest (encoded) or a raw body string. Message ids are m1, m2, ...
 func event(msgs ...any) events.SQSEvent {
-	ev := events.SQSEvent{}
-	for i, m := range msgs {
-		var body string
-		switch v := m.(type) {
-		case string:
-			body = v
-		default:
-			body = sas.Encode(v)
-		}
-		ev.Records = append(ev.Records, events.SQSMessage{
-			MessageId: fmt.Sprintf("m%d", i+1), ReceiptHandle: fmt.Sprintf("rh-%d", i+1), Body: body,
-			EventSource: "aws:sqs", EventSourceARN: "arn:aws:sqs:us-east-1:000000000000:agent", AWSRegion: "us-east-1",
-		})
-	}
-	return ev
+	return requesttest.Event("arn:aws:sqs:us-east-1:000000000000:agent", msgs...)
 }
 
 func failedIDs(resp events.SQSEventResponse) []string {
