@@ -34,7 +34,7 @@ func newFixture(t *testing.T) *fixture {
 	t.Helper()
 	f := &fixture{t: t, clock: clocktest.New(clocktest.T0), logs: &logtest.Buffer{}}
 	f.queue = memqueue.New(memqueue.Options{Clock: f.clock})
-	q, err := f.queue.CreateQueue(t.Context(), memqueue.CreateQueueParams{Name: "scheduler"})
+	q, err := f.queue.CreateQueue(t.Context(), sas.CreateQueueParams{Name: "scheduler"})
 	require.NoError(t, err)
 	f.replyURL = q.URL
 	t.Cleanup(func() {
@@ -94,7 +94,7 @@ func (f *fixture) replies() []sas.AgentReply {
 // ARN in each record.
 func (f *fixture) received(name string, reqs ...sas.AgentRequest) (string, []events.SQSMessage) {
 	f.t.Helper()
-	q, err := f.queue.CreateQueue(f.t.Context(), memqueue.CreateQueueParams{Name: name})
+	q, err := f.queue.CreateQueue(f.t.Context(), sas.CreateQueueParams{Name: name})
 	require.NoError(f.t, err)
 	arn, err := f.queue.QueueARN(q.URL)
 	require.NoError(f.t, err)

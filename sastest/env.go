@@ -267,7 +267,7 @@ func (e *Env) createQueue(name string, visibility time.Duration, maxReceives int
 	if visibility > 0 {
 		attrs["VisibilityTimeout"] = fmt.Sprint(int(visibility.Seconds()))
 	}
-	q, err := e.queue.CreateQueue(e.ctx, memqueue.CreateQueueParams{Name: name, Attributes: attrs, MaxReceiveCount: maxReceives})
+	q, err := e.queue.CreateQueue(e.ctx, sas.CreateQueueParams{Name: name, Attributes: attrs, MaxReceiveCount: maxReceives})
 	if err != nil {
 		e.t.Fatalf("sastest: creating the queue %s: %v", name, err)
 	}

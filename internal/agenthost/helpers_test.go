@@ -74,7 +74,7 @@ func newRig(t *testing.T, o rigOptions) *rig {
 	r.sim, r.simURL = sim, srv.URL
 
 	r.queue = memqueue.New(memqueue.Options{Clock: r.clock, SendFault: o.sendFault})
-	q, err := r.queue.CreateQueue(t.Context(), memqueue.CreateQueueParams{Name: "scheduler"})
+	q, err := r.queue.CreateQueue(t.Context(), sas.CreateQueueParams{Name: "scheduler"})
 	require.NoError(t, err)
 	r.replyURL = q.URL
 

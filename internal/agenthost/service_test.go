@@ -41,7 +41,7 @@ func newServiceRig(t *testing.T, opts memqueue.Options) *serviceRig {
 	r := &serviceRig{t: t, clock: clocktest.New(clocktest.T0), logs: &logtest.Buffer{}}
 	opts.Clock = r.clock
 	r.queue = memqueue.New(opts)
-	q, err := r.queue.CreateQueue(t.Context(), memqueue.CreateQueueParams{Name: "scheduler"})
+	q, err := r.queue.CreateQueue(t.Context(), sas.CreateQueueParams{Name: "scheduler"})
 	require.NoError(t, err)
 	r.replyURL = q.URL
 	t.Cleanup(func() {

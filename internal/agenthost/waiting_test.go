@@ -143,7 +143,7 @@ func (v *visibilityRecorder) changes() map[string]time.Duration {
 // them, as the event source would: real receipt handles.
 func (r *serviceRig) received(reqs ...sas.AgentRequest) (string, events.SQSEvent) {
 	r.t.Helper()
-	q, err := r.queue.CreateQueue(r.t.Context(), memqueue.CreateQueueParams{Name: "agent"})
+	q, err := r.queue.CreateQueue(r.t.Context(), sas.CreateQueueParams{Name: "agent"})
 	require.NoError(r.t, err)
 	var out []sas.OutboundMessage
 	for i, req := range reqs {
@@ -329,7 +329,7 @@ func TestNoOutcomeComesBackSoonThenIsHandedToTheSupervisor(t *testing.T) {
 		faults: script("order-dl:0", remotesim.ScriptStep{Fault: remotesim.FaultTransient}),
 		client: agent.HTTPOptions{Tries: 1},
 	})
-	q, err := r.queue.CreateQueue(t.Context(), memqueue.CreateQueueParams{
+	q, err := r.queue.CreateQueue(t.Context(), sas.CreateQueueParams{
 		Name: "agent", MaxReceiveCount: 3, Attributes: map[string]string{"VisibilityTimeout": "270"},
 	})
 	require.NoError(t, err)

@@ -8,7 +8,6 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/stretchr/testify/require"
 
-	"github.com/sas-go/sas/internal/memqueue"
 	"github.com/sas-go/sas/internal/registry"
 	"github.com/sas-go/sas/internal/sas"
 	"github.com/sas-go/sas/internal/scheduler"
@@ -20,7 +19,7 @@ import (
 func TestRenewalKeepsGoodMessagesOutOfTheDLQ(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	own, err := f.q.CreateQueue(f.ctx, memqueue.CreateQueueParams{Name: "sas-scheduler"})
+	own, err := f.q.CreateQueue(f.ctx, sas.CreateQueueParams{Name: "sas-scheduler"})
 	require.NoError(t, err)
 	reg, err := registry.Default(stepTimeout)
 	require.NoError(t, err)

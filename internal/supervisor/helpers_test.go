@@ -171,7 +171,7 @@ func newEnv(t *testing.T, tweak ...func(*Config)) *env {
 			return nil
 		},
 	})
-	created, err := e.mq.CreateQueue(t.Context(), memqueue.CreateQueueParams{Name: "scheduler"})
+	created, err := e.mq.CreateQueue(t.Context(), sas.CreateQueueParams{Name: "scheduler"})
 	require.NoError(t, err)
 	e.url = created.URL
 	e.queue = &sentQueue{Queue: e.mq}
