@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sas-go/sas/agent"
+	"github.com/sas-go/sas/internal/agentqueue"
 	"github.com/sas-go/sas/internal/clocktest"
 	"github.com/sas-go/sas/internal/sas"
 )
@@ -465,7 +466,7 @@ func TestNewHandlerRefusesMistakes(t *testing.T) {
 			c.Agents = []*agent.Agent{agent.New("f", agent.Backoff(time.Second, time.Millisecond))}
 		}, "Backoff"},
 		"default twice":    {func(c *agent.HandlerConfig) { c.Agents[0].Default(do, nil).Default(do, nil) }, "Default"},
-		"no queue":         {func(c *agent.HandlerConfig) { c.Queue = nil }, "SQS"},
+		"no queue":         {func(c *agent.HandlerConfig) { agentqueue.Use(c, nil) }, "SQS"},
 		"no reply queue":   {func(c *agent.HandlerConfig) { c.SchedulerQueueURL = "" }, "ReplyQueueURL"},
 		"negative setting": {func(c *agent.HandlerConfig) { c.MaxDeliveries = -1 }, "MaxDeliveries"},
 	} {

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sas-go/sas/agent"
+	"github.com/sas-go/sas/internal/agentqueue"
 	"github.com/sas-go/sas/internal/clocktest"
 	"github.com/sas-go/sas/internal/logtest"
 	"github.com/sas-go/sas/internal/memqueue"
@@ -47,10 +48,12 @@ func newFixture(t *testing.T) *fixture {
 
 // config is a HandlerConfig on the fixture's queue and clock.
 func (f *fixture) config(agents ...*agent.Agent) agent.HandlerConfig {
-	return agent.HandlerConfig{
-		Agents: agents, SchedulerQueueURL: f.replyURL, Queue: f.queue, Clock: f.clock,
+	cfg := agent.HandlerConfig{
+		Agents: agents, SchedulerQueueURL: f.replyURL, Clock: f.clock,
 		Logger: slog.New(slog.NewJSONHandler(f.logs, nil)),
 	}
+	agentqueue.Use(&cfg, f.queue)
+	return cfg
 }
 
 func (f *fixture) handler(agents ...*agent.Agent) *agent.Handler {

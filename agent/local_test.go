@@ -21,6 +21,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sas-go/sas/agent"
+	"github.com/sas-go/sas/internal/agentqueue"
 	"github.com/sas-go/sas/internal/emulator"
 	"github.com/sas-go/sas/internal/memqueue"
 	"github.com/sas-go/sas/internal/sas"
@@ -228,7 +229,8 @@ func TestPollCancelsItsReceivesWhenTold(t *testing.T) {
 		f := newFixture(t)
 		q := receiveBlocks{Queue: f.queue, receiving: make(chan struct{})}
 		cfg := f.config(agent.New("flights").Step("reserve-flight", func(context.Context, agent.Request) (any, error) { return nil, nil }, nil))
-		cfg.Queue, cfg.QueueURL, cfg.PriorityQueueURL = q, "https://sqs.local/flights", "https://sqs.local/flights-priority"
+		agentqueue.Use(&cfg, q)
+		cfg.QueueURL, cfg.PriorityQueueURL = "https://sqs.local/flights", "https://sqs.local/flights-priority"
 		h, err := agent.NewHandler(cfg)
 		require.NoError(t, err)
 

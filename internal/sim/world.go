@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/sas-go/sas/agent"
+	"github.com/sas-go/sas/internal/agentqueue"
 	"github.com/sas-go/sas/internal/assembly"
 	"github.com/sas-go/sas/internal/clocktest"
 	"github.com/sas-go/sas/internal/config"
@@ -267,10 +268,12 @@ func (w *World) newAgent(name string) *agent.Handler {
 		func(ctx context.Context, req agent.Request) (any, error) { return w.remote.call(ctx, name, req) },
 	)
 	q := w.agentQ[name]
-	h, err := agent.NewHandler(agent.HandlerConfig{
-		Agents: []*agent.Agent{a}, SchedulerQueueURL: w.sched.url, QueueURL: q.url, Queue: queues{w},
+	cfg := agent.HandlerConfig{
+		Agents: []*agent.Agent{a}, SchedulerQueueURL: w.sched.url, QueueURL: q.url,
 		Clock: agentClock{w}, Logger: w.discard, Concurrency: 1, MaxDeliveries: agentMaxDeliveries,
-	})
+	}
+	agentqueue.Use(&cfg, queues{w})
+	h, err := agent.NewHandler(cfg)
 	if err != nil {
 		panic(err)
 	}
