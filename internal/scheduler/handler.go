@@ -94,7 +94,9 @@ type Handler struct {
 // NewHandler returns the Lambda handler of a Service.
 func NewHandler(svc *Service) *Handler {
 	urls := map[string]string{}
-	for _, u := range []string{svc.cfg.IntakeQueueURL, svc.cfg.SchedulerQueueURL} {
+	// The control queue's too: a retry or compensate failing through a
+	// store outage is as good as any other message (issue 29, N6).
+	for _, u := range []string{svc.cfg.IntakeQueueURL, svc.cfg.SchedulerQueueURL, svc.cfg.ControlQueueURL} {
 		if u != "" {
 			urls[sas.QueueName(u)] = u
 		}
@@ -170,8 +172,14 @@ func (h *Handler) handleRecord(ctx context.Context, u *outbox.Unit, rec events.S
 	if h.renew(ctx, rec) {
 		return nil
 	}
-	_, body := renewals(rec.Body)
-	return h.settle(ctx, log, h.svc.handleMessage(ctx, u, h.origin(rec), []byte(body)))
+	was, body := h.svc.renewals(rec.Body)
+	from := h.origin(rec)
+	if was.sender != "" {
+		// A copy the scheduler renewed: who sent the message first, as
+		// the scheduler signed it (renew.go), not the scheduler itself.
+		from.SenderID = was.sender
+	}
+	return h.settle(ctx, log, h.svc.handleMessage(ctx, u, from, []byte(body)))
 }
 
 // settle logs how a record ended and returns its error only when SQS should

@@ -61,6 +61,8 @@ func TestChecksCatchPlantedBugs(t *testing.T) {
 		sim.SabotageSkipUndo:   "effect not undone",
 		// Issue 19: a reported failure left uncounted is waited on.
 		sim.SabotageIgnoreTransient: "failure taken for a wait",
+		// Issue 29, N5: two events of an order under one alert id.
+		sim.SabotageOneAlertID: "two events under one id",
 	} {
 		found := 0
 		for seed := int64(1); seed <= 200 && found == 0; seed++ {
