@@ -52,6 +52,10 @@ type Agent struct {
 	breakerCfg BreakerConfig
 	breakerMu  sync.Mutex
 	breakers   map[string]*httpcall.Breaker
+
+	// http is the HTTP agent's step runner, when HTTP built the agent
+	// (RejectStatuses configures it).
+	http *httpStep
 }
 
 // step is one step's pair of functions; undo may be nil. dependency names
@@ -302,7 +306,7 @@ func (r *runner) run(ctx context.Context, req Request, fn Func, brk *httpcall.Br
 		}
 		switch {
 		case c == permanent:
-			return nil, &agenthost.PermanentError{Reason: err.Error(), Err: err}
+			return nil, &agenthost.PermanentError{Reason: err.Error(), Err: err, Rejected: rejected(err)}
 		case ctx.Err() != nil:
 			return nil, fmt.Errorf("%s: the step's time is up (%w): %w", what, context.Cause(ctx), err)
 		case c == spent:

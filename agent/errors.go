@@ -28,14 +28,15 @@ func Permanent(err error) error {
 
 // permanentf is a permanent failure whose reason is written for the
 // operator, with the error it explains still in the chain.
-func permanentf(cause error, format string, args ...any) error {
+func permanentf(cause error, format string, args ...any) *permanentError {
 	return &permanentError{msg: fmt.Sprintf(format, args...), err: cause}
 }
 
 // permanentError is what Permanent returns.
 type permanentError struct {
-	msg string // the reason when set; else err's text
-	err error
+	msg      string // the reason when set; else err's text
+	err      error
+	rejected bool // Reject: a business rejection
 }
 
 func (e *permanentError) Error() string {
@@ -46,6 +47,34 @@ func (e *permanentError) Error() string {
 }
 
 func (e *permanentError) Unwrap() error { return e.err }
+
+// Reject marks err as a business rejection: the service refused the step
+// as an expected outcome of the business (a declined card, an expense over
+// budget, an item out of stock), not as an incident. Like Permanent, the
+// step fails at once and the scheduler compensates the order (every earlier
+// step with an undo is undone, and this step's undo too, since a refusal
+// is not proof of no effect), but the order then ends in its own final
+// state, Rejected: the submitter's last status is "rejected", naming the
+// step and err's text as the reason, and no operator is alerted. An
+// operational failure (Permanent, a step given up on) still alerts.
+//
+// In an undo, Reject is a permanent failure of the undo (an undo cannot be
+// refused as a business outcome): the operator is alerted.
+//
+// The mark survives wrapping. Reject(nil) is a rejection with the reason
+// "rejected", never nil.
+func Reject(err error) error {
+	if err == nil {
+		err = errors.New("rejected")
+	}
+	return &permanentError{err: err, rejected: true}
+}
+
+// rejected reports whether err carries Reject's mark.
+func rejected(err error) bool {
+	var pe *permanentError
+	return errors.As(err, &pe) && pe.rejected
+}
 
 // RetryAfter marks err as transient with a time to wait: the service said
 // "not now, ask again in d" (an HTTP 429 or 503 with Retry-After, a

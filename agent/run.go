@@ -41,6 +41,9 @@ type Outcome struct {
 	Result json.RawMessage
 	// Reason is what a failed reply says (StatusFailed).
 	Reason string
+	// Rejected, with StatusFailed, says the failure is a business
+	// rejection (Reject): the order would end Rejected, with no alert.
+	Rejected bool
 	// RetryAfter is the wait a RetryAfter asked for when it could not be
 	// honoured before the deadline: the least wait before the next attempt
 	// (StatusTransient).
@@ -78,7 +81,7 @@ func (a *Agent) Run(ctx context.Context, req Request) Outcome {
 	res, err := r.Run(ctx, sas.AgentRequest{
 		OrderID: req.OrderID, Workflow: req.Workflow, Version: req.Version, StepName: req.Step, Step: req.StepIndex, Attempt: req.Attempt,
 		IdempotencyKey: req.IdempotencyKey, Payload: req.Payload, Compensation: req.Undo, Action: req.Action,
-		Priority: req.Priority, Tries: req.Tries, Agent: a.name,
+		Priority: req.Priority, Tries: req.Tries, Agent: a.name, Results: req.Results,
 	})
 	var pe *agenthost.PermanentError
 	var re *agenthost.RedeliveryError
@@ -88,7 +91,7 @@ func (a *Agent) Run(ctx context.Context, req Request) Outcome {
 	case err == nil:
 		return Outcome{Status: StatusNone, Err: errors.New("the outcome came after the deadline")}
 	case errors.As(err, &pe) && time.Now().Before(deadline):
-		return Outcome{Status: StatusFailed, Reason: pe.Reason, Err: err}
+		return Outcome{Status: StatusFailed, Reason: pe.Reason, Rejected: pe.Rejected && !req.Undo, Err: err}
 	case errors.As(err, &re):
 		return Outcome{Status: StatusTransient, RetryAfter: re.Delay, Err: err}
 	case errors.As(err, &pe):

@@ -1,6 +1,7 @@
 package sastest
 
 import (
+	"encoding/json"
 	"fmt"
 	"slices"
 	"time"
@@ -24,6 +25,10 @@ const (
 	// StatusCompensationFailed: an undo failed for good, or the supervisor
 	// gave up on it; an operator was alerted.
 	StatusCompensationFailed Status = "compensation-failed"
+	// StatusRejected: a step was refused as a business outcome
+	// (agent.Reject, or a status the HTTP agent's RejectStatuses lists),
+	// and whatever took effect was undone; no operator was alerted.
+	StatusRejected Status = "rejected"
 )
 
 // State is where a step ended: Step.State, the state of its record in the
@@ -43,9 +48,14 @@ const (
 // Result is how an order ended.
 type Result struct {
 	OrderID string
-	// Status is StatusProcessed, StatusCompensated, StatusFailed or
-	// StatusCompensationFailed.
+	// Status is StatusProcessed, StatusCompensated, StatusFailed,
+	// StatusCompensationFailed or StatusRejected.
 	Status Status
+	// Results are what the steps returned, by step name, as the scheduler
+	// recorded them (compacted JSON; a step that returned nothing has no
+	// entry): what the steps after each saw (agent.Request.DecodeResult).
+	// See Result.Decode.
+	Results map[string]json.RawMessage
 	// Steps are the order's steps, in workflow order.
 	Steps []Step
 	// Undone are the names of the steps that were undone, in the order
@@ -85,6 +95,10 @@ type Step struct {
 	// Reason is the step's last error: a refusal's reason, or why the
 	// supervisor gave it up.
 	Reason string
+	// Rejected is true when the step's failure was a business rejection.
+	Rejected bool
+	// Result is what the step returned, as recorded (nil for none).
+	Result json.RawMessage
 }
 
 // Call is one run of an agent's Func for a step of an order.
@@ -121,6 +135,17 @@ func (r Result) Step(name string) (Step, bool) {
 	return r.Steps[i], true
 }
 
+// Decode decodes the result of the step named step into v: what the
+// order's step returned (its Func's result, or the service's answer for the
+// HTTP agent). A step that recorded none is an error.
+func (r Result) Decode(step string, v any) error {
+	res, ok := r.Results[step]
+	if !ok {
+		return fmt.Errorf("sastest: order %s: step %q recorded no result", r.OrderID, step)
+	}
+	return json.Unmarshal(res, v)
+}
+
 // result reads how order v ended.
 func (e *Env) result(v sas.OrderView, statuses []sas.Status, took time.Duration) Result {
 	e.t.Helper()
@@ -135,6 +160,8 @@ func (e *Env) result(v sas.OrderView, statuses []sas.Status, took time.Duration)
 		res.Status = StatusFailed
 	case sas.CompensationFailed:
 		res.Status = StatusCompensationFailed
+	case sas.Rejected:
+		res.Status = StatusRejected
 	default:
 		e.t.Fatalf("sastest: order %s is stuck (%s): nothing is left to deliver and no step is due, but it did not end: %s", id, st, describe(v))
 	}
@@ -154,8 +181,14 @@ func (e *Env) result(v sas.OrderView, statuses []sas.Status, took time.Duration)
 		state[name] = r.ProcessState
 		res.Steps = append(res.Steps, Step{
 			Name: name, State: State(r.ProcessState), Failures: r.FailureCount, Reason: r.LastError,
-			Attempts: len(e.attempts[attemptKey{order: id, step: name}]),
+			Attempts: len(e.attempts[attemptKey{order: id, step: name}]), Rejected: r.Rejected, Result: r.Result,
 		})
+		if len(r.Result) > 0 {
+			if res.Results == nil {
+				res.Results = map[string]json.RawMessage{}
+			}
+			res.Results[name] = r.Result
+		}
 	}
 	e.mu.Unlock()
 

@@ -246,6 +246,7 @@ func (s *SAS) outputs() {
 	out("AlertTopicArn", s.topic.TopicArn(), "SAS_ALERT_TOPIC_ARN")
 	out("SchedulerFunctionName", s.scheduler.FunctionName(), "scheduler function")
 	out("SupervisorFunctionName", s.super.FunctionName(), "supervisor function")
+	out("SigningKeySecretArn", s.signingKey.SecretArn(), "SAS_SIGNING_KEY_SECRET: the scheduler's signing key, to rotate (docs/trust.md)")
 }
 
 func seconds(d time.Duration) awscdk.Duration {

@@ -644,7 +644,7 @@ func TestXRayTracing(t *testing.T) {
 
 func TestAlertingAndOutputs(t *testing.T) {
 	def, variant := stacks(t)
-	for _, out := range []string{"IntakeQueueUrl", "SchedulerQueueUrl", "AgentQueueUrl", "OrdersTableName", "StateTableName", "AlertTopicArn"} {
+	for _, out := range []string{"IntakeQueueUrl", "SchedulerQueueUrl", "AgentQueueUrl", "OrdersTableName", "StateTableName", "AlertTopicArn", "SigningKeySecretArn"} {
 		check(t, "output "+out, func() { def.tmpl.HasOutput(jsii.String(out), map[string]any{}) })
 	}
 	check(t, "variant email subscription", func() {

@@ -78,6 +78,12 @@ func (s System) BuiltinAgent(d builtinagent.Deps, h Hosting) (*agent.Handler, er
 	if d.Registry == nil {
 		d.Registry = s.Workflows
 	}
+	if d.Definitions == nil && s.Store != nil {
+		// Where the store is in reach (the local runs, the dev server, the
+		// test kit), the agent checks an earlier version's request against
+		// that version's definition; the Lambda agent has no store.
+		d.Definitions = s.Store
+	}
 	a, err := builtinagent.Agent(s.Config, d)
 	if err != nil {
 		return nil, err

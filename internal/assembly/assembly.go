@@ -77,10 +77,19 @@ func BacklogQueues(cfg config.Config) []string {
 }
 
 // Scheduler builds a scheduler. owner is the instance's id (LockedBy),
-// unique per process; key is what it signs its agent requests with
-// (fromaws.SigningKey reads a deployment's). The trigger wraps it:
-// scheduler.NewHandler.
+// unique per process; key is what it signs its agent requests with, for
+// good (a local run's). The trigger wraps it: scheduler.NewHandler.
 func (s System) Scheduler(owner string, key []byte) (*scheduler.Service, error) {
+	return s.scheduler(owner, key, nil)
+}
+
+// SchedulerSigned is Scheduler with a signer of its own: a deployment's,
+// which re-reads its keys (fromaws.SigningKeys, sas.NewSourcedSigner).
+func (s System) SchedulerSigned(owner string, signer *sas.Signer) (*scheduler.Service, error) {
+	return s.scheduler(owner, nil, signer)
+}
+
+func (s System) scheduler(owner string, key []byte, signer *sas.Signer) (*scheduler.Service, error) {
 	return scheduler.New(scheduler.Config{
 		Store:             s.Store,
 		Queue:             s.Queue,
@@ -95,6 +104,7 @@ func (s System) Scheduler(owner string, key []byte) (*scheduler.Service, error) 
 		// only under the key (docs/trust.md).
 		ControlQueueURL:      s.Config.ControlQueueURL,
 		SigningKey:           key,
+		Signer:               signer,
 		RequireSignedReplies: s.Config.RequireSignedReplies,
 		StepTimeout:          s.Config.StepTimeout,
 		PickupTimeout:        s.Config.PickupTimeout,

@@ -224,3 +224,29 @@ func TestTheOrderPageShowsQueueWaitAndExecutionApart(t *testing.T) {
 	require.Equal(t, []string{"1.5s", "—", "—", "—", "1.5s"}, cells("queue-wait"))
 	require.Equal(t, []string{"420ms", "—", "—", "—", "420ms"}, cells("execution"))
 }
+
+// The order page shows each step's result (escaped: a result is the
+// service's text), marks a rejected step, and tells the rejection as the
+// order's last status, never as a failure.
+func TestTheOrderPageShowsResultsAndARejection(t *testing.T) {
+	ts, st := fast(t, false)
+	ctx := context.Background()
+	_, err := st.Submit(ctx, sas.SubmitParams{Order: sas.Order{OrderID: "o-rej", Workflow: "order", Steps: []string{"reserve", "charge", "ship"}},
+		Now: t0, PickupBy: t0.Add(time.Minute), Claim: &sas.ClaimParams{Owner: "s", CompleteBy: t0.Add(time.Minute)}})
+	require.NoError(t, err)
+	_, err = st.Complete(ctx, sas.CompleteParams{Key: sas.StepKey{OrderID: "o-rej"}, Owner: "s", Attempt: 1, Now: t0.Add(time.Second),
+		Result: []byte(`{"reservation":"R-7","note":"<script>x</script>"}`),
+		Next:   &sas.ClaimParams{Key: sas.StepKey{OrderID: "o-rej", Step: 1}, Owner: "s", Now: t0.Add(time.Second), CompleteBy: t0.Add(time.Minute)}})
+	require.NoError(t, err)
+	_, err = st.Fail(ctx, sas.FailParams{Key: sas.StepKey{OrderID: "o-rej", Step: 1}, Owner: "s", Attempt: 1, Now: t0.Add(2 * time.Second),
+		Reason: "card declined", Rejected: true})
+	require.NoError(t, err)
+
+	page := get(t, ts.URL+"/orders/o-rej")
+	require.Contains(t, page, `id="order-state">Rejected<`)
+	require.Contains(t, page, `&#34;reservation&#34;:&#34;R-7&#34;`)
+	require.NotContains(t, page, "<script>x</script>")
+	require.Contains(t, page, "a business outcome: no alert")
+	require.Contains(t, page, "<td>rejected</td><td>charge</td>")
+	require.NotContains(t, page, "<td>failed</td>")
+}

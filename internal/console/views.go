@@ -260,7 +260,7 @@ func (s *Server) orders(w http.ResponseWriter, r *http.Request) {
 		next = "/orders?" + v.Encode()
 	}
 	states := []string{}
-	for _, st := range []sas.ProcessState{sas.Pending, sas.Processing, sas.Processed, sas.Error, sas.Compensating, sas.Compensated, sas.CompensationFailed} {
+	for _, st := range sas.OrderStates {
 		states = append(states, string(st))
 	}
 	s.render(w, "orders", "Orders", true, struct {
@@ -422,14 +422,27 @@ func statuses(v sas.OrderView) []StatusView {
 			if h.Step == last {
 				out = append(out, StatusView{At: h.At, Status: "processed"})
 			}
-		case h.To == sas.Error:
+		case h.To == sas.Error && !rejected(v, h.Step):
 			out = append(out, StatusView{At: h.At, Status: "failed", Step: stepName(v, h.Step), Reason: h.Reason})
 		}
 	}
 	if v.State() == sas.Compensated && len(v.History) > 0 {
 		out = append(out, StatusView{At: v.History[len(v.History)-1].At, Status: "compensated"})
 	}
+	if v.State() == sas.Rejected && len(v.History) > 0 {
+		// A rejection is told once the order ends, naming the step.
+		for _, r := range v.Steps {
+			if r.Rejected {
+				out = append(out, StatusView{At: v.History[len(v.History)-1].At, Status: "rejected", Step: stepName(v, r.Step), Reason: r.LastError})
+			}
+		}
+	}
 	return out
+}
+
+// rejected reports whether step i of v was refused as a business outcome.
+func rejected(v sas.OrderView, i int) bool {
+	return i >= 0 && i < len(v.Steps) && v.Steps[i].Rejected
 }
 
 func stepName(v sas.OrderView, i int) string {

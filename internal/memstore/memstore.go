@@ -68,7 +68,7 @@ func (s *Store) Submit(_ context.Context, p sas.SubmitParams) (sas.SubmitResult,
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if h, ok := s.hashes[o.OrderID]; ok {
-		if h != o.ContentHash() {
+		if !o.SameContent(h) {
 			return sas.SubmitResult{}, fmt.Errorf("submitting order %s: %w", o.OrderID, sas.ErrOrderConflict)
 		}
 		return sas.SubmitResult{Created: false, View: s.viewLocked(o.OrderID)}, nil
@@ -397,12 +397,16 @@ func decodeCursor(c string, into *map[int]indexEntry) error {
 func projected(r sas.StepRecord) sas.StepRecord {
 	r.History = nil
 	r.FailedBy, r.Refused, r.UndoOwed, r.Generation = "", false, false, 0
+	r.Rejected, r.Result = false, nil
 	return r
 }
 
 func cloneRecord(r sas.StepRecord) sas.StepRecord {
 	r.History = append([]sas.HistoryEntry(nil), r.History...)
 	r.Owes = cloneOwes(r.Owes)
+	if r.Result != nil {
+		r.Result = append(json.RawMessage(nil), r.Result...)
+	}
 	return r
 }
 

@@ -26,15 +26,29 @@ import (
 // docs/state-store.md names every process state, in the code's order.
 func TestDocumentedStates(t *testing.T) {
 	t.Parallel()
+	require.Equal(t, sas.States, documentedStates(t, "`ProcessState` \\(([^)]*)\\)"))
+}
+
+// docs/state-store.md names every state an order can be in (a step's, and
+// Rejected), in the code's order.
+func TestDocumentedOrderStates(t *testing.T) {
+	t.Parallel()
+	require.Equal(t, sas.OrderStates, documentedStates(t, "an order state \\(([^)]*)\\)"))
+}
+
+// documentedStates are the states docs/state-store.md lists as (A | B |
+// …) where pattern's group finds them.
+func documentedStates(t *testing.T, pattern string) []sas.ProcessState {
+	t.Helper()
 	b, err := os.ReadFile(filepath.Join(root(t), "docs", "state-store.md"))
 	require.NoError(t, err)
-	m := regexp.MustCompile("`ProcessState` \\(([^)]*)\\)").FindSubmatch(b)
-	require.NotNil(t, m, "docs/state-store.md lists the states as `ProcessState` (A | B | …)")
+	m := regexp.MustCompile(pattern).FindSubmatch(b)
+	require.NotNil(t, m, "docs/state-store.md lists the states as %s", pattern)
 	var documented []sas.ProcessState
 	for _, s := range strings.Split(strings.Join(strings.Fields(string(m[1])), " "), " | ") {
 		documented = append(documented, sas.ProcessState(s))
 	}
-	require.Equal(t, sas.States, documented)
+	return documented
 }
 
 // docs/intake.md's table of intake fields is the JSON of sas.Intake.

@@ -216,3 +216,26 @@ func TestPauseAndResume(t *testing.T) {
 	require.ErrorIs(t, f.app.Run(ctx, []string{"pause"}), ErrUsage)
 	require.ErrorIs(t, f.app.Run(ctx, []string{"pause", "no such/agent"}), sas.ErrInvalid)
 }
+
+// show prints what each step returned, and marks a rejected step and its
+// order: a business outcome, not an incident.
+func TestShowResultsAndARejection(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	ctx := context.Background()
+	_, err := f.store.Submit(ctx, sas.SubmitParams{Order: sas.Order{OrderID: "o-r", Workflow: "order", Steps: []string{"reserve", "charge", "ship"}},
+		Now: t0, PickupBy: t0.Add(time.Minute), Claim: &sas.ClaimParams{Owner: "s", CompleteBy: t0.Add(30 * time.Second)}})
+	require.NoError(t, err)
+	_, err = f.store.Complete(ctx, sas.CompleteParams{Key: sas.StepKey{OrderID: "o-r"}, Owner: "s", Attempt: 1, Now: t0.Add(time.Second),
+		Result: json.RawMessage(`{"reservation":"R-42"}`),
+		Next:   &sas.ClaimParams{Key: sas.StepKey{OrderID: "o-r", Step: 1}, Owner: "s", Now: t0.Add(time.Second), CompleteBy: t0.Add(time.Minute)}})
+	require.NoError(t, err)
+	_, err = f.store.Fail(ctx, sas.FailParams{Key: sas.StepKey{OrderID: "o-r", Step: 1}, Owner: "s", Attempt: 1, Now: t0.Add(2 * time.Second),
+		Reason: "card declined", Rejected: true})
+	require.NoError(t, err)
+	require.NoError(t, f.app.Run(ctx, []string{"show", "o-r"}))
+	out := f.out.String()
+	require.Contains(t, out, "state Rejected")
+	require.Contains(t, out, "Error (rejected)")
+	require.Contains(t, out, "results:\n  reserve\t{\"reservation\":\"R-42\"}")
+}

@@ -123,7 +123,7 @@ func (s *Service) compensateFrom(ctx context.Context, u *outbox.Unit, o order, e
 		switch r.ProcessState {
 		case sas.Compensating:
 			if live(r, now) {
-				s.dispatch(ctx, u, ord, o.wf.Steps[r.Step], r)
+				s.dispatch(ctx, u, o, o.wf.Steps[r.Step], r)
 			}
 			return sas.StepKey{}, nil // running, or handed back to the supervisor, which re-drives it
 		case sas.CompensationFailed:
@@ -142,8 +142,8 @@ func (s *Service) compensateFrom(ctx context.Context, u *outbox.Unit, o order, e
 		}
 	}
 	if cand == nil {
-		if compensated {
-			s.post(ctx, u, ord, sas.Status{Status: sas.StatusCompensated, Sequence: SeqCompensated(o.n())}, now)
+		if end := ending(o); compensated || end.Status == sas.StatusRejected {
+			s.post(ctx, u, ord, end, now)
 			return sas.StepKey{}, nil
 		}
 		s.log.InfoContext(ctx, "nothing to compensate", "order", ord.OrderID)
@@ -189,7 +189,7 @@ func (s *Service) claimUndo(ctx context.Context, u *outbox.Unit, o order, r sas.
 		return false, fmt.Errorf("claiming the undo of step %s: %w", r.Key(), err)
 	}
 	s.log.InfoContext(ctx, "undo claimed", "order", o.id(), "step", r.Step)
-	s.dispatch(ctx, u, o.ord, o.wf.Steps[r.Step], claimed)
+	s.dispatch(ctx, u, o, o.wf.Steps[r.Step], claimed)
 	return true, nil
 }
 
@@ -249,7 +249,8 @@ func (s *Service) tellBeforeClaim(ctx context.Context, o order, r sas.StepRecord
 	case slices.Contains(r.Owes, sas.EffectAlert):
 		owed := r.OwedAlert(r.GivenUpBy())
 		a = &owed
-	case r.ProcessState == sas.Error && r.Refused, r.ProcessState == sas.CompensationFailed:
+	case r.ProcessState == sas.Error && r.Refused && !r.Rejected, r.ProcessState == sas.CompensationFailed:
+		// (A business rejection pages nobody: it was never alerted.)
 		// Its alert went out from the reply that failed it, or not (the
 		// reply's redelivery no longer finds it after this claim): the same
 		// id again, so a repeat is known for one.
@@ -261,7 +262,7 @@ func (s *Service) tellBeforeClaim(ctx context.Context, o order, r sas.StepRecord
 			return fmt.Errorf("alerting about step %s before compensating it: %w", r.Key(), err)
 		}
 	}
-	if tell && r.ProcessState == sas.Error {
+	if tell && r.ProcessState == sas.Error && !r.Rejected { // a rejection is told when its order ends (ending)
 		return s.postNow(ctx, o.ord, sas.Status{Status: sas.StatusFailed, Step: o.wf.Steps[r.Step].Name,
 			Sequence: SeqFailed(r.Step, r.Attempt), Reason: r.LastError}, now)
 	}

@@ -72,7 +72,7 @@ func (s *Service) transientOn(ctx context.Context, u *outbox.Unit, o order, rep 
 		// not have gone out. Sent again (whoever holds it: the request
 		// carries the holder), still delayed to the end of its wait.
 		wait := max(cur.CompleteBy.Sub(now)-s.timeout(def), 0)
-		s.dispatchAfter(ctx, u, o.ord, def, cur, wait)
+		s.dispatchAfter(ctx, u, o, def, cur, wait)
 		return nil, nil
 
 	case cur.Attempt == rep.Attempt && cur.ProcessState == failed && cur.Owing():
@@ -197,7 +197,7 @@ func (s *Service) reattempt(ctx context.Context, u *outbox.Unit, o order, r sas.
 	if err != nil {
 		return fmt.Errorf("claiming the next attempt of step %s: %w", r.Key(), err)
 	}
-	s.dispatchAfter(ctx, u, o.ord, def, claimed, wait)
+	s.dispatchAfter(ctx, u, o, def, claimed, wait)
 	return nil
 }
 

@@ -41,7 +41,7 @@ func final(v sas.OrderView) bool {
 		}
 	}
 	switch v.State() {
-	case sas.Processed, sas.Compensated, sas.Error, sas.CompensationFailed:
+	case sas.Processed, sas.Compensated, sas.Error, sas.CompensationFailed, sas.Rejected:
 		return len(v.Steps) > 0
 	}
 	return false
@@ -102,6 +102,7 @@ func (w *World) final() {
 		w.checkStatuses(v)
 	}
 	w.checkAlerts()
+	w.checkRejectionsUnpaged()
 	w.checkOneEventPerID()
 	w.checkForged()
 	for _, q := range w.queues {
@@ -136,9 +137,9 @@ func (w *World) checkEffects(v sas.OrderView) {
 		}
 		own := sas.IdempotencyKey(id, step, rec.Generation, false)
 		switch state {
-		case sas.Compensated:
+		case sas.Compensated, sas.Rejected:
 			if undoable {
-				w.violate("effect not undone", "order %s is Compensated but step %d (%s) still has the effect of %v (%s)", id, step, rec.StepName, keys, steps(v))
+				w.violate("effect not undone", "order %s is %s but step %d (%s) still has the effect of %v (%s)", id, state, step, rec.StepName, keys, steps(v))
 			}
 		case sas.Processed:
 			for _, k := range keys {
@@ -182,6 +183,10 @@ func (w *World) checkStatuses(v sas.OrderView) {
 	case sas.Compensated:
 		if !got[sas.StatusCompensated] {
 			w.violate("status missing", "order %s is Compensated and its submitter was never told", id)
+		}
+	case sas.Rejected:
+		if !got[sas.StatusRejected] {
+			w.violate("status missing", "order %s is Rejected and its submitter was never told", id)
 		}
 	}
 	for _, f := range w.gaveUp {

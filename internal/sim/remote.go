@@ -46,6 +46,7 @@ func (r *remote) call(ctx context.Context, service string, req agent.Request) (a
 	c := stop(ctx, opRemote, "%s %s %s (%s)", service, verb, req.IdempotencyKey, req.Action)
 	r.calls++
 	r.w.checkAction(req)
+	r.w.checkResults(req)
 	if ctx.Err() != nil {
 		return nil, ctx.Err()
 	}
@@ -72,18 +73,18 @@ func (r *remote) call(ctx context.Context, service string, req agent.Request) (a
 		return map[string]string{"undone": doKey}, nil
 	}
 	if reason, ok := r.refused[doKey]; ok {
-		return nil, agent.Permanent(errors.New(reason))
+		return nil, r.refusal(reason)
 	}
 	switch {
 	case c.fault == faultTransient:
 		return nil, errors.New("the service is unavailable (injected)")
 	case c.fault == faultPermanent && !e.done && !e.undone:
 		// Idempotent by key: a key whose effect exists answers with it.
-		reason := "refused (injected)"
+		reason := r.refusalReason()
 		if r.w.cfg.StoreRefusals {
 			r.refused[doKey] = reason + ", stored"
 		}
-		return nil, agent.Permanent(errors.New(reason))
+		return nil, r.refusal(reason)
 	}
 	if !e.undone && !e.done {
 		e.done = true
@@ -92,7 +93,7 @@ func (r *remote) call(ctx context.Context, service string, req agent.Request) (a
 	if c.fault == faultLost {
 		return nil, errors.New("the answer was lost (injected)")
 	}
-	return map[string]string{"done": doKey}, nil
+	return resultOf(req, doKey), nil
 }
 
 // live returns the effects of an order that exist and were not undone,

@@ -44,6 +44,10 @@ type Config struct {
 	// an operator puts messages on the scheduler queue (docs/trust.md): an
 	// intake, a compensate, a reply whose echo is rewritten.
 	Forge bool
+	// Rejections: the remote's refusals of a step are business rejections
+	// (agent.Reject) rather than failures. Also on in a third of the seeds
+	// whatever ForSeed drew (Config.rejecting, results.go).
+	Rejections bool
 	// Sabotage plants a known bug in the world (SabotageLoseAlerts,
 	// SabotageSkipUndo, SabotageIgnoreTransient): the simulator's own tests use it to show that the
 	// checks catch what they are for.

@@ -61,6 +61,10 @@ func TestChecksCatchPlantedBugs(t *testing.T) {
 		sim.SabotageSkipUndo:   "effect not undone",
 		// Issue 19: a reported failure left uncounted is waited on.
 		sim.SabotageIgnoreTransient: "failure taken for a wait",
+		// Issue 27: a read that misses the newest result; a store that
+		// forgets a failure was a business rejection.
+		sim.SabotageStaleResults:   "results seen",
+		sim.SabotagePageRejections: "rejection paged",
 		// Issue 29, N5: two events of an order under one alert id.
 		sim.SabotageOneAlertID: "two events under one id",
 	} {
@@ -76,4 +80,26 @@ func TestChecksCatchPlantedBugs(t *testing.T) {
 		}
 		require.Positive(t, found, "%s: no seed of 200 broke %q", sabotage, rule)
 	}
+}
+
+// The new shapes are exercised, not only allowed: among the first seeds,
+// the remote rejects steps as business outcomes and orders end Rejected
+// with their submitter told; and the sweep's runs carry results.
+func TestRejectionsAndResultsAreExercised(t *testing.T) {
+	t.Parallel()
+	rejected, told := 0, 0
+	for seed := int64(1); seed <= 60; seed++ {
+		res := sim.Run(sim.ForSeed(seed))
+		require.False(t, res.Failed(), res.Summary(40))
+		for _, l := range res.Trace {
+			if strings.Contains(l, "remote: rejected") {
+				rejected++
+			}
+			if strings.Contains(l, "to status: ") && strings.Contains(l, " rejected") {
+				told++
+			}
+		}
+	}
+	require.Positive(t, rejected, "no seed of 60 rejected a step")
+	require.Positive(t, told, "no seed of 60 told a submitter its order was rejected")
 }

@@ -76,6 +76,9 @@ func (s *store) Complete(ctx context.Context, p sas.CompleteParams) ([]sas.StepR
 }
 
 func (s *store) Fail(ctx context.Context, p sas.FailParams) (sas.StepRecord, error) {
+	if s.w.cfg.Sabotage == SabotagePageRejections {
+		p.Rejected = false // a store that forgets the rejection: the order is paged about
+	}
 	return write(ctx, s, "Fail", []sas.StepKey{p.Key}, func() (sas.StepRecord, error) { return s.mem.Fail(ctx, p) })
 }
 
@@ -156,7 +159,11 @@ func (s *store) GetStep(ctx context.Context, k sas.StepKey) (sas.StepRecord, err
 
 func (s *store) GetOrder(ctx context.Context, id string) (sas.OrderView, error) {
 	stop(ctx, opRead, "GetOrder %s", id)
-	return s.mem.GetOrder(ctx, id)
+	v, err := s.mem.GetOrder(ctx, id)
+	if err == nil && s.w.cfg.Sabotage == SabotageStaleResults {
+		v = staleResults(v)
+	}
+	return v, err
 }
 
 func (s *store) ListByState(ctx context.Context, p sas.ListByStateParams) (sas.ListByStateResult, error) {
@@ -211,6 +218,8 @@ func (w *World) wrote(ctx context.Context, name string, before, after []sas.Step
 				w.resubmitted[failure{key: a.Key(), state: sas.Error, attempt: b.Attempt}.id()] = true
 			}
 			t.owes = append(t.owes, obligation{kind: owesRetry, key: a.Key(), attempt: a.Attempt, what: name})
+		case name == "Fail" && a.ProcessState != b.ProcessState && a.Rejected:
+			// A business rejection: no operator is told (results.go).
 		case name == "GiveUp" || (name == "Fail" && a.ProcessState != b.ProcessState):
 			w.gaveUp = append(w.gaveUp, failure{key: a.Key(), state: a.ProcessState, attempt: a.Attempt, by: name})
 		}

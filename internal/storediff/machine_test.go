@@ -2,6 +2,7 @@ package storediff
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -326,8 +327,13 @@ func (m *machine) writes() map[string]func(*rapid.T) op {
 		"complete": func(t *rapid.T) op {
 			k := m.key(t, sas.Processing, sas.Compensating)
 			r := m.seen(t, k)
-			p := sas.CompleteParams{Key: k, Owner: r.LockedBy, Attempt: r.Attempt, Now: m.now, Compensation: r.ProcessState == sas.Compensating}
-			desc := fmt.Sprintf("%s owner=%s attempt=%d compensation=%v", k, p.Owner, p.Attempt, p.Compensation)
+			p := sas.CompleteParams{Key: k, Owner: r.LockedBy, Attempt: r.Attempt, Now: m.now, Compensation: r.ProcessState == sas.Compensating,
+				// A result, none, or one an undo reports (never recorded).
+				Result: json.RawMessage(rapid.SampledFrom([]string{"", `{"bookingId":"B-7"}`, `"ok"`}).Draw(t, "result"))}
+			if len(p.Result) == 0 {
+				p.Result = nil
+			}
+			desc := fmt.Sprintf("%s owner=%s attempt=%d compensation=%v result=%s", k, p.Owner, p.Attempt, p.Compensation, p.Result)
 			orders := []string{k.OrderID}
 			if rapid.Bool().Draw(t, "withNext") {
 				// The next step forward, or the previous one's undo (the
@@ -352,7 +358,13 @@ func (m *machine) writes() map[string]func(*rapid.T) op {
 			r := m.seen(t, k)
 			p := sas.FailParams{Key: k, Owner: r.LockedBy, Attempt: r.Attempt, Now: m.now, Compensation: r.ProcessState == sas.Compensating,
 				Reason: rapid.SampledFrom([]string{"declined", ""}).Draw(t, "reason")}
-			return op{name: "Fail", desc: fmt.Sprintf("%s owner=%s attempt=%d compensation=%v", k, p.Owner, p.Attempt, p.Compensation), orders: []string{k.OrderID},
+			switch rapid.IntRange(0, 3).Draw(t, "failKind") {
+			case 1:
+				p.Rejected = true // a business rejection
+			case 2:
+				p.Effect = true // a result over the bounds
+			}
+			return op{name: "Fail", desc: fmt.Sprintf("%s owner=%s attempt=%d compensation=%v rejected=%v effect=%v", k, p.Owner, p.Attempt, p.Compensation, p.Rejected, p.Effect), orders: []string{k.OrderID},
 				apply: func(s sas.StateStore, _ int) (any, error) {
 					return one(func() (sas.StepRecord, error) { return s.Fail(ctx, p) })
 				}}

@@ -71,6 +71,31 @@ func testSubmitConflict(t *testing.T, h Harness) {
 	v := get(t, s, "o-conflict")
 	require.Len(t, v.Steps, 1, "a conflicting submission writes nothing")
 	require.JSONEq(t, `{"amount":42,"currency":"EUR"}`, string(v.Order.Payload))
+
+	// Numbers are compared as written: 2^53+1 is not 2^53, though a
+	// float64 reads both as one (issue 29, F-9).
+	big := order("o-big", 1)
+	big.Payload = []byte(`{"amount":9007199254740993}`)
+	_, err = s.Submit(ctx, sas.SubmitParams{Order: big, Now: T0, PickupBy: at(time.Minute)})
+	require.NoError(t, err)
+	big.Payload = []byte(`{"amount":9007199254740992}`)
+	_, err = s.Submit(ctx, sas.SubmitParams{Order: big, Now: T0, PickupBy: at(time.Minute)})
+	require.ErrorIs(t, err, sas.ErrOrderConflict)
+	big.Payload = []byte(`{ "amount": 9007199254740993 }`)
+	res, err = s.Submit(ctx, sas.SubmitParams{Order: big, Now: T0, PickupBy: at(time.Minute)})
+	require.NoError(t, err, "the same number is the same order")
+	require.False(t, res.Created)
+
+	// The submitter is kept with the order, and is not its content.
+	mine := order("o-mine", 1)
+	mine.Submitter = "AROAOWNER"
+	_, err = s.Submit(ctx, sas.SubmitParams{Order: mine, Now: T0, PickupBy: at(time.Minute)})
+	require.NoError(t, err)
+	require.Equal(t, "AROAOWNER", get(t, s, "o-mine").Order.Submitter)
+	mine.Submitter = "AROAOTHER"
+	res, err = s.Submit(ctx, sas.SubmitParams{Order: mine, Now: T0, PickupBy: at(time.Minute)})
+	require.NoError(t, err, "another sender's same content is the same content (the scheduler tells the senders apart)")
+	require.Equal(t, "AROAOWNER", res.View.Order.Submitter)
 }
 
 func testSubmitConcurrent(t *testing.T, h Harness) {

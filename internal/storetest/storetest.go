@@ -73,6 +73,8 @@ func Run(t *testing.T, h Harness) {
 		{"RescueRequiresExpiry", testRescueRequiresExpiry},
 		{"HolderEndsItsAttemptEarly", testHolderEndsItsAttemptEarly},
 		{"OutcomesKeepTheRunTiming", testRunTiming},
+		{"CompletionRecordsTheResult", testResults},
+		{"FailureWithAnEffectIsNoRefusal", testFailedWithEffect},
 		{"WaitExtendsWithoutAFailure", testWaitExtendsWithoutAFailure},
 		{"RacingSupervisors", testRacingSupervisors},
 		{"StrandedPendingRedriven", testStranded},
