@@ -13,14 +13,15 @@ help: ## list the targets
 # two cores with the 100,000-record load of the store suite makes healthy
 # steps expire (correctly handled, but not the path those tests check). the console shows every
 # test's verdict (so it is plain which contract suites ran, on which store)
-# and, when something fails, the failing tests' output. ElasticMQ serves SQS;
+# and, when something fails, every failing test's own output, panics and
+# build errors (scripts/failures.awk), whatever their text. ElasticMQ serves SQS;
 # moto runs beside it for the queue contract suite alone (a few seconds), so
 # the one suite shows how both emulators depart from SQS.
 test: ## every test: Go suites on DynamoDB Local + ElasticMQ (queue contract on moto too), CDK assertions, the examples, cfn-lint, vet, and the deploy-and-run on MiniStack and on LocalStack (with the contract suites on LocalStack) (all installed and started for you)
 	@mkdir -p .rig
 	@set -o pipefail; SAS_RIG_SQS=elasticmq,moto $(RIG) exec -- $(GO) test -p 1 -count=1 -race -v -timeout 30m ./... > .rig/test.log 2>&1; rc=$$?; \
 		grep -E '^rig:|^\s*--- (PASS|FAIL|SKIP)|^(ok|FAIL|panic:)|^\s+[a-z_]+\.go:[0-9]+: (sweep over|loaded|[0-9]+ rounds)' .rig/test.log; \
-		if [ $$rc -ne 0 ]; then echo; echo "== failures (full log: .rig/test.log) =="; grep -A14 -E 'Error Trace:|^panic:|^\s*[a-z_]+\.go:[0-9]+: .*(FAIL|fail|unexpected)' .rig/test.log | head -800; exit $$rc; fi
+		if [ $$rc -ne 0 ]; then echo; echo "== failures (full log: .rig/test.log) =="; awk -f scripts/failures.awk .rig/test.log | head -3000; exit $$rc; fi
 	$(MAKE) test-infra
 	$(MAKE) test-examples
 	$(MAKE) vet

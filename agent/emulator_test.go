@@ -31,7 +31,7 @@ type sqsWorld struct {
 // queue creates a queue for this test and returns its URL and ARN.
 func (w *sqsWorld) queue(prefix string) (url, arn string) {
 	w.t.Helper()
-	created, err := w.q.CreateQueue(w.t.Context(), sqsqueue.CreateQueueParams{Name: emulator.UniqueName(w.t, prefix)})
+	created, err := w.q.CreateQueue(w.t.Context(), sas.CreateQueueParams{Name: emulator.UniqueName(w.t, prefix)})
 	require.NoError(w.t, err)
 	w.t.Cleanup(func() {
 		if err := w.q.DeleteQueue(context.Background(), created.URL); err != nil {

@@ -160,3 +160,30 @@ type namedError struct {
 func (e *namedError) Error() string     { return e.err.Error() }
 func (e *namedError) Unwrap() error     { return e.err }
 func (e *namedError) ErrorType() string { return e.name }
+
+// IsPermanent reports whether err is marked Permanent anywhere in its
+// chain, which is how the SDK reads it: the step is reported failed. For a
+// step author's tests of their own error handling.
+func IsPermanent(err error) bool {
+	c, _ := classify(err)
+	return c == permanent
+}
+
+// RetryDelay reports whether err asks to be tried again after a wait
+// (RetryAfter anywhere in its chain, and not Permanent, which wins), and
+// the wait.
+func RetryDelay(err error) (time.Duration, bool) {
+	c, d := classify(err)
+	return d, c == later
+}
+
+// ErrorName is the name a retry policy matches err by: the one Named gave
+// it, or the agent's own ("CircuitOpen" for a run its breaker refused;
+// "Timeout" for an HTTP call stopped by the deadline); "" for none.
+func ErrorName(err error) string {
+	var n interface{ ErrorType() string }
+	if errors.As(err, &n) {
+		return n.ErrorType()
+	}
+	return ""
+}

@@ -13,27 +13,30 @@ import (
 	"github.com/sas-go/sas/internal/sas"
 )
 
+// Status is what the handler would do with a request's run: Outcome.Status.
+type Status string
+
 // The statuses of an Outcome.
 const (
 	// StatusDone: the step succeeded; the scheduler moves on.
-	StatusDone = "done"
+	StatusDone Status = "done"
 	// StatusFailed: the step failed for good; the scheduler compensates.
-	StatusFailed = "failed"
+	StatusFailed Status = "failed"
 	// StatusTransient: the attempt ran and failed (its tries spent, its
 	// breaker open, its deadline reached, or a RetryAfter beyond it); the
 	// handler replies "transient" and the scheduler's retry policy decides
 	// (docs/agents.md, "What an error means").
-	StatusTransient = "transient"
+	StatusTransient Status = "transient"
 	// StatusNone: no outcome (a success that came after the deadline); the
 	// request is left for redelivery.
-	StatusNone = ""
+	StatusNone Status = ""
 )
 
 // Outcome is what the handler would do with a request's run: the reply it
 // would send, or none.
 type Outcome struct {
 	// Status is StatusDone, StatusFailed, StatusTransient or StatusNone.
-	Status string
+	Status Status
 	// Result is the step's result, encoded (StatusDone).
 	Result json.RawMessage
 	// Reason is what a failed reply says (StatusFailed).

@@ -18,6 +18,7 @@ import (
 	"github.com/sas-go/sas/internal/assembly"
 	"github.com/sas-go/sas/internal/clocktest"
 	"github.com/sas-go/sas/internal/config"
+	"github.com/sas-go/sas/internal/logtest"
 	"github.com/sas-go/sas/internal/memqueue"
 	"github.com/sas-go/sas/internal/memstore"
 	"github.com/sas-go/sas/internal/registry"
@@ -105,7 +106,7 @@ type Env struct {
 	store *memstore.Store
 	queue *memqueue.Queue
 	alert *alerts.Recorder
-	logs  *logBuffer // nil when Options.Logs is set
+	logs  *logtest.Buffer // nil when Options.Logs is set
 
 	intakeURL, schedulerURL, controlURL, statusURL string
 	sched                                          actor   // the scheduler, on the intake, scheduler and control queues
@@ -186,7 +187,7 @@ func NewWith(t testing.TB, opts Options, defs []workflow.Workflow, agents ...*ag
 	}})
 	logs := opts.Logs
 	if logs == nil {
-		e.logs = &logBuffer{}
+		e.logs = &logtest.Buffer{}
 		logs = e.logs
 		t.Cleanup(func() {
 			if t.Failed() {
@@ -266,7 +267,7 @@ func (e *Env) createQueue(name string, visibility time.Duration, maxReceives int
 	if visibility > 0 {
 		attrs["VisibilityTimeout"] = fmt.Sprint(int(visibility.Seconds()))
 	}
-	q, err := e.queue.CreateQueue(e.ctx, memqueue.CreateQueueParams{Name: name, Attributes: attrs, MaxReceiveCount: maxReceives})
+	q, err := e.queue.CreateQueue(e.ctx, sas.CreateQueueParams{Name: name, Attributes: attrs, MaxReceiveCount: maxReceives})
 	if err != nil {
 		e.t.Fatalf("sastest: creating the queue %s: %v", name, err)
 	}
@@ -438,23 +439,4 @@ func (e *Env) send(url, body string) {
 	if err != nil {
 		e.t.Fatalf("sastest: sending to %s: %v", url, err)
 	}
-}
-
-// logBuffer keeps the logs of actors that may write from several
-// goroutines.
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }

@@ -9,34 +9,40 @@ import (
 	"github.com/sas-go/sas/internal/sas"
 )
 
-// How an order ended: Result.Status.
+// Status is how an order ended: Result.Status.
+type Status string
+
+// How an order ended.
 const (
 	// StatusProcessed: every step succeeded.
-	StatusProcessed = "processed"
+	StatusProcessed Status = "processed"
 	// StatusCompensated: a step failed for good, and every step done
 	// before it that has an undo was undone.
-	StatusCompensated = "compensated"
+	StatusCompensated Status = "compensated"
 	// StatusFailed: a step failed for good, with nothing to undo (it was
 	// the first, or the steps before it have no undo).
-	StatusFailed = "failed"
+	StatusFailed Status = "failed"
 	// StatusCompensationFailed: an undo failed for good, or the supervisor
 	// gave up on it; an operator was alerted.
-	StatusCompensationFailed = "compensation-failed"
+	StatusCompensationFailed Status = "compensation-failed"
 	// StatusRejected: a step was refused as a business outcome
 	// (agent.Reject, or a status the HTTP agent's RejectStatuses lists),
 	// and whatever took effect was undone; no operator was alerted.
-	StatusRejected = "rejected"
+	StatusRejected Status = "rejected"
 )
 
-// Where a step ended: Step.State, the state of its record in the store
-// (docs/pattern.md §2).
+// State is where a step ended: Step.State, the state of its record in the
+// store (docs/pattern.md §2).
+type State string
+
+// Where a step ended.
 const (
-	StateProcessed          = string(sas.Processed)
-	StateError              = string(sas.Error)
-	StateCompensated        = string(sas.Compensated)
-	StateCompensationFailed = string(sas.CompensationFailed)
+	StateProcessed          = State(sas.Processed)
+	StateError              = State(sas.Error)
+	StateCompensated        = State(sas.Compensated)
+	StateCompensationFailed = State(sas.CompensationFailed)
 	// StatePending: a step never started, because an earlier one failed.
-	StatePending = string(sas.Pending)
+	StatePending = State(sas.Pending)
 )
 
 // Result is how an order ended.
@@ -44,7 +50,7 @@ type Result struct {
 	OrderID string
 	// Status is StatusProcessed, StatusCompensated, StatusFailed,
 	// StatusCompensationFailed or StatusRejected.
-	Status string
+	Status Status
 	// Results are what the steps returned, by step name, as the scheduler
 	// recorded them (compacted JSON; a step that returned nothing has no
 	// entry): what the steps after each saw (agent.Request.DecodeResult).
@@ -80,7 +86,7 @@ type Step struct {
 	Name string
 	// State is the step's final state: StateProcessed, StateError,
 	// StateCompensated, StateCompensationFailed or StatePending.
-	State string
+	State State
 	// Attempts counts the scheduler's attempts at the step that reached
 	// its agent (its undo's not included).
 	Attempts int
@@ -174,7 +180,7 @@ func (e *Env) result(v sas.OrderView, statuses []sas.Status, took time.Duration)
 		}
 		state[name] = r.ProcessState
 		res.Steps = append(res.Steps, Step{
-			Name: name, State: string(r.ProcessState), Failures: r.FailureCount, Reason: r.LastError,
+			Name: name, State: State(r.ProcessState), Failures: r.FailureCount, Reason: r.LastError,
 			Attempts: len(e.attempts[attemptKey{order: id, step: name}]), Rejected: r.Rejected, Result: r.Result,
 		})
 		if len(r.Result) > 0 {

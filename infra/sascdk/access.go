@@ -256,7 +256,7 @@ func (s *SAS) resourcePolicies() {
 	// resource policy denies the others (AWS::SecretsManager::ResourcePolicy):
 	// the emulators the deploy-and-run suite uses reject the resource type,
 	// so a principal with account-wide secretsmanager rights can still read
-	// it (docs/trust.md, "What is not enforced").
+	// it (docs/trust.md, "The signing key").
 	// The alert bus: the scheduler and the supervisor. The policy is the
 	// bus's own Policy property rather than an AWS::Events::EventBusPolicy,
 	// which the emulators reject.

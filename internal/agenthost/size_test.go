@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sas-go/sas/internal/agenthost"
+	"github.com/sas-go/sas/internal/clocktest"
 	"github.com/sas-go/sas/internal/memqueue"
 	"github.com/sas-go/sas/internal/registry"
 	"github.com/sas-go/sas/internal/sas"
@@ -155,7 +156,7 @@ func TestWorstCaseOrderFitsEveryMessage(t *testing.T) {
 						req := sas.AgentRequest{
 							V: sas.MessageVersion, Kind: sas.KindAgentRequest, OrderID: in.OrderID,
 							Step: i, StepName: st.Name, Agent: st.Agent, Attempt: 1 << 30,
-							LockedBy: strings.Repeat("l", 256), CompleteBy: epoch.Add(999 * time.Hour),
+							LockedBy: strings.Repeat("l", 256), CompleteBy: clocktest.T0.Add(999 * time.Hour),
 							IdempotencyKey: sas.IdempotencyKey(in.OrderID, i, 0, undo) + strings.Repeat("g", 20),
 							Payload:        in.Payload, Compensation: undo, Workflow: w.Name, ReplyTo: in.ReplyTo,
 							Results: worstResults(t, fill),

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sas-go/sas/internal/agenthost"
+	"github.com/sas-go/sas/internal/clocktest"
 	"github.com/sas-go/sas/internal/httpcall"
 	"github.com/sas-go/sas/internal/memqueue"
 	"github.com/sas-go/sas/internal/sas"
@@ -51,7 +52,7 @@ func TestTransientOutcomeIsReported(t *testing.T) {
 				}
 				return nil, tt.err
 			})})
-			req := request("o-1", timeout(time.Hour), completeBy(epoch.Add(time.Hour)), func(r *sas.AgentRequest) {
+			req := request("o-1", timeout(time.Hour), completeBy(clocktest.T0.Add(time.Hour)), func(r *sas.AgentRequest) {
 				r.TransientOutcome, r.NonRetryable = true, tt.nonRetryable
 			})
 			ctx := t.Context()

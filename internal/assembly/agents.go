@@ -6,6 +6,7 @@ import (
 
 	"github.com/sas-go/sas/agent"
 	"github.com/sas-go/sas/internal/agenthost"
+	"github.com/sas-go/sas/internal/agentqueue"
 	"github.com/sas-go/sas/internal/builtinagent"
 	"github.com/sas-go/sas/internal/sas"
 )
@@ -48,9 +49,10 @@ func (s System) AgentHandler(q sas.AgentQueue, h Hosting, agents ...*agent.Agent
 	hc := agent.HandlerConfig{
 		Agents: agents, SchedulerQueueURL: s.Config.SchedulerQueueURL,
 		QueueURL: q.URL, PriorityQueueURL: q.PriorityURL,
-		Queue: s.Queue, Logger: s.Logger, Metrics: s.Metrics,
+		Logger: s.Logger, Metrics: s.Metrics,
 		Middleware: h.Middleware, ReplyLinger: h.ReplyLinger,
 	}
+	agentqueue.Use(&hc, s.Queue)
 	if s.Clock != nil {
 		hc.Clock = s.Clock
 	}

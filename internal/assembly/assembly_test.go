@@ -83,7 +83,7 @@ func TestAssemblesInMemory(t *testing.T) {
 	clock := clocktest.New(time.Date(2027, 1, 15, 9, 0, 0, 0, time.UTC))
 	q := memqueue.New(memqueue.Options{Clock: clock})
 	url := func(name string) string {
-		created, err := q.CreateQueue(ctx, memqueue.CreateQueueParams{Name: name})
+		created, err := q.CreateQueue(ctx, sas.CreateQueueParams{Name: name})
 		require.NoError(t, err)
 		return created.URL
 	}

@@ -13,6 +13,11 @@ import (
 
 var _ sas.Clock = (*Clock)(nil)
 
+// T0 is where tests start their fake clocks: one fixed instant for every
+// package, on a whole second (HTTP-dates, of second precision, and stores
+// of millisecond precision hold it exactly), in UTC.
+var T0 = time.UnixMilli(1_800_000_000_000).UTC()
+
 // Clock is a fake sas.Clock, safe for concurrent use.
 type Clock struct {
 	mu  sync.Mutex

@@ -29,7 +29,7 @@ type memQueues struct{ *memqueue.Queue }
 
 func (memQueues) DeadLetterQueue(context.Context, string) (string, error) { return "", nil }
 
-var t0 = time.UnixMilli(1_800_000_000_000).UTC()
+var t0 = clocktest.T0
 
 // fast is a console on the in-memory store and queue, behind httptest.
 func fast(t *testing.T, readOnly bool) (*httptest.Server, *memstore.Store) {
@@ -37,7 +37,7 @@ func fast(t *testing.T, readOnly bool) (*httptest.Server, *memstore.Store) {
 	ctx := context.Background()
 	clock := clocktest.New(t0)
 	q := memqueue.New(memqueue.Options{Clock: clock})
-	control, err := q.CreateQueue(ctx, memqueue.CreateQueueParams{Name: "control"})
+	control, err := q.CreateQueue(ctx, sas.CreateQueueParams{Name: "control"})
 	require.NoError(t, err)
 	st := memstore.New(memstore.Config{Shards: 2})
 	app := &sasctl.App{Store: st, Queue: q, Clock: clock, ControlQueueURL: control.URL, Actor: "operator:test", Out: io.Discard}

@@ -55,9 +55,9 @@ func TestRedriveShowsEachMessageAndMovesNoForgedControlMessage(t *testing.T) {
 	ctx := context.Background()
 	clock := clocktest.New(t0)
 	q := memqueue.New(memqueue.Options{Clock: clock})
-	control, err := q.CreateQueue(ctx, memqueue.CreateQueueParams{Name: "control"})
+	control, err := q.CreateQueue(ctx, sas.CreateQueueParams{Name: "control"})
 	require.NoError(t, err)
-	dlq, err := q.CreateQueue(ctx, memqueue.CreateQueueParams{Name: "control-dlq"})
+	dlq, err := q.CreateQueue(ctx, sas.CreateQueueParams{Name: "control-dlq"})
 	require.NoError(t, err)
 	st := memstore.New(memstore.Config{Shards: 2})
 	app := &sasctl.App{Store: st, Queue: q, Clock: clock, ControlQueueURL: control.URL, Actor: "operator:test", Out: io.Discard}

@@ -2,17 +2,17 @@ package eventsource
 
 import (
 	"testing"
-	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sas-go/sas/internal/clocktest"
 	"github.com/sas-go/sas/internal/sas"
 )
 
 func TestEventAndDone(t *testing.T) {
 	t.Parallel()
-	sent := time.UnixMilli(1_800_000_000_000)
+	sent := clocktest.T0
 	msgs := []sas.InboundMessage{
 		{MessageID: "a", Receipt: "ra", Body: "A", ReceiveCount: 2, SentAt: sent},
 		{MessageID: "b", Receipt: "rb", Body: "B", SentAt: sent},

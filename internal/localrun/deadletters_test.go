@@ -22,7 +22,7 @@ func TestDeadLettersAreCountedExactlyAndNamed(t *testing.T) {
 	q := sqsqueue.New(sqs.NewFromConfig(cfg))
 	dlqs := map[string]string{}
 	for _, name := range []string{"agent", "scheduler", "intake"} {
-		created, err := q.CreateQueue(ctx, sqsqueue.CreateQueueParams{Name: emulator.UniqueName(t, name), MaxReceiveCount: 5})
+		created, err := q.CreateQueue(ctx, sas.CreateQueueParams{Name: emulator.UniqueName(t, name), MaxReceiveCount: 5})
 		require.NoError(t, err)
 		dlqs[name] = created.DLQURL
 	}

@@ -7,7 +7,6 @@ package localrun_test
 // of this package are written concurrently and must not collide.
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -24,6 +23,7 @@ import (
 
 	"github.com/sas-go/sas/internal/emulator"
 	"github.com/sas-go/sas/internal/localrun"
+	"github.com/sas-go/sas/internal/logtest"
 	"github.com/sas-go/sas/internal/registry"
 	"github.com/sas-go/sas/internal/sas"
 	"github.com/sas-go/sas/internal/storetest"
@@ -468,44 +468,12 @@ func itRequireStatusSequence(t *testing.T, id string, sts []sas.Status, exact bo
 }
 
 // itLogs captures a system's JSON log lines.
-type itLogs struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *itLogs) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-// records returns the decoded log lines whose message is msg ("" for all).
-func (l *itLogs) records(msg string) []map[string]any {
-	l.mu.Lock()
-	data := append([]byte(nil), l.buf.Bytes()...)
-	l.mu.Unlock()
-	var out []map[string]any
-	for _, line := range bytes.Split(data, []byte("\n")) {
-		if len(line) == 0 {
-			continue
-		}
-		var m map[string]any
-		if json.Unmarshal(line, &m) != nil {
-			continue
-		}
-		if msg == "" || m["msg"] == msg {
-			out = append(out, m)
-		}
-	}
-	return out
-}
+type itLogs struct{ logtest.Buffer }
 
 // matching returns the raw lines that contain s.
 func (l *itLogs) matching(s string) []string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
 	var out []string
-	for _, line := range strings.Split(l.buf.String(), "\n") {
+	for _, line := range strings.Split(l.String(), "\n") {
 		if strings.Contains(line, s) {
 			out = append(out, line)
 		}
@@ -518,7 +486,7 @@ func (l *itLogs) matching(s string) []string {
 // SQS delivers at least once, so one message may be rejected twice.
 func (l *itLogs) rejectedMessages() map[string]bool {
 	out := map[string]bool{}
-	for _, r := range l.records("message dropped") {
+	for _, r := range l.Records("message dropped") {
 		reason, _ := r["reason"].(string)
 		id, _ := r["messageId"].(string)
 		if strings.HasPrefix(reason, "intake rejected") {
@@ -530,7 +498,7 @@ func (l *itLogs) rejectedMessages() map[string]bool {
 
 func (l *itLogs) dropReasons() []string {
 	var out []string
-	for _, r := range l.records("message dropped") {
+	for _, r := range l.Records("message dropped") {
 		if s, ok := r["reason"].(string); ok {
 			out = append(out, s)
 		}

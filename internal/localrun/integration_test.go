@@ -132,7 +132,7 @@ func itLiveOptions() localrun.Options {
 		PollerWorkers: 2,
 		// The scenarios share the agents' breakers: one scenario's hangs
 		// must not open them for another's calls.
-		Breaker: sdk.BreakerOptions{FailureThreshold: 1000},
+		Breaker: sdk.BreakerConfig{FailureThreshold: 1000},
 		Faults: remotesim.Faults{
 			// Transient answers on /reservations ask for a one-second wait.
 			Paths:   map[string]remotesim.Profile{"/reservations": {RetryAfter: time.Second}},
@@ -912,7 +912,7 @@ func itExpiry(t *testing.T) {
 		require.Len(t, sys.effectsOf(id), 1, "the late call took effect")
 		require.Empty(t, sys.alertsOf(id), "a stale failure raised an alert")
 		var ignored int
-		for _, r := range sys.logs.records("stale reply ignored") {
+		for _, r := range sys.logs.Records("stale reply ignored") {
 			if r["order"] == id {
 				ignored++
 			}
@@ -949,7 +949,7 @@ func itSupervisors(t *testing.T) {
 	}
 	sys := itStart(t, localrun.Options{
 		StepTimeout: itStepTimeout, AttemptTimeout: itStepTimeout, SupervisorEvery: time.Second, BaseBackoff: itBackoff,
-		Supervisors: 4, Shards: itShards, PollerWorkers: 2, Breaker: sdk.BreakerOptions{FailureThreshold: 1000},
+		Supervisors: 4, Shards: itShards, PollerWorkers: 2, Breaker: sdk.BreakerConfig{FailureThreshold: 1000},
 		Faults: remotesim.Faults{Scripts: scripts},
 	}, false)
 	ctx := itCtx(t, 60*time.Second)
@@ -1046,7 +1046,7 @@ func itSupervisors(t *testing.T) {
 func itRandomFaults(t *testing.T) {
 	sys := itStart(t, localrun.Options{
 		StepTimeout: itStepTimeout, SupervisorEvery: time.Second, BaseBackoff: itBackoff, Seed: 7, Shards: itShards,
-		Breaker: sdk.BreakerOptions{FailureThreshold: 1000},
+		Breaker: sdk.BreakerConfig{FailureThreshold: 1000},
 		Faults: remotesim.Faults{
 			Profile: remotesim.Profile{LatencyJitter: 20 * time.Millisecond, TransientRate: 0.3, TransientStatus: 503, LostRate: 0.15},
 			// Scripted calls are exempt from the random rates.

@@ -6,13 +6,14 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/sas-go/sas/internal/clocktest"
 	"github.com/sas-go/sas/internal/localrun"
 	"github.com/sas-go/sas/internal/registry"
 	"github.com/sas-go/sas/internal/remotesim"
 	"github.com/sas-go/sas/internal/sas"
 )
 
-var t0 = time.Date(2030, 1, 2, 3, 4, 0, 0, time.UTC)
+var t0 = clocktest.T0
 
 func at(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
 

@@ -43,7 +43,7 @@ type Options struct {
 	// 80% of the tries of the last 10s, open it for 10s).
 	// Tests sharing one system across fault scenarios raise the threshold
 	// so one scenario's hangs do not stall the others' calls.
-	Breaker sdk.BreakerOptions
+	Breaker sdk.BreakerConfig
 	// KillEvery, when set, kills a random scheduler or agent instance that
 	// often: its poller's context is cancelled mid-batch (the batch is
 	// abandoned undeleted, as when a Lambda instance dies) and it comes back

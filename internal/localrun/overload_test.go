@@ -19,9 +19,11 @@ import (
 // a system whose agents need many step timeouts to drain it, with no fault
 // injected. Requests wait in the agent queue far past their deadlines; none
 // may fail for it (docs/protocol.md, "Waiting is not executing"), and the
-// rescue path must not amplify the backlog: the bound on requests per order
-// under overload without faults is one agent request per step, so the remote
-// sees exactly one call per step and the supervisor rescues nothing.
+// rescue path must not amplify the backlog: the supervisor rescues nothing,
+// the remote sees one call per attempt, and a step gets a second attempt
+// only after a call that ran (a 300 ms call that a busy machine stretches
+// past its 2 s deadline is retried, correctly), never because its request
+// waited. On an idle machine that is one call per step.
 //
 // The numbers fix how deep the overload is, not how fast anything runs: one
 // agent instance runs 10 calls at a time, each takes 300 ms, so 400 orders
@@ -78,8 +80,21 @@ func TestOverloadFailsNothingAndSendsEachRequestOnce(t *testing.T) {
 	for _, c := range all {
 		calls[c.OrderID]++
 	}
+	retried := 0
 	for _, id := range ids {
-		require.Equal(t, steps[id], calls[id], "order %s: one call per step, no second request for a waiting step", id)
+		attempts := 0
+		for _, st := range views[id].Steps {
+			attempts += st.Attempt
+		}
+		require.Equal(t, attempts, calls[id], "order %s: one call per attempt, no second request for a waiting step", id)
+		retried += attempts - steps[id]
+		for _, h := range views[id].History {
+			if h.From != sas.Processing || h.To == sas.Processed || h.To == sas.Processing {
+				continue // not an attempt's end (Processing→Processing is a supervisor's wait)
+			}
+			_, ran := h.Run.Ran.Milliseconds()
+			require.True(t, ran, "order %s step %d: attempt %d ended (%s: %s) without a run of its call", id, h.Step, h.Attempt, h.To, h.Reason)
+		}
 	}
-	t.Logf("%d orders (%d calls), %d waits, 0 rescues", orders, len(all), waited)
+	t.Logf("%d orders (%d calls, %d steps retried after a call that ran out), %d waits, 0 rescues", orders, len(all), retried, waited)
 }

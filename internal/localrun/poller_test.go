@@ -22,9 +22,9 @@ func fail(id string) events.SQSBatchItemFailure {
 
 func setup(t *testing.T, h SQSHandler) (*Poller, *memqueue.Queue, string, *clocktest.Clock) {
 	t.Helper()
-	c := clocktest.New(time.UnixMilli(1_800_000_000_000).UTC())
+	c := clocktest.New(clocktest.T0)
 	q := memqueue.New(memqueue.Options{Clock: c})
-	created, err := q.CreateQueue(context.Background(), memqueue.CreateQueueParams{Name: "work", Attributes: map[string]string{"VisibilityTimeout": "30"}})
+	created, err := q.CreateQueue(context.Background(), sas.CreateQueueParams{Name: "work", Attributes: map[string]string{"VisibilityTimeout": "30"}})
 	require.NoError(t, err)
 	return &Poller{Name: "work", Queue: q, QueueURL: created.URL, BatchSize: 10, Handler: h}, q, created.URL, c
 }

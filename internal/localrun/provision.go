@@ -68,7 +68,7 @@ func (s *System) provision(ctx context.Context) error {
 		name string
 		url  *string
 	}{{"intake", &cfg.IntakeQueueURL}, {"scheduler", &cfg.SchedulerQueueURL}, {"control", &cfg.ControlQueueURL}, {"agent", &cfg.AgentQueueURL}} {
-		created, err := s.Queue.CreateQueue(ctx, sqsqueue.CreateQueueParams{
+		created, err := s.Queue.CreateQueue(ctx, sas.CreateQueueParams{
 			Name: opts.Name + "-" + q.name, Attributes: map[string]string{"VisibilityTimeout": vis}, MaxReceiveCount: opts.MaxReceiveCount,
 		})
 		if err != nil {
@@ -81,7 +81,7 @@ func (s *System) provision(ctx context.Context) error {
 	// One key per run, shared by the run's schedulers (docs/trust.md).
 	cfg.SigningKey = base64.StdEncoding.EncodeToString(sas.NewSigningKey())
 	if opts.PriorityWorkers > 0 {
-		lane, err := s.Queue.CreateQueue(ctx, sqsqueue.CreateQueueParams{
+		lane, err := s.Queue.CreateQueue(ctx, sas.CreateQueueParams{
 			Name: opts.Name + "-agent-priority", Attributes: map[string]string{"VisibilityTimeout": vis}, MaxReceiveCount: opts.MaxReceiveCount,
 		})
 		if err != nil {
@@ -93,7 +93,7 @@ func (s *System) provision(ctx context.Context) error {
 			registry.PaymentsAgent: {URL: cfg.AgentQueueURL, PriorityURL: lane.URL},
 		}
 	}
-	status, err := s.Queue.CreateQueue(ctx, sqsqueue.CreateQueueParams{Name: opts.Name + "-status"})
+	status, err := s.Queue.CreateQueue(ctx, sas.CreateQueueParams{Name: opts.Name + "-status"})
 	if err != nil {
 		return err
 	}

@@ -8,10 +8,10 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/sas-go/sas/internal/clocktest"
 	"github.com/sas-go/sas/internal/sas"
 )
 
@@ -20,7 +20,7 @@ func TestLinesCarryTheMessageAndTrace(t *testing.T) {
 	var buf bytes.Buffer
 	log := Logger(slog.New(slog.NewJSONHandler(&buf, nil))).With("owner", "s-1")
 	require.Same(t, log, Logger(log), "wrapped once")
-	tr := sas.NewTrace("o-1", time.Unix(1800000000, 0))
+	tr := sas.NewTrace("o-1", clocktest.T0)
 	ctx := WithTrace(WithMessage(context.Background(), "m-1"), tr)
 	log.InfoContext(ctx, "duplicate intake: order exists", "order", "o-1")
 	var line map[string]any

@@ -1,6 +1,7 @@
 package publicapi
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -11,6 +12,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/sas-go/sas/agent"
+	"github.com/sas-go/sas/internal/agenthost"
+	"github.com/sas-go/sas/internal/httpcall"
 	"github.com/sas-go/sas/internal/metrics"
 	"github.com/sas-go/sas/internal/sas"
 )
@@ -140,4 +144,48 @@ func TestDocumentedMessageFields(t *testing.T) {
 		require.Contains(t, documented, "trace", "every kind carries the order's trace")
 	}
 	require.Len(t, seen, len(types), "every kind is in the table")
+}
+
+// docs/protocol.md's bounds on how much of a service's answer an agent
+// reads are the code's: the SDK's HTTP client's default and the built-in
+// agent's, each under the name that sets it.
+func TestDocumentedResponseBounds(t *testing.T) {
+	t.Parallel()
+	b, err := os.ReadFile(filepath.Join(root(t), "docs", "protocol.md"))
+	require.NoError(t, err)
+	doc := strings.Join(strings.Fields(string(b)), " ")
+	require.Contains(t, doc, "the SDK's HTTP client 1 MiB by default, `agent.HTTPOptions.MaxResponseBytes`")
+	require.EqualValues(t, 1<<20, httpcall.DefaultMaxResponseBytes)
+	_, ok := reflect.TypeOf(agent.HTTPOptions{}).FieldByName("MaxResponseBytes")
+	require.True(t, ok)
+	require.Contains(t, doc, "the built-in HTTP agent 128 KiB, `agenthost.MaxResponseBytes`")
+	require.EqualValues(t, 128<<10, agenthost.MaxResponseBytes)
+}
+
+// docs/README.md, the docs' index, links every page of docs/.
+func TestDocsIndexLinksEveryPage(t *testing.T) {
+	t.Parallel()
+	dir := filepath.Join(root(t), "docs")
+	index, err := os.ReadFile(filepath.Join(dir, "README.md"))
+	require.NoError(t, err)
+	pages, err := filepath.Glob(filepath.Join(dir, "*.md"))
+	require.NoError(t, err)
+	require.NotEmpty(t, pages)
+	for _, p := range pages {
+		if name := filepath.Base(p); name != "README.md" {
+			require.Contains(t, string(index), "]("+name+")", "docs/README.md does not link %s", name)
+		}
+	}
+}
+
+// docs/agents.md draws the retry layers with the figures the code has.
+func TestDocumentedRetryLayers(t *testing.T) {
+	t.Parallel()
+	b, err := os.ReadFile(filepath.Join(root(t), "docs", "agents.md"))
+	require.NoError(t, err)
+	doc := string(b)
+	require.Contains(t, doc, fmt.Sprintf("agent.HTTPOptions.Tries, default %d", httpcall.DefaultMaxAttempts))
+	require.Contains(t, doc, fmt.Sprintf("agent.Tries, default %d", agent.DefaultTries))
+	require.Contains(t, doc, fmt.Sprintf("maximumAttempts, default %d", sas.DefaultMaxAttempts))
+	require.Contains(t, doc, fmt.Sprintf("`MaxDeliveries` (%d)", agenthost.DefaultMaxDeliveries))
 }

@@ -133,6 +133,9 @@ func (s *Sim) serveResource(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	orderID, _ := fields["orderId"].(string)
+	if !s.waitHeld(r, orderID) {
+		return // the client went while the call was held: it never reached the service
+	}
 
 	s.mu.Lock()
 	s.count(path, func(c *Counters) { c.Calls++ })

@@ -110,6 +110,8 @@ type Sim struct {
 	byPath      map[string]*Counters
 	log         callLog      // every call and the fault injected into it (calls.go)
 	active      atomic.Int64 // business requests being served (calls.go)
+	holds       []*hold      // calls that wait for a release (hold.go)
+	held        atomic.Int64 // calls waiting in a hold
 }
 
 // New returns a simulator, or an error when the knobs are out of range.

@@ -65,40 +65,70 @@ func motoSpec(inst *Installation) emulatorSpec {
 }
 
 // startEmulator starts spec on a free port and waits until it answers. A
-// free port can be taken by someone else between the check and the
-// emulator's bind, so a start that fails on a taken port is retried on
-// another one.
+// start that fails on a port taken meanwhile is retried on another one
+// (onFreePort).
 func startEmulator(ctx context.Context, spec emulatorSpec, logDir string, opts Options) (*Process, string, error) {
 	logPath := filepath.Join(logDir, strings.NewReplacer(" ", "-", "(", "", ")", "").Replace(strings.ToLower(spec.name))+".log")
-	const attempts = 3
-	for attempt := 1; ; attempt++ {
-		ports, err := freePorts(1)
-		if err != nil {
-			return nil, "", fmt.Errorf("starting %s: %w", spec.name, err)
-		}
+	var p *Process
+	var endpoint string
+	err := onFreePort(ctx, 0, func(port int) (again bool, err error) {
 		if spec.setup != nil {
-			if err := spec.setup(ports[0]); err != nil {
-				return nil, "", fmt.Errorf("starting %s: %w", spec.name, err)
+			if err := spec.setup(port); err != nil {
+				return false, err
 			}
 		}
 		begin := time.Now()
-		p, err := StartProcess(ProcessSpec{Name: spec.name, Argv: spec.argv(ports[0]), Dir: spec.dir, Env: spec.env, LogPath: logPath})
+		p, err = StartProcess(ProcessSpec{Name: spec.name, Argv: spec.argv(port), Dir: spec.dir, Env: spec.env, LogPath: logPath})
 		if err != nil {
-			return nil, "", err
+			return false, err
 		}
-		endpoint := fmt.Sprintf("http://127.0.0.1:%d", ports[0])
-		err = waitReady(ctx, p, endpoint, spec.probe, opts.ReadyTimeout)
-		if err == nil {
+		endpoint = fmt.Sprintf("http://127.0.0.1:%d", port)
+		if err = waitReady(ctx, p, endpoint, spec.probe, opts.ReadyTimeout); err == nil {
 			fmt.Fprintf(opts.Log, "rig: %s ready on %s in %s (pid %d)\n", spec.name, endpoint, time.Since(begin).Round(10*time.Millisecond), p.PID())
-			return p, endpoint, nil
+			return false, nil
 		}
 		p.Stop(5 * time.Second)
-		if attempt < attempts && portTaken(logPath) && ctx.Err() == nil {
-			fmt.Fprintf(opts.Log, "rig: %s: port %d was taken meanwhile; trying another\n", spec.name, ports[0])
-			continue
+		if portTaken(logPath) {
+			fmt.Fprintf(opts.Log, "rig: %s: port %d was taken meanwhile; trying another\n", spec.name, port)
+			return true, err
 		}
+		return false, err
+	})
+	if err != nil {
 		return nil, "", fmt.Errorf("starting %s: %w", spec.name, err)
 	}
+	return p, endpoint, nil
+}
+
+// portTries is how many free ports a start tries before it gives up.
+const portTries = 3
+
+// onFreePort calls start with a port until it succeeds: the fixed port
+// once, or (fixed 0) a free port, then another, up to portTries in all,
+// while start says its failure may be the port's (again) and ctx lives. A
+// free port is free when we look and can be taken by another process
+// before the emulator binds it.
+func onFreePort(ctx context.Context, fixed int, start func(port int) (again bool, err error)) error {
+	tries := portTries
+	if fixed != 0 {
+		tries = 1
+	}
+	var err error
+	for try := 0; try < tries; try++ {
+		port := fixed
+		if port == 0 {
+			ports, perr := freePorts(1)
+			if perr != nil {
+				return perr
+			}
+			port = ports[0]
+		}
+		again := false
+		if again, err = start(port); err == nil || !again || ctx.Err() != nil {
+			return err
+		}
+	}
+	return err
 }
 
 func portTaken(logPath string) bool {

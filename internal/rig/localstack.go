@@ -107,20 +107,8 @@ func StartLocalStack(ctx context.Context, inst *LocalStackInstall, opts LocalSta
 			return nil, err
 		}
 	}
-	tries := 3
-	if opts.Port != 0 {
-		tries = 1
-	}
-	var lastErr error
-	for try := 0; try < tries; try++ {
-		port := opts.Port
-		if port == 0 {
-			ports, err := freePorts(1)
-			if err != nil {
-				return nil, err
-			}
-			port = ports[0]
-		}
+	var ls *RunningLocalStack
+	err = onFreePort(ctx, opts.Port, func(port int) (again bool, err error) {
 		hostPort := "127.0.0.1:" + strconv.Itoa(port)
 		env := append(EnvWithoutAWS(os.Environ()),
 			"GATEWAY_LISTEN="+hostPort,
@@ -156,20 +144,19 @@ func StartLocalStack(ctx context.Context, inst *LocalStackInstall, opts LocalSta
 		p, err := opts.StartProcess(ProcessSpec{Name: "localstack", Dir: opts.Dir, Env: env, LogPath: logPath,
 			Argv: []string{inst.Python, "-m", "localstack.runtime.main"}})
 		if err != nil {
-			return nil, err
+			return false, err
 		}
-		ls := &RunningLocalStack{proc: p, Endpoint: "http://" + hostPort, LogPath: logPath}
+		ls = &RunningLocalStack{proc: p, Endpoint: "http://" + hostPort, LogPath: logPath}
 		if err := ls.waitHealthy(ctx, 90*time.Second); err != nil {
 			p.Stop(5 * time.Second)
-			lastErr = err
-			if ctx.Err() != nil {
-				break
-			}
-			continue
+			return true, err
 		}
-		return ls, nil
+		return false, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("LocalStack did not start: %w", err)
 	}
-	return nil, fmt.Errorf("LocalStack did not start: %w", lastErr)
+	return ls, nil
 }
 
 func (l *RunningLocalStack) waitHealthy(ctx context.Context, within time.Duration) error {

@@ -141,24 +141,13 @@ func StartMiniStack(ctx context.Context, bin string, opts MiniStackOptions) (*Ru
 	if err := os.MkdirAll(tmp, 0o755); err != nil {
 		return nil, err
 	}
-	tries := 3
-	if opts.Port != 0 {
-		tries = 1
-	}
-	var lastErr error
-	// A free port is free when we look and taken when MiniStack binds;
-	// another process can take it in between, so try a few.
-	for try := 0; try < tries; try++ {
-		port := opts.Port
-		if port == 0 {
-			ports, err := freePorts(1)
+	var ms *RunningMiniStack
+	err = onFreePort(ctx, opts.Port, func(port int) (again bool, err error) {
+		if opts.Port != 0 {
+			ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
 			if err != nil {
-				return nil, err
+				return false, fmt.Errorf("port %d on 127.0.0.1 is taken (another MiniStack?): %w", port, err)
 			}
-			port = ports[0]
-		} else if ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port))); err != nil {
-			return nil, fmt.Errorf("port %d on 127.0.0.1 is taken (another MiniStack?): %w", port, err)
-		} else {
 			ln.Close()
 		}
 		endpoint := "http://127.0.0.1:" + strconv.Itoa(port)
@@ -175,20 +164,19 @@ func StartMiniStack(ctx context.Context, bin string, opts MiniStackOptions) (*Ru
 		logPath := filepath.Join(opts.Dir, "ministack.log")
 		p, err := opts.StartProcess(ProcessSpec{Name: "ministack", Dir: opts.Dir, Env: env, LogPath: logPath, Argv: []string{bin}})
 		if err != nil {
-			return nil, err
+			return false, err
 		}
-		ms := &RunningMiniStack{proc: p, Endpoint: endpoint, LogPath: logPath}
+		ms = &RunningMiniStack{proc: p, Endpoint: endpoint, LogPath: logPath}
 		if err := ms.waitHealthy(ctx, 60*time.Second); err != nil {
 			p.Stop(5 * time.Second)
-			lastErr = err
-			if ctx.Err() != nil {
-				break
-			}
-			continue
+			return true, err
 		}
-		return ms, nil
+		return false, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("MiniStack did not start: %w", err)
 	}
-	return nil, fmt.Errorf("MiniStack did not start: %w", lastErr)
+	return ms, nil
 }
 
 func (m *RunningMiniStack) waitHealthy(ctx context.Context, within time.Duration) error {

@@ -239,3 +239,24 @@ type ChangeVisibilityParams struct {
 	Receipt  string
 	Timeout  time.Duration
 }
+
+// CreateQueueParams describes a queue that tests, the local runs and the
+// dev server create (the deployed queues come from the construct). The SQS
+// adapter and the in-memory queue both take it; each says which attributes
+// it knows.
+type CreateQueueParams struct {
+	Name string
+	// Attributes are SQS queue attributes by their API names, e.g.
+	// "VisibilityTimeout": "30".
+	Attributes map[string]string
+	// MaxReceiveCount > 0 also creates a dead-letter queue, named Name with
+	// "-dlq" (before any ".fifo"), and a redrive policy that moves a message
+	// there once it has been received this many times without being deleted.
+	MaxReceiveCount int
+}
+
+// CreatedQueue is what CreateQueue made.
+type CreatedQueue struct {
+	URL    string
+	DLQURL string // "" without a dead-letter queue
+}

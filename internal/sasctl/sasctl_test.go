@@ -15,7 +15,7 @@ import (
 	"github.com/sas-go/sas/internal/sas"
 )
 
-var t0 = time.UnixMilli(1_800_000_000_000).UTC()
+var t0 = clocktest.T0
 
 type fixture struct {
 	app          *App
@@ -29,9 +29,9 @@ func setup(t *testing.T) fixture {
 	t.Helper()
 	ctx := context.Background()
 	q := memqueue.New(memqueue.Options{Clock: clocktest.New(t0)})
-	in, err := q.CreateQueue(ctx, memqueue.CreateQueueParams{Name: "intake"})
+	in, err := q.CreateQueue(ctx, sas.CreateQueueParams{Name: "intake"})
 	require.NoError(t, err)
-	sq, err := q.CreateQueue(ctx, memqueue.CreateQueueParams{Name: "scheduler"})
+	sq, err := q.CreateQueue(ctx, sas.CreateQueueParams{Name: "scheduler"})
 	require.NoError(t, err)
 	out := &bytes.Buffer{}
 	st := memstore.New(memstore.Config{Shards: 4})

@@ -261,7 +261,7 @@ func newFixture(t *testing.T) *fixture {
 		},
 	})
 	mk := func(name string) string {
-		c, err := f.q.CreateQueue(f.ctx, memqueue.CreateQueueParams{Name: name})
+		c, err := f.q.CreateQueue(f.ctx, sas.CreateQueueParams{Name: name})
 		require.NoError(t, err)
 		return c.URL
 	}

@@ -12,8 +12,6 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/stretchr/testify/require"
 
-	"github.com/sas-go/sas/internal/memqueue"
-
 	"github.com/sas-go/sas/internal/sas"
 	"github.com/sas-go/sas/internal/scheduler"
 )
@@ -212,7 +210,7 @@ func renewalFixture(t *testing.T) (f *fixture, h *scheduler.Handler, control, sc
 	t.Helper()
 	f = newFixture(t)
 	mk := func(name string) string {
-		q, err := f.q.CreateQueue(f.ctx, memqueue.CreateQueueParams{Name: name})
+		q, err := f.q.CreateQueue(f.ctx, sas.CreateQueueParams{Name: name})
 		require.NoError(t, err)
 		return q.URL
 	}

@@ -8,7 +8,6 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/stretchr/testify/require"
 
-	"github.com/sas-go/sas/internal/memqueue"
 	"github.com/sas-go/sas/internal/registry"
 	"github.com/sas-go/sas/internal/sas"
 	"github.com/sas-go/sas/internal/scheduler"
@@ -50,9 +49,9 @@ func TestRenewalKeepsGoodMessagesOutOfTheDLQ(t *testing.T) {
 
 // renewer is a scheduler handler whose own queue (the scheduler queue,
 // visibility 30 s) is f's queue "sas-scheduler".
-func renewer(t *testing.T, f *fixture) (*scheduler.Handler, memqueue.CreatedQueue) {
+func renewer(t *testing.T, f *fixture) (*scheduler.Handler, sas.CreatedQueue) {
 	t.Helper()
-	own, err := f.q.CreateQueue(f.ctx, memqueue.CreateQueueParams{Name: "sas-scheduler", Attributes: map[string]string{"VisibilityTimeout": "30"}})
+	own, err := f.q.CreateQueue(f.ctx, sas.CreateQueueParams{Name: "sas-scheduler", Attributes: map[string]string{"VisibilityTimeout": "30"}})
 	require.NoError(t, err)
 	reg, err := registry.Default(stepTimeout)
 	require.NoError(t, err)

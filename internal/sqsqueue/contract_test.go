@@ -13,6 +13,7 @@ import (
 	"github.com/sas-go/sas/internal/emulator"
 	"github.com/sas-go/sas/internal/queuetest"
 	"github.com/sas-go/sas/internal/rig"
+	"github.com/sas-go/sas/internal/sas"
 	"github.com/sas-go/sas/internal/sqsqueue"
 )
 
@@ -40,7 +41,7 @@ func runContract(t *testing.T, client *sqs.Client, name string, quirks map[strin
 		Name: name,
 		New: func(t *testing.T, s queuetest.Spec) queuetest.Fixture {
 			qname := emulator.UniqueName(t, "q")
-			created, err := q.CreateQueue(t.Context(), sqsqueue.CreateQueueParams{Name: qname, MaxReceiveCount: s.MaxReceiveCount})
+			created, err := q.CreateQueue(t.Context(), sas.CreateQueueParams{Name: qname, MaxReceiveCount: s.MaxReceiveCount})
 			require.NoError(t, err)
 			t.Cleanup(func() {
 				// t.Context is already cancelled when cleanups run.

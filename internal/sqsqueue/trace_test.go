@@ -44,7 +44,7 @@ func TestTraceHeaderOnTheEmulator(t *testing.T) {
 	for name, client := range clients {
 		t.Run(backendName(name), func(t *testing.T) {
 			q := sqsqueue.New(client)
-			created, err := q.CreateQueue(t.Context(), sqsqueue.CreateQueueParams{Name: emulator.UniqueName(t, "trace")})
+			created, err := q.CreateQueue(t.Context(), sas.CreateQueueParams{Name: emulator.UniqueName(t, "trace")})
 			require.NoError(t, err)
 			t.Cleanup(func() { _ = q.DeleteQueue(context.Background(), created.URL) })
 

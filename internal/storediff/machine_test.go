@@ -11,13 +11,14 @@ import (
 
 	"pgregory.net/rapid"
 
+	"github.com/sas-go/sas/internal/clocktest"
 	"github.com/sas-go/sas/internal/sas"
 )
 
 var ctx = context.Background()
 
 // t0 is the fake clock's start: millisecond-aligned, as a tick may not be.
-var t0 = time.UnixMilli(1_800_000_000_000).UTC()
+var t0 = clocktest.T0
 
 // The orders a sequence may create, and a few that never exist.
 var (

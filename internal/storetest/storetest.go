@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/sas-go/sas/internal/clocktest"
 	"github.com/sas-go/sas/internal/sas"
 )
 
@@ -40,8 +41,8 @@ type Harness struct {
 	Large int
 }
 
-// T0 is the tests' epoch: a fixed, millisecond-aligned instant.
-var T0 = time.UnixMilli(1_800_000_000_000).UTC()
+// T0 is the tests' epoch: clocktest's, a fixed, millisecond-aligned instant.
+var T0 = clocktest.T0
 
 func at(d time.Duration) time.Time { return T0.Add(d) }
 
