@@ -250,7 +250,7 @@ func (s *SAS) outputs() {
 	out("AlertTopicArn", s.topic.TopicArn(), "SAS_ALERT_TOPIC_ARN")
 	out("SchedulerFunctionName", s.scheduler.FunctionName(), "scheduler function")
 	out("SupervisorFunctionName", s.super.FunctionName(), "supervisor function")
-	out("SigningKeySecretArn", s.signingKey.SecretArn(), "SAS_SIGNING_KEY_SECRET: the scheduler's signing key, to rotate (docs/trust.md)")
+	out("SigningKeySecretArn", s.signingKey.SecretArn(), "the scheduler's signing key (its SAS_SIGNING_KEY_SECRET), the secret to rotate (docs/trust.md)")
 	out("SupervisorRoleId", s.super.role.RoleId(), "SAS_SUPERVISOR_SENDER_ID: the supervisor role's unique id, the SQS SenderId of what it sends to the control queue (a console redrive moves back only its messages and the operators')")
 }
 
