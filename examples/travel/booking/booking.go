@@ -85,7 +85,16 @@ func release(inv *inventory.Inventory) agent.Func {
 			if err := req.DecodeResult(req.Step, &h); err != nil {
 				return nil, err
 			}
-			if err := inv.Cancel(h.Ref); err != nil {
+			err := inv.Cancel(h.Ref)
+			if errors.Is(err, inventory.ErrUnknownRef) {
+				// The service knows no such booking: nothing to cancel
+				// under that reference (the demo's inventory is one per
+				// process, and a deployed undo may run in another process
+				// than its hold). Release by the key, a no-op where nothing
+				// was held: undoing what never took effect is a no-op.
+				return nil, inv.Release(strings.TrimSuffix(req.IdempotencyKey, ":undo"))
+			}
+			if err != nil {
 				return nil, agent.Permanent(err)
 			}
 			return nil, nil
