@@ -223,7 +223,7 @@ test-localstack: ## everything on LocalStack without Docker: e2e-localstack and 
 	$(MAKE) contract-localstack
 
 soak: ## the small chaos soak alone (every fault kind, 200 orders) with its verdict; make test runs it too
-	$(RIG) exec -- $(GO) test -count=1 -run 'TestSoak$$' -v -timeout 10m ./internal/localrun/
+	$(RIG) exec -- $(GO) test -count=1 -run 'TestSoak$$' -v -timeout 10m ./internal/dev/suites/
 
 bench: ## benchmarks on the local rig, among them the overload benchmark (goodput ÷ C, orders failed by waiting)
 	$(RIG) exec -- $(GO) test -run '^$$' -bench . -benchtime 1x ./...

@@ -16,8 +16,8 @@ import (
 
 	"github.com/sas-go/sas/agent"
 	"github.com/sas-go/sas/internal/agentqueue"
-	"github.com/sas-go/sas/internal/clocktest"
 	"github.com/sas-go/sas/internal/sas"
+	"github.com/sas-go/sas/internal/testkit/clocktest"
 )
 
 // These tests drive the SDK's handler on the in-memory queue and a fake

@@ -15,9 +15,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sas-go/sas/agent"
-	"github.com/sas-go/sas/internal/emulator"
 	"github.com/sas-go/sas/internal/sas"
 	"github.com/sas-go/sas/internal/sqsqueue"
+	"github.com/sas-go/sas/internal/testkit/emulator"
 )
 
 // sqsWorld is real queues on the SQS emulator (or AWS): the scheduler's,

@@ -13,11 +13,11 @@ import (
 
 	"github.com/sas-go/sas/agent"
 	"github.com/sas-go/sas/internal/agentqueue"
-	"github.com/sas-go/sas/internal/clocktest"
-	"github.com/sas-go/sas/internal/logtest"
 	"github.com/sas-go/sas/internal/memqueue"
-	"github.com/sas-go/sas/internal/requesttest"
 	"github.com/sas-go/sas/internal/sas"
+	"github.com/sas-go/sas/internal/testkit/clocktest"
+	"github.com/sas-go/sas/internal/testkit/logtest"
+	"github.com/sas-go/sas/internal/testkit/requesttest"
 )
 
 // fixture is a handler's world in memory: a fake clock (whose Sleep the

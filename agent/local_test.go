@@ -22,10 +22,10 @@ import (
 
 	"github.com/sas-go/sas/agent"
 	"github.com/sas-go/sas/internal/agentqueue"
-	"github.com/sas-go/sas/internal/emulator"
 	"github.com/sas-go/sas/internal/memqueue"
 	"github.com/sas-go/sas/internal/sas"
 	"github.com/sas-go/sas/internal/sqsqueue"
+	"github.com/sas-go/sas/internal/testkit/emulator"
 )
 
 // envStartHelper makes the test binary an agent program (startHelper), for

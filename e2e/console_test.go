@@ -19,9 +19,9 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"github.com/sas-go/sas/internal/browsertest"
-	"github.com/sas-go/sas/internal/rig"
+	"github.com/sas-go/sas/internal/dev/rig"
 	"github.com/sas-go/sas/internal/sas"
+	"github.com/sas-go/sas/internal/testkit/browsertest"
 )
 
 // consoleCheck is what checkConsole looks at: the deployment, and the

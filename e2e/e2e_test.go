@@ -24,8 +24,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/sas-go/sas/internal/dev/remotesim"
 	"github.com/sas-go/sas/internal/dynamostore"
-	"github.com/sas-go/sas/internal/remotesim"
 	"github.com/sas-go/sas/internal/sas"
 )
 

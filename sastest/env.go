@@ -16,9 +16,7 @@ import (
 	"github.com/sas-go/sas/agent"
 	"github.com/sas-go/sas/internal/alerts"
 	"github.com/sas-go/sas/internal/assembly"
-	"github.com/sas-go/sas/internal/clocktest"
 	"github.com/sas-go/sas/internal/config"
-	"github.com/sas-go/sas/internal/logtest"
 	"github.com/sas-go/sas/internal/memqueue"
 	"github.com/sas-go/sas/internal/memstore"
 	"github.com/sas-go/sas/internal/registry"
@@ -26,6 +24,8 @@ import (
 	"github.com/sas-go/sas/internal/scheduler"
 	"github.com/sas-go/sas/internal/sizing"
 	"github.com/sas-go/sas/internal/supervisor"
+	"github.com/sas-go/sas/internal/testkit/clocktest"
+	"github.com/sas-go/sas/internal/testkit/logtest"
 	"github.com/sas-go/sas/workflow"
 )
 

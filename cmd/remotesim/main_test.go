@@ -14,7 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/sas-go/sas/internal/remotesim"
+	"github.com/sas-go/sas/internal/dev/remotesim"
 )
 
 func env(m map[string]string) func(string) string {

@@ -27,9 +27,9 @@ import (
 	"github.com/sas-go/sas/internal/config"
 	"github.com/sas-go/sas/internal/console"
 	"github.com/sas-go/sas/internal/dynamostore"
-	"github.com/sas-go/sas/internal/esm"
+
+	"github.com/sas-go/sas/internal/dev/rig"
 	"github.com/sas-go/sas/internal/registry"
-	"github.com/sas-go/sas/internal/rig"
 	"github.com/sas-go/sas/internal/sas"
 	"github.com/sas-go/sas/internal/sasctl"
 	"github.com/sas-go/sas/internal/sqsqueue"
@@ -139,7 +139,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	app.AgentQueues = cfg.AgentQueues
 	if lambdaThere(getenv) {
-		app.Mappings = esm.Switch{Lambda: lambda.NewFromConfig(awsCfg), QueueARN: queue.QueueARN}
+		app.Mappings = sasctl.LambdaMappings{Lambda: lambda.NewFromConfig(awsCfg), QueueARN: queue.QueueARN}
 	}
 	if args[0] == "console" {
 		return serveConsole(ctx, args[1:], cfg, store, queue, app, controlSenders(getenv), stdout)

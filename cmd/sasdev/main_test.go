@@ -21,10 +21,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/stretchr/testify/require"
 
-	"github.com/sas-go/sas/internal/emulator"
 	"github.com/sas-go/sas/internal/sas"
 	"github.com/sas-go/sas/internal/sasctl"
 	"github.com/sas-go/sas/internal/sqsqueue"
+	"github.com/sas-go/sas/internal/testkit/emulator"
 )
 
 // The dev server as a user runs it: built, started with a workflow file

@@ -10,7 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/sas-go/sas/internal/rig"
+	"github.com/sas-go/sas/internal/dev/rig"
 	"github.com/sas-go/sas/internal/sas"
 )
 

@@ -10,7 +10,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/sas-go/sas/internal/rig"
+	"github.com/sas-go/sas/internal/dev/rig"
 	"github.com/sas-go/sas/internal/sas"
 )
 

@@ -1,4 +1,4 @@
-// Command sassim runs the protocol simulator (internal/sim,
+// Command sassim runs the protocol simulator (internal/dev/sim,
 // docs/simulation.md): a sweep over many seeds, or one seed replayed with
 // its whole trace.
 //
@@ -13,7 +13,7 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/sas-go/sas/internal/sim"
+	"github.com/sas-go/sas/internal/dev/sim"
 )
 
 func main() {

@@ -13,10 +13,10 @@ import (
 
 	"github.com/sas-go/sas/agent"
 	"github.com/sas-go/sas/internal/agenthost"
-	"github.com/sas-go/sas/internal/clocktest"
+	"github.com/sas-go/sas/internal/dev/remotesim"
 	"github.com/sas-go/sas/internal/httpcall"
-	"github.com/sas-go/sas/internal/remotesim"
 	"github.com/sas-go/sas/internal/sas"
+	"github.com/sas-go/sas/internal/testkit/clocktest"
 )
 
 // These tests run the agent as deployed (internal/assembly, the default

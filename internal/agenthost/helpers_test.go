@@ -16,13 +16,13 @@ import (
 	"github.com/sas-go/sas/agent"
 	"github.com/sas-go/sas/internal/assembly"
 	"github.com/sas-go/sas/internal/builtinagent"
-	"github.com/sas-go/sas/internal/clocktest"
 	"github.com/sas-go/sas/internal/config"
-	"github.com/sas-go/sas/internal/logtest"
+	"github.com/sas-go/sas/internal/dev/remotesim"
 	"github.com/sas-go/sas/internal/memqueue"
-	"github.com/sas-go/sas/internal/remotesim"
-	"github.com/sas-go/sas/internal/requesttest"
 	"github.com/sas-go/sas/internal/sas"
+	"github.com/sas-go/sas/internal/testkit/clocktest"
+	"github.com/sas-go/sas/internal/testkit/logtest"
+	"github.com/sas-go/sas/internal/testkit/requesttest"
 )
 
 // rig is one agent wired as in production (internal/assembly: the

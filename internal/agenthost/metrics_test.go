@@ -12,10 +12,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sas-go/sas/internal/agenthost"
-	"github.com/sas-go/sas/internal/clocktest"
 	"github.com/sas-go/sas/internal/httpcall"
 	"github.com/sas-go/sas/internal/memqueue"
 	"github.com/sas-go/sas/internal/sas"
+	"github.com/sas-go/sas/internal/testkit/clocktest"
 )
 
 // A known sequence: a request that waited 3s and took 2s, done; one that

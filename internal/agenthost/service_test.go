@@ -19,10 +19,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sas-go/sas/internal/agenthost"
-	"github.com/sas-go/sas/internal/clocktest"
-	"github.com/sas-go/sas/internal/logtest"
 	"github.com/sas-go/sas/internal/memqueue"
 	"github.com/sas-go/sas/internal/sas"
+	"github.com/sas-go/sas/internal/testkit/clocktest"
+	"github.com/sas-go/sas/internal/testkit/logtest"
 )
 
 // These tests drive the Service with runners written for them: the

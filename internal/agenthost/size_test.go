@@ -13,11 +13,11 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sas-go/sas/internal/agenthost"
-	"github.com/sas-go/sas/internal/clocktest"
 	"github.com/sas-go/sas/internal/memqueue"
 	"github.com/sas-go/sas/internal/registry"
 	"github.com/sas-go/sas/internal/sas"
 	"github.com/sas-go/sas/internal/sqslimits"
+	"github.com/sas-go/sas/internal/testkit/clocktest"
 )
 
 // rawReplies drains the scheduler queue and returns the bodies as sent.

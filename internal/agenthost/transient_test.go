@@ -11,10 +11,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sas-go/sas/internal/agenthost"
-	"github.com/sas-go/sas/internal/clocktest"
 	"github.com/sas-go/sas/internal/httpcall"
 	"github.com/sas-go/sas/internal/memqueue"
 	"github.com/sas-go/sas/internal/sas"
+	"github.com/sas-go/sas/internal/testkit/clocktest"
 )
 
 // Issue 19, a failure is not a wait: a request the agent ran and got no

@@ -1,6 +1,8 @@
 package agenthost_test
 
 import (
+	"github.com/sas-go/sas/internal/dev/poller"
+
 	"context"
 	"encoding/json"
 	"errors"
@@ -15,12 +17,11 @@ import (
 
 	"github.com/sas-go/sas/agent"
 	"github.com/sas-go/sas/internal/agenthost"
-	"github.com/sas-go/sas/internal/clocktest"
 	"github.com/sas-go/sas/internal/config"
-	"github.com/sas-go/sas/internal/localrun"
+	"github.com/sas-go/sas/internal/dev/remotesim"
 	"github.com/sas-go/sas/internal/memqueue"
-	"github.com/sas-go/sas/internal/remotesim"
 	"github.com/sas-go/sas/internal/sas"
+	"github.com/sas-go/sas/internal/testkit/clocktest"
 )
 
 // These tests cover issue 7 ("waiting is not executing") and the agent's
@@ -338,7 +339,7 @@ func TestNoOutcomeComesBackSoonThenIsHandedToTheSupervisor(t *testing.T) {
 	sent, err := r.queue.Send(t.Context(), sas.SendParams{QueueURL: q.URL, Messages: []sas.OutboundMessage{{ID: "1", Body: sas.Encode(request("order-dl"))}}})
 	require.NoError(t, err)
 	require.Empty(t, sent.Failed)
-	p := &localrun.Poller{Name: "agent", Queue: r.queue, QueueURL: q.URL, Handler: svc.Handle, Logger: slog.New(slog.NewJSONHandler(r.logs, nil))}
+	p := &poller.Poller{Name: "agent", Queue: r.queue, QueueURL: q.URL, Handler: svc.Handle, Logger: slog.New(slog.NewJSONHandler(r.logs, nil))}
 	poll := func() int {
 		n, err := p.PollOnce(t.Context())
 		require.NoError(t, err)

@@ -6,7 +6,7 @@
 // Every place that runs the system builds it here: the Lambda entry points
 // (functions/*, through fromaws, which loads the adapters from an AWS
 // account), the dev server (cmd/sasdev), the local runs on the emulators
-// (internal/localrun) and the test kit (sastest, in memory on a fake
+// (internal/dev/localrun) and the test kit (sastest, in memory on a fake
 // clock). What differs between them is what they hand in (the adapters,
 // the clock) and the trigger that feeds the handlers (Lambda's event
 // sources, pollers, a test's loop), not how the actors are configured. So

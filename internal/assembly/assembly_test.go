@@ -13,7 +13,6 @@ import (
 	"github.com/sas-go/sas/internal/alerts"
 	"github.com/sas-go/sas/internal/assembly"
 	"github.com/sas-go/sas/internal/builtinagent"
-	"github.com/sas-go/sas/internal/clocktest"
 	"github.com/sas-go/sas/internal/config"
 	"github.com/sas-go/sas/internal/memqueue"
 	"github.com/sas-go/sas/internal/memstore"
@@ -21,6 +20,7 @@ import (
 	"github.com/sas-go/sas/internal/sas"
 	"github.com/sas-go/sas/internal/scheduler"
 	"github.com/sas-go/sas/internal/sizing"
+	"github.com/sas-go/sas/internal/testkit/clocktest"
 )
 
 // The backlog is every agent queue and lane, and the scheduler queue.

@@ -1,6 +1,8 @@
 package console_test
 
 import (
+	"github.com/sas-go/sas/internal/dev/poller"
+
 	"context"
 	"encoding/json"
 	"fmt"
@@ -17,12 +19,12 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sas-go/sas/internal/console"
-	"github.com/sas-go/sas/internal/emulator"
-	"github.com/sas-go/sas/internal/localrun"
+	"github.com/sas-go/sas/internal/dev/localrun"
+	"github.com/sas-go/sas/internal/dev/remotesim"
 	"github.com/sas-go/sas/internal/registry"
-	"github.com/sas-go/sas/internal/remotesim"
 	"github.com/sas-go/sas/internal/sas"
 	"github.com/sas-go/sas/internal/sasctl"
+	"github.com/sas-go/sas/internal/testkit/emulator"
 )
 
 // system is a running local system (localrun on the emulators) with the
@@ -113,7 +115,7 @@ func (s *system) settle(t *testing.T, state sas.ProcessState, ids ...string) {
 	for _, id := range ids {
 		for {
 			v, err := s.Store.GetOrder(ctx, id)
-			if err == nil && v.State() == state && localrun.Settled(v) {
+			if err == nil && v.State() == state && v.Settled() {
 				break
 			}
 			if ctx.Err() != nil {
@@ -302,7 +304,7 @@ func TestConsoleInABrowser(t *testing.T) {
 // when the pause was written could still take a request).
 func (s *system) waitPollersPaused(t *testing.T) {
 	t.Helper()
-	base := map[*localrun.Poller]int{}
+	base := map[*poller.Poller]int{}
 	for _, p := range s.Pollers {
 		base[p] = p.Stats().Paused
 	}

@@ -14,12 +14,12 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/sas-go/sas/internal/clocktest"
 	"github.com/sas-go/sas/internal/console"
 	"github.com/sas-go/sas/internal/memqueue"
 	"github.com/sas-go/sas/internal/memstore"
 	"github.com/sas-go/sas/internal/sas"
 	"github.com/sas-go/sas/internal/sasctl"
+	"github.com/sas-go/sas/internal/testkit/clocktest"
 )
 
 // sqsLike is memqueue with dead-letter queues and, as SQS stamps it on

@@ -11,10 +11,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/sas-go/sas/internal/clocktest"
 	"github.com/sas-go/sas/internal/memqueue"
-	"github.com/sas-go/sas/internal/queuetest"
 	"github.com/sas-go/sas/internal/sas"
+	"github.com/sas-go/sas/internal/testkit/clocktest"
+	"github.com/sas-go/sas/internal/testkit/queuetest"
 )
 
 // start is where each test's fake clock starts.

@@ -11,8 +11,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/sas-go/sas/internal/clocktest"
 	"github.com/sas-go/sas/internal/sas"
+	"github.com/sas-go/sas/internal/testkit/clocktest"
 )
 
 func TestLinesCarryTheMessageAndTrace(t *testing.T) {

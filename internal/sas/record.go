@@ -239,6 +239,54 @@ type OrderView struct {
 	History []HistoryEntry // all steps, oldest first
 }
 
+// Settled reports whether nothing will move an order on its own any more:
+// no step in flight or ready, no claim or undo on its way. A failed undo
+// settles it: what is below waits for an operator.
+func (v OrderView) Settled() bool {
+	if len(v.Steps) == 0 {
+		return false
+	}
+	for _, r := range v.Steps {
+		switch r.ProcessState {
+		case Processing, Compensating:
+			return false
+		case Pending:
+			if !r.DueAt.IsZero() {
+				return false // ready: somebody will claim it
+			}
+		}
+	}
+	// A Pending step waiting on a Processed predecessor is not settled (its
+	// claim is on its way); nor is a failed order with completed steps (their
+	// undo is on its way).
+	failed := false
+	for i, r := range v.Steps {
+		if r.ProcessState == Pending && i > 0 && v.Steps[i-1].ProcessState == Processed {
+			return false
+		}
+		if r.ProcessState == Error {
+			failed = true
+		}
+	}
+	if failed {
+		for _, r := range v.Steps {
+			// A failed undo stops the compensation where it is: the
+			// Processed steps below it wait for an operator, not for an
+			// undo on its way (without this, WaitTerminal never returned
+			// for such an order and the demo counted it as never settled).
+			if r.ProcessState == CompensationFailed {
+				return true
+			}
+		}
+		for _, r := range v.Steps {
+			if r.ProcessState == Processed {
+				return false
+			}
+		}
+	}
+	return true
+}
+
 // State summarises the order from its steps: a failed undo or one still
 // running wins; then a step in flight; an order whose every step is done is
 // Processed; one that failed and has its completed work undone is

@@ -13,9 +13,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/sas-go/sas/internal/clocktest"
-	"github.com/sas-go/sas/internal/keytest"
 	"github.com/sas-go/sas/internal/sas"
+	"github.com/sas-go/sas/internal/testkit/clocktest"
+	"github.com/sas-go/sas/internal/testkit/keytest"
 )
 
 func TestSignerCoversEveryEchoedField(t *testing.T) {

@@ -36,7 +36,7 @@ type App struct {
 }
 
 // MappingSwitch enables or disables the event source mappings reading
-// from queues (esm.Switch), naming those it changed.
+// from queues (LambdaMappings), naming those it changed.
 type MappingSwitch interface {
 	Set(ctx context.Context, queueURLs []string, enabled bool) ([]string, error)
 }

@@ -13,13 +13,13 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/stretchr/testify/require"
 
-	"github.com/sas-go/sas/internal/clocktest"
 	"github.com/sas-go/sas/internal/memqueue"
 	"github.com/sas-go/sas/internal/memstore"
 	"github.com/sas-go/sas/internal/registry"
 	"github.com/sas-go/sas/internal/sas"
 	"github.com/sas-go/sas/internal/scheduler"
-	"github.com/sas-go/sas/internal/storetest"
+	"github.com/sas-go/sas/internal/testkit/clocktest"
+	"github.com/sas-go/sas/internal/testkit/storetest"
 )
 
 const (

@@ -8,11 +8,11 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/sas-go/sas/internal/logtest"
 	"github.com/sas-go/sas/internal/metrics"
 	"github.com/sas-go/sas/internal/registry"
 	"github.com/sas-go/sas/internal/sas"
 	"github.com/sas-go/sas/internal/scheduler"
+	"github.com/sas-go/sas/internal/testkit/logtest"
 )
 
 // emfLine is one decoded EMF line: its directive and its metrics' values.

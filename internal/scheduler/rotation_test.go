@@ -7,11 +7,11 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/sas-go/sas/internal/clocktest"
-	"github.com/sas-go/sas/internal/keytest"
 	"github.com/sas-go/sas/internal/registry"
 	"github.com/sas-go/sas/internal/sas"
 	"github.com/sas-go/sas/internal/scheduler"
+	"github.com/sas-go/sas/internal/testkit/clocktest"
+	"github.com/sas-go/sas/internal/testkit/keytest"
 )
 
 // The rotation docs/trust.md gives ("The signing key"), on two warm

@@ -2,7 +2,7 @@
 // place applies: the functions' timeouts and the settings of the queues they
 // consume. The CDK construct (infra/sascdk) deploys with them, and the test
 // kit (sastest), the dev server (cmd/sasdev) and the simulator
-// (internal/sim) create their queues with them, so a change to a formula is
+// (internal/dev/sim) create their queues with them, so a change to a formula is
 // made here, once.
 //
 // It imports nothing but the standard library: the infra module imports it.

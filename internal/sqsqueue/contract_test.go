@@ -10,11 +10,11 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/stretchr/testify/require"
 
-	"github.com/sas-go/sas/internal/emulator"
-	"github.com/sas-go/sas/internal/queuetest"
-	"github.com/sas-go/sas/internal/rig"
+	"github.com/sas-go/sas/internal/dev/rig"
 	"github.com/sas-go/sas/internal/sas"
 	"github.com/sas-go/sas/internal/sqsqueue"
+	"github.com/sas-go/sas/internal/testkit/emulator"
+	"github.com/sas-go/sas/internal/testkit/queuetest"
 )
 
 // TestQueueContract runs the queue contract against SQS: the emulator the rig

@@ -13,10 +13,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/stretchr/testify/require"
 
-	"github.com/sas-go/sas/internal/emulator"
-	"github.com/sas-go/sas/internal/rig"
+	"github.com/sas-go/sas/internal/dev/rig"
 	"github.com/sas-go/sas/internal/sas"
 	"github.com/sas-go/sas/internal/sqsqueue"
+	"github.com/sas-go/sas/internal/testkit/emulator"
 )
 
 // batchTraceHeaderQuirks: measured with this test (MiniStack: `rig

@@ -14,12 +14,12 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sas-go/sas/internal/alerts"
-	"github.com/sas-go/sas/internal/clocktest"
-	"github.com/sas-go/sas/internal/logtest"
 	"github.com/sas-go/sas/internal/memqueue"
 	"github.com/sas-go/sas/internal/memstore"
 	"github.com/sas-go/sas/internal/sas"
-	"github.com/sas-go/sas/internal/storetest"
+	"github.com/sas-go/sas/internal/testkit/clocktest"
+	"github.com/sas-go/sas/internal/testkit/logtest"
+	"github.com/sas-go/sas/internal/testkit/storetest"
 )
 
 // T0 is the tests' epoch; stepTimeout the lease a scheduler takes.
