@@ -124,6 +124,11 @@ type Order struct {
 	ReplyTo  string
 	Priority int
 	Steps    []string // step names in workflow order
+	// After is the workflow's graph, each step's predecessors by index
+	// (Workflow.After), so that the order's view knows its branches
+	// without its definition: nil for a workflow that is not a graph (each
+	// step follows the one before it). Not part of ContentHash.
+	After [][]int
 	// Version is the version of the workflow definition the order runs on
 	// (Workflow.Version; docs/workflows.md, "Versions"). "" for an order
 	// submitted before versions: it runs on the registered definition.

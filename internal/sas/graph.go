@@ -1,0 +1,316 @@
+package sas
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+)
+
+// Branches in parallel (docs/workflows.md, "Branches in parallel"). A step
+// names the steps it follows (StepDef.After); by default the one before it,
+// so that a workflow without After is the straight line it always was and
+// keeps its version. A step starts once every step it follows is
+// Processed; the first step starts with the order. When a step fails for
+// good nothing new starts, the steps in flight in other branches settle,
+// and then every step that took effect, or may have, is undone, newest
+// completion first.
+
+// Limits on a graph, checked when a definition loads.
+const (
+	// MaxJoin bounds the steps one step may follow (branches per join).
+	MaxJoin = 10
+	// MaxFork bounds the steps that may follow one step (branches per fork).
+	MaxFork = 10
+)
+
+// Graph reports whether w has branches: a step follows other steps than
+// the one before it. A workflow that is not a graph runs as it always did.
+func (w Workflow) Graph() bool {
+	for _, s := range w.Steps {
+		if s.After != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// Preds are the steps step i follows, by index.
+func (w Workflow) Preds(i int) []int { return predsOf(w.Steps[i].After, i) }
+
+func predsOf(after []int, i int) []int {
+	switch {
+	case after != nil:
+		return after
+	case i == 0:
+		return nil
+	}
+	return []int{i - 1}
+}
+
+// After is the graph of w, each step's predecessors, as an order records
+// it (Order.After): nil for a workflow that is not a graph.
+func (w Workflow) After() [][]int {
+	if !w.Graph() {
+		return nil
+	}
+	out := make([][]int, len(w.Steps))
+	for i := range w.Steps {
+		out[i] = append([]int{}, w.Preds(i)...)
+	}
+	return out
+}
+
+// Succs are the steps that follow step i, by index.
+func (w Workflow) Succs(i int) []int {
+	var out []int
+	for j := range w.Steps {
+		if slices.Contains(w.Preds(j), i) {
+			out = append(out, j)
+		}
+	}
+	return out
+}
+
+// Ancestors are the steps step i follows, directly or through others:
+// those whose results its request carries.
+func (w Workflow) Ancestors(i int) []int { return ancestors(w.Preds, i) }
+
+func ancestors(preds func(int) []int, i int) []int {
+	seen := map[int]bool{}
+	var walk func(int)
+	walk = func(j int) {
+		for _, p := range preds(j) {
+			if !seen[p] {
+				seen[p] = true
+				walk(p)
+			}
+		}
+	}
+	walk(i)
+	out := make([]int, 0, len(seen))
+	for k := range seen {
+		out = append(out, k)
+	}
+	sort.Ints(out)
+	return out
+}
+
+// checkGraph refuses a graph no order could run: a predecessor that is no
+// step, the step itself, one named twice, a first step that follows
+// anything, a later step that follows nothing, a cycle, or a join or fork
+// over its limit. One reason, one line.
+func (w Workflow) checkGraph() error {
+	bad := func(format string, args ...any) error {
+		return &ValidationError{Field: "workflow", Reason: w.Name + ": " + fmt.Sprintf(format, args...)}
+	}
+	n := len(w.Steps)
+	forks := make([]int, n)
+	for i, s := range w.Steps {
+		if s.After == nil {
+			if i > 0 {
+				forks[i-1]++
+			}
+			continue
+		}
+		if i == 0 && len(s.After) > 0 {
+			return bad("step %s: the first step starts with the order and follows no step", s.Name)
+		}
+		if i > 0 && len(s.After) == 0 {
+			return bad("step %s: only the first step starts with the order; name the steps it follows", s.Name)
+		}
+		if len(s.After) > MaxJoin {
+			return bad("step %s follows %d steps, at most %d", s.Name, len(s.After), MaxJoin)
+		}
+		seen := map[int]bool{}
+		for _, p := range s.After {
+			switch {
+			case p < 0 || p >= n:
+				return bad("step %s follows step %d, which does not exist", s.Name, p)
+			case p == i:
+				return bad("step %s follows itself", s.Name)
+			case seen[p]:
+				return bad("step %s follows %s twice", s.Name, w.Steps[p].Name)
+			}
+			seen[p] = true
+			forks[p]++
+		}
+	}
+	for i, f := range forks {
+		if f > MaxFork {
+			return bad("%d steps follow step %s, at most %d", f, w.Steps[i].Name, MaxFork)
+		}
+	}
+	if c := w.cycle(); c != nil {
+		names := make([]string, len(c))
+		for k, i := range c {
+			names[k] = w.Steps[i].Name
+		}
+		return bad("the steps follow each other in a cycle: %s", strings.Join(names, " → "))
+	}
+	return nil
+}
+
+// cycle returns a cycle of the graph (its first step repeated at the end),
+// or nil.
+func (w Workflow) cycle() []int {
+	const (
+		unseen = iota
+		open
+		done
+	)
+	mark := make([]int, len(w.Steps))
+	var path []int
+	var visit func(int) []int
+	visit = func(i int) []int {
+		mark[i] = open
+		path = append(path, i)
+		for _, p := range w.Preds(i) {
+			switch mark[p] {
+			case open:
+				k := slices.Index(path, p)
+				c := append(slices.Clone(path[k:]), p)
+				slices.Reverse(c) // in the order the steps run
+				return c
+			case unseen:
+				if c := visit(p); c != nil {
+					return c
+				}
+			}
+		}
+		path = path[:len(path)-1]
+		mark[i] = done
+		return nil
+	}
+	for i := range w.Steps {
+		if mark[i] == unseen {
+			if c := visit(i); c != nil {
+				return c
+			}
+		}
+	}
+	return nil
+}
+
+// ReadyAfter lists the steps that may start once step done is Processed,
+// from the order's records as read: each follows done, every step it
+// follows is Processed (done counted as such), and it was never claimed
+// (Pending at attempt 0).
+func ReadyAfter(w Workflow, steps []StepRecord, done int) []int {
+	state := map[int]StepRecord{}
+	for _, r := range steps {
+		state[r.Step] = r
+	}
+	var out []int
+	for _, j := range w.Succs(done) {
+		r, ok := state[j]
+		if !ok || r.ProcessState != Pending || r.Attempt != 0 {
+			continue
+		}
+		ready := true
+		for _, p := range w.Preds(j) {
+			if pr, ok := state[p]; p != done && (!ok || pr.ProcessState != Processed) {
+				ready = false
+			}
+		}
+		if ready {
+			out = append(out, j)
+		}
+	}
+	return out
+}
+
+// CompletedAt is when a step last reached Processed or Error (its last
+// such history entry), else when it was last written: the time undos are
+// ordered by, newest first.
+func CompletedAt(r StepRecord) time.Time {
+	for i := len(r.History) - 1; i >= 0; i-- {
+		if h := r.History[i]; h.To == Processed || h.To == Error {
+			return h.At
+		}
+	}
+	return r.UpdatedAt
+}
+
+// NewestFirst orders records by CompletedAt, newest first; a tie goes to
+// the higher step number, as in a straight line.
+func NewestFirst(rs []StepRecord) {
+	sort.SliceStable(rs, func(i, j int) bool {
+		a, b := CompletedAt(rs[i]), CompletedAt(rs[j])
+		if !a.Equal(b) {
+			return a.After(b)
+		}
+		return rs[i].Step > rs[j].Step
+	})
+}
+
+// ResultsOf collects the results recorded on the given steps, by name:
+// what a request of a step in a graph carries (its ancestors', and for an
+// undo its own step's too).
+func ResultsOf(steps []StepRecord, which []int) Results {
+	var out Results
+	for _, r := range steps {
+		if len(r.Result) == 0 || !slices.Contains(which, r.Step) {
+			continue
+		}
+		if out == nil {
+			out = Results{}
+		}
+		out[r.StepName] = r.Result
+	}
+	return out
+}
+
+// preds is step i's predecessors as the order recorded its graph.
+func (v OrderView) preds(i int) []int {
+	if v.Order.After != nil && i < len(v.Order.After) {
+		return v.Order.After[i]
+	}
+	if i == 0 {
+		return nil
+	}
+	return []int{i - 1}
+}
+
+// Preds are the steps step i of the order follows (Order.After; the step
+// before it in an order that is not a graph).
+func (v OrderView) Preds(i int) []int { return v.preds(i) }
+
+// ResultsFor is what the request of step (its undo with undo) carries in
+// this order: the results of the steps it follows, directly or not, and an
+// undo its own step's too.
+func (v OrderView) ResultsFor(step int, undo bool) Results {
+	if v.Order.After == nil {
+		end := step
+		if undo {
+			end++
+		}
+		return ResultsBefore(v.Steps, end)
+	}
+	which := ancestors(v.preds, step)
+	if undo {
+		which = append(which, step)
+	}
+	return ResultsOf(v.Steps, which)
+}
+
+// claimDue reports whether a Pending step of a graph order is about to be
+// claimed: every step it follows is Processed, and no step failed.
+func (v OrderView) claimDue(r StepRecord, failed bool) bool {
+	if failed || r.ProcessState != Pending || r.Step == 0 {
+		return false
+	}
+	for _, p := range v.preds(r.Step) {
+		ok := false
+		for _, q := range v.Steps {
+			if q.Step == p && q.ProcessState == Processed {
+				ok = true
+			}
+		}
+		if !ok {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,116 @@
+package workflow
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// validateGraph checks the steps' After (at path wp): every name a step of
+// the workflow, no step following itself or a step twice, only the first
+// step following none, the limits on joins and forks, and no cycle. Each
+// problem is one line.
+func validateGraph(wp string, w Workflow, bad func(path, format string, args ...any)) {
+	index := map[string]int{}
+	for j, s := range w.Steps {
+		if _, dup := index[s.Name]; !dup {
+			index[s.Name] = j
+		}
+	}
+	preds := make([][]int, len(w.Steps))
+	forks := make([]int, len(w.Steps))
+	sound := true
+	for j, s := range w.Steps {
+		ap := fmt.Sprintf("%s.steps[%d].after", wp, j)
+		switch {
+		case s.After == nil && j > 0:
+			preds[j] = []int{j - 1}
+			forks[j-1]++
+			continue
+		case s.After == nil:
+			continue
+		case j == 0 && len(s.After) > 0:
+			bad(ap, "the first step starts with the order and follows no step")
+			sound = false
+			continue
+		case j > 0 && len(s.After) == 0:
+			bad(ap, "only the first step starts with the order: name the steps %q follows, or leave after out for the step before it", s.Name)
+			sound = false
+			continue
+		case len(s.After) > MaxJoin:
+			bad(ap, "%q follows %d steps, at most %d", s.Name, len(s.After), MaxJoin)
+		}
+		for k, name := range s.After {
+			np := fmt.Sprintf("%s[%d]", ap, k)
+			p, ok := index[name]
+			switch {
+			case name == s.Name:
+				bad(np, "%q cannot follow itself", name)
+				sound = false
+			case !ok:
+				bad(np, "%q is not a step of this workflow", name)
+				sound = false
+			case slices.Contains(preds[j], p):
+				bad(np, "%q is named twice", name)
+			default:
+				preds[j] = append(preds[j], p)
+				forks[p]++
+			}
+		}
+	}
+	for p, n := range forks {
+		if n > MaxFork {
+			bad(fmt.Sprintf("%s.steps[%d]", wp, p), "%d steps follow %q, at most %d", n, w.Steps[p].Name, MaxFork)
+		}
+	}
+	if !sound {
+		return
+	}
+	if c := cycle(preds); c != nil {
+		names := make([]string, len(c))
+		for k, i := range c {
+			names[k] = w.Steps[i].Name
+		}
+		bad(fmt.Sprintf("%s.steps[%d].after", wp, c[0]), "the steps follow each other in a cycle: %s", strings.Join(names, " → "))
+	}
+}
+
+// cycle returns a cycle of the graph whose step i follows preds[i], in the
+// order its steps would run with the first repeated at the end, or nil.
+func cycle(preds [][]int) []int {
+	const (
+		unseen = iota
+		open
+		done
+	)
+	mark := make([]int, len(preds))
+	var path []int
+	var visit func(int) []int
+	visit = func(i int) []int {
+		mark[i] = open
+		path = append(path, i)
+		for _, p := range preds[i] {
+			switch mark[p] {
+			case open:
+				c := append(slices.Clone(path[slices.Index(path, p):]), p)
+				slices.Reverse(c)
+				return c
+			case unseen:
+				if c := visit(p); c != nil {
+					return c
+				}
+			}
+		}
+		path = path[:len(path)-1]
+		mark[i] = done
+		return nil
+	}
+	for i := range preds {
+		if mark[i] == unseen {
+			if c := visit(i); c != nil {
+				return c
+			}
+		}
+	}
+	return nil
+}
