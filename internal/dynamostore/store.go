@@ -199,27 +199,35 @@ func (st *Store) Complete(ctx context.Context, p sas.CompleteParams) ([]sas.Step
 	}
 	u.remove(attrLockedBy, attrCompleteBy, attrWaitingSince, attrIdxPK, attrIdxSK)
 	u.touch(p.Now, sas.HistoryEntry{At: p.Now, Step: p.Key.Step, Actor: p.Owner, From: running, To: done, Attempt: p.Attempt, Reason: "completed", Run: p.Run})
-	if p.Next == nil {
+	if p.Next == nil && len(p.Siblings) == 0 {
 		r, err := st.update(ctx, "completing", p.Key, u)
 		if err != nil {
 			return nil, err
 		}
 		return []sas.StepRecord{r}, nil
 	}
-	_, err := st.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
-		{Update: asTransactUpdate(u.input(st.cfg.StateTable, p.Key))},
-		{Update: asTransactUpdate(st.claimExpr(*p.Next).input(st.cfg.StateTable, p.Next.Key))},
-	}})
+	// One transaction: the step, the steps it claims (a successor, or the
+	// branches it starts), and a ConditionCheck per sibling as read (a
+	// graph's fence, sas.CompleteParams.Siblings).
+	items := []types.TransactWriteItem{{Update: asTransactUpdate(u.input(st.cfg.StateTable, p.Key))}}
+	ops, keys := []string{"completing"}, []sas.StepKey{p.Key}
+	for _, n := range p.Claims() {
+		items = append(items, types.TransactWriteItem{Update: asTransactUpdate(st.claimExpr(n).input(st.cfg.StateTable, n.Key))})
+		ops, keys = append(ops, "claiming next"), append(keys, n.Key)
+	}
+	written := len(keys)
+	for _, sib := range p.Siblings {
+		k := sas.StepKey{OrderID: p.Key.OrderID, Step: sib.Step}
+		items = append(items, st.stillInState(k, sib.State))
+		ops, keys = append(ops, "completing"), append(keys, k)
+	}
+	_, err := st.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
 	if err != nil {
 		var tce *types.TransactionCanceledException
-		if errors.As(err, &tce) && len(tce.CancellationReasons) == 2 {
+		if errors.As(err, &tce) && len(tce.CancellationReasons) == len(items) {
 			for i, r := range tce.CancellationReasons {
 				if aws.ToString(r.Code) == "ConditionalCheckFailed" {
-					op, k := "completing", p.Key
-					if i == 1 {
-						op, k = "claiming next", p.Next.Key
-					}
-					return nil, fmt.Errorf("%s step %s: %w", op, k, raceFromItem(op, k, r.Item))
+					return nil, fmt.Errorf("%s step %s: %w", ops[i], keys[i], raceFromItem(ops[i], keys[i], r.Item))
 				}
 			}
 			return nil, fmt.Errorf("completing step %s: %w", p.Key, notMade(tce))
@@ -228,8 +236,8 @@ func (st *Store) Complete(ctx context.Context, p sas.CompleteParams) ([]sas.Step
 	}
 	// A transaction returns no items, and a record rebuilt from what the
 	// write set loses what it did not set (a chained undo went out without
-	// its generation: issue 16, hole 1). Read both back, consistently.
-	recs, err := st.readBack(ctx, p.Key, p.Next.Key)
+	// its generation: issue 16, hole 1). Read them back, consistently.
+	recs, err := st.readBack(ctx, keys[:written]...)
 	if err != nil {
 		return nil, fmt.Errorf("completing step %s (written): %w", p.Key, err)
 	}

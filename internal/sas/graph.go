@@ -295,10 +295,52 @@ func (v OrderView) ResultsFor(step int, undo bool) Results {
 	return ResultsOf(v.Steps, which)
 }
 
+// graphSettled is Settled's word on a graph's waiting steps: a Pending
+// step whose every predecessor is Processed is about to be claimed, unless
+// a step failed (then nothing new starts).
+func (v OrderView) graphSettled() bool {
+	for _, r := range v.Steps {
+		switch r.ProcessState {
+		case Error, Compensating, Compensated, CompensationFailed:
+			return true
+		}
+	}
+	for _, r := range v.Steps {
+		if v.claimDue(r) {
+			return false
+		}
+	}
+	return true
+}
+
+// owedInGraph reports whether a Processed step of a graph order is still
+// owed its undo: undos run newest completion first (NewestFirst), so one
+// that completed before the oldest undone step has not been reached yet,
+// while one after it has no Undo and stays Processed for good.
+func (v OrderView) owedInGraph() bool {
+	recs := slices.Clone(v.Steps)
+	NewestFirst(recs)
+	last := -1
+	for i, r := range recs {
+		if r.ProcessState == Compensated {
+			last = i
+		}
+	}
+	if last < 0 {
+		return false
+	}
+	for _, r := range recs[last+1:] {
+		if r.ProcessState == Processed {
+			return true
+		}
+	}
+	return false
+}
+
 // claimDue reports whether a Pending step of a graph order is about to be
-// claimed: every step it follows is Processed, and no step failed.
-func (v OrderView) claimDue(r StepRecord, failed bool) bool {
-	if failed || r.ProcessState != Pending || r.Step == 0 {
+// claimed: every step it follows is Processed.
+func (v OrderView) claimDue(r StepRecord) bool {
+	if r.ProcessState != Pending || r.Step == 0 {
 		return false
 	}
 	for _, p := range v.preds(r.Step) {

@@ -266,12 +266,15 @@ func (v OrderView) Settled() bool {
 	// undo is on its way).
 	failed := false
 	for i, r := range v.Steps {
-		if r.ProcessState == Pending && i > 0 && v.Steps[i-1].ProcessState == Processed {
+		if v.Order.After == nil && r.ProcessState == Pending && i > 0 && v.Steps[i-1].ProcessState == Processed {
 			return false
 		}
 		if r.ProcessState == Error {
 			failed = true
 		}
+	}
+	if v.Order.After != nil && !v.graphSettled() {
+		return false
 	}
 	if failed {
 		for _, r := range v.Steps {
@@ -316,6 +319,9 @@ func (v OrderView) State() ProcessState {
 		if r.ProcessState == Processed && r.Step < lowestUndone {
 			owed = true
 		}
+	}
+	if v.Order.After != nil {
+		owed = v.owedInGraph()
 	}
 	// A business rejection (a step's Rejected) ends the order Rejected
 	// where it would end Compensated, or Error with only rejected steps in

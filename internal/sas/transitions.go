@@ -153,21 +153,60 @@ type CompleteParams struct {
 	// for none), recorded on a forward step's record. An undo's result is
 	// not recorded: the record keeps its step's.
 	Result json.RawMessage
+	// More, with Next, claims further steps in the same write: the
+	// branches a step starts when several follow it (graph.go).
+	More []ClaimParams
+	// Siblings, when set, fence the write on other steps of the order as
+	// the completer read them (as ClaimParams.Siblings): a step of a graph
+	// that completes while other branches are in flight is written only if
+	// none of them moved, so that a join is never missed by two branches
+	// that complete at once, and nothing starts after a branch failed.
+	Siblings []StepSeen
+}
+
+// Claims are the claims a completion makes with it: Next, then More.
+func (p CompleteParams) Claims() []ClaimParams {
+	if p.Next == nil {
+		return nil
+	}
+	return append([]ClaimParams{*p.Next}, p.More...)
 }
 
 // Check rejects a Next no record could take, or one that is the step
 // being completed (one write cannot move a record twice).
 func (p CompleteParams) Check() error {
-	if p.Next == nil {
-		return nil
+	if p.Next == nil && len(p.More) > 0 {
+		return &ValidationError{Field: "more", Reason: "further claims need a next"}
 	}
-	if p.Next.Key == p.Key {
-		return &ValidationError{Field: "next", Reason: fmt.Sprintf("step %s cannot claim itself as its next", p.Key)}
+	seen := map[int]bool{p.Key.Step: true}
+	for _, n := range p.Claims() {
+		if n.Key == p.Key {
+			return &ValidationError{Field: "next", Reason: fmt.Sprintf("step %s cannot claim itself as its next", p.Key)}
+		}
+		if n.Key.OrderID != p.Key.OrderID || seen[n.Key.Step] {
+			return &ValidationError{Field: "next", Reason: fmt.Sprintf("step %s: a completion claims other steps of its order, each once", n.Key)}
+		}
+		seen[n.Key.Step] = true
+		if len(n.Siblings) > 0 {
+			return &ValidationError{Field: "next", Reason: "a next claim takes no siblings (they fence a Claim alone)"}
+		}
+		if err := n.Check(); err != nil {
+			return err
+		}
 	}
-	if len(p.Next.Siblings) > 0 {
-		return &ValidationError{Field: "next", Reason: "a next claim takes no siblings (they fence a Claim alone)"}
+	for _, sib := range p.Siblings {
+		if seen[sib.Step] || sib.State == "" {
+			return &ValidationError{Field: "siblings", Reason: fmt.Sprintf("step %d is the completed or a claimed step, repeated, or has no state", sib.Step)}
+		}
+		seen[sib.Step] = true
 	}
-	return p.Next.Check()
+	return nil
+}
+
+// CheckSiblingsOf is a completion's fence on the order's other steps
+// (CompleteParams.Siblings), as CheckSiblings is a claim's.
+func CheckSiblingsOf(p CompleteParams, steps func(step int) (StepRecord, bool)) error {
+	return CheckSiblings(ClaimParams{Key: p.Key, Siblings: p.Siblings}, steps)
 }
 
 // Leg returns the leased state a completion or failure requires, and the

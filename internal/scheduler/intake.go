@@ -37,7 +37,7 @@ func (s *Service) intake(ctx context.Context, u *outbox.Unit, body []byte, from 
 	now := s.cfg.Clock.Now()
 	o := sas.Order{
 		OrderID: in.OrderID, Workflow: in.Workflow, Payload: in.Payload,
-		ReplyTo: in.ReplyTo, Priority: in.Priority, Steps: w.StepNames(), Submitter: submitter,
+		ReplyTo: in.ReplyTo, Priority: in.Priority, Steps: w.StepNames(), After: w.After(), Submitter: submitter,
 		Version: s.defs.Registered(in.Workflow),
 		// The submitter's trace, or one started here: every message about
 		// the order carries it (docs/observability.md).

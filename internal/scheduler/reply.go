@@ -141,6 +141,10 @@ func (s *Service) reply(ctx context.Context, u *outbox.Unit, rep sas.AgentReply)
 		return s.afterFailed(ctx, u, o, failed, undo, now)
 	}
 
+	if !undo && o.wf.Graph() {
+		// Which steps start now depends on the other branches (graph.go).
+		return s.doneInGraph(ctx, u, o, rep, now)
+	}
 	var next *sas.ClaimParams
 	if undo {
 		// Which undo follows depends on the other steps' records.
@@ -188,7 +192,7 @@ func (s *Service) reply(ctx context.Context, u *outbox.Unit, rep sas.AgentReply)
 	}
 	s.log.InfoContext(ctx, "step done", "order", rep.OrderID, "step", rep.Step, "attempt", rep.Attempt, "compensation", undo)
 	s.emitStep(ctx, o, rep.Step, undo, now, metrics.StepsDone)
-	if !undo && rep.Step+1 == o.n() {
+	if !undo && o.allDone(rep.Step) {
 		s.emitOrder(ctx, metrics.OrdersProcessed, o.id(), o.ord.Workflow, now)
 	}
 	return s.afterDone(ctx, u, o, rep, claimed, now)
@@ -207,7 +211,7 @@ func (s *Service) replyOrder(ctx context.Context, rep sas.AgentReply) (order, er
 		return order{}, fmt.Errorf("reply for order %s: %w", rep.OrderID, err)
 	}
 	return order{
-		ord: sas.Order{OrderID: rep.OrderID, Workflow: w.Name, Payload: rep.Payload, ReplyTo: rep.ReplyTo, Steps: w.StepNames(),
+		ord: sas.Order{OrderID: rep.OrderID, Workflow: w.Name, Payload: rep.Payload, ReplyTo: rep.ReplyTo, Steps: w.StepNames(), After: w.After(),
 			Priority: rep.Priority, Version: rep.Version, Trace: rep.Trace},
 		wf: w,
 	}, nil
@@ -374,7 +378,7 @@ func (s *Service) stepDone(ctx context.Context, u *outbox.Unit, o order, rep sas
 		s.alert(u, o, rec, fmt.Sprintf("%s/regen/g%d", rec.Key(), rep.Generation), sas.ResubmitKeyNote(rep.OrderID, rep.Step, rep.Generation), now)
 	}
 	s.post(ctx, u, o.ord, sas.Status{Status: sas.StatusStepDone, Step: o.wf.Steps[rep.Step].Name, Sequence: SeqStepDone(rep.Step, rep.Attempt)}, now)
-	if rep.Step+1 == n {
+	if o.allDone(rep.Step) {
 		s.log.InfoContext(ctx, "order processed", "order", o.id())
 		st := sas.Status{Status: sas.StatusProcessed, Sequence: SeqProcessed(n)}
 		// What the steps returned: from the records read or written here,
@@ -398,6 +402,9 @@ func (s *Service) duplicateDone(ctx context.Context, u *outbox.Unit, o order, re
 			return err
 		}
 		return s.afterUndone(ctx, u, o, rep, nil, now)
+	}
+	if o.wf.Graph() {
+		return s.duplicateDoneInGraph(ctx, u, o, rep, now)
 	}
 	if rep.Step+1 < o.n() {
 		succ, err := s.cfg.Store.GetStep(ctx, sas.StepKey{OrderID: rep.OrderID, Step: rep.Step + 1})
@@ -427,7 +434,7 @@ func (s *Service) afterUndone(ctx context.Context, u *outbox.Unit, o order, rep 
 	if err := s.read(ctx, &o); err != nil {
 		return err
 	}
-	for i := o.n() - 1; i >= 0; i-- {
+	for _, i := range undoOrder(o) {
 		r, ok := o.step(i)
 		if !ok || i == rep.Step {
 			continue
@@ -478,7 +485,7 @@ func (s *Service) afterFailed(ctx context.Context, u *outbox.Unit, o order, r sa
 		return nil
 	}
 	if o.steps == nil {
-		if !undoBelow(o.wf, r.Step) && o.wf.Steps[r.Step].Undo == "" {
+		if !o.wf.Graph() && !undoBelow(o.wf, r.Step) && o.wf.Steps[r.Step].Undo == "" {
 			s.log.InfoContext(ctx, "nothing to compensate", "order", o.id())
 			tell()
 			if r.Rejected {
