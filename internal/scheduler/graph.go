@@ -36,8 +36,10 @@ const graphPlanTries = 5
 func (s *Service) doneInGraph(ctx context.Context, u *outbox.Unit, o order, rep sas.AgentReply, now time.Time) error {
 	key := sas.StepKey{OrderID: rep.OrderID, Step: rep.Step}
 	for tries := 1; ; tries++ {
-		if err := s.read(ctx, &o); err != nil {
-			return err
+		if o.steps == nil || tries > 1 { // read already by boundResult for a step after the first
+			if err := s.read(ctx, &o); err != nil {
+				return err
+			}
 		}
 		failing := callsForCompensation(o)
 		p := sas.CompleteParams{Key: key, Owner: rep.LockedBy, Attempt: rep.Attempt, Now: now, Result: rep.Result,
