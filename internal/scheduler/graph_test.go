@@ -190,3 +190,33 @@ func TestTwoBranchesCompletingAtOnceStartTheJoinOnce(t *testing.T) {
 	f.deliver(done(d[0]))
 	require.Equal(t, sas.Processed, f.view("o-race").State())
 }
+
+// The supervisor gives up on a branch whose agent went quiet while another
+// branch runs: its compensate undoes nothing yet (the other branch may
+// still take effect); the other branch's outcome starts the compensation,
+// which undoes both branches (the given-up one may have taken effect) and
+// the step before them.
+func TestAGiveUpInOneBranchWaitsForTheOther(t *testing.T) {
+	t.Parallel()
+	f := graphFixture(t)
+	f.deliver(intake("o-gu", "trip", f.replyURL))
+	f.deliver(done(f.request()))
+	reqs := byStep(f.requests())
+	f.deliver(done(reqs["car"]))
+	f.clock.Advance(stepTimeout + time.Second)
+	gu := f.giveUp("o-gu", 1) // flight
+	f.deliver(sas.Encode(sas.Compensate{V: sas.MessageVersion, Kind: sas.KindCompensate, OrderID: "o-gu", Reason: "gave up",
+		Actor: "supervisor-1", GivenUp: &sas.GivenUp{Step: gu.Step, Attempt: gu.Attempt}}))
+	require.Empty(t, f.requests(), "hotel is in flight: nothing is undone yet")
+
+	f.deliver(done(reqs["hotel"]))
+	var undone []string
+	for rs := f.requests(); len(rs) > 0; rs = f.requests() {
+		require.Len(t, rs, 1)
+		undone = append(undone, rs[0].StepName)
+		f.deliver(done(rs[0]))
+	}
+	require.ElementsMatch(t, []string{"flight", "hotel", "car", "quote"}, undone)
+	require.Equal(t, "quote", undone[3], "the step the branches follow is undone last")
+	require.Equal(t, sas.Compensated, f.view("o-gu").State())
+}
