@@ -111,6 +111,10 @@ func Run(t *testing.T, h Harness) {
 
 		// each transition's guard stated once (guards.go)
 		{"GuardsMatchTheDomain", testGuardsMatchTheDomain},
+
+		// branches in parallel (branches.go)
+		{"CompleteStartsBranches", testCompleteStartsBranches},
+		{"CompleteFencedOnSiblings", testCompleteFencedOnSiblings},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
