@@ -178,15 +178,15 @@ func (p CompleteParams) Check() error {
 	if p.Next == nil && len(p.More) > 0 {
 		return &ValidationError{Field: "more", Reason: "further claims need a next"}
 	}
-	seen := map[int]bool{p.Key.Step: true}
+	seen := map[StepKey]bool{p.Key: true}
 	for _, n := range p.Claims() {
 		if n.Key == p.Key {
 			return &ValidationError{Field: "next", Reason: fmt.Sprintf("step %s cannot claim itself as its next", p.Key)}
 		}
-		if n.Key.OrderID != p.Key.OrderID || seen[n.Key.Step] {
-			return &ValidationError{Field: "next", Reason: fmt.Sprintf("step %s: a completion claims other steps of its order, each once", n.Key)}
+		if seen[n.Key] {
+			return &ValidationError{Field: "next", Reason: fmt.Sprintf("step %s: a completion claims each step once", n.Key)}
 		}
-		seen[n.Key.Step] = true
+		seen[n.Key] = true
 		if len(n.Siblings) > 0 {
 			return &ValidationError{Field: "next", Reason: "a next claim takes no siblings (they fence a Claim alone)"}
 		}
@@ -195,10 +195,11 @@ func (p CompleteParams) Check() error {
 		}
 	}
 	for _, sib := range p.Siblings {
-		if seen[sib.Step] || sib.State == "" {
+		k := StepKey{OrderID: p.Key.OrderID, Step: sib.Step}
+		if seen[k] || sib.State == "" {
 			return &ValidationError{Field: "siblings", Reason: fmt.Sprintf("step %d is the completed or a claimed step, repeated, or has no state", sib.Step)}
 		}
-		seen[sib.Step] = true
+		seen[k] = true
 	}
 	return nil
 }

@@ -54,6 +54,9 @@ type Config struct {
 	// (agent.Reject) rather than failures. Also on in a third of the seeds
 	// whatever ForSeed drew (Config.rejecting, results.go).
 	Rejections bool
+	// Branches: the workflow is a graph (branches.go). Also on in a third
+	// of the seeds whatever ForSeed drew (Config.branching).
+	Branches bool
 	// Faults is the run's fault mix (faults.go): Swarm's draw for the
 	// seed, or DefaultFaults.
 	Faults Faults

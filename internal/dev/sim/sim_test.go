@@ -70,6 +70,10 @@ func TestChecksCatchPlantedBugs(t *testing.T) {
 		sim.SabotageLoseSuccessor: "lost work",
 		// Issue 29, N5: two events of an order under one alert id.
 		sim.SabotageOneAlertID: "two events under one id",
+		// Issue 27 §2: a join taken for ready while a branch runs; a
+		// compensation that starts while a branch runs.
+		sim.SabotageEarlyJoin: "join passed early",
+		sim.SabotageUndoEarly: "undo before settled",
 	} {
 		found := 0
 		for seed := int64(1); seed <= 200 && found == 0; seed++ {
@@ -166,4 +170,31 @@ func TestParseFaults(t *testing.T) {
 	f, err = sim.ParseFaults(sim.DefaultFaults, "duplicate=3")
 	require.NoError(t, err, "a weight may pass 1")
 	require.Equal(t, 3.0, f.Duplicate)
+}
+
+// Branches are exercised, not only allowed: among the first seeds, graphs
+// run both branches at once (a call of hold while charge is held), and
+// compensated graph orders have both branches undone.
+func TestBranchesAreExercised(t *testing.T) {
+	t.Parallel()
+	parallel, undone := 0, 0
+	for seed := int64(1); seed <= 60; seed++ {
+		cfg := sim.ForSeed(seed)
+		cfg.Branches = true
+		res := sim.Run(cfg)
+		require.False(t, res.Failed(), res.Summary(40))
+		claims := map[string]int{} // by event: the claims a completion made
+		for _, l := range res.Trace {
+			if event, rest, ok := strings.Cut(l, "]"); ok && strings.Contains(rest, "Complete: ") && strings.Contains(rest, "Pending a0 -> Processing") {
+				if claims[event]++; claims[event] == 2 {
+					parallel++ // one completion started two branches
+				}
+			}
+			if strings.Contains(l, "(unhold)") {
+				undone++
+			}
+		}
+	}
+	require.Positive(t, parallel, "no completion of 60 seeds started two branches in one write")
+	require.Positive(t, undone, "no seed of 60 undid a second branch")
 }
