@@ -183,7 +183,7 @@ func (s *Service) claimUndo(ctx context.Context, u *outbox.Unit, o order, r sas.
 	}
 	if errors.Is(err, sas.ErrLostRace) {
 		// Another delivery started it: that one dispatches the undo.
-		s.log.InfoContext(ctx, "compensation already started elsewhere", "order", o.id(), "step", r.Step, "error", err)
+		s.log.InfoContext(ctx, "compensation already started elsewhere", "order", o.id(), "step", r.Step, "err", err)
 		return false, nil
 	}
 	if err != nil {

@@ -90,7 +90,7 @@ func (r *sweep) settle(rec sas.StepRecord, state sas.ProcessState) {
 		r.rep.Settled++
 	case errors.Is(err, sas.ErrLostRace):
 		r.rep.LostRaces++
-		r.s.cfg.Logger.LogAttrs(r.ctx, slog.LevelDebug, "settle lost the race", stepAttrs(rec, slog.String("error", err.Error()))...)
+		r.s.cfg.Logger.LogAttrs(r.ctx, slog.LevelDebug, "settle lost the race", stepAttrs(rec, slog.String("err", err.Error()))...)
 	default:
 		// Sent but not settled: a later sweep sends it again, with the same
 		// alert id and the same compensate request.
