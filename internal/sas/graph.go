@@ -277,6 +277,20 @@ func (v OrderView) preds(i int) []int {
 // before it in an order that is not a graph).
 func (v OrderView) Preds(i int) []int { return v.preds(i) }
 
+// Follows names the steps step i of the order follows (what sasctl show
+// and the console list beside it).
+func (v OrderView) Follows(i int) []string {
+	var out []string
+	for _, p := range v.preds(i) {
+		for _, r := range v.Steps {
+			if r.Step == p {
+				out = append(out, r.StepName)
+			}
+		}
+	}
+	return out
+}
+
 // ResultsFor is what the request of step (its undo with undo) carries in
 // this order: the results of the steps it follows, directly or not, and an
 // undo its own step's too.

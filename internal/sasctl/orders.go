@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -79,13 +80,22 @@ func (a *App) show(ctx context.Context, args []string) error {
 		fmt.Fprintf(a.Out, "payload %s\n", v.Order.Payload)
 	}
 	tw := tabwriter.NewWriter(a.Out, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "\nSTEP\tNAME\tSTATE\tATTEMPT\tFAILURES\tLOCKED BY\tCOMPLETE BY\tLAST ERROR")
+	graph := v.Order.After != nil // branches: each step's predecessors in a column of their own
+	head := "\nSTEP\tNAME\tSTATE\tATTEMPT\tFAILURES\tLOCKED BY\tCOMPLETE BY\tLAST ERROR"
+	if graph {
+		head = "\nSTEP\tNAME\tAFTER\tSTATE\tATTEMPT\tFAILURES\tLOCKED BY\tCOMPLETE BY\tLAST ERROR"
+	}
+	fmt.Fprintln(tw, head)
 	for _, r := range v.Steps {
 		state := string(r.ProcessState)
 		if r.Rejected {
 			state += " (rejected)" // a business outcome, not an incident
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%d\t%s\t%s\t%s\n", r.Step, r.StepName, state, r.Attempt, r.FailureCount,
+		name := r.StepName
+		if graph {
+			name += "\t" + dash(strings.Join(v.Follows(r.Step), ","))
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%d\t%s\t%s\t%s\n", r.Step, name, state, r.Attempt, r.FailureCount,
 			dash(r.LockedBy), deadline(r.CompleteBy, now), dash(r.LastError))
 	}
 	tw.Flush()
