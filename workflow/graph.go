@@ -1,6 +1,7 @@
 package workflow
 
 import (
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -33,10 +34,8 @@ func validateGraph(wp string, w Workflow, bad func(path, format string, args ...
 			bad(ap, "the first step starts with the order and follows no step")
 			sound = false
 			continue
-		case j > 0 && len(s.After) == 0:
-			bad(ap, "only the first step starts with the order: name the steps %q follows, or leave after out for the step before it", s.Name)
-			sound = false
-			continue
+		case len(s.After) == 0:
+			continue // starts with the order, as the first step does
 		case len(s.After) > MaxJoin:
 			bad(ap, "%q follows %d steps, at most %d", s.Name, len(s.After), MaxJoin)
 		}
@@ -113,4 +112,19 @@ func cycle(preds [][]int) []int {
 		}
 	}
 	return nil
+}
+
+// MarshalJSON writes s as a workflow file has it, keeping an empty After
+// (a step that starts with the order), which omitempty would drop.
+func (s Step) MarshalJSON() ([]byte, error) {
+	type plain Step
+	out := struct {
+		plain
+		After *[]string `json:"after,omitempty"`
+	}{plain: plain(s)}
+	if s.After != nil {
+		after := s.After
+		out.After = &after
+	}
+	return json.Marshal(out)
 }

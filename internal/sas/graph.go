@@ -36,6 +36,18 @@ func (w Workflow) Graph() bool {
 	return false
 }
 
+// Roots are the steps that start with the order besides the first: those
+// that follow no step.
+func (w Workflow) Roots() []int {
+	var out []int
+	for i := 1; i < len(w.Steps); i++ {
+		if w.Steps[i].After != nil && len(w.Steps[i].After) == 0 {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
 // Preds are the steps step i follows, by index.
 func (w Workflow) Preds(i int) []int { return predsOf(w.Steps[i].After, i) }
 
@@ -116,9 +128,6 @@ func (w Workflow) checkGraph() error {
 		}
 		if i == 0 && len(s.After) > 0 {
 			return bad("step %s: the first step starts with the order and follows no step", s.Name)
-		}
-		if i > 0 && len(s.After) == 0 {
-			return bad("step %s: only the first step starts with the order; name the steps it follows", s.Name)
 		}
 		if len(s.After) > MaxJoin {
 			return bad("step %s follows %d steps, at most %d", s.Name, len(s.After), MaxJoin)
@@ -352,9 +361,10 @@ func (v OrderView) owedInGraph() bool {
 }
 
 // claimDue reports whether a Pending step of a graph order is about to be
-// claimed: every step it follows is Processed.
+// claimed: every step it follows is Processed (a step that follows none
+// is ready from the start, DueAt set, which Settled reads already).
 func (v OrderView) claimDue(r StepRecord) bool {
-	if r.ProcessState != Pending || r.Step == 0 {
+	if r.ProcessState != Pending || len(v.preds(r.Step)) == 0 {
 		return false
 	}
 	for _, p := range v.preds(r.Step) {

@@ -585,8 +585,8 @@ func NewRecords(o Order, now, pickupBy time.Time, shards int, lease *ClaimParams
 	for i, name := range o.Steps {
 		k := StepKey{OrderID: o.OrderID, Step: i}
 		r := StepRecord{OrderID: o.OrderID, Step: i, StepName: name, Shard: ShardFor(k, shards), CreatedAt: now}
-		if i == 0 {
-			r.DueAt = pickupBy
+		if i == 0 || (i < len(o.After) && len(o.After[i]) == 0) {
+			r.DueAt = pickupBy // starts with the order: the first step, or another that follows none (graph.go)
 		}
 		r = move(r, Pending, "submit", "submitted", now)
 		if i == 0 && lease != nil {

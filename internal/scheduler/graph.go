@@ -187,3 +187,27 @@ func (o order) waitsOn(step int) (sas.StepRecord, bool) {
 	}
 	return sas.StepRecord{}, false
 }
+
+// startRoots claims and dispatches the steps of a new order that start
+// with it besides the first (a graph's steps that follow none): one Claim
+// each. A claim lost to another delivery is that one's to send; a root
+// left unclaimed (the intake died here) is ready from its submission, so
+// the supervisor hands it back at its pick-up deadline.
+func (s *Service) startRoots(ctx context.Context, u *outbox.Unit, o order, now time.Time) error {
+	for _, i := range o.wf.Roots() {
+		r, ok := o.step(i)
+		if !ok || r.ProcessState != sas.Pending || r.Attempt != 0 {
+			continue
+		}
+		claimed, err := s.cfg.Store.Claim(ctx, *s.claimParams(o, r, sas.Pending, now))
+		if errors.Is(err, sas.ErrLostRace) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("claiming step %s, which starts with its order: %w", r.Key(), err)
+		}
+		o.put(claimed)
+		s.dispatch(ctx, u, o, o.wf.Steps[i], claimed)
+	}
+	return nil
+}

@@ -220,3 +220,44 @@ func TestAGiveUpInOneBranchWaitsForTheOther(t *testing.T) {
 	require.Equal(t, "quote", undone[3], "the step the branches follow is undone last")
 	require.Equal(t, sas.Compensated, f.view("o-gu").State())
 }
+
+// Steps that follow none start with the order: the intake claims the
+// first in its submission and each other one with a claim of its own. A
+// refusal of one ends with the others' effects undone once they settled.
+func TestStepsThatFollowNoneStartWithTheOrder(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	step := func(name string, after ...string) workflow.Step {
+		return workflow.Step{Name: name, Agent: "x", Action: "POST /" + name, Undo: "POST /" + name + "/cancel",
+			Timeout: workflow.Duration(stepTimeout), After: after}
+	}
+	reg, err := registry.FromDefinitions([]workflow.Workflow{{Name: "trip3", Steps: []workflow.Step{
+		step("flight"), step("hotel", []string{}...), step("car", []string{}...), step("pay", "flight", "hotel", "car"),
+	}}})
+	require.NoError(t, err)
+	f.svc = f.newServiceWith(owner, reg, sas.AgentQueues{Default: f.agentURL})
+	f.h = schedulerHandler(f.svc)
+	f.calls.take()
+	f.deliver(intake("o-roots", "trip3", f.replyURL))
+	calls, _ := f.calls.take()
+	require.Equal(t, map[string]int{"Submit": 1, "Claim": 2}, calls)
+	reqs := byStep(f.requests())
+	require.Len(t, reqs, 3, "flight, hotel and car with the order")
+
+	f.deliver(done(reqs["flight"]))
+	f.deliver(rejectedReply(reqs["car"], "no cars left"))
+	require.Empty(t, f.requests(), "hotel in flight: nothing undone yet")
+	f.clock.Advance(time.Second)
+	f.deliver(done(reqs["hotel"]))
+	var undone []string
+	for rs := f.requests(); len(rs) > 0; rs = f.requests() {
+		require.Len(t, rs, 1)
+		undone = append(undone, rs[0].StepName)
+		f.deliver(done(rs[0]))
+	}
+	require.Equal(t, []string{"hotel", "car", "flight"}, undone)
+	v := f.view("o-roots")
+	require.Equal(t, sas.Rejected, v.State())
+	require.Zero(t, v.Steps[3].Attempt, "pay never started")
+	require.Empty(t, f.alerts.all(), "a rejection pages nobody")
+}

@@ -81,6 +81,9 @@ func (s *Service) intake(ctx context.Context, u *outbox.Unit, body []byte, from 
 			return fmt.Errorf("submitting order %s: the store returned no first step", in.OrderID)
 		}
 		s.dispatch(ctx, u, ord, w.Steps[0], first)
+		if err := s.startRoots(ctx, u, ord, now); err != nil {
+			return err
+		}
 		s.log.InfoContext(ctx, "order submitted", "order", o.OrderID, "workflow", o.Workflow, "steps", len(o.Steps))
 		s.emitOrder(ctx, metrics.OrdersSubmitted, o.OrderID, o.Workflow, now)
 	} else {

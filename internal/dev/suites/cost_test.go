@@ -138,7 +138,7 @@ func newCostRunOf(t *testing.T, batched bool, reg sas.Registry) *costRun {
 	if batched {
 		client, err := sdk.NewHTTPClient(sdk.HTTPOptions{AttemptTimeout: time.Second, Backoff: 50 * time.Millisecond, MaxBackoff: time.Second})
 		require.NoError(t, err)
-		built := assembly.System{Config: sys.Config, Parts: assembly.Parts{Queue: sys.Queue, Logger: sys.Opts.Logger}}
+		built := assembly.System{Config: sys.Config, Parts: assembly.Parts{Queue: sys.Queue, Logger: sys.Opts.Logger, Workflows: sys.Registry}}
 		ag, err := built.BuiltinAgent(builtinagent.Deps{Client: client, AllowHTTP: true}, assembly.Hosting{ReplyLinger: time.Minute})
 		require.NoError(t, err)
 		r.poller("agent-0").Handler = ag.Handle
