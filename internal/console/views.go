@@ -497,4 +497,3 @@ func orderHref(id string) string {
 	}
 	return "/order?id=" + url.QueryEscape(id)
 }
-
