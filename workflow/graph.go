@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/sas-go/sas/internal/sas"
 )
 
 // validateGraph checks the steps' After (at path wp): every name a step of
@@ -65,53 +67,13 @@ func validateGraph(wp string, w Workflow, bad func(path, format string, args ...
 	if !sound {
 		return
 	}
-	if c := cycle(preds); c != nil {
+	if c := sas.Cycle(preds); c != nil {
 		names := make([]string, len(c))
 		for k, i := range c {
 			names[k] = w.Steps[i].Name
 		}
 		bad(fmt.Sprintf("%s.steps[%d].after", wp, c[0]), "the steps follow each other in a cycle: %s", strings.Join(names, " → "))
 	}
-}
-
-// cycle returns a cycle of the graph whose step i follows preds[i], in the
-// order its steps would run with the first repeated at the end, or nil.
-func cycle(preds [][]int) []int {
-	const (
-		unseen = iota
-		open
-		done
-	)
-	mark := make([]int, len(preds))
-	var path []int
-	var visit func(int) []int
-	visit = func(i int) []int {
-		mark[i] = open
-		path = append(path, i)
-		for _, p := range preds[i] {
-			switch mark[p] {
-			case open:
-				c := append(slices.Clone(path[slices.Index(path, p):]), p)
-				slices.Reverse(c)
-				return c
-			case unseen:
-				if c := visit(p); c != nil {
-					return c
-				}
-			}
-		}
-		path = path[:len(path)-1]
-		mark[i] = done
-		return nil
-	}
-	for i := range preds {
-		if mark[i] == unseen {
-			if c := visit(i); c != nil {
-				return c
-			}
-		}
-	}
-	return nil
 }
 
 // MarshalJSON writes s as a workflow file has it, keeping an empty After

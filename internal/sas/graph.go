@@ -164,22 +164,32 @@ func (w Workflow) checkGraph() error {
 // cycle returns a cycle of the graph (its first step repeated at the end),
 // or nil.
 func (w Workflow) cycle() []int {
+	preds := make([][]int, len(w.Steps))
+	for i := range w.Steps {
+		preds[i] = w.Preds(i)
+	}
+	return Cycle(preds)
+}
+
+// Cycle returns a cycle of the graph whose step i follows preds[i], in the
+// order its steps would run with the first repeated at the end, or nil.
+// The workflow package's validation and the registry's share it.
+func Cycle(preds [][]int) []int {
 	const (
 		unseen = iota
 		open
 		done
 	)
-	mark := make([]int, len(w.Steps))
+	mark := make([]int, len(preds))
 	var path []int
 	var visit func(int) []int
 	visit = func(i int) []int {
 		mark[i] = open
 		path = append(path, i)
-		for _, p := range w.Preds(i) {
+		for _, p := range preds[i] {
 			switch mark[p] {
 			case open:
-				k := slices.Index(path, p)
-				c := append(slices.Clone(path[k:]), p)
+				c := append(slices.Clone(path[slices.Index(path, p):]), p)
 				slices.Reverse(c) // in the order the steps run
 				return c
 			case unseen:
@@ -192,7 +202,7 @@ func (w Workflow) cycle() []int {
 		mark[i] = done
 		return nil
 	}
-	for i := range w.Steps {
+	for i := range preds {
 		if mark[i] == unseen {
 			if c := visit(i); c != nil {
 				return c
