@@ -49,20 +49,36 @@ func TestCostOfATwoBranchOrder(t *testing.T) {
 
 	before := r.counter.Snapshot()
 	require.NoError(t, r.sys.Submit(r.ctx, sas.Intake{OrderID: "cost-branches", Workflow: "branches", Payload: []byte(`{"amount":10}`)}))
-	r.drain("intake-0", 1)
-	r.drain("agent-0", 1)     // open
-	r.drain("scheduler-0", 1) // open done: left and right claimed
-	r.drain("agent-0", 2)     // left, right
-	r.drain("scheduler-0", 2) // left done (fenced on right), right done (close claimed)
-	r.drain("agent-0", 1)     // close
-	r.drain("scheduler-0", 1) // close done: the order is processed
+	drain := func(name string, n int) { // drain's bound on receives is per round here
+		r.receives[name] = 0
+		r.drain(name, n)
+	}
+	drain("intake-0", 1)
+	drain("agent-0", 1)     // open
+	drain("scheduler-0", 1) // open done: left and right claimed
+	drain("agent-0", 2)     // left, right
+	drain("scheduler-0", 2) // left done (fenced on right), right done (close claimed)
+	drain("agent-0", 1)     // close
+	drain("scheduler-0", 1) // close done: the order is processed
 	d := r.counter.Snapshot().Sub(before)
 	v, err := r.sys.Store.GetOrder(r.ctx, "cost-branches")
 	require.NoError(t, err)
 	require.Equal(t, sas.Processed, v.State(), "%+v", v.Steps)
 	r.log("two branches", perOrderOf(d, r), d)
 	t.Logf("two branches: %s", d)
-	require.Equal(t, map[string]int{}, d.Requests, "requests of a two-branch order: %s", d)
+	require.Equal(t, map[string]int{
+		"SQS.SendMessage":        5, // submit; open's request and reply; close's request and reply
+		"SQS.SendMessageBatch":   2, // the two branches' requests; their two replies
+		"SQS.ReceiveMessage":     7, // intake; the agent and the scheduler three times each
+		"SQS.DeleteMessage":      5,
+		"SQS.DeleteMessageBatch": 2,
+		// The intake; open's completion claiming both branches; left's,
+		// fenced on right; right's, claiming close.
+		"DynamoDB.TransactWriteItems": 4,
+		"DynamoDB.UpdateItem":         1, // close's completion
+		"DynamoDB.GetItem":            4, // each completion's GetOrder: the order item…
+		"DynamoDB.Query":              7, // …and its steps; each transaction's records read back
+	}, d.Requests, "requests of a two-branch order: %s", d)
 }
 
 // perOrderOf is one order's snapshot as a perOrder.
