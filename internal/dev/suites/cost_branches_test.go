@@ -1,6 +1,7 @@
 package suites_test
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -66,19 +67,32 @@ func TestCostOfATwoBranchOrder(t *testing.T) {
 	require.Equal(t, sas.Processed, v.State(), "%+v", v.Steps)
 	r.log("two branches", perOrderOf(d, r), d)
 	t.Logf("two branches: %s", d)
+	dynamo, sqs := map[string]int{}, 0
+	for k, v := range d.Requests {
+		if strings.HasPrefix(k, "DynamoDB.") {
+			dynamo[k] = v
+		} else {
+			sqs += v
+		}
+	}
 	require.Equal(t, map[string]int{
-		"SQS.SendMessage":        5, // submit; open's request and reply; close's request and reply
-		"SQS.SendMessageBatch":   2, // the two branches' requests; their two replies
-		"SQS.ReceiveMessage":     7, // intake; the agent and the scheduler three times each
-		"SQS.DeleteMessage":      5,
-		"SQS.DeleteMessageBatch": 2,
 		// The intake; open's completion claiming both branches; left's,
 		// fenced on right; right's, claiming close.
 		"DynamoDB.TransactWriteItems": 4,
 		"DynamoDB.UpdateItem":         1, // close's completion
 		"DynamoDB.GetItem":            4, // each completion's GetOrder: the order item…
-		"DynamoDB.Query":              7, // …and its steps; each transaction's records read back
-	}, d.Requests, "requests of a two-branch order: %s", d)
+		"DynamoDB.Query":              7, // …and its steps (4); each transaction's records read back (3)
+	}, dynamo, "DynamoDB requests of a two-branch order: %s", d)
+	// Intake 5 items × 2 + 1 index entry; open's transaction 3 updates × 2;
+	// left's 1 update and 1 check × 2; right's 2 updates × 2; close's
+	// UpdateItem 1 + its index entry removed.
+	require.Equal(t, 27.0, d.WCU, "write units: %s", d)
+	require.Equal(t, 11.0, d.RCU, "read units: 4 GetOrders and 3 reads back: %s", d)
+	// SQS: 7 receives, 7 deletes (2 of them batched), 5 sends alone and
+	// the branches' two requests in one batch; their two replies go out
+	// together or apart as the agent's linger meets them (8 or 7 sends).
+	require.Contains(t, []int{21, 22}, sqs, "SQS requests: %s", d)
+	require.Equal(t, map[string]int{"intake-0": 1, "agent-0": 3, "scheduler-0": 3}, r.invocations)
 }
 
 // perOrderOf is one order's snapshot as a perOrder.
