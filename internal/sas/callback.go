@@ -197,3 +197,22 @@ func Heartbeat(r StepRecord, p HeartbeatParams) (StepRecord, error) {
 	r.CompleteBy, r.DueAt, r.UpdatedAt = p.Until, p.Until, p.Now
 	return r, nil
 }
+
+// PeekToken reads what a token says it binds without checking its MAC:
+// for a tool that has no key and wants to say which step a token names
+// (sasctl). Never a ground for a decision: only OpenToken is.
+func PeekToken(tok string) (Token, error) {
+	body, _, ok := strings.Cut(tok, "~")
+	if !ok || len(tok) > MaxTokenBytes {
+		return Token{}, fmt.Errorf("%w: not a token", ErrBadToken)
+	}
+	b, err := base64.RawURLEncoding.DecodeString(body)
+	if err != nil {
+		return Token{}, fmt.Errorf("%w: %v", ErrBadToken, err)
+	}
+	var t Token
+	if err := json.Unmarshal(b, &t); err != nil || !ValidOrderID(t.OrderID) {
+		return Token{}, fmt.Errorf("%w: not a token", ErrBadToken)
+	}
+	return t, nil
+}
