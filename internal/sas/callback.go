@@ -216,3 +216,16 @@ func PeekToken(tok string) (Token, error) {
 	}
 	return t, nil
 }
+
+// ClaimedAt is when the record's current attempt was claimed (its
+// history's entry of that claim): when a callback step began to wait.
+// Zero when the history does not say.
+func (r StepRecord) ClaimedAt() time.Time {
+	for i := len(r.History) - 1; i >= 0; i-- {
+		h := r.History[i]
+		if h.Attempt == r.Attempt && h.To == Processing && h.From != Processing {
+			return h.At
+		}
+	}
+	return time.Time{}
+}

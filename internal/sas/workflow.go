@@ -162,7 +162,11 @@ type StepLimits struct {
 
 // Limits returns the step's limits and retry policy.
 func (s StepDef) Limits() StepLimits {
-	return StepLimits{Timeout: s.Timeout, WaitLimit: s.WaitLimit, TotalLimit: s.TotalLimit,
+	timeout := s.Timeout
+	if s.Callback != nil {
+		timeout = s.Callback.Timeout // the longest its claim holds it
+	}
+	return StepLimits{Timeout: timeout, WaitLimit: s.WaitLimit, TotalLimit: s.TotalLimit,
 		MaxFailures: s.MaxFailures, BaseBackoff: s.BaseBackoff, MaxBackoff: s.MaxBackoff,
 		BackoffCoefficient: s.BackoffCoefficient, Undo: s.UndoRetry, Outside: s.Outside()}
 }

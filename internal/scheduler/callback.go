@@ -20,31 +20,22 @@ import (
 // takes an agent's reply (completion): the same fenced write, so a step
 // completes at most once.
 
-// tokenOf is the completion token of a claimed callback step's attempt.
-// The same record always gives the same token, so a re-sent waiting status
-// (a redelivered message) carries the token already handed out.
-func (s *Service) tokenOf(r sas.StepRecord) sas.Token {
-	return sas.Token{OrderID: r.OrderID, Step: r.Step, Attempt: r.Attempt, Generation: r.Generation, Holder: r.LockedBy, IssuedAt: claimedAt(r)}
-}
+// Token is the completion token of a claimed callback step's attempt, as
+// the scheduler signing with signer hands it out: the test kit answers a
+// waiting step with it. The same record always gives the same token, so a
+// re-sent waiting status (a redelivered message) carries the token already
+// handed out.
+func Token(signer *sas.Signer, r sas.StepRecord) string { return signer.MintToken(tokenOf(r)) }
 
-// claimedAt is when the record's current attempt was claimed: the history
-// entry of that claim. A record read without its history (never one the
-// scheduler dispatches) falls back to its deadline less nothing.
-func claimedAt(r sas.StepRecord) time.Time {
-	for i := len(r.History) - 1; i >= 0; i-- {
-		h := r.History[i]
-		if h.Attempt == r.Attempt && h.To == sas.Processing && h.From != sas.Processing {
-			return h.At
-		}
-	}
-	return r.CompleteBy
+func tokenOf(r sas.StepRecord) sas.Token {
+	return sas.Token{OrderID: r.OrderID, Step: r.Step, Attempt: r.Attempt, Generation: r.Generation, Holder: r.LockedBy, IssuedAt: r.ClaimedAt()}
 }
 
 // await hands out the token of a claimed callback step: in a waiting status
 // to the submitter and in an alert-like notification for people. Both are
 // named by the attempt, so a re-send is the same event.
 func (s *Service) await(ctx context.Context, u *outbox.Unit, o order, def sas.StepDef, r sas.StepRecord) {
-	t := s.tokenOf(r)
+	t := tokenOf(r)
 	tok := s.signer.MintToken(t)
 	deadline := t.IssuedAt.Add(def.Callback.Timeout)
 	s.post(ctx, u, o.ord, sas.Status{Status: sas.StatusWaiting, Step: def.Name, Sequence: SeqWaiting(r.Step), Token: tok}, s.cfg.Clock.Now())
