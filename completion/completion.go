@@ -11,7 +11,7 @@
 // completion only. A completion that arrives late (the step was given up
 // at its timeout) or again changes nothing.
 //
-//	c := completion.New(sqs.NewFromConfig(cfg), intakeQueueURL)
+//	c := completion.New(completion.SQS(sqs.NewFromConfig(cfg)), intakeQueueURL)
 //	err := c.Complete(ctx, token, map[string]any{"approvedBy": "alice"})
 //
 // A result flows on like any step's result: to the steps after it and in
@@ -33,9 +33,20 @@ import (
 	"github.com/sas-go/sas/internal/sas"
 )
 
-// Sender sends one SQS message: *sqs.Client is one.
+// Sender sends one message body to a queue: SQS(client) over an
+// *sqs.Client, or your own transport.
 type Sender interface {
-	SendMessage(ctx context.Context, in *sqs.SendMessageInput, opts ...func(*sqs.Options)) (*sqs.SendMessageOutput, error)
+	Send(ctx context.Context, queueURL, body string) error
+}
+
+// SQS is a Sender over an SQS client.
+func SQS(c *sqs.Client) Sender { return sqsSender{c} }
+
+type sqsSender struct{ c *sqs.Client }
+
+func (s sqsSender) Send(ctx context.Context, queueURL, body string) error {
+	_, err := s.c.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(queueURL), MessageBody: aws.String(body)})
+	return err
 }
 
 // Client sends completions to a deployment's queue.
@@ -91,7 +102,7 @@ func (c *Client) send(ctx context.Context, m Message) error {
 	if err != nil {
 		return err
 	}
-	if _, err := c.sqs.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(c.queueURL), MessageBody: aws.String(body)}); err != nil {
+	if err := c.sqs.Send(ctx, c.queueURL, body); err != nil {
 		return fmt.Errorf("sending the %s completion: %w", m.Outcome, err)
 	}
 	return nil

@@ -4,17 +4,15 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/aws/aws-sdk-go-v2/service/sqs"
-
 	"github.com/sas-go/sas/completion"
 )
 
-// printer stands in for *sqs.Client.
+// printer stands in for completion.SQS(client).
 type printer struct{}
 
-func (printer) SendMessage(_ context.Context, in *sqs.SendMessageInput, _ ...func(*sqs.Options)) (*sqs.SendMessageOutput, error) {
-	fmt.Println(*in.QueueUrl, *in.MessageBody)
-	return &sqs.SendMessageOutput{}, nil
+func (printer) Send(_ context.Context, queueURL, body string) error {
+	fmt.Println(queueURL, body)
+	return nil
 }
 
 func ExampleClient_Complete() {

@@ -150,6 +150,10 @@ type Completion struct {
 	// Actor is who the sender says it is, recorded beside the queue's
 	// word for the sender (docs/trust.md).
 	Actor string `json:"actor,omitempty"`
+	// Trace is the completer's trace context, if it has one (a W3C
+	// traceparent): logged only; what the completion makes follows the
+	// order's trace.
+	Trace string `json:"trace,omitempty"`
 }
 
 // Check rejects a completion no step could take, with a readable reason.
