@@ -65,7 +65,7 @@ func (s *Service) completion(ctx context.Context, u *outbox.Unit, from Origin, b
 	}
 	t, err := s.signer.OpenToken(m.Token)
 	if err != nil {
-		s.log.WarnContext(ctx, "completion refused: its token does not check out", "sender", from.SenderID, "error", err)
+		s.log.WarnContext(ctx, "completion refused: its token does not check out", "sender", from.SenderID, "err", err)
 		return drop(err, "completion from %s", from.Source)
 	}
 	o, err := s.load(ctx, t.OrderID)
