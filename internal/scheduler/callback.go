@@ -38,7 +38,7 @@ func (s *Service) await(ctx context.Context, u *outbox.Unit, o order, def sas.St
 	t := tokenOf(r)
 	tok := s.signer.MintToken(t)
 	deadline := t.IssuedAt.Add(def.Callback.Timeout)
-	s.post(ctx, u, o.ord, sas.Status{Status: sas.StatusWaiting, Step: def.Name, Sequence: SeqWaiting(r.Step), Token: tok}, s.cfg.Clock.Now())
+	s.post(ctx, u, o.ord, sas.Status{Status: sas.StatusWaiting, Step: def.Name, Sequence: SeqWaiting(r.Step, r.Attempt), Token: tok}, s.cfg.Clock.Now())
 	// The token first: a reason is cut to a bound, and the token must
 	// reach people whole.
 	a := alertFor(o, r, fmt.Sprintf("%s/waiting/%d", r.Key(), r.Attempt),

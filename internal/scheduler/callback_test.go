@@ -63,7 +63,7 @@ func (f *fixture) waitFor(h *scheduler.Handler, id string) string {
 	for _, st := range f.statuses() {
 		if st.Status == sas.StatusWaiting {
 			require.Equal(f.t, "approve", st.Step)
-			require.Equal(f.t, scheduler.SeqWaiting(1), st.Sequence)
+			require.Equal(f.t, scheduler.SeqWaiting(1, 1), st.Sequence)
 			tok = st.Token
 		}
 	}
@@ -137,6 +137,13 @@ func TestCallbackTokenCannotBeForged(t *testing.T) {
 	// token does nothing: only the intake and control queues take it.
 	f.from(h, schedulerARN, completion(tok, sas.OutcomeDone, "", ""))
 	require.Equal(t, sas.Processing, f.step("o-a", 1).ProcessState)
+
+	// An agent's reply, even one that names the step's fence, is no
+	// completion: only the token completes a callback step.
+	r := f.step("o-b", 1)
+	f.from(h, schedulerARN, sas.Encode(sas.AgentReply{V: 1, Kind: sas.KindAgentReply, OrderID: "o-b", Step: 1, Attempt: r.Attempt,
+		LockedBy: r.LockedBy, Outcome: sas.OutcomeDone, Workflow: "approval", StepName: "approve"}))
+	require.Equal(t, sas.Processing, f.step("o-b", 1).ProcessState, "an unsigned reply does not complete a callback step")
 
 	// A malformed completion is rejected alone; its batch goes on.
 	ev := f.event(completion("", sas.OutcomeDone, "", ""), completion(tok, sas.OutcomeDone, "", ""))

@@ -94,6 +94,11 @@ func (s *Service) reply(ctx context.Context, u *outbox.Unit, rep sas.AgentReply)
 	if err != nil {
 		return err
 	}
+	if rep.Step < o.n() && o.wf.Steps[rep.Step].Outside() {
+		// No agent runs a callback step: only its token completes it
+		// (callback.go), never a reply, signed or not.
+		return drop(nil, "agent reply for order %s step %d: a callback step takes no agent reply", rep.OrderID, rep.Step)
+	}
 	return s.applyReply(ctx, u, o, rep)
 }
 
