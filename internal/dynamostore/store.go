@@ -359,8 +359,7 @@ func (st *Store) Wait(ctx context.Context, p sas.WaitParams) (sas.StepRecord, er
 // lease held (state, holder, attempt) as a completion is. The index entry
 // stays in its partition, moved to the new deadline; no history entry.
 func (st *Store) Heartbeat(ctx context.Context, p sas.HeartbeatParams) (sas.StepRecord, error) {
-	probe := sas.StepRecord{ProcessState: sas.Processing, LockedBy: p.Owner, Attempt: p.Attempt}
-	if _, err := sas.Heartbeat(probe, p); err != nil {
+	if err := p.Check(); err != nil {
 		return sas.StepRecord{}, fmt.Errorf("heartbeat of step %s: %w", p.Key, err)
 	}
 	u := newUpdate()

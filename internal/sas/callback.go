@@ -189,11 +189,19 @@ type HeartbeatParams struct {
 	Until   time.Time // the new deadline: after Now
 }
 
+// Check rejects parameters no record could take (ErrInvalid).
+func (p HeartbeatParams) Check() error {
+	if !p.Until.After(p.Now) {
+		return &ValidationError{Field: "until", Reason: "the new deadline must be after now"}
+	}
+	return nil
+}
+
 // Heartbeat extends a held Processing step's lease to Until. No history
 // entry: a long wait with many heartbeats does not grow the record.
 func Heartbeat(r StepRecord, p HeartbeatParams) (StepRecord, error) {
-	if !p.Until.After(p.Now) {
-		return r, &ValidationError{Field: "until", Reason: "the new deadline must be after now"}
+	if err := p.Check(); err != nil {
+		return r, err
 	}
 	if !heldBy(r, Processing, p.Owner, p.Attempt) {
 		return r, race("heartbeat", r)
