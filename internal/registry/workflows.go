@@ -77,6 +77,9 @@ func FromDefinitions(defs []workflow.Workflow) (sas.Registry, error) {
 				def.UndoNonRetryable = u.NonRetryableErrors
 			}
 			def.After = after(d, j)
+			if c := s.Callback; c != nil {
+				def.Callback = &sas.Callback{Timeout: c.Timeout.D(), Heartbeat: c.Heartbeat.D()}
+			}
 			ws[i].Steps[j] = def
 		}
 	}

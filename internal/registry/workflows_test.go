@@ -102,3 +102,8 @@ func TestAfterBecomesTheGraph(t *testing.T) {
 	require.Equal(t, w, back, "a stored definition keeps its graph")
 	require.Equal(t, w.Version(), back.Version())
 }
+
+// The public package states the longest callback wait the domain takes.
+func TestMaxCallbackTimeoutAgrees(t *testing.T) {
+	require.Equal(t, sas.MaxCallbackTimeout, workflow.MaxCallbackTimeout)
+}

@@ -36,6 +36,8 @@ type StateStore interface {
 	GiveUp(ctx context.Context, p GiveUpParams) (StepRecord, error)
 	// Wait extends a due, held lease without counting a failure (sas.Wait).
 	Wait(ctx context.Context, p WaitParams) (StepRecord, error)
+	// Heartbeat moves a waiting callback step's deadline on (sas.Heartbeat).
+	Heartbeat(ctx context.Context, p HeartbeatParams) (StepRecord, error)
 	Resubmit(ctx context.Context, p ResubmitParams) (StepRecord, error)
 	// NoteEffect sets UndoOwed on a forward step that is not Processed
 	// (see sas.NoteEffect); a step already noted is returned unchanged.

@@ -42,6 +42,15 @@ type versionedStep struct {
 	// The steps it follows (issue 27), omitted for the step before it, so
 	// that a straight line keeps its version.
 	After *[]int `json:"after,omitempty"`
+	// A callback step's wait (issue 28), omitted for every other step so
+	// that a definition without one keeps its version.
+	Callback *versionedCallback `json:"callback,omitempty"`
+}
+
+// versionedCallback is a callback step's wait in a versionedStep.
+type versionedCallback struct {
+	TimeoutMs   int64 `json:"timeoutMs"`
+	HeartbeatMs int64 `json:"heartbeatMs,omitempty"`
 }
 
 // versionedRetry is an undo's retry policy in a versionedStep.
@@ -77,6 +86,9 @@ func EncodeWorkflow(w Workflow) []byte {
 			after := slices.Clone(s.After)
 			v.Steps[i].After = &after
 		}
+		if c := s.Callback; c != nil {
+			v.Steps[i].Callback = &versionedCallback{TimeoutMs: c.Timeout.Milliseconds(), HeartbeatMs: c.Heartbeat.Milliseconds()}
+		}
 	}
 	b, _ := json.Marshal(v) // cannot fail: strings and numbers only
 	return b
@@ -104,6 +116,9 @@ func DecodeWorkflow(b []byte) (Workflow, error) {
 		}
 		if a := s.After; a != nil {
 			w.Steps[i].After = append([]int{}, *a...)
+		}
+		if c := s.Callback; c != nil {
+			w.Steps[i].Callback = &Callback{Timeout: ms(c.TimeoutMs), Heartbeat: ms(c.HeartbeatMs)}
 		}
 	}
 	if w.Name == "" || len(w.Steps) == 0 {

@@ -135,6 +135,10 @@ func (s *store) Wait(ctx context.Context, p sas.WaitParams) (sas.StepRecord, err
 	return write(ctx, s, "Wait", []sas.StepKey{p.Key}, func() (sas.StepRecord, error) { return s.mem.Wait(ctx, p) })
 }
 
+func (s *store) Heartbeat(ctx context.Context, p sas.HeartbeatParams) (sas.StepRecord, error) {
+	return write(ctx, s, "Heartbeat", []sas.StepKey{p.Key}, func() (sas.StepRecord, error) { return s.mem.Heartbeat(ctx, p) })
+}
+
 func (s *store) Resubmit(ctx context.Context, p sas.ResubmitParams) (sas.StepRecord, error) {
 	return write(ctx, s, "Resubmit", []sas.StepKey{p.Key}, func() (sas.StepRecord, error) { return s.mem.Resubmit(ctx, p) })
 }

@@ -76,6 +76,7 @@ func Run(t *testing.T, h Harness) {
 		{"CompletionRecordsTheResult", testResults},
 		{"FailureWithAnEffectIsNoRefusal", testFailedWithEffect},
 		{"WaitExtendsWithoutAFailure", testWaitExtendsWithoutAFailure},
+		{"HeartbeatMovesTheDeadlineOfTheHolder", testHeartbeat},
 		{"RacingSupervisors", testRacingSupervisors},
 		{"StrandedPendingRedriven", testStranded},
 		{"GiveUpAndResubmit", testGiveUpResubmit},
