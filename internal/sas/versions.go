@@ -38,6 +38,8 @@ type versionedStep struct {
 	// The undo's own retry policy, omitted when the step sets none, so
 	// that a definition without one keeps its version.
 	UndoRetry *versionedRetry `json:"undoRetry,omitempty"`
+	// The step's condition (issue 27), omitted when unset.
+	When string `json:"when,omitempty"`
 }
 
 // versionedRetry is an undo's retry policy in a versionedStep.
@@ -87,7 +89,7 @@ func DecodeWorkflow(b []byte) (Workflow, error) {
 			Name: s.Name, Agent: s.Agent, Action: s.Action, Undo: s.Undo,
 			Timeout: ms(s.TimeoutMs), WaitLimit: ms(s.WaitMs), TotalLimit: ms(s.TotalMs),
 			MaxFailures: s.MaxFailures, BaseBackoff: ms(s.BaseMs), MaxBackoff: ms(s.MaxMs),
-			Tries: s.Tries, BackoffCoefficient: s.Coefficient, NonRetryable: s.NonRetryable,
+			Tries: s.Tries, BackoffCoefficient: s.Coefficient, NonRetryable: s.NonRetryable, When: s.When,
 		}
 		if u := s.UndoRetry; u != nil {
 			w.Steps[i].UndoRetry = RetryPolicy{MaxAttempts: u.MaxAttempts, InitialInterval: ms(u.InitialMs),

@@ -47,6 +47,9 @@ type StepDef struct {
 	// UndoNonRetryable names the errors that end the undo at once
 	// (CompensationFailed); the step's NonRetryable do not apply to it.
 	UndoNonRetryable []string
+	// When is the step's condition (a CEL expression: skip.go,
+	// internal/condition); "" when it always runs.
+	When string
 }
 
 // Retry is the step's retry policy, the deployment's defaults (d) filled in
