@@ -70,3 +70,17 @@ func SkipStep(r StepRecord, k Skip, actor string, now time.Time) (StepRecord, er
 	}
 	return move(r, k.To(), actor, k.Reason, now), nil
 }
+
+// ErrorCondition names the failure of a step whose condition could not be
+// evaluated: its reason (the step's LastError, the failed status) starts
+// with it.
+const ErrorCondition = "ConditionFailed"
+
+// LastHistoryReason is the reason of the record's newest history entry: a
+// skipped step's says why it was skipped.
+func (r StepRecord) LastHistoryReason() string {
+	if len(r.History) == 0 {
+		return ""
+	}
+	return r.History[len(r.History)-1].Reason
+}

@@ -26,8 +26,12 @@ func undoable(r sas.StepRecord, def sas.StepDef, explicit bool) bool {
 		return false
 	}
 	switch r.ProcessState {
-	case sas.Processed, sas.Error:
+	case sas.Processed:
 		return true
+	case sas.Error:
+		// A step whose condition could not be evaluated was never called
+		// (choice.go): nothing to undo, unless an effect was noted.
+		return r.FailedBy != sas.ByCondition || r.UndoOwed
 	case sas.CompensationFailed:
 		return explicit
 	}
