@@ -94,7 +94,7 @@ func ParseState(v string) (ProcessState, error) {
 // legal is the transition table. Anything absent is illegal; tests replay
 // every order's history through Legal to prove no illegal transition happened.
 var legal = map[ProcessState][]ProcessState{
-	"":                 {Pending, Processing},                           // created (Processing: claimed at submission; Skipped or Error by a condition: created Pending, then moved)
+	"":                 {Pending, Processing, Skipped, Error},           // created (Processing: claimed at submission; Skipped, or Error by its condition: settled at submission)
 	Pending:            {Processing, Pending, Error, Skipped},           // claim; supervisor re-drive; give up (or a condition that cannot be evaluated); condition false
 	Processing:         {Processed, Pending, Error, Processing},         // complete; rescue; fail/give up; lease extension
 	Processed:          {Compensating},                                  // order is being undone

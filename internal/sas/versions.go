@@ -65,7 +65,7 @@ func EncodeWorkflow(w Workflow) []byte {
 			Name: s.Name, Agent: s.Agent, Action: s.Action, Undo: s.Undo,
 			TimeoutMs: s.Timeout.Milliseconds(), WaitMs: s.WaitLimit.Milliseconds(), TotalMs: s.TotalLimit.Milliseconds(),
 			MaxFailures: s.MaxFailures, BaseMs: s.BaseBackoff.Milliseconds(), MaxMs: s.MaxBackoff.Milliseconds(),
-			Tries: s.Tries, Coefficient: s.BackoffCoefficient, NonRetryable: s.NonRetryable,
+			Tries: s.Tries, Coefficient: s.BackoffCoefficient, NonRetryable: s.NonRetryable, When: s.When,
 		}
 		if u := s.UndoRetry; u != (RetryPolicy{}) || len(s.UndoNonRetryable) > 0 {
 			v.Steps[i].UndoRetry = &versionedRetry{MaxAttempts: u.MaxAttempts, InitialMs: u.InitialInterval.Milliseconds(),

@@ -135,7 +135,7 @@ func (s *Service) submittedPast(ctx context.Context, u *outbox.Unit, o order, c 
 		if !ok {
 			return fmt.Errorf("submitting order %s: the store returned no step %d", o.id(), k.Step)
 		}
-		return s.afterFailed(ctx, u, o, r, false, now)
+		return s.conditionFailed(ctx, u, o, r, now)
 	}
 	s.log.InfoContext(ctx, "order processed: every step skipped", "order", o.id())
 	s.emitOrder(ctx, metrics.OrdersProcessed, o.id(), o.ord.Workflow, now)
@@ -166,4 +166,26 @@ func skippedAfter(o order, done int) []sas.Skip {
 		out = append(out, sas.Skip{Step: i, Reason: r.LastHistoryReason()})
 	}
 	return out
+}
+
+// conditionFailed makes the effects of step r's failure by its condition
+// (written with a completion or a submission; r's order read in o): the
+// alert and the failed status, then the order's compensation. They are
+// delivered before the compensation claims any undo: that claim makes the
+// reply that completed the step before r stale, so a redelivery of it
+// would not tell them again (as tellBeforeClaim does for a failed step's
+// own undo). A failure to deliver fails the message, whose redelivery
+// finds the step failed and tells it again under the same alert id.
+func (s *Service) conditionFailed(ctx context.Context, u *outbox.Unit, o order, r sas.StepRecord, now time.Time) error {
+	s.log.WarnContext(ctx, "step failed: its condition could not be evaluated", "order", o.id(), "step", r.Step, "reason", r.LastError)
+	if err := s.cfg.Alerter.Alert(ctx, alertFor(o, r, sas.AlertID(r.Key(), r.ProcessState, r.Attempt), r.LastError, now)); err != nil {
+		return fmt.Errorf("alerting about step %s, failed by its condition: %w", r.Key(), err)
+	}
+	st := sas.Status{Status: sas.StatusFailed, Step: o.wf.Steps[r.Step].Name, Sequence: SeqFailed(r.Step, r.Attempt), Reason: r.LastError}
+	if err := s.postNow(ctx, o.ord, st, now); err != nil {
+		return err
+	}
+	s.emitStep(ctx, o, r.Step, false, now, metrics.StepsFailed)
+	_, err := s.startCompensation(ctx, u, o, false, now)
+	return err
 }

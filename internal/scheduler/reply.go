@@ -216,7 +216,7 @@ func (s *Service) reply(ctx context.Context, u *outbox.Unit, rep sas.AgentReply)
 	if condFailed && !undo {
 		// A condition that could not be evaluated: a permanent failure of
 		// its step, written with the completion; its effects as any's.
-		return s.afterFailed(ctx, u, o, recs[len(recs)-1], false, now)
+		return s.conditionFailed(ctx, u, o, recs[len(recs)-1], now)
 	}
 	return nil
 }
@@ -441,7 +441,7 @@ func (s *Service) duplicateDone(ctx context.Context, u *outbox.Unit, o order, re
 		}
 		s.stepDone(ctx, u, o, rep, now)
 		if ok && succ.ProcessState == sas.Error && succ.FailedBy == sas.ByCondition {
-			return s.afterFailed(ctx, u, o, succ, false, now)
+			return s.conditionFailed(ctx, u, o, succ, now)
 		}
 		return nil
 	}
