@@ -189,3 +189,24 @@ func (s *Service) conditionFailed(ctx context.Context, u *outbox.Unit, o order, 
 	_, err := s.startCompensation(ctx, u, o, false, now)
 	return err
 }
+
+// resubmitted repeats, for a redelivered intake, what the submission of an
+// order decided about its first steps (submittedPast): the skipped
+// statuses, and the failure of a step by its condition or the order's end
+// when the submission left no step to run. The first delivery may have
+// stopped after its write; the effects are idempotent (one alert id, one
+// status sequence each).
+func (s *Service) resubmitted(ctx context.Context, u *outbox.Unit, o order, now time.Time) error {
+	if o.n() == 0 || o.wf.Steps[0].When == "" {
+		return nil
+	}
+	skips := skippedAfter(o, -1)
+	s.postSkipped(ctx, u, o, skips, now)
+	if len(skips) == o.n() {
+		return s.submittedPast(ctx, u, o, choice{next: -1, skips: skips}, now)
+	}
+	if r, ok := o.step(len(skips)); ok && r.ProcessState == sas.Error && r.FailedBy == sas.ByCondition && r.Attempt == 0 {
+		return s.conditionFailed(ctx, u, o, r, now)
+	}
+	return nil
+}

@@ -137,6 +137,10 @@ func TestConditionsAtSubmission(t *testing.T) {
 	require.Empty(t, g.requests())
 	require.Equal(t, sas.Processed, g.view("o-none").State())
 	require.Equal(t, []string{"received#1000", "step-skipped/visa#3000", "processed#4000"}, statusList(g.statuses()))
+	// A redelivered intake (its first delivery may have stopped after the
+	// write) tells it all again, under the same sequence numbers.
+	g.deliver(tripIntake("o-none", `{"abroad": false}`, g.replyURL))
+	require.ElementsMatch(t, []string{"received#1000", "step-skipped/visa#3000", "processed#4000"}, statusList(g.statuses()))
 }
 
 // A condition that cannot be evaluated is a permanent failure of its step,

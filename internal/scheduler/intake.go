@@ -105,6 +105,9 @@ func (s *Service) intake(ctx context.Context, u *outbox.Unit, body []byte, from 
 		ctx = msgctx.WithTrace(ctx, o.Trace)
 		s.log.InfoContext(ctx, "duplicate intake: order exists", "order", o.OrderID)
 		s.redispatchLive(ctx, u, ord, now)
+		if err := s.resubmitted(ctx, u, ord, now); err != nil {
+			return err
+		}
 	}
 	s.post(ctx, u, o, sas.Status{Status: sas.StatusReceived, Sequence: SeqReceived()}, now)
 	return nil
