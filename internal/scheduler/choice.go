@@ -178,11 +178,7 @@ func skippedAfter(o order, done int) []sas.Skip {
 // finds the step failed and tells it again under the same alert id.
 func (s *Service) conditionFailed(ctx context.Context, u *outbox.Unit, o order, r sas.StepRecord, now time.Time) error {
 	s.log.WarnContext(ctx, "step failed: its condition could not be evaluated", "order", o.id(), "step", r.Step, "reason", r.LastError)
-	if err := s.cfg.Alerter.Alert(ctx, alertFor(o, r, sas.AlertID(r.Key(), r.ProcessState, r.Attempt), r.LastError, now)); err != nil {
-		return fmt.Errorf("alerting about step %s, failed by its condition: %w", r.Key(), err)
-	}
-	st := sas.Status{Status: sas.StatusFailed, Step: o.wf.Steps[r.Step].Name, Sequence: SeqFailed(r.Step, r.Attempt), Reason: r.LastError}
-	if err := s.postNow(ctx, o.ord, st, now); err != nil {
+	if err := s.tellConditionFailures(ctx, o, now); err != nil {
 		return err
 	}
 	s.emitStep(ctx, o, r.Step, false, now, metrics.StepsFailed)
@@ -207,6 +203,28 @@ func (s *Service) resubmitted(ctx context.Context, u *outbox.Unit, o order, now 
 	}
 	if r, ok := o.step(len(skips)); ok && r.ProcessState == sas.Error && r.FailedBy == sas.ByCondition && r.Attempt == 0 {
 		return s.conditionFailed(ctx, u, o, r, now)
+	}
+	return nil
+}
+
+// tellConditionFailures delivers, before a compensation claims an undo, the
+// alert and failed status of every step of o failed by its condition: such
+// a step is never undone itself (nothing to undo), so no claim of its own
+// tells for it (tellBeforeClaim), and the claim of another step's undo
+// makes the reply whose completion failed it stale (the sweep's seed 449:
+// an operator's compensate raced a failed alert).
+func (s *Service) tellConditionFailures(ctx context.Context, o order, now time.Time) error {
+	for _, r := range o.steps {
+		if r.ProcessState != sas.Error || r.FailedBy != sas.ByCondition {
+			continue
+		}
+		if err := s.cfg.Alerter.Alert(ctx, alertFor(o, r, sas.AlertID(r.Key(), r.ProcessState, r.Attempt), r.LastError, r.UpdatedAt)); err != nil {
+			return fmt.Errorf("alerting about step %s, failed by its condition, before compensating: %w", r.Key(), err)
+		}
+		st := sas.Status{Status: sas.StatusFailed, Step: o.wf.Steps[r.Step].Name, Sequence: SeqFailed(r.Step, r.Attempt), Reason: r.LastError}
+		if err := s.postNow(ctx, o.ord, st, now); err != nil {
+			return err
+		}
 	}
 	return nil
 }

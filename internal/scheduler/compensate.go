@@ -168,6 +168,9 @@ func (s *Service) claimUndo(ctx context.Context, u *outbox.Unit, o order, r sas.
 	if err := s.tellBeforeClaim(ctx, o, r, tell, now); err != nil {
 		return false, err
 	}
+	if err := s.tellConditionFailures(ctx, o, now); err != nil {
+		return false, err
+	}
 	cp := *s.claimParams(o, r, r.ProcessState, now)
 	cp.RequestedBy, cp.Why = requesterOf(ctx)
 	// Fenced on the order's other steps as read (docs/protocol.md, "A
