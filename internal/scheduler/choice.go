@@ -178,12 +178,13 @@ func skippedAfter(o order, done int) []sas.Skip {
 // finds the step failed and tells it again under the same alert id.
 func (s *Service) conditionFailed(ctx context.Context, u *outbox.Unit, o order, r sas.StepRecord, now time.Time) error {
 	s.log.WarnContext(ctx, "step failed: its condition could not be evaluated", "order", o.id(), "step", r.Step, "reason", r.LastError)
-	if err := s.tellConditionFailures(ctx, o, now); err != nil {
+	s.emitStep(ctx, o, r.Step, false, now, metrics.StepsFailed)
+	// An undo's claim tells first (claimUndo); with no claim, told here.
+	claimed, err := s.startCompensation(ctx, u, o, false, now)
+	if err != nil || claimed != (sas.StepKey{}) {
 		return err
 	}
-	s.emitStep(ctx, o, r.Step, false, now, metrics.StepsFailed)
-	_, err := s.startCompensation(ctx, u, o, false, now)
-	return err
+	return s.tellConditionFailures(ctx, o, now)
 }
 
 // resubmitted repeats, for a redelivered intake, what the submission of an
