@@ -497,6 +497,9 @@ func (s *Service) afterUndone(ctx context.Context, u *outbox.Unit, o order, rep 
 	end := ending(o)
 	s.log.InfoContext(ctx, "order compensated", "order", o.id(), "status", end.Status)
 	s.emitOrder(ctx, metrics.CompensationsFinished, o.id(), o.ord.Workflow, now)
+	if end.Status == sas.StatusRejected {
+		s.emitOrder(ctx, metrics.OrdersRejected, o.id(), o.ord.Workflow, now)
+	}
 	s.post(ctx, u, o.ord, end, now)
 	return nil
 }
