@@ -7,6 +7,8 @@ import (
 	"regexp"
 	"strings"
 	"time"
+
+	"github.com/sas-go/sas/internal/condition"
 )
 
 // Limits on a definition.
@@ -79,6 +81,17 @@ type Step struct {
 	// 10s doubling to 5m) where Retry's default fails fast. Retry does not
 	// apply to the undo, except its Tries.
 	UndoRetry *UndoRetry `json:"undoRetry,omitempty"`
+	// When, if set, is the step's condition (docs/workflows.md,
+	// "Choices"): a Common Expression Language (CEL) expression over
+	// payload (the order's payload), results (the results of the steps
+	// before, by step name) and order (order.id, order.workflow), checked
+	// when the definition loads to compile and be a bool. It is evaluated
+	// when the step before completes (for a first step, at submission):
+	// false skips the step (Skipped: never called, nothing to undo), and a
+	// condition that cannot be evaluated (a missing field, over its cost
+	// limit, not a bool) fails the step for good, its order compensated.
+	// Empty: the step always runs.
+	When string `json:"when,omitempty"`
 	// Callback, when set, makes the step one the outside world completes
 	// (docs/workflows.md, "Callback steps"): Step Functions'
 	// .waitForTaskToken without a task. Such a step has no Agent, Action,
@@ -341,6 +354,11 @@ func validateStep(sp string, s Step, bad func(path, format string, args ...any))
 	}
 	if s.WaitLimit < 0 {
 		bad(sp+".waitLimit", "%s: must not be negative", s.WaitLimit.D())
+	}
+	if s.When != "" {
+		if _, err := condition.Compile(s.When); err != nil {
+			bad(sp+".when", "step %q: the condition %s", s.Name, err)
+		}
 	}
 	if s.TotalLimit < 0 || (s.TotalLimit > 0 && s.TotalLimit < s.Timeout) {
 		bad(sp+".totalLimit", "%s: must be 0 (no overall limit) or at least the timeout %s", s.TotalLimit.D(), s.Timeout.D())

@@ -69,6 +69,11 @@ var badCases = []struct {
 	{"callback heartbeat past its timeout", `{"workflows": [{"name": "w", "steps": [{"name": "s", "callback": {"timeout": "1h", "heartbeat": "2h"}}]}]}`, "workflows[0].steps[0].callback.heartbeat", "at most the timeout", false},
 	{"duplicate workflow", `{"workflows": [{"name": "w", "steps": [{"name": "s", "agent": "a", "action": "x", "timeout": "1s"}]}, {"name": "w", "steps": [{"name": "s", "agent": "a", "action": "x", "timeout": "1s"}]}]}`, "workflows[1].name", "already the name of workflows[0]", false},
 	{"duplicate step", `{"workflows": [{"name": "w", "steps": [{"name": "s", "agent": "a", "action": "x", "timeout": "1s"}, {"name": "s", "agent": "a", "action": "y", "timeout": "1s"}]}]}`, "workflows[0].steps[1].name", "already the name of step 0", false},
+	// Issue 27 §3: a condition that does not compile, or is not a bool, is
+	// refused at load, naming the step.
+	{"condition does not compile", `{"workflows": [{"name": "w", "steps": [{"name": "car", "agent": "a", "action": "x", "timeout": "1s", "when": "payload.needsCar =="}]}]}`, "workflows[0].steps[0].when", `step "car": the condition does not compile`, false},
+	{"condition not a bool", `{"workflows": [{"name": "w", "steps": [{"name": "car", "agent": "a", "action": "x", "timeout": "1s", "when": "size(payload.items)"}]}]}`, "workflows[0].steps[0].when", "not bool", false},
+	{"condition unknown variable", `{"workflows": [{"name": "w", "steps": [{"name": "car", "agent": "a", "action": "x", "timeout": "1s", "when": "input.needsCar"}]}]}`, "workflows[0].steps[0].when", "undeclared reference", false},
 	{"shared step name, other limits", `{"workflows": [{"name": "w", "steps": [{"name": "s", "agent": "a", "action": "x", "timeout": "1s"}]}, {"name": "v", "steps": [{"name": "s", "agent": "a", "action": "x", "timeout": "2s"}]}]}`, "workflows[1].steps[0]", "must share them", false},
 }
 

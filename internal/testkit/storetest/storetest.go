@@ -113,6 +113,10 @@ func Run(t *testing.T, h Harness) {
 
 		// each transition's guard stated once (guards.go)
 		{"GuardsMatchTheDomain", testGuardsMatchTheDomain},
+
+		// choices: the steps an order passes over (skip.go)
+		{"CompleteSkipsInItsWrite", testCompleteSkips},
+		{"SubmitSkipsTheFirstSteps", testSubmitSkips},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
