@@ -44,7 +44,10 @@ func (s *SAS) queue(scope constructs.Construct, id, name string, visibility time
 		// Long polling is what the Lambda poller uses anyway; this helps the
 		// CLI and tests that receive directly.
 		ReceiveMessageWaitTime: awscdk.Duration_Seconds(jsii.Number(20)),
-		RetentionPeriod:        awscdk.Duration_Days(jsii.Number(4)),
+		// The supervisor's delivery horizon for an agent's request
+		// (sizing.QueueRetention): until it passes, a request may still be
+		// delivered, and its step is not re-driven.
+		RetentionPeriod:        seconds(sizing.QueueRetention),
 		MaxMessageSizeBytes:    jsii.Number(queueMaxMessageBytes),
 		DeadLetterQueue:        &awssqs.DeadLetterQueue{Queue: dlq, MaxReceiveCount: jsii.Number(maxReceiveCount)},
 		RemovalPolicy:          s.p.RemovalPolicy,

@@ -440,3 +440,10 @@ func (s *Store) GetDefinition(_ context.Context, name, version string) (sas.Work
 	}
 	return sas.DecodeWorkflow(b)
 }
+
+func (s *Store) Start(_ context.Context, p sas.StartParams) (sas.StepRecord, error) {
+	if err := p.Check(); err != nil {
+		return sas.StepRecord{}, fmt.Errorf("starting step %s: %w", p.Key, err)
+	}
+	return s.update("starting", p.Key, func(r sas.StepRecord) (sas.StepRecord, error) { return sas.Start(r, p) })
+}

@@ -36,6 +36,8 @@ type StateStore interface {
 	GiveUp(ctx context.Context, p GiveUpParams) (StepRecord, error)
 	// Wait extends a due, held lease without counting a failure (sas.Wait).
 	Wait(ctx context.Context, p WaitParams) (StepRecord, error)
+	// Start records the pick-up of a held attempt's request (sas.Start).
+	Start(ctx context.Context, p StartParams) (StepRecord, error)
 	Resubmit(ctx context.Context, p ResubmitParams) (StepRecord, error)
 	// NoteEffect sets UndoOwed on a forward step that is not Processed
 	// (see sas.NoteEffect); a step already noted is returned unchanged.

@@ -77,6 +77,15 @@ type StepRecord struct {
 	// wait limit counts from it. Zero when the attempt never waited; every
 	// write that ends the lease clears it.
 	WaitingSince time.Time
+	// StartedAt is when the scheduler recorded that the current attempt's
+	// request was picked up (Start): its agent reports a pick-up that came
+	// too late to finish by CompleteBy, and every redelivery
+	// (docs/protocol.md, "Deadlines start at pick-up"). Zero while no
+	// pick-up was reported: the request may still wait in its queue, and
+	// the supervisor does not count a failure or send it again while it
+	// can still be delivered. Every claim starts without it and every write
+	// that ends the lease clears it.
+	StartedAt time.Time
 }
 
 // Key returns the record's key.

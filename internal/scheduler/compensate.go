@@ -95,10 +95,10 @@ func (s *Service) compensateFrom(ctx context.Context, u *outbox.Unit, o order, e
 		}
 		switch r.ProcessState {
 		case sas.Compensating:
-			if live(r, now) {
+			if resend(ctx, r) {
 				s.dispatch(ctx, u, ord, o.wf.Steps[r.Step], r)
 			}
-			return sas.StepKey{}, nil // running, or handed back to the supervisor, which re-drives it
+			return sas.StepKey{}, nil // running, queued, or handed back to the supervisor, which re-drives it
 		case sas.CompensationFailed:
 			if !explicit {
 				return sas.StepKey{}, nil

@@ -28,6 +28,7 @@ func (s *Service) HandleMessage(ctx context.Context, from Origin, body []byte) e
 
 func (s *Service) handleMessage(ctx context.Context, u *outbox.Unit, from Origin, body []byte) error {
 	ctx = msgctx.WithMessage(ctx, from.MessageID) // every line below names it
+	ctx = withRedelivery(ctx, from.Redelivered)
 	if from.Source == FromIntake {
 		// Whatever kind it claims: an application that may write orders
 		// cannot also send replies, retries or compensation requests.
@@ -170,8 +171,10 @@ func (h *Handler) handleRecord(ctx context.Context, u *outbox.Unit, rec events.S
 	if h.renew(ctx, rec) {
 		return nil
 	}
-	_, body := renewals(rec.Body)
-	return h.settle(ctx, log, h.svc.handleMessage(ctx, u, h.origin(rec), []byte(body)))
+	renewed, body := renewals(rec.Body)
+	from := h.origin(rec)
+	from.Redelivered = redelivery(rec) || renewed > 0
+	return h.settle(ctx, log, h.svc.handleMessage(ctx, u, from, []byte(body)))
 }
 
 // settle logs how a record ended and returns its error only when SQS should

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/sas-go/sas/internal/metrics"
 	"github.com/sas-go/sas/internal/msgctx"
@@ -46,7 +45,7 @@ func (s *Service) intake(ctx context.Context, u *outbox.Unit, body []byte, messa
 		Order: o, Now: now, PickupBy: now.Add(s.cfg.PickupTimeout),
 		// Created already claimed: one transaction instead of submit + claim
 		// on the hot path, and no window in which the first step is unowned.
-		Claim: &sas.ClaimParams{Owner: s.cfg.Owner, Now: now, CompleteBy: now.Add(s.timeout(w.Steps[0]))},
+		Claim: &sas.ClaimParams{Owner: s.cfg.Owner, Now: now, CompleteBy: s.leaseEnd(w.Steps[0], 0, now)},
 	})
 	switch {
 	case errors.Is(err, sas.ErrOrderConflict), errors.Is(err, sas.ErrInvalid):
@@ -79,19 +78,24 @@ func (s *Service) intake(ctx context.Context, u *outbox.Unit, body []byte, messa
 		ord.ord.Trace = o.Trace
 		ctx = msgctx.WithTrace(ctx, o.Trace)
 		s.log.InfoContext(ctx, "duplicate intake: order exists", "order", o.OrderID)
-		s.redispatchLive(ctx, u, ord, now)
+		s.redispatchLive(ctx, u, ord)
 	}
-	s.post(ctx, u, o, sas.Status{Status: sas.StatusReceived, Sequence: SeqReceived()}, now)
+	if res.Created || redelivered(ctx) {
+		// Posted by the delivery that created the order, and again by its
+		// redeliveries (the first may have stopped before posting); a
+		// duplicate intake posts nothing (docs/intake.md).
+		s.post(ctx, u, o, sas.Status{Status: sas.StatusReceived, Sequence: SeqReceived()}, now)
+	}
 	return nil
 }
 
-// redispatchLive re-sends the request of the order's in-flight step when its
-// lease is still running: the first delivery may have stopped between the
-// write and the send. The agent and the remote side are idempotent and the
-// reply is fenced, so a request sent twice costs a call at most.
-func (s *Service) redispatchLive(ctx context.Context, u *outbox.Unit, o order, now time.Time) {
+// redispatchLive re-sends the request of the order's in-flight step on a
+// redelivery of its intake, while no pick-up was reported (resend): the
+// first delivery may have stopped between the write and the send. A
+// duplicate intake (another message for the same order) sends nothing.
+func (s *Service) redispatchLive(ctx context.Context, u *outbox.Unit, o order) {
 	for _, r := range o.steps {
-		if live(r, now) && r.Step < o.n() {
+		if resend(ctx, r) && r.Step < o.n() {
 			s.dispatch(ctx, u, o.ord, o.wf.Steps[r.Step], r)
 		}
 	}

@@ -58,8 +58,8 @@ func checkReply(rep sas.AgentReply) error {
 		return &sas.ValidationError{Field: "attempt", Reason: "must be at least 1"}
 	case rep.LockedBy == "":
 		return &sas.ValidationError{Field: "lockedBy", Reason: "required: the reply is fenced on it"}
-	case rep.Outcome != sas.OutcomeDone && rep.Outcome != sas.OutcomeFailed && rep.Outcome != sas.OutcomeTransient:
-		return &sas.ValidationError{Field: "outcome", Reason: fmt.Sprintf("%q is none of %q, %q, %q", rep.Outcome, sas.OutcomeDone, sas.OutcomeFailed, sas.OutcomeTransient)}
+	case rep.Outcome != sas.OutcomeDone && rep.Outcome != sas.OutcomeFailed && rep.Outcome != sas.OutcomeTransient && rep.Outcome != sas.OutcomeStarted:
+		return &sas.ValidationError{Field: "outcome", Reason: fmt.Sprintf("%q is none of %q, %q, %q, %q", rep.Outcome, sas.OutcomeDone, sas.OutcomeFailed, sas.OutcomeTransient, sas.OutcomeStarted)}
 	case rep.Workflow == "":
 		return &sas.ValidationError{Field: "workflow", Reason: "required: the agent echoes the request's workflow"}
 	case rep.StepName == "":
@@ -102,6 +102,10 @@ func (s *Service) reply(ctx context.Context, u *outbox.Unit, rep sas.AgentReply)
 	key := sas.StepKey{OrderID: rep.OrderID, Step: rep.Step}
 	undo := rep.Compensation
 
+	if rep.Outcome == sas.OutcomeStarted {
+		// Not an outcome: the agent picked the request up late (started.go).
+		return s.started(ctx, o, rep, now)
+	}
 	if rep.Outcome == sas.OutcomeTransient {
 		// The attempt ran and failed: counted now (transient.go).
 		return s.transient(ctx, u, o, rep, now)
@@ -227,7 +231,7 @@ func (s *Service) refused(ctx context.Context, u *outbox.Unit, o order, rep sas.
 		return s.lateSuccess(ctx, u, o, rep, cur, now)
 	}
 	if rep.Outcome == sas.OutcomeFailed && !rep.Compensation && cur.ProcessState == sas.Compensating &&
-		cur.Attempt == rep.Attempt+1 && live(cur, now) {
+		cur.Attempt == rep.Attempt+1 && resend(ctx, cur) {
 		// The failure's own delivery claimed the step's undo (afterFailed
 		// undoes the failed step too) and may have died before sending it:
 		// send it again while its lease runs, as startCompensation does.
@@ -304,7 +308,7 @@ func (s *Service) lateSuccess(ctx context.Context, u *outbox.Unit, o order, rep 
 func (s *Service) claimParams(o order, r sas.StepRecord, from sas.ProcessState, now time.Time) *sas.ClaimParams {
 	return &sas.ClaimParams{
 		Key: r.Key(), From: from, Attempt: r.Attempt, Owner: s.cfg.Owner, Now: now,
-		CompleteBy: now.Add(s.timeout(o.wf.Steps[r.Step])),
+		CompleteBy: s.leaseEnd(o.wf.Steps[r.Step], 0, now),
 	}
 }
 
@@ -354,7 +358,7 @@ func (s *Service) duplicateDone(ctx context.Context, u *outbox.Unit, o order, re
 		if err != nil {
 			return fmt.Errorf("reading the successor of step %s/%d: %w", rep.OrderID, rep.Step, err)
 		}
-		if live(succ, now) && succ.ProcessState == sas.Processing {
+		if resend(ctx, succ) && succ.ProcessState == sas.Processing {
 			s.dispatch(ctx, u, o.ord, o.wf.Steps[succ.Step], succ)
 		}
 	}
@@ -384,7 +388,7 @@ func (s *Service) afterUndone(ctx context.Context, u *outbox.Unit, o order, rep 
 		}
 		switch {
 		case r.ProcessState == sas.Compensating:
-			if live(r, now) {
+			if resend(ctx, r) {
 				s.dispatch(ctx, u, o.ord, o.wf.Steps[i], r)
 			}
 			return nil // running, or the supervisor has it

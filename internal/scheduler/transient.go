@@ -67,12 +67,15 @@ func (s *Service) transientOn(ctx context.Context, u *outbox.Unit, o order, rep 
 		wait := max(cur.DueAt.Sub(now)-s.cfg.PickupTimeout, 0)
 		return nil, s.reattempt(ctx, u, o, cur, def, wait, now)
 
-	case cur.Attempt == rep.Attempt+1 && cur.ProcessState == running && live(cur, now):
-		// A redelivery after the next attempt was claimed: its request may
-		// not have gone out. Sent again (whoever holds it: the request
-		// carries the holder), still delayed to the end of its wait.
-		wait := max(cur.CompleteBy.Sub(now)-s.timeout(def), 0)
-		s.dispatchAfter(ctx, u, o.ord, def, cur, wait)
+	case cur.Attempt == rep.Attempt+1 && cur.ProcessState == running && cur.LockedBy != "":
+		// The next attempt is claimed. On a redelivery its request may not
+		// have gone out: sent again (resend; whoever holds it: the request
+		// carries the holder), still delayed to the end of its wait. A
+		// twin of the reply sends nothing.
+		if resend(ctx, cur) {
+			wait := max(cur.CompleteBy.Sub(s.leaseEnd(def, 0, now)), 0)
+			s.dispatchAfter(ctx, u, o.ord, def, cur, wait)
+		}
 		return nil, nil
 
 	case cur.Attempt == rep.Attempt && cur.ProcessState == failed && cur.Owing():
@@ -183,7 +186,7 @@ func (s *Service) attemptFailed(ctx context.Context, u *outbox.Unit, o order, re
 // it then (a failure counted, as for any stranded step).
 func (s *Service) reattempt(ctx context.Context, u *outbox.Unit, o order, r sas.StepRecord, def sas.StepDef, wait time.Duration, now time.Time) error {
 	cp := *s.claimParams(o, r, r.ProcessState, now)
-	cp.CompleteBy = now.Add(wait + s.timeout(def))
+	cp.CompleteBy = s.leaseEnd(def, wait, now)
 	claimed, err := s.cfg.Store.Claim(ctx, cp)
 	if own, ok := sas.OwnClaim(err, cp); ok {
 		claimed, err = own, nil

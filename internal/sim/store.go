@@ -119,6 +119,10 @@ func (s *store) Wait(ctx context.Context, p sas.WaitParams) (sas.StepRecord, err
 	return write(ctx, s, "Wait", []sas.StepKey{p.Key}, func() (sas.StepRecord, error) { return s.mem.Wait(ctx, p) })
 }
 
+func (s *store) Start(ctx context.Context, p sas.StartParams) (sas.StepRecord, error) {
+	return write(ctx, s, "Start", []sas.StepKey{p.Key}, func() (sas.StepRecord, error) { return s.mem.Start(ctx, p) })
+}
+
 func (s *store) Resubmit(ctx context.Context, p sas.ResubmitParams) (sas.StepRecord, error) {
 	return write(ctx, s, "Resubmit", []sas.StepKey{p.Key}, func() (sas.StepRecord, error) { return s.mem.Resubmit(ctx, p) })
 }

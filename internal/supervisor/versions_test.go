@@ -30,6 +30,7 @@ func TestLimitsComeFromTheOrdersOwnVersion(t *testing.T) {
 	_, err := e.mem.Submit(t.Context(), sas.SubmitParams{Order: o, Now: now, PickupBy: now.Add(time.Minute),
 		Claim: &sas.ClaimParams{Owner: "sched-1", CompleteBy: now.Add(stepTimeout)}})
 	require.NoError(t, err)
+	e.start(t, key("o-v1", 0), sas.Processing, "sched-1", 1)
 	// And one submitted on v2, beside it.
 	e.submitClaimed(t, "o-v2", 2)
 	// (testOrder has no version: an order from before versions runs on the registered definition.)
