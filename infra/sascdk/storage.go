@@ -47,10 +47,10 @@ func (s *SAS) queue(scope constructs.Construct, id, name string, visibility time
 		// The supervisor's delivery horizon for an agent's request
 		// (sizing.QueueRetention): until it passes, a request may still be
 		// delivered, and its step is not re-driven.
-		RetentionPeriod:        seconds(sizing.QueueRetention),
-		MaxMessageSizeBytes:    jsii.Number(queueMaxMessageBytes),
-		DeadLetterQueue:        &awssqs.DeadLetterQueue{Queue: dlq, MaxReceiveCount: jsii.Number(maxReceiveCount)},
-		RemovalPolicy:          s.p.RemovalPolicy,
+		RetentionPeriod:     seconds(sizing.QueueRetention),
+		MaxMessageSizeBytes: jsii.Number(queueMaxMessageBytes),
+		DeadLetterQueue:     &awssqs.DeadLetterQueue{Queue: dlq, MaxReceiveCount: jsii.Number(maxReceiveCount)},
+		RemovalPolicy:       s.p.RemovalPolicy,
 	})
 	return q, dlq
 }
