@@ -185,6 +185,11 @@ func (s *countingStore) GiveUp(ctx context.Context, p sas.GiveUpParams) (sas.Ste
 	return s.StateStore.GiveUp(ctx, p)
 }
 
+func (s *countingStore) Start(ctx context.Context, p sas.StartParams) (sas.StepRecord, error) {
+	s.count("Start")
+	return s.StateStore.Start(ctx, p)
+}
+
 func (s *countingStore) Resubmit(ctx context.Context, p sas.ResubmitParams) (sas.StepRecord, error) {
 	s.count("Resubmit")
 	return s.StateStore.Resubmit(ctx, p)

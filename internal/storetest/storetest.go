@@ -69,6 +69,7 @@ func Run(t *testing.T, h Harness) {
 		{"HolderEndsItsAttemptEarly", testHolderEndsItsAttemptEarly},
 		{"OutcomesKeepTheRunTiming", testRunTiming},
 		{"WaitExtendsWithoutAFailure", testWaitExtendsWithoutAFailure},
+		{"StartRecordsThePickUp", testStartRecordsThePickUp},
 		{"RacingSupervisors", testRacingSupervisors},
 		{"StrandedPendingRedriven", testStranded},
 		{"GiveUpAndResubmit", testGiveUpResubmit},
