@@ -95,7 +95,7 @@ func (s *Service) compensateFrom(ctx context.Context, u *outbox.Unit, o order, e
 		}
 		switch r.ProcessState {
 		case sas.Compensating:
-			if resend(ctx, r) {
+			if s.resend(ctx, r, now) {
 				s.dispatch(ctx, u, ord, o.wf.Steps[r.Step], r)
 			}
 			return sas.StepKey{}, nil // running, queued, or handed back to the supervisor, which re-drives it

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/sas-go/sas/internal/metrics"
 	"github.com/sas-go/sas/internal/msgctx"
@@ -78,7 +79,7 @@ func (s *Service) intake(ctx context.Context, u *outbox.Unit, body []byte, messa
 		ord.ord.Trace = o.Trace
 		ctx = msgctx.WithTrace(ctx, o.Trace)
 		s.log.InfoContext(ctx, "duplicate intake: order exists", "order", o.OrderID)
-		s.redispatchLive(ctx, u, ord)
+		s.redispatchLive(ctx, u, ord, now)
 	}
 	if res.Created || redelivered(ctx) {
 		// Posted by the delivery that created the order, and again by its
@@ -93,9 +94,9 @@ func (s *Service) intake(ctx context.Context, u *outbox.Unit, body []byte, messa
 // redelivery of its intake, while no pick-up was reported (resend): the
 // first delivery may have stopped between the write and the send. A
 // duplicate intake (another message for the same order) sends nothing.
-func (s *Service) redispatchLive(ctx context.Context, u *outbox.Unit, o order) {
+func (s *Service) redispatchLive(ctx context.Context, u *outbox.Unit, o order, now time.Time) {
 	for _, r := range o.steps {
-		if resend(ctx, r) && r.Step < o.n() {
+		if s.resend(ctx, r, now) && r.Step < o.n() {
 			s.dispatch(ctx, u, o.ord, o.wf.Steps[r.Step], r)
 		}
 	}

@@ -230,11 +230,14 @@ func (s *Service) refused(ctx context.Context, u *outbox.Unit, o order, rep sas.
 	if rep.Outcome == sas.OutcomeDone && !rep.Compensation && lateFor(cur, rep) {
 		return s.lateSuccess(ctx, u, o, rep, cur, now)
 	}
-	if rep.Outcome == sas.OutcomeFailed && !rep.Compensation && cur.ProcessState == sas.Compensating &&
-		cur.Attempt == rep.Attempt+1 && resend(ctx, cur) {
+	if rep.Outcome == sas.OutcomeFailed && cur.ProcessState == sas.Compensating &&
+		cur.Attempt == rep.Attempt+1 && s.resend(ctx, cur, now) {
 		// The failure's own delivery claimed the step's undo (afterFailed
 		// undoes the failed step too) and may have died before sending it:
-		// send it again while its lease runs, as startCompensation does.
+		// its redelivery sends it again, as startCompensation does. Not
+		// fenced on the reply's leg: an unsigned reply's is read from the
+		// record (trustReply), Compensating by now, and a re-sent request
+		// costs a call at most.
 		s.dispatch(ctx, u, o.ord, o.wf.Steps[cur.Step], cur)
 	}
 	return nil
@@ -358,7 +361,7 @@ func (s *Service) duplicateDone(ctx context.Context, u *outbox.Unit, o order, re
 		if err != nil {
 			return fmt.Errorf("reading the successor of step %s/%d: %w", rep.OrderID, rep.Step, err)
 		}
-		if resend(ctx, succ) && succ.ProcessState == sas.Processing {
+		if s.resend(ctx, succ, now) && succ.ProcessState == sas.Processing {
 			s.dispatch(ctx, u, o.ord, o.wf.Steps[succ.Step], succ)
 		}
 	}
@@ -388,7 +391,7 @@ func (s *Service) afterUndone(ctx context.Context, u *outbox.Unit, o order, rep 
 		}
 		switch {
 		case r.ProcessState == sas.Compensating:
-			if resend(ctx, r) {
+			if s.resend(ctx, r, now) {
 				s.dispatch(ctx, u, o.ord, o.wf.Steps[i], r)
 			}
 			return nil // running, or the supervisor has it

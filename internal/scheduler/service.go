@@ -145,17 +145,26 @@ func (s *Service) read(ctx context.Context, o *order) error {
 
 // resend reports whether the message being handled sends the request of
 // r's attempt again: r is held, its agent reported no pick-up, and the
-// message is a redelivery (docs/protocol.md, "Deadlines start at pick-up").
-// Its first delivery claimed the attempt and may have stopped before the
-// request went out; whatever the deadline, nobody else sends it, since the
-// supervisor never re-sends a request that may still be queued. A
-// different message about the same order (a duplicate intake, a twin reply)
-// sends nothing: the request it would send is in the queue already, or is
-// the redelivery's to send. Whoever holds the attempt, the request carries
-// the holder and the reply is fenced on it, and the agent and the remote
-// are idempotent, so a request sent twice costs a call at most.
-func resend(ctx context.Context, r sas.StepRecord) bool {
-	return r.ProcessState.Leased() && r.LockedBy != "" && r.StartedAt.IsZero() && redelivered(ctx)
+// message is a redelivery (docs/protocol.md, "Deadlines start at pick-up"),
+// or this very handling claimed it (a write whose commit it could not
+// tell, retried and refused: sas.OwnWrite). Its first delivery claimed the
+// attempt and may have stopped before the request went out; whatever the
+// deadline, nobody else sends it, since the supervisor never re-sends a
+// request that may still be queued. A different message about the same
+// order (a duplicate intake, a twin reply) sends nothing: the request it
+// would send is in the queue already, or is the redelivery's to send.
+// Whoever holds the attempt, the request carries the holder and the reply
+// is fenced on it, and the agent and the remote are idempotent, so a
+// request sent twice costs a call at most.
+func (s *Service) resend(ctx context.Context, r sas.StepRecord, now time.Time) bool {
+	if !r.ProcessState.Leased() || r.LockedBy == "" || !r.StartedAt.IsZero() {
+		return false
+	}
+	if redelivered(ctx) {
+		return true
+	}
+	_, own := sas.OwnWrite(&sas.RaceError{Current: &r}, s.cfg.Owner, now, r.ProcessState, r.Attempt)
+	return own && r.LockedBy == s.cfg.Owner
 }
 
 type redeliveryKey struct{}

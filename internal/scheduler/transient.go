@@ -72,8 +72,15 @@ func (s *Service) transientOn(ctx context.Context, u *outbox.Unit, o order, rep 
 		// have gone out: sent again (resend; whoever holds it: the request
 		// carries the holder), still delayed to the end of its wait. A
 		// twin of the reply sends nothing.
-		if resend(ctx, cur) {
-			wait := max(cur.CompleteBy.Sub(s.leaseEnd(def, 0, now)), 0)
+		if s.resend(ctx, cur, now) {
+			// The claim's deadline was the end of its wait plus the lease;
+			// a supervisor's wait since moved it, and kept it as
+			// WaitingSince.
+			due := cur.CompleteBy
+			if !cur.WaitingSince.IsZero() {
+				due = cur.WaitingSince
+			}
+			wait := max(due.Sub(s.leaseEnd(def, 0, now)), 0)
 			s.dispatchAfter(ctx, u, o.ord, def, cur, wait)
 		}
 		return nil, nil

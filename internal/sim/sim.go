@@ -44,6 +44,11 @@ type Config struct {
 	// an operator puts messages on the scheduler queue (docs/trust.md): an
 	// intake, a compensate, a reply whose echo is rewritten.
 	Forge bool
+	// Burst is how many more orders are submitted at the start, and
+	// ServiceTime an agent's virtual time per request: a backlog that
+	// outlasts the pick-up allowance (goodput.go).
+	Burst       int
+	ServiceTime time.Duration
 	// Sabotage plants a known bug in the world (SabotageLoseAlerts,
 	// SabotageSkipUndo, SabotageIgnoreTransient): the simulator's own tests use it to show that the
 	// checks catch what they are for.
@@ -64,7 +69,7 @@ const (
 // ForSeed draws a run's configuration from its seed.
 func ForSeed(seed int64) Config {
 	r := rand.New(rand.NewPCG(uint64(seed), 0xc0f))
-	return Config{
+	cfg := Config{
 		Seed:          seed,
 		Orders:        1 + r.IntN(3),
 		LateOrders:    r.IntN(2),
@@ -78,6 +83,8 @@ func ForSeed(seed int64) Config {
 		MaxEvents:     20000,
 		Forge:         r.IntN(4) == 0,
 	}
+	cfg.Burst, cfg.ServiceTime = drawBurst(r) // drawn last: the draws above are as before
+	return cfg
 }
 
 // Result is what a run found.
@@ -133,7 +140,7 @@ func Run(cfg Config) (res Result) {
 			Virtual: w.clock.Now().Sub(start), Orders: len(w.orders), Calls: w.remote.calls, Alerts: len(w.alerts),
 			DeadLettered: w.deadLettered}
 	}()
-	for range cfg.Orders {
+	for range cfg.Orders + cfg.Burst {
 		w.submit()
 	}
 	for ; ; w.events++ {

@@ -61,6 +61,9 @@ func TestChecksCatchPlantedBugs(t *testing.T) {
 		sim.SabotageSkipUndo:   "effect not undone",
 		// Issue 19: a reported failure left uncounted is waited on.
 		sim.SabotageIgnoreTransient: "failure taken for a wait",
+		// Issue 31: a step whose request is still queued rescued at its
+		// deadline (a second request into the backlog, a failure counted).
+		sim.SabotageRescueUnstarted: "failed by waiting",
 	} {
 		found := 0
 		for seed := int64(1); seed <= 200 && found == 0; seed++ {

@@ -84,6 +84,7 @@ type World struct {
 	// scheduler handled (acknowledged, and ended normally): issue 19's
 	// rule, a failure is counted, never waited on.
 	reported             map[reportedAttempt]bool
+	picked               map[pickedAttempt]bool // goodput.go
 	defs                 map[string]sas.Workflow // by version
 	v1, v2               sas.Workflow
 	deployed             bool
@@ -400,6 +401,7 @@ func (w *World) deliver(q *queue, msgs []*message) {
 	if len(in) == 0 {
 		return
 	}
+	w.serve(q, in) // goodput.go
 	var handle func(context.Context, events.SQSEvent) (events.SQSEventResponse, error)
 	var name string
 	if q.consumer == "scheduler" {
