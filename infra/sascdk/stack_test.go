@@ -170,7 +170,7 @@ func TestTablesMatchTheStateStoreContract(t *testing.T) {
 	if proj["ProjectionType"] != "INCLUDE" {
 		t.Errorf("GSI projection %v, want INCLUDE", proj["ProjectionType"])
 	}
-	wantAttrs := []string{"Attempt", "CompleteBy", "CreatedAt", "FailureCount", "LastError", "LockedBy", "ProcessState", "Shard", "StepName", "UpdatedAt", "WaitingSince"}
+	wantAttrs := []string{"Attempt", "CompleteBy", "CreatedAt", "FailureCount", "LastError", "LockedBy", "ProcessState", "Shard", "StartedAt", "StepName", "UpdatedAt", "WaitingSince"}
 	if got := strs(proj["NonKeyAttributes"]); !reflect.DeepEqual(got, wantAttrs) {
 		t.Errorf("GSI projected attributes %v, want %v", got, wantAttrs)
 	}

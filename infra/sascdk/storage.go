@@ -136,8 +136,9 @@ func (s *SAS) tables() {
 		SortKey:        &awsdynamodb.Attribute{Name: jsii.String("IdxSK"), Type: awsdynamodb.AttributeType_NUMBER},
 		ProjectionType: awsdynamodb.ProjectionType_INCLUDE,
 		// Exactly internal/dynamostore.IndexProjection (TestIndexProjectionMatchesTheStore
-		// compares them): the supervisor decides from the index alone, and
-		// CreatedAt and WaitingSince bound how long a held step may wait.
+		// compares them): the supervisor decides from the index alone:
+		// StartedAt tells a request that may still be queued from an attempt
+		// that started, WaitingSince and CreatedAt bound how long it waits.
 		//
 		// Changing this list on a deployed stack is not an ordinary update.
 		// CloudFormation neither alters nor replaces an existing index when
@@ -150,6 +151,6 @@ func (s *SAS) tables() {
 		// index added or deleted per update), during which the scheduler and
 		// supervisor cannot query it; a new stack is unaffected.
 		NonKeyAttributes: jsii.Strings("StepName", "ProcessState", "LockedBy", "CompleteBy",
-			"FailureCount", "Attempt", "UpdatedAt", "LastError", "Shard", "CreatedAt", "WaitingSince"),
+			"FailureCount", "Attempt", "UpdatedAt", "LastError", "Shard", "CreatedAt", "WaitingSince", "StartedAt"),
 	})
 }

@@ -20,7 +20,7 @@ import (
 // (a fresh message, its delivery count from 1), and the old message is
 // acknowledged. The request thus stays in the agent queue, where the
 // supervisor sees it, instead of vanishing or piling up in the DLQ
-// (docs/protocol.md, "Waiting is not executing"). A retry that could not be
+// (docs/protocol.md, "Deadlines start at pick-up"). A retry that could not be
 // sent leaves its message for redelivery, as before.
 func (s *Service) requeue(ctx context.Context, records []events.SQSMessage, failed []fate) {
 	var msgs []outbox.Message

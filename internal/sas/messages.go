@@ -231,7 +231,7 @@ type Retry struct {
 	// an outcome after its last delivery: Attempt is the attempt of that
 	// request, and the scheduler sends the request again if that attempt is
 	// still the step's current, held one, whatever its deadline
-	// (docs/protocol.md, "Waiting is not executing"). The request is then
+	// (docs/protocol.md, "Deadlines start at pick-up"). The request is then
 	// back in the queue, where the supervisor sees it.
 	Requeue bool `json:"requeue,omitempty"`
 	// Trace is the order's trace context, a W3C traceparent (trace.go):

@@ -72,10 +72,10 @@ type StepRecord struct {
 	OwedAt time.Time // when a sweep (re)sends what is owed
 
 	// WaitingSince is the first deadline of the current attempt that the
-	// supervisor let pass because the agent queue still held requests
-	// (Wait, docs/protocol.md "Waiting is not executing"): the attempt's
-	// wait limit counts from it. Zero when the attempt never waited; every
-	// write that ends the lease clears it.
+	// supervisor let pass because no pick-up was reported (Wait,
+	// docs/protocol.md "Deadlines start at pick-up"): the request's
+	// delivery horizon counts from it. Zero when the attempt never waited;
+	// every write that ends the lease clears it.
 	WaitingSince time.Time
 	// StartedAt is when the scheduler recorded that the current attempt's
 	// request was picked up (Start): its agent reports a pick-up that came

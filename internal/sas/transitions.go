@@ -371,8 +371,9 @@ func NoteEffect(r StepRecord, p NoteEffectParams) (StepRecord, error) {
 }
 
 // WaitParams is the supervisor letting a leased step's deadline pass
-// without counting a failure, because its request may still be waiting in
-// the agent queue (docs/protocol.md, "Waiting is not executing"). It is
+// without counting a failure, because no pick-up of its request was
+// reported and it may still be queued (docs/protocol.md, "Deadlines start
+// at pick-up"). It is
 // fenced on exactly the lease it saw: state, holder, attempt and deadline,
 // so of several supervisors that saw the same deadline one extends it and
 // the others lose the race.

@@ -84,7 +84,7 @@ type World struct {
 	// scheduler handled (acknowledged, and ended normally): issue 19's
 	// rule, a failure is counted, never waited on.
 	reported             map[reportedAttempt]bool
-	picked               map[pickedAttempt]bool // goodput.go
+	picked               map[pickedAttempt]bool  // goodput.go
 	defs                 map[string]sas.Workflow // by version
 	v1, v2               sas.Workflow
 	deployed             bool
