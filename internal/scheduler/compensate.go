@@ -154,8 +154,16 @@ func (s *Service) claimUndo(ctx context.Context, u *outbox.Unit, o order, r sas.
 		return false, &siblingMoved{re}
 	}
 	if errors.Is(err, sas.ErrLostRace) {
-		// Another delivery started it: that one dispatches the undo.
+		// Another delivery started it: that one dispatches the undo. But
+		// if this is a redelivery, the other may be an earlier delivery of
+		// this very message, whose send can fail after this one's
+		// acknowledgement deleted the message: the redelivery sends it
+		// again while no pick-up was reported (resend).
 		s.log.InfoContext(ctx, "compensation already started elsewhere", "order", o.id(), "step", r.Step, "error", err)
+		if re := (*sas.RaceError)(nil); errors.As(err, &re) && re.Current != nil && re.Current.ProcessState == sas.Compensating &&
+			re.Current.Attempt > r.Attempt && s.resend(ctx, *re.Current, now) {
+			s.dispatch(ctx, u, o.ord, o.wf.Steps[r.Step], *re.Current)
+		}
 		return false, nil
 	}
 	if err != nil {

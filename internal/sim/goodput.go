@@ -3,6 +3,7 @@ package sim
 import (
 	"encoding/json"
 	"math/rand/v2"
+	"strings"
 	"time"
 
 	"github.com/sas-go/sas/internal/sas"
@@ -68,6 +69,9 @@ func (w *World) checkWaited(name string, b, a sas.StepRecord) {
 	}
 	if w.picked[pickedAttempt{b.Key(), b.Attempt}] {
 		return
+	}
+	if strings.Contains(a.LastError, "overall limit") {
+		return // the step's TotalLimit, which its definition sets: given up by rule, not for waiting
 	}
 	w.violate("failed by waiting", "%s counted failure %d of %v attempt %d, whose request no agent had picked up: it waited, it did not fail",
 		name, a.FailureCount, b.Key(), b.Attempt)
