@@ -199,9 +199,16 @@ func (s *Service) reattempt(ctx context.Context, u *outbox.Unit, o order, r sas.
 		claimed, err = own, nil
 	}
 	if errors.Is(err, sas.ErrLostRace) {
-		// A retry (the supervisor's, after a crash of ours) claimed it:
-		// that one sends the request.
+		// A retry (the supervisor's, after a crash of ours), or an earlier
+		// delivery of this very reply, claimed it: that one sends the
+		// request. A redelivery sends it again while no pick-up was
+		// reported, as the earlier delivery's send may fail after this
+		// one's acknowledgement (resend).
 		s.log.InfoContext(ctx, "next attempt claimed elsewhere", "order", o.id(), "step", r.Step, "error", err)
+		if re := (*sas.RaceError)(nil); errors.As(err, &re) && re.Current != nil && re.Current.Attempt == r.Attempt+1 &&
+			s.resend(ctx, *re.Current, now) {
+			s.dispatchAfter(ctx, u, o.ord, def, *re.Current, wait)
+		}
 		return nil
 	}
 	if err != nil {
