@@ -16,6 +16,8 @@ import (
 
 	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
 	"github.com/aws/jsii-runtime-go"
+
+	"github.com/sas-go/sas/internal/sizing"
 )
 
 // sourceQueues maps each queue that feeds a function to its DLQ and consumer.
@@ -92,6 +94,10 @@ func TestQueuesHaveDLQsEncryptionAndVisibility(t *testing.T) {
 			if _, ok := props(q)["RedrivePolicy"]; ok {
 				t.Errorf("%s: a DLQ must not redrive further", id)
 			}
+		} else if got, _ := props(q)["MessageRetentionPeriod"].(float64); got != sizing.QueueRetention.Seconds() {
+			// The supervisor's delivery horizon for a request is this
+			// retention (docs/protocol.md, "Deadlines start at pick-up").
+			t.Errorf("%s: MessageRetentionPeriod %v, want sizing.QueueRetention (%v s)", id, props(q)["MessageRetentionPeriod"], sizing.QueueRetention.Seconds())
 		}
 	}
 	check(t, "every queue encrypted", func() {
