@@ -89,6 +89,13 @@ func (s *Service) transientOn(ctx context.Context, u *outbox.Unit, o order, rep 
 		// A redelivery after the give-up: its effects again (the alert has
 		// the same id; the compensation is idempotent).
 		return nil, s.gaveUp(ctx, u, o, cur, now)
+
+	case !undo && cur.Attempt == rep.Attempt+1 && cur.ProcessState == sas.Compensating && s.resend(ctx, cur, now):
+		// A redelivery after the give-up's compensation claimed the step's
+		// own undo: its first delivery may have died before sending it
+		// (found by the simulator, seed 6106).
+		s.dispatch(ctx, u, o.ord, def, cur)
+		return nil, nil
 	}
 	s.log.InfoContext(ctx, "stale transient reply", "order", rep.OrderID, "step", rep.Step,
 		"attempt", rep.Attempt, "lockedBy", rep.LockedBy, "state", cur.ProcessState, "currentAttempt", cur.Attempt, "currentHolder", cur.LockedBy)
