@@ -372,6 +372,12 @@ func (w *World) ended(t *task) {
 					continue
 				}
 			}
+			if o.kind == owesRequest && w.picked[pickedAttempt{o.key, o.attempt}] {
+				// Another delivery's send of the same request was picked
+				// up: the attempt started, and its request is not re-sent
+				// (issue 31, goodput.go).
+				continue
+			}
 			w.violate("lost work", "task %d (%s) ended normally without sending %s", t.id, t.name, o)
 		}
 	}
