@@ -36,7 +36,7 @@ func TestOverloadFailsNothingAndSendsEachRequestOnce(t *testing.T) {
 		// A pick-up allowance far shorter than the backlog's drain: most
 		// requests are picked up late and reported (issue 31).
 		Instances: 1, StepTimeout: 2 * time.Second, AttemptTimeout: 2 * time.Second, PickupTimeout: 2 * time.Second,
-		Faults:    remotesim.Faults{Profile: remotesim.Profile{LatencyBase: 300 * time.Millisecond}},
+		Faults: remotesim.Faults{Profile: remotesim.Profile{LatencyBase: 300 * time.Millisecond}},
 	})
 	require.NoError(t, err)
 	defer sys.Close()
