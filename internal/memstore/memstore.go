@@ -409,6 +409,7 @@ func (s *Store) normalize(r sas.StepRecord) sas.StepRecord {
 	r.CompleteBy, r.DueAt = ms(r.CompleteBy), ms(r.DueAt)
 	r.CreatedAt, r.UpdatedAt = ms(r.CreatedAt), ms(r.UpdatedAt)
 	r.OwedAt = ms(r.OwedAt)
+	r.WaitingSince, r.StartedAt = ms(r.WaitingSince), ms(r.StartedAt)
 	for i := range r.History {
 		r.History[i].At = ms(r.History[i].At)
 	}

@@ -467,7 +467,8 @@ func Start(r StepRecord, p StartParams) (StepRecord, error) {
 	if !heldBy(r, p.From, p.Owner, p.Attempt) {
 		return r, race("start", r)
 	}
-	if !r.StartedAt.IsZero() && !r.CompleteBy.Before(p.CompleteBy) {
+	// Compared as stored: a store keeps times to the millisecond.
+	if !r.StartedAt.IsZero() && !r.CompleteBy.Before(p.CompleteBy.Truncate(time.Millisecond)) {
 		return r, nil
 	}
 	r.StartedAt = p.Now
