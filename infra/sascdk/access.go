@@ -48,7 +48,10 @@ func (s *SAS) permissions() {
 		"dynamodb:ConditionCheckItem", "dynamodb:Query"}, tables...)
 	allow(s.scheduler.role, []string{"dynamodb:Query"}, stateIndexARN)
 	allow(s.scheduler.role, consume, s.intake.QueueArn(), s.schedulerQ.QueueArn(), s.controlQ.QueueArn())
-	allow(s.scheduler.role, []string{"sqs:SendMessage"}, append(s.agentQueueARNs(), s.schedulerQ.QueueArn())...)
+	// Besides the agents' queues: the queues it reads, since a message on
+	// its last receives before the DLQ is renewed by a fresh copy sent to
+	// the queue it came from (internal/scheduler/renew.go).
+	allow(s.scheduler.role, []string{"sqs:SendMessage"}, append(s.agentQueueARNs(), s.schedulerQ.QueueArn(), s.intake.QueueArn(), s.controlQ.QueueArn())...)
 	if len(s.p.AllowedReplyQueueARNs) > 0 {
 		allow(s.scheduler.role, []string{"sqs:SendMessage"}, *jsii.Strings(s.p.AllowedReplyQueueARNs...)...)
 	}
@@ -126,8 +129,9 @@ func (s *SAS) resourcePolicies() {
 			Conditions: &map[string]any{op: map[string]any{"aws:PrincipalArn": principals}},
 		})
 	}
-	// The control queue: the supervisor and the operators.
-	control := append(roleARNs(s.super.role), *jsii.Strings(s.p.OperatorRoleARNs...)...)
+	// The control queue: the supervisor and the operators, and the
+	// scheduler's renewed copies of their messages.
+	control := append(roleARNs(s.super.role, s.scheduler.role), *jsii.Strings(s.p.OperatorRoleARNs...)...)
 	s.controlQ.AddToResourcePolicy(denyAllBut("OnlySupervisorAndOperatorsSend", []string{"sqs:SendMessage"}, s.controlQ.QueueArn(), control))
 	// The scheduler queue: the agents (replies, requeues) and the scheduler.
 	agents := roleARNs(s.scheduler.role)

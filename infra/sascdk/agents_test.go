@@ -316,8 +316,11 @@ func TestPerAgentLeastPrivilege(t *testing.T) {
 			}
 		}
 		sort.Strings(queues)
-		if got := s.grants(t, "SchedulerRole")["sqs:SendMessage"]; !reflect.DeepEqual(got, queues) {
-			t.Errorf("%s: scheduler sqs:SendMessage on %v, want %v", name, got, queues)
+		// And the queues it reads, for renewed copies (internal/scheduler/renew.go).
+		sends := append([]string{"ControlQueue", "IntakeQueue"}, queues...)
+		sort.Strings(sends)
+		if got := s.grants(t, "SchedulerRole")["sqs:SendMessage"]; !reflect.DeepEqual(got, sends) {
+			t.Errorf("%s: scheduler sqs:SendMessage on %v, want %v", name, got, sends)
 		}
 		if got := s.grants(t, "SupervisorRole")["sqs:GetQueueAttributes"]; !reflect.DeepEqual(got, queues) {
 			t.Errorf("%s: supervisor sqs:GetQueueAttributes on %v, want %v", name, got, queues)

@@ -187,7 +187,7 @@ func TestLeastPrivilegePerFunction(t *testing.T) {
 			"sqs:DeleteMessage":             {"ControlQueue", "IntakeQueue", "SchedulerQueue"},
 			"sqs:GetQueueAttributes":        {"ControlQueue", "IntakeQueue", "SchedulerQueue"},
 			"sqs:ChangeMessageVisibility":   {"ControlQueue", "IntakeQueue", "SchedulerQueue"},
-			"sqs:SendMessage":               {"AgentpaymentsQueue", "SchedulerQueue"},
+			"sqs:SendMessage":               {"AgentpaymentsQueue", "ControlQueue", "IntakeQueue", "SchedulerQueue"},
 			"sns:Publish":                   {"AlertTopic"},
 			"kms:Decrypt":                   {"AlertKey"},
 			"kms:GenerateDataKey":           {"AlertKey"},
@@ -251,7 +251,7 @@ func TestLeastPrivilegePerFunction(t *testing.T) {
 	// Reply queues: the variant's scheduler may post to exactly the listed
 	// ARNs (prefix included) besides its own two queues.
 	got := variant.grants(t, "SchedulerRole")["sqs:SendMessage"]
-	wantSend := append([]string{"AgentpaymentsQueue", "SchedulerQueue"}, replyQueueARNs...)
+	wantSend := append([]string{"AgentpaymentsQueue", "ControlQueue", "IntakeQueue", "SchedulerQueue"}, replyQueueARNs...)
 	sort.Strings(wantSend)
 	if !reflect.DeepEqual(got, wantSend) {
 		t.Errorf("variant scheduler SendMessage on %v, want %v", got, wantSend)

@@ -56,8 +56,9 @@ func TestWhoMaySendWhere(t *testing.T) {
 		s    *synthesized
 		want []string
 	}{
-		{"default", def, []string{"SupervisorRole"}},
-		{"variant", variant, []string{operatorRoleARN, "SupervisorRole"}},
+		// The scheduler's: its renewed copies (internal/scheduler/renew.go).
+		{"default", def, []string{"SchedulerRole", "SupervisorRole"}},
+		{"variant", variant, []string{operatorRoleARN, "SchedulerRole", "SupervisorRole"}},
 	} {
 		got := tc.s.senderList(t, "AWS::SQS::QueuePolicy", "PolicyDocument", "OnlySupervisorAndOperatorsSend", queuePolicyOf("ControlQueue"))
 		want := append([]string(nil), tc.want...)
@@ -88,15 +89,15 @@ func TestWhoMaySendWhere(t *testing.T) {
 		}
 	}
 
-	// Grants agree: only the supervisor's role may send to the control
-	// queue, and no agent may.
+	// Grants agree: only the supervisor's role (and the scheduler's, for
+	// its renewed copies) may send to the control queue, and no agent may.
 	for _, role := range []string{"SchedulerRole", "AgentpaymentsRole", "SupervisorRole"} {
 		sends := def.grants(t, role)["sqs:SendMessage"]
 		has := false
 		for _, q := range sends {
 			has = has || q == "ControlQueue"
 		}
-		if has != (role == "SupervisorRole") {
+		if has != (role == "SupervisorRole" || role == "SchedulerRole") {
 			t.Errorf("%s sqs:SendMessage on %v", role, sends)
 		}
 	}
@@ -300,14 +301,15 @@ func merge2(ms ...map[string][]string) map[string][]string {
 }
 
 // TestControlQueueSenders: in every stack, the control queue takes
-// messages from the supervisor's role and the operators' alone, no role
-// of the stack but the supervisor's is granted to send there, and the
+// messages from the supervisor's role, the operators' and the scheduler's
+// (its renewed copies) alone, no role of the stack but those two is granted
+// to send there, and the
 // operators are granted nothing else (their rights are the deployer's to
 // give).
 func TestControlQueueSenders(t *testing.T) {
 	f := all(t)
 	for name, s := range map[string]*synthesized{"default": f.def, "variant": f.variant, "two": f.two, "five": f.five} {
-		want := append([]string{"SupervisorRole"}, s.props.OperatorRoleARNs...)
+		want := append([]string{"SchedulerRole", "SupervisorRole"}, s.props.OperatorRoleARNs...)
 		sort.Strings(want)
 		got := s.senderList(t, "AWS::SQS::QueuePolicy", "PolicyDocument", "OnlySupervisorAndOperatorsSend", queuePolicyOf("ControlQueue"))
 		if !reflect.DeepEqual(got, want) {
@@ -319,7 +321,7 @@ func TestControlQueueSenders(t *testing.T) {
 				if !slices.Contains(strs(st["Resource"]), "ControlQueue") || !slices.Contains(strs(st["Action"]), "sqs:SendMessage") {
 					continue
 				}
-				if roles := strs(props(p)["Roles"]); !reflect.DeepEqual(roles, []string{"SupervisorRole"}) {
+				if roles := strs(props(p)["Roles"]); !reflect.DeepEqual(roles, []string{"SupervisorRole"}) && !reflect.DeepEqual(roles, []string{"SchedulerRole"}) {
 					t.Errorf("%s: policy %s lets %v send to the control queue", name, id, roles)
 				}
 			}

@@ -36,7 +36,7 @@ func (st *Store) claimWithSiblings(ctx context.Context, p sas.ClaimParams) (sas.
 					return sas.StepRecord{}, fmt.Errorf("claiming step %s: %w", p.Key, raceFromItem("claim", keys[i], r.Item))
 				}
 			}
-			return sas.StepRecord{}, fmt.Errorf("claiming step %s: %s: %w", p.Key, reasons(tce), sas.ErrLostRace)
+			return sas.StepRecord{}, fmt.Errorf("claiming step %s: %w", p.Key, notMade(tce))
 		}
 		return sas.StepRecord{}, fmt.Errorf("claiming step %s: %w", p.Key, translate(err))
 	}

@@ -31,6 +31,21 @@ func raceFromItem(op string, k sas.StepKey, item map[string]av) error {
 	return &sas.RaceError{Op: op, Key: k, Current: &cur}
 }
 
+// notMade is a cancelled transaction none of whose conditions failed:
+// another transaction on one of its items was in flight
+// (TransactionConflict), or DynamoDB throttled it. Nothing was decided, so
+// it is never a lost race (sas.ErrLostRace tells the caller to acknowledge
+// and move on): a conflict is sas.ErrConflict, anything else a plain
+// error, and either way the caller's message is redelivered (issue 29, N3).
+func notMade(tce *types.TransactionCanceledException) error {
+	for _, r := range tce.CancellationReasons {
+		if aws.ToString(r.Code) == "TransactionConflict" {
+			return fmt.Errorf("%s: %w", reasons(tce), sas.ErrConflict)
+		}
+	}
+	return errors.New(reasons(tce))
+}
+
 func reasons(tce *types.TransactionCanceledException) string {
 	var out []string
 	for _, r := range tce.CancellationReasons {
@@ -48,6 +63,11 @@ func translate(err error) error {
 	var ccf *types.ConditionalCheckFailedException
 	if errors.As(err, &ccf) {
 		return fmt.Errorf("%s: %w", aws.ToString(ccf.Message), sas.ErrLostRace)
+	}
+	var tc *types.TransactionConflictException
+	if errors.As(err, &tc) {
+		// A single write on an item a transaction holds.
+		return fmt.Errorf("%s: %w", aws.ToString(tc.Message), sas.ErrConflict)
 	}
 	var api interface{ ErrorCode() string }
 	if errors.As(err, &api) && api.ErrorCode() == "ValidationException" {

@@ -51,7 +51,12 @@ func (st *Store) resubmitWrite(ctx context.Context, p sas.ResubmitParams, u upda
 			if r := tce.CancellationReasons[0]; aws.ToString(r.Code) == "ConditionalCheckFailed" {
 				return sas.StepRecord{}, fmt.Errorf("resubmitting step %s: %w", p.Key, raceFromItem("resubmit", p.Key, r.Item))
 			}
-			return sas.StepRecord{}, fmt.Errorf("resubmitting step %s: a sibling step changed meanwhile (%s): %w", p.Key, reasons(tce), sas.ErrLostRace)
+			for _, r := range tce.CancellationReasons[1:] {
+				if aws.ToString(r.Code) == "ConditionalCheckFailed" {
+					return sas.StepRecord{}, fmt.Errorf("resubmitting step %s: a sibling step changed meanwhile (%s): %w", p.Key, reasons(tce), sas.ErrLostRace)
+				}
+			}
+			return sas.StepRecord{}, fmt.Errorf("resubmitting step %s: %w", p.Key, notMade(tce))
 		}
 		return sas.StepRecord{}, fmt.Errorf("resubmitting step %s: %w", p.Key, translate(err))
 	}

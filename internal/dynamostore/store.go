@@ -121,7 +121,7 @@ func (st *Store) Submit(ctx context.Context, p sas.SubmitParams) (sas.SubmitResu
 	}
 	// A concurrent submission of the same order (TransactionConflict) and the
 	// like: the caller retries, and the retry takes the branch above.
-	return sas.SubmitResult{}, fmt.Errorf("submitting order %s: %s: %w", o.OrderID, reasons(tce), sas.ErrLostRace)
+	return sas.SubmitResult{}, fmt.Errorf("submitting order %s: %w", o.OrderID, notMade(tce))
 }
 
 // written is the order a submission wrote, decoded from its items, so that
@@ -219,7 +219,7 @@ func (st *Store) Complete(ctx context.Context, p sas.CompleteParams) ([]sas.Step
 					return nil, fmt.Errorf("%s step %s: %w", op, k, raceFromItem(op, k, r.Item))
 				}
 			}
-			return nil, fmt.Errorf("completing step %s: %s: %w", p.Key, reasons(tce), sas.ErrLostRace)
+			return nil, fmt.Errorf("completing step %s: %w", p.Key, notMade(tce))
 		}
 		return nil, fmt.Errorf("completing step %s: %w", p.Key, translate(err))
 	}
@@ -436,6 +436,7 @@ func (st *Store) Resubmit(ctx context.Context, p sas.ResubmitParams) (sas.StepRe
 	failedAt(&u, p.Attempt)
 	u.set(attrState, s(string(sas.Pending)))
 	u.set(attrFailureCount, ni(0))
+	u.set(attrAttempt, ni(next.Attempt))
 	u.set(attrGeneration, ni(next.Generation))
 	u.set(attrRefused, boolean(false))
 	u.remove(attrFailedBy)

@@ -54,9 +54,10 @@ func TestContract(t *testing.T) {
 				}
 			})
 			c := &counting{Client: client}
-			st, err := New(c, tc)
+			tx := &storetest.Conflicting{DynamoAPI: c}
+			st, err := New(tx, tc)
 			require.NoError(t, err)
-			return storetest.Fixture{Store: st, Shards: tc.Shards, Counted: c.stats,
+			return storetest.Fixture{Store: st, Shards: tc.Shards, Counted: c.stats, Conflict: func(id string) { tx.Arm(id, 1) },
 				Load: func(ctx context.Context, recs []sas.StepRecord) error { return load(ctx, client, tc.StateTable, recs) }}
 		}, Large: largeTable(t)})
 	})

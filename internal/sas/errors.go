@@ -13,6 +13,13 @@ var (
 	// (another scheduler claimed it, the supervisor reset it, a reply is stale).
 	// The caller acknowledges and moves on; it never retries the same write.
 	ErrLostRace = errors.New("lost the race")
+	// ErrConflict: the write was not made because another write on the
+	// same items was in flight (DynamoDB's TransactionConflict), and it
+	// decided nothing: unlike ErrLostRace, the record may well still be as
+	// the writer saw it. The caller makes the write again, or fails its
+	// message so that a redelivery does (docs/protocol.md, "A conflict is
+	// not a lost race").
+	ErrConflict = errors.New("conflicted with a concurrent write; not made")
 	// ErrOrderConflict: the order id exists with different content.
 	ErrOrderConflict = errors.New("order id already used with different content")
 	// ErrInvalid: input that can never succeed (bad message, bad parameter).

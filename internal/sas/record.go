@@ -29,7 +29,8 @@ type StepRecord struct {
 	LockedBy     string    // the instance holding the lease; "" when none
 	CompleteBy   time.Time // the lease deadline; zero when not leased
 	FailureCount int       // times the supervisor found the step stuck or stranded
-	// Attempt is the fencing token: each claim increments it, and every write
+	// Attempt is the fencing token: each claim and each resubmit increments
+	// it (so every event of a step has an attempt of its own), and every write
 	// of a running step is conditional on the attempt the writer holds.
 	Attempt int
 	// DueAt is when the supervisor must look at the record: CompleteBy while

@@ -38,3 +38,22 @@ func CanResubmit(v OrderView, step int) error {
 	}
 	return nil
 }
+
+// NewKeyOnResubmit reports whether a resubmit of r starts a new key
+// generation: r was refused and no effect of it was seen (UndoOwed), so a
+// remote that stored the refusal would replay it under the old key.
+func NewKeyOnResubmit(r StepRecord) bool { return r.Refused && !r.UndoOwed }
+
+// ResubmitKeyNote is what an operator is told about a step that runs, or
+// ran, under generation gen's key after the generation before it was
+// refused (sasctl's resubmit and its dry run; the scheduler's alert when
+// the step completes). A refusal is not proof of no effect
+// (docs/protocol.md): a twin delivery of the refused request may have
+// succeeded under the older key, its reply lost, and nothing undoes that
+// effect unless the order is compensated.
+func ResubmitKeyNote(orderID string, step, gen int) string {
+	old, cur := IdempotencyKey(orderID, step, gen-1, false), IdempotencyKey(orderID, step, gen, false)
+	return fmt.Sprintf("step %d of order %s runs under a new key, %s, after it was refused under %s; a refusal is not proof of no effect: "+
+		"if a twin delivery succeeded under %s (its reply lost), the step's effect exists under both keys. Check %s at the service; "+
+		"a compensation of the order undoes both", step, orderID, cur, old, old, old)
+}

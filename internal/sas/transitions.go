@@ -305,7 +305,8 @@ type ResubmitParams struct {
 	Reason   string
 }
 
-// Resubmit moves Error → Pending with FailureCount reset, fenced on attempt.
+// Resubmit moves Error → Pending with FailureCount reset and the attempt
+// moved on by one, fenced on the attempt.
 func Resubmit(r StepRecord, p ResubmitParams) (StepRecord, error) {
 	if r.ProcessState != Error || r.Attempt != p.Attempt {
 		return r, race("resubmit", r)
@@ -321,6 +322,14 @@ func Resubmit(r StepRecord, p ResubmitParams) (StepRecord, error) {
 	}
 	r.FailureCount = 0
 	r.DueAt = p.PickupBy
+	// A resubmit is a new round of the step, and moves the fence as a claim
+	// does: every event of the round (its give-up, its failure, their
+	// alerts and statuses) is named by an attempt the round before never
+	// had, so no two events share an alert id or a status sequence number
+	// (issue 29, N5: a resubmitted step given up before any claim re-used
+	// the refusal's alert id, and a pipeline that drops repeats by id
+	// never paged it).
+	r.Attempt++
 	if r.Refused && !r.UndoOwed {
 		// Nothing took effect under the old key: a new generation, so that
 		// a remote which stored the refusal does not replay it.

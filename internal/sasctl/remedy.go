@@ -54,6 +54,12 @@ func (a *App) resubmit(ctx context.Context, args []string) error {
 			}
 			continue
 		}
+		if cur, err := a.Store.GetStep(ctx, r.Key()); err == nil && sas.NewKeyOnResubmit(cur) {
+			// A refusal is not proof of no effect: the operator hears which
+			// key may carry a twin's effect, before and as it happens (the
+			// record read whole: a listing's may not say it was refused).
+			fmt.Fprintf(a.Out, "note: %s\n", sas.ResubmitKeyNote(cur.OrderID, cur.Step, cur.Generation+1))
+		}
 		if *dry {
 			fmt.Fprintf(a.Out, "would resubmit %s step %d (%s): %s\n", r.OrderID, r.Step, r.StepName, dash(r.LastError))
 			continue
@@ -110,7 +116,7 @@ func (a *App) resubmitOne(ctx context.Context, r sas.StepRecord) error {
 	now := a.Clock.Now()
 	rec, err := a.Store.Resubmit(ctx, sas.ResubmitParams{Key: r.Key(), Attempt: r.Attempt, Now: now,
 		PickupBy: now.Add(a.PickupTimeout), Actor: a.Actor, Reason: "resubmitted by operator"})
-	if own, ok := sas.OwnWrite(err, a.Actor, now, sas.Pending, r.Attempt); ok {
+	if own, ok := sas.OwnWrite(err, a.Actor, now, sas.Pending, r.Attempt+1); ok { // a resubmit moves the attempt on
 		rec, err = own, nil // committed; the SDK's retry lost to it
 	}
 	if err != nil {

@@ -106,6 +106,8 @@ func TestResubmitOneAndBulk(t *testing.T) {
 	ctx := context.Background()
 	require.NoError(t, f.app.Run(ctx, []string{"resubmit", "-all", "-dry-run"}))
 	require.Contains(t, f.out.String(), "would resubmit (dry run) 3 step(s)")
+	require.Contains(t, f.out.String(), "runs under a new key, o-a:0:g1, after it was refused under o-a:0; a refusal is not proof of no effect",
+		"the dry run names the refused key a twin's effect may exist under (issue 29, N4)")
 	require.Empty(t, f.receive(t, f.schq), "a dry run sends nothing")
 	l, err := f.store.ListByState(ctx, sas.ListByStateParams{State: sas.Error})
 	require.NoError(t, err)
@@ -120,7 +122,7 @@ func TestResubmitOneAndBulk(t *testing.T) {
 	require.Len(t, bodies, 1)
 	var r sas.Retry
 	require.NoError(t, json.Unmarshal([]byte(bodies[0]), &r))
-	require.Equal(t, sas.Retry{V: 1, Kind: sas.KindRetry, OrderID: "o-a", Step: 0, Attempt: 1, Reason: "resubmitted by operator:test"}, r)
+	require.Equal(t, sas.Retry{V: 1, Kind: sas.KindRetry, OrderID: "o-a", Step: 0, Attempt: 2, Reason: "resubmitted by operator:test"}, r, "a resubmit moves the attempt on")
 	require.ErrorIs(t, f.app.Run(ctx, []string{"resubmit", "o-a"}), sas.ErrNotFound, "nothing left in Error")
 
 	f.out.Reset()

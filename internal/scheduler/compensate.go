@@ -76,6 +76,24 @@ func (s *Service) startCompensation(ctx context.Context, u *outbox.Unit, o order
 	}
 }
 
+// callsForCompensation reports whether the order, as read, still calls for
+// an automatic compensation: a forward step of it failed (Error) or its
+// undo has begun (Compensating, Compensated). An order whose failed step
+// was resubmitted, and has run on or completed since, does not
+// (docs/protocol.md, "A resubmit against a compensation"). An undo claim
+// carries every other step as read (claimUndo), and the claimed step is
+// fenced on its own state, so the state that called for the claim is
+// checked in the claim's own write.
+func callsForCompensation(o order) bool {
+	for _, r := range o.steps {
+		switch r.ProcessState {
+		case sas.Error, sas.Compensating, sas.Compensated:
+			return true
+		}
+	}
+	return false
+}
+
 // siblingMoved is an undo claim that lost because another step of the
 // order is no longer in the state the plan read.
 type siblingMoved struct{ *sas.RaceError }
@@ -83,6 +101,15 @@ type siblingMoved struct{ *sas.RaceError }
 // compensateFrom is one plan of startCompensation, from the order as read.
 func (s *Service) compensateFrom(ctx context.Context, u *outbox.Unit, o order, explicit bool, now time.Time) (sas.StepKey, error) {
 	ord := o.ord
+	if !explicit && !callsForCompensation(o) {
+		// The failure that asked for this compensation no longer stands
+		// (the refused or given-up step was resubmitted, and completed,
+		// since it was read): nothing is undone. The claim below is fenced
+		// on the order as read, so this holds in the same write (issue 29,
+		// N2).
+		s.log.InfoContext(ctx, "not compensating: no step of the order calls for it any more", "order", ord.OrderID)
+		return sas.StepKey{}, nil
+	}
 	compensated := false
 	for _, r := range o.steps {
 		if !explicit && inFlight(r) {

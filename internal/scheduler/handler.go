@@ -95,7 +95,9 @@ type Handler struct {
 // NewHandler returns the Lambda handler of a Service.
 func NewHandler(svc *Service) *Handler {
 	urls := map[string]string{}
-	for _, u := range []string{svc.cfg.IntakeQueueURL, svc.cfg.SchedulerQueueURL} {
+	// The control queue's too: a retry or compensate failing through a
+	// store outage is as good as any other message (issue 29, N6).
+	for _, u := range []string{svc.cfg.IntakeQueueURL, svc.cfg.SchedulerQueueURL, svc.cfg.ControlQueueURL} {
 		if u != "" {
 			urls[sas.QueueName(u)] = u
 		}
@@ -171,9 +173,14 @@ func (h *Handler) handleRecord(ctx context.Context, u *outbox.Unit, rec events.S
 	if h.renew(ctx, rec) {
 		return nil
 	}
-	renewed, body := renewals(rec.Body)
+	was, body := h.svc.renewals(rec.Body)
 	from := h.origin(rec)
-	from.Redelivered = redelivery(rec) || renewed > 0
+	if was.sender != "" {
+		// A copy the scheduler renewed: who sent the message first, as
+		// the scheduler signed it (renew.go), not the scheduler itself.
+		from.SenderID = was.sender
+	}
+	from.Redelivered = redelivery(rec) || was.count > 0
 	return h.settle(ctx, log, h.svc.handleMessage(ctx, u, from, []byte(body)))
 }
 

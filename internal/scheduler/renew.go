@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -15,41 +16,82 @@ import (
 // Renewal keeps good messages out of the dead-letter queue (docs/protocol.md,
 // "Dead letters"). SQS counts every receive against the queue's
 // maxReceiveCount, those of instances that died or timed out included, so a
-// good message can reach the DLQ through bad luck alone. A message on one of
-// its last two receives before that (MaxReceives-2 and after: two chances,
-// since the instance renewing it may die too) is sent again as a fresh copy, whose count starts at 0, and the old one acknowledged; the copy
+// good message can reach the DLQ through bad luck alone. A message on one
+// of its last two receives before that (MaxReceives-2 and after: two
+// chances, since the instance renewing it may die too), on any queue the
+// scheduler reads (intake, scheduler, control), is sent again as a fresh
+// copy, whose count starts at 0, and the old one acknowledged; the copy
 // says how often it was renewed, and after MaxRenewals it is handled as it
 // is, so a message that no handler can process still ends in the DLQ.
+//
+// The count is the scheduler's own note, signed with its key over the
+// count and the rest of the body: a sender cannot set it (issue 29, F-8: a
+// count read as the message said let a sender write -1000000 and renew a
+// failing message for ever). A message that carries a count without the
+// scheduler's signature (forged, or from a build before the signature) is
+// renewed no more; one with no count is a first copy.
 const (
 	// DefaultMaxReceives is the construct's maxReceiveCount.
 	DefaultMaxReceives = 5
 	// MaxRenewals bounds the fresh copies of one message.
 	MaxRenewals = 3
-	// renewalsField carries the count in a renewed body. It is removed
-	// before the body is read, so no message contract changes.
-	renewalsField = "sasRenewals"
+	// renewalsField carries the count in a renewed body, and
+	// renewalSigField its signature. Both are removed before the body is
+	// read, so no message contract changes.
+	renewalsField   = "sasRenewals"
+	renewalSigField = "sasRenewalSig"
+	// renewalSenderField keeps, in a renewed copy, who sent the message
+	// first (SQS's SenderId), signed with the count: the copy's own sender
+	// is the scheduler, and a compensate's actor is who asked for it.
+	renewalSenderField = "sasSender"
+	// renewalPurpose labels the signature (sas.Signer.SignBytes).
+	renewalPurpose = "renewal"
 )
 
-// renewals removes the renewal count from a body, returning both.
-func renewals(body string) (int, string) {
+// renewal is what a body says of its renewals, once the scheduler checked
+// it: how often it was renewed, and who sent it first ("" when unknown).
+type renewal struct {
+	count  int
+	sender string
+}
+
+// renewals removes the renewal fields from a body, returning the body as
+// read and what the scheduler vouches for (see above): a count of 0 for a
+// body without one, MaxRenewals (and no sender) for one it did not sign.
+func (s *Service) renewals(body string) (renewal, string) {
 	if !strings.Contains(body, renewalsField) {
-		return 0, body
+		return renewal{}, body
 	}
 	var m map[string]json.RawMessage
 	if json.Unmarshal([]byte(body), &m) != nil {
-		return 0, body
+		return renewal{}, body
 	}
 	raw, ok := m[renewalsField]
 	if !ok {
-		return 0, body
+		return renewal{}, body
 	}
-	n, _ := strconv.Atoi(string(raw))
+	var sig, sender string
+	_ = json.Unmarshal(m[renewalSigField], &sig)
+	_ = json.Unmarshal(m[renewalSenderField], &sender)
 	delete(m, renewalsField)
-	b, err := json.Marshal(m)
+	delete(m, renewalSigField)
+	delete(m, renewalSenderField)
+	b, err := json.Marshal(m) // keys sorted: the form the signature was made on
 	if err != nil {
-		return 0, body
+		return renewal{}, body
 	}
-	return n, string(b)
+	n, err := strconv.Atoi(string(raw))
+	r := renewal{count: n, sender: sender}
+	if err != nil || n < 0 || n > MaxRenewals || s.signer.VerifyBytes(renewalPurpose, renewalNote(r, b), sig) != nil {
+		return renewal{count: MaxRenewals}, string(b)
+	}
+	return r, string(b)
+}
+
+// renewalNote is what a renewal's signature covers: the count, the first
+// sender and the body it was made for (without the renewal fields).
+func renewalNote(r renewal, body []byte) []byte {
+	return fmt.Appendf(nil, "%d\n%d:%s\n%s", r.count, len(r.sender), r.sender, body)
 }
 
 // renew sends a fresh copy of rec to its queue when this receive is one of
@@ -60,16 +102,27 @@ func (h *Handler) renew(ctx context.Context, rec events.SQSMessage) bool {
 	if n < max(h.svc.cfg.MaxReceives-2, 1) {
 		return false
 	}
-	done, body := renewals(rec.Body)
+	was, body := h.svc.renewals(rec.Body)
 	url := h.urls[sas.QueueName(rec.EventSourceARN)]
-	if done >= MaxRenewals || url == "" {
+	if was.count >= MaxRenewals || url == "" {
 		return false
 	}
 	var m map[string]json.RawMessage
 	if json.Unmarshal([]byte(body), &m) != nil {
 		return false // not an object: nothing could handle it; let it go to the DLQ
 	}
-	m[renewalsField] = json.RawMessage(strconv.Itoa(done + 1))
+	canon, err := json.Marshal(m)
+	if err != nil {
+		return false
+	}
+	next := renewal{count: was.count + 1, sender: cmp.Or(was.sender, rec.Attributes["SenderId"])}
+	sig, _ := json.Marshal(h.svc.signer.SignBytes(renewalPurpose, renewalNote(next, canon)))
+	sender, _ := json.Marshal(next.sender)
+	m[renewalsField] = json.RawMessage(strconv.Itoa(next.count))
+	m[renewalSigField] = sig
+	if next.sender != "" {
+		m[renewalSenderField] = sender
+	}
 	fresh, err := json.Marshal(m)
 	if err != nil {
 		return false
@@ -83,6 +136,6 @@ func (h *Handler) renew(ctx context.Context, rec events.SQSMessage) bool {
 		return false
 	}
 	h.log.InfoContext(ctx, "message renewed on its last receive before the dead-letter queue",
-		"receives", n, "renewals", done+1)
+		"receives", n, "renewals", next.count)
 	return true
 }

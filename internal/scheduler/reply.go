@@ -338,6 +338,18 @@ func (s *Service) afterDone(ctx context.Context, u *outbox.Unit, o order, rep sa
 
 func (s *Service) stepDone(ctx context.Context, u *outbox.Unit, o order, rep sas.AgentReply, now time.Time) {
 	n := o.n()
+	if rep.Generation > 0 {
+		// A step resubmitted after a refusal ran under a new key, and a
+		// refusal is not proof of no effect: a twin delivery of the
+		// refused request may have succeeded under the older key, its reply
+		// lost. The order completes with both effects then, and nothing
+		// undoes the older one: an operator is told, once per generation
+		// (docs/decisions.md, "A resubmit after a refusal takes a new key,
+		// and says so").
+		rec := sas.StepRecord{OrderID: rep.OrderID, Step: rep.Step, StepName: o.wf.Steps[rep.Step].Name,
+			ProcessState: sas.Processed, Attempt: rep.Attempt, Generation: rep.Generation}
+		s.alert(u, o, rec, fmt.Sprintf("%s/regen/g%d", rec.Key(), rep.Generation), sas.ResubmitKeyNote(rep.OrderID, rep.Step, rep.Generation), now)
+	}
 	s.post(ctx, u, o.ord, sas.Status{Status: sas.StatusStepDone, Step: o.wf.Steps[rep.Step].Name, Sequence: SeqStepDone(rep.Step, rep.Attempt)}, now)
 	if rep.Step+1 == n {
 		s.log.InfoContext(ctx, "order processed", "order", o.id())

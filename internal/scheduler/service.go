@@ -207,6 +207,28 @@ func (s *Service) dispatch(ctx context.Context, u *outbox.Unit, o sas.Order, def
 // dispatchAfter is dispatch with the request delayed by wait (an attempt
 // after a failed one waits out its retry interval in the agent queue).
 func (s *Service) dispatchAfter(ctx context.Context, u *outbox.Unit, o sas.Order, def sas.StepDef, r sas.StepRecord, wait time.Duration) {
+	req := s.request(o, def, r)
+	lane := o.Priority
+	if req.Compensation {
+		// An undo goes to the agent's priority lane where it has one, so
+		// that a backlog of forward work does not starve compensations
+		// (docs/agents.md, "Priority lanes"). The request still echoes the
+		// order's own priority, which the next forward step keeps.
+		lane = max(lane, sas.HighPriority)
+	}
+	u.Send(outbox.Message{
+		QueueURL: s.cfg.AgentQueues.URL(def.Agent, lane), Body: sas.Encode(req), Delay: wait,
+		What: fmt.Sprintf("the request for step %s attempt %d", r.Key(), r.Attempt),
+	})
+	s.log.InfoContext(ctx, "step dispatched", "order", o.OrderID, "step", r.Step, "stepName", def.Name,
+		"attempt", r.Attempt, "compensation", req.Compensation, "completeBy", r.CompleteBy)
+}
+
+// request is the signed agent request for a claimed step (or undo): the
+// one definition of what the scheduler sends for an attempt, which the
+// check of a handed-back request (requeueAuthentic) rebuilds, so that no
+// signed field can be left out of one of them.
+func (s *Service) request(o sas.Order, def sas.StepDef, r sas.StepRecord) sas.AgentRequest {
 	undo := r.ProcessState == sas.Compensating
 	action := def.Action
 	if undo {
@@ -249,20 +271,7 @@ func (s *Service) dispatchAfter(ctx context.Context, u *outbox.Unit, o sas.Order
 		}
 	}
 	s.sign(&req) // so that the reply's echo can be believed (trust.go)
-	lane := o.Priority
-	if undo {
-		// An undo goes to the agent's priority lane where it has one, so
-		// that a backlog of forward work does not starve compensations
-		// (docs/agents.md, "Priority lanes"). The request still echoes the
-		// order's own priority, which the next forward step keeps.
-		lane = max(lane, sas.HighPriority)
-	}
-	u.Send(outbox.Message{
-		QueueURL: s.cfg.AgentQueues.URL(def.Agent, lane), Body: sas.Encode(req), Delay: wait,
-		What: fmt.Sprintf("the request for step %s attempt %d", r.Key(), r.Attempt),
-	})
-	s.log.InfoContext(ctx, "step dispatched", "order", o.OrderID, "step", r.Step, "stepName", def.Name,
-		"attempt", r.Attempt, "compensation", undo, "completeBy", r.CompleteBy)
+	return req
 }
 
 // alert adds an operator alert about a step that needs a person to u. id

@@ -184,8 +184,10 @@ func (s *Service) traced(ctx context.Context, rep sas.AgentReply) sas.AgentReply
 
 // requeueAuthentic checks that an agent's requeue for the step's current,
 // held attempt hands back a request the scheduler sent: its signature must
-// match the request the scheduler sends for that attempt and holder, from
-// the stored order. A requeue for any other attempt is stale and is
+// be the one of the request the scheduler sends for that attempt and
+// holder, rebuilt from the stored order by the function that built it
+// (Service.request), so every signed field is covered, the generation
+// included (issue 29, N1). A requeue for any other attempt is stale and is
 // dropped by the handler whatever its signature.
 func (s *Service) requeueAuthentic(o order, rec sas.StepRecord, m sas.Retry) error {
 	if !rec.ProcessState.Leased() || rec.LockedBy == "" || rec.Attempt != m.Attempt {
@@ -194,13 +196,8 @@ func (s *Service) requeueAuthentic(o order, rec sas.StepRecord, m sas.Retry) err
 	if rec.Step >= o.n() {
 		return drop(nil, "requeue for order %s: no step %d", m.OrderID, m.Step)
 	}
-	def := o.wf.Steps[rec.Step]
-	want := sas.Signed{
-		OrderID: o.ord.OrderID, Step: rec.Step, StepName: def.Name, Agent: def.Agent, Attempt: m.Attempt,
-		LockedBy: rec.LockedBy, Compensation: rec.ProcessState == sas.Compensating, Workflow: o.ord.Workflow,
-		Version: o.ord.Version, Payload: o.ord.Payload, ReplyTo: o.ord.ReplyTo, Priority: o.ord.Priority,
-	}
-	if err := s.signer.Verify(want, m.Sig); err != nil {
+	want := s.request(o.ord, o.wf.Steps[rec.Step], rec)
+	if err := s.signer.Verify(want.Signed(), m.Sig); err != nil {
 		return drop(err, "requeue for order %s step %d attempt %d is not a request the scheduler sent", m.OrderID, m.Step, m.Attempt)
 	}
 	return nil

@@ -102,6 +102,7 @@ func (w *World) final() {
 		w.checkStatuses(v)
 	}
 	w.checkAlerts()
+	w.checkOneEventPerID()
 	w.checkForged()
 	for _, q := range w.queues {
 		if q.dlq != nil && len(q.dlq.msgs) > 0 {

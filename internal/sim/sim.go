@@ -64,6 +64,10 @@ const (
 	// lost race, so the transient outcome is acknowledged uncounted and
 	// the attempt is left to the supervisor: the bug of issue 19.
 	SabotageIgnoreTransient = "ignore-transient"
+	// SabotageOneAlertID: the alerter names every alert alike, so any two
+	// events share an id (issue 29, N5's class, at its widest: the sweep
+	// seldom makes two events of one step at one state).
+	SabotageOneAlertID = "one-alert-id"
 )
 
 // ForSeed draws a run's configuration from its seed.

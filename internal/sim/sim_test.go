@@ -64,6 +64,8 @@ func TestChecksCatchPlantedBugs(t *testing.T) {
 		// Issue 31: a step whose request is still queued rescued at its
 		// deadline (a second request into the backlog, a failure counted).
 		sim.SabotageRescueUnstarted: "failed by waiting",
+		// Issue 29, N5: two events of an order under one alert id.
+		sim.SabotageOneAlertID: "two events under one id",
 	} {
 		found := 0
 		for seed := int64(1); seed <= 200 && found == 0; seed++ {

@@ -292,6 +292,9 @@ func (a alerter) Alert(ctx context.Context, al sas.Alert) error {
 	if a.w.cfg.Sabotage == SabotageLoseAlerts {
 		return nil
 	}
+	if a.w.cfg.Sabotage == SabotageOneAlertID {
+		al.ID = "sas-alert"
+	}
 	a.w.alerts = append(a.w.alerts, al)
 	a.w.tracef("  alert out: %s/%d %s attempt %d id=%q: %s", al.OrderID, al.Step, al.State, al.Attempts, al.ID, al.Reason)
 	return nil

@@ -469,17 +469,18 @@ func testGiveUpResubmit(t *testing.T, h Harness) {
 	require.NoError(t, err)
 	require.Equal(t, sas.Pending, r.ProcessState)
 	require.Zero(t, r.FailureCount)
+	require.Equal(t, 2, r.Attempt, "a resubmit moves the attempt on: its round's events are new ones (issue 29, N5)")
 	l, err := s.ListByState(ctx, sas.ListByStateParams{State: sas.Error})
 	require.NoError(t, err)
 	require.Empty(t, l.Records)
 	due, err := s.FindDue(ctx, sas.FindDueParams{State: sas.Pending, Now: now.Add(time.Minute)})
 	require.NoError(t, err)
 	require.Len(t, due.Records, 1, "a resubmitted step nobody picks up is re-driven too")
-	claim(t, s, k, 1, "b", now.Add(time.Second), now.Add(time.Minute))
+	claim(t, s, k, 2, "b", now.Add(time.Second), now.Add(time.Minute))
 	v := get(t, s, "o-gu")
 	last := v.History[len(v.History)-1]
 	require.Equal(t, "b", last.Actor)
-	require.Equal(t, 2, last.Attempt)
+	require.Equal(t, 3, last.Attempt)
 	require.Equal(t, "operator:alice", v.History[len(v.History)-2].Actor)
 }
 

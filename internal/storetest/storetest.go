@@ -25,6 +25,10 @@ type Fixture struct {
 	// Load writes records directly (bulk), for tables too large to build
 	// through Submit in a test.
 	Load func(ctx context.Context, recs []sas.StepRecord) error
+	// Conflict makes the store's next transaction on an order meet another
+	// transaction in flight on it (DynamoDB's TransactionConflict; see
+	// Conflicting). Nil for a store without concurrent transactions.
+	Conflict func(orderID string)
 }
 
 // Harness makes fixtures.
@@ -89,6 +93,9 @@ func Run(t *testing.T, h Harness) {
 		// resubmission of a compensated order's step (owed.go)
 		{"ResubmitRefusedOnceCompensating", testResubmitRefusedOnceCompensating},
 		{"CompensationClaimLosesToAResubmit", testCompensationClaimLosesToAResubmit},
+
+		// a transaction cancelled by another is not a lost race (conflict.go)
+		{"ConflictIsNotALostRace", testConflictIsNotALostRace},
 
 		// workflow definitions by version (definitions.go)
 		{"DefinitionsByVersion", testDefinitions},

@@ -41,8 +41,9 @@ func testWritesReturnWholeRecords(t *testing.T, h Harness) {
 	one(s.Fail(ctx, sas.FailParams{Key: reserve, Owner: "a", Attempt: 1, Now: at(2 * time.Second), Reason: "refused"}))
 	r := one(s.Resubmit(ctx, sas.ResubmitParams{Key: reserve, Attempt: 1, Now: at(3 * time.Second), PickupBy: at(time.Minute), Actor: "op"}))
 	require.Equal(t, 1, r.Generation, "a refused step with no effect is resubmitted under a new generation")
-	one(s.Claim(ctx, sas.ClaimParams{Key: reserve, Attempt: 1, Owner: "a", Now: at(4 * time.Second), CompleteBy: at(time.Minute)}))
-	rs := many(s.Complete(ctx, sas.CompleteParams{Key: reserve, Owner: "a", Attempt: 2, Now: at(5 * time.Second),
+	require.Equal(t, 2, r.Attempt, "a resubmit moves the attempt on")
+	one(s.Claim(ctx, sas.ClaimParams{Key: reserve, Attempt: 2, Owner: "a", Now: at(4 * time.Second), CompleteBy: at(time.Minute)}))
+	rs := many(s.Complete(ctx, sas.CompleteParams{Key: reserve, Owner: "a", Attempt: 3, Now: at(5 * time.Second),
 		Next: &sas.ClaimParams{Key: charge, Owner: "b", Now: at(5 * time.Second), CompleteBy: at(time.Minute)}}))
 	require.Equal(t, 1, rs[0].Generation)
 	many(s.Complete(ctx, sas.CompleteParams{Key: charge, Owner: "b", Attempt: 1, Now: at(6 * time.Second),
@@ -50,20 +51,20 @@ func testWritesReturnWholeRecords(t *testing.T, h Harness) {
 	one(s.Fail(ctx, sas.FailParams{Key: ship, Owner: "c", Attempt: 1, Now: at(7 * time.Second), Reason: "no address"}))
 	one(s.Claim(ctx, sas.ClaimParams{Key: charge, From: sas.Processed, Attempt: 1, Owner: "d", Now: at(8 * time.Second), CompleteBy: at(time.Minute)}))
 	rs = many(s.Complete(ctx, sas.CompleteParams{Key: charge, Owner: "d", Attempt: 2, Now: at(9 * time.Second), Compensation: true,
-		Next: &sas.ClaimParams{Key: reserve, From: sas.Processed, Attempt: 2, Owner: "d", Now: at(9 * time.Second), CompleteBy: at(time.Minute)}}))
+		Next: &sas.ClaimParams{Key: reserve, From: sas.Processed, Attempt: 3, Owner: "d", Now: at(9 * time.Second), CompleteBy: at(time.Minute)}}))
 	require.Equal(t, sas.Compensating, rs[1].ProcessState)
 	require.Equal(t, 1, rs[1].Generation, "reserve's undo must go out under the generation that took effect")
 
 	// The supervisor's writes on the undo, and settling what it owes.
 	now := at(time.Minute)
-	one(s.Wait(ctx, sas.WaitParams{Key: reserve, From: sas.Compensating, Owner: "d", Attempt: 3, DueAt: at(time.Minute), Now: now,
+	one(s.Wait(ctx, sas.WaitParams{Key: reserve, From: sas.Compensating, Owner: "d", Attempt: 4, DueAt: at(time.Minute), Now: now,
 		Until: now.Add(time.Minute), Actor: "sup", Reason: "queue busy"}))
 	now = now.Add(time.Minute)
-	one(s.Rescue(ctx, sas.RescueParams{Key: reserve, From: sas.Compensating, Attempt: 3, Now: now, PickupBy: now.Add(time.Minute), Actor: "sup", Reason: "stuck"}))
+	one(s.Rescue(ctx, sas.RescueParams{Key: reserve, From: sas.Compensating, Attempt: 4, Now: now, PickupBy: now.Add(time.Minute), Actor: "sup", Reason: "stuck"}))
 	now = now.Add(time.Minute)
-	r = one(s.GiveUp(ctx, sas.GiveUpParams{Key: reserve, From: sas.Compensating, Attempt: 3, Now: now, Actor: "sup", Reason: "threshold"}))
+	r = one(s.GiveUp(ctx, sas.GiveUpParams{Key: reserve, From: sas.Compensating, Attempt: 4, Now: now, Actor: "sup", Reason: "threshold"}))
 	require.Equal(t, 1, r.Generation)
-	one(s.Settle(ctx, sas.SettleParams{Key: reserve, State: sas.CompensationFailed, Attempt: 3}))
+	one(s.Settle(ctx, sas.SettleParams{Key: reserve, State: sas.CompensationFailed, Attempt: 4}))
 
 	// A late done noted on a refused step.
 	submit(t, s, "o-whole-note", 1)
