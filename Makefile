@@ -13,14 +13,15 @@ help: ## list the targets
 # two cores with the 100,000-record load of the store suite makes healthy
 # steps expire (correctly handled, but not the path those tests check). the console shows every
 # test's verdict (so it is plain which contract suites ran, on which store)
-# and, when something fails, the failing tests' output. ElasticMQ serves SQS;
+# and, when something fails, every failing test's own output, panics and
+# build errors (scripts/failures.awk), whatever their text. ElasticMQ serves SQS;
 # moto runs beside it for the queue contract suite alone (a few seconds), so
 # the one suite shows how both emulators depart from SQS.
 test: ## every test: Go suites on DynamoDB Local + ElasticMQ (queue contract on moto too), CDK assertions, the examples, cfn-lint, vet, and the deploy-and-run on MiniStack and on LocalStack (with the contract suites on LocalStack) (all installed and started for you)
 	@mkdir -p .rig
 	@set -o pipefail; SAS_RIG_SQS=elasticmq,moto $(RIG) exec -- $(GO) test -p 1 -count=1 -race -v -timeout 30m ./... > .rig/test.log 2>&1; rc=$$?; \
 		grep -E '^rig:|^\s*--- (PASS|FAIL|SKIP)|^(ok|FAIL|panic:)|^\s+[a-z_]+\.go:[0-9]+: (sweep over|loaded|[0-9]+ rounds)' .rig/test.log; \
-		if [ $$rc -ne 0 ]; then echo; echo "== failures (full log: .rig/test.log) =="; grep -A14 -E 'Error Trace:|^panic:|^\s*[a-z_]+\.go:[0-9]+: .*(FAIL|fail|unexpected)' .rig/test.log | head -800; exit $$rc; fi
+		if [ $$rc -ne 0 ]; then echo; echo "== failures (full log: .rig/test.log) =="; awk -f scripts/failures.awk .rig/test.log | head -3000; exit $$rc; fi
 	$(MAKE) test-infra
 	$(MAKE) test-examples
 	$(MAKE) vet
@@ -61,11 +62,18 @@ dev: ## the whole system on local emulators with your workflows and agent progra
 	@$(GO) build -o .rig/sasdev ./cmd/sasdev
 	@exec .rig/sasdev $(DEV_ARGS)
 
-# The protocol simulator (docs/simulation.md): SEEDS seeds from 1, without
-# the race detector; make test runs a smaller sweep of the same seeds.
+# The protocol simulator (docs/simulation.md): SEEDS seeds from FROM,
+# without the race detector, each on its own fault mix (swarm testing);
+# make test runs a smaller sweep of the same seeds. sim-deep is the sweep on
+# demand: every seed issue 29 named, and more.
 SEEDS ?= 10000
-sim: ## the seeded whole-protocol simulator over SEEDS seeds (default 10000); a failing seed prints the command that replays it
-	$(GO) run ./cmd/sassim -seeds $(SEEDS)
+FROM ?= 1
+sim: ## the seeded whole-protocol simulator over SEEDS seeds from FROM (default 10000 from 1); a failing seed prints the command that replays it
+	$(GO) run ./cmd/sassim -seeds $(SEEDS) -from $(FROM)
+
+DEEP_SEEDS ?= 70000
+sim-deep: ## the simulator's deep sweep: seeds 1..DEEP_SEEDS (default 70000; about 7 times make sim's time), every failure reported
+	$(GO) run ./cmd/sassim -seeds $(DEEP_SEEDS) -from 1 -keep 100 -trace 40
 
 ORDERS ?= 300
 MIN_PROCESSED ?= 0.97
@@ -215,7 +223,7 @@ test-localstack: ## everything on LocalStack without Docker: e2e-localstack and 
 	$(MAKE) contract-localstack
 
 soak: ## the small chaos soak alone (every fault kind, 200 orders) with its verdict; make test runs it too
-	$(RIG) exec -- $(GO) test -count=1 -run 'TestSoak$$' -v -timeout 10m ./internal/localrun/
+	$(RIG) exec -- $(GO) test -count=1 -run 'TestSoak$$' -v -timeout 10m ./internal/dev/suites/
 
 bench: ## benchmarks on the local rig, among them the overload benchmark (goodput ÷ C, orders failed by waiting)
 	$(RIG) exec -- $(GO) test -run '^$$' -bench . -benchtime 1x ./...
@@ -234,4 +242,4 @@ chaos: ## chaos soak: every fault kind at once (ORDERS=10000 works); fails on an
 release: ## tag every module at VERSION=vX.Y.Z after checking the tree (clean, vet, unit tests); prints the push, pushes nothing
 	@$(SYNTH_ENV) scripts/release.sh "$(VERSION)"
 
-.PHONY: release e2e-scale dev soak help test test-unit test-examples vet run synth deploy bench chaos build test-infra lint-infra e2e e2e-localstack contract-localstack test-localstack emulator env
+.PHONY: release e2e-scale dev soak help test test-unit test-examples vet run synth deploy bench chaos build test-infra lint-infra e2e e2e-localstack contract-localstack test-localstack emulator env sim sim-deep

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/sas-go/sas/internal/agenthost"
+	"github.com/sas-go/sas/internal/httpcall"
 	"github.com/sas-go/sas/internal/sas"
 )
 
@@ -50,7 +51,11 @@ type Agent struct {
 	// by every request this Agent serves in its process.
 	breakerCfg BreakerConfig
 	breakerMu  sync.Mutex
-	breakers   map[string]*stepBreaker
+	breakers   map[string]*httpcall.Breaker
+
+	// http is the HTTP agent's step runner, when HTTP built the agent
+	// (RejectStatuses configures it).
+	http *httpStep
 }
 
 // step is one step's pair of functions; undo may be nil. dependency names
@@ -187,7 +192,7 @@ func (a *Agent) fail(field, reason string) {
 
 // lookup is the Func for req and the breaker guarding it (nil: none), or
 // the permanent failure to report.
-func (a *Agent) lookup(req Request) (Func, *stepBreaker, error) {
+func (a *Agent) lookup(req Request) (Func, *httpcall.Breaker, error) {
 	st, ok := a.steps[req.Step]
 	if !ok {
 		if a.fallback == nil {
@@ -281,7 +286,7 @@ func (r *runner) Run(ctx context.Context, sreq sas.AgentRequest) (json.RawMessag
 
 // run runs fn for req until it succeeds, fails for good, or runs out of
 // tries or time.
-func (r *runner) run(ctx context.Context, req Request, fn Func, brk *stepBreaker, what string, tries int, deadline time.Time) (json.RawMessage, error) {
+func (r *runner) run(ctx context.Context, req Request, fn Func, brk *httpcall.Breaker, what string, tries int, deadline time.Time) (json.RawMessage, error) {
 	for try := 1; ; try++ {
 		res, err := r.call(ctx, req, fn, brk)
 		if errors.Is(err, ErrCircuitOpen) && brk != nil {
@@ -301,7 +306,7 @@ func (r *runner) run(ctx context.Context, req Request, fn Func, brk *stepBreaker
 		}
 		switch {
 		case c == permanent:
-			return nil, &agenthost.PermanentError{Reason: err.Error(), Err: err}
+			return nil, &agenthost.PermanentError{Reason: err.Error(), Err: err, Rejected: rejected(err)}
 		case ctx.Err() != nil:
 			return nil, fmt.Errorf("%s: the step's time is up (%w): %w", what, context.Cause(ctx), err)
 		case c == spent:
@@ -327,11 +332,11 @@ func (r *runner) run(ctx context.Context, req Request, fn Func, brk *stepBreaker
 
 // call runs fn once behind brk (nil: no breaker). A run brk refuses fails
 // with a *circuitOpenError and is not made.
-func (r *runner) call(ctx context.Context, req Request, fn Func, brk *stepBreaker) (any, error) {
+func (r *runner) call(ctx context.Context, req Request, fn Func, brk *httpcall.Breaker) (any, error) {
 	if brk == nil {
 		return fn(ctx, req)
 	}
-	gen, ok := brk.allow(r.clock.Now())
+	ticket, ok := brk.Allow(r.clock.Now())
 	if !ok {
 		return nil, &circuitOpenError{dependency: r.a.dependencyOf(req)}
 	}
@@ -339,7 +344,7 @@ func (r *runner) call(ctx context.Context, req Request, fn Func, brk *stepBreake
 	var pe *permanentError
 	// A Permanent error is the service answering; a failure, or a
 	// context that ended during the run (a hang), is not.
-	brk.report(gen, err != nil && !errors.As(err, &pe), r.clock.Now())
+	brk.Report(ticket, err != nil && !errors.As(err, &pe), r.clock.Now())
 	return res, err
 }
 

@@ -8,13 +8,16 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/stretchr/testify/require"
 
 	"github.com/sas-go/sas/agent"
+	"github.com/sas-go/sas/internal/agentqueue"
 	"github.com/sas-go/sas/internal/sas"
+	"github.com/sas-go/sas/internal/testkit/clocktest"
 )
 
 // These tests drive the SDK's handler on the in-memory queue and a fake
@@ -56,7 +59,7 @@ func TestSuccessRepliesDoneWithTheResult(t *testing.T) {
 	require.Equal(t, agent.Request{
 		OrderID: "o-1", Workflow: "trip", Version: "v3", Step: "reserve-flight", StepIndex: 1, Attempt: 2,
 		IdempotencyKey: "o-1:1", Payload: json.RawMessage(`{"flight":"FL123","seats":2}`), Undo: false,
-		Action: "POST /reservations", Priority: 7, Deadline: epoch.Add(time.Minute + 30*time.Second),
+		Action: "POST /reservations", Priority: 7, Deadline: clocktest.T0.Add(time.Minute + 30*time.Second),
 	}, got)
 	require.Equal(t, got.Deadline, ctxDeadline, "the context ends at the request's deadline")
 }
@@ -133,7 +136,7 @@ func TestTransientIsRetriedInProcess(t *testing.T) {
 	require.Equal(t, sas.OutcomeDone, reps[0].Outcome)
 	require.JSONEq(t, `"R-1"`, string(reps[0].Result))
 	require.EqualValues(t, 3, runs.Load())
-	require.True(t, f.clock.Now().After(epoch), "it waited between the tries")
+	require.True(t, f.clock.Now().After(clocktest.T0), "it waited between the tries")
 }
 
 // The handler's Middleware sees every run of a step, in-process retries
@@ -243,7 +246,7 @@ func TestRetryAfterWithinTheDeadlineWaits(t *testing.T) {
 	reps := f.replies()
 	require.Len(t, reps, 1)
 	require.Equal(t, sas.OutcomeDone, reps[0].Outcome)
-	require.Equal(t, epoch.Add(5*time.Second), f.clock.Now(), "the wait the service asked for")
+	require.Equal(t, clocktest.T0.Add(5*time.Second), f.clock.Now(), "the wait the service asked for")
 }
 
 // A RetryAfter beyond the deadline: no reply, and the request stays
@@ -401,25 +404,44 @@ func TestTwoQueuesEachGetsItsOwnBackoff(t *testing.T) {
 
 // Requests with the same key in one batch run one after the other, never
 // at once (a duplicate delivery), whatever their agents' step functions do.
+// In a synctest bubble the first run holds until every other goroutine of
+// the handler is blocked: had the handler started a duplicate beside it,
+// that one would have entered its step by then.
 func TestDuplicatesRunOneAfterTheOther(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t)
-	var mu sync.Mutex
-	running, overlapped := false, false
-	a := agent.New("flights").Step("reserve-flight", func(context.Context, agent.Request) (any, error) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFixture(t)
+		release := make(chan struct{})
+		var mu sync.Mutex
+		running, most, runs := 0, 0, 0
+		a := agent.New("flights").Step("reserve-flight", func(context.Context, agent.Request) (any, error) {
+			mu.Lock()
+			running++
+			runs++
+			most = max(most, running)
+			mu.Unlock()
+			<-release
+			mu.Lock()
+			running--
+			mu.Unlock()
+			return nil, nil
+		}, nil)
+		h := f.handler(a)
+		done := make(chan error, 1)
+		go func() {
+			_, err := h.Handle(t.Context(), event(request("o-1"), request("o-1"), request("o-1")))
+			done <- err
+		}()
+		synctest.Wait()
 		mu.Lock()
-		overlapped = overlapped || running
-		running = true
+		require.Equal(t, 1, runs, "one run of the key at a time: the others wait for it")
 		mu.Unlock()
-		time.Sleep(5 * time.Millisecond) // long enough for a second run to overlap, were it allowed
-		mu.Lock()
-		running = false
-		mu.Unlock()
-		return nil, nil
-	}, nil)
-	f.handle(f.handler(a), event(request("o-1"), request("o-1"), request("o-1")))
-	require.Len(t, f.replies(), 3)
-	require.False(t, overlapped)
+		close(release)
+		require.NoError(t, <-done)
+		require.Len(t, f.replies(), 3)
+		require.Equal(t, 3, runs)
+		require.Equal(t, 1, most)
+	})
 }
 
 // Mistakes in an agent's definition or the handler's configuration are
@@ -444,7 +466,7 @@ func TestNewHandlerRefusesMistakes(t *testing.T) {
 			c.Agents = []*agent.Agent{agent.New("f", agent.Backoff(time.Second, time.Millisecond))}
 		}, "Backoff"},
 		"default twice":    {func(c *agent.HandlerConfig) { c.Agents[0].Default(do, nil).Default(do, nil) }, "Default"},
-		"no queue":         {func(c *agent.HandlerConfig) { c.Queue = nil }, "SQS"},
+		"no queue":         {func(c *agent.HandlerConfig) { agentqueue.Use(c, nil) }, "SQS"},
 		"no reply queue":   {func(c *agent.HandlerConfig) { c.SchedulerQueueURL = "" }, "ReplyQueueURL"},
 		"negative setting": {func(c *agent.HandlerConfig) { c.MaxDeliveries = -1 }, "MaxDeliveries"},
 	} {

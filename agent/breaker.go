@@ -3,9 +3,9 @@ package agent
 import (
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
+	"github.com/sas-go/sas/internal/httpcall"
 	"github.com/sas-go/sas/internal/sas"
 )
 
@@ -17,6 +17,9 @@ import (
 // opens when the unhealthy runs are at least FailureThreshold and at least
 // FailureRate of the runs. Open, it refuses runs for OpenFor, then lets one
 // probe through: a healthy probe closes it, an unhealthy one opens it again.
+// It is the HTTP client's breaker (one implementation), fed with runs
+// instead of HTTP tries; the same type configures both (HTTPOptions.Breaker),
+// but an HTTP client's breaker cannot be turned off.
 //
 // A run is unhealthy when its Func fails transiently (any error but a
 // Permanent one, which shows the service answered) or its context ends
@@ -40,12 +43,12 @@ type BreakerConfig struct {
 	OpenFor time.Duration
 }
 
-// Breaker defaults.
+// Breaker defaults, the HTTP client's.
 const (
-	DefaultBreakerThreshold = 5
-	DefaultBreakerRate      = 0.8
-	DefaultBreakerWindow    = 10 * time.Second
-	DefaultBreakerOpenFor   = 10 * time.Second
+	DefaultBreakerThreshold = httpcall.DefaultFailureThreshold
+	DefaultBreakerRate      = httpcall.DefaultFailureRate
+	DefaultBreakerWindow    = httpcall.DefaultBreakerWindow
+	DefaultBreakerOpenFor   = httpcall.DefaultOpenFor
 )
 
 func (c BreakerConfig) withDefaults() BreakerConfig {
@@ -98,79 +101,9 @@ func (e *circuitOpenError) Error() string {
 func (e *circuitOpenError) Unwrap() error     { return ErrCircuitOpen }
 func (e *circuitOpenError) ErrorType() string { return sas.ErrorCircuitOpen }
 
-// stepBreaker is one dependency's breaker.
-type stepBreaker struct {
-	cfg BreakerConfig
-
-	mu        sync.Mutex
-	open      bool
-	openUntil time.Time
-	probing   bool      // half-open: a probe is out
-	probeAt   time.Time // when it went out (a probe that never reports, a panic, is replaced after OpenFor)
-	gen       uint64    // bumped on every state change: a report of an older run is stale
-	runs      []run     // while closed, within the window
-}
-
-type run struct {
-	at        time.Time
-	unhealthy bool
-}
-
-// allow admits a run at now, or refuses it.
-func (b *stepBreaker) allow(now time.Time) (gen uint64, ok bool) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if !b.open {
-		return b.gen, true
-	}
-	if now.Before(b.openUntil) || (b.probing && now.Before(b.probeAt.Add(b.cfg.OpenFor))) {
-		return 0, false
-	}
-	b.probing, b.probeAt = true, now // half-open: this run is the probe
-	return b.gen, true
-}
-
-// report records the health of a run admitted under gen.
-func (b *stepBreaker) report(gen uint64, unhealthy bool, now time.Time) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if gen != b.gen {
-		return
-	}
-	if b.open { // the probe's answer
-		b.probing = false
-		if unhealthy {
-			b.trip(now)
-		} else {
-			b.open, b.runs = false, nil
-			b.gen++
-		}
-		return
-	}
-	cut := 0
-	for cut < len(b.runs) && !b.runs[cut].at.After(now.Add(-b.cfg.Window)) {
-		cut++
-	}
-	b.runs = append(b.runs[cut:], run{at: now, unhealthy: unhealthy})
-	failing := 0
-	for _, r := range b.runs {
-		if r.unhealthy {
-			failing++
-		}
-	}
-	if unhealthy && failing >= b.cfg.FailureThreshold && float64(failing) >= b.cfg.FailureRate*float64(len(b.runs)) {
-		b.trip(now)
-	}
-}
-
-func (b *stepBreaker) trip(now time.Time) {
-	b.open, b.openUntil, b.probing, b.runs = true, now.Add(b.cfg.OpenFor), false, nil
-	b.gen++
-}
-
 // breakerFor is the breaker of a dependency ("" is the agent's own), or nil
 // when breakers are off.
-func (a *Agent) breakerFor(dependency string) *stepBreaker {
+func (a *Agent) breakerFor(dependency string) *httpcall.Breaker {
 	if a.breakerCfg.FailureThreshold < 0 {
 		return nil
 	}
@@ -182,9 +115,10 @@ func (a *Agent) breakerFor(dependency string) *stepBreaker {
 	b, ok := a.breakers[dependency]
 	if !ok {
 		if a.breakers == nil {
-			a.breakers = map[string]*stepBreaker{}
+			a.breakers = map[string]*httpcall.Breaker{}
 		}
-		b = &stepBreaker{cfg: a.breakerCfg}
+		c := a.breakerCfg
+		b = httpcall.NewBreaker(httpcall.BreakerConfig{FailureThreshold: c.FailureThreshold, FailureRate: c.FailureRate, Window: c.Window, OpenFor: c.OpenFor})
 		a.breakers[dependency] = b
 	}
 	return b

@@ -27,9 +27,14 @@
 //
 // # What an error means
 //
-//   - nil: done. The result is reported (a small JSON value).
+//   - nil: done. The result is reported and recorded with the step (at
+//     most 16 KiB of JSON, or the step fails as ResultTooLarge); later
+//     steps and the step's own undo read it with Request.DecodeResult.
 //   - Permanent(err): failed for good. The reason is err's text; the
-//     scheduler compensates the order (runs the undo of each earlier step).
+//     scheduler compensates the order (runs the undo of each earlier step)
+//     and alerts an operator.
+//   - Reject(err): a business rejection (a declined card). Compensated as
+//     Permanent, but the order ends Rejected and no operator is alerted.
 //   - RetryAfter(d, err): not now, in d. Waited out in the process if the
 //     deadline allows, else the attempt failed and the next waits at least d.
 //   - Named(name, err): err with a name the step's retry policy may list

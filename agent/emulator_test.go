@@ -15,9 +15,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sas-go/sas/agent"
-	"github.com/sas-go/sas/internal/emulator"
 	"github.com/sas-go/sas/internal/sas"
 	"github.com/sas-go/sas/internal/sqsqueue"
+	"github.com/sas-go/sas/internal/testkit/emulator"
 )
 
 // sqsWorld is real queues on the SQS emulator (or AWS): the scheduler's,
@@ -31,7 +31,7 @@ type sqsWorld struct {
 // queue creates a queue for this test and returns its URL and ARN.
 func (w *sqsWorld) queue(prefix string) (url, arn string) {
 	w.t.Helper()
-	created, err := w.q.CreateQueue(w.t.Context(), sqsqueue.CreateQueueParams{Name: emulator.UniqueName(w.t, prefix)})
+	created, err := w.q.CreateQueue(w.t.Context(), sas.CreateQueueParams{Name: emulator.UniqueName(w.t, prefix)})
 	require.NoError(w.t, err)
 	w.t.Cleanup(func() {
 		if err := w.q.DeleteQueue(context.Background(), created.URL); err != nil {

@@ -28,14 +28,15 @@ func Permanent(err error) error {
 
 // permanentf is a permanent failure whose reason is written for the
 // operator, with the error it explains still in the chain.
-func permanentf(cause error, format string, args ...any) error {
+func permanentf(cause error, format string, args ...any) *permanentError {
 	return &permanentError{msg: fmt.Sprintf(format, args...), err: cause}
 }
 
 // permanentError is what Permanent returns.
 type permanentError struct {
-	msg string // the reason when set; else err's text
-	err error
+	msg      string // the reason when set; else err's text
+	err      error
+	rejected bool // Reject: a business rejection
 }
 
 func (e *permanentError) Error() string {
@@ -46,6 +47,34 @@ func (e *permanentError) Error() string {
 }
 
 func (e *permanentError) Unwrap() error { return e.err }
+
+// Reject marks err as a business rejection: the service refused the step
+// as an expected outcome of the business (a declined card, an expense over
+// budget, an item out of stock), not as an incident. Like Permanent, the
+// step fails at once and the scheduler compensates the order (every earlier
+// step with an undo is undone, and this step's undo too, since a refusal
+// is not proof of no effect), but the order then ends in its own final
+// state, Rejected: the submitter's last status is "rejected", naming the
+// step and err's text as the reason, and no operator is alerted. An
+// operational failure (Permanent, a step given up on) still alerts.
+//
+// In an undo, Reject is a permanent failure of the undo (an undo cannot be
+// refused as a business outcome): the operator is alerted.
+//
+// The mark survives wrapping. Reject(nil) is a rejection with the reason
+// "rejected", never nil.
+func Reject(err error) error {
+	if err == nil {
+		err = errors.New("rejected")
+	}
+	return &permanentError{err: err, rejected: true}
+}
+
+// rejected reports whether err carries Reject's mark.
+func rejected(err error) bool {
+	var pe *permanentError
+	return errors.As(err, &pe) && pe.rejected
+}
 
 // RetryAfter marks err as transient with a time to wait: the service said
 // "not now, ask again in d" (an HTTP 429 or 503 with Retry-After, a
@@ -131,3 +160,30 @@ type namedError struct {
 func (e *namedError) Error() string     { return e.err.Error() }
 func (e *namedError) Unwrap() error     { return e.err }
 func (e *namedError) ErrorType() string { return e.name }
+
+// IsPermanent reports whether err is marked Permanent anywhere in its
+// chain, which is how the SDK reads it: the step is reported failed. For a
+// step author's tests of their own error handling.
+func IsPermanent(err error) bool {
+	c, _ := classify(err)
+	return c == permanent
+}
+
+// RetryDelay reports whether err asks to be tried again after a wait
+// (RetryAfter anywhere in its chain, and not Permanent, which wins), and
+// the wait.
+func RetryDelay(err error) (time.Duration, bool) {
+	c, d := classify(err)
+	return d, c == later
+}
+
+// ErrorName is the name a retry policy matches err by: the one Named gave
+// it, or the agent's own ("CircuitOpen" for a run its breaker refused;
+// "Timeout" for an HTTP call stopped by the deadline); "" for none.
+func ErrorName(err error) string {
+	var n interface{ ErrorType() string }
+	if errors.As(err, &n) {
+		return n.ErrorType()
+	}
+	return ""
+}

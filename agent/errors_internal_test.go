@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sas-go/sas/internal/httpcall"
+	"github.com/sas-go/sas/internal/sas"
 )
 
 // Classification reads the chain (errors.As, errors.Is), so wrapped errors
@@ -60,4 +61,29 @@ func TestWaitsGrowWithinBounds(t *testing.T) {
 			require.LessOrEqual(t, w, ceiling, "n=%d", n)
 		}
 	}
+}
+
+// The predicates read an error as the SDK does, through wrapping.
+func TestErrorPredicates(t *testing.T) {
+	t.Parallel()
+	base := errors.New("HTTP 503")
+	wrap := func(err error) error { return fmt.Errorf("reserving: %w", err) }
+
+	require.True(t, IsPermanent(wrap(Permanent(base))))
+	require.True(t, IsPermanent(Permanent(nil)))
+	require.True(t, IsPermanent(wrap(RetryAfter(time.Second, Permanent(base)))), "Permanent wins")
+	require.False(t, IsPermanent(base))
+	require.False(t, IsPermanent(nil))
+
+	d, ok := RetryDelay(wrap(RetryAfter(3*time.Second, base)))
+	require.True(t, ok)
+	require.Equal(t, 3*time.Second, d)
+	_, ok = RetryDelay(Permanent(RetryAfter(time.Second, base)))
+	require.False(t, ok, "Permanent wins")
+	_, ok = RetryDelay(base)
+	require.False(t, ok)
+
+	require.Equal(t, "CardDeclined", ErrorName(wrap(Named("CardDeclined", base))))
+	require.Equal(t, sas.ErrorCircuitOpen, ErrorName(wrap(&circuitOpenError{dependency: "x"})))
+	require.Empty(t, ErrorName(base))
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/sas-go/sas/internal/agenthost"
+	"github.com/sas-go/sas/internal/agentqueue"
 	"github.com/sas-go/sas/internal/awsenv"
 	"github.com/sas-go/sas/internal/httpcall"
 	"github.com/sas-go/sas/internal/sas"
@@ -49,8 +50,8 @@ type systemClock struct{}
 
 func (systemClock) Now() time.Time { return time.Now() }
 
-// HandlerConfig configures a Handler. Agents, SchedulerQueueURL and one of
-// SQS and Queue are required.
+// HandlerConfig configures a Handler. Agents, SchedulerQueueURL and SQS are
+// required.
 type HandlerConfig struct {
 	// Agents are the agents this function serves, each under its name.
 	Agents []*Agent
@@ -65,11 +66,8 @@ type HandlerConfig struct {
 	QueueURL         string
 	PriorityQueueURL string
 	// SQS is the client replies are sent with (sqs.NewFromConfig).
+	// Required.
 	SQS *sqs.Client
-	// Queue replaces SQS with a queue of this module (its in-memory queue,
-	// its local runs, which wrap the SQS adapter). Code outside the module
-	// leaves it nil.
-	Queue sas.Queue
 	// Clock is the only source of the time. Default: the wall clock.
 	Clock Clock
 	// Logger receives a line per request. Default slog.Default().
@@ -95,6 +93,16 @@ type HandlerConfig struct {
 	// (docs/observability.md). nil publishes none; FromEnv sets stdout,
 	// which Lambda ships to CloudWatch Logs.
 	Metrics io.Writer
+
+	// queue replaces SQS with one of this module's queues (its in-memory
+	// queue, its local runs' wrapped SQS adapter), set through
+	// internal/agentqueue: the port is internal, so no public field names
+	// it.
+	queue sas.Queue
+}
+
+func init() {
+	agentqueue.Register(func(cfg any, q sas.Queue) { cfg.(*HandlerConfig).queue = q })
 }
 
 // Handler is the typed Lambda handler of an agent function: it takes the
@@ -115,10 +123,10 @@ func NewHandler(cfg HandlerConfig) (*Handler, error) {
 	invalid := func(field, reason string) {
 		errs = append(errs, &sas.ValidationError{Field: field, Reason: reason})
 	}
-	q := cfg.Queue
+	q := cfg.queue
 	switch {
 	case cfg.SQS != nil && q != nil:
-		invalid("SQS", "set SQS or Queue, not both")
+		invalid("SQS", "set SQS or the module's own queue, not both")
 	case cfg.SQS != nil:
 		q = sqsqueue.New(cfg.SQS)
 	case q == nil:

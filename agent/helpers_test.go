@@ -1,12 +1,10 @@
 package agent_test
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -14,31 +12,13 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sas-go/sas/agent"
-	"github.com/sas-go/sas/internal/clocktest"
+	"github.com/sas-go/sas/internal/agentqueue"
 	"github.com/sas-go/sas/internal/memqueue"
 	"github.com/sas-go/sas/internal/sas"
+	"github.com/sas-go/sas/internal/testkit/clocktest"
+	"github.com/sas-go/sas/internal/testkit/logtest"
+	"github.com/sas-go/sas/internal/testkit/requesttest"
 )
-
-// epoch is the fake clock's start.
-var epoch = time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
-
-// logBuffer collects log lines from concurrent goroutines.
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // fixture is a handler's world in memory: a fake clock (whose Sleep the
 // SDK's waits go through), an in-memory queue with the scheduler's queue,
@@ -48,14 +28,14 @@ type fixture struct {
 	clock    *clocktest.Clock
 	queue    *memqueue.Queue
 	replyURL string
-	logs     *logBuffer
+	logs     *logtest.Buffer
 }
 
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
-	f := &fixture{t: t, clock: clocktest.New(epoch), logs: &logBuffer{}}
+	f := &fixture{t: t, clock: clocktest.New(clocktest.T0), logs: &logtest.Buffer{}}
 	f.queue = memqueue.New(memqueue.Options{Clock: f.clock})
-	q, err := f.queue.CreateQueue(t.Context(), memqueue.CreateQueueParams{Name: "scheduler"})
+	q, err := f.queue.CreateQueue(t.Context(), sas.CreateQueueParams{Name: "scheduler"})
 	require.NoError(t, err)
 	f.replyURL = q.URL
 	t.Cleanup(func() {
@@ -68,10 +48,12 @@ func newFixture(t *testing.T) *fixture {
 
 // config is a HandlerConfig on the fixture's queue and clock.
 func (f *fixture) config(agents ...*agent.Agent) agent.HandlerConfig {
-	return agent.HandlerConfig{
-		Agents: agents, SchedulerQueueURL: f.replyURL, Queue: f.queue, Clock: f.clock,
+	cfg := agent.HandlerConfig{
+		Agents: agents, SchedulerQueueURL: f.replyURL, Clock: f.clock,
 		Logger: slog.New(slog.NewJSONHandler(f.logs, nil)),
 	}
+	agentqueue.Use(&cfg, f.queue)
+	return cfg
 }
 
 func (f *fixture) handler(agents ...*agent.Agent) *agent.Handler {
@@ -115,7 +97,7 @@ func (f *fixture) replies() []sas.AgentReply {
 // ARN in each record.
 func (f *fixture) received(name string, reqs ...sas.AgentRequest) (string, []events.SQSMessage) {
 	f.t.Helper()
-	q, err := f.queue.CreateQueue(f.t.Context(), memqueue.CreateQueueParams{Name: name})
+	q, err := f.queue.CreateQueue(f.t.Context(), sas.CreateQueueParams{Name: name})
 	require.NoError(f.t, err)
 	arn, err := f.queue.QueueARN(q.URL)
 	require.NoError(f.t, err)
@@ -154,27 +136,20 @@ func (f *fixture) visible(url string) []string {
 }
 
 // request is an agent.request for agent "flights", step "reserve-flight"
-// (index 1), as the scheduler sends it at epoch: a 30s limit.
+// (index 1, second attempt), as the scheduler sends it at clocktest.T0: a
+// 30s limit (requesttest.Request, with this agent's fields).
 func request(orderID string, opts ...func(*sas.AgentRequest)) sas.AgentRequest {
-	req := sas.AgentRequest{
-		V: sas.MessageVersion, Kind: sas.KindAgentRequest,
-		OrderID: orderID, Step: 1, StepName: "reserve-flight", Agent: "flights",
-		Attempt: 2, LockedBy: "scheduler-a", CompleteBy: epoch.Add(30 * time.Second), TimeoutMs: 30_000,
-		IdempotencyKey: sas.IdempotencyKey(orderID, 1, 0, false),
-		Payload:        json.RawMessage(`{"flight":"FL123","seats":2}`),
-		Workflow:       "trip", ReplyTo: "https://sqs.example/caller", Action: "POST /reservations",
-		Priority: 7, Version: "v3",
+	flights := func(r *sas.AgentRequest) {
+		r.Attempt, r.Workflow, r.Action, r.Priority, r.Version = 2, "trip", "POST /reservations", 7, "v3"
+		r.Payload = json.RawMessage(`{"flight":"FL123","seats":2}`)
+		r.ReplyTo = "https://sqs.example/caller"
 	}
-	for _, o := range opts {
-		o(&req)
-	}
-	return req
+	return requesttest.Request("flights", "reserve-flight", orderID, append([]func(*sas.AgentRequest){flights, requesttest.AtStep(1)}, opts...)...)
 }
 
 // undo makes the request its step's compensation.
 func undo(req *sas.AgentRequest) {
-	req.Compensation = true
-	req.IdempotencyKey = sas.IdempotencyKey(req.OrderID, req.Step, 0, true)
+	requesttest.Undo(req)
 	req.Action = "POST /reservations/cancel"
 }
 
@@ -182,24 +157,12 @@ func step(name string) func(*sas.AgentRequest) {
 	return func(r *sas.AgentRequest) { r.StepName = name }
 }
 
-func timeout(d time.Duration) func(*sas.AgentRequest) {
-	return func(r *sas.AgentRequest) { r.TimeoutMs = d.Milliseconds() }
-}
+var timeout = requesttest.Timeout
 
-// event makes an SQS event of requests (encoded) or raw bodies.
+// event makes an SQS event of requests (encoded) or raw bodies, from the
+// flights queue.
 func event(msgs ...any) events.SQSEvent {
-	ev := events.SQSEvent{}
-	for i, m := range msgs {
-		body, ok := m.(string)
-		if !ok {
-			body = sas.Encode(m)
-		}
-		ev.Records = append(ev.Records, events.SQSMessage{
-			MessageId: fmt.Sprintf("m%d", i+1), ReceiptHandle: fmt.Sprintf("rh-%d", i+1), Body: body,
-			EventSource: "aws:sqs", EventSourceARN: "arn:aws:sqs:us-east-1:000000000000:flights",
-		})
-	}
-	return ev
+	return requesttest.Event("arn:aws:sqs:us-east-1:000000000000:flights", msgs...)
 }
 
 func failedIDs(resp events.SQSEventResponse) []string {

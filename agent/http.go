@@ -65,7 +65,7 @@ func HTTP(name, baseURL string, client HTTPDoer, routes ...Route) *Agent {
 	h := &httpStep{agent: name, base: baseURL, client: client, routes: map[string]compiledRoute{}}
 	u, err := url.Parse(baseURL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
-		a.fail("baseURL", fmt.Sprintf("%q is not an absolute http(s) base URL without query", baseURL))
+		a.fail("baseURL", fmt.Sprintf("%q is not an absolute http(s) base URL without query", sas.Redact(baseURL)))
 	}
 	if client == nil {
 		a.fail("client", "required")
@@ -90,10 +90,35 @@ func HTTP(name, baseURL string, client HTTPDoer, routes ...Route) *Agent {
 		}
 		h.routes[rt.Step] = c
 	}
+	a.http = h
 	// One Func for do and undo: the request says which (Action, Undo).
 	// The client made its tries; a busy key is waited out here. So a
 	// failure that reaches the runner is not worth trying again at once.
 	return a.Default(h.run, h.run)
+}
+
+// RejectStatuses makes an HTTP agent (HTTP) report the service's answers
+// with these statuses as business rejections (Reject) instead of permanent
+// failures: a 402 for a declined card, a 422 for an expense over budget.
+// The order is compensated as for any failure, then ends Rejected, and no
+// operator is alerted. Only 4xx statuses are answers the service will not
+// change (a 5xx is transient); a 409 with Retry-After is a busy key, never
+// a rejection. An undo's answer is never a rejection. Statuses outside
+// 400–499, or an agent not built by HTTP, are mistakes Err reports. It
+// returns a, so that calls chain.
+func (a *Agent) RejectStatuses(statuses ...int) *Agent {
+	if a.http == nil {
+		a.fail("RejectStatuses", "only an HTTP agent (agent.HTTP) reads statuses")
+		return a
+	}
+	for _, st := range statuses {
+		if st < 400 || st > 499 {
+			a.fail("RejectStatuses", fmt.Sprintf("%d: only a 4xx answer can be a rejection", st))
+			continue
+		}
+		a.http.reject = append(a.http.reject, st)
+	}
+	return a
 }
 
 // httpStep runs the HTTP agent's steps.
@@ -102,6 +127,7 @@ type httpStep struct {
 	base   string
 	client HTTPDoer
 	routes map[string]compiledRoute
+	reject []int // statuses that are business rejections (RejectStatuses)
 }
 
 type compiledRoute struct {
@@ -179,7 +205,9 @@ func (h *httpStep) classify(act endpointAction, key string, res HTTPResponse, er
 	case errors.Is(err, httpcall.ErrPermanent):
 		var se *httpcall.StatusError
 		if errors.As(err, &se) {
-			return permanentf(err, "%s %s answered %s", h.agent, act, describeAnswer(se, res.Body))
+			pe := permanentf(err, "%s %s answered %s", h.agent, act, describeAnswer(se, res.Body))
+			pe.rejected = slices.Contains(h.reject, se.Status)
+			return pe
 		}
 		return permanentf(err, "%s %s: %v", h.agent, act, err)
 	case errors.Is(err, sas.ErrInvalid):

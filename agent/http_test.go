@@ -222,7 +222,7 @@ func TestHTTPClient(t *testing.T) {
 		w.WriteHeader(http.StatusBadGateway)
 	})
 	client, err := agent.NewHTTPClient(agent.HTTPOptions{Tries: 1, SafetyMargin: time.Millisecond,
-		Breaker: agent.BreakerOptions{FailureThreshold: 2, FailureRate: 0.5, OpenFor: time.Minute}})
+		Breaker: agent.BreakerConfig{FailureThreshold: 2, FailureRate: 0.5, OpenFor: time.Minute}})
 	require.NoError(t, err)
 
 	_, err = client.Do(context.Background(), agent.HTTPCall{Endpoint: svc.srv.URL, Method: "POST", Path: "/x", IdempotencyKey: "k"})

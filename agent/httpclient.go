@@ -36,8 +36,14 @@ type HTTPOptions struct {
 	// 1 MiB). A longer body is still a success: the response holds its start
 	// and says it is truncated.
 	MaxResponseBytes int64
-	// Breaker configures the circuit breakers, one per endpoint.
-	Breaker BreakerOptions
+	// Breaker configures the circuit breakers, one per endpoint (the
+	// agent's breaker, BreakerConfig, per endpoint: it opens when, over the
+	// last Window of tries, at least FailureThreshold were unhealthy, 5xx,
+	// 408, 429, timeouts or network failures, and they were at least
+	// FailureRate of the tries; docs/protocol.md, "Agent"). Zero fields take
+	// the defaults; it cannot be turned off (a negative FailureThreshold is
+	// refused).
+	Breaker BreakerConfig
 	// Client sends the requests. Default: a client of its own transport that
 	// does not follow redirects (a redirected POST would lose its body).
 	Client *http.Client
@@ -47,21 +53,12 @@ type HTTPOptions struct {
 	Clock Clock
 }
 
-// BreakerOptions configures the circuit breaker an HTTPClient keeps per
-// endpoint. Zero fields take the defaults.
+// BreakerOptions is BreakerConfig, its old name for an HTTPClient's
+// breakers.
 //
-// The breaker opens when, over the last Window of tries to the endpoint, at
-// least FailureThreshold were unhealthy (5xx, 408, 429, timeouts, network
-// failures) and they were at least FailureRate of the tries; it then
-// refuses tries for OpenFor, after which one probe decides whether it
-// closes. A rate and not a run of failures, so that a service that fails
-// one call in four under load is still called (docs/protocol.md, "Agent").
-type BreakerOptions struct {
-	FailureThreshold int           // default 5
-	FailureRate      float64       // default 0.8
-	Window           time.Duration // default 10s
-	OpenFor          time.Duration // default 10s
-}
+// Deprecated: use BreakerConfig, which configures both an agent's breakers
+// and an HTTPClient's (one breaker, one configuration).
+type BreakerOptions = BreakerConfig
 
 // HTTPCall is one call to a remote service.
 type HTTPCall struct {
@@ -159,7 +156,7 @@ func NewHTTPClient(o HTTPOptions) (*HTTPClient, error) {
 func (c *HTTPClient) Do(ctx context.Context, call HTTPCall) (HTTPResponse, error) {
 	deadline, ok := ctx.Deadline()
 	if !ok {
-		return HTTPResponse{}, Permanent(fmt.Errorf("calling %s %s%s: %w", call.Method, call.Endpoint, call.Path,
+		return HTTPResponse{}, Permanent(fmt.Errorf("calling %s %s%s: %w", call.Method, sas.Redact(call.Endpoint), call.Path,
 			&sas.ValidationError{Field: "ctx", Reason: "a context with a deadline is required"}))
 	}
 	res, err := c.caller.Call(ctx, callRequest(call, deadline))

@@ -10,8 +10,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/sas-go/sas/internal/eventsource"
 	"github.com/sas-go/sas/internal/sas"
+	"github.com/sas-go/sas/internal/sqsevent"
 )
 
 // Outside Lambda, an agent receives its requests itself (Poll). These
@@ -122,12 +122,12 @@ func (h *Handler) pollLoop(ctx, work context.Context, url string) {
 // handleBatch hands msgs to Handle as one event and deletes what it did not
 // list as failed.
 func (h *Handler) handleBatch(ctx context.Context, url, arn string, msgs []sas.InboundMessage) {
-	resp, err := h.Handle(ctx, eventsource.Event(arn, msgs))
+	resp, err := h.Handle(ctx, sqsevent.Event(arn, msgs))
 	if err != nil {
 		h.log.Warn("agent: the batch failed as a whole; it will be redelivered", "queue", url, "messages", len(msgs), "err", err.Error())
 		return
 	}
-	receipts := eventsource.Done(msgs, resp)
+	receipts := sqsevent.Done(msgs, resp)
 	if len(receipts) == 0 {
 		return
 	}

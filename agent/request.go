@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/sas-go/sas/internal/sas"
@@ -57,9 +59,60 @@ type Request struct {
 	// call are the client's own (HTTPOptions).
 	Tries int
 
+	// Results are what the steps before this one returned, by step name
+	// (in an undo, its own step's result too): each step's Func result as
+	// the scheduler recorded it, compacted JSON. A step that returned
+	// nothing has no entry. See DecodeResult.
+	Results map[string]json.RawMessage
+
 	// nonRetryable: the names of the errors the step's retry policy does
 	// not retry (agent.Named).
 	nonRetryable []string
+}
+
+// DecodeResult decodes the result of the step named step into v (with
+// encoding/json): what that step's Func returned, recorded when it
+// completed (docs/workflows.md, "Results"). A step sees the results of the
+// steps before it, and an undo its own step's too, so a cancellation can
+// name the booking its step made:
+//
+//	var booking struct{ ID string `json:"bookingId"` }
+//	if err := req.DecodeResult("reserve-flight", &booking); err != nil {
+//		return nil, err
+//	}
+//
+// A result that is absent (the step returned nothing, or is not one this
+// step follows) or does not decode into v is a permanent failure naming the
+// step, since running again cannot change what was recorded; a step whose
+// result is optional checks HasResult first.
+func (r Request) DecodeResult(step string, v any) error {
+	res, ok := r.Results[step]
+	if !ok {
+		return Permanent(fmt.Errorf("order %s, step %s: no result of step %q (results: %s)", r.OrderID, r.Step, step, r.resultNames()))
+	}
+	if err := json.Unmarshal(res, v); err != nil {
+		return Permanent(fmt.Errorf("order %s, step %s: reading the result of step %q: %w", r.OrderID, r.Step, step, err))
+	}
+	return nil
+}
+
+// HasResult reports whether the request carries a result of the step
+// named step.
+func (r Request) HasResult(step string) bool {
+	_, ok := r.Results[step]
+	return ok
+}
+
+func (r Request) resultNames() string {
+	if len(r.Results) == 0 {
+		return "none"
+	}
+	names := make([]string, 0, len(r.Results))
+	for n := range r.Results {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return strings.Join(names, ", ")
 }
 
 // DecodePayload decodes the payload into v (with encoding/json). A payload
@@ -78,12 +131,16 @@ func (r Request) DecodePayload(v any) error {
 
 // Func runs one step (or its undo) for one order and returns its result.
 //
-// The result is reported to the scheduler, which records it with the order
-// (a small JSON value: larger than 1 KiB, it is left out of the reply).
-// Return nil for no result, a json.RawMessage to pass JSON through as it
-// is, or any value encoding/json can encode. A result that cannot be
-// encoded is logged and left out; the step still counts as done, since its
-// effect has happened.
+// The result is reported to the scheduler, which records it with the step
+// and hands it to the steps that follow and to the step's own undo
+// (Request.DecodeResult). Return nil for no result, a json.RawMessage to
+// pass JSON through as it is, or any value encoding/json can encode. A
+// result is at most 16 KiB of compacted JSON, and an order's results at
+// most 64 KiB together (docs/workflows.md, "Results"): a step whose result
+// is larger fails, named "ResultTooLarge", and since its effect has
+// happened, its undo runs with the order's compensation. A result that
+// cannot be encoded is logged and left out; the step still counts as done,
+// since its effect has happened.
 //
 // The error decides what happens next (see Permanent and RetryAfter; any
 // other error is transient). The context ends at req.Deadline.
@@ -100,5 +157,6 @@ func requestOf(r sas.AgentRequest, deadline time.Time) Request {
 		OrderID: r.OrderID, Workflow: r.Workflow, Version: r.Version, Step: r.StepName, StepIndex: r.Step, Attempt: r.Attempt,
 		IdempotencyKey: r.IdempotencyKey, Payload: r.Payload, Undo: r.Compensation, Action: r.Action,
 		Priority: r.Priority, Deadline: deadline, Tries: r.Tries, nonRetryable: r.NonRetryable,
+		Results: r.Results,
 	}
 }

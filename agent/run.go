@@ -13,31 +13,37 @@ import (
 	"github.com/sas-go/sas/internal/sas"
 )
 
+// Status is what the handler would do with a request's run: Outcome.Status.
+type Status string
+
 // The statuses of an Outcome.
 const (
 	// StatusDone: the step succeeded; the scheduler moves on.
-	StatusDone = "done"
+	StatusDone Status = "done"
 	// StatusFailed: the step failed for good; the scheduler compensates.
-	StatusFailed = "failed"
+	StatusFailed Status = "failed"
 	// StatusTransient: the attempt ran and failed (its tries spent, its
 	// breaker open, its deadline reached, or a RetryAfter beyond it); the
 	// handler replies "transient" and the scheduler's retry policy decides
 	// (docs/agents.md, "What an error means").
-	StatusTransient = "transient"
+	StatusTransient Status = "transient"
 	// StatusNone: no outcome (a success that came after the deadline); the
 	// request is left for redelivery.
-	StatusNone = ""
+	StatusNone Status = ""
 )
 
 // Outcome is what the handler would do with a request's run: the reply it
 // would send, or none.
 type Outcome struct {
 	// Status is StatusDone, StatusFailed, StatusTransient or StatusNone.
-	Status string
+	Status Status
 	// Result is the step's result, encoded (StatusDone).
 	Result json.RawMessage
 	// Reason is what a failed reply says (StatusFailed).
 	Reason string
+	// Rejected, with StatusFailed, says the failure is a business
+	// rejection (Reject): the order would end Rejected, with no alert.
+	Rejected bool
 	// RetryAfter is the wait a RetryAfter asked for when it could not be
 	// honoured before the deadline: the least wait before the next attempt
 	// (StatusTransient).
@@ -75,7 +81,7 @@ func (a *Agent) Run(ctx context.Context, req Request) Outcome {
 	res, err := r.Run(ctx, sas.AgentRequest{
 		OrderID: req.OrderID, Workflow: req.Workflow, Version: req.Version, StepName: req.Step, Step: req.StepIndex, Attempt: req.Attempt,
 		IdempotencyKey: req.IdempotencyKey, Payload: req.Payload, Compensation: req.Undo, Action: req.Action,
-		Priority: req.Priority, Tries: req.Tries, Agent: a.name,
+		Priority: req.Priority, Tries: req.Tries, Agent: a.name, Results: req.Results,
 	})
 	var pe *agenthost.PermanentError
 	var re *agenthost.RedeliveryError
@@ -85,7 +91,7 @@ func (a *Agent) Run(ctx context.Context, req Request) Outcome {
 	case err == nil:
 		return Outcome{Status: StatusNone, Err: errors.New("the outcome came after the deadline")}
 	case errors.As(err, &pe) && time.Now().Before(deadline):
-		return Outcome{Status: StatusFailed, Reason: pe.Reason, Err: err}
+		return Outcome{Status: StatusFailed, Reason: pe.Reason, Rejected: pe.Rejected && !req.Undo, Err: err}
 	case errors.As(err, &re):
 		return Outcome{Status: StatusTransient, RetryAfter: re.Delay, Err: err}
 	case errors.As(err, &pe):

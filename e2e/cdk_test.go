@@ -13,7 +13,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/sas-go/sas/internal/rig"
+	"github.com/sas-go/sas/internal/dev/rig"
 )
 
 // stackName is the CDK app's stack id (infra/main.go).

@@ -9,6 +9,7 @@ import (
 	"html"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -18,9 +19,9 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"github.com/sas-go/sas/internal/browsertest"
-	"github.com/sas-go/sas/internal/rig"
+	"github.com/sas-go/sas/internal/dev/rig"
 	"github.com/sas-go/sas/internal/sas"
+	"github.com/sas-go/sas/internal/testkit/browsertest"
 )
 
 // consoleCheck is what checkConsole looks at: the deployment, and the
@@ -78,16 +79,27 @@ func checkConsole(ctx context.Context, t *testing.T, cc consoleCheck) {
 		return
 	}
 	defer p.Stop(5 * time.Second)
-	base, err := consoleURL(ctx, p, logPath)
+	login, err := consoleURL(ctx, p, logPath)
 	if err != nil {
 		t.Errorf("console: %v; its log:\n%s", err, rig.TailFile(logPath, 30))
 		return
 	}
-	base = strings.TrimSuffix(base, "/")
+	// The printed URL carries the console's per-launch secret
+	// (docs/console.md, "Who may use it"): without it, nothing.
+	u, err := url.Parse(login)
+	if err != nil || u.Query().Get("token") == "" {
+		t.Errorf("console: the printed URL %q carries no secret (%v)", login, err)
+		return
+	}
+	secret := u.Query().Get("token")
+	base := u.Scheme + "://" + u.Host
 	t.Logf("console: sasctl console on the deployment at %s", base)
+	if _, err := getPage(ctx, base+"/", ""); err == nil || !strings.Contains(err.Error(), "401") {
+		t.Errorf("console: the overview without the secret: %v, want 401", err)
+	}
 
 	// The overview.
-	overview, err := getPage(ctx, base+"/")
+	overview, err := getPage(ctx, base+"/", secret)
 	if err != nil {
 		t.Errorf("console: %v", err)
 		return
@@ -116,7 +128,7 @@ func checkConsole(ctx context.Context, t *testing.T, cc consoleCheck) {
 	listed := map[string]string{}
 	next := "/orders"
 	for pages := 0; next != "" && pages < 10; pages++ {
-		list, err := getPage(ctx, base+html.UnescapeString(next))
+		list, err := getPage(ctx, base+html.UnescapeString(next), secret)
 		if err != nil {
 			t.Errorf("console: %v", err)
 			return
@@ -140,7 +152,7 @@ func checkConsole(ctx context.Context, t *testing.T, cc consoleCheck) {
 
 	// One order's page: its state, and what its agent measured of each
 	// step's run (SentTimestamp from MiniStack's event source).
-	page, err := getPage(ctx, base+"/orders/"+cc.detail)
+	page, err := getPage(ctx, base+"/orders/"+cc.detail, secret)
 	if err != nil {
 		t.Errorf("console: %v", err)
 		return
@@ -161,14 +173,14 @@ func checkConsole(ctx context.Context, t *testing.T, cc consoleCheck) {
 		}
 	}
 
-	shots(ctx, t, cc, base)
+	shots(ctx, t, cc, base, login)
 	t.Logf("console: checked in %s (%d orders listed)", time.Since(start).Round(100*time.Millisecond), len(listed))
 }
 
 // shots takes screenshots of the overview and the order's page into
 // $SAS_E2E_SCREENSHOTS, or .rig/e2e-screenshots at the repository's root
 // (not committed), where Chromium is installed.
-func shots(ctx context.Context, t *testing.T, cc consoleCheck, base string) {
+func shots(ctx context.Context, t *testing.T, cc consoleCheck, base, login string) {
 	path := browsertest.Find()
 	if path == "" {
 		t.Logf("console: no Chromium (set SAS_CHROMIUM or install chromium): no screenshot; the HTTP checks stand")
@@ -179,7 +191,7 @@ func shots(ctx context.Context, t *testing.T, cc consoleCheck, base string) {
 		dir = filepath.Join(cc.root, ".rig", "e2e-screenshots")
 	}
 	b := browsertest.New(t, path, dir)
-	b.Run(t, chromedp.Navigate(base+"/"), chromedp.WaitVisible("#by-workflow", chromedp.ByQuery))
+	b.Run(t, chromedp.Navigate(login), chromedp.WaitVisible("#by-workflow", chromedp.ByQuery))
 	b.Shot(t, "deployed-overview")
 	b.Run(t, chromedp.Navigate(base+"/orders/"+cc.detail), chromedp.WaitVisible("#steps", chromedp.ByQuery))
 	b.Shot(t, "deployed-order")
@@ -210,10 +222,15 @@ func consoleURL(ctx context.Context, p *rig.Process, logPath string) (string, er
 	}
 }
 
-func getPage(ctx context.Context, u string) (string, error) {
+// getPage reads a console page with the console's secret as a script
+// would send it (Authorization: Bearer); "" sends none.
+func getPage(ctx context.Context, u, secret string) (string, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
 		return "", err
+	}
+	if secret != "" {
+		req.Header.Set("Authorization", "Bearer "+secret)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {

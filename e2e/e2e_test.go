@@ -24,8 +24,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/sas-go/sas/internal/dev/remotesim"
 	"github.com/sas-go/sas/internal/dynamostore"
-	"github.com/sas-go/sas/internal/remotesim"
 	"github.com/sas-go/sas/internal/sas"
 )
 
@@ -422,7 +422,7 @@ func TestDeployAndRun(t *testing.T) {
 	checkConsole(ctx, t, consoleCheck{em: em, c: c, root: root, want: want, detail: orders[0].id})
 
 	// 5. Nothing went to a dead-letter queue.
-	for _, k := range []string{"IntakeDLQUrl", "SchedulerDLQUrl", "AgentDLQUrl"} {
+	for _, k := range []string{"IntakeDLQUrl", "SchedulerDLQUrl", "ControlDLQUrl", "AgentDLQUrl"} {
 		if outputs[k] == "" {
 			continue
 		}

@@ -8,7 +8,7 @@ import (
 	"os"
 	"time"
 
-	"github.com/sas-go/sas/internal/rig"
+	"github.com/sas-go/sas/internal/dev/rig"
 )
 
 // EnvEmulator chooses the emulator the tests deploy to: "ministack" (the

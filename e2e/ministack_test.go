@@ -6,7 +6,7 @@ import (
 	"context"
 	"os"
 
-	"github.com/sas-go/sas/internal/rig"
+	"github.com/sas-go/sas/internal/dev/rig"
 )
 
 // MiniStackVersion is the pinned MiniStack release (rig.MiniStackVersion;

@@ -7,7 +7,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/sas-go/sas/internal/rig"
+	"github.com/sas-go/sas/internal/dev/rig"
 )
 
 // Every process the test starts (rig.StartProcess: its own process group)

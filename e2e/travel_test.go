@@ -162,8 +162,8 @@ func TestTravelExample(t *testing.T) {
 		steps:    map[string]string{"flight": "Processed", "hotel": "Processed", "car": "Processed", "pay": "Processed"},
 	}, {
 		id: "travel-" + run + "-full-hotel", payload: payload("full", 420),
-		state:    sas.Compensated,
-		statuses: []string{"received", "step-done/flight", "failed/hotel", "compensated"},
+		state:    sas.Rejected, // a full hotel is a business answer (agent.Reject): nobody is paged
+		statuses: []string{"received", "step-done/flight", "rejected/hotel"},
 		// A refused step is undone too: a refusal is not proof of no effect
 		// (docs/protocol.md).
 		steps:  map[string]string{"flight": "Compensated", "hotel": "Compensated", "car": "Pending", "pay": "Pending"},
@@ -171,8 +171,8 @@ func TestTravelExample(t *testing.T) {
 		reason: map[string]string{"hotel": "sold out"},
 	}, {
 		id: "travel-" + run + "-declined", payload: payload("Ritz", 5000),
-		state:    sas.Compensated,
-		statuses: []string{"received", "step-done/flight", "step-done/hotel", "step-done/car", "failed/pay", "compensated"},
+		state:    sas.Rejected, // a declined card too
+		statuses: []string{"received", "step-done/flight", "step-done/hotel", "step-done/car", "rejected/pay"},
 		steps:    map[string]string{"flight": "Compensated", "hotel": "Compensated", "car": "Compensated", "pay": "Compensated"},
 		undone:   []string{"pay", "car", "hotel", "flight"},
 		reason:   map[string]string{"pay": "card declined"},
@@ -238,14 +238,14 @@ func TestTravelExample(t *testing.T) {
 			return false
 		}
 		switch v.State() {
-		case sas.Processed, sas.Compensated, sas.CompensationFailed:
+		case sas.Processed, sas.Compensated, sas.CompensationFailed, sas.Rejected:
 			return true
 		}
 		return false
 	}
 	final := func(id string) bool {
 		for _, st := range statuses[id] {
-			if st.Status == sas.StatusProcessed || st.Status == sas.StatusCompensated {
+			if st.Status == sas.StatusProcessed || st.Status == sas.StatusCompensated || st.Status == sas.StatusRejected {
 				return true
 			}
 		}
@@ -289,7 +289,7 @@ func TestTravelExample(t *testing.T) {
 	}
 
 	// Nothing went to a dead-letter queue.
-	dlqs := map[string]string{"intake DLQ": out("IntakeDLQUrl"), "scheduler DLQ": out("SchedulerDLQUrl")}
+	dlqs := map[string]string{"intake DLQ": out("IntakeDLQUrl"), "scheduler DLQ": out("SchedulerDLQUrl"), "control DLQ": out("ControlDLQUrl")}
 	var agentDLQs map[string]struct {
 		URL         string `json:"url"`
 		PriorityURL string `json:"priorityUrl"`

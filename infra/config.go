@@ -36,6 +36,12 @@ const (
 	// list from the environment, used when the context key is unset.
 	ctxOperatorRoles = "operatorRoles"
 	envOperatorRoles = "SAS_OPERATOR_ROLE_ARNS"
+	// ctxDeployerRoles lists who may administer the queues
+	// (Props.DeployerRoleARNs), comma-separated; envDeployerRoles is the
+	// same from the environment, used when the key is unset. Default: CDK's
+	// bootstrap execution role.
+	ctxDeployerRoles = "deployerRoles"
+	envDeployerRoles = "SAS_DEPLOYER_ROLE_ARNS"
 	// ctxAllowHTTP=true lets every built-in agent call an http:// base URL
 	// (Agent.AllowHTTP): emulators only; make deploy sets it with ENDPOINT.
 	ctxAllowHTTP = "allowHttp"
@@ -116,20 +122,24 @@ func propsFrom(node constructs.Node, getenv func(string) string) (sascdk.Props, 
 	if p.DistDir == "" {
 		p.DistDir = defaultDistDir
 	}
-	for _, arn := range strings.Split(get(ctxAllowedReplyQueues), ",") {
-		if arn = strings.TrimSpace(arn); arn != "" {
-			p.AllowedReplyQueueARNs = append(p.AllowedReplyQueueARNs, arn)
+	// arns is a comma-separated list of ARNs from the context key, or from
+	// the environment variable (if any) when the key is not given.
+	arns := func(key, envKey string) []string {
+		v := get(key)
+		if raw(key) == nil && envKey != "" {
+			v = getenv(envKey)
 		}
-	}
-	operators := get(ctxOperatorRoles)
-	if raw(ctxOperatorRoles) == nil {
-		operators = getenv(envOperatorRoles)
-	}
-	for _, arn := range strings.Split(operators, ",") {
-		if arn = strings.TrimSpace(arn); arn != "" {
-			p.OperatorRoleARNs = append(p.OperatorRoleARNs, arn)
+		var out []string
+		for _, arn := range strings.Split(v, ",") {
+			if arn = strings.TrimSpace(arn); arn != "" {
+				out = append(out, arn)
+			}
 		}
+		return out
 	}
+	p.AllowedReplyQueueARNs = arns(ctxAllowedReplyQueues, "")
+	p.OperatorRoleARNs = arns(ctxOperatorRoles, envOperatorRoles)
+	p.DeployerRoleARNs = arns(ctxDeployerRoles, envDeployerRoles)
 	allowHTTP, err := boolContext(ctxAllowHTTP, get(ctxAllowHTTP))
 	if err != nil {
 		return sascdk.Props{}, err

@@ -84,15 +84,18 @@ func TestTrustFromContext(t *testing.T) {
 		t.Errorf("agent %+v auth %+v, unsigned %v", a, a.Auth, p.AllowUnsignedReplies)
 	}
 
+	if !reflect.DeepEqual(p.DeployerRoleARNs, []string{"arn:aws:iam::111122223333:role/from-env"}) {
+		t.Errorf("deployers %v, want the environment's when the context has none", p.DeployerRoleARNs)
+	}
 	env := func(k string) string {
-		return map[string]string{"SAS_OPERATOR_ROLE_ARNS": ops}[k]
+		return map[string]string{"SAS_OPERATOR_ROLE_ARNS": ops, "SAS_DEPLOYER_ROLE_ARNS": ops}[k]
 	}
 	app = awscdk.NewApp(&awscdk.AppProps{Context: &map[string]any{"paymentsUrl": "https://p.example.test"}})
 	p, err = propsFrom(app.Node(), env)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !reflect.DeepEqual(p.OperatorRoleARNs, wantOps) || p.Agents[0].AllowHTTP || p.Agents[0].Auth != nil || p.AllowUnsignedReplies {
+	if !reflect.DeepEqual(p.OperatorRoleARNs, wantOps) || !reflect.DeepEqual(p.DeployerRoleARNs, wantOps) || p.Agents[0].AllowHTTP || p.Agents[0].Auth != nil || p.AllowUnsignedReplies {
 		t.Errorf("from the environment: %+v", p)
 	}
 	// An empty context value says "no operators", whatever the environment.

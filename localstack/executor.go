@@ -1,6 +1,6 @@
 // Package localstack carries the source of the process executor for
 // LocalStack's Lambda service (process-executor/, a Python package), so
-// that the rig (internal/rig) installs the executor of the checkout it was
+// that the rig (internal/dev/rig) installs the executor of the checkout it was
 // built from. README.md in this directory says what runs without Docker.
 package localstack
 

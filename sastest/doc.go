@@ -36,7 +36,8 @@
 //
 // Fail and FailUndo make a step (or its undo) return an error at a given
 // attempt instead of running the agent's Func: agent.Permanent for a refusal
-// (the order is compensated), any other error for a transient failure, which
+// (the order is compensated), agent.Reject for a business rejection (the
+// order is compensated and ends rejected, with no alert), any other error for a transient failure, which
 // is retried as the deployment retries it. An attempt is the scheduler's
 // attempt at the step, counted from 1, separately for the step and for its
 // undo; every run of the Func during that attempt (in-process tries and
@@ -45,7 +46,9 @@
 // # What a Result says
 //
 // Status is how the order ended (StatusProcessed, StatusCompensated,
-// StatusFailed or StatusCompensationFailed); Steps the final state of each step; Undone the steps
+// StatusFailed, StatusCompensationFailed, or StatusRejected when a step
+// was refused with agent.Reject); Results what each step returned (Decode
+// reads one); Steps the final state of each step; Undone the steps
 // that were undone, in the order they were (newest first); Statuses what the
 // submitter's replyTo queue received; Alerts what an operator was told; and
 // Calls every run of a step's Func (or undo), in order. Assert on outcomes:

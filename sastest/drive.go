@@ -12,8 +12,8 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
-	"github.com/sas-go/sas/internal/eventsource"
 	"github.com/sas-go/sas/internal/sas"
+	"github.com/sas-go/sas/internal/sqsevent"
 )
 
 // handler is a typed Lambda handler of SQS events.
@@ -130,12 +130,12 @@ func (e *Env) deliver(a actor, url string) int {
 	if err != nil {
 		e.t.Fatalf("sastest: %v", err)
 	}
-	ev := eventsource.Event(arn, msgs)
+	ev := sqsevent.Event(arn, msgs)
 	resp, err := a.handle(e.ctx, ev)
 	if err != nil {
 		return len(msgs) // the whole batch comes back after its visibility timeout
 	}
-	if receipts := eventsource.Done(msgs, resp); len(receipts) > 0 {
+	if receipts := sqsevent.Done(msgs, resp); len(receipts) > 0 {
 		if _, err := e.queue.Delete(e.ctx, sas.DeleteParams{QueueURL: url, Receipts: receipts}); err != nil {
 			e.t.Fatalf("sastest: deleting from %s: %v", url, err)
 		}

@@ -16,7 +16,6 @@ import (
 	"github.com/sas-go/sas/agent"
 	"github.com/sas-go/sas/internal/alerts"
 	"github.com/sas-go/sas/internal/assembly"
-	"github.com/sas-go/sas/internal/clocktest"
 	"github.com/sas-go/sas/internal/config"
 	"github.com/sas-go/sas/internal/memqueue"
 	"github.com/sas-go/sas/internal/memstore"
@@ -25,6 +24,8 @@ import (
 	"github.com/sas-go/sas/internal/scheduler"
 	"github.com/sas-go/sas/internal/sizing"
 	"github.com/sas-go/sas/internal/supervisor"
+	"github.com/sas-go/sas/internal/testkit/clocktest"
+	"github.com/sas-go/sas/internal/testkit/logtest"
 	"github.com/sas-go/sas/workflow"
 )
 
@@ -106,7 +107,7 @@ type Env struct {
 	store *memstore.Store
 	queue *memqueue.Queue
 	alert *alerts.Recorder
-	logs  *logBuffer // nil when Options.Logs is set
+	logs  *logtest.Buffer // nil when Options.Logs is set
 
 	intakeURL, schedulerURL, controlURL, statusURL string
 	sched                                          actor   // the scheduler, on the intake, scheduler and control queues
@@ -187,7 +188,7 @@ func NewWith(t testing.TB, opts Options, defs []workflow.Workflow, agents ...*ag
 	}})
 	logs := opts.Logs
 	if logs == nil {
-		e.logs = &logBuffer{}
+		e.logs = &logtest.Buffer{}
 		logs = e.logs
 		t.Cleanup(func() {
 			if t.Failed() {
@@ -267,7 +268,7 @@ func (e *Env) createQueue(name string, visibility time.Duration, maxReceives int
 	if visibility > 0 {
 		attrs["VisibilityTimeout"] = fmt.Sprint(int(visibility.Seconds()))
 	}
-	q, err := e.queue.CreateQueue(e.ctx, memqueue.CreateQueueParams{Name: name, Attributes: attrs, MaxReceiveCount: maxReceives})
+	q, err := e.queue.CreateQueue(e.ctx, sas.CreateQueueParams{Name: name, Attributes: attrs, MaxReceiveCount: maxReceives})
 	if err != nil {
 		e.t.Fatalf("sastest: creating the queue %s: %v", name, err)
 	}
@@ -439,23 +440,4 @@ func (e *Env) send(url, body string) {
 	if err != nil {
 		e.t.Fatalf("sastest: sending to %s: %v", url, err)
 	}
-}
-
-// logBuffer keeps the logs of actors that may write from several
-// goroutines.
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }

@@ -2,6 +2,7 @@ package sastest_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -57,10 +58,13 @@ func TestHappyPath(t *testing.T) {
 
 	require.Equal(t, sastest.StatusProcessed, res.Status)
 	require.Equal(t, []sastest.Step{
-		{Name: "flight", State: sastest.StateProcessed, Attempts: 1},
-		{Name: "hotel", State: sastest.StateProcessed, Attempts: 1},
-		{Name: "pay", State: sastest.StateProcessed, Attempts: 1},
+		{Name: "flight", State: sastest.StateProcessed, Attempts: 1, Result: json.RawMessage(`"flight"`)},
+		{Name: "hotel", State: sastest.StateProcessed, Attempts: 1, Result: json.RawMessage(`"hotel"`)},
+		{Name: "pay", State: sastest.StateProcessed, Attempts: 1, Result: json.RawMessage(`"pay"`)},
 	}, res.Steps)
+	var flight string
+	require.NoError(t, res.Decode("flight", &flight))
+	require.Equal(t, "flight", flight)
 	require.Equal(t, []string{"flight#1", "hotel#1", "pay#1"}, calls(res))
 	require.Equal(t, []string{"received", "step-done/flight", "step-done/hotel", "step-done/pay", "processed"}, res.Statuses)
 	require.Empty(t, res.Undone)

@@ -1,6 +1,7 @@
 package sastest
 
 import (
+	"encoding/json"
 	"fmt"
 	"slices"
 	"time"
@@ -8,38 +9,53 @@ import (
 	"github.com/sas-go/sas/internal/sas"
 )
 
-// How an order ended: Result.Status.
+// Status is how an order ended: Result.Status.
+type Status string
+
+// How an order ended.
 const (
 	// StatusProcessed: every step succeeded.
-	StatusProcessed = "processed"
+	StatusProcessed Status = "processed"
 	// StatusCompensated: a step failed for good, and every step done
 	// before it that has an undo was undone.
-	StatusCompensated = "compensated"
+	StatusCompensated Status = "compensated"
 	// StatusFailed: a step failed for good, with nothing to undo (it was
 	// the first, or the steps before it have no undo).
-	StatusFailed = "failed"
+	StatusFailed Status = "failed"
 	// StatusCompensationFailed: an undo failed for good, or the supervisor
 	// gave up on it; an operator was alerted.
-	StatusCompensationFailed = "compensation-failed"
+	StatusCompensationFailed Status = "compensation-failed"
+	// StatusRejected: a step was refused as a business outcome
+	// (agent.Reject, or a status the HTTP agent's RejectStatuses lists),
+	// and whatever took effect was undone; no operator was alerted.
+	StatusRejected Status = "rejected"
 )
 
-// Where a step ended: Step.State, the state of its record in the store
-// (docs/pattern.md §2).
+// State is where a step ended: Step.State, the state of its record in the
+// store (docs/pattern.md §2).
+type State string
+
+// Where a step ended.
 const (
-	StateProcessed          = string(sas.Processed)
-	StateError              = string(sas.Error)
-	StateCompensated        = string(sas.Compensated)
-	StateCompensationFailed = string(sas.CompensationFailed)
+	StateProcessed          = State(sas.Processed)
+	StateError              = State(sas.Error)
+	StateCompensated        = State(sas.Compensated)
+	StateCompensationFailed = State(sas.CompensationFailed)
 	// StatePending: a step never started, because an earlier one failed.
-	StatePending = string(sas.Pending)
+	StatePending = State(sas.Pending)
 )
 
 // Result is how an order ended.
 type Result struct {
 	OrderID string
-	// Status is StatusProcessed, StatusCompensated, StatusFailed or
-	// StatusCompensationFailed.
-	Status string
+	// Status is StatusProcessed, StatusCompensated, StatusFailed,
+	// StatusCompensationFailed or StatusRejected.
+	Status Status
+	// Results are what the steps returned, by step name, as the scheduler
+	// recorded them (compacted JSON; a step that returned nothing has no
+	// entry): what the steps after each saw (agent.Request.DecodeResult).
+	// See Result.Decode.
+	Results map[string]json.RawMessage
 	// Steps are the order's steps, in workflow order.
 	Steps []Step
 	// Undone are the names of the steps that were undone, in the order
@@ -70,7 +86,7 @@ type Step struct {
 	Name string
 	// State is the step's final state: StateProcessed, StateError,
 	// StateCompensated, StateCompensationFailed or StatePending.
-	State string
+	State State
 	// Attempts counts the scheduler's attempts at the step that reached
 	// its agent (its undo's not included).
 	Attempts int
@@ -79,6 +95,10 @@ type Step struct {
 	// Reason is the step's last error: a refusal's reason, or why the
 	// supervisor gave it up.
 	Reason string
+	// Rejected is true when the step's failure was a business rejection.
+	Rejected bool
+	// Result is what the step returned, as recorded (nil for none).
+	Result json.RawMessage
 }
 
 // Call is one run of an agent's Func for a step of an order.
@@ -115,6 +135,17 @@ func (r Result) Step(name string) (Step, bool) {
 	return r.Steps[i], true
 }
 
+// Decode decodes the result of the step named step into v: what the
+// order's step returned (its Func's result, or the service's answer for the
+// HTTP agent). A step that recorded none is an error.
+func (r Result) Decode(step string, v any) error {
+	res, ok := r.Results[step]
+	if !ok {
+		return fmt.Errorf("sastest: order %s: step %q recorded no result", r.OrderID, step)
+	}
+	return json.Unmarshal(res, v)
+}
+
 // result reads how order v ended.
 func (e *Env) result(v sas.OrderView, statuses []sas.Status, took time.Duration) Result {
 	e.t.Helper()
@@ -129,6 +160,8 @@ func (e *Env) result(v sas.OrderView, statuses []sas.Status, took time.Duration)
 		res.Status = StatusFailed
 	case sas.CompensationFailed:
 		res.Status = StatusCompensationFailed
+	case sas.Rejected:
+		res.Status = StatusRejected
 	default:
 		e.t.Fatalf("sastest: order %s is stuck (%s): nothing is left to deliver and no step is due, but it did not end: %s", id, st, describe(v))
 	}
@@ -147,9 +180,15 @@ func (e *Env) result(v sas.OrderView, statuses []sas.Status, took time.Duration)
 		}
 		state[name] = r.ProcessState
 		res.Steps = append(res.Steps, Step{
-			Name: name, State: string(r.ProcessState), Failures: r.FailureCount, Reason: r.LastError,
-			Attempts: len(e.attempts[attemptKey{order: id, step: name}]),
+			Name: name, State: State(r.ProcessState), Failures: r.FailureCount, Reason: r.LastError,
+			Attempts: len(e.attempts[attemptKey{order: id, step: name}]), Rejected: r.Rejected, Result: r.Result,
 		})
+		if len(r.Result) > 0 {
+			if res.Results == nil {
+				res.Results = map[string]json.RawMessage{}
+			}
+			res.Results[name] = r.Result
+		}
 	}
 	e.mu.Unlock()
 

@@ -1,4 +1,4 @@
-// Command remotesim serves the remote-service simulator (internal/remotesim)
+// Command remotesim serves the remote-service simulator (internal/dev/remotesim)
 // on a loopback address, for agents and black-box runs to call: POST
 // /payments, /refunds or any /<resource> with an Idempotency-Key, and the
 // /_sim/ admin API to read the ledger and change the faults while it runs.
@@ -28,7 +28,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/sas-go/sas/internal/remotesim"
+	"github.com/sas-go/sas/internal/dev/remotesim"
 )
 
 func main() {

@@ -14,7 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/sas-go/sas/internal/remotesim"
+	"github.com/sas-go/sas/internal/dev/remotesim"
 )
 
 func env(m map[string]string) func(string) string {
@@ -98,7 +98,8 @@ func TestParseConfigRejects(t *testing.T) {
 }
 
 // TestRunServesAndShutsDown starts the command, calls it, leaves a request
-// hanging, and checks that cancelling (as SIGTERM does) still stops it promptly.
+// hanging, and checks that cancelling (as SIGTERM does) still stops it: the
+// hang is cut rather than waited out.
 func TestRunServesAndShutsDown(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -134,9 +135,8 @@ func TestRunServesAndShutsDown(t *testing.T) {
 
 	hung := make(chan error, 1)
 	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		defer cancel()
-		resp, err := post(ctx, "stuck")
+		// No deadline: the request hangs until the server lets it go.
+		resp, err := post(context.Background(), "stuck")
 		if err == nil {
 			resp.Body.Close()
 		}
@@ -152,14 +152,15 @@ func TestRunServesAndShutsDown(t *testing.T) {
 		return strings.Contains(string(b), `"hangs":1`)
 	}, 5*time.Second, 5*time.Millisecond)
 
-	start := time.Now()
+	// The hang lasts 10 minutes (HangFor) unless the shutdown cuts it: run
+	// returns, and the request fails, only if it does. The minute below is
+	// a watchdog for a broken shutdown, not a measure of a healthy one.
 	cancel()
 	select {
 	case err := <-done:
 		require.NoError(t, err)
-	case <-time.After(5 * time.Second):
-		t.Fatal("run did not stop")
+	case <-time.After(time.Minute):
+		t.Fatal("run did not stop: the hanging request held it")
 	}
-	assert.Less(t, time.Since(start), 5*time.Second)
 	assert.Error(t, <-hung, "the hanging request was cut, not answered")
 }

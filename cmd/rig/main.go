@@ -1,5 +1,5 @@
 // Command rig installs and runs the local AWS emulators the tests use
-// (DynamoDB Local, and ElasticMQ or moto for SQS; see internal/rig and
+// (DynamoDB Local, and ElasticMQ or moto for SQS; see internal/dev/rig and
 // docs/pattern.md §7).
 //
 //	rig exec -- CMD [ARGS...]  start the emulators, run CMD with the AWS SDK
@@ -38,7 +38,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/sas-go/sas/internal/rig"
+	"github.com/sas-go/sas/internal/dev/rig"
 )
 
 const usage = `usage:

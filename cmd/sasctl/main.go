@@ -10,6 +10,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/signal"
 	"os/user"
@@ -26,9 +27,9 @@ import (
 	"github.com/sas-go/sas/internal/config"
 	"github.com/sas-go/sas/internal/console"
 	"github.com/sas-go/sas/internal/dynamostore"
-	"github.com/sas-go/sas/internal/esm"
+
+	"github.com/sas-go/sas/internal/dev/rig"
 	"github.com/sas-go/sas/internal/registry"
-	"github.com/sas-go/sas/internal/rig"
 	"github.com/sas-go/sas/internal/sas"
 	"github.com/sas-go/sas/internal/sasctl"
 	"github.com/sas-go/sas/internal/sqsqueue"
@@ -138,10 +139,10 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	app.AgentQueues = cfg.AgentQueues
 	if lambdaThere(getenv) {
-		app.Mappings = esm.Switch{Lambda: lambda.NewFromConfig(awsCfg), QueueARN: queue.QueueARN}
+		app.Mappings = sasctl.LambdaMappings{Lambda: lambda.NewFromConfig(awsCfg), QueueARN: queue.QueueARN}
 	}
 	if args[0] == "console" {
-		return serveConsole(ctx, args[1:], cfg, store, queue, app, stdout)
+		return serveConsole(ctx, args[1:], cfg, store, queue, app, controlSenders(getenv), stdout)
 	}
 	return app.Run(ctx, args)
 }
@@ -159,12 +160,15 @@ func lambdaThere(getenv func(string) string) bool {
 }
 
 // serveConsole runs the web console (internal/console) until interrupted.
-func serveConsole(ctx context.Context, args []string, cfg config.Config, store *dynamostore.Store, queue *sqsqueue.Queue, app *sasctl.App, stdout io.Writer) error {
+func serveConsole(ctx context.Context, args []string, cfg config.Config, store *dynamostore.Store, queue *sqsqueue.Queue, app *sasctl.App, senders []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("console", flag.ContinueOnError)
 	fs.SetOutput(stdout)
 	addr := fs.String("addr", console.DefaultAddr, "listen address (loopback unless -remote)")
 	readOnly := fs.Bool("read-only", false, "show everything, change nothing")
-	remote := fs.Bool("remote", false, "allow an address that is not loopback")
+	remote := fs.Bool("remote", false, "allow an address that is not loopback (needs -tls-cert, -tls-key and -host)")
+	certFile := fs.String("tls-cert", "", "serve HTTPS with this PEM certificate (required with -remote)")
+	keyFile := fs.String("tls-key", "", "the certificate's PEM private key")
+	host := fs.String("host", "", "the name browsers reach the console by, besides its address (required with -remote)")
 	if err := fs.Parse(args); err != nil {
 		return fmt.Errorf("%v: %w", err, sasctl.ErrUsage)
 	}
@@ -173,19 +177,51 @@ func serveConsole(ctx context.Context, args []string, cfg config.Config, store *
 		return err
 	}
 	app.Out = io.Discard
+	if *remote && *host == "" {
+		return fmt.Errorf("console: -remote needs -host, the name browsers reach it by: %w", sasctl.ErrUsage)
+	}
+	if (*certFile == "") != (*keyFile == "") {
+		return fmt.Errorf("console: -tls-cert and -tls-key go together: %w", sasctl.ErrUsage)
+	}
+	var hosts []string
+	if *host != "" {
+		hosts = []string{*host}
+	}
 	srv, err := console.New(console.Config{
 		Store: store, Queues: queue, App: app, QueueRefs: console.QueueRefsOf(cfg, reg),
 		Agents: console.AgentsOf(reg, cfg), StepAgents: reg.StepAgents(), Workflows: sortedNames(reg), ReadOnly: *readOnly,
+		Hosts: hosts, ControlSenders: senders,
 	})
 	if err != nil {
 		return err
 	}
-	l, err := console.Listen(*addr, *remote)
+	var l net.Listener
+	if *certFile != "" {
+		l, err = console.ListenTLS(*addr, *certFile, *keyFile, *remote)
+	} else {
+		l, err = console.Listen(*addr, *remote)
+	}
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "sasctl: the console is at %s (Ctrl-C stops it)\n", console.URL(l))
+	// The URL carries the console's secret (docs/console.md): whoever
+	// has it acts with these credentials.
+	fmt.Fprintf(stdout, "sasctl: the console is at %s (Ctrl-C stops it)\n", srv.LoginURL(console.URL(l, *host)))
 	return console.Serve(ctx, l, srv)
+}
+
+// controlSenders are the SQS sender ids a console redrive moves control
+// messages back from: the supervisor role's (SAS_SUPERVISOR_SENDER_ID,
+// the stack's SupervisorRoleId output) and the operators' roles'
+// (SAS_CONTROL_SENDERS, comma-separated unique ids, "AROA…").
+func controlSenders(getenv func(string) string) []string {
+	var out []string
+	for _, v := range append([]string{getenv("SAS_SUPERVISOR_SENDER_ID")}, strings.Split(getenv("SAS_CONTROL_SENDERS"), ",")...) {
+		if v = strings.TrimSpace(v); v != "" {
+			out = append(out, v)
+		}
+	}
+	return out
 }
 
 func sortedNames(reg sas.Registry) []string {

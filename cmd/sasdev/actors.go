@@ -14,8 +14,8 @@ import (
 	"github.com/sas-go/sas/internal/assembly"
 	"github.com/sas-go/sas/internal/assembly/fromaws"
 	"github.com/sas-go/sas/internal/config"
-	"github.com/sas-go/sas/internal/localrun"
-	"github.com/sas-go/sas/internal/rig"
+	"github.com/sas-go/sas/internal/dev/poller"
+	"github.com/sas-go/sas/internal/dev/rig"
 	"github.com/sas-go/sas/internal/sas"
 	"github.com/sas-go/sas/internal/scheduler"
 	"github.com/sas-go/sas/internal/supervisor"
@@ -55,7 +55,7 @@ func (s *server) startActors(ctx context.Context, cfg config.Config) error {
 		name, url string
 		intake    bool
 	}{{"intake", cfg.IntakeQueueURL, true}, {"scheduler", cfg.SchedulerQueueURL, false}, {"control", cfg.ControlQueueURL, false}} {
-		p := &localrun.Poller{
+		p := &poller.Poller{
 			Name: q.name, Queue: s.queue, QueueURL: q.url, QueueARN: sas.LocalQueueARN(s.aws.Region, q.url),
 			BatchSize: 10, Wait: 20 * time.Second, Workers: 2, Handler: s.tracker.observe(sched.Handle, q.intake), Logger: schedLog,
 		}
@@ -69,7 +69,7 @@ func (s *server) startActors(ctx context.Context, cfg config.Config) error {
 	s.pollersDone.Add(2)
 	go func() {
 		defer s.pollersDone.Done()
-		localrun.Ticker(ctx, s.opts.SupervisorEvery, func(ctx context.Context) {
+		poller.Ticker(ctx, s.opts.SupervisorEvery, func(ctx context.Context) {
 			if _, err := sup.Handle(ctx, events.CloudWatchEvent{ID: "sasdev", DetailType: "Scheduled Event", Time: time.Now()}); err != nil && ctx.Err() == nil {
 				supLog.Warn("supervisor sweep failed", "err", err)
 			}

@@ -11,7 +11,7 @@ import (
 	"github.com/sas-go/sas/agent"
 	"github.com/sas-go/sas/internal/assembly"
 	"github.com/sas-go/sas/internal/builtinagent"
-	"github.com/sas-go/sas/internal/rig"
+	"github.com/sas-go/sas/internal/dev/rig"
 )
 
 // How agent programs are stopped and restarted.

@@ -1,5 +1,5 @@
 // Command sasdev is `make dev`: the whole system on your machine, for poking
-// at (docs/dev.md). It starts DynamoDB Local and ElasticMQ (internal/rig),
+// at (docs/dev.md). It starts DynamoDB Local and ElasticMQ (internal/dev/rig),
 // creates the tables and queues (intake, scheduler, one queue per agent of
 // the workflows, a status queue for replyTo), runs the scheduler and the
 // supervisor in this process on the handlers the Lambda functions run, and

@@ -21,10 +21,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/stretchr/testify/require"
 
-	"github.com/sas-go/sas/internal/emulator"
 	"github.com/sas-go/sas/internal/sas"
 	"github.com/sas-go/sas/internal/sasctl"
 	"github.com/sas-go/sas/internal/sqsqueue"
+	"github.com/sas-go/sas/internal/testkit/emulator"
 )
 
 // The dev server as a user runs it: built, started with a workflow file
@@ -115,8 +115,16 @@ func TestDevServer(t *testing.T) {
 	stdout.waitFor(t, regexp.MustCompile(`  t-nope  rejected: .*"nope" is not a registered workflow`), time.Minute, exited)
 
 	// The console is up on loopback and shows the orders (docs/console.md).
-	consoleLine := stdout.waitFor(t, regexp.MustCompile(`^# console: http://127\.0\.0\.1:\d+/$`), time.Minute, exited)
-	resp, err := http.Get(strings.TrimPrefix(consoleLine, "# console: ") + "orders?workflow=hello")
+	// Its URL carries its per-launch secret; without it, nothing.
+	consoleRE := regexp.MustCompile(`^# console: (http://127\.0\.0\.1:\d+/)\?token=([0-9a-f]+)$`)
+	m := consoleRE.FindStringSubmatch(stdout.waitFor(t, consoleRE, time.Minute, exited))
+	resp, err := http.Get(m[1] + "orders?workflow=hello")
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusUnauthorized, resp.StatusCode, "no secret")
+	req, _ := http.NewRequest(http.MethodGet, m[1]+"orders?workflow=hello", nil)
+	req.Header.Set("Authorization", "Bearer "+m[2])
+	resp, err = http.DefaultClient.Do(req)
 	require.NoError(t, err)
 	page, err := io.ReadAll(resp.Body)
 	resp.Body.Close()

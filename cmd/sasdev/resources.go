@@ -15,11 +15,10 @@ import (
 
 	"github.com/sas-go/sas/internal/awsenv"
 	"github.com/sas-go/sas/internal/config"
+	"github.com/sas-go/sas/internal/dev/remotesim"
 	"github.com/sas-go/sas/internal/dynamostore"
-	"github.com/sas-go/sas/internal/remotesim"
 	"github.com/sas-go/sas/internal/sas"
 	"github.com/sas-go/sas/internal/sizing"
-	"github.com/sas-go/sas/internal/sqsqueue"
 )
 
 // createResources creates the tables and queues and records their names in
@@ -42,7 +41,7 @@ func (s *server) createResources(ctx context.Context, base config.Config) error 
 		return err
 	}
 	create := func(name string, vis time.Duration, dlq bool) (string, error) {
-		p := sqsqueue.CreateQueueParams{Name: name, Attributes: map[string]string{"VisibilityTimeout": strconv.Itoa(int(vis.Seconds()))}}
+		p := sas.CreateQueueParams{Name: name, Attributes: map[string]string{"VisibilityTimeout": strconv.Itoa(int(vis.Seconds()))}}
 		if dlq {
 			p.MaxReceiveCount = sizing.MaxReceiveCount
 		}

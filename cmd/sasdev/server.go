@@ -19,10 +19,10 @@ import (
 
 	"github.com/sas-go/sas/internal/awsenv"
 	"github.com/sas-go/sas/internal/config"
+	"github.com/sas-go/sas/internal/dev/remotesim"
+	"github.com/sas-go/sas/internal/dev/rig"
 	"github.com/sas-go/sas/internal/dynamostore"
 	"github.com/sas-go/sas/internal/registry"
-	"github.com/sas-go/sas/internal/remotesim"
-	"github.com/sas-go/sas/internal/rig"
 	"github.com/sas-go/sas/internal/sas"
 	"github.com/sas-go/sas/internal/sizing"
 	"github.com/sas-go/sas/internal/sqsqueue"

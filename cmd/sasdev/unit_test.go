@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/sas-go/sas/internal/dev/rig"
 	"github.com/sas-go/sas/internal/sas"
 )
 
@@ -86,4 +87,25 @@ func TestAgentQueueName(t *testing.T) {
 	require.Equal(t, "sasdev-agent-v1_flights", agentQueueName("sasdev", "v1.flights"), "SQS names have no dots")
 	long := agentQueueName("sasdev", strings.Repeat("a", 64))
 	require.Len(t, long, 76, "room for -dlq within 80")
+}
+
+// The shell's own secret key, its session token and an endpoint carrying
+// credentials are never printed; the emulators' dummy key is.
+func TestAWSExportsWithholdTheShellsSecrets(t *testing.T) {
+	env := map[string]string{
+		"AWS_ENDPOINT_URL": "https://admin:hunter2@emulator.example:4566", "AWS_REGION": "eu-west-1",
+		"AWS_ACCESS_KEY_ID": "AKIAREAL", "AWS_SECRET_ACCESS_KEY": "the-real-secret", "AWS_SESSION_TOKEN": "tok",
+	}
+	exports, withheld := awsExports(func(k string) string { return env[k] })
+	all := strings.Join(exports, "\n")
+	for _, secret := range []string{"the-real-secret", "hunter2", "admin", "tok"} {
+		require.NotContains(t, all, secret)
+	}
+	require.ElementsMatch(t, []string{"AWS_ENDPOINT_URL", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"}, withheld)
+	require.Contains(t, exports, "AWS_REGION=eu-west-1")
+
+	env = map[string]string{"AWS_ENDPOINT_URL": "http://127.0.0.1:4566", "AWS_SECRET_ACCESS_KEY": rig.SecretAccessKey}
+	exports, withheld = awsExports(func(k string) string { return env[k] })
+	require.Empty(t, withheld)
+	require.Contains(t, exports, "AWS_SECRET_ACCESS_KEY="+rig.SecretAccessKey, "the emulators' dummy key is no secret")
 }

@@ -10,20 +10,13 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/sas-go/sas/internal/rig"
+	"github.com/sas-go/sas/internal/dev/rig"
+	"github.com/sas-go/sas/internal/sas"
 )
 
 // printUsage prints the export lines and ready commands.
 func (s *server) printUsage() {
-	var exports []string
-	for _, k := range []string{"AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_DYNAMODB", "AWS_ENDPOINT_URL_SQS", "AWS_REGION", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"} {
-		if v := os.Getenv(k); v != "" {
-			exports = append(exports, k+"="+v)
-		}
-	}
-	if r := os.Getenv("AWS_REGION"); r != "" && os.Getenv("AWS_DEFAULT_REGION") == "" {
-		exports = append(exports, "AWS_DEFAULT_REGION="+r) // what version 1 of the aws CLI reads
-	}
+	exports, withheld := awsExports(os.Getenv)
 	for _, k := range exportedVars {
 		exports = append(exports, k+"="+s.env[k])
 	}
@@ -35,6 +28,9 @@ func (s *server) printUsage() {
 	out.println("# sasdev: the system's configuration, for sasctl and the aws CLI in another shell")
 	for _, l := range rig.ExportLines(exports) {
 		out.println(l)
+	}
+	if len(withheld) > 0 {
+		out.println("# not shown (your shell's own, which hold secrets): " + strings.Join(withheld, ", "))
 	}
 
 	names := slices.Sorted(maps.Keys(s.reg))
@@ -99,4 +95,27 @@ func (s *server) rel(p string) string {
 
 func shellQuote(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// awsExports are the AWS variables another shell needs to reach what this
+// one uses, and the names of those withheld: a secret key other than the
+// emulators' dummy one (rig.SecretAccessKey) is the shell's own and is
+// never printed, nor is an endpoint whose URL carries credentials
+// (sas.Redact); the other shell has them already, or must be given them by
+// its owner.
+func awsExports(getenv func(string) string) (exports, withheld []string) {
+	for _, k := range []string{"AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_DYNAMODB", "AWS_ENDPOINT_URL_SQS", "AWS_REGION", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"} {
+		v := getenv(k)
+		switch {
+		case v == "":
+		case k == "AWS_SECRET_ACCESS_KEY" && v != rig.SecretAccessKey, k == "AWS_SESSION_TOKEN", sas.Redact(v) != v:
+			withheld = append(withheld, k)
+		default:
+			exports = append(exports, k+"="+v)
+		}
+	}
+	if r := getenv("AWS_REGION"); r != "" && getenv("AWS_DEFAULT_REGION") == "" {
+		exports = append(exports, "AWS_DEFAULT_REGION="+r) // what version 1 of the aws CLI reads
+	}
+	return exports, withheld
 }

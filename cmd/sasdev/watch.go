@@ -11,9 +11,9 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
-	"github.com/sas-go/sas/internal/eventsource"
-	"github.com/sas-go/sas/internal/localrun"
+	"github.com/sas-go/sas/internal/dev/poller"
 	"github.com/sas-go/sas/internal/sas"
+	"github.com/sas-go/sas/internal/sqsevent"
 )
 
 // How the tracker watches orders.
@@ -29,7 +29,7 @@ const (
 // to watch from the scheduler's own batches: after the scheduler handled
 // an intake message or a message about an order (an agent's reply, a
 // retry, a compensation), the order is read from the store every
-// watchEvery until nothing will move it any more (localrun.Settled), and
+// watchEvery until nothing will move it any more (sas.OrderView.Settled), and
 // then its line is printed. So every order shows, however it was submitted
 // and whatever its replyTo, without reading the status queue the user may
 // want to read. An intake the scheduler refused gets a line with the
@@ -51,13 +51,13 @@ func newTracker(con *console, store sas.StateStore, rules sas.IntakeRules) *trac
 // observe wraps the scheduler's handler: it runs the handler unchanged and
 // then notes the orders of the messages it handled (not those it left for
 // redelivery).
-func (t *tracker) observe(h localrun.SQSHandler, intake bool) localrun.SQSHandler {
+func (t *tracker) observe(h poller.SQSHandler, intake bool) poller.SQSHandler {
 	return func(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
 		resp, err := h(ctx, ev)
 		if err != nil {
 			return resp, err
 		}
-		failed := eventsource.Failed(resp)
+		failed := sqsevent.Failed(resp)
 		for _, r := range ev.Records {
 			if failed[r.MessageId] {
 				continue
@@ -95,7 +95,7 @@ func (t *tracker) rejected(orderID string, why error) {
 
 // run reads the watched orders every watchEvery until ctx is done.
 func (t *tracker) run(ctx context.Context) {
-	localrun.Ticker(ctx, watchEvery, t.sweep)
+	poller.Ticker(ctx, watchEvery, t.sweep)
 }
 
 // sweep reads each watched order once and reports those that settled.
@@ -116,7 +116,7 @@ func (t *tracker) sweep(ctx context.Context) {
 			continue
 		case err != nil:
 			continue // the next sweep reads it again
-		case !localrun.Settled(v):
+		case !v.Settled():
 			continue
 		}
 		t.forget(id, at)

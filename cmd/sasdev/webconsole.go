@@ -47,7 +47,7 @@ func (s *server) startConsole(ctx context.Context, cfg config.Config) error {
 	if err != nil {
 		return err
 	}
-	s.consoleURL = webconsole.URL(l)
+	s.consoleURL = srv.LoginURL(webconsole.URL(l))
 	s.pollersDone.Add(1)
 	go func() {
 		defer s.pollersDone.Done()

@@ -20,8 +20,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/sas-go/sas/internal/localrun"
-	"github.com/sas-go/sas/internal/rig"
+	"github.com/sas-go/sas/internal/dev/localrun"
+	"github.com/sas-go/sas/internal/dev/rig"
 )
 
 func main() {

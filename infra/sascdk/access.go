@@ -102,11 +102,65 @@ func (s *SAS) permissions() {
 	s.resourcePolicies()
 }
 
+// The actions a queue policy fences (resourcePolicies, docs/trust.md):
+// sending; consuming, which reads other principals' messages (payloads,
+// signatures) and takes them away; and administering, which could lift the
+// fences themselves (the policy is a queue attribute) or empty the queue.
+// GetQueueAttributes stays open: it reads counts and settings, and the
+// supervisor's backlog check and the console read depths with it.
+var (
+	queueSendActions    = []string{"sqs:SendMessage"}
+	queueConsumeActions = []string{"sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility"}
+	queueAdminActions   = []string{"sqs:SetQueueAttributes", "sqs:AddPermission", "sqs:RemovePermission",
+		"sqs:PurgeQueue", "sqs:DeleteQueue", "sqs:TagQueue", "sqs:UntagQueue",
+		"sqs:StartMessageMoveTask", "sqs:CancelMessageMoveTask"}
+)
+
+// Sids of the statements every queue policy carries besides its sender
+// fence (the trust test finds them by these).
+const (
+	sidConsume  = "OnlyConsumersReceive"
+	sidAdmin    = "OnlyDeployersAdminister"
+	sidNoSender = "NobodySends"
+)
+
+// bootstrapQualifierContext is the CDK context key of the bootstrap
+// qualifier, which names the bootstrap's roles.
+const bootstrapQualifierContext = "@aws-cdk/core:bootstrapQualifier"
+
+// deployers are the principals that may administer the queues: Props.
+// DeployerRoleARNs, or CDK's bootstrap CloudFormation execution role, and
+// always the account's root user (so that a wrong list cannot lock the
+// account out of its own queues).
+func (s *SAS) deployers() []*string {
+	stack := awscdk.Stack_Of(s)
+	out := []*string{stack.FormatArn(&awscdk.ArnComponents{
+		Service: jsii.String("iam"), Region: jsii.String(""), Resource: jsii.String("root"), ArnFormat: awscdk.ArnFormat_NO_RESOURCE_NAME,
+	})}
+	if len(s.p.DeployerRoleARNs) > 0 {
+		return append(out, *jsii.Strings(s.p.DeployerRoleARNs...)...)
+	}
+	qualifier := "hnb659fds" // CDK's default
+	if q, ok := s.Node().TryGetContext(jsii.String(bootstrapQualifierContext)).(string); ok && q != "" {
+		qualifier = q
+	}
+	return append(out, stack.FormatArn(&awscdk.ArnComponents{
+		Service: jsii.String("iam"), Region: jsii.String(""), Resource: jsii.String("role"),
+		ResourceName: jsii.String("cdk-" + qualifier + "-cfn-exec-role-" + *stack.Account() + "-" + *stack.Region()),
+	}))
+}
+
 // resourcePolicies fence the resources whose senders matter with policies
 // of their own, so that a principal whose identity policy allows more
 // (sqs:* on *, an administrator's role) is still refused (docs/trust.md).
 // Each is a Deny for every principal but the ones named, conditioned on
 // aws:PrincipalArn (a role session's ARN is its role's there).
+//
+// Every queue, dead-letter queues included, is fenced three ways: who may
+// send (its senders; a dead-letter queue: nobody, SQS moves messages there
+// itself), who may receive, delete or hide its messages (its consumer; a
+// dead-letter queue: the operators, who redrive it), and who may change,
+// purge or delete it (the deployers).
 func (s *SAS) resourcePolicies() {
 	roleARNs := func(roles ...awsiam.Role) []*string {
 		var out []*string
@@ -129,10 +183,42 @@ func (s *SAS) resourcePolicies() {
 			Conditions: &map[string]any{op: map[string]any{"aws:PrincipalArn": principals}},
 		})
 	}
+	deployers := s.deployers()
+	operators := *jsii.Strings(s.p.OperatorRoleARNs...)
+	// fence writes a queue's three fences; a nil senders list means the
+	// queue's senders are the deployer's to grant (the intake queue).
+	fence := func(q awssqs.Queue, sendSid string, senders, consumers []*string) {
+		if senders != nil {
+			q.AddToResourcePolicy(denyAllBut(sendSid, queueSendActions, q.QueueArn(), senders))
+		}
+		q.AddToResourcePolicy(denyAllBut(sidConsume, queueConsumeActions, q.QueueArn(), consumers))
+		q.AddToResourcePolicy(denyAllBut(sidAdmin, queueAdminActions, q.QueueArn(), deployers))
+	}
+	// A dead-letter queue: nobody sends (SQS moves a message there itself,
+	// which no queue policy governs), the operators and deployers read it
+	// (a redrive receives and deletes), the deployers administer it.
+	fenceDLQ := func(dlq awssqs.Queue) {
+		if dlq == nil {
+			return
+		}
+		dlq.AddToResourcePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+			Sid:        jsii.String(sidNoSender),
+			Effect:     awsiam.Effect_DENY,
+			Principals: &[]awsiam.IPrincipal{awsiam.NewAnyPrincipal()},
+			Actions:    jsii.Strings(queueSendActions...),
+			Resources:  &[]*string{dlq.QueueArn()},
+		}))
+		dlq.AddToResourcePolicy(denyAllBut(sidConsume, queueConsumeActions, dlq.QueueArn(), append(append([]*string(nil), operators...), deployers...)))
+		dlq.AddToResourcePolicy(denyAllBut(sidAdmin, queueAdminActions, dlq.QueueArn(), deployers))
+	}
+	scheduler := roleARNs(s.scheduler.role)
+	// The intake queue: the submitters the deployer grants; the scheduler
+	// consumes it.
+	fence(s.intake, "", nil, scheduler)
 	// The control queue: the supervisor and the operators, and the
 	// scheduler's renewed copies of their messages.
-	control := append(roleARNs(s.super.role, s.scheduler.role), *jsii.Strings(s.p.OperatorRoleARNs...)...)
-	s.controlQ.AddToResourcePolicy(denyAllBut("OnlySupervisorAndOperatorsSend", []string{"sqs:SendMessage"}, s.controlQ.QueueArn(), control))
+	control := append(roleARNs(s.super.role, s.scheduler.role), operators...)
+	fence(s.controlQ, "OnlySupervisorAndOperatorsSend", control, scheduler)
 	// The scheduler queue: the agents (replies, requeues) and the scheduler.
 	agents := roleARNs(s.scheduler.role)
 	if s.p.NestedAgentStacks {
@@ -148,23 +234,29 @@ func (s *SAS) resourcePolicies() {
 			agents = append(agents, a.Role.RoleArn())
 		}
 	}
-	s.schedulerQ.AddToResourcePolicy(denyAllBut("OnlyAgentsSend", []string{"sqs:SendMessage"}, s.schedulerQ.QueueArn(), agents))
-	// Each agent's queue and lane: the scheduler alone. The built-in agent
-	// calls what a request's action says, checked against the current
-	// workflows but not for an order on an earlier version of its workflow
-	// (internal/builtinagent): this policy is what fences those.
+	fence(s.schedulerQ, "OnlyAgentsSend", agents, scheduler)
+	for _, dlq := range []awssqs.Queue{s.intakeDLQ, s.schedDLQ, s.controlDLQ} {
+		fenceDLQ(dlq)
+	}
+	// Each agent's queue and lane: the scheduler alone sends, the agent
+	// alone consumes. The built-in agent calls what a request's action
+	// says, checked against the current workflows but not for an order on
+	// an earlier version of its workflow (internal/builtinagent): this
+	// policy is what fences those.
 	for _, a := range s.agents {
 		for _, q := range []awssqs.Queue{a.Queue, a.PriorityQueue} {
 			if q != nil {
-				q.AddToResourcePolicy(denyAllBut("OnlySchedulerSends", []string{"sqs:SendMessage"}, q.QueueArn(), roleARNs(s.scheduler.role)))
+				fence(q, "OnlySchedulerSends", scheduler, roleARNs(a.Role))
 			}
 		}
+		fenceDLQ(a.DLQ)
+		fenceDLQ(a.PriorityDLQ)
 	}
 	// The signing key: only the scheduler's role is granted it. No
 	// resource policy denies the others (AWS::SecretsManager::ResourcePolicy):
 	// the emulators the deploy-and-run suite uses reject the resource type,
 	// so a principal with account-wide secretsmanager rights can still read
-	// it (docs/trust.md, "What is not enforced").
+	// it (docs/trust.md, "The signing key").
 	// The alert bus: the scheduler and the supervisor. The policy is the
 	// bus's own Policy property rather than an AWS::Events::EventBusPolicy,
 	// which the emulators reject.

@@ -79,7 +79,7 @@ func checkStatement(t *testing.T, where string, st map[string]any) {
 		t.Errorf("%s: no Action", where)
 	}
 	if st["Effect"] == "Deny" {
-		if !isTLSGuard(st) && !isSenderList(st) {
+		if !isTLSGuard(st) && !isSenderList(st) && !isDeniedToAll(st) {
 			t.Errorf("%s: unexpected Deny %v", where, st)
 		}
 		return
@@ -118,6 +118,14 @@ func isSenderList(st map[string]any) bool {
 	cond, _ := st["Condition"].(map[string]any)
 	ne, _ := cond["ArnNotEquals"].(map[string]any)
 	return len(cond) == 1 && len(ne) == 1 && ne["aws:PrincipalArn"] != nil && ref(st["Principal"]) == `{"AWS":"*"}`
+}
+
+// isDeniedToAll is a dead-letter queue's send fence: nobody sends there
+// (SQS moves messages in itself).
+func isDeniedToAll(st map[string]any) bool {
+	_, cond := st["Condition"]
+	return !cond && st["Effect"] == "Deny" && ref(st["Principal"]) == `{"AWS":"*"}` &&
+		reflect.DeepEqual(strs(st["Action"]), []string{"sqs:SendMessage"})
 }
 
 func isTLSGuard(st map[string]any) bool {

@@ -32,6 +32,15 @@ func (s *SAS) alerting() {
 		Principals: &[]awsiam.IPrincipal{awsiam.NewServicePrincipal(jsii.String("cloudwatch.amazonaws.com"), nil)},
 		Actions:    jsii.Strings("kms:Decrypt", "kms:GenerateDataKey"),
 		Resources:  jsii.Strings("*"), // a key policy's resource is the key itself
+		// Only this account's alarms: without it, CloudWatch acting for an
+		// alarm in any account could use the key (the confused deputy).
+		Conditions: &map[string]any{
+			"StringEquals": map[string]any{"aws:SourceAccount": awscdk.Stack_Of(s).Account()},
+			"ArnLike": map[string]any{"aws:SourceArn": awscdk.Stack_Of(s).FormatArn(&awscdk.ArnComponents{
+				Service: jsii.String("cloudwatch"), Resource: jsii.String("alarm"), ResourceName: jsii.String("*"),
+				ArnFormat: awscdk.ArnFormat_COLON_RESOURCE_NAME,
+			})},
+		},
 	}), nil)
 	s.topic = awssns.NewTopic(s, jsii.String("AlertTopic"), &awssns.TopicProps{
 		DisplayName: jsii.String("SAS operator alerts"),

@@ -57,6 +57,16 @@ type Props struct {
 	// messages from (sasctl resubmit and compensate; docs/trust.md). Empty:
 	// only the supervisor may ask for retries and compensations.
 	OperatorRoleARNs []string
+	// DeployerRoleARNs are the principals that deploy and administer the
+	// stack: the only ones, besides the account's root user, the queue
+	// policies let change a queue (its attributes and policy, permissions,
+	// tags), purge or delete it, or start a dead-letter move task
+	// (docs/trust.md). Empty: CDK's bootstrap CloudFormation execution role
+	// (cdk-<qualifier>-cfn-exec-role-<account>-<region>), which `cdk deploy`
+	// updates the stack as. A stack deployed another way (CloudFormation
+	// with the caller's own credentials, SAM) must name that caller here, or
+	// its updates that change a queue are refused.
+	DeployerRoleARNs []string
 	// AllowUnsignedReplies lets the scheduler act on agent replies that
 	// carry no signature (agents built before signed requests), reading
 	// the order from the store instead of believing their echo

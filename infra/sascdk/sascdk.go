@@ -36,12 +36,12 @@ const (
 
 // Function sizing. The scheduler and supervisor do a handful of DynamoDB and
 // SQS calls per message; 30s and 60s are generous ceilings, not targets.
-// The scheduler's timeout, the queues' visibility and their
+// The scheduler's and supervisor's timeouts, the queues' visibility and their
 // maxReceiveCount are internal/sizing's, which the test kit and the dev
 // server share.
 const (
 	schedulerTimeout  = sizing.SchedulerTimeout
-	supervisorTimeout = 60 * time.Second
+	supervisorTimeout = sizing.SupervisorTimeout
 	// maxReceiveCount is how often a message may fail before its DLQ.
 	maxReceiveCount = sizing.MaxReceiveCount
 	batchSize       = 10
@@ -168,6 +168,9 @@ func (s *SAS) SchedulerQueue() awssqs.Queue { return s.schedulerQ }
 // only the supervisor's role and Props.OperatorRoleARNs may send to it.
 func (s *SAS) ControlQueue() awssqs.Queue { return s.controlQ }
 
+// ControlDLQ is the control queue's dead-letter queue.
+func (s *SAS) ControlDLQ() awssqs.Queue { return s.controlDLQ }
+
 // SigningKey is the secret the scheduler signs its agent requests with.
 func (s *SAS) SigningKey() awssecretsmanager.Secret { return s.signingKey }
 
@@ -219,6 +222,7 @@ func (s *SAS) outputs() {
 	out("AlertBusName", s.bus.EventBusName(), "SAS_EVENT_BUS_NAME: the event bus alerts go to")
 	out("IntakeDLQUrl", s.intakeDLQ.QueueUrl(), "intake dead-letter queue")
 	out("SchedulerDLQUrl", s.schedDLQ.QueueUrl(), "scheduler dead-letter queue")
+	out("ControlDLQUrl", s.controlDLQ.QueueUrl(), "control dead-letter queue (retries and compensations; redrive only what a supervisor or operator sent)")
 	if s.p.NestedAgentStacks {
 		// Each agent's queues and function are its nested stack's; listing
 		// them here would refer into every one of them, and a hundred
@@ -246,6 +250,8 @@ func (s *SAS) outputs() {
 	out("AlertTopicArn", s.topic.TopicArn(), "SAS_ALERT_TOPIC_ARN")
 	out("SchedulerFunctionName", s.scheduler.FunctionName(), "scheduler function")
 	out("SupervisorFunctionName", s.super.FunctionName(), "supervisor function")
+	out("SigningKeySecretArn", s.signingKey.SecretArn(), "the scheduler's signing key (its SAS_SIGNING_KEY_SECRET), the secret to rotate (docs/trust.md)")
+	out("SupervisorRoleId", s.super.role.RoleId(), "SAS_SUPERVISOR_SENDER_ID: the supervisor role's unique id, the SQS SenderId of what it sends to the control queue (a console redrive moves back only its messages and the operators')")
 }
 
 func seconds(d time.Duration) awscdk.Duration {

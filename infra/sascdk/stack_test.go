@@ -650,8 +650,22 @@ func TestXRayTracing(t *testing.T) {
 
 func TestAlertingAndOutputs(t *testing.T) {
 	def, variant := stacks(t)
-	for _, out := range []string{"IntakeQueueUrl", "SchedulerQueueUrl", "AgentQueueUrl", "OrdersTableName", "StateTableName", "AlertTopicArn"} {
+	for _, out := range []string{"IntakeQueueUrl", "SchedulerQueueUrl", "AgentQueueUrl", "OrdersTableName", "StateTableName", "AlertTopicArn", "SigningKeySecretArn"} {
 		check(t, "output "+out, func() { def.tmpl.HasOutput(jsii.String(out), map[string]any{}) })
+	}
+	// Every DLQ has its output, the control queue's too (issue 29 §3), and
+	// the supervisor role's unique id names its messages' sender for the
+	// console's redrive.
+	outputs, _ := def.doc["Outputs"].(map[string]any)
+	for out, want := range map[string]string{"IntakeDLQUrl": "IntakeQueueDLQ", "SchedulerDLQUrl": "SchedulerQueueDLQ",
+		"ControlDLQUrl": "ControlQueueDLQ", "AgentDLQUrl": "AgentpaymentsQueueDLQ", "SupervisorRoleId": "SupervisorRole"} {
+		o, _ := outputs[out].(map[string]any)
+		if got := ref(o["Value"]); got != want {
+			t.Errorf("output %s is %q, want %s's", out, got, want)
+		}
+	}
+	if o, _ := outputs["SupervisorRoleId"].(map[string]any); !strings.Contains(fmt.Sprint(o["Value"]), "RoleId") {
+		t.Errorf("output SupervisorRoleId is %v, want the role's RoleId", o["Value"])
 	}
 	check(t, "variant email subscription", func() {
 		variant.tmpl.HasResourceProperties(jsii.String("AWS::SNS::Subscription"), map[string]any{

@@ -34,6 +34,10 @@ import (
 // queue.
 const operatorRoleARN = "arn:aws:iam::111122223333:role/sas-operators"
 
+// deployerRoleARN is the variant's deployer: it alone (with the account's
+// root user) may administer the queues.
+const deployerRoleARN = "arn:aws:iam::111122223333:role/sas-deployer"
+
 // The auth secrets of the variant's agent (Secrets Manager, under a
 // customer-managed key) and of the two-agent stack's built-in agent (an
 // SSM SecureString parameter).
@@ -138,6 +142,7 @@ func synthesizeApp() fixtures {
 		Arch:                  ArchX8664,
 		AllowedReplyQueueARNs: replyQueueARNs,
 		OperatorRoleARNs:      []string{operatorRoleARN},
+		DeployerRoleARNs:      []string{deployerRoleARN},
 		RemovalPolicy:         awscdk.RemovalPolicy_DESTROY,
 		Agents: []Agent{func() Agent {
 			a := HTTPAgent("payments", "https://payments.example.test")

@@ -157,6 +157,16 @@ func TestAlertTopicKey(t *testing.T) {
 			if got := strs(st["Action"]); !reflect.DeepEqual(got, []string{"kms:Decrypt", "kms:GenerateDataKey"}) {
 				t.Errorf("CloudWatch may %v on the alert key", got)
 			}
+			// Only for this account's alarms (the confused deputy).
+			cond, _ := st["Condition"].(map[string]any)
+			eq, _ := cond["StringEquals"].(map[string]any)
+			like, _ := cond["ArnLike"].(map[string]any)
+			if ref(eq["aws:SourceAccount"]) != "${AWS::AccountId}" && ref(eq["aws:SourceAccount"]) != "AWS::AccountId" {
+				t.Errorf("CloudWatch may use the alert key for any account's alarms: %v", cond)
+			}
+			if got := ref(like["aws:SourceArn"]); got != "arn:${AWS::Partition}:cloudwatch:${AWS::Region}:${AWS::AccountId}:alarm:*" {
+				t.Errorf("CloudWatch may use the alert key for the alarms %q", got)
+			}
 		default:
 			t.Errorf("key policy grants %s: %v", principal, st)
 		}
@@ -334,5 +344,130 @@ func TestControlQueueSenders(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// fences maps each action a queue's policy denies to every principal but a
+// list to that list, by construct id or literal ARN; an action denied to
+// everyone maps to an empty, non-nil list.
+func (s *synthesized) fences(t *testing.T, queue string) map[string][]string {
+	t.Helper()
+	out := map[string][]string{}
+	for _, r := range s.resources("AWS::SQS::QueuePolicy") {
+		p := props(r)
+		if !queuePolicyOf(queue)(p) {
+			continue
+		}
+		for _, st := range list(p["PolicyDocument"].(map[string]any)["Statement"]) {
+			st := st.(map[string]any)
+			if st["Effect"] != "Deny" || isTLSGuard(st) {
+				continue
+			}
+			var but []string
+			switch {
+			case isSenderList(st):
+				but = strs(st["Condition"].(map[string]any)["ArnNotEquals"].(map[string]any)["aws:PrincipalArn"])
+			case isDeniedToAll(st):
+				but = []string{}
+			default:
+				t.Errorf("%s: a Deny that is neither for all nor for all but a list: %v", queue, st)
+				continue
+			}
+			for _, a := range strs(st["Action"]) {
+				if _, dup := out[a]; dup {
+					t.Errorf("%s: %s fenced twice", queue, a)
+				}
+				out[a] = but
+			}
+		}
+	}
+	return out
+}
+
+// deployersOf is who may administer a stack's queues: its root user and
+// Props.DeployerRoleARNs, or CDK's bootstrap execution role.
+func deployersOf(p Props) []string {
+	out := []string{"arn:${AWS::Partition}:iam::${AWS::AccountId}:root"}
+	if len(p.DeployerRoleARNs) > 0 {
+		out = append(out, p.DeployerRoleARNs...)
+	} else {
+		out = append(out, "arn:${AWS::Partition}:iam::${AWS::AccountId}:role/cdk-hnb659fds-cfn-exec-role-${AWS::AccountId}-${AWS::Region}")
+	}
+	sort.Strings(out)
+	return out
+}
+
+// TestEveryQueueFenced: every queue of every test stack, dead-letter
+// queues included, refuses sending, receiving, deleting, hiding, purging,
+// deleting the queue and changing its policy or attributes to every
+// principal but the ones each is for (docs/trust.md, "Queues and what each
+// takes"): a principal with sqs:* on * can neither steal nor plant nor
+// lift the fence.
+func TestEveryQueueFenced(t *testing.T) {
+	f := all(t)
+	consume := []string{"sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility"}
+	admin := []string{"sqs:SetQueueAttributes", "sqs:AddPermission", "sqs:RemovePermission", "sqs:PurgeQueue",
+		"sqs:DeleteQueue", "sqs:TagQueue", "sqs:UntagQueue", "sqs:StartMessageMoveTask", "sqs:CancelMessageMoveTask"}
+	for name, s := range map[string]*synthesized{"default": f.def, "variant": f.variant, "two": f.two, "five": f.five} {
+		deployers := deployersOf(s.props)
+		dlqReaders := append(append([]string(nil), s.props.OperatorRoleARNs...), deployers...)
+		sort.Strings(dlqReaders)
+		consumers := map[string][]string{
+			"IntakeQueue": {"SchedulerRole"}, "SchedulerQueue": {"SchedulerRole"}, "ControlQueue": {"SchedulerRole"},
+		}
+		for _, a := range s.props.Agents {
+			ids := idsOf(a.Name)
+			consumers[ids.queue] = []string{ids.role}
+			if a.PriorityConcurrency > 0 {
+				consumers[ids.lane] = []string{ids.role}
+			}
+		}
+		queues := s.resources("AWS::SQS::Queue")
+		if len(queues) < 2*len(consumers) {
+			t.Fatalf("%s: %d queues, want a queue and a DLQ for each of %v", name, len(queues), consumers)
+		}
+		for q := range queues {
+			got := s.fences(t, q)
+			dlq := strings.HasSuffix(q, "DLQ")
+			if !dlq && consumers[q] == nil {
+				t.Errorf("%s: queue %s is neither a known queue nor a DLQ", name, q)
+				continue
+			}
+			// Send: a DLQ takes nothing from anyone; the intake queue's
+			// senders are the deployer's to grant (docs/trust.md); every
+			// other queue has its senders (TestWhoMaySendWhere names them).
+			switch send, ok := got["sqs:SendMessage"]; {
+			case dlq && (!ok || len(send) != 0):
+				t.Errorf("%s: %s takes messages from %v, want nobody", name, q, send)
+			case !dlq && q != "IntakeQueue" && len(send) == 0:
+				t.Errorf("%s: %s has no sender fence (%v)", name, q, send)
+			case q == "IntakeQueue" && ok:
+				t.Errorf("%s: the intake queue fences its senders (%v), which the deployer grants", name, send)
+			}
+			wantConsumers := consumers[q]
+			if dlq {
+				wantConsumers = dlqReaders
+			}
+			for _, a := range consume {
+				if !reflect.DeepEqual(got[a], wantConsumers) {
+					t.Errorf("%s: %s lets %v %s, want %v alone", name, q, got[a], a, wantConsumers)
+				}
+			}
+			for _, a := range admin {
+				if !reflect.DeepEqual(got[a], deployers) {
+					t.Errorf("%s: %s lets %v %s, want the deployers %v alone", name, q, got[a], a, deployers)
+				}
+			}
+		}
+	}
+}
+
+// TestDeployerARNsChecked: a deployer that is not a role or user ARN is
+// refused at synth, as an operator is. (The variant stack names one:
+// TestEveryQueueFenced checks that it replaces the bootstrap role.)
+func TestDeployerARNsChecked(t *testing.T) {
+	p := Props{Agents: []Agent{HTTPAgent("payments", "")}, DistDir: t.TempDir(), DeployerRoleARNs: []string{"deployer"}}
+	if err := p.Validate(); err == nil || !strings.Contains(err.Error(), `deployer "deployer"`) {
+		t.Errorf("a deployer that is not an ARN: %v", err)
 	}
 }

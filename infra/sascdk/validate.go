@@ -72,6 +72,11 @@ func (p Props) resolve() (resolved, error) {
 			bad("operator %q: want an IAM role or user ARN, arn:<partition>:iam::<account>:role/<name> or :user/<name>", arn)
 		}
 	}
+	for _, arn := range p.DeployerRoleARNs {
+		if !operatorARN.MatchString(arn) {
+			bad("deployer %q: want an IAM role or user ARN, arn:<partition>:iam::<account>:role/<name> or :user/<name>", arn)
+		}
+	}
 
 	r := resolved{Props: p}
 	wfErr := error(nil)

@@ -13,9 +13,10 @@ import (
 
 	"github.com/sas-go/sas/agent"
 	"github.com/sas-go/sas/internal/agenthost"
+	"github.com/sas-go/sas/internal/dev/remotesim"
 	"github.com/sas-go/sas/internal/httpcall"
-	"github.com/sas-go/sas/internal/remotesim"
 	"github.com/sas-go/sas/internal/sas"
+	"github.com/sas-go/sas/internal/testkit/clocktest"
 )
 
 // These tests run the agent as deployed (internal/assembly, the default
@@ -110,7 +111,7 @@ func TestHangUntilDeadlineSendsNothing(t *testing.T) {
 	// The agent's deadline is the step's limit from when it starts, not the
 	// lease (here long gone): 1s margin (the caller's default) leaves 200ms
 	// of the 1.2s for the one try.
-	resp := r.handle(event(request("order-4b", completeBy(epoch.Add(-time.Minute)), timeout(1200*time.Millisecond))))
+	resp := r.handle(event(request("order-4b", completeBy(clocktest.T0.Add(-time.Minute)), timeout(1200*time.Millisecond))))
 	require.Equal(t, []string{"m1"}, failedIDs(resp), "no outcome: left for redelivery")
 	require.Empty(t, r.replies())
 	require.EqualValues(t, 1, r.sim.Stats().Hangs, "one try, cut at the agent's deadline less the margin")
@@ -279,7 +280,7 @@ func TestCircuitOpenMakesNoCallAndNoReply(t *testing.T) {
 		faults: remotesim.Faults{Scripts: []remotesim.Script{
 			{OrderID: "order-12a", Plan: []remotesim.ScriptStep{{Fault: remotesim.FaultTransient}}},
 		}},
-		client: agent.HTTPOptions{Tries: 2, Breaker: agent.BreakerOptions{FailureThreshold: 2, OpenFor: time.Minute}},
+		client: agent.HTTPOptions{Tries: 2, Breaker: agent.BreakerConfig{FailureThreshold: 2, OpenFor: time.Minute}},
 	})
 
 	// Two 503s in a row open the breaker; the step runs out of tries.
@@ -311,13 +312,13 @@ func TestCircuitOpenReportsTheAttemptFailedAtOnce(t *testing.T) {
 			calls.Add(1)
 			w.WriteHeader(http.StatusServiceUnavailable)
 		}),
-		client: agent.HTTPOptions{Tries: 3, Breaker: agent.BreakerOptions{FailureThreshold: 3, OpenFor: time.Minute}},
+		client: agent.HTTPOptions{Tries: 3, Breaker: agent.BreakerConfig{FailureThreshold: 3, OpenFor: time.Minute}},
 	})
 	reportsTransient := func(q *sas.AgentRequest) { q.TransientOutcome = true }
 	long := timeout(10 * time.Minute) // the cool-down fits many times
 
 	start := r.fake.Now()
-	resp := r.handle(event(request("order-12c", long, completeBy(epoch.Add(10*time.Minute)), reportsTransient)))
+	resp := r.handle(event(request("order-12c", long, completeBy(clocktest.T0.Add(10*time.Minute)), reportsTransient)))
 	require.Empty(t, resp.BatchItemFailures, "acknowledged: the failure is reported")
 	reps := r.replies()
 	require.Len(t, reps, 1)
@@ -329,7 +330,7 @@ func TestCircuitOpenReportsTheAttemptFailedAtOnce(t *testing.T) {
 	require.Less(t, afterFirst.Sub(start), time.Second, "only the backoffs between its tries")
 
 	for _, id := range []string{"order-12d", "order-12e"} {
-		resp = r.handle(event(request(id, long, completeBy(epoch.Add(10*time.Minute)), reportsTransient)))
+		resp = r.handle(event(request(id, long, completeBy(clocktest.T0.Add(10*time.Minute)), reportsTransient)))
 		require.Empty(t, resp.BatchItemFailures)
 		reps = r.replies()
 		require.Len(t, reps, 1)
@@ -347,8 +348,8 @@ func TestExpiredOnArrivalMakesNoCall(t *testing.T) {
 	t.Parallel()
 	r := newRig(t, rigOptions{})
 	resp := r.handle(event(
-		request("order-13", legacy, completeBy(epoch.Add(-time.Second))),
-		request("order-14", legacy, completeBy(epoch)), // due exactly now: expired too
+		request("order-13", legacy, completeBy(clocktest.T0.Add(-time.Second))),
+		request("order-14", legacy, completeBy(clocktest.T0)), // due exactly now: expired too
 	))
 	require.Empty(t, resp.BatchItemFailures, "acknowledged: nothing can serve them")
 	require.Empty(t, r.replies())

@@ -48,9 +48,11 @@ const (
 	// deadlines run meanwhile.
 	DefaultReplyLinger = 50 * time.Millisecond
 	// DefaultMaxDeliveries: a request that ends without an outcome this
-	// many deliveries in a row is acknowledged, and the supervisor takes
-	// over. Keep it below the queue's maxReceiveCount (5 in infra/), so the
-	// DLQ holds only messages nothing can serve.
+	// many deliveries in a row is handed back to the scheduler (a
+	// retry{requeue}: it sends the request again while its attempt is
+	// current) and its message acknowledged (requeue). Keep it below the
+	// queue's maxReceiveCount (5 in infra/), so the DLQ holds only messages
+	// nothing can serve.
 	DefaultMaxDeliveries = 3
 	// DefaultMaxReceives is the agent queues' maxReceiveCount in the CDK
 	// construct.

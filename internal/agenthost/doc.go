@@ -14,11 +14,18 @@
 //	Run failed with ErrPermanent       → agent.reply {outcome: failed, reason}
 //	no TimeoutMs, CompleteBy passed    → no call, nothing sent, acknowledged
 //	  on arrival                          (nothing can serve it)
-//	no outcome (deadline reached,      → nothing sent, left for redelivery with a
-//	  tries exhausted, breaker open,      short visibility backoff: the next run
+//	Run failed otherwise (tries        → agent.reply {outcome: transient, reason,
+//	  exhausted, deadline reached,        errorType}: the attempt failed, and the
+//	  breaker open), the request          scheduler's retry policy decides when
+//	  asking for transientOutcome         the step is tried again (failed instead
+//	                                      when errorType is one of the request's
+//	                                      nonRetryable)
+//	no outcome (a request from an      → nothing sent, left for redelivery with a
+//	  older scheduler, or the             short visibility backoff: the next run
 //	  invocation ending)                  repeats the call under the same key;
-//	                                      the third such delivery is acknowledged
-//	                                      and the supervisor takes over
+//	                                      on its MaxDeliveries-th delivery it is
+//	                                      handed back to the scheduler (a
+//	                                      retry{requeue}), which sends it again
 //	no outcome, *RedeliveryError       → the same, the backoff being its Delay
 //	the outcome came after the deadline → nothing sent, left for redelivery the
 //	                                      same way (the next run gets the stored

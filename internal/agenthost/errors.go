@@ -24,6 +24,10 @@ var ErrPermanent = errors.New("permanent failure")
 type PermanentError struct {
 	Reason string
 	Err    error // the underlying error, for logs and errors.As; may be nil
+	// Rejected marks a business rejection (agent.Reject): the reply says
+	// so (AgentReply.Rejected), and the order ends Rejected without an
+	// alert.
+	Rejected bool
 }
 
 func (e *PermanentError) Error() string {
@@ -111,4 +115,10 @@ func ErrorTypeOf(err error, callCtx context.Context) string {
 		return sas.ErrorTimeout
 	}
 	return ""
+}
+
+// rejectedOf reports whether err is a PermanentError marked Rejected.
+func rejectedOf(err error) bool {
+	var pe *PermanentError
+	return errors.As(err, &pe) && pe.Rejected
 }

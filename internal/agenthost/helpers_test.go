@@ -1,15 +1,12 @@
 package agenthost_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -19,33 +16,14 @@ import (
 	"github.com/sas-go/sas/agent"
 	"github.com/sas-go/sas/internal/assembly"
 	"github.com/sas-go/sas/internal/builtinagent"
-	"github.com/sas-go/sas/internal/clocktest"
 	"github.com/sas-go/sas/internal/config"
+	"github.com/sas-go/sas/internal/dev/remotesim"
 	"github.com/sas-go/sas/internal/memqueue"
-	"github.com/sas-go/sas/internal/remotesim"
 	"github.com/sas-go/sas/internal/sas"
+	"github.com/sas-go/sas/internal/testkit/clocktest"
+	"github.com/sas-go/sas/internal/testkit/logtest"
+	"github.com/sas-go/sas/internal/testkit/requesttest"
 )
-
-// epoch is on a whole second, like the golden event's timestamps.
-var epoch = time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
-
-// logBuffer collects log lines from concurrent goroutines.
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // rig is one agent wired as in production (internal/assembly: the
 // SDK's HTTP agent on the SDK's handler, the default workflows) against a remote simulator on 127.0.0.1 and an
@@ -60,7 +38,7 @@ type rig struct {
 	replyURL string
 	client   *agent.HTTPClient
 	svc      handler
-	logs     *logBuffer
+	logs     *logtest.Buffer
 }
 
 type rigOptions struct {
@@ -75,11 +53,11 @@ type rigOptions struct {
 
 func newRig(t *testing.T, o rigOptions) *rig {
 	t.Helper()
-	r := &rig{t: t, logs: &logBuffer{}}
+	r := &rig{t: t, logs: &logtest.Buffer{}}
 	if o.realClock {
 		r.clock = sas.SystemClock{}
 	} else {
-		r.fake = clocktest.New(epoch)
+		r.fake = clocktest.New(clocktest.T0)
 		r.clock = r.fake
 	}
 
@@ -96,7 +74,7 @@ func newRig(t *testing.T, o rigOptions) *rig {
 	r.sim, r.simURL = sim, srv.URL
 
 	r.queue = memqueue.New(memqueue.Options{Clock: r.clock, SendFault: o.sendFault})
-	q, err := r.queue.CreateQueue(t.Context(), memqueue.CreateQueueParams{Name: "scheduler"})
+	q, err := r.queue.CreateQueue(t.Context(), sas.CreateQueueParams{Name: "scheduler"})
 	require.NoError(t, err)
 	r.replyURL = q.URL
 
@@ -189,37 +167,18 @@ func (r *rig) effectsFor(key string) []remotesim.Effect {
 }
 
 // request is a valid agent.request for the "payment" workflow's charge step,
-// as the scheduler sends it at epoch: a 30s limit, leased until epoch+30s.
+// as the scheduler sends it at clocktest.T0: a 30s limit, leased until
+// clocktest.T0+30s (requesttest.Request).
 func request(orderID string, opts ...func(*sas.AgentRequest)) sas.AgentRequest {
-	req := sas.AgentRequest{
-		V: sas.MessageVersion, Kind: sas.KindAgentRequest,
-		OrderID: orderID, Step: 0, StepName: "charge", Agent: "payments",
-		Attempt: 1, LockedBy: "scheduler-a", CompleteBy: epoch.Add(30 * time.Second), TimeoutMs: 30_000,
-		IdempotencyKey: sas.IdempotencyKey(orderID, 0, 0, false),
-		Payload:        json.RawMessage(`{"amount":1250,"currency":"EUR"}`),
-		Workflow:       "payment",
-		ReplyTo:        "https://sqs.us-east-1.amazonaws.com/000000000000/caller",
-	}
-	for _, o := range opts {
-		o(&req)
-	}
-	return req
+	payment := func(r *sas.AgentRequest) { r.Workflow = "payment" }
+	return requesttest.Request("payments", "charge", orderID, append([]func(*sas.AgentRequest){payment}, opts...)...)
 }
 
-// compensation makes the request the undo of its step.
-func compensation(req *sas.AgentRequest) {
-	req.Compensation = true
-	req.IdempotencyKey = sas.IdempotencyKey(req.OrderID, req.Step, 0, true)
-}
-
-func completeBy(t time.Time) func(*sas.AgentRequest) {
-	return func(r *sas.AgentRequest) { r.CompleteBy = t }
-}
-
-// timeout sets the step's limit the agent counts from when it starts.
-func timeout(d time.Duration) func(*sas.AgentRequest) {
-	return func(r *sas.AgentRequest) { r.TimeoutMs = d.Milliseconds() }
-}
+var (
+	compensation = requesttest.Undo
+	completeBy   = requesttest.CompleteBy
+	timeout      = requesttest.Timeout
+)
 
 // legacy makes the request an older scheduler's: no TimeoutMs, so
 // CompleteBy is the agent's deadline.
@@ -240,24 +199,10 @@ func withReceives(ev events.SQSEvent, counts ...string) events.SQSEvent {
 	return ev
 }
 
-// event makes an SQS event; a message is a sas.AgentRequest (encoded) or a
-// raw body string. Message ids are m1, m2, ...
+// event makes an SQS event from the agent's queue; a message is a
+// sas.AgentRequest (encoded) or a raw body string. Message ids are m1, m2, ...
 func event(msgs ...any) events.SQSEvent {
-	ev := events.SQSEvent{}
-	for i, m := range msgs {
-		var body string
-		switch v := m.(type) {
-		case string:
-			body = v
-		default:
-			body = sas.Encode(v)
-		}
-		ev.Records = append(ev.Records, events.SQSMessage{
-			MessageId: fmt.Sprintf("m%d", i+1), ReceiptHandle: fmt.Sprintf("rh-%d", i+1), Body: body,
-			EventSource: "aws:sqs", EventSourceARN: "arn:aws:sqs:us-east-1:000000000000:agent", AWSRegion: "us-east-1",
-		})
-	}
-	return ev
+	return requesttest.Event("arn:aws:sqs:us-east-1:000000000000:agent", msgs...)
 }
 
 func failedIDs(resp events.SQSEventResponse) []string {

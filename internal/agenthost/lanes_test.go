@@ -21,7 +21,7 @@ import (
 // the queue's ARN in each record.
 func (r *serviceRig) receivedFrom(name string, reqs ...sas.AgentRequest) (string, []events.SQSMessage) {
 	r.t.Helper()
-	q, err := r.queue.CreateQueue(r.t.Context(), memqueue.CreateQueueParams{Name: name})
+	q, err := r.queue.CreateQueue(r.t.Context(), sas.CreateQueueParams{Name: name})
 	require.NoError(r.t, err)
 	arn, err := r.queue.QueueARN(q.URL)
 	require.NoError(r.t, err)

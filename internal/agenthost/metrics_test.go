@@ -15,6 +15,7 @@ import (
 	"github.com/sas-go/sas/internal/httpcall"
 	"github.com/sas-go/sas/internal/memqueue"
 	"github.com/sas-go/sas/internal/sas"
+	"github.com/sas-go/sas/internal/testkit/clocktest"
 )
 
 // A known sequence: a request that waited 3s and took 2s, done; one that
@@ -36,7 +37,7 @@ func TestAgentPublishesQueueWaitExecutionTimeAndOutcome(t *testing.T) {
 		}
 		return nil, httpcall.ErrTransient // no TransientOutcome: no outcome
 	})})
-	tr := sas.NewTrace("o-done", epoch)
+	tr := sas.NewTrace("o-done", clocktest.T0)
 	sent := func(ev any, ago time.Duration) {
 		e := event(ev)
 		e.Records[0].Attributes = map[string]string{"SentTimestamp": strconv.FormatInt(r.clock.Now().Add(-ago).UnixMilli(), 10)}
@@ -44,8 +45,8 @@ func TestAgentPublishesQueueWaitExecutionTimeAndOutcome(t *testing.T) {
 		require.NoError(t, err)
 	}
 	sent(request("o-done", func(q *sas.AgentRequest) { q.Trace = tr }), 3*time.Second)
-	sent(request("o-transient", timeout(time.Hour), completeBy(epoch.Add(time.Hour)), func(q *sas.AgentRequest) { q.TransientOutcome = true }), 0)
-	sent(request("o-none", compensation, timeout(time.Hour), completeBy(epoch.Add(time.Hour))), 500*time.Millisecond)
+	sent(request("o-transient", timeout(time.Hour), completeBy(clocktest.T0.Add(time.Hour)), func(q *sas.AgentRequest) { q.TransientOutcome = true }), 0)
+	sent(request("o-none", compensation, timeout(time.Hour), completeBy(clocktest.T0.Add(time.Hour))), 500*time.Millisecond)
 
 	reps := r.replies()
 	require.Len(t, reps, 2)

@@ -144,8 +144,8 @@ const CircuitOpenBackoff = 10 * time.Second
 // invisible before its next delivery: 2^(receives-1) seconds, at most
 // MaxRedeliveryBackoff, where receives is the message's
 // ApproximateReceiveCount (1 when absent or unreadable). The delivery count
-// is SQS's; the MaxDeliveries-th delivery without an outcome is acknowledged
-// and the supervisor takes over (docs/protocol.md, "Agent").
+// is SQS's; the MaxDeliveries-th delivery without an outcome is handed back
+// to the scheduler (requeue) and acknowledged (docs/protocol.md, "Agent").
 func RedeliveryBackoff(msg events.SQSMessage) time.Duration {
 	n := receives(msg)
 	if n > 6 { // 2^5 s already passes the cap

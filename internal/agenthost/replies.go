@@ -1,7 +1,6 @@
 package agenthost
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -11,7 +10,6 @@ import (
 
 	"github.com/sas-go/sas/internal/outbox"
 	"github.com/sas-go/sas/internal/sas"
-	"github.com/sas-go/sas/internal/sqslimits"
 )
 
 // maxReplyBatch is SQS's limit of entries per SendMessageBatch.
@@ -130,20 +128,25 @@ func (s *Service) late(log *slog.Logger, reply sas.AgentReply, deadline, now tim
 	return true
 }
 
-// carriedResult is the part of a service's result a done reply carries: the
-// result compacted when it is at most sqslimits.MaxResultBytes, else nothing.
-// The scheduler never reads it, and a reply too large to send would turn a
-// success into a failure (docs/protocol.md, "Sizes"); the log keeps its size.
-func carriedResult(log *slog.Logger, result json.RawMessage) json.RawMessage {
+// carriedResult is the result a done reply carries, compacted, and the
+// reason its step fails instead when it is over sas.MaxResultBytes ("" when
+// within; docs/protocol.md, "Results"). Nothing is dropped silently: the
+// scheduler records every result it receives, and a step whose result
+// cannot be carried fails by name (sas.ErrorResultTooLarge), its effect
+// undone with its order.
+func carriedResult(log *slog.Logger, step string, result json.RawMessage) (json.RawMessage, string) {
 	if len(result) == 0 {
-		return nil
+		return nil, ""
 	}
-	var buf bytes.Buffer
-	if err := json.Compact(&buf, result); err == nil && buf.Len() <= sqslimits.MaxResultBytes {
-		return buf.Bytes()
+	res, err := sas.CompactResult(result)
+	if err != nil {
+		res = result // resultOf made it JSON; a runner's raw bytes are counted as they are
 	}
-	log.Info("agent: result left out of the reply", "resultBytes", len(result), "limit", sqslimits.MaxResultBytes)
-	return nil
+	if why := sas.ResultTooLarge(step, len(res)); why != "" {
+		log.Warn("agent: result over its bound; the step fails", "resultBytes", len(res), "limit", sas.MaxResultBytes)
+		return nil, why
+	}
+	return res, ""
 }
 
 // resultOf makes a success body a valid reply result: empty is no result,

@@ -270,9 +270,15 @@ func (s *Service) process(ctx context.Context, log *slog.Logger, req sas.AgentRe
 	transient := false
 	switch {
 	case err == nil:
-		reply.Outcome, reply.Result = sas.OutcomeDone, carriedResult(log, resultOf(result))
+		res, tooLarge := carriedResult(log, req.StepName, resultOf(result))
+		reply.Outcome, reply.Result = sas.OutcomeDone, res
+		if tooLarge != "" {
+			// Never a silent drop: the step fails by name, and since its
+			// effect happened the scheduler has it undone.
+			reply.Outcome, reply.Reason, reply.ErrorType = sas.OutcomeFailed, truncate(tooLarge, maxReasonBytes), sas.ErrorResultTooLarge
+		}
 	case errors.Is(err, ErrPermanent):
-		reply.Outcome, reply.Reason = sas.OutcomeFailed, reasonOf(err)
+		reply.Outcome, reply.Reason, reply.Rejected = sas.OutcomeFailed, reasonOf(err), rejectedOf(err) && !req.Compensation
 	case req.TransientOutcome && !s.hostEnded(ctx, callDeadline, deadline):
 		// A failure is not a wait (docs/protocol.md): the request ran and
 		// got no answer, so the attempt failed, and the scheduler hears so
@@ -308,12 +314,14 @@ func (s *Service) process(ctx context.Context, log *slog.Logger, req sas.AgentRe
 	if !transient && s.late(log, reply, deadline, s.clock.Now()) {
 		return nil, redeliverSoon
 	}
-	// The sizes are bounded at intake so that this never happens (sqslimits);
-	// should a request from elsewhere be that large, the result is the one
-	// part of the reply the scheduler can do without.
+	// The sizes are bounded at intake and per result so that this never
+	// happens (sqslimits); should a request from elsewhere be that large,
+	// the step fails by name rather than its reply never going out.
 	if n := len(sas.Encode(reply)); n > sqslimits.MaxBodyBytes && reply.Result != nil {
-		log.Warn("agent: reply over the message limit; result left out", "replyBytes", n, "limit", sqslimits.MaxBodyBytes)
-		reply.Result = nil
+		log.Warn("agent: reply over the message limit with its result; the step fails", "replyBytes", n, "limit", sqslimits.MaxBodyBytes)
+		reply.Outcome, reply.Result, reply.ErrorType = sas.OutcomeFailed, nil, sas.ErrorResultTooLarge
+		reply.Reason = fmt.Sprintf("%s: the reply of step %s with its result takes %d bytes, over the %d-byte message limit; its effect is undone",
+			sas.ErrorResultTooLarge, req.StepName, n, sqslimits.MaxBodyBytes)
 	}
 	return &outgoing{reply: reply, req: req, log: log, start: start, deadline: deadline}, acknowledged
 }

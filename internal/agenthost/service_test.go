@@ -6,10 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 	"unicode/utf8"
 
@@ -17,9 +19,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sas-go/sas/internal/agenthost"
-	"github.com/sas-go/sas/internal/clocktest"
 	"github.com/sas-go/sas/internal/memqueue"
 	"github.com/sas-go/sas/internal/sas"
+	"github.com/sas-go/sas/internal/testkit/clocktest"
+	"github.com/sas-go/sas/internal/testkit/logtest"
 )
 
 // These tests drive the Service with runners written for them: the
@@ -30,15 +33,15 @@ type serviceRig struct {
 	clock    *clocktest.Clock
 	queue    *memqueue.Queue
 	replyURL string
-	logs     *logBuffer
+	logs     *logtest.Buffer
 }
 
 func newServiceRig(t *testing.T, opts memqueue.Options) *serviceRig {
 	t.Helper()
-	r := &serviceRig{t: t, clock: clocktest.New(epoch), logs: &logBuffer{}}
+	r := &serviceRig{t: t, clock: clocktest.New(clocktest.T0), logs: &logtest.Buffer{}}
 	opts.Clock = r.clock
 	r.queue = memqueue.New(opts)
-	q, err := r.queue.CreateQueue(t.Context(), memqueue.CreateQueueParams{Name: "scheduler"})
+	q, err := r.queue.CreateQueue(t.Context(), sas.CreateQueueParams{Name: "scheduler"})
 	require.NoError(t, err)
 	r.replyURL = q.URL
 	t.Cleanup(func() {
@@ -199,7 +202,7 @@ func TestQueueOutageFailsEveryRepliedMessage(t *testing.T) {
 	})})
 	// o-2 is an older scheduler's request that expired on arrival: nothing
 	// to send, acknowledged anyway.
-	expired := request("o-2", legacy, completeBy(epoch))
+	expired := request("o-2", legacy, completeBy(clocktest.T0))
 	resp := handleWith(t, svc, event(request("o-1"), expired, request("o-3")))
 	require.Equal(t, []string{"m1", "m3"}, failedIDs(resp))
 }
@@ -255,36 +258,52 @@ func TestBatchRunsConcurrentlyWithinTheBound(t *testing.T) {
 	require.EqualValues(t, bound, peak.Load())
 }
 
+// Requests with one key run in batch order, one after the other; distinct
+// keys run at once. In a synctest bubble every run holds until all the
+// handler's goroutines are blocked: what is running then is what the
+// handler lets run together.
 func TestSameKeyRunsInOrderNotAtOnce(t *testing.T) {
 	t.Parallel()
-	r := newServiceRig(t, memqueue.Options{})
-	var mu sync.Mutex
-	running := map[string]bool{}
-	var order []int
-	svc := r.service(agenthost.Config{Agents: payments(func(_ context.Context, req sas.AgentRequest) (json.RawMessage, error) {
-		mu.Lock()
-		if running[req.IdempotencyKey] {
+	synctest.Test(t, func(t *testing.T) {
+		r := newServiceRig(t, memqueue.Options{})
+		release := make(chan struct{})
+		var mu sync.Mutex
+		var running []string // "order/attempt" of the runs under way
+		var order []int
+		svc := r.service(agenthost.Config{Agents: payments(func(_ context.Context, req sas.AgentRequest) (json.RawMessage, error) {
+			run := fmt.Sprintf("%s/%d", req.OrderID, req.Attempt)
+			mu.Lock()
+			running = append(running, run)
+			if req.OrderID == "o-1" {
+				order = append(order, req.Attempt)
+			}
 			mu.Unlock()
-			return nil, errors.New("two runs of one key at once")
-		}
-		running[req.IdempotencyKey] = true
-		if req.OrderID == "o-1" {
-			order = append(order, req.Attempt)
-		}
-		mu.Unlock()
-		time.Sleep(5 * time.Millisecond) // widen the window a race would need
+			<-release
+			mu.Lock()
+			running = slices.DeleteFunc(running, func(r string) bool { return r == run })
+			mu.Unlock()
+			return json.RawMessage(`{}`), nil
+		})})
+		a1 := request("o-1")
+		a2 := request("o-1", func(q *sas.AgentRequest) { q.Attempt = 2 })
+		a3 := request("o-1", func(q *sas.AgentRequest) { q.Attempt = 3 })
+		done := make(chan error, 1)
+		var resp events.SQSEventResponse
+		go func() {
+			var err error
+			resp, err = svc.Handle(t.Context(), event(a1, request("o-2"), a2, a3))
+			done <- err
+		}()
+		synctest.Wait()
 		mu.Lock()
-		running[req.IdempotencyKey] = false
+		require.ElementsMatch(t, []string{"o-1/1", "o-2/1"}, running, "the first of each key, together")
 		mu.Unlock()
-		return json.RawMessage(`{}`), nil
-	})})
-	a1 := request("o-1")
-	a2 := request("o-1", func(q *sas.AgentRequest) { q.Attempt = 2 })
-	a3 := request("o-1", func(q *sas.AgentRequest) { q.Attempt = 3 })
-	resp := handleWith(t, svc, event(a1, request("o-2"), a2, a3))
-	require.Empty(t, resp.BatchItemFailures)
-	require.Len(t, r.replies(), 4)
-	require.Equal(t, []int{1, 2, 3}, order, "batch order within a key")
+		close(release)
+		require.NoError(t, <-done)
+		require.Empty(t, resp.BatchItemFailures)
+		require.Len(t, r.replies(), 4)
+		require.Equal(t, []int{1, 2, 3}, order, "batch order within a key")
+	})
 }
 
 func TestCallStopsBeforeTheInvocationEnds(t *testing.T) {

@@ -3,6 +3,7 @@ package agenthost_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -16,6 +17,7 @@ import (
 	"github.com/sas-go/sas/internal/registry"
 	"github.com/sas-go/sas/internal/sas"
 	"github.com/sas-go/sas/internal/sqslimits"
+	"github.com/sas-go/sas/internal/testkit/clocktest"
 )
 
 // rawReplies drains the scheduler queue and returns the bodies as sent.
@@ -41,10 +43,10 @@ func hugeResult() json.RawMessage {
 	return json.RawMessage(`{"id":"pay_1","echo":"` + strings.Repeat(`<\u0001\"`, (1<<20)/10) + `"}`)
 }
 
-// A success is never lost to size: the reply to a huge result is a done
-// reply under the limit, without the result (the scheduler never reads it),
-// and the agent logs the result's size.
-func TestHugeResultStillRepliesDone(t *testing.T) {
+// A result over its bound is never dropped silently: the step fails by
+// name (its effect happened, so the scheduler has it undone), with a reply
+// under the message limit.
+func TestHugeResultFailsItsStepByName(t *testing.T) {
 	t.Parallel()
 	r := newServiceRig(t, memqueue.Options{})
 	svc := r.service(agenthost.Config{Agents: payments(func(context.Context, sas.AgentRequest) (json.RawMessage, error) {
@@ -58,9 +60,26 @@ func TestHugeResultStillRepliesDone(t *testing.T) {
 	require.LessOrEqual(t, len(bodies[0]), sqslimits.MaxOrderMessageBytes)
 	var rep sas.AgentReply
 	require.NoError(t, json.Unmarshal([]byte(bodies[0]), &rep))
-	require.Equal(t, sas.OutcomeDone, rep.Outcome)
-	require.Empty(t, rep.Result, "a result over the bound is not carried")
+	require.Equal(t, sas.OutcomeFailed, rep.Outcome)
+	require.Equal(t, sas.ErrorResultTooLarge, rep.ErrorType)
+	require.Contains(t, rep.Reason, "over the 16384-byte limit per step")
+	require.Empty(t, rep.Result)
 	require.Contains(t, r.logs.String(), `"resultBytes":`)
+}
+
+// A result exactly at the bound is carried, compacted.
+func TestAResultAtTheBoundIsCarried(t *testing.T) {
+	t.Parallel()
+	r := newServiceRig(t, memqueue.Options{})
+	at := `"` + strings.Repeat("r", sas.MaxResultBytes-2) + `"`
+	svc := r.service(agenthost.Config{Agents: payments(func(context.Context, sas.AgentRequest) (json.RawMessage, error) {
+		return json.RawMessage(" " + at + " "), nil
+	})})
+	handleWith(t, svc, event(request("o-at")))
+	reps := r.replies()
+	require.Len(t, reps, 1)
+	require.Equal(t, sas.OutcomeDone, reps[0].Outcome)
+	require.Equal(t, at, string(reps[0].Result))
 }
 
 // A small result still travels, for whoever reads the scheduler queue.
@@ -76,9 +95,10 @@ func TestSmallResultIsCarried(t *testing.T) {
 	require.JSONEq(t, `{"id":"pay_1","status":"captured"}`, string(reps[0].Result))
 }
 
-// A 2xx whose body is over the agent's response limit is still a success
-// through the real HTTP runner: one call, a done reply under the limit.
-func TestOversizedSuccessResponseIsDone(t *testing.T) {
+// A 2xx whose body is over the bound on results, through the real HTTP
+// runner: one call, and a failed reply named ResultTooLarge under the
+// message limit (the service's effect happened: the scheduler undoes it).
+func TestOversizedSuccessResponseFailsByName(t *testing.T) {
 	t.Parallel()
 	var calls atomic.Int64
 	r := newRig(t, rigOptions{remote: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
@@ -94,7 +114,8 @@ func TestOversizedSuccessResponseIsDone(t *testing.T) {
 	require.LessOrEqual(t, len(bodies[0]), sqslimits.MaxOrderMessageBytes)
 	var rep sas.AgentReply
 	require.NoError(t, json.Unmarshal([]byte(bodies[0]), &rep))
-	require.Equal(t, sas.OutcomeDone, rep.Outcome, rep.Reason)
+	require.Equal(t, sas.OutcomeFailed, rep.Outcome)
+	require.Equal(t, sas.ErrorResultTooLarge, rep.ErrorType, rep.Reason)
 	require.EqualValues(t, 1, calls.Load())
 }
 
@@ -135,9 +156,10 @@ func TestWorstCaseOrderFitsEveryMessage(t *testing.T) {
 						req := sas.AgentRequest{
 							V: sas.MessageVersion, Kind: sas.KindAgentRequest, OrderID: in.OrderID,
 							Step: i, StepName: st.Name, Agent: st.Agent, Attempt: 1 << 30,
-							LockedBy: strings.Repeat("l", 256), CompleteBy: epoch.Add(999 * time.Hour),
+							LockedBy: strings.Repeat("l", 256), CompleteBy: clocktest.T0.Add(999 * time.Hour),
 							IdempotencyKey: sas.IdempotencyKey(in.OrderID, i, 0, undo) + strings.Repeat("g", 20),
 							Payload:        in.Payload, Compensation: undo, Workflow: w.Name, ReplyTo: in.ReplyTo,
+							Results: worstResults(t, fill),
 						}
 						body := sas.Encode(req)
 						require.LessOrEqual(t, len(body), sqslimits.MaxOrderMessageBytes, "agent.request")
@@ -159,5 +181,25 @@ func TestWorstCaseOrderFitsEveryMessage(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// worstResults are the most results an order may carry, of escaped fill:
+// results of at most sas.MaxResultBytes each, sas.MaxOrderResultsBytes in
+// all, as the scheduler lets them through.
+func worstResults(t *testing.T, fill string) sas.Results {
+	t.Helper()
+	one := func(n int) json.RawMessage {
+		return json.RawMessage(`"` + strings.Repeat(fill, (n-2)/len(fill)) + strings.Repeat(" ", (n-2)%len(fill)) + `"`)
+	}
+	out := sas.Results{}
+	for i := 0; ; i++ {
+		name := fmt.Sprintf("step-%02d", i)
+		out[name] = one(sas.MaxResultBytes)
+		if out.Size() > sas.MaxOrderResultsBytes {
+			out[name] = one(sas.MaxResultBytes - (out.Size() - sas.MaxOrderResultsBytes))
+			require.Equal(t, sas.MaxOrderResultsBytes, out.Size())
+			return out
+		}
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/sas-go/sas/internal/agenthost"
 	"github.com/sas-go/sas/internal/memqueue"
 	"github.com/sas-go/sas/internal/sas"
+	"github.com/sas-go/sas/internal/testkit/clocktest"
 )
 
 // A request that asks for it (startedOutcome) is reported picked up before
@@ -28,12 +29,12 @@ func TestALatePickUpIsReportedBeforeTheRun(t *testing.T) {
 		receives string
 		want     bool
 	}{
-		{"on time: nothing", request("o-1", started, timeout(5*time.Second), completeBy(epoch.Add(time.Minute))), "1", false},
-		{"on time, to the millisecond: nothing", request("o-1", started, timeout(5*time.Second), completeBy(epoch.Add(5*time.Second))), "1", false},
-		{"late: cannot end by completeBy", request("o-1", started, timeout(5*time.Second), completeBy(epoch.Add(4*time.Second))), "1", true},
-		{"waited past completeBy", request("o-1", started, timeout(5*time.Second), completeBy(epoch.Add(-time.Hour))), "", true},
-		{"a redelivery, on time or not", request("o-1", started, timeout(5*time.Second), completeBy(epoch.Add(time.Minute))), "2", true},
-		{"an older scheduler's request: never", request("o-1", timeout(5*time.Second), completeBy(epoch.Add(-time.Hour))), "3", false},
+		{"on time: nothing", request("o-1", started, timeout(5*time.Second), completeBy(clocktest.T0.Add(time.Minute))), "1", false},
+		{"on time, to the millisecond: nothing", request("o-1", started, timeout(5*time.Second), completeBy(clocktest.T0.Add(5*time.Second))), "1", false},
+		{"late: cannot end by completeBy", request("o-1", started, timeout(5*time.Second), completeBy(clocktest.T0.Add(4*time.Second))), "1", true},
+		{"waited past completeBy", request("o-1", started, timeout(5*time.Second), completeBy(clocktest.T0.Add(-time.Hour))), "", true},
+		{"a redelivery, on time or not", request("o-1", started, timeout(5*time.Second), completeBy(clocktest.T0.Add(time.Minute))), "2", true},
+		{"an older scheduler's request: never", request("o-1", timeout(5*time.Second), completeBy(clocktest.T0.Add(-time.Hour))), "3", false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -81,7 +82,7 @@ func TestAStartedReportThatFailsDoesNotStopTheRun(t *testing.T) {
 		calls++
 		return nil, nil
 	})})
-	req := request("o-1", func(r *sas.AgentRequest) { r.StartedOutcome = true }, completeBy(epoch.Add(-time.Minute)))
+	req := request("o-1", func(r *sas.AgentRequest) { r.StartedOutcome = true }, completeBy(clocktest.T0.Add(-time.Minute)))
 	resp := handleWith(t, svc, event(req))
 	require.Empty(t, failedIDs(resp))
 	require.Equal(t, 1, calls)

@@ -14,6 +14,7 @@ import (
 	"github.com/sas-go/sas/internal/httpcall"
 	"github.com/sas-go/sas/internal/memqueue"
 	"github.com/sas-go/sas/internal/sas"
+	"github.com/sas-go/sas/internal/testkit/clocktest"
 )
 
 // Issue 19, a failure is not a wait: a request the agent ran and got no
@@ -51,7 +52,7 @@ func TestTransientOutcomeIsReported(t *testing.T) {
 				}
 				return nil, tt.err
 			})})
-			req := request("o-1", timeout(time.Hour), completeBy(epoch.Add(time.Hour)), func(r *sas.AgentRequest) {
+			req := request("o-1", timeout(time.Hour), completeBy(clocktest.T0.Add(time.Hour)), func(r *sas.AgentRequest) {
 				r.TransientOutcome, r.NonRetryable = true, tt.nonRetryable
 			})
 			ctx := t.Context()

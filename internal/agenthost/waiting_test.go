@@ -1,6 +1,8 @@
 package agenthost_test
 
 import (
+	"github.com/sas-go/sas/internal/dev/poller"
+
 	"context"
 	"encoding/json"
 	"errors"
@@ -16,10 +18,10 @@ import (
 	"github.com/sas-go/sas/agent"
 	"github.com/sas-go/sas/internal/agenthost"
 	"github.com/sas-go/sas/internal/config"
-	"github.com/sas-go/sas/internal/localrun"
+	"github.com/sas-go/sas/internal/dev/remotesim"
 	"github.com/sas-go/sas/internal/memqueue"
-	"github.com/sas-go/sas/internal/remotesim"
 	"github.com/sas-go/sas/internal/sas"
+	"github.com/sas-go/sas/internal/testkit/clocktest"
 )
 
 // These tests cover issue 7 ("waiting is not executing") and the agent's
@@ -33,15 +35,15 @@ import (
 func TestRequestThatWaitedPastCompleteByIsRun(t *testing.T) {
 	t.Parallel()
 	const reserve = 2 * time.Second
-	own := epoch.Add(5 * time.Second) // start (epoch) + TimeoutMs
+	own := clocktest.T0.Add(5 * time.Second) // start (clocktest.T0) + TimeoutMs
 	tests := []struct {
 		name           string
 		invocationEnds time.Time // zero: no deadline on the invocation
 		wantDeadline   time.Time
 	}{
 		{"no invocation deadline", time.Time{}, own},
-		{"the invocation ends later", epoch.Add(time.Hour), own},
-		{"the invocation ends first", epoch.Add(4 * time.Second), epoch.Add(4*time.Second - reserve)},
+		{"the invocation ends later", clocktest.T0.Add(time.Hour), own},
+		{"the invocation ends first", clocktest.T0.Add(4 * time.Second), clocktest.T0.Add(4*time.Second - reserve)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -55,7 +57,7 @@ func TestRequestThatWaitedPastCompleteByIsRun(t *testing.T) {
 				got, hasDeadline = ctx.Deadline()
 				return json.RawMessage(`{"id":"pay_1"}`), nil
 			})})
-			req := request("o-waited", completeBy(epoch.Add(-10*time.Second)), timeout(5*time.Second))
+			req := request("o-waited", completeBy(clocktest.T0.Add(-10*time.Second)), timeout(5*time.Second))
 			ctx := t.Context()
 			if !tt.invocationEnds.IsZero() {
 				var cancel context.CancelFunc
@@ -83,7 +85,7 @@ func TestRequestThatWaitedPastCompleteByIsRun(t *testing.T) {
 func TestRequestThatWaitedIsCalledAndReplied(t *testing.T) {
 	t.Parallel()
 	r := newRig(t, rigOptions{})
-	req := request("order-w1", completeBy(epoch.Add(-time.Minute)))
+	req := request("order-w1", completeBy(clocktest.T0.Add(-time.Minute)))
 	resp := r.handle(event(req))
 	require.Empty(t, resp.BatchItemFailures)
 	reps := r.replies()
@@ -105,7 +107,7 @@ func TestOlderRequestExpiredOnArrivalIsDropped(t *testing.T) {
 			ran = true
 			return nil, nil
 		})})
-	resp := handleWith(t, svc, event(request("o-old", legacy, completeBy(epoch.Add(-time.Second)))))
+	resp := handleWith(t, svc, event(request("o-old", legacy, completeBy(clocktest.T0.Add(-time.Second)))))
 	require.Empty(t, resp.BatchItemFailures, "acknowledged")
 	require.False(t, ran, "no call")
 	require.Empty(t, r.replies())
@@ -142,7 +144,7 @@ func (v *visibilityRecorder) changes() map[string]time.Duration {
 // them, as the event source would: real receipt handles.
 func (r *serviceRig) received(reqs ...sas.AgentRequest) (string, events.SQSEvent) {
 	r.t.Helper()
-	q, err := r.queue.CreateQueue(r.t.Context(), memqueue.CreateQueueParams{Name: "agent"})
+	q, err := r.queue.CreateQueue(r.t.Context(), sas.CreateQueueParams{Name: "agent"})
 	require.NoError(r.t, err)
 	var out []sas.OutboundMessage
 	for i, req := range reqs {
@@ -269,7 +271,7 @@ func TestReplyAfterOwnDeadlineIsNotSent(t *testing.T) {
 		r.clock.Advance(5 * time.Second)
 		return json.RawMessage(`{}`), nil
 	})})
-	req := request("o-slow", completeBy(epoch.Add(time.Hour)), timeout(5*time.Second))
+	req := request("o-slow", completeBy(clocktest.T0.Add(time.Hour)), timeout(5*time.Second))
 	resp := handleWith(t, svc, event(req))
 	require.Empty(t, r.replies(), "5s is the limit: at it, the outcome is late")
 	require.Equal(t, []string{"m1"}, failedIDs(resp))
@@ -304,7 +306,7 @@ func TestWaitedDuplicatesRunOneAfterTheOther(t *testing.T) {
 		return json.RawMessage(`{}`), nil
 	})})
 	waited := func(attempt int) sas.AgentRequest {
-		return request("o-dup", completeBy(epoch.Add(-time.Minute)), timeout(5*time.Second), func(q *sas.AgentRequest) { q.Attempt = attempt })
+		return request("o-dup", completeBy(clocktest.T0.Add(-time.Minute)), timeout(5*time.Second), func(q *sas.AgentRequest) { q.Attempt = attempt })
 	}
 	resp := handleWith(t, svc, event(waited(1), waited(2)))
 	require.Empty(t, resp.BatchItemFailures)
@@ -313,7 +315,7 @@ func TestWaitedDuplicatesRunOneAfterTheOther(t *testing.T) {
 	for _, rep := range reps {
 		require.Equal(t, sas.OutcomeDone, rep.Outcome)
 	}
-	require.Equal(t, []time.Time{epoch.Add(5 * time.Second), epoch.Add(7 * time.Second)}, deadlines,
+	require.Equal(t, []time.Time{clocktest.T0.Add(5 * time.Second), clocktest.T0.Add(7 * time.Second)}, deadlines,
 		"each counted from its own start")
 }
 
@@ -328,7 +330,7 @@ func TestNoOutcomeComesBackSoonThenIsHandedToTheSupervisor(t *testing.T) {
 		faults: script("order-dl:0", remotesim.ScriptStep{Fault: remotesim.FaultTransient}),
 		client: agent.HTTPOptions{Tries: 1},
 	})
-	q, err := r.queue.CreateQueue(t.Context(), memqueue.CreateQueueParams{
+	q, err := r.queue.CreateQueue(t.Context(), sas.CreateQueueParams{
 		Name: "agent", MaxReceiveCount: 3, Attributes: map[string]string{"VisibilityTimeout": "270"},
 	})
 	require.NoError(t, err)
@@ -337,7 +339,7 @@ func TestNoOutcomeComesBackSoonThenIsHandedToTheSupervisor(t *testing.T) {
 	sent, err := r.queue.Send(t.Context(), sas.SendParams{QueueURL: q.URL, Messages: []sas.OutboundMessage{{ID: "1", Body: sas.Encode(request("order-dl"))}}})
 	require.NoError(t, err)
 	require.Empty(t, sent.Failed)
-	p := &localrun.Poller{Name: "agent", Queue: r.queue, QueueURL: q.URL, Handler: svc.Handle, Logger: slog.New(slog.NewJSONHandler(r.logs, nil))}
+	p := &poller.Poller{Name: "agent", Queue: r.queue, QueueURL: q.URL, Handler: svc.Handle, Logger: slog.New(slog.NewJSONHandler(r.logs, nil))}
 	poll := func() int {
 		n, err := p.PollOnce(t.Context())
 		require.NoError(t, err)

@@ -258,18 +258,28 @@ func TestMultiDoesNotWaitForAHangingAlerterToTellTheOthers(t *testing.T) {
 func TestRecorder(t *testing.T) {
 	t.Parallel()
 	r := alerts.NewRecorder()
+	// Twenty at once; each goroutine's error is checked here, on the test's
+	// own goroutine (require stops only the goroutine it is called from).
+	errs := make([]error, 20)
 	var wg sync.WaitGroup
-	for i := 0; i < 20; i++ {
+	for i := range errs {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			a := sample()
 			a.Step = i
-			require.NoError(t, r.Alert(t.Context(), a))
+			errs[i] = r.Alert(t.Context(), a)
 		}()
 	}
 	wg.Wait()
-	require.Len(t, r.Alerts(), 20)
+	for i, err := range errs {
+		require.NoError(t, err, "alert %d", i)
+	}
+	steps := make([]int, 0, len(errs))
+	for _, a := range r.Alerts() {
+		steps = append(steps, a.Step)
+	}
+	require.ElementsMatch(t, []int{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19}, steps, "every alert recorded once")
 	got := r.Alerts()
 	got[0].OrderID = "changed"
 	require.Equal(t, "o-42", r.Alerts()[0].OrderID, "Alerts returns a copy")

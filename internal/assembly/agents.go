@@ -6,6 +6,7 @@ import (
 
 	"github.com/sas-go/sas/agent"
 	"github.com/sas-go/sas/internal/agenthost"
+	"github.com/sas-go/sas/internal/agentqueue"
 	"github.com/sas-go/sas/internal/builtinagent"
 	"github.com/sas-go/sas/internal/sas"
 )
@@ -48,9 +49,10 @@ func (s System) AgentHandler(q sas.AgentQueue, h Hosting, agents ...*agent.Agent
 	hc := agent.HandlerConfig{
 		Agents: agents, SchedulerQueueURL: s.Config.SchedulerQueueURL,
 		QueueURL: q.URL, PriorityQueueURL: q.PriorityURL,
-		Queue: s.Queue, Logger: s.Logger, Metrics: s.Metrics,
+		Logger: s.Logger, Metrics: s.Metrics,
 		Middleware: h.Middleware, ReplyLinger: h.ReplyLinger,
 	}
+	agentqueue.Use(&hc, s.Queue)
 	if s.Clock != nil {
 		hc.Clock = s.Clock
 	}
@@ -75,6 +77,12 @@ func (s System) BuiltinAgent(d builtinagent.Deps, h Hosting) (*agent.Handler, er
 	}
 	if d.Registry == nil {
 		d.Registry = s.Workflows
+	}
+	if d.Definitions == nil && s.Store != nil {
+		// Where the store is in reach (the local runs, the dev server, the
+		// test kit), the agent checks an earlier version's request against
+		// that version's definition; the Lambda agent has no store.
+		d.Definitions = s.Store
 	}
 	a, err := builtinagent.Agent(s.Config, d)
 	if err != nil {

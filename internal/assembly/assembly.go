@@ -6,7 +6,7 @@
 // Every place that runs the system builds it here: the Lambda entry points
 // (functions/*, through fromaws, which loads the adapters from an AWS
 // account), the dev server (cmd/sasdev), the local runs on the emulators
-// (internal/localrun) and the test kit (sastest, in memory on a fake
+// (internal/dev/localrun) and the test kit (sastest, in memory on a fake
 // clock). What differs between them is what they hand in (the adapters,
 // the clock) and the trigger that feeds the handlers (Lambda's event
 // sources, pollers, a test's loop), not how the actors are configured. So
@@ -58,6 +58,13 @@ type System struct {
 	// the scheduler's retry policy shares; zero takes the supervisor's
 	// defaults. A deployment leaves them unset; local runs shorten them.
 	BaseBackoff, MaxBackoff time.Duration
+	// UndoRetry is the retry policy of an undo whose step sets none, and
+	// OwedRetry how long after a give-up a sweep re-sends what it owes,
+	// for the scheduler and the supervisor alike; zero takes their
+	// defaults (sas.DefaultUndoRetry, 30 s). A deployment leaves them
+	// unset; the simulator shortens them, so that its runs settle.
+	UndoRetry sas.RetryPolicy
+	OwedRetry time.Duration
 }
 
 // WithLog is s with its logs and metrics going to logger and metrics: a
@@ -77,10 +84,19 @@ func BacklogQueues(cfg config.Config) []string {
 }
 
 // Scheduler builds a scheduler. owner is the instance's id (LockedBy),
-// unique per process; key is what it signs its agent requests with
-// (fromaws.SigningKey reads a deployment's). The trigger wraps it:
-// scheduler.NewHandler.
+// unique per process; key is what it signs its agent requests with, for
+// good (a local run's). The trigger wraps it: scheduler.NewHandler.
 func (s System) Scheduler(owner string, key []byte) (*scheduler.Service, error) {
+	return s.scheduler(owner, key, nil)
+}
+
+// SchedulerSigned is Scheduler with a signer of its own: a deployment's,
+// which re-reads its keys (fromaws.SigningKeys, sas.NewSourcedSigner).
+func (s System) SchedulerSigned(owner string, signer *sas.Signer) (*scheduler.Service, error) {
+	return s.scheduler(owner, nil, signer)
+}
+
+func (s System) scheduler(owner string, key []byte, signer *sas.Signer) (*scheduler.Service, error) {
 	return scheduler.New(scheduler.Config{
 		Store:             s.Store,
 		Queue:             s.Queue,
@@ -95,11 +111,14 @@ func (s System) Scheduler(owner string, key []byte) (*scheduler.Service, error) 
 		// only under the key (docs/trust.md).
 		ControlQueueURL:      s.Config.ControlQueueURL,
 		SigningKey:           key,
+		Signer:               signer,
 		RequireSignedReplies: s.Config.RequireSignedReplies,
 		StepTimeout:          s.Config.StepTimeout,
 		PickupTimeout:        s.Config.PickupTimeout,
 		// The supervisor's failure threshold and backoff.
 		Retry:          sas.RetryPolicy{MaxAttempts: s.Config.MaxFailures, InitialInterval: s.BaseBackoff, MaxInterval: s.MaxBackoff},
+		UndoRetry:      s.UndoRetry,
+		OwedRetry:      s.OwedRetry,
 		ReplyToAllowed: s.Config.ReplyToAllowed,
 		Logger:         s.Logger,
 		Metrics:        s.Metrics,
@@ -131,6 +150,8 @@ func (s System) Supervisor(actor string) (*supervisor.Supervisor, error) {
 		PickupTimeout:   s.Config.PickupTimeout,
 		BaseBackoff:     s.BaseBackoff,
 		MaxBackoff:      s.MaxBackoff,
+		UndoRetry:       s.UndoRetry,
+		OwedRetry:       s.OwedRetry,
 		// A held step past its deadline is waited on, not failed, while
 		// these queues hold messages (for at most its wait limit).
 		BacklogQueueURLs: BacklogQueues(s.Config),

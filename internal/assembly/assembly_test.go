@@ -13,7 +13,6 @@ import (
 	"github.com/sas-go/sas/internal/alerts"
 	"github.com/sas-go/sas/internal/assembly"
 	"github.com/sas-go/sas/internal/builtinagent"
-	"github.com/sas-go/sas/internal/clocktest"
 	"github.com/sas-go/sas/internal/config"
 	"github.com/sas-go/sas/internal/memqueue"
 	"github.com/sas-go/sas/internal/memstore"
@@ -21,6 +20,7 @@ import (
 	"github.com/sas-go/sas/internal/sas"
 	"github.com/sas-go/sas/internal/scheduler"
 	"github.com/sas-go/sas/internal/sizing"
+	"github.com/sas-go/sas/internal/testkit/clocktest"
 )
 
 // The backlog is every agent queue and lane, and the scheduler queue.
@@ -83,7 +83,7 @@ func TestAssemblesInMemory(t *testing.T) {
 	clock := clocktest.New(time.Date(2027, 1, 15, 9, 0, 0, 0, time.UTC))
 	q := memqueue.New(memqueue.Options{Clock: clock})
 	url := func(name string) string {
-		created, err := q.CreateQueue(ctx, memqueue.CreateQueueParams{Name: name})
+		created, err := q.CreateQueue(ctx, sas.CreateQueueParams{Name: name})
 		require.NoError(t, err)
 		return created.URL
 	}

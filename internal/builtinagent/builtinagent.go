@@ -20,6 +20,7 @@ package builtinagent
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -27,6 +28,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/sas-go/sas/agent"
 	"github.com/sas-go/sas/internal/agenthost"
@@ -52,6 +54,10 @@ const (
 	EnvAuthSecret = "SAS_AGENT_AUTH_SECRET"
 	// EnvAuthHeader names the auth header; DefaultAuthHeader when unset.
 	EnvAuthHeader = "SAS_AGENT_AUTH_HEADER"
+	// EnvRejectStatuses lists the service's 4xx statuses that are business
+	// rejections ("402,422"): the order ends Rejected, with no alert
+	// (Deps.RejectStatuses; agent.Agent.RejectStatuses).
+	EnvRejectStatuses = "SAS_AGENT_REJECT_STATUSES"
 )
 
 // DefaultAuthHeader is the auth header's name when EnvAuthHeader is unset.
@@ -113,6 +119,14 @@ type SecretReader interface {
 // secret is named). The caller adds the Caller and the rest.
 func DepsFromEnv(ctx context.Context, getenv config.Getenv, secrets SecretReader) (Deps, error) {
 	d := Deps{Name: getenv(EnvName), BaseURL: getenv(EnvBaseURL)}
+	for _, f := range strings.FieldsFunc(getenv(EnvRejectStatuses), func(r rune) bool { return r == ',' || r == ' ' }) {
+		st, err := strconv.Atoi(f)
+		if err != nil || st < 400 || st > 499 {
+			return Deps{}, fmt.Errorf("configuring the agent: %w", &sas.ValidationError{Field: EnvRejectStatuses,
+				Reason: fmt.Sprintf("%q: want HTTP statuses 400-499, comma-separated", f)})
+		}
+		d.RejectStatuses = append(d.RejectStatuses, st)
+	}
 	switch v := strings.TrimSpace(getenv(EnvAllowHTTP)); v {
 	case "", "false", "0":
 	case "true", "1":
@@ -166,6 +180,16 @@ type Deps struct {
 	// Auth, when set, is sent on every call (SAS_AGENT_AUTH_SECRET,
 	// SAS_AGENT_AUTH_HEADER; DepsFromEnv reads it).
 	Auth *Auth
+	// Definitions, when set, is where the agent reads the definition of an
+	// earlier workflow version a request names (the scheduler stores each
+	// before its first order), to check the request's action against it.
+	// Without it, a request of an earlier version is held to the current
+	// definition.
+	Definitions sas.DefinitionStore
+	// RejectStatuses are the service's answers that are business
+	// rejections, not failures (SAS_AGENT_REJECT_STATUSES; see
+	// agent.Agent.RejectStatuses).
+	RejectStatuses []int
 }
 
 // Agent builds the HTTP agent: named d.Name, calling d.BaseURL, with the
@@ -184,7 +208,7 @@ func Agent(cfg config.Config, d Deps) (*agent.Agent, error) {
 	}
 	if u, err := url.Parse(base); err == nil && u.Scheme == "http" && !d.AllowHTTP {
 		return nil, fmt.Errorf("configuring agent %q: %w", name, &sas.ValidationError{Field: EnvBaseURL, Reason: fmt.Sprintf(
-			"%q: the agent calls https:// services only; http:// is for an emulator or a local service, with %s=true", base, EnvAllowHTTP)})
+			"%q: the agent calls https:// services only; http:// is for an emulator or a local service, with %s=true", sas.Redact(base), EnvAllowHTTP)})
 	}
 	if d.Auth != nil {
 		if err := d.Auth.check(); err != nil {
@@ -214,7 +238,10 @@ func Agent(cfg config.Config, d Deps) (*agent.Agent, error) {
 		routes = append(routes, agent.Route{Step: step, Action: r.Action, Undo: r.Undo})
 	}
 	slices.SortFunc(routes, func(a, b agent.Route) int { return strings.Compare(a.Step, b.Step) })
-	a := agent.HTTP(name, base, withAuth(d.Client, d.Auth), routes...).Guard(onlyWorkflowActions(reg, name, byStep, logger))
+	a := agent.HTTP(name, base, withAuth(d.Client, d.Auth), routes...).Guard(onlyWorkflowActions(reg, d.Definitions, name, byStep, logger))
+	if len(d.RejectStatuses) > 0 {
+		a.RejectStatuses(d.RejectStatuses...)
+	}
 	if err := a.Err(); err != nil {
 		return nil, fmt.Errorf("configuring agent %q: %w", name, err)
 	}
@@ -233,45 +260,94 @@ func Agent(cfg config.Config, d Deps) (*agent.Agent, error) {
 // Workflow versions: an order keeps the definition it was submitted with
 // across deploys (docs/workflows.md), and the agent knows only the
 // deployment's current ones (it may not read the store, where earlier ones
-// are kept). A request for an earlier version of a registered workflow is
-// therefore served as it asks, logged; what fences it is the agent queue's
-// policy (only the scheduler's role may send there, docs/trust.md).
-func onlyWorkflowActions(reg sas.Registry, name string, byStep agenthost.Routes, log *slog.Logger) func(agent.Request) error {
+// are kept). The guard holds for every version all the same: any string in
+// a request's version would otherwise turn it off. A request of an earlier
+// version is checked against that version's definition, read from
+// definitions (the scheduler's store of them) and held to its version: a
+// version no scheduler stored is no order's, and is refused. Without
+// definitions (an agent function with no read on them), it is checked
+// against the current definition: served when its action is unchanged (a
+// version changes with any change to the workflow, and most leave this
+// agent's actions as they were), refused when changed, and the reason says
+// so. The agent does not verify who sent a request: the requests'
+// signature is an HMAC, and an agent holding its key could sign replies
+// as the scheduler (docs/trust.md, "The built-in HTTP agent").
+func onlyWorkflowActions(reg sas.Registry, definitions sas.DefinitionStore, name string, byStep agenthost.Routes, log *slog.Logger) func(agent.Request) error {
 	type key struct{ workflow, step string }
+	steps := func(w sas.Workflow) map[string]agenthost.Route {
+		out := map[string]agenthost.Route{}
+		for _, s := range w.Steps {
+			if s.Agent == name {
+				out[s.Name] = agenthost.Route{Action: s.Action, Undo: s.Undo}
+			}
+		}
+		return out
+	}
 	defined := map[key]agenthost.Route{}
 	versions := map[string]string{}
 	for wn, w := range reg {
 		versions[wn] = w.Version()
-		for _, s := range w.Steps {
-			if s.Agent == name {
-				defined[key{wn, s.Name}] = agenthost.Route{Action: s.Action, Undo: s.Undo}
-			}
+		for s, r := range steps(w) {
+			defined[key{wn, s}] = r
 		}
+	}
+	defs := sas.NewDefinitions(reg, definitions)
+	// earlierStep is the route of step in version of workflow as the
+	// scheduler stored it, and whether it could be read.
+	earlierStep := func(workflow, version, step string) (agenthost.Route, bool, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), definitionReadTimeout)
+		defer cancel()
+		w, _, err := defs.Get(ctx, workflow, version)
+		if err != nil {
+			return agenthost.Route{}, false, err
+		}
+		if w.Version() != version {
+			return agenthost.Route{}, false, fmt.Errorf("the stored definition of workflow %s version %s is version %s", workflow, version, w.Version())
+		}
+		rt, ok := steps(w)[step]
+		return rt, ok, nil
 	}
 	return func(req agent.Request) error {
 		if req.Action == "" {
 			return nil // served from the step's route: the registry's own
 		}
-		if current, ok := versions[req.Workflow]; ok && req.Version != "" && req.Version != current {
-			log.Warn("agent: a request of an earlier workflow version; its action cannot be checked against the current definitions",
-				"agent", name, "orderId", req.OrderID, "workflow", req.Workflow, "version", req.Version, "current", current,
-				"stepName", req.Step, "action", quoteCut(req.Action))
-			return nil
-		}
 		var (
-			rt    agenthost.Route
-			found bool
-			where = "the workflows"
-			verb  = "define"
+			rt      agenthost.Route
+			found   bool
+			where   = "the workflows"
+			verb    = "define"
+			earlier string
 		)
-		if req.Workflow != "" {
+		current, registered := versions[req.Workflow]
+		switch {
+		case registered && req.Version != "" && req.Version != current && definitions != nil:
+			var err error
+			rt, found, err = earlierStep(req.Workflow, req.Version, req.Step)
+			where, verb = fmt.Sprintf("version %s of workflow %s", quoteCut(req.Version), quoteCut(req.Workflow)), "defines"
+			switch {
+			case errors.Is(err, sas.ErrNotFound):
+				return fmt.Errorf("workflow %s has no version %s (no scheduler stored it), so nothing was called", quoteCut(req.Workflow), quoteCut(req.Version))
+			case err != nil:
+				return fmt.Errorf("the definition of %s could not be read (%v), so nothing was called", where, err)
+			case !found:
+				return fmt.Errorf("%s has no step %s for agent %s, so nothing was called", where, quoteCut(req.Step), name)
+			}
+			log.Info("agent: a request of an earlier workflow version, checked against its stored definition",
+				"agent", name, "orderId", req.OrderID, "workflow", req.Workflow, "version", req.Version, "stepName", req.Step)
+		case registered && req.Version != "" && req.Version != current:
+			earlier = fmt.Sprintf(" (the request names version %s of it; this agent knows the current one, %s, and calls only its actions)",
+				quoteCut(req.Version), current)
+			fallthrough
+		case req.Workflow != "":
 			rt, found = defined[key{req.Workflow, req.Step}]
 			where, verb = "workflow "+quoteCut(req.Workflow), "defines"
 			if !found {
 				return fmt.Errorf("%s has no step %s for agent %s, so nothing was called", where, quoteCut(req.Step), name)
 			}
-		} else if rt, found = byStep[req.Step]; !found {
-			return fmt.Errorf("no workflow has a step %s for agent %s, so nothing was called", quoteCut(req.Step), name)
+		default:
+			if rt, found = byStep[req.Step]; !found {
+				return fmt.Errorf("no workflow has a step %s for agent %s, so nothing was called", quoteCut(req.Step), name)
+			}
 		}
 		want, what := rt.Action, "action"
 		if req.Undo {
@@ -282,12 +358,20 @@ func onlyWorkflowActions(reg sas.Registry, name string, byStep agenthost.Routes,
 			return fmt.Errorf("%s %s for step %s: %s %s no %s for it, so nothing was called",
 				what, quoteCut(req.Action), quoteCut(req.Step), where, verb, what)
 		case !sameAction(req.Action, want):
-			return fmt.Errorf("%s %s is not what %s %s for step %s (%s), so nothing was called",
-				what, quoteCut(req.Action), where, verb, quoteCut(req.Step), strconv.Quote(want))
+			return fmt.Errorf("%s %s is not what %s %s for step %s (%s)%s, so nothing was called",
+				what, quoteCut(req.Action), where, verb, quoteCut(req.Step), strconv.Quote(want), earlier)
+		}
+		if earlier != "" {
+			log.Info("agent: a request of an earlier workflow version, whose action is the current definition's",
+				"agent", name, "orderId", req.OrderID, "workflow", req.Workflow, "version", req.Version, "stepName", req.Step)
 		}
 		return nil
 	}
 }
+
+// definitionReadTimeout bounds the guard's read of an earlier version's
+// definition (once per version and process: definitions never change).
+const definitionReadTimeout = 5 * time.Second
 
 // sameAction compares two "METHOD /path" texts field by field.
 func sameAction(a, b string) bool {

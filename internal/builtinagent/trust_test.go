@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -17,6 +19,7 @@ import (
 	"github.com/sas-go/sas/agent"
 	"github.com/sas-go/sas/internal/builtinagent"
 	"github.com/sas-go/sas/internal/config"
+	"github.com/sas-go/sas/internal/memstore"
 	"github.com/sas-go/sas/internal/registry"
 	"github.com/sas-go/sas/internal/sas"
 )
@@ -216,12 +219,12 @@ func TestOnlyTheWorkflowsActionsAreCalled(t *testing.T) {
 	}
 }
 
-// An order keeps the definition it was submitted with across a deploy: a
-// request of an earlier version of a registered workflow is served as it
-// asks (the agent cannot know earlier definitions; the agent queue's
-// policy fences it), logged. One that claims the current version is held
-// to the current definition.
-func TestEarlierWorkflowVersionsAreServed(t *testing.T) {
+// The guard holds for every version (issue 29, F-5): a request naming an
+// earlier version of a registered workflow, or any string as its version,
+// is served only when its action is what the current definition gives the
+// step; one with another action is refused, the version named in the
+// reason, and nothing is called.
+func TestEarlierWorkflowVersionsAreGuardedToo(t *testing.T) {
 	t.Parallel()
 	reg, err := registry.Load("", refCfg.StepTimeout)
 	require.NoError(t, err)
@@ -232,18 +235,64 @@ func TestEarlierWorkflowVersionsAreServed(t *testing.T) {
 		Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
 	require.NoError(t, err)
 
-	old := agent.Request{OrderID: "o-1", IdempotencyKey: "o-1:2", Workflow: "order", Version: "0123456789abcdef", Step: "ship", Action: "POST /deliveries"}
+	for _, version := range []string{"0123456789abcdef", "anything at all", current} {
+		forged := agent.Request{OrderID: "o-1", IdempotencyKey: "o-1:2", Workflow: "order", Version: version, Step: "ship", Action: "DELETE /accounts/42"}
+		out := a.Run(t.Context(), forged)
+		require.Equal(t, agent.StatusFailed, out.Status, version)
+		require.Contains(t, out.Reason, `is not what workflow "order" defines for step "ship" ("POST /shipments")`, version)
+		if version != current {
+			require.Contains(t, out.Reason, "the request names version "+strconv.Quote(version), version)
+		}
+		require.Empty(t, c.taken(), "%s: nothing was called", version)
+	}
+
+	old := agent.Request{OrderID: "o-2", IdempotencyKey: "o-2:2", Workflow: "order", Version: "0123456789abcdef", Step: "ship", Action: "POST /shipments"}
 	out := a.Run(t.Context(), old)
-	require.Equal(t, agent.StatusDone, out.Status, "%v", out.Err)
+	require.Equal(t, agent.StatusDone, out.Status, "an earlier version whose action is unchanged is served: %v", out.Err)
 	require.Len(t, c.taken(), 1)
 	require.Contains(t, logs.String(), "earlier workflow version")
+}
 
-	now := old
-	now.Version = current
-	out = a.Run(t.Context(), now)
-	require.Equal(t, agent.StatusFailed, out.Status)
-	require.Contains(t, out.Reason, `is not what workflow "order" defines for step "ship" ("POST /shipments")`)
-	require.Empty(t, c.taken())
+// Where the agent can read the definitions the scheduler stored, a request
+// of an earlier version is checked against that version: its own action is
+// served, another is refused, and a version no scheduler stored is no
+// order's and is refused (issue 29, F-5).
+func TestEarlierWorkflowVersionsAreCheckedAgainstTheirStoredDefinition(t *testing.T) {
+	t.Parallel()
+	reg, err := registry.Load("", refCfg.StepTimeout)
+	require.NoError(t, err)
+	earlier := reg["order"]
+	earlier.Steps = slices.Clone(earlier.Steps)
+	earlier.Steps[len(earlier.Steps)-1].Action = "POST /deliveries" // "ship", before a deploy changed it
+	store := memstore.New(memstore.Config{})
+	require.NoError(t, store.PutDefinition(t.Context(), earlier))
+	c := &recordingClient{}
+	a, err := builtinagent.Agent(refCfg, builtinagent.Deps{Client: c, BaseURL: "https://payments.example", Registry: reg, Definitions: store})
+	require.NoError(t, err)
+
+	ship := agent.Request{OrderID: "o-1", IdempotencyKey: "o-1:3", Workflow: "order", Version: earlier.Version(), Step: "ship", Action: "POST /deliveries"}
+	out := a.Run(t.Context(), ship)
+	require.Equal(t, agent.StatusDone, out.Status, "the earlier version's own action: %v", out.Err)
+	require.Equal(t, "/deliveries", c.taken()[0].Path)
+
+	for _, tc := range []struct {
+		name    string
+		version string
+		action  string
+		reason  string
+	}{
+		{"another action under the earlier version", earlier.Version(), "POST /shipments",
+			`is not what version "` + earlier.Version() + `" of workflow "order" defines for step "ship" ("POST /deliveries")`},
+		{"a version no scheduler stored", "0123456789abcdef", "POST /deliveries", `workflow "order" has no version "0123456789abcdef"`},
+		{"any string as the version", "x", "DELETE /accounts/42", `workflow "order" has no version "x"`},
+	} {
+		req := ship
+		req.Version, req.Action = tc.version, tc.action
+		out := a.Run(t.Context(), req)
+		require.Equal(t, agent.StatusFailed, out.Status, tc.name)
+		require.Contains(t, out.Reason, tc.reason, tc.name)
+		require.Empty(t, c.taken(), "%s: nothing was called", tc.name)
+	}
 }
 
 // The built-in agent calls through the SDK's HTTPClient, the one adapter

@@ -30,6 +30,11 @@ type Config struct {
 	// function's environment is readable by whoever may read its
 	// configuration.
 	SigningKeySecret, SigningKey string
+	// SigningKeyMaxAge is SAS_SIGNING_KEY_MAX_AGE: how long the scheduler
+	// uses the keys it read from the secret before it reads them again, so
+	// that a rotation or a revocation reaches every warm instance within it.
+	// 0 (unset) is sas.DefaultKeyMaxAge.
+	SigningKeyMaxAge time.Duration
 	// RequireSignedReplies is SAS_REQUIRE_SIGNED_REPLIES, true unless it
 	// says false: replies without a signature are dropped instead of
 	// handled from the store. Every agent built with the SDK echoes the
@@ -100,9 +105,7 @@ func Load(getenv Getenv) (Config, error) {
 		if q = strings.TrimSpace(q); q == "" {
 			continue
 		}
-		if strings.HasSuffix(q, "/*") || q == "*" {
-			// Every queue of an account, the deployment's own included
-			// (docs/trust.md).
+		if AccountWide(q) {
 			return c, fmt.Errorf("SAS_ALLOWED_REPLY_QUEUES: %q allows every queue of the account: name a queue, or a name prefix before the *", q)
 		}
 		c.AllowedReplyQueues = append(c.AllowedReplyQueues, q)
@@ -147,6 +150,9 @@ func Load(getenv Getenv) (Config, error) {
 	if c.WaitLimit, err = durVar(getenv, "SAS_WAIT_LIMIT", 0); err != nil {
 		return c, err
 	}
+	if c.SigningKeyMaxAge, err = durVar(getenv, "SAS_SIGNING_KEY_MAX_AGE", 0); err != nil {
+		return c, err
+	}
 	if err := c.applyDeployment(getenv, file); err != nil {
 		return c, err
 	}
@@ -189,11 +195,17 @@ func Require(getenv Getenv, names ...string) error {
 // where Lambda sets no endpoint variable, only the exact AWS URLs pass, as
 // before, and a replyTo naming some other host (stored with the order, shown
 // to operators, perhaps dialled by a future client) is refused.
+//
+// An account-wide entry (AccountWide) allows nothing, so that a Config
+// built in code, which Load has not checked, keeps the rule too.
 func (c Config) ReplyToAllowed(url string) bool {
 	if c.ownQueue(url) {
 		return false
 	}
 	for _, a := range c.AllowedReplyQueues {
+		if AccountWide(a) {
+			continue
+		}
 		if queueMatches(a, url) {
 			return true
 		}
@@ -206,6 +218,9 @@ func (c Config) ReplyToAllowed(url string) bool {
 		return false
 	}
 	for _, a := range c.AllowedReplyQueues {
+		if AccountWide(a) {
+			continue
+		}
 		if _, allowed, ok := splitQueueURL(strings.TrimSuffix(a, "*")); ok {
 			if strings.HasSuffix(a, "*") {
 				allowed += "*"
@@ -216,6 +231,15 @@ func (c Config) ReplyToAllowed(url string) bool {
 		}
 	}
 	return false
+}
+
+// AccountWide reports whether an allow-list entry allows every queue of an
+// account ("…/<account>/*", or "*"): the deployment's own queues included,
+// so a submitter could aim statuses at any of them (docs/trust.md). Load
+// refuses such an entry and ReplyToAllowed ignores it.
+func AccountWide(entry string) bool {
+	entry = strings.TrimSpace(entry)
+	return entry == "*" || strings.HasSuffix(entry, "/*")
 }
 
 // ownQueue reports whether url names one of the deployment's own queues

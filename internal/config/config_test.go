@@ -155,3 +155,14 @@ func TestReplyToNeverTheDeploymentsOwnQueues(t *testing.T) {
 		require.False(t, c.ReplyToAllowed("https://sqs.eu-west-1.amazonaws.com/111122223333/"+own), own)
 	}
 }
+
+// A Config built in code is not checked by Load: an account-wide entry in
+// it still allows nothing (issue 29, F-15).
+func TestAccountWideEntryAllowsNothingInACodeBuiltConfig(t *testing.T) {
+	t.Parallel()
+	c := Config{AllowedReplyQueues: []string{"https://sqs.eu-west-1.amazonaws.com/111122223333/*", "*", "https://sqs.eu-west-1.amazonaws.com/111122223333/tenant-*"}}
+	require.False(t, c.ReplyToAllowed("https://sqs.eu-west-1.amazonaws.com/111122223333/anything"))
+	require.True(t, c.ReplyToAllowed("https://sqs.eu-west-1.amazonaws.com/111122223333/tenant-a"), "the named prefix still allows its queues")
+	c.SQSEndpoint = "http://127.0.0.1:4566"
+	require.False(t, c.ReplyToAllowed("http://127.0.0.1:4566/111122223333/anything"), "nor at the emulator")
+}

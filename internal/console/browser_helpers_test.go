@@ -9,10 +9,10 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/require"
 
-	"github.com/sas-go/sas/internal/browsertest"
+	"github.com/sas-go/sas/internal/testkit/browsertest"
 )
 
-// newBrowser is a headless Chromium (internal/browsertest) saving its
+// newBrowser is a headless Chromium (internal/testkit/browsertest) saving its
 // screenshots to screenshotDir. Where Chromium is missing and the test runs
 // as root with apt-get, it installs Debian's package; otherwise it fails
 // saying how to get one.

@@ -1,6 +1,8 @@
 package console_test
 
 import (
+	"github.com/sas-go/sas/internal/dev/poller"
+
 	"context"
 	"encoding/json"
 	"fmt"
@@ -17,19 +19,21 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sas-go/sas/internal/console"
-	"github.com/sas-go/sas/internal/emulator"
-	"github.com/sas-go/sas/internal/localrun"
+	"github.com/sas-go/sas/internal/dev/localrun"
+	"github.com/sas-go/sas/internal/dev/remotesim"
 	"github.com/sas-go/sas/internal/registry"
-	"github.com/sas-go/sas/internal/remotesim"
 	"github.com/sas-go/sas/internal/sas"
 	"github.com/sas-go/sas/internal/sasctl"
+	"github.com/sas-go/sas/internal/testkit/emulator"
 )
 
 // system is a running local system (localrun on the emulators) with the
 // console in front of it.
 type system struct {
 	*localrun.System
-	url string
+	url    string
+	login  string // url with the console's secret, as sasctl console prints it
+	secret string
 }
 
 func startSystem(t *testing.T) *system {
@@ -64,7 +68,7 @@ func startSystem(t *testing.T) *system {
 	l, err := console.Listen("127.0.0.1:0", false)
 	require.NoError(t, err)
 	go func() { _ = console.Serve(ctx, l, srv) }()
-	return &system{System: sys, url: strings.TrimSuffix(console.URL(l), "/")}
+	return &system{System: sys, url: strings.TrimSuffix(console.URL(l), "/"), login: srv.LoginURL(console.URL(l)), secret: srv.AccessToken()}
 }
 
 // notify is a second single-step workflow, a copy of payment, so that a
@@ -111,7 +115,7 @@ func (s *system) settle(t *testing.T, state sas.ProcessState, ids ...string) {
 	for _, id := range ids {
 		for {
 			v, err := s.Store.GetOrder(ctx, id)
-			if err == nil && v.State() == state && localrun.Settled(v) {
+			if err == nil && v.State() == state && v.Settled() {
 				break
 			}
 			if ctx.Err() != nil {
@@ -138,7 +142,12 @@ func TestConsoleInABrowser(t *testing.T) {
 	s.settle(t, sas.Error, "err-1", "err-2", "err-3")
 
 	t.Run("overview", func(t *testing.T) {
-		b.Run(t, chromedp.Navigate(s.url+"/"), chromedp.WaitVisible("#by-workflow", chromedp.ByQuery))
+		// The URL the console prints: its secret becomes the browser's
+		// cookie, and every page after this one is opened without it.
+		b.Run(t, chromedp.Navigate(s.login), chromedp.WaitVisible("#by-workflow", chromedp.ByQuery))
+		var at string
+		b.Run(t, chromedp.Evaluate(`location.href`, &at))
+		require.Equal(t, s.url+"/", at, "the secret left the address bar")
 		b.WaitText(t, "#by-workflow", "payment")
 		b.WaitText(t, "#failures", "err-1")
 		b.Shot(t, "overview")
@@ -241,17 +250,25 @@ func TestConsoleInABrowser(t *testing.T) {
 		require.NoError(t, err)
 		require.False(t, all.Paused(registry.PaymentsAgent), "the cross-site POST paused nothing")
 
-		// Without a browser: no Origin, a foreign Origin, or no token: all refused.
+		// Without a browser, holding the console's secret: no Origin, a
+		// foreign Origin, or no CSRF token: all refused.
 		for name, req := range map[string]func() *http.Request{
 			"no origin": func() *http.Request { return post(s.url+"/actions/pause", "", url.Values{"agent": {"payments"}}) },
 			"foreign":   func() *http.Request { return post(s.url+"/actions/pause", evil.URL, url.Values{"agent": {"payments"}}) },
 			"no token":  func() *http.Request { return post(s.url+"/actions/pause", s.url, url.Values{"agent": {"payments"}}) },
 		} {
-			resp, err := http.DefaultClient.Do(req())
+			r := req()
+			r.Header.Set("Authorization", "Bearer "+s.secret)
+			resp, err := http.DefaultClient.Do(r)
 			require.NoError(t, err, name)
 			resp.Body.Close()
 			require.Equal(t, http.StatusForbidden, resp.StatusCode, name)
 		}
+		// Without the secret: nothing at all.
+		resp, err := http.DefaultClient.Do(post(s.url+"/actions/pause", s.url, url.Values{"agent": {"payments"}}))
+		require.NoError(t, err)
+		resp.Body.Close()
+		require.Equal(t, http.StatusUnauthorized, resp.StatusCode, "no secret")
 	})
 
 	t.Run("pausing an agent shows its requests waiting", func(t *testing.T) {
@@ -287,7 +304,7 @@ func TestConsoleInABrowser(t *testing.T) {
 // when the pause was written could still take a request).
 func (s *system) waitPollersPaused(t *testing.T) {
 	t.Helper()
-	base := map[*localrun.Poller]int{}
+	base := map[*poller.Poller]int{}
 	for _, p := range s.Pollers {
 		base[p] = p.Stats().Paused
 	}

@@ -85,6 +85,19 @@ type Config struct {
 	PageSize int
 	// Secret keys the CSRF token; default random per console.
 	Secret []byte
+	// AccessToken is the per-launch secret every request must carry
+	// (auth.go): default random per console. LoginURL puts it in the URL
+	// to print.
+	AccessToken string
+	// ControlSenders are the SQS sender ids (a role's unique id, "AROA…",
+	// matching any of its sessions, or a whole SenderId) whose messages a
+	// redrive may move back to the control queue: the supervisor's role and
+	// the operators'. A control message from anyone else, or with no
+	// sender, stays in the dead-letter queue (redrive.go).
+	ControlSenders []string
+	// Hosts are names besides the listener's address that requests may
+	// give in Host: the name remote browsers reach a -remote console by.
+	Hosts []string
 	// AnyHost turns off Serve's Host check (for a console behind a proxy
 	// that sets its own Host; the CSRF checks still apply).
 	AnyHost bool
@@ -125,6 +138,13 @@ func New(cfg Config) (*Server, error) {
 			return nil, fmt.Errorf("console: %w", err)
 		}
 	}
+	if cfg.AccessToken == "" {
+		tok, err := newAccessToken()
+		if err != nil {
+			return nil, err
+		}
+		cfg.AccessToken = tok
+	}
 	mac := hmac.New(sha256.New, cfg.Secret)
 	mac.Write([]byte("sas console csrf v1"))
 	s := &Server{cfg: cfg, mux: http.NewServeMux(), token: hex.EncodeToString(mac.Sum(nil)), jobs: map[string]*Job{}}
@@ -136,12 +156,14 @@ func New(cfg Config) (*Server, error) {
 	s.mux.HandleFunc("GET /{$}", s.overview)
 	s.mux.HandleFunc("GET /orders", s.orders)
 	s.mux.HandleFunc("GET /orders/{id}", s.order)
+	s.mux.HandleFunc("GET /order", s.order) // ?id=: the ids a path cannot carry (orderHref)
 	s.mux.HandleFunc("GET /jobs/{id}", s.job)
 	s.mux.HandleFunc("POST /actions/{action}", s.action)
 	return s, nil
 }
 
-// ServeHTTP applies the console's safety rules, then routes.
+// ServeHTTP applies the console's safety rules (the secret, then the CSRF
+// checks of a state change), then routes.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h := w.Header()
 	h.Set("Content-Security-Policy", "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
@@ -149,6 +171,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.Set("X-Frame-Options", "DENY")
 	h.Set("Referrer-Policy", "same-origin")
 	h.Set("Cache-Control", "no-store")
+	if !s.authenticate(w, r) {
+		return
+	}
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		if err := s.checkWrite(r); err != nil {
 			s.cfg.Logger.Warn("console: refused a state-changing request", "path", r.URL.Path, "origin", r.Header.Get("Origin"), "reason", err.Error())
@@ -199,6 +224,7 @@ func (s *Server) parse() error {
 		"millis":   millis,
 		"outcome":  ranOutcome,
 		"lower":    strings.ToLower,
+		"orderURL": orderHref,
 		"join":     strings.Join,
 		"stateCSS": stateCSS,
 		"bytes":    humanBytes,

@@ -3,7 +3,9 @@ package console_test
 import (
 	"context"
 	"fmt"
+	"html"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -14,12 +16,12 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/sas-go/sas/internal/clocktest"
 	"github.com/sas-go/sas/internal/console"
 	"github.com/sas-go/sas/internal/memqueue"
 	"github.com/sas-go/sas/internal/memstore"
 	"github.com/sas-go/sas/internal/sas"
 	"github.com/sas-go/sas/internal/sasctl"
+	"github.com/sas-go/sas/internal/testkit/clocktest"
 )
 
 // memQueues is memqueue with no dead-letter queues.
@@ -27,7 +29,7 @@ type memQueues struct{ *memqueue.Queue }
 
 func (memQueues) DeadLetterQueue(context.Context, string) (string, error) { return "", nil }
 
-var t0 = time.UnixMilli(1_800_000_000_000).UTC()
+var t0 = clocktest.T0
 
 // fast is a console on the in-memory store and queue, behind httptest.
 func fast(t *testing.T, readOnly bool) (*httptest.Server, *memstore.Store) {
@@ -35,12 +37,12 @@ func fast(t *testing.T, readOnly bool) (*httptest.Server, *memstore.Store) {
 	ctx := context.Background()
 	clock := clocktest.New(t0)
 	q := memqueue.New(memqueue.Options{Clock: clock})
-	control, err := q.CreateQueue(ctx, memqueue.CreateQueueParams{Name: "control"})
+	control, err := q.CreateQueue(ctx, sas.CreateQueueParams{Name: "control"})
 	require.NoError(t, err)
 	st := memstore.New(memstore.Config{Shards: 2})
 	app := &sasctl.App{Store: st, Queue: q, Clock: clock, ControlQueueURL: control.URL, Actor: "operator:test", Out: io.Discard}
 	srv, err := console.New(console.Config{Store: st, Queues: memQueues{q}, App: app, Clock: clock, ReadOnly: readOnly,
-		Agents: []string{"payments"}, QueueRefs: []console.QueueRef{{Name: "control", URL: control.URL}}})
+		Agents: []string{"payments"}, QueueRefs: []console.QueueRef{{Name: "control", URL: control.URL}}, AccessToken: testSecret})
 	require.NoError(t, err)
 	ts := httptest.NewServer(srv)
 	t.Cleanup(ts.Close)
@@ -50,9 +52,19 @@ func fast(t *testing.T, readOnly bool) (*httptest.Server, *memstore.Store) {
 	return ts, st
 }
 
+// testSecret is the fast console's per-launch secret.
+const testSecret = "s3cret-of-this-launch"
+
+// withSecret adds the console's secret to a request, as its cookie.
+func withSecret(req *http.Request) *http.Request {
+	req.AddCookie(&http.Cookie{Name: "sas-console", Value: testSecret})
+	return req
+}
+
 func get(t *testing.T, u string) string {
 	t.Helper()
-	resp, err := http.Get(u)
+	req, _ := http.NewRequest(http.MethodGet, u, nil)
+	resp, err := http.DefaultClient.Do(withSecret(req))
 	require.NoError(t, err)
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
@@ -81,7 +93,7 @@ func TestEveryPageEscapesAndEveryWriteIsChecked(t *testing.T) {
 			req.Header.Set("Origin", origin)
 		}
 		c := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-		resp, err := c.Do(req)
+		resp, err := c.Do(withSecret(req))
 		require.NoError(t, err)
 		resp.Body.Close()
 		return resp.StatusCode
@@ -109,7 +121,7 @@ func TestReadOnlyRefusesEveryWrite(t *testing.T) {
 	req, _ := http.NewRequest(http.MethodPost, ts.URL+"/actions/pause", strings.NewReader("agent=payments"))
 	req.Header.Set("Origin", ts.URL)
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := http.DefaultClient.Do(withSecret(req))
 	require.NoError(t, err)
 	resp.Body.Close()
 	require.Equal(t, http.StatusForbidden, resp.StatusCode)
@@ -124,6 +136,77 @@ func TestListenRefusesAnAddressThatIsNotLoopback(t *testing.T) {
 	l, err := console.Listen("127.0.0.1:0", false)
 	require.NoError(t, err)
 	l.Close()
+	// -remote without TLS: refused, on any address.
+	_, err = console.Listen("0.0.0.0:0", true)
+	require.ErrorContains(t, err, "needs TLS")
+	_, err = console.Listen("127.0.0.1:0", true)
+	require.ErrorContains(t, err, "needs TLS")
+}
+
+// TestWithoutTheSecretNothing: a plain HTTP client without the console's
+// per-launch secret gets 401 and no page, no asset and no action, whatever
+// Origin and CSRF token it sends; the printed URL's ?token= is exchanged
+// for an HttpOnly, SameSite=Strict cookie and leaves the URL.
+func TestWithoutTheSecretNothing(t *testing.T) {
+	ts, st := fast(t, false)
+	plain := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	csrf := tokenRE.FindStringSubmatch(get(t, ts.URL+"/"))[1]
+	do := func(req *http.Request) (int, string) {
+		resp, err := plain.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		return resp.StatusCode, string(b)
+	}
+	for _, path := range []string{"/", "/orders", "/orders/o-1", "/orders?workflow=payment", "/jobs/1", "/static/console.css", "/?token=wrong", "/?token="} {
+		req, _ := http.NewRequest(http.MethodGet, ts.URL+path, nil)
+		code, body := do(req)
+		require.Equal(t, http.StatusUnauthorized, code, path)
+		require.NotContains(t, body, "o-1", path)
+		require.NotContains(t, body, csrf, path)
+	}
+	for name, set := range map[string]func(*http.Request){
+		"no secret":                         func(*http.Request) {},
+		"a wrong cookie":                    func(r *http.Request) { r.AddCookie(&http.Cookie{Name: "sas-console", Value: "guess"}) },
+		"a wrong bearer":                    func(r *http.Request) { r.Header.Set("Authorization", "Bearer guess") },
+		"the secret in the query of a POST": func(r *http.Request) { r.URL.RawQuery = "token=" + testSecret },
+	} {
+		form := url.Values{"agent": {"payments"}, "csrf": {csrf}}
+		req, _ := http.NewRequest(http.MethodPost, ts.URL+"/actions/pause", strings.NewReader(form.Encode()))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.Header.Set("Origin", ts.URL)
+		set(req)
+		code, _ := do(req)
+		require.Equal(t, http.StatusUnauthorized, code, name)
+	}
+	ps, err := st.AgentPauses(context.Background())
+	require.NoError(t, err)
+	require.False(t, ps.Paused("payments"), "nothing without the secret paused the agent")
+
+	// The printed URL: a cookie, and the same page without the token.
+	req, _ := http.NewRequest(http.MethodGet, ts.URL+"/orders?workflow=payment&token="+testSecret, nil)
+	resp, err := plain.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
+	require.Equal(t, "/orders?workflow=payment", resp.Header.Get("Location"))
+	cookies := resp.Cookies()
+	require.Len(t, cookies, 1)
+	c := cookies[0]
+	require.Equal(t, "sas-console", c.Name)
+	require.True(t, c.HttpOnly, "HttpOnly")
+	require.Equal(t, http.SameSiteStrictMode, c.SameSite)
+	req, _ = http.NewRequest(http.MethodGet, ts.URL+"/orders/o-1", nil)
+	req.AddCookie(c)
+	code, body := do(req)
+	require.Equal(t, http.StatusOK, code)
+	require.Contains(t, body, "o-1")
+	// A script may send it as a bearer token instead.
+	req, _ = http.NewRequest(http.MethodGet, ts.URL+"/orders/o-1", nil)
+	req.Header.Set("Authorization", "Bearer "+testSecret)
+	code, _ = do(req)
+	require.Equal(t, http.StatusOK, code)
 }
 
 func TestServeRefusesAForeignHost(t *testing.T) {
@@ -136,16 +219,51 @@ func TestServeRefusesAForeignHost(t *testing.T) {
 	srv, err := console.New(console.Config{Store: st, Queues: memQueues{q}, App: &sasctl.App{Store: st, Queue: q, Out: io.Discard}})
 	require.NoError(t, err)
 	go func() { _ = console.Serve(ctx, l, srv) }()
-	req, _ := http.NewRequest(http.MethodGet, console.URL(l), nil)
+	req, _ := http.NewRequest(http.MethodGet, srv.LoginURL(console.URL(l)), nil)
 	req.Host = "rebound.example:80"
 	resp, err := http.DefaultClient.Do(req)
 	require.NoError(t, err)
 	resp.Body.Close()
 	require.Equal(t, http.StatusMisdirectedRequest, resp.StatusCode, "a DNS-rebound name is refused")
-	resp, err = http.Get(console.URL(l))
+	resp, err = http.Get(srv.LoginURL(console.URL(l))) // follows the redirect with the cookie
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusUnauthorized, resp.StatusCode, "a client without a cookie jar does not keep the secret")
+	req, _ = http.NewRequest(http.MethodGet, console.URL(l), nil)
+	req.Header.Set("Authorization", "Bearer "+srv.AccessToken())
+	resp, err = http.DefaultClient.Do(req)
 	require.NoError(t, err)
 	resp.Body.Close()
 	require.Equal(t, http.StatusOK, resp.StatusCode)
+}
+
+// TestHostLocalhostFromTheNetworkIsRefused: on 0.0.0.0, Host: localhost
+// passes only from a loopback peer; a remote client must name one of the
+// console's hosts.
+func TestHostLocalhostFromTheNetworkIsRefused(t *testing.T) {
+	st := memstore.New(memstore.Config{})
+	q := memqueue.New(memqueue.Options{})
+	srv, err := console.New(console.Config{Store: st, Queues: memQueues{q}, App: &sasctl.App{Store: st, Queue: q, Out: io.Discard},
+		Hosts: []string{"ops.example"}})
+	require.NoError(t, err)
+	h := srv.HostChecked(&net.TCPAddr{IP: net.IPv4zero, Port: 8089})
+	for _, tc := range []struct {
+		host, peer string
+		want       int
+	}{
+		{"localhost:8089", "192.0.2.7:50000", http.StatusMisdirectedRequest},
+		{"127.0.0.1:8089", "192.0.2.7:50000", http.StatusMisdirectedRequest},
+		{"0.0.0.0:8089", "192.0.2.7:50000", http.StatusMisdirectedRequest},
+		{"localhost:8089", "127.0.0.1:50000", http.StatusUnauthorized}, // past the Host check: no secret
+		{"ops.example:8089", "192.0.2.7:50000", http.StatusUnauthorized},
+		{"ops.example", "192.0.2.7:50000", http.StatusUnauthorized},
+	} {
+		req := httptest.NewRequest(http.MethodGet, "/", nil)
+		req.Host, req.RemoteAddr = tc.host, tc.peer
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, req)
+		require.Equal(t, tc.want, w.Code, "Host %s from %s", tc.host, tc.peer)
+	}
 }
 
 var rowRE = regexp.MustCompile(`<tr data-order="([^"]+)"`)
@@ -223,4 +341,77 @@ func TestTheOrderPageShowsQueueWaitAndExecutionApart(t *testing.T) {
 	// newest first (charge's, reserve's).
 	require.Equal(t, []string{"1.5s", "—", "—", "—", "1.5s"}, cells("queue-wait"))
 	require.Equal(t, []string{"420ms", "—", "—", "—", "420ms"}, cells("execution"))
+}
+
+// The order page shows each step's result (escaped: a result is the
+// service's text), marks a rejected step, and tells the rejection as the
+// order's last status, never as a failure.
+func TestTheOrderPageShowsResultsAndARejection(t *testing.T) {
+	ts, st := fast(t, false)
+	ctx := context.Background()
+	_, err := st.Submit(ctx, sas.SubmitParams{Order: sas.Order{OrderID: "o-rej", Workflow: "order", Steps: []string{"reserve", "charge", "ship"}},
+		Now: t0, PickupBy: t0.Add(time.Minute), Claim: &sas.ClaimParams{Owner: "s", CompleteBy: t0.Add(time.Minute)}})
+	require.NoError(t, err)
+	_, err = st.Complete(ctx, sas.CompleteParams{Key: sas.StepKey{OrderID: "o-rej"}, Owner: "s", Attempt: 1, Now: t0.Add(time.Second),
+		Result: []byte(`{"reservation":"R-7","note":"<script>x</script>"}`),
+		Next:   &sas.ClaimParams{Key: sas.StepKey{OrderID: "o-rej", Step: 1}, Owner: "s", Now: t0.Add(time.Second), CompleteBy: t0.Add(time.Minute)}})
+	require.NoError(t, err)
+	_, err = st.Fail(ctx, sas.FailParams{Key: sas.StepKey{OrderID: "o-rej", Step: 1}, Owner: "s", Attempt: 1, Now: t0.Add(2 * time.Second),
+		Reason: "card declined", Rejected: true})
+	require.NoError(t, err)
+
+	page := get(t, ts.URL+"/orders/o-rej")
+	require.Contains(t, page, `id="order-state">Rejected<`)
+	require.Contains(t, page, `&#34;reservation&#34;:&#34;R-7&#34;`)
+	require.NotContains(t, page, "<script>x</script>")
+	require.Contains(t, page, "a business outcome: no alert")
+	require.Contains(t, page, "<td>rejected</td><td>charge</td>")
+	require.NotContains(t, page, "<td>failed</td>")
+}
+
+// TestEveryOrderIDHasAPage: ids the router's path cleaning would change
+// ("." and ".." are valid order ids, and so is one with a slash) are
+// linked from the list, and each link opens that order's page.
+func TestEveryOrderIDHasAPage(t *testing.T) {
+	ts, st := fast(t, false)
+	ctx := context.Background()
+	ids := []string{".", "..", "a/b", "../o-1", "x y?#%"}
+	for i, id := range ids {
+		_, err := st.Submit(ctx, sas.SubmitParams{Order: sas.Order{OrderID: id, Workflow: "payment", Steps: []string{"charge"}},
+			Now: t0.Add(time.Duration(i+1) * time.Second), PickupBy: t0.Add(time.Hour)})
+		require.NoError(t, err)
+	}
+	list := get(t, ts.URL+"/orders")
+	for _, id := range ids {
+		esc := regexp.QuoteMeta(html.EscapeString(id))
+		m := regexp.MustCompile(`<tr data-order="` + esc + `"><td><a class="mono" href="([^"]+)">`).FindStringSubmatch(list)
+		require.NotNil(t, m, "no row for %q", id)
+		href := html.UnescapeString(m[1])
+		c := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+		req, _ := http.NewRequest(http.MethodGet, ts.URL+href, nil)
+		resp, err := c.Do(withSecret(req))
+		require.NoError(t, err)
+		b, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		require.NoError(t, err)
+		require.Equal(t, http.StatusOK, resp.StatusCode, "%q links to %s", id, href)
+		require.Contains(t, string(b), "<title>Order "+html.EscapeString(id), "%q's link %s opens its page", id, href)
+	}
+}
+
+// Who compensated an order, and why, shows in its history (the undo's
+// claim records them: sas.ClaimParams.RequestedBy).
+func TestTheOrderPageShowsWhoCompensated(t *testing.T) {
+	ts, st := fast(t, false)
+	ctx := context.Background()
+	k := sas.StepKey{OrderID: "o-1", Step: 0}
+	_, err := st.Claim(ctx, sas.ClaimParams{Key: k, Owner: "s", Now: t0, CompleteBy: t0.Add(time.Minute)})
+	require.NoError(t, err)
+	_, err = st.Complete(ctx, sas.CompleteParams{Key: k, Owner: "s", Attempt: 1, Now: t0.Add(time.Second)})
+	require.NoError(t, err)
+	_, err = st.Claim(ctx, sas.ClaimParams{Key: k, From: sas.Processed, Attempt: 1, Owner: "s", Now: t0.Add(2 * time.Second),
+		CompleteBy: t0.Add(time.Minute), RequestedBy: "sender:AROAOPERATOR:alice", Why: "customer <cancelled>"})
+	require.NoError(t, err)
+	page := get(t, ts.URL+"/orders/o-1")
+	require.Contains(t, page, `<td class="reason">compensation claimed, requested by sender:AROAOPERATOR:alice: customer &lt;cancelled&gt;</td>`)
 }

@@ -62,7 +62,7 @@ func (s *Server) buildOverview(ctx context.Context) Overview {
 	now := s.cfg.Clock.Now()
 	o := Overview{Steps: map[sas.ProcessState]int{},
 		StepStates:  []sas.ProcessState{sas.Pending, sas.Processing, sas.Compensating, sas.Error, sas.CompensationFailed},
-		OrderStates: []sas.ProcessState{sas.Pending, sas.Processing, sas.Processed, sas.Error, sas.Compensating, sas.Compensated, sas.CompensationFailed}}
+		OrderStates: sas.OrderStates}
 	fail := func(err error) { o.Errors = append(o.Errors, err.Error()) }
 	for _, st := range o.StepStates {
 		cursor := ""

@@ -2,6 +2,7 @@ package console
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -17,17 +18,42 @@ import (
 // DefaultAddr is where the console listens unless told otherwise: loopback.
 const DefaultAddr = "127.0.0.1:8089"
 
-// Listen opens the console's listener. An address that is not loopback is
-// refused unless remote is set: the console acts with the operator's
-// credentials, for whoever reaches it.
+// Listen opens the console's listener on loopback. An address that is not
+// loopback is refused: the console acts with the operator's credentials,
+// for whoever reaches it, so a remote console needs TLS (ListenTLS).
 func Listen(addr string, remote bool) (net.Listener, error) {
+	if remote {
+		return nil, fmt.Errorf("console address %q: -remote needs TLS (-tls-cert and -tls-key): the console's secret and the operator's actions must not cross the network in clear", addr)
+	}
+	return listen(addr, false)
+}
+
+// ListenTLS opens the console's listener with TLS, from a certificate and
+// key in PEM files. An address that is not loopback is refused unless
+// remote is set.
+func ListenTLS(addr, certFile, keyFile string, remote bool) (net.Listener, error) {
+	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		return nil, fmt.Errorf("console: the TLS certificate: %w", err)
+	}
+	l, err := listen(addr, remote)
+	if err != nil {
+		return nil, err
+	}
+	return tlsListener{tls.NewListener(l, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12})}, nil
+}
+
+// tlsListener marks a listener that speaks TLS, for URL.
+type tlsListener struct{ net.Listener }
+
+func listen(addr string, remote bool) (net.Listener, error) {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
 		return nil, fmt.Errorf("console address %q: %w", addr, err)
 	}
 	ip := net.ParseIP(host)
 	if !remote && host != "localhost" && (ip == nil || !ip.IsLoopback()) {
-		return nil, fmt.Errorf("console address %q is not loopback: pass -remote to listen there (anyone who reaches it acts with your AWS credentials)", addr)
+		return nil, fmt.Errorf("console address %q is not loopback: pass -remote (with TLS) to listen there (anyone who reaches it and holds its secret acts with your AWS credentials)", addr)
 	}
 	l, err := net.Listen("tcp", addr)
 	if err != nil {
@@ -37,21 +63,12 @@ func Listen(addr string, remote bool) (net.Listener, error) {
 }
 
 // Serve serves the console on l until ctx ends. Requests must name the
-// listener's own host (or localhost) in Host: a page of another site that
-// rebinds its name to 127.0.0.1 is refused, even for a read.
+// listener's own host, one of Config.Hosts, or, from a loopback peer only,
+// localhost: a page of another site that rebinds its name to 127.0.0.1 is
+// refused, even for a read, and on 0.0.0.0 a remote client cannot pass
+// for a local one by sending Host: localhost.
 func Serve(ctx context.Context, l net.Listener, s *Server) error {
-	_, port, _ := net.SplitHostPort(l.Addr().String())
-	hosts := []string{l.Addr().String(), "localhost:" + port, "127.0.0.1:" + port, "[::1]:" + port}
-	srv := &http.Server{
-		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if !slices.Contains(hosts, strings.ToLower(r.Host)) && !s.cfg.AnyHost {
-				http.Error(w, "refused: unknown Host "+r.Host, http.StatusMisdirectedRequest)
-				return
-			}
-			s.ServeHTTP(w, r)
-		}),
-		ReadHeaderTimeout: 10 * time.Second,
-	}
+	srv := &http.Server{Handler: s.HostChecked(l.Addr()), ReadHeaderTimeout: 10 * time.Second}
 	go func() {
 		<-ctx.Done()
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
@@ -64,8 +81,53 @@ func Serve(ctx context.Context, l net.Listener, s *Server) error {
 	return nil
 }
 
-// URL is the address to open in a browser.
-func URL(l net.Listener) string { return "http://" + l.Addr().String() + "/" }
+// HostChecked is the console behind Serve's Host check, for a listener
+// on addr.
+func (s *Server) HostChecked(addr net.Addr) http.Handler {
+	_, port, _ := net.SplitHostPort(addr.String())
+	var hosts []string
+	if host, _, _ := net.SplitHostPort(addr.String()); !net.ParseIP(host).IsUnspecified() {
+		hosts = append(hosts, addr.String())
+	}
+	for _, h := range s.cfg.Hosts {
+		hosts = append(hosts, strings.ToLower(h), strings.ToLower(net.JoinHostPort(h, port)))
+	}
+	loopback := []string{"localhost:" + port, "127.0.0.1:" + port, "[::1]:" + port}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		host := strings.ToLower(r.Host)
+		ok := slices.Contains(hosts, host) || slices.Contains(loopback, host) && loopbackPeer(r.RemoteAddr)
+		if !ok && !s.cfg.AnyHost {
+			http.Error(w, "refused: unknown Host "+r.Host, http.StatusMisdirectedRequest)
+			return
+		}
+		s.ServeHTTP(w, r)
+	})
+}
+
+func loopbackPeer(remoteAddr string) bool {
+	host, _, err := net.SplitHostPort(remoteAddr)
+	if err != nil {
+		return false
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// URL is the console's address, without its secret (Server.LoginURL adds
+// it); host, when not empty, replaces the listener's (a name remote
+// browsers reach a 0.0.0.0 listener by).
+func URL(l net.Listener, host ...string) string {
+	scheme := "http"
+	if _, ok := l.(tlsListener); ok {
+		scheme = "https"
+	}
+	addr := l.Addr().String()
+	if len(host) > 0 && host[0] != "" {
+		_, port, _ := net.SplitHostPort(addr)
+		addr = net.JoinHostPort(host[0], port)
+	}
+	return scheme + "://" + addr + "/"
+}
 
 // QueueRefsOf names the deployment's queues from its configuration; the
 // shared agent queue (SAS_AGENT_QUEUE_URL) feeds every agent of reg

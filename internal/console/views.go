@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"path"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/sas-go/sas/internal/sas"
@@ -250,7 +252,7 @@ func (s *Server) orders(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if f.Query != "" && len(p.Rows) == 1 {
-		http.Redirect(w, r, "/orders/"+url.PathEscape(p.Rows[0].ID), http.StatusSeeOther)
+		http.Redirect(w, r, orderHref(p.Rows[0].ID), http.StatusSeeOther)
 		return
 	}
 	next := ""
@@ -260,7 +262,7 @@ func (s *Server) orders(w http.ResponseWriter, r *http.Request) {
 		next = "/orders?" + v.Encode()
 	}
 	states := []string{}
-	for _, st := range []sas.ProcessState{sas.Pending, sas.Processing, sas.Processed, sas.Error, sas.Compensating, sas.Compensated, sas.CompensationFailed} {
+	for _, st := range sas.OrderStates {
 		states = append(states, string(st))
 	}
 	s.render(w, "orders", "Orders", true, struct {
@@ -312,6 +314,9 @@ const payloadCut = 4096
 
 func (s *Server) order(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
+	if r.URL.Path == "/order" {
+		id = r.URL.Query().Get("id")
+	}
 	v, err := s.cfg.Store.GetOrder(r.Context(), id)
 	if errors.Is(err, sas.ErrNotFound) {
 		s.fail(w, http.StatusNotFound, fmt.Errorf("no order %q", id))
@@ -422,14 +427,27 @@ func statuses(v sas.OrderView) []StatusView {
 			if h.Step == last {
 				out = append(out, StatusView{At: h.At, Status: "processed"})
 			}
-		case h.To == sas.Error:
+		case h.To == sas.Error && !rejected(v, h.Step):
 			out = append(out, StatusView{At: h.At, Status: "failed", Step: stepName(v, h.Step), Reason: h.Reason})
 		}
 	}
 	if v.State() == sas.Compensated && len(v.History) > 0 {
 		out = append(out, StatusView{At: v.History[len(v.History)-1].At, Status: "compensated"})
 	}
+	if v.State() == sas.Rejected && len(v.History) > 0 {
+		// A rejection is told once the order ends, naming the step.
+		for _, r := range v.Steps {
+			if r.Rejected {
+				out = append(out, StatusView{At: v.History[len(v.History)-1].At, Status: "rejected", Step: stepName(v, r.Step), Reason: r.LastError})
+			}
+		}
+	}
 	return out
+}
+
+// rejected reports whether step i of v was refused as a business outcome.
+func rejected(v sas.OrderView, i int) bool {
+	return i >= 0 && i < len(v.Steps) && v.Steps[i].Rejected
 }
 
 func stepName(v sas.OrderView, i int) string {
@@ -456,4 +474,15 @@ func doneAt(r sas.StepRecord, t time.Time) time.Time {
 		}
 	}
 	return at
+}
+
+// orderHref is an order page's address: /orders/<id>, escaped, for an id
+// that survives the router's path cleaning; /order?id=<id> for one that
+// does not ("." and "..", or an id with a slash, are valid order ids, and
+// "/orders/.." would be cleaned to "/").
+func orderHref(id string) string {
+	if p := "/orders/" + id; id != "" && !strings.Contains(id, "/") && path.Clean(p) == p {
+		return "/orders/" + url.PathEscape(id)
+	}
+	return "/order?id=" + url.QueryEscape(id)
 }

@@ -33,6 +33,8 @@ const (
 	attrRefused    = "Refused"
 	attrUndoOwed   = "UndoOwed"
 	attrGeneration = "Generation"
+	attrRejected   = "Rejected" // sas.StepRecord.Rejected
+	attrResult     = "Result"   // the step's result, compacted JSON (S)
 	// WaitingSince: see sas.StepRecord. Projected into the index, with
 	// CreatedAt, because the supervisor decides from the index alone.
 	attrWaitingSince = "WaitingSince"
@@ -48,6 +50,7 @@ const (
 	attrContentHash = "ContentHash"
 	attrVersion     = "Version"
 	attrTrace       = "Trace" // the order's trace context (sas.Order.Trace)
+	attrSubmitter   = "Submitter"
 	attrDefinition  = "Definition"
 )
 
@@ -141,6 +144,12 @@ func stepItem(r sas.StepRecord) map[string]av {
 	if r.Generation != 0 {
 		it[attrGeneration] = ni(r.Generation)
 	}
+	if r.Rejected {
+		it[attrRejected] = &types.AttributeValueMemberBOOL{Value: true}
+	}
+	if len(r.Result) > 0 {
+		it[attrResult] = s(string(r.Result))
+	}
 	if !r.WaitingSince.IsZero() {
 		it[attrWaitingSince] = ms(r.WaitingSince)
 	}
@@ -171,6 +180,9 @@ func orderItem(o sas.Order) map[string]av {
 	}
 	if o.ReplyTo != "" {
 		it[attrReplyTo] = s(o.ReplyTo)
+	}
+	if o.Submitter != "" {
+		it[attrSubmitter] = s(o.Submitter)
 	}
 	if o.Priority != 0 {
 		it[attrPriority] = ni(o.Priority)
@@ -265,6 +277,10 @@ func decodeStep(it map[string]av) (sas.StepRecord, error) {
 		Generation:   int(d.num(attrGeneration)),
 		WaitingSince: d.time(attrWaitingSince),
 		StartedAt:    d.time(attrStartedAt),
+		Rejected:     d.flag(attrRejected),
+	}
+	if res := d.str(attrResult); res != "" {
+		r.Result = json.RawMessage(res)
 	}
 	switch r.ProcessState {
 	case sas.Pending, sas.Processing, sas.Compensating:
@@ -306,6 +322,7 @@ func decodeOrder(it map[string]av) (sas.Order, string, error) {
 		Version:   d.str(attrVersion),
 		CreatedAt: d.time(attrCreatedAt),
 		Trace:     d.str(attrTrace),
+		Submitter: d.str(attrSubmitter),
 	}
 	if p := d.str(attrPayload); p != "" {
 		o.Payload = json.RawMessage(p)

@@ -110,7 +110,7 @@ func (st *Store) Submit(ctx context.Context, p sas.SubmitParams) (sas.SubmitResu
 	}
 	if r := tce.CancellationReasons[0]; aws.ToString(r.Code) == "ConditionalCheckFailed" {
 		_, hash, derr := decodeOrder(r.Item)
-		if derr == nil && hash != "" && hash != o.ContentHash() {
+		if derr == nil && hash != "" && !o.SameContent(hash) {
 			return sas.SubmitResult{}, fmt.Errorf("submitting order %s: %w", o.OrderID, sas.ErrOrderConflict)
 		}
 		view, gerr := st.GetOrder(ctx, o.OrderID)
@@ -171,12 +171,9 @@ func (st *Store) claimExpr(p sas.ClaimParams) updateExpr {
 	u := newUpdate()
 	claimable(&u, from, p.Attempt)
 	u.set(attrState, s(string(to)))
-	reason := "claimed"
-	if to == sas.Compensating {
-		reason = "compensation claimed"
-		if from != sas.Compensating {
-			u.set(attrFailureCount, ni(0))
-		}
+	reason := p.ClaimReason(to)
+	if to == sas.Compensating && from != sas.Compensating {
+		u.set(attrFailureCount, ni(0))
 	}
 	u.set(attrLockedBy, s(p.Owner))
 	u.set(attrCompleteBy, ms(p.CompleteBy))
@@ -194,6 +191,12 @@ func (st *Store) Complete(ctx context.Context, p sas.CompleteParams) ([]sas.Step
 	u := newUpdate()
 	held(&u, running, p.Owner, p.Attempt)
 	u.set(attrState, s(string(done)))
+	switch {
+	case !p.Compensation && len(p.Result) > 0:
+		u.set(attrResult, s(string(p.Result)))
+	case !p.Compensation:
+		u.remove(attrResult) // as sas.Complete: the completion's result, none
+	}
 	u.remove(attrLockedBy, attrCompleteBy, attrWaitingSince, attrStartedAt, attrIdxPK, attrIdxSK)
 	u.touch(p.Now, sas.HistoryEntry{At: p.Now, Step: p.Key.Step, Actor: p.Owner, From: running, To: done, Attempt: p.Attempt, Reason: "completed", Run: p.Run})
 	if p.Next == nil {
@@ -289,6 +292,12 @@ func (st *Store) Fail(ctx context.Context, p sas.FailParams) (sas.StepRecord, er
 	u.set(attrLastError, s(p.Reason))
 	u.set(attrFailedBy, s(p.Owner))
 	u.set(attrRefused, boolean(!p.Compensation))
+	if !p.Compensation {
+		u.set(attrRejected, boolean(p.Rejected))
+	}
+	if !p.Compensation && p.Effect {
+		u.set(attrUndoOwed, boolean(true))
+	}
 	u.remove(attrLockedBy, attrCompleteBy, attrWaitingSince, attrStartedAt)
 	st.index(&u, p.Key, failed, ms(p.Now))
 	u.touch(p.Now, sas.HistoryEntry{At: p.Now, Step: p.Key.Step, Actor: p.Owner, From: running, To: failed, Attempt: p.Attempt, Reason: p.Reason, Run: p.Run})
@@ -439,7 +448,7 @@ func (st *Store) Resubmit(ctx context.Context, p sas.ResubmitParams) (sas.StepRe
 	u.set(attrAttempt, ni(next.Attempt))
 	u.set(attrGeneration, ni(next.Generation))
 	u.set(attrRefused, boolean(false))
-	u.remove(attrFailedBy)
+	u.remove(attrFailedBy, attrRejected)
 	u.set(attrHistory, historyList(next.History))
 	u.set(attrUpdatedAt, ms(p.Now))
 	st.index(&u, p.Key, sas.Pending, ms(p.PickupBy))

@@ -16,9 +16,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sas-go/sas/internal/awsenv"
-	"github.com/sas-go/sas/internal/emulator"
 	"github.com/sas-go/sas/internal/sas"
-	"github.com/sas-go/sas/internal/storetest"
+	"github.com/sas-go/sas/internal/testkit/emulator"
+	"github.com/sas-go/sas/internal/testkit/storetest"
 )
 
 // counting wraps the client and counts, below the store, the requests it

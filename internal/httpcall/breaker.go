@@ -72,6 +72,9 @@ const (
 	unhealthy
 )
 
+// unhealthyRun is unhealthy, under a name Report's parameter does not hide.
+const unhealthyRun = unhealthy
+
 // breaker is one endpoint's breaker. Every state change bumps gen, and a
 // report carries the gen its try was admitted under: a slow try admitted while
 // closed must not close a breaker that has opened since, nor reopen one that a
@@ -85,6 +88,7 @@ type breaker struct {
 	window    [windowBuckets]bucket // tries while closed, by time
 	openUntil time.Time             // while open
 	probing   bool                  // while half-open: the probe is out
+	probeAt   time.Time             // when it went out
 }
 
 // windowBuckets is how many buckets the window is cut into: the window slides
@@ -138,11 +142,12 @@ func (b *breaker) allow(now time.Time) (t ticket, retryAt time.Time, ok bool) {
 		}
 		b.setState(BreakerHalfOpen)
 	}
-	// Half-open.
-	if b.probing {
+	// Half-open. A probe that has not reported within OpenFor (its run
+	// panicked, or hangs past any deadline) is given up for another.
+	if b.probing && now.Before(b.probeAt.Add(b.cfg.OpenFor)) {
 		return ticket{}, time.Time{}, false
 	}
-	b.probing = true
+	b.probing, b.probeAt = true, now
 	return ticket{gen: b.gen}, time.Time{}, true
 }
 
@@ -196,6 +201,41 @@ func (b *breaker) current(now time.Time) BreakerState {
 	}
 	return b.state
 }
+
+// Breaker is one dependency's circuit breaker: the one a Caller keeps per
+// endpoint, for code that calls through something else (the agent SDK's
+// breakers, one per dependency of its steps). Safe for concurrent use.
+type Breaker struct{ b breaker }
+
+// NewBreaker returns a closed breaker; cfg's zero fields take the defaults
+// (DefaultFailureThreshold, DefaultFailureRate, DefaultBreakerWindow,
+// DefaultOpenFor).
+func NewBreaker(cfg BreakerConfig) *Breaker {
+	return &Breaker{b: breaker{cfg: Config{Breaker: cfg}.withDefaults().Breaker}}
+}
+
+// Ticket admits one run through a Breaker; its outcome is reported with it.
+type Ticket struct{ t ticket }
+
+// Allow admits a run at now, or refuses it (open, or half-open with its
+// probe out).
+func (b *Breaker) Allow(now time.Time) (Ticket, bool) {
+	t, _, ok := b.b.allow(now)
+	return Ticket{t}, ok
+}
+
+// Report records the outcome of a run Allow admitted: unhealthy when the
+// dependency failed it (not a refusal that shows the service answered).
+func (b *Breaker) Report(t Ticket, unhealthy bool, now time.Time) {
+	h := healthy
+	if unhealthy {
+		h = unhealthyRun
+	}
+	b.b.report(t.t, h, now)
+}
+
+// State is the breaker's state as a run at now would find it.
+func (b *Breaker) State(now time.Time) BreakerState { return b.b.current(now) }
 
 // breakers holds one breaker per endpoint, created on first use. The map
 // grows with the number of distinct endpoints, which an agent takes from its

@@ -15,6 +15,7 @@ import (
 
 	"github.com/sas-go/sas/internal/httpcall"
 	"github.com/sas-go/sas/internal/sas"
+	"github.com/sas-go/sas/internal/testkit/clocktest"
 )
 
 // breakerConfig opens after 3 failures for 30s; each Call makes at most 3
@@ -344,4 +345,33 @@ func TestConcurrentCallsOpenTheBreaker(t *testing.T) {
 	_, err := c.Call(context.Background(), req)
 	require.ErrorIs(t, err, httpcall.ErrCircuitOpen)
 	assert.Len(t, svc.Requests(), sent)
+}
+
+// The Breaker on its own, as the agent SDK uses it for its steps: it opens
+// at the threshold and rate, refuses while open, admits one probe after
+// OpenFor, and gives up a probe that never reports (its run panicked) for
+// another after OpenFor, rather than refusing for good.
+func TestBreakerAloneReplacesAProbeThatNeverReports(t *testing.T) {
+	t.Parallel()
+	const openFor = time.Minute
+	b := httpcall.NewBreaker(httpcall.BreakerConfig{FailureThreshold: 3, FailureRate: 0.5, Window: time.Hour, OpenFor: openFor})
+	now := clocktest.T0
+	for range 3 {
+		tk, ok := b.Allow(now)
+		require.True(t, ok)
+		b.Report(tk, true, now)
+	}
+	require.Equal(t, httpcall.BreakerOpen, b.State(now))
+	_, ok := b.Allow(now.Add(openFor - time.Second))
+	require.False(t, ok, "open: refused")
+
+	now = now.Add(openFor)
+	_, ok = b.Allow(now)
+	require.True(t, ok, "half-open: the probe")
+	_, ok = b.Allow(now.Add(openFor - time.Second))
+	require.False(t, ok, "one probe at a time")
+	probe, ok := b.Allow(now.Add(openFor))
+	require.True(t, ok, "the silent probe is given up for another")
+	b.Report(probe, false, now.Add(openFor))
+	require.Equal(t, httpcall.BreakerClosed, b.State(now.Add(openFor)), "a healthy probe closes it")
 }

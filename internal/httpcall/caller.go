@@ -30,8 +30,11 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
+
+	"github.com/sas-go/sas/internal/sas"
 )
 
 // IdempotencyHeader is the header that carries Request.IdempotencyKey.
@@ -66,9 +69,10 @@ func New(cfg Config) (*Caller, error) {
 func (c *Caller) Call(ctx context.Context, r Request) (Result, error) {
 	target, err := r.target()
 	if err != nil {
-		return Result{}, fmt.Errorf("calling %s %s%s: %w", r.Method, r.Endpoint, r.Path, err)
+		return Result{}, fmt.Errorf("calling %s %s%s: %w", r.Method, sas.Redact(r.Endpoint), r.Path, err)
 	}
-	op := r.Method + " " + target
+	// No error names a URL's credentials (sas.Redact).
+	op := r.Method + " " + sas.Redact(target)
 	if err := r.validate(); err != nil {
 		return Result{}, fmt.Errorf("calling %s: %w", op, err)
 	}
@@ -96,7 +100,7 @@ func (c *Caller) Call(ctx context.Context, r Request) (Result, error) {
 			// failed and the step's retry policy, not this Call, decides
 			// when it runs again (docs/protocol.md, "A failure is not a
 			// wait"). The same rule as the SDK's own breaker.
-			return res, circuitOpen(op, r.Endpoint, n, last)
+			return res, circuitOpen(op, sas.Redact(r.Endpoint), n, last)
 		}
 		res.Attempts++
 		out := c.try(ctx, stop, r, target)
@@ -114,7 +118,7 @@ func (c *Caller) Call(ctx context.Context, r Request) (Result, error) {
 		if br.current(c.cfg.Clock.Now()) == BreakerOpen {
 			// This try (or a concurrent Call's) opened the breaker: the
 			// next try would be refused, so no backoff is slept for it.
-			return res, circuitOpen(op, r.Endpoint, n+1, last)
+			return res, circuitOpen(op, sas.Redact(r.Endpoint), n+1, last)
 		}
 		floor := out.retryAfter // the least the next wait may be
 
@@ -192,6 +196,10 @@ func (c *Caller) try(ctx context.Context, stop time.Time, r Request, target stri
 
 	resp, err := c.cfg.Client.Do(req)
 	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			ue.URL = sas.Redact(ue.URL) // net/http masks the password only
+		}
 		return c.interrupted(ctx, tctx, stop, err)
 	}
 	defer func() {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/sas-go/sas/internal/httpcall"
 	"github.com/sas-go/sas/internal/sas"
+	"github.com/sas-go/sas/internal/testkit/clocktest"
 )
 
 func TestCallOutcomes(t *testing.T) {
@@ -59,7 +60,7 @@ func TestCallOutcomes(t *testing.T) {
 		{
 			name: "503 with Retry-After HTTP-date",
 			replies: []reply{
-				{Status: 503, Header: map[string]string{"Retry-After": epoch.Add(3 * time.Second).Format(http.TimeFormat)}},
+				{Status: 503, Header: map[string]string{"Retry-After": clocktest.T0.Add(3 * time.Second).Format(http.TimeFormat)}},
 				{Status: 200},
 			},
 			wantAttempts: 2, wantStatus: 200,
@@ -68,7 +69,7 @@ func TestCallOutcomes(t *testing.T) {
 		{
 			name: "Retry-After date in the past leaves the jitter",
 			replies: []reply{
-				{Status: 503, Header: map[string]string{"Retry-After": epoch.Add(-time.Hour).Format(http.TimeFormat)}},
+				{Status: 503, Header: map[string]string{"Retry-After": clocktest.T0.Add(-time.Hour).Format(http.TimeFormat)}},
 				{Status: 200},
 			},
 			wantAttempts: 2, wantStatus: 200,
@@ -582,7 +583,7 @@ func TestBackoffNeverCrossesDeadline(t *testing.T) {
 		res, err := c.Call(context.Background(), req)
 
 		msg := fmt.Sprintf("seed %d: base %s max %s margin %s attempts %d budget %s retry-after %s: %v",
-			seed, cfg.BaseBackoff, cfg.MaxBackoff, cfg.SafetyMargin, cfg.MaxAttempts, req.Deadline.Sub(epoch), floor, err)
+			seed, cfg.BaseBackoff, cfg.MaxBackoff, cfg.SafetyMargin, cfg.MaxAttempts, req.Deadline.Sub(clocktest.T0), floor, err)
 
 		class := classOf(t, err)
 		require.Contains(t, []error{httpcall.ErrDeadline, httpcall.ErrTransient}, class, msg)
@@ -590,7 +591,7 @@ func TestBackoffNeverCrossesDeadline(t *testing.T) {
 		if class == httpcall.ErrTransient {
 			require.Equal(t, cfg.MaxAttempts, res.Attempts, msg)
 		}
-		if !epoch.Before(stop) {
+		if !clocktest.T0.Before(stop) {
 			require.Zero(t, res.Attempts, msg)
 		}
 		for i, s := range clock.SleepRecords() {

@@ -12,13 +12,10 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/sas-go/sas/internal/clocktest"
 	"github.com/sas-go/sas/internal/httpcall"
 	"github.com/sas-go/sas/internal/sas"
+	"github.com/sas-go/sas/internal/testkit/clocktest"
 )
-
-// epoch is on a whole second so HTTP-dates (second precision) are exact.
-var epoch = time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
 
 // fakeClock is the Clock and the Sleep: sleeping advances it, instantly,
 // and is recorded.
@@ -33,7 +30,7 @@ type sleepRecord struct {
 	D  time.Duration
 }
 
-func newFakeClock() *fakeClock { return &fakeClock{Clock: clocktest.New(epoch)} }
+func newFakeClock() *fakeClock { return &fakeClock{Clock: clocktest.New(clocktest.T0)} }
 
 func (c *fakeClock) Sleep(ctx context.Context, d time.Duration) error {
 	if err := ctx.Err(); err != nil {

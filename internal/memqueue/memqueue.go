@@ -105,37 +105,23 @@ const (
 	arnPrefix = "arn:aws:sqs:memory:000000000000:"
 )
 
-// CreateQueueParams describes a queue; as sqsqueue.CreateQueueParams.
-type CreateQueueParams struct {
-	Name string
-	// Attributes by SQS names. Supported: VisibilityTimeout, DelaySeconds,
-	// RedrivePolicy; MessageRetentionPeriod, ReceiveMessageWaitTimeSeconds
-	// and MaximumMessageSize are accepted and ignored. Others are ErrInvalid,
-	// so that a test never relies on a semantics this fake does not have.
-	Attributes map[string]string
-	// MaxReceiveCount > 0 also creates Name+"-dlq" and redrives to it.
-	// Names are of standard queues: FIFO semantics are not modelled.
-	MaxReceiveCount int
-}
-
-// CreatedQueue is what CreateQueue made.
-type CreatedQueue struct {
-	URL    string
-	DLQURL string
-}
-
 // CreateQueue creates a queue (and its dead-letter queue). The same name with
 // the same attributes returns the existing queue, as SQS does; with other
-// attributes it is ErrInvalid.
-func (q *Queue) CreateQueue(ctx context.Context, p CreateQueueParams) (CreatedQueue, error) {
+// attributes it is ErrInvalid. Attributes supported: VisibilityTimeout,
+// DelaySeconds, RedrivePolicy; MessageRetentionPeriod,
+// ReceiveMessageWaitTimeSeconds and MaximumMessageSize are accepted and
+// ignored. Others are ErrInvalid, so that a test never relies on a
+// semantics this fake does not have. Names are of standard queues: FIFO
+// semantics are not modelled.
+func (q *Queue) CreateQueue(ctx context.Context, p sas.CreateQueueParams) (sas.CreatedQueue, error) {
 	if err := ctx.Err(); err != nil {
-		return CreatedQueue{}, fmt.Errorf("creating queue %s: %w", p.Name, err)
+		return sas.CreatedQueue{}, fmt.Errorf("creating queue %s: %w", p.Name, err)
 	}
 	if p.Name == "" {
-		return CreatedQueue{}, fmt.Errorf("creating queue: %w", &sas.ValidationError{Field: "Name", Reason: "empty"})
+		return sas.CreatedQueue{}, fmt.Errorf("creating queue: %w", &sas.ValidationError{Field: "Name", Reason: "empty"})
 	}
 	if p.MaxReceiveCount < 0 {
-		return CreatedQueue{}, fmt.Errorf("creating queue %s: %w", p.Name, &sas.ValidationError{Field: "MaxReceiveCount", Reason: "negative"})
+		return sas.CreatedQueue{}, fmt.Errorf("creating queue %s: %w", p.Name, &sas.ValidationError{Field: "MaxReceiveCount", Reason: "negative"})
 	}
 	attrs := maps.Clone(p.Attributes)
 	if attrs == nil {
@@ -143,22 +129,22 @@ func (q *Queue) CreateQueue(ctx context.Context, p CreateQueueParams) (CreatedQu
 	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	var created CreatedQueue
+	var created sas.CreatedQueue
 	if p.MaxReceiveCount > 0 {
 		dlq, err := q.createLocked(dlqName(p.Name), map[string]string{})
 		if err != nil {
-			return CreatedQueue{}, err
+			return sas.CreatedQueue{}, err
 		}
 		policy, err := json.Marshal(map[string]string{"deadLetterTargetArn": dlq.arn, "maxReceiveCount": strconv.Itoa(p.MaxReceiveCount)})
 		if err != nil {
-			return CreatedQueue{}, fmt.Errorf("creating queue %s: %w", p.Name, err)
+			return sas.CreatedQueue{}, fmt.Errorf("creating queue %s: %w", p.Name, err)
 		}
 		attrs["RedrivePolicy"] = string(policy)
 		created.DLQURL = dlq.url
 	}
 	mq, err := q.createLocked(p.Name, attrs)
 	if err != nil {
-		return CreatedQueue{}, err
+		return sas.CreatedQueue{}, err
 	}
 	created.URL = mq.url
 	return created, nil

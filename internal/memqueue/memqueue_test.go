@@ -11,14 +11,14 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/sas-go/sas/internal/clocktest"
 	"github.com/sas-go/sas/internal/memqueue"
-	"github.com/sas-go/sas/internal/queuetest"
 	"github.com/sas-go/sas/internal/sas"
+	"github.com/sas-go/sas/internal/testkit/clocktest"
+	"github.com/sas-go/sas/internal/testkit/queuetest"
 )
 
 // start is where each test's fake clock starts.
-var start = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+var start = clocktest.T0
 
 func TestQueueContract(t *testing.T) {
 	t.Parallel()
@@ -28,7 +28,7 @@ func TestQueueContract(t *testing.T) {
 		New: func(t *testing.T, s queuetest.Spec) queuetest.Fixture {
 			clk := clocktest.New(start)
 			q := memqueue.New(memqueue.Options{Clock: clk})
-			created, err := q.CreateQueue(t.Context(), memqueue.CreateQueueParams{Name: "contract", MaxReceiveCount: s.MaxReceiveCount})
+			created, err := q.CreateQueue(t.Context(), sas.CreateQueueParams{Name: "contract", MaxReceiveCount: s.MaxReceiveCount})
 			require.NoError(t, err)
 			return queuetest.Fixture{
 				Queue:      q,
@@ -47,7 +47,7 @@ type env struct {
 	url string
 }
 
-func setup(t *testing.T, opts memqueue.Options, p memqueue.CreateQueueParams) env {
+func setup(t *testing.T, opts memqueue.Options, p sas.CreateQueueParams) env {
 	t.Helper()
 	clk := clocktest.New(start)
 	opts.Clock = clk
@@ -89,7 +89,7 @@ func (e env) stats(t *testing.T) memqueue.Stats {
 // takes the case that exposes a consumer relying on it: it does not.
 func TestStaleReceiptDeleteKeepsMessage(t *testing.T) {
 	t.Parallel()
-	e := setup(t, memqueue.Options{}, memqueue.CreateQueueParams{})
+	e := setup(t, memqueue.Options{}, sas.CreateQueueParams{})
 	e.send(t, "m")
 	old := e.receive(t, time.Second)[0]
 	e.clk.Advance(time.Second)
@@ -111,7 +111,7 @@ func TestStaleReceiptDeleteKeepsMessage(t *testing.T) {
 // nobody received the message since (SQS behaves so).
 func TestExpiredButLatestReceiptDeletes(t *testing.T) {
 	t.Parallel()
-	e := setup(t, memqueue.Options{}, memqueue.CreateQueueParams{})
+	e := setup(t, memqueue.Options{}, sas.CreateQueueParams{})
 	e.send(t, "m")
 	m := e.receive(t, time.Second)[0]
 	e.clk.Advance(time.Hour)
@@ -127,8 +127,8 @@ func TestExpiredButLatestReceiptDeletes(t *testing.T) {
 
 func TestReceiptOfAnotherQueueIsInvalid(t *testing.T) {
 	t.Parallel()
-	e := setup(t, memqueue.Options{}, memqueue.CreateQueueParams{Name: "a"})
-	other, err := e.q.CreateQueue(t.Context(), memqueue.CreateQueueParams{Name: "b"})
+	e := setup(t, memqueue.Options{}, sas.CreateQueueParams{Name: "a"})
+	other, err := e.q.CreateQueue(t.Context(), sas.CreateQueueParams{Name: "b"})
 	require.NoError(t, err)
 	e.send(t, "m")
 	m := e.receive(t, time.Minute)[0]
@@ -143,7 +143,7 @@ func TestReceiptOfAnotherQueueIsInvalid(t *testing.T) {
 
 func TestDelayAndDefaultVisibility(t *testing.T) {
 	t.Parallel()
-	e := setup(t, memqueue.Options{}, memqueue.CreateQueueParams{
+	e := setup(t, memqueue.Options{}, sas.CreateQueueParams{
 		Attributes: map[string]string{"DelaySeconds": "10", "VisibilityTimeout": "5"},
 	})
 	e.send(t, "m")
@@ -163,7 +163,7 @@ func TestDelayAndDefaultVisibility(t *testing.T) {
 
 func TestSubSecondDurationsRoundUp(t *testing.T) {
 	t.Parallel()
-	e := setup(t, memqueue.Options{}, memqueue.CreateQueueParams{})
+	e := setup(t, memqueue.Options{}, sas.CreateQueueParams{})
 	e.send(t, "m")
 	e.receive(t, 1500*time.Millisecond)
 	e.clk.Advance(1999 * time.Millisecond)
@@ -174,7 +174,7 @@ func TestSubSecondDurationsRoundUp(t *testing.T) {
 
 func TestDeadLetterKeepsMessage(t *testing.T) {
 	t.Parallel()
-	e := setup(t, memqueue.Options{}, memqueue.CreateQueueParams{MaxReceiveCount: 3})
+	e := setup(t, memqueue.Options{}, sas.CreateQueueParams{MaxReceiveCount: 3})
 	e.send(t, "poison")
 	var id string
 	for range 3 {
@@ -199,16 +199,16 @@ func TestDeadLetterKeepsMessage(t *testing.T) {
 func TestRedrivePolicyAttribute(t *testing.T) {
 	t.Parallel()
 	q := memqueue.New(memqueue.Options{Clock: clocktest.New(start)})
-	dlq, err := q.CreateQueue(t.Context(), memqueue.CreateQueueParams{Name: "dead"})
+	dlq, err := q.CreateQueue(t.Context(), sas.CreateQueueParams{Name: "dead"})
 	require.NoError(t, err)
 	arn, err := q.QueueARN(dlq.URL)
 	require.NoError(t, err)
-	_, err = q.CreateQueue(t.Context(), memqueue.CreateQueueParams{Name: "main", Attributes: map[string]string{
+	_, err = q.CreateQueue(t.Context(), sas.CreateQueueParams{Name: "main", Attributes: map[string]string{
 		"RedrivePolicy": fmt.Sprintf(`{"deadLetterTargetArn":%q,"maxReceiveCount":2}`, arn),
 	}})
 	require.NoError(t, err)
 
-	_, err = q.CreateQueue(t.Context(), memqueue.CreateQueueParams{Name: "bad", Attributes: map[string]string{
+	_, err = q.CreateQueue(t.Context(), sas.CreateQueueParams{Name: "bad", Attributes: map[string]string{
 		"RedrivePolicy": `{"deadLetterTargetArn":"arn:aws:sqs:memory:000000000000:nope","maxReceiveCount":2}`,
 	}})
 	assert.ErrorIs(t, err, sas.ErrInvalid, "unknown dead-letter queue")
@@ -218,13 +218,13 @@ func TestCreateQueue(t *testing.T) {
 	t.Parallel()
 	q := memqueue.New(memqueue.Options{})
 	ctx := t.Context()
-	a, err := q.CreateQueue(ctx, memqueue.CreateQueueParams{Name: "same", Attributes: map[string]string{"VisibilityTimeout": "10"}})
+	a, err := q.CreateQueue(ctx, sas.CreateQueueParams{Name: "same", Attributes: map[string]string{"VisibilityTimeout": "10"}})
 	require.NoError(t, err)
-	b, err := q.CreateQueue(ctx, memqueue.CreateQueueParams{Name: "same", Attributes: map[string]string{"VisibilityTimeout": "10"}})
+	b, err := q.CreateQueue(ctx, sas.CreateQueueParams{Name: "same", Attributes: map[string]string{"VisibilityTimeout": "10"}})
 	require.NoError(t, err)
 	assert.Equal(t, a, b, "the same queue again is the same queue")
 
-	for name, p := range map[string]memqueue.CreateQueueParams{
+	for name, p := range map[string]sas.CreateQueueParams{
 		"other attributes":   {Name: "same", Attributes: map[string]string{"VisibilityTimeout": "11"}},
 		"unsupported":        {Name: "x", Attributes: map[string]string{"FifoQueue": "true"}},
 		"fifo":               {Name: "x.fifo"},
@@ -262,7 +262,7 @@ func TestFaults(t *testing.T) {
 			}
 			return nil
 		},
-	}, memqueue.CreateQueueParams{})
+	}, sas.CreateQueueParams{})
 
 	res, err := e.q.Send(t.Context(), sas.SendParams{QueueURL: e.url, Messages: []sas.OutboundMessage{
 		{ID: "a", Body: "fine"}, {ID: "b", Body: "throttle me"},
@@ -284,7 +284,7 @@ func TestFaults(t *testing.T) {
 
 func TestCancelledContext(t *testing.T) {
 	t.Parallel()
-	e := setup(t, memqueue.Options{}, memqueue.CreateQueueParams{})
+	e := setup(t, memqueue.Options{}, sas.CreateQueueParams{})
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
 	_, err := e.q.Send(ctx, sas.SendParams{QueueURL: e.url, Messages: []sas.OutboundMessage{{ID: "a", Body: "x"}}})
@@ -294,7 +294,7 @@ func TestCancelledContext(t *testing.T) {
 // Many consumers at once: within its visibility a message goes to one of them.
 func TestConcurrentConsumers(t *testing.T) {
 	t.Parallel()
-	e := setup(t, memqueue.Options{}, memqueue.CreateQueueParams{})
+	e := setup(t, memqueue.Options{}, sas.CreateQueueParams{})
 	const n = 200
 	for i := range n / 10 {
 		bodies := make([]string, 10)

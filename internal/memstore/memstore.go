@@ -68,7 +68,7 @@ func (s *Store) Submit(_ context.Context, p sas.SubmitParams) (sas.SubmitResult,
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if h, ok := s.hashes[o.OrderID]; ok {
-		if h != o.ContentHash() {
+		if !o.SameContent(h) {
 			return sas.SubmitResult{}, fmt.Errorf("submitting order %s: %w", o.OrderID, sas.ErrOrderConflict)
 		}
 		return sas.SubmitResult{Created: false, View: s.viewLocked(o.OrderID)}, nil
@@ -312,11 +312,32 @@ func (s *Store) ListByState(_ context.Context, p sas.ListByStateParams) (sas.Lis
 	defer s.mu.Unlock()
 	var res sas.ListByStateResult
 	next := map[int]indexEntry{}
-	parts := s.partitionsLocked(p.State)
+	s.pageLocked(s.partitionsLocked(p.State), func(shard int) int { return shard }, nil, p, after, next, &res)
+	if sas.MayOwe(p.State) {
+		s.listOwedLocked(p, after, next, &res)
+	}
+	if len(next) > 0 {
+		res.NextCursor = encodeCursor(next)
+	}
+	sas.SortByIndexTime(res.Records)
+	return res, nil
+}
+
+// pageLocked reads one page of each shard's partition in parts, as one
+// DynamoDB Query per shard would: from the shard's cursor in after, under
+// cursorKey(shard) (on a later page, a shard without one was exhausted
+// earlier and is skipped), up to p.Limit items read. The records keep
+// accepts are listed (nil keeps all; those it rejects still count as read,
+// as a filter's do), and where the limit was reached the shard's cursor
+// goes to next: DynamoDB stops at the limit with a cursor, even when
+// nothing follows, and the next page is then empty.
+func (s *Store) pageLocked(parts map[int][]indexEntry, cursorKey func(shard int) int, keep func(sas.StepRecord) bool,
+	p sas.ListByStateParams, after, next map[int]indexEntry, res *sas.ListByStateResult) {
 	for shard := 0; shard < s.shards; shard++ {
-		last, resumed := after[shard]
+		ck := cursorKey(shard)
+		last, resumed := after[ck]
 		if p.Cursor != "" && !resumed {
-			continue // this shard was exhausted on an earlier page
+			continue
 		}
 		res.Stats.Requests++
 		n := 0
@@ -327,25 +348,17 @@ func (s *Store) ListByState(_ context.Context, p sas.ListByStateParams) (sas.Lis
 			n++
 			last = e
 			res.Stats.ItemsRead++
-			res.Records = append(res.Records, projected(s.steps[e.key]))
+			if r := s.steps[e.key]; keep == nil || keep(r) {
+				res.Records = append(res.Records, projected(r))
+			}
 			if n == p.Limit {
 				break
 			}
 		}
 		if n == p.Limit {
-			// DynamoDB stops at the limit with a cursor, even when nothing
-			// follows: the next page is then empty.
-			next[shard] = last
+			next[ck] = last
 		}
 	}
-	if sas.MayOwe(p.State) {
-		s.listOwedLocked(p, after, next, &res)
-	}
-	if len(next) > 0 {
-		res.NextCursor = encodeCursor(next)
-	}
-	sas.SortByIndexTime(res.Records)
-	return res, nil
 }
 
 type cursorEntry struct {
@@ -384,12 +397,16 @@ func decodeCursor(c string, into *map[int]indexEntry) error {
 func projected(r sas.StepRecord) sas.StepRecord {
 	r.History = nil
 	r.FailedBy, r.Refused, r.UndoOwed, r.Generation = "", false, false, 0
+	r.Rejected, r.Result = false, nil
 	return r
 }
 
 func cloneRecord(r sas.StepRecord) sas.StepRecord {
 	r.History = append([]sas.HistoryEntry(nil), r.History...)
 	r.Owes = cloneOwes(r.Owes)
+	if r.Result != nil {
+		r.Result = append(json.RawMessage(nil), r.Result...)
+	}
 	return r
 }
 

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/sas-go/sas/internal/sas"
-	"github.com/sas-go/sas/internal/storetest"
+	"github.com/sas-go/sas/internal/testkit/storetest"
 )
 
 func TestContract(t *testing.T) {

@@ -26,33 +26,8 @@ func (s *Store) Settle(_ context.Context, p sas.SettleParams) (sas.StepRecord, e
 // (the filtered-out items still count as read). Cursor keys of the owed
 // partitions are -1-shard, beside the state partitions' shard.
 func (s *Store) listOwedLocked(p sas.ListByStateParams, after, next map[int]indexEntry, res *sas.ListByStateResult) {
-	parts := s.partitionsNamedLocked(sas.OwedPartition)
-	for shard := 0; shard < s.shards; shard++ {
-		ck := owedCursorKey(shard)
-		last, resumed := after[ck]
-		if p.Cursor != "" && !resumed {
-			continue
-		}
-		res.Stats.Requests++
-		n := 0
-		for _, e := range parts[shard] {
-			if resumed && !less(last, e) {
-				continue
-			}
-			n++
-			last = e
-			res.Stats.ItemsRead++
-			if r := s.steps[e.key]; r.ProcessState == p.State {
-				res.Records = append(res.Records, projected(r))
-			}
-			if n == p.Limit {
-				break
-			}
-		}
-		if n == p.Limit {
-			next[ck] = last // as DynamoDB: a cursor at the limit
-		}
-	}
+	inState := func(r sas.StepRecord) bool { return r.ProcessState == p.State }
+	s.pageLocked(s.partitionsNamedLocked(sas.OwedPartition), owedCursorKey, inState, p, after, next, res)
 }
 
 func owedCursorKey(shard int) int { return -1 - shard }

@@ -3,6 +3,11 @@ package metrics
 import (
 	"bytes"
 	"encoding/json"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -44,9 +49,48 @@ func TestEmitterSkipsEmptyLinesAndNilWriters(t *testing.T) {
 	require.Contains(t, out.String(), `"Dimensions":[[]]`, "no dimension set: the sum over the deployment")
 }
 
-func TestCatalogNamesEveryUnit(t *testing.T) {
+// Every metric constant declared in metrics.go is in the catalogue, with a
+// unit CloudWatch knows, and the catalogue holds nothing else: a metric
+// added without its catalogue entry would be missing from the docs' table
+// and the dashboard.
+func TestCatalogHoldsEveryMetricWithItsUnit(t *testing.T) {
 	t.Parallel()
+	declared := metricConstants(t)
+	require.GreaterOrEqual(t, len(declared), 20, "the metrics declared in metrics.go")
+	require.ElementsMatch(t, declared, Names())
 	for _, n := range Names() {
 		require.Contains(t, []Unit{Count, Seconds, Milliseconds}, Catalog[n], n)
 	}
+}
+
+// metricConstants is the value of every untyped string constant that
+// metrics.go declares, less the namespace and the dimension names.
+func metricConstants(t *testing.T) []string {
+	t.Helper()
+	f, err := parser.ParseFile(token.NewFileSet(), "metrics.go", nil, 0)
+	require.NoError(t, err)
+	var out []string
+	for _, d := range f.Decls {
+		g, ok := d.(*ast.GenDecl)
+		if !ok || g.Tok != token.CONST {
+			continue
+		}
+		for _, spec := range g.Specs {
+			vs := spec.(*ast.ValueSpec)
+			if vs.Type != nil {
+				continue // a Unit
+			}
+			for i, name := range vs.Names {
+				if name.Name == "Namespace" || strings.HasPrefix(name.Name, "Dim") {
+					continue
+				}
+				lit, ok := vs.Values[i].(*ast.BasicLit)
+				require.True(t, ok && lit.Kind == token.STRING, name.Name)
+				v, err := strconv.Unquote(lit.Value)
+				require.NoError(t, err)
+				out = append(out, v)
+			}
+		}
+	}
+	return out
 }

@@ -13,6 +13,7 @@ const MaxReasonBytes = 1 << 10
 // BoundReason cuts s to at most MaxReasonBytes bytes on a rune boundary,
 // marking the cut with the original length.
 func BoundReason(s string) string {
+	s = Redact(s)
 	if len(s) <= MaxReasonBytes {
 		return s
 	}

@@ -116,6 +116,12 @@ type AgentRequest struct {
 	// keys of its earlier generations: the agent undoes each before
 	// IdempotencyKey, since an effect under an older key may exist.
 	PriorKeys []string `json:"priorKeys,omitempty"`
+	// Results are the results of the steps this step follows, by step
+	// name (and, on an undo, its own step's): what they returned, as
+	// recorded on their records (docs/protocol.md, "Results"). Absent when
+	// none returned anything, and from an older scheduler. Not echoed in
+	// the reply, and so not signed.
+	Results Results `json:"results,omitempty"`
 	// Trace is the order's trace context, a W3C traceparent (trace.go):
 	// optional, absent in a message from a build before traces.
 	Trace string `json:"trace,omitempty"`
@@ -201,6 +207,11 @@ type AgentReply struct {
 	// RetryAfterMs, on a transient outcome, is the wait the remote service
 	// asked for (Retry-After): the next attempt waits at least that long.
 	RetryAfterMs int64 `json:"retryAfterMs,omitempty"`
+	// Rejected, on a failed outcome of a forward step, says the failure is
+	// a business rejection (agent.Reject): the order is compensated and
+	// ends Rejected, and no operator is alerted. Absent from an older
+	// agent; an older scheduler reads the reply as any failure.
+	Rejected bool `json:"rejected,omitempty"`
 	// QueuedMs and RanMs are what the agent measured of this run: from when
 	// the request was sent (SQS's SentTimestamp) to the start of the run,
 	// and the run itself. Informational only (the scheduler records them
@@ -256,11 +267,26 @@ type Compensate struct {
 	// Trace is the order's trace context, a W3C traceparent (trace.go):
 	// optional, absent in a message from a build before traces.
 	Trace string `json:"trace,omitempty"`
+	// GivenUp names the give-up a supervisor's compensate is owed for.
+	// Such a compensate is automatic: it undoes only while the order still
+	// calls for it (docs/protocol.md, "A resubmit against a compensation"),
+	// so a redelivery after the step was resubmitted and completed undoes
+	// nothing. Absent (an operator's, or an older supervisor's): explicit.
+	GivenUp *GivenUp `json:"givenUp,omitempty"`
+}
+
+// GivenUp is the step and attempt a give-up left in Error.
+type GivenUp struct {
+	Step    int `json:"step"`
+	Attempt int `json:"attempt"`
 }
 
 // Status values posted to a submitter's replyTo queue.
 const (
-	StatusReceived    = "received"
+	StatusReceived = "received"
+	// StatusRejected: the intake message was refused (no step), or, with
+	// the step that refused it, the order was rejected as a business
+	// outcome and what took effect is undone.
 	StatusRejected    = "rejected"
 	StatusStepDone    = "step-done"
 	StatusProcessed   = "processed"
@@ -282,6 +308,9 @@ type Status struct {
 	// about, so that a caller can match a rejection whose orderId could not
 	// be read to what it sent.
 	MessageID string `json:"messageId,omitempty"`
+	// Results, on a processed status, are what the order's steps returned,
+	// by step name (docs/intake.md, "Statuses").
+	Results Results `json:"results,omitempty"`
 	// Trace is the order's trace context, a W3C traceparent (trace.go):
 	// optional, absent in a message from a build before traces.
 	Trace string `json:"trace,omitempty"`
@@ -372,6 +401,10 @@ func ParseIntake(body []byte, rules IntakeRules) (Intake, error) {
 		n := len(in.ReplyTo)
 		in.ReplyTo = "" // nobody to tell: a queue URL is never that long
 		return in, &ValidationError{Field: "replyTo", Reason: fmt.Sprintf("%d bytes: must be at most %d bytes", n, MaxReplyToBytes)}
+	case strings.HasPrefix(in.ReplyTo, "arn:") && !in.replyToFromARN():
+		bad := in.ReplyTo
+		in.ReplyTo = ""
+		return in, &ValidationError{Field: "replyTo", Reason: fmt.Sprintf("%q is not an SQS queue ARN (arn:<partition>:sqs:<region>:<account>:<name>): give the queue's ARN or its URL", bad)}
 	case in.ReplyTo != "" && (rules.ReplyToAllowed == nil || !rules.ReplyToAllowed(in.ReplyTo)):
 		bad := in.ReplyTo
 		in.ReplyTo = "" // never post to a queue the deployment does not allow
@@ -392,6 +425,26 @@ func ParseIntake(body []byte, rules IntakeRules) (Intake, error) {
 	}
 	in.V, in.Kind = MessageVersion, KindIntake
 	return in, nil
+}
+
+// replyToFromARN replaces a replyTo given as a queue's ARN, the form the
+// deployment's allow-list is written in (docs/deploy.md), with the queue's
+// URL, which the allow-list is checked against and statuses are sent to.
+func (in *Intake) replyToFromARN() bool {
+	url, ok := QueueURLFromARN(in.ReplyTo)
+	if ok {
+		in.ReplyTo = url
+	}
+	return ok
+}
+
+// ReplyQueueURL is replyTo as statuses are sent to it: a queue's ARN
+// becomes its URL (QueueURLFromARN); anything else is kept as it is.
+func ReplyQueueURL(replyTo string) string {
+	if url, ok := QueueURLFromARN(replyTo); ok {
+		return url
+	}
+	return replyTo
 }
 
 // MaxNesting is how deep JSON may nest in a message: Go's decoder refuses

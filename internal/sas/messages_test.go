@@ -167,3 +167,25 @@ func TestEncodeDoesNotEscapeHTML(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(req), &back))
 	require.JSONEq(t, big, string(back.Payload))
 }
+
+// A replyTo may be given as the queue's ARN, the form the deployment's
+// allow-list is written in: it is checked, and kept, as the queue's URL.
+func TestParseIntakeReplyToARN(t *testing.T) {
+	t.Parallel()
+	const url = "https://sqs.eu-west-1.amazonaws.com/111122223333/tenant-a"
+	rules := IntakeRules{ReplyToAllowed: func(u string) bool { return u == url || u == "https://sqs.cn-north-1.amazonaws.com.cn/111122223333/q" }}
+	in, err := ParseIntake([]byte(`{"orderId":"o","workflow":"w","replyTo":"arn:aws:sqs:eu-west-1:111122223333:tenant-a"}`), rules)
+	require.NoError(t, err)
+	require.Equal(t, url, in.ReplyTo)
+	in, err = ParseIntake([]byte(`{"orderId":"o","workflow":"w","replyTo":"arn:aws-cn:sqs:cn-north-1:111122223333:q"}`), rules)
+	require.NoError(t, err)
+	require.Equal(t, "https://sqs.cn-north-1.amazonaws.com.cn/111122223333/q", in.ReplyTo)
+	_, err = ParseIntake([]byte(`{"orderId":"o","workflow":"w","replyTo":"arn:aws:sqs:eu-west-1:111122223333:tenant-b"}`), rules)
+	require.ErrorContains(t, err, `"https://sqs.eu-west-1.amazonaws.com/111122223333/tenant-b" is not a queue this deployment may reply to`)
+	for _, bad := range []string{"arn:aws:sns:eu-west-1:111122223333:tenant-a", "arn:aws:sqs:eu-west-1:111122223333", "arn:aws:sqs:eu-west-1:111122223333:a/b"} {
+		_, err = ParseIntake([]byte(`{"orderId":"o","workflow":"w","replyTo":"`+bad+`"}`), rules)
+		require.ErrorContains(t, err, "is not an SQS queue ARN", bad)
+	}
+	require.Equal(t, url, ReplyQueueURL("arn:aws:sqs:eu-west-1:111122223333:tenant-a"))
+	require.Equal(t, "http://q/1/x", ReplyQueueURL("http://q/1/x"))
+}

@@ -85,7 +85,8 @@ func (r StepRecord) GivenUpBy() string {
 func (r StepRecord) OwedCompensate(actor string) Compensate {
 	return Compensate{
 		V: MessageVersion, Kind: KindCompensate, OrderID: r.OrderID, Actor: actor,
-		Reason: fmt.Sprintf("step %d (%s) gave up: %s", r.Step, r.StepName, r.LastError),
+		Reason:  fmt.Sprintf("step %d (%s) gave up: %s", r.Step, r.StepName, r.LastError),
+		GivenUp: &GivenUp{Step: r.Step, Attempt: r.Attempt},
 	}
 }
 

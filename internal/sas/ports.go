@@ -220,6 +220,10 @@ type InboundMessage struct {
 	Body         string
 	ReceiveCount int
 	SentAt       time.Time
+	// SenderID is SQS's SenderId: who sent it (a role's unique id and
+	// session, an account, or an emulator's word); "" when unknown. A
+	// message moved to a dead-letter queue keeps its original sender's.
+	SenderID string
 }
 
 type DeleteParams struct {
@@ -236,4 +240,25 @@ type ChangeVisibilityParams struct {
 	QueueURL string
 	Receipt  string
 	Timeout  time.Duration
+}
+
+// CreateQueueParams describes a queue that tests, the local runs and the
+// dev server create (the deployed queues come from the construct). The SQS
+// adapter and the in-memory queue both take it; each says which attributes
+// it knows.
+type CreateQueueParams struct {
+	Name string
+	// Attributes are SQS queue attributes by their API names, e.g.
+	// "VisibilityTimeout": "30".
+	Attributes map[string]string
+	// MaxReceiveCount > 0 also creates a dead-letter queue, named Name with
+	// "-dlq" (before any ".fifo"), and a redrive policy that moves a message
+	// there once it has been received this many times without being deleted.
+	MaxReceiveCount int
+}
+
+// CreatedQueue is what CreateQueue made.
+type CreatedQueue struct {
+	URL    string
+	DLQURL string // "" without a dead-letter queue
 }

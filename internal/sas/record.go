@@ -1,12 +1,14 @@
 package sas
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"hash/fnv"
 	"sort"
+	"strings"
 	"time"
 )
 
@@ -64,6 +66,15 @@ type StepRecord struct {
 	// resubmit of a refused step with no effect starts a new generation, so
 	// a remote that stored the refusal does not replay it.
 	Generation int
+	// Rejected is set when the step's Error was a business rejection the
+	// agent reported (agent.Reject): the order ends Rejected once what
+	// took effect is undone, and no operator is alerted.
+	Rejected bool
+
+	// Result is what the step returned when it completed (compacted JSON,
+	// at most MaxResultBytes; nil for none): carried to the requests of
+	// the steps after it and of its own undo (docs/protocol.md, "Results").
+	Result json.RawMessage
 
 	// What a give-up still owes (docs/decisions.md, "A give-up's effects
 	// are owed until sent"): set by GiveUp in the same write, cleared by
@@ -131,6 +142,27 @@ type Order struct {
 	// about it carries; "" for an order submitted before traces. Not part
 	// of ContentHash: a redelivered intake may carry another.
 	Trace string
+	// Submitter is who sent the intake, as SQS reports it (SubmitterOf its
+	// SenderId): "" when the queue does not say (a local run), and for an
+	// order stored before submitters were recorded. Not part of
+	// ContentHash: an order id is the submitter's, and another sender's
+	// intake under it is told nothing about it (docs/trust.md).
+	Submitter string
+}
+
+// SubmitterOf is the principal an SQS SenderId names: a role's or a user's
+// unique id (AROA…, AIDA…) or an account, without the session name an
+// assumed role's carries (AROA…:i-0abc, AROA…:my-function), which differs
+// between the instances of one application.
+func SubmitterOf(senderID string) string {
+	principal, _, _ := strings.Cut(senderID, ":")
+	return principal
+}
+
+// SameSubmitter reports whether an intake from submitter may act on the
+// order o as its own: it came from o's submitter, or o's is not known.
+func (o Order) SameSubmitter(submitter string) bool {
+	return o.Submitter == "" || o.Submitter == submitter
 }
 
 // ContentHash fingerprints what the submitter asked for, so a redelivered
@@ -138,19 +170,63 @@ type Order struct {
 // workflow's steps and version are not the submitter's: an intake
 // redelivered after a deploy changed the workflow is the same order (it
 // runs on the version it was submitted with).
+//
+// The payload is compared by its JSON, not by what a float64 makes of it:
+// key order and spacing aside, numbers are compared as written, so two
+// payloads that differ past 2^53 (or in a digit a float64 rounds away)
+// are two orders. The hash starts with contentHashPrefix; a hash without
+// it was stored by a build before, and SameContent compares with it as
+// that build did.
 func (o Order) ContentHash() string {
+	return contentHashPrefix + o.contentHash(exactJSON)
+}
+
+// contentHashPrefix marks a ContentHash of exact payload numbers.
+const contentHashPrefix = "x1."
+
+// SameContent reports whether o is what the order whose ContentHash is
+// stored asked for: a redelivery of it, not another order reusing its id.
+func (o Order) SameContent(stored string) bool {
+	if strings.HasPrefix(stored, contentHashPrefix) {
+		return stored == o.ContentHash()
+	}
+	return stored == o.contentHash(floatJSON) // stored before exact numbers
+}
+
+func (o Order) contentHash(canonical func(json.RawMessage) json.RawMessage) string {
 	canon := struct {
 		W string          `json:"w"`
 		P json.RawMessage `json:"p,omitempty"`
 		R string          `json:"r,omitempty"`
 		Q int             `json:"q,omitempty"`
-	}{o.Workflow, compactJSON(o.Payload), o.ReplyTo, o.Priority}
+	}{o.Workflow, canonical(o.Payload), o.ReplyTo, o.Priority}
 	b, _ := json.Marshal(canon) // cannot fail: only strings, ints and valid raw JSON
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:])
 }
 
-func compactJSON(raw json.RawMessage) json.RawMessage {
+// exactJSON is raw re-encoded with its object keys sorted and its numbers
+// as written (json.Number).
+func exactJSON(raw json.RawMessage) json.RawMessage {
+	if len(raw) == 0 {
+		return nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return raw
+	}
+	b, err := json.Marshal(v) // map keys sorted
+	if err != nil {
+		return raw
+	}
+	return b
+}
+
+// floatJSON is the canonical form of builds before exact numbers, which
+// read every number as a float64: kept to compare with their stored hashes.
+func floatJSON(raw json.RawMessage) json.RawMessage {
 	if len(raw) == 0 {
 		return nil
 	}
@@ -158,7 +234,7 @@ func compactJSON(raw json.RawMessage) json.RawMessage {
 	if err := json.Unmarshal(raw, &v); err != nil {
 		return raw
 	}
-	b, err := json.Marshal(v) // map keys sorted: canonical enough for equality
+	b, err := json.Marshal(v)
 	if err != nil {
 		return raw
 	}
@@ -172,10 +248,59 @@ type OrderView struct {
 	History []HistoryEntry // all steps, oldest first
 }
 
+// Settled reports whether nothing will move an order on its own any more:
+// no step in flight or ready, no claim or undo on its way. A failed undo
+// settles it: what is below waits for an operator.
+func (v OrderView) Settled() bool {
+	if len(v.Steps) == 0 {
+		return false
+	}
+	for _, r := range v.Steps {
+		switch r.ProcessState {
+		case Processing, Compensating:
+			return false
+		case Pending:
+			if !r.DueAt.IsZero() {
+				return false // ready: somebody will claim it
+			}
+		}
+	}
+	// A Pending step waiting on a Processed predecessor is not settled (its
+	// claim is on its way); nor is a failed order with completed steps (their
+	// undo is on its way).
+	failed := false
+	for i, r := range v.Steps {
+		if r.ProcessState == Pending && i > 0 && v.Steps[i-1].ProcessState == Processed {
+			return false
+		}
+		if r.ProcessState == Error {
+			failed = true
+		}
+	}
+	if failed {
+		for _, r := range v.Steps {
+			// A failed undo stops the compensation where it is: the
+			// Processed steps below it wait for an operator, not for an
+			// undo on its way (without this, WaitTerminal never returned
+			// for such an order and the demo counted it as never settled).
+			if r.ProcessState == CompensationFailed {
+				return true
+			}
+		}
+		for _, r := range v.Steps {
+			if r.ProcessState == Processed {
+				return false
+			}
+		}
+	}
+	return true
+}
+
 // State summarises the order from its steps: a failed undo or one still
 // running wins; then a step in flight; an order whose every step is done is
 // Processed; one that failed and has its completed work undone is
-// Compensated; one that failed with nothing (yet) undone is Error.
+// Compensated; one that failed with nothing (yet) undone is Error; one whose
+// only failure is a business rejection is Rejected instead of either.
 func (v OrderView) State() ProcessState {
 	n := map[ProcessState]int{}
 	lowestUndone := -1 // the earliest Compensated step
@@ -196,6 +321,14 @@ func (v OrderView) State() ProcessState {
 			owed = true
 		}
 	}
+	// A business rejection (a step's Rejected) ends the order Rejected
+	// where it would end Compensated, or Error with only rejected steps in
+	// Error: no operator has anything to do.
+	rejected, othersFailed := false, false
+	for _, r := range v.Steps {
+		rejected = rejected || r.Rejected
+		othersFailed = othersFailed || (r.ProcessState == Error && !r.Rejected)
+	}
 	switch {
 	case len(v.Steps) == 0:
 		return ""
@@ -207,8 +340,12 @@ func (v OrderView) State() ProcessState {
 		return Processing
 	case n[Processed] == len(v.Steps):
 		return Processed
+	case n[Compensated] > 0 && !owed && rejected && !othersFailed:
+		return Rejected
 	case n[Compensated] > 0 && !owed:
 		return Compensated
+	case n[Error] > 0 && rejected && !othersFailed:
+		return Rejected
 	case n[Error] > 0:
 		return Error
 	case n[Pending] == len(v.Steps):

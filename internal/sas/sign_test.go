@@ -1,16 +1,21 @@
 package sas_test
 
 import (
+	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/sas-go/sas/internal/sas"
+	"github.com/sas-go/sas/internal/testkit/clocktest"
+	"github.com/sas-go/sas/internal/testkit/keytest"
 )
 
 func TestSignerCoversEveryEchoedField(t *testing.T) {
@@ -40,7 +45,7 @@ func TestSignerCoversEveryEchoedField(t *testing.T) {
 		require.ErrorIs(t, s.Verify(f, sig), sas.ErrBadSignature, name)
 	}
 	require.ErrorIs(t, s.Verify(base, ""), sas.ErrUnsigned)
-	require.ErrorIs(t, s.Verify(base, strings.TrimPrefix(sig, "v1.")), sas.ErrBadSignature)
+	require.ErrorIs(t, s.Verify(base, strings.TrimPrefix(sig, "v2.")), sas.ErrBadSignature)
 	other, err := sas.NewSigner([]byte(strings.Repeat("j", 32)))
 	require.NoError(t, err)
 	require.ErrorIs(t, other.Verify(base, sig), sas.ErrBadSignature, "another key")
@@ -70,6 +75,85 @@ func TestBoundReason(t *testing.T) {
 	require.LessOrEqual(t, len(b), sas.MaxReasonBytes)
 	require.Contains(t, b, "[cut: 200000 bytes]")
 	require.True(t, strings.HasPrefix(long, strings.Split(b, "…")[0]))
+}
+
+// A signature names its key; the current key signs, every key of the ring
+// verifies; a v1 signature (before key ids) is checked against each key.
+func TestSignerKeyIDsAndAcceptedKeys(t *testing.T) {
+	t.Parallel()
+	oldKey, newKey := []byte(strings.Repeat("o", 32)), []byte(strings.Repeat("n", 32))
+	f := sas.Signed{OrderID: "o-1", Step: 0, Agent: "payments", Attempt: 1, LockedBy: "s-1", Workflow: "payment"}
+	old, err := sas.NewSigner(oldKey)
+	require.NoError(t, err)
+	both, err := sas.NewSigner(newKey, oldKey)
+	require.NoError(t, err)
+	require.Equal(t, []string{sas.KeyID(newKey), sas.KeyID(oldKey)}, both.KeyIDs())
+
+	byOld := old.Sign(f)
+	require.True(t, strings.HasPrefix(byOld, "v2."+sas.KeyID(oldKey)+"."), byOld)
+	require.NoError(t, both.Verify(f, byOld), "the previous key is still accepted")
+	require.ErrorIs(t, old.Verify(f, both.Sign(f)), sas.ErrUnknownKey, "a key the signer does not hold")
+	require.ErrorIs(t, old.Verify(f, both.Sign(f)), sas.ErrBadSignature)
+
+	// A v1 signature, as a build before key ids wrote it, is the same MAC.
+	v1 := "v1." + strings.SplitN(byOld, ".", 3)[2]
+	require.NoError(t, old.Verify(f, v1))
+	require.NoError(t, both.Verify(f, v1), "checked against each key held")
+	newOnly, err := sas.NewSigner(newKey)
+	require.NoError(t, err)
+	require.ErrorIs(t, newOnly.Verify(f, v1), sas.ErrBadSignature, "a v1 signature by a key rotated out")
+	// A signature naming one key with another's MAC does not pass.
+	forged := "v2." + sas.KeyID(newKey) + "." + strings.SplitN(byOld, ".", 3)[2]
+	require.ErrorIs(t, both.Verify(f, forged), sas.ErrBadSignature)
+
+	_, err = sas.NewSigner(newKey, make([]byte, 8))
+	require.ErrorIs(t, err, sas.ErrInvalid, "an accepted key is checked too")
+}
+
+// A sourced signer reads its keys again when they are older than its
+// maximum age: a rotation reaches it, and so does a revocation; a failed
+// read keeps the keys it has and is tried again later, not on every call.
+func TestSourcedSignerRereadsItsKeys(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	k1, k2 := []byte(strings.Repeat("1", 32)), []byte(strings.Repeat("2", 32))
+	secret := keytest.New(k1)
+	clock := clocktest.New(time.UnixMilli(1_800_000_000_000))
+	s, err := sas.NewSourcedSigner(ctx, secret.Read, clock, time.Minute)
+	require.NoError(t, err)
+	f := sas.Signed{OrderID: "o-1", Agent: "a", Attempt: 1}
+	signedBy1 := s.Sign(f)
+
+	secret.Rotate(k2)
+	clock.Advance(time.Minute - time.Millisecond)
+	require.NoError(t, s.Refresh(ctx))
+	require.Equal(t, []string{sas.KeyID(k1)}, s.KeyIDs(), "fresh keys are not read again")
+	require.Equal(t, 1, secret.Reads())
+	clock.Advance(time.Millisecond)
+	require.NoError(t, s.Refresh(ctx))
+	require.Equal(t, []string{sas.KeyID(k2), sas.KeyID(k1)}, s.KeyIDs(), "read again at its maximum age")
+	require.NoError(t, s.Verify(f, signedBy1))
+
+	secret.RemovePrevious()
+	clock.Advance(time.Minute)
+	require.NoError(t, s.Refresh(ctx))
+	require.ErrorIs(t, s.Verify(f, signedBy1), sas.ErrUnknownKey, "a revoked key is refused within the maximum age")
+
+	secret.FailReads(errors.New("secrets manager unavailable"))
+	clock.Advance(time.Minute)
+	require.Error(t, s.Refresh(ctx))
+	reads := secret.Reads()
+	require.NoError(t, s.Refresh(ctx), "not tried again at once")
+	require.Equal(t, reads, secret.Reads())
+	require.Equal(t, []string{sas.KeyID(k2)}, s.KeyIDs(), "the keys read before are kept")
+	require.NoError(t, s.Verify(f, s.Sign(f)))
+	secret.FailReads(nil)
+	clock.Advance(30 * time.Second)
+	require.NoError(t, s.Refresh(ctx))
+	require.Equal(t, reads+1, secret.Reads(), "tried again after keyRetry")
+
+	_, err = sas.NewSourcedSigner(ctx, func(context.Context) (sas.KeyRing, error) { return sas.KeyRing{}, errors.New("no") }, clock, 0)
+	require.Error(t, err, "a signer without keys is not made")
 }
 
 // sample is a value of type t that is not its zero value, different for

@@ -29,6 +29,17 @@ const (
 // States lists every state, in lifecycle order.
 var States = []ProcessState{Pending, Processing, Processed, Error, Compensating, Compensated, CompensationFailed}
 
+// Rejected is an order's state, never a step's: a step was refused as a
+// business outcome (agent.Reject; StepRecord.Rejected) and whatever took
+// effect is undone. A final state, like Processed and Compensated, that
+// needs no operator (docs/workflows.md, "A refusal that is a business
+// outcome").
+const Rejected ProcessState = "Rejected"
+
+// OrderStates lists every state OrderView.State returns: a step's, and
+// Rejected.
+var OrderStates = append(append([]ProcessState(nil), States...), Rejected)
+
 // Valid reports whether s is a known state.
 func (s ProcessState) Valid() bool {
 	for _, k := range States {

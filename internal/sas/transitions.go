@@ -1,6 +1,7 @@
 package sas
 
 import (
+	"encoding/json"
 	"fmt"
 	"time"
 )
@@ -28,6 +29,28 @@ type ClaimParams struct {
 	// operator's resubmit since the compensation read the order wins
 	// (docs/protocol.md, "A resubmit against a compensation").
 	Siblings []StepSeen
+	// RequestedBy and Why, on a compensation's undo claim, are who asked
+	// for the compensation (a compensate message's sender, as the queue
+	// names it) and why (its reason): the claim's history entry records
+	// them (ClaimReason), so that who compensated an order is kept with it,
+	// not only logged (docs/trust.md, "Operators"). The lease is Owner's.
+	RequestedBy, Why string
+}
+
+// ClaimReason is the reason a claim that leaves a step in state to writes
+// in its history entry, in every store.
+func (p ClaimParams) ClaimReason(to ProcessState) string {
+	if to != Compensating {
+		return "claimed"
+	}
+	if p.RequestedBy == "" {
+		return "compensation claimed"
+	}
+	reason := "compensation claimed, requested by " + p.RequestedBy
+	if p.Why != "" {
+		reason += ": " + p.Why
+	}
+	return BoundReason(reason)
 }
 
 // StepSeen is a step of an order in the state a writer read it in.
@@ -103,12 +126,9 @@ func Claim(r StepRecord, p ClaimParams) (StepRecord, error) {
 	if r.ProcessState != from || r.LockedBy != "" || r.Attempt != p.Attempt {
 		return r, race("claim", r)
 	}
-	reason := "claimed"
-	if to == Compensating {
-		reason = "compensation claimed"
-		if from != Compensating {
-			r.FailureCount = 0
-		}
+	reason := p.ClaimReason(to)
+	if to == Compensating && from != Compensating {
+		r.FailureCount = 0
 	}
 	r.Attempt++
 	r.LockedBy, r.CompleteBy, r.DueAt = p.Owner, p.CompleteBy, p.CompleteBy
@@ -129,6 +149,10 @@ type CompleteParams struct {
 	// Run is what the agent measured of the run (its reply's timing), for
 	// the history entry; zero when not reported.
 	Run RunTiming
+	// Result is the step's result (compacted, within MaxResultBytes; nil
+	// for none), recorded on a forward step's record. An undo's result is
+	// not recorded: the record keeps its step's.
+	Result json.RawMessage
 }
 
 // Check rejects a Next no record could take, or one that is the step
@@ -164,6 +188,9 @@ func Complete(r StepRecord, p CompleteParams) (StepRecord, error) {
 		return r, race("complete", r)
 	}
 	r = unlease(r)
+	if !p.Compensation {
+		r.Result = p.Result
+	}
 	return timed(move(r, done, p.Owner, "completed", p.Now), p.Run), nil
 }
 
@@ -182,6 +209,15 @@ type FailParams struct {
 	Reason       string
 	Compensation bool      // the undo failed: Compensating → CompensationFailed
 	Run          RunTiming // as CompleteParams.Run
+	// Rejected: the agent reported a business rejection (agent.Reject) of
+	// a forward step. Recorded (StepRecord.Rejected): no alert, and the
+	// order ends Rejected.
+	Rejected bool
+	// Effect: the step's effect happened although it failed (its result
+	// was over the bounds, ErrorResultTooLarge): UndoOwed is set, so a
+	// resubmit keeps its key. Its undo runs with the order's compensation,
+	// as for every step in Error with an Undo.
+	Effect bool
 }
 
 // Fail moves Processing → Error (or Compensating → CompensationFailed),
@@ -194,6 +230,10 @@ func Fail(r StepRecord, p FailParams) (StepRecord, error) {
 	r = unlease(r)
 	r.LastError = p.Reason
 	r.FailedBy, r.Refused = p.Owner, !p.Compensation
+	if !p.Compensation {
+		r.Rejected = p.Rejected
+		r.UndoOwed = r.UndoOwed || p.Effect
+	}
 	return timed(move(r, failed, p.Owner, p.Reason, p.Now), p.Run), nil
 }
 
@@ -335,7 +375,7 @@ func Resubmit(r StepRecord, p ResubmitParams) (StepRecord, error) {
 		// a remote which stored the refusal does not replay it.
 		r.Generation++
 	}
-	r.FailedBy, r.Refused = "", false
+	r.FailedBy, r.Refused, r.Rejected = "", false, false
 	return move(r, Pending, p.Actor, p.Reason, p.Now), nil
 }
 

@@ -188,6 +188,29 @@ func TestContentHash(t *testing.T) {
 	require.NotEqual(t, a.ContentHash(), b.ContentHash())
 }
 
+// Two payloads that a float64 reads as one number are two orders (issue
+// 29, F-9); a hash stored by a build before exact numbers still matches a
+// redelivery of its order.
+func TestContentHashComparesExactNumbers(t *testing.T) {
+	t.Parallel()
+	a := Order{OrderID: "o", Workflow: "w", Payload: []byte(`{"amount":9007199254740993}`)}
+	b := a
+	b.Payload = []byte(`{"amount":9007199254740992}`)
+	require.False(t, b.SameContent(a.ContentHash()), "2^53+1 and 2^53 are different amounts")
+	b.Payload = []byte(`{"amount":0.30000000000000004}`)
+	a.Payload = []byte(`{"amount":0.3000000000000000444}`)
+	require.False(t, b.SameContent(a.ContentHash()), "digits a float64 rounds away still count")
+	b.Payload = []byte(` { "amount" : 0.3000000000000000444 } `)
+	require.True(t, b.SameContent(a.ContentHash()), "spacing does not make another order")
+
+	legacy := Order{OrderID: "o", Workflow: "w", Payload: []byte(`{"n":1.0,"b":2}`)}
+	stored := legacy.contentHash(floatJSON) // what an earlier build stored
+	require.True(t, legacy.SameContent(stored), "a redelivery of an order stored before matches")
+	other := legacy
+	other.Payload = []byte(`{"n":2}`)
+	require.False(t, other.SameContent(stored))
+}
+
 func TestShardFor(t *testing.T) {
 	t.Parallel()
 	seen := map[int]int{}

@@ -81,10 +81,24 @@ func (a *App) show(ctx context.Context, args []string) error {
 	tw := tabwriter.NewWriter(a.Out, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "\nSTEP\tNAME\tSTATE\tATTEMPT\tFAILURES\tLOCKED BY\tCOMPLETE BY\tLAST ERROR")
 	for _, r := range v.Steps {
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%d\t%s\t%s\t%s\n", r.Step, r.StepName, r.ProcessState, r.Attempt, r.FailureCount,
+		state := string(r.ProcessState)
+		if r.Rejected {
+			state += " (rejected)" // a business outcome, not an incident
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%d\t%s\t%s\t%s\n", r.Step, r.StepName, state, r.Attempt, r.FailureCount,
 			dash(r.LockedBy), deadline(r.CompleteBy, now), dash(r.LastError))
 	}
 	tw.Flush()
+	// What each step returned, as recorded: what the steps after it and
+	// its undo saw (docs/workflows.md, "Results").
+	if results := sas.ResultsBefore(v.Steps, len(v.Steps)); len(results) > 0 {
+		fmt.Fprintln(a.Out, "\nresults:")
+		for _, r := range v.Steps {
+			if len(r.Result) > 0 {
+				fmt.Fprintf(a.Out, "  %s\t%s\n", r.StepName, r.Result)
+			}
+		}
+	}
 	fmt.Fprintln(a.Out, "\nhistory:")
 	tw = tabwriter.NewWriter(a.Out, 2, 4, 2, ' ', 0)
 	for _, h := range v.History {

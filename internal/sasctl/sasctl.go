@@ -36,7 +36,7 @@ type App struct {
 }
 
 // MappingSwitch enables or disables the event source mappings reading
-// from queues (esm.Switch), naming those it changed.
+// from queues (LambdaMappings), naming those it changed.
 type MappingSwitch interface {
 	Set(ctx context.Context, queueURLs []string, enabled bool) ([]string, error)
 }
@@ -59,7 +59,7 @@ const Usage = `usage: sasctl [-outputs FILE [-stack NAME] | -stack NAME] <comman
   pause      AGENT                     stop consuming the agent's queues; its steps wait, unjudged
   resume     AGENT                     end the pause; the time paused does not count against the steps
   pauses                               list the agents' pauses
-  console    [-addr 127.0.0.1:8089] [-read-only] [-remote]   the web console (docs/console.md)
+  console    [-addr 127.0.0.1:8089] [-read-only] [-remote -host NAME -tls-cert F -tls-key F]   the web console (docs/console.md)
 
   Without a deployment:
   workflows validate FILE...           check workflow files against workflow/schema.json and as the functions read them

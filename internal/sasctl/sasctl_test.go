@@ -9,13 +9,13 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/sas-go/sas/internal/clocktest"
 	"github.com/sas-go/sas/internal/memqueue"
 	"github.com/sas-go/sas/internal/memstore"
 	"github.com/sas-go/sas/internal/sas"
+	"github.com/sas-go/sas/internal/testkit/clocktest"
 )
 
-var t0 = time.UnixMilli(1_800_000_000_000).UTC()
+var t0 = clocktest.T0
 
 type fixture struct {
 	app          *App
@@ -29,9 +29,9 @@ func setup(t *testing.T) fixture {
 	t.Helper()
 	ctx := context.Background()
 	q := memqueue.New(memqueue.Options{Clock: clocktest.New(t0)})
-	in, err := q.CreateQueue(ctx, memqueue.CreateQueueParams{Name: "intake"})
+	in, err := q.CreateQueue(ctx, sas.CreateQueueParams{Name: "intake"})
 	require.NoError(t, err)
-	sq, err := q.CreateQueue(ctx, memqueue.CreateQueueParams{Name: "scheduler"})
+	sq, err := q.CreateQueue(ctx, sas.CreateQueueParams{Name: "scheduler"})
 	require.NoError(t, err)
 	out := &bytes.Buffer{}
 	st := memstore.New(memstore.Config{Shards: 4})
@@ -215,4 +215,27 @@ func TestPauseAndResume(t *testing.T) {
 	require.Contains(t, f.out.String(), "payments running")
 	require.ErrorIs(t, f.app.Run(ctx, []string{"pause"}), ErrUsage)
 	require.ErrorIs(t, f.app.Run(ctx, []string{"pause", "no such/agent"}), sas.ErrInvalid)
+}
+
+// show prints what each step returned, and marks a rejected step and its
+// order: a business outcome, not an incident.
+func TestShowResultsAndARejection(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	ctx := context.Background()
+	_, err := f.store.Submit(ctx, sas.SubmitParams{Order: sas.Order{OrderID: "o-r", Workflow: "order", Steps: []string{"reserve", "charge", "ship"}},
+		Now: t0, PickupBy: t0.Add(time.Minute), Claim: &sas.ClaimParams{Owner: "s", CompleteBy: t0.Add(30 * time.Second)}})
+	require.NoError(t, err)
+	_, err = f.store.Complete(ctx, sas.CompleteParams{Key: sas.StepKey{OrderID: "o-r"}, Owner: "s", Attempt: 1, Now: t0.Add(time.Second),
+		Result: json.RawMessage(`{"reservation":"R-42"}`),
+		Next:   &sas.ClaimParams{Key: sas.StepKey{OrderID: "o-r", Step: 1}, Owner: "s", Now: t0.Add(time.Second), CompleteBy: t0.Add(time.Minute)}})
+	require.NoError(t, err)
+	_, err = f.store.Fail(ctx, sas.FailParams{Key: sas.StepKey{OrderID: "o-r", Step: 1}, Owner: "s", Attempt: 1, Now: t0.Add(2 * time.Second),
+		Reason: "card declined", Rejected: true})
+	require.NoError(t, err)
+	require.NoError(t, f.app.Run(ctx, []string{"show", "o-r"}))
+	out := f.out.String()
+	require.Contains(t, out, "state Rejected")
+	require.Contains(t, out, "Error (rejected)")
+	require.Contains(t, out, "results:\n  reserve\t{\"reservation\":\"R-42\"}")
 }

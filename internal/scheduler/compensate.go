@@ -123,7 +123,7 @@ func (s *Service) compensateFrom(ctx context.Context, u *outbox.Unit, o order, e
 		switch r.ProcessState {
 		case sas.Compensating:
 			if s.resend(ctx, r, now) {
-				s.dispatch(ctx, u, ord, o.wf.Steps[r.Step], r)
+				s.dispatch(ctx, u, o, o.wf.Steps[r.Step], r)
 			}
 			return sas.StepKey{}, nil // running, queued, or handed back to the supervisor, which re-drives it
 		case sas.CompensationFailed:
@@ -142,8 +142,8 @@ func (s *Service) compensateFrom(ctx context.Context, u *outbox.Unit, o order, e
 		}
 	}
 	if cand == nil {
-		if compensated {
-			s.post(ctx, u, ord, sas.Status{Status: sas.StatusCompensated, Sequence: SeqCompensated(o.n())}, now)
+		if end := ending(o); compensated || end.Status == sas.StatusRejected {
+			s.post(ctx, u, ord, end, now)
 			return sas.StepKey{}, nil
 		}
 		s.log.InfoContext(ctx, "nothing to compensate", "order", ord.OrderID)
@@ -165,6 +165,7 @@ func (s *Service) claimUndo(ctx context.Context, u *outbox.Unit, o order, r sas.
 		return false, err
 	}
 	cp := *s.claimParams(o, r, r.ProcessState, now)
+	cp.RequestedBy, cp.Why = requesterOf(ctx)
 	// Fenced on the order's other steps as read (docs/protocol.md, "A
 	// resubmit against a compensation").
 	for _, sib := range o.steps {
@@ -189,7 +190,7 @@ func (s *Service) claimUndo(ctx context.Context, u *outbox.Unit, o order, r sas.
 		s.log.InfoContext(ctx, "compensation already started elsewhere", "order", o.id(), "step", r.Step, "error", err)
 		if re := (*sas.RaceError)(nil); errors.As(err, &re) && re.Current != nil && re.Current.ProcessState == sas.Compensating &&
 			re.Current.Attempt > r.Attempt && s.resend(ctx, *re.Current, now) {
-			s.dispatch(ctx, u, o.ord, o.wf.Steps[r.Step], *re.Current)
+			s.dispatch(ctx, u, o, o.wf.Steps[r.Step], *re.Current)
 		}
 		return false, nil
 	}
@@ -197,7 +198,7 @@ func (s *Service) claimUndo(ctx context.Context, u *outbox.Unit, o order, r sas.
 		return false, fmt.Errorf("claiming the undo of step %s: %w", r.Key(), err)
 	}
 	s.log.InfoContext(ctx, "undo claimed", "order", o.id(), "step", r.Step)
-	s.dispatch(ctx, u, o.ord, o.wf.Steps[r.Step], claimed)
+	s.dispatch(ctx, u, o, o.wf.Steps[r.Step], claimed)
 	return true, nil
 }
 
@@ -220,13 +221,25 @@ func (s *Service) compensate(ctx context.Context, u *outbox.Unit, m sas.Compensa
 	o.ord.Trace = sas.OrderTrace(o.ord.Trace, m.Trace)
 	ctx = msgctx.WithTrace(ctx, o.ord.Trace)
 	now := s.cfg.Clock.Now()
+	// A give-up's compensate (the supervisor's) is automatic: it undoes
+	// only while the order still calls for it, checked in the claim's own
+	// write. A redelivery that arrives after an operator resubmitted the
+	// step, and it completed, undoes nothing (issue 29, N2; the
+	// simulator's seed 8401).
+	explicit := m.GivenUp == nil
 	for _, r := range o.steps {
 		if inFlight(r) {
+			if !explicit {
+				s.log.InfoContext(ctx, "not compensating: the give-up this compensate was sent for no longer stands", "order", m.OrderID,
+					"step", r.Step, "state", r.ProcessState, "givenUpStep", m.GivenUp.Step, "givenUpAttempt", m.GivenUp.Attempt)
+				return nil
+			}
 			return drop(nil, "cannot compensate order %s: step %d (%s) is %s and could still take effect; compensate it once it has settled",
 				m.OrderID, r.Step, o.wf.Steps[r.Step].Name, r.ProcessState)
 		}
 	}
 	s.log.InfoContext(ctx, "compensation requested", "order", m.OrderID, "actor", m.Actor, "reason", m.Reason)
+	ctx = withRequester(ctx, m.Actor, m.Reason) // recorded by the undo's claim (claimUndo)
 	for _, r := range o.steps {
 		if r.ProcessState == sas.Error {
 			// Told before the undo is claimed: after the claim, a
@@ -237,7 +250,7 @@ func (s *Service) compensate(ctx context.Context, u *outbox.Unit, m sas.Compensa
 			}
 		}
 	}
-	_, err = s.startCompensation(ctx, u, o, true, now)
+	_, err = s.startCompensation(ctx, u, o, explicit, now)
 	return err
 }
 
@@ -257,7 +270,8 @@ func (s *Service) tellBeforeClaim(ctx context.Context, o order, r sas.StepRecord
 	case slices.Contains(r.Owes, sas.EffectAlert):
 		owed := r.OwedAlert(r.GivenUpBy())
 		a = &owed
-	case r.ProcessState == sas.Error && r.Refused, r.ProcessState == sas.CompensationFailed:
+	case r.ProcessState == sas.Error && r.Refused && !r.Rejected, r.ProcessState == sas.CompensationFailed:
+		// (A business rejection pages nobody: it was never alerted.)
 		// Its alert went out from the reply that failed it, or not (the
 		// reply's redelivery no longer finds it after this claim): the same
 		// id again, so a repeat is known for one.
@@ -269,7 +283,7 @@ func (s *Service) tellBeforeClaim(ctx context.Context, o order, r sas.StepRecord
 			return fmt.Errorf("alerting about step %s before compensating it: %w", r.Key(), err)
 		}
 	}
-	if tell && r.ProcessState == sas.Error {
+	if tell && r.ProcessState == sas.Error && !r.Rejected { // a rejection is told when its order ends (ending)
 		return s.postNow(ctx, o.ord, sas.Status{Status: sas.StatusFailed, Step: o.wf.Steps[r.Step].Name,
 			Sequence: SeqFailed(r.Step, r.Attempt), Reason: r.LastError}, now)
 	}

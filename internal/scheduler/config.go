@@ -47,6 +47,11 @@ type Config struct {
 	// SigningKey signs every agent request and checks the replies' echo;
 	// at least sas.MinSigningKeyBytes, shared by the deployment's schedulers.
 	SigningKey []byte
+	// Signer, when set, is used instead of SigningKey: a deployment's,
+	// which holds the keys still accepted after a rotation and reads them
+	// again when they are older than its maximum age (sas.NewSourcedSigner;
+	// docs/trust.md, "The signing key").
+	Signer *sas.Signer
 	// RequireSignedReplies drops unsigned replies; unset, an unsigned reply's
 	// echo is ignored and the order read (docs/trust.md).
 	RequireSignedReplies bool
@@ -114,8 +119,13 @@ func (c Config) validate() error {
 	} else if err := c.AgentQueues.Check(c.Workflows); err != nil {
 		problems = append(problems, err.Error())
 	}
-	if _, err := sas.NewSigner(c.SigningKey); err != nil {
-		problems = append(problems, err.Error())
+	if c.Signer == nil {
+		if _, err := sas.NewSigner(c.SigningKey); err != nil {
+			problems = append(problems, err.Error())
+		}
+	}
+	if q := c.accountWideReplyTo(); q != "" {
+		problems = append(problems, fmt.Sprintf("ReplyToAllowed allows every queue of the account of %s (a name no allow-list entry would give): name queues, or a name prefix", q))
 	}
 	if c.StepTimeout < 0 || c.PickupTimeout < 0 {
 		problems = append(problems, "timeouts must be positive")
@@ -141,4 +151,49 @@ func (c Config) validate() error {
 	slices.Sort(problems) // map order would make the message differ run to run
 	return fmt.Errorf("configuring the scheduler: %w",
 		&sas.ValidationError{Field: "config", Reason: strings.Join(problems, "; ")})
+}
+
+// ownQueues are the deployment's own queues, which no replyTo may name:
+// statuses posted there would reach the scheduler or an agent as if from
+// a sender it trusts (docs/trust.md).
+func (c Config) ownQueues() []string {
+	var own []string
+	for _, q := range append([]string{c.IntakeQueueURL, c.SchedulerQueueURL, c.ControlQueueURL}, c.AgentQueues.All()...) {
+		if q != "" {
+			own = append(own, q)
+		}
+	}
+	return own
+}
+
+// replyToProbes are two legal queue names no allow-list entry but an
+// account-wide one matches both of: a prefix that allows one cannot allow
+// the other.
+var replyToProbes = [...]string{"-sas-replyto-probe", "_sas-replyto-probe"}
+
+// accountWideReplyTo returns one of the deployment's own queues whose
+// account ReplyToAllowed opens whole, or "". The rule is config.Load's
+// (an account-wide wildcard is refused), checked here too on what the
+// function answers, since a Config built in code is not loaded.
+func (c Config) accountWideReplyTo() string {
+	for _, q := range c.ownQueues() {
+		dir := q[:strings.LastIndex(q, "/")+1]
+		if dir == "" {
+			continue
+		}
+		if c.ReplyToAllowed(dir+replyToProbes[0]) && c.ReplyToAllowed(dir+replyToProbes[1]) {
+			return q
+		}
+	}
+	return ""
+}
+
+// replyToAllowed is ReplyToAllowed without the deployment's own queues,
+// whatever the function says: the rule holds where it is used.
+func replyToAllowed(allowed func(string) bool, own []string) func(string) bool {
+	names := map[string]bool{}
+	for _, q := range own {
+		names[sas.QueueName(q)] = true
+	}
+	return func(url string) bool { return !names[sas.QueueName(url)] && allowed(url) }
 }

@@ -10,11 +10,11 @@ import (
 
 	"github.com/sas-go/sas/internal/awsenv"
 	"github.com/sas-go/sas/internal/dynamostore"
-	"github.com/sas-go/sas/internal/emulator"
 	"github.com/sas-go/sas/internal/registry"
 	"github.com/sas-go/sas/internal/sas"
 	"github.com/sas-go/sas/internal/scheduler"
-	"github.com/sas-go/sas/internal/storetest"
+	"github.com/sas-go/sas/internal/testkit/emulator"
+	"github.com/sas-go/sas/internal/testkit/storetest"
 )
 
 // dynamoStore is a DynamoDB store on DynamoDB Local, fresh tables, whose

@@ -39,7 +39,11 @@ func TestStoreCallsSingleStepHappyPath(t *testing.T) {
 }
 
 // A three-step order: each done reply is one Complete, the non-last ones
-// claiming the successor in the same write, and none reads the order.
+// claiming the successor in the same write. The first reads nothing; each
+// later one reads the order once before its write (GetOrder), for the
+// results of the steps before it, which its successor's request or the
+// processed status carries and whose bound per order it checks
+// (docs/protocol.md, "Results").
 func TestStoreCallsMultiStepHappyPath(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
@@ -54,7 +58,11 @@ func TestStoreCallsMultiStepHappyPath(t *testing.T) {
 		f.clock.Advance(time.Second)
 		f.deliver(done(req))
 		calls, next := f.calls.take()
-		require.Equal(t, map[string]int{"Complete": 1}, calls, "step %d: one fenced write, no read", i)
+		if i == 0 {
+			require.Equal(t, map[string]int{"Complete": 1}, calls, "step %d: one fenced write, no read", i)
+		} else {
+			require.Equal(t, map[string]int{"GetOrder": 1, "Complete": 1}, calls, "step %d: one read of the results before it, one fenced write", i)
+		}
 		require.Len(t, next, 1)
 		if i < 2 {
 			require.NotNil(t, next[0], "step %d: the successor is claimed in the same write", i)

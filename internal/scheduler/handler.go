@@ -29,11 +29,15 @@ func (s *Service) HandleMessage(ctx context.Context, from Origin, body []byte) e
 func (s *Service) handleMessage(ctx context.Context, u *outbox.Unit, from Origin, body []byte) error {
 	ctx = msgctx.WithMessage(ctx, from.MessageID) // every line below names it
 	ctx = withRedelivery(ctx, from.Redelivered)
+	if err := s.signer.Refresh(ctx); err != nil {
+		// The keys read before are kept: a rotation waits, nothing stops.
+		s.log.WarnContext(ctx, "signing keys not re-read", "error", err)
+	}
 	if from.Source == FromIntake {
 		// Whatever kind it claims: an application that may write orders
 		// cannot also send replies, retries or compensation requests.
 		// ParseIntake reports the header's problems too, with a reason.
-		return s.intake(ctx, u, body, from.MessageID)
+		return s.intake(ctx, u, body, from)
 	}
 	h, herr := sas.DecodeHeader(body)
 	switch h.Kind {

@@ -14,13 +14,13 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/stretchr/testify/require"
 
-	"github.com/sas-go/sas/internal/clocktest"
 	"github.com/sas-go/sas/internal/memqueue"
 	"github.com/sas-go/sas/internal/memstore"
 	"github.com/sas-go/sas/internal/registry"
 	"github.com/sas-go/sas/internal/sas"
 	"github.com/sas-go/sas/internal/scheduler"
-	"github.com/sas-go/sas/internal/storetest"
+	"github.com/sas-go/sas/internal/testkit/clocktest"
+	"github.com/sas-go/sas/internal/testkit/storetest"
 )
 
 const (
@@ -278,7 +278,7 @@ func newFixture(t *testing.T) *fixture {
 		},
 	})
 	mk := func(name string) string {
-		c, err := f.q.CreateQueue(f.ctx, memqueue.CreateQueueParams{Name: name})
+		c, err := f.q.CreateQueue(f.ctx, sas.CreateQueueParams{Name: name})
 		require.NoError(t, err)
 		return c.URL
 	}

@@ -12,8 +12,6 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/stretchr/testify/require"
 
-	"github.com/sas-go/sas/internal/memqueue"
-
 	"github.com/sas-go/sas/internal/sas"
 	"github.com/sas-go/sas/internal/scheduler"
 )
@@ -212,7 +210,7 @@ func renewalFixture(t *testing.T) (f *fixture, h *scheduler.Handler, control, sc
 	t.Helper()
 	f = newFixture(t)
 	mk := func(name string) string {
-		q, err := f.q.CreateQueue(f.ctx, memqueue.CreateQueueParams{Name: name})
+		q, err := f.q.CreateQueue(f.ctx, sas.CreateQueueParams{Name: name})
 		require.NoError(t, err)
 		return q.URL
 	}
@@ -333,4 +331,28 @@ func TestN4ACompletedNewGenerationIsAlerted(t *testing.T) {
 	for _, a := range f.alerts.all() {
 		require.NotEqual(t, "o-n4b", a.OrderID, "a step under its first key is not alerted on")
 	}
+}
+
+// N2, the supervisor's side (the simulator's seed 8401): a give-up's
+// compensate names the give-up, and is held to the rule of every automatic
+// compensation. Redelivered after the operator resubmitted the step and
+// the order completed, it undoes nothing; an operator's compensate, which
+// names no give-up, still undoes the completed order.
+func TestN2AGiveUpsCompensateRedeliveredAfterTheOrderCompletedUndoesNothing(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.deliver(intake("o-8401", "payment", ""))
+	f.deliver(done(f.request()))
+	require.Equal(t, []sas.ProcessState{sas.Processed}, f.states("o-8401"))
+
+	owed := sas.StepRecord{OrderID: "o-8401", Attempt: 1, StepName: "charge", LastError: "stuck"}.OwedCompensate("supervisor-1")
+	require.NotNil(t, owed.GivenUp, "a give-up's compensate names the give-up")
+	f.deliver(sas.Encode(owed))
+	require.Equal(t, []sas.ProcessState{sas.Processed}, f.states("o-8401"), "no undo of a completed order")
+	for _, r := range f.requests() {
+		require.False(t, r.Compensation, "no undo request: %+v", r)
+	}
+
+	f.deliver(compensateMsg("o-8401")) // an operator's: explicit
+	require.Equal(t, []sas.ProcessState{sas.Compensating}, f.states("o-8401"))
 }

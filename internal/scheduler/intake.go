@@ -18,12 +18,14 @@ import (
 // posted. A redelivered intake finds the order and repeats the side effects;
 // an invalid one, or one reusing an order id with other content, is rejected.
 func (s *Service) Intake(ctx context.Context, body []byte) error {
-	return s.run(ctx, func(u *outbox.Unit) error { return s.intake(ctx, u, body, "") })
+	return s.run(ctx, func(u *outbox.Unit) error { return s.intake(ctx, u, body, Origin{Source: FromIntake}) })
 }
 
-// intake handles one intake message; messageID is its SQS message id, which
-// a rejection echoes so that a caller can match it to what it sent.
-func (s *Service) intake(ctx context.Context, u *outbox.Unit, body []byte, messageID string) error {
+// intake handles one intake message from from: its SQS message id, which
+// a rejection echoes so that a caller can match it to what it sent, and its
+// sender, whose order it is (sas.Order.Submitter).
+func (s *Service) intake(ctx context.Context, u *outbox.Unit, body []byte, from Origin) error {
+	messageID, submitter := from.MessageID, sas.SubmitterOf(from.SenderID)
 	in, err := sas.ParseIntake(body, sas.IntakeRules{Workflows: s.cfg.Workflows.Has, ReplyToAllowed: s.cfg.ReplyToAllowed})
 	if err != nil {
 		return s.reject(ctx, u, in, messageID, err)
@@ -35,7 +37,7 @@ func (s *Service) intake(ctx context.Context, u *outbox.Unit, body []byte, messa
 	now := s.cfg.Clock.Now()
 	o := sas.Order{
 		OrderID: in.OrderID, Workflow: in.Workflow, Payload: in.Payload,
-		ReplyTo: in.ReplyTo, Priority: in.Priority, Steps: w.StepNames(),
+		ReplyTo: in.ReplyTo, Priority: in.Priority, Steps: w.StepNames(), Submitter: submitter,
 		Version: s.defs.Registered(in.Workflow),
 		// The submitter's trace, or one started here: every message about
 		// the order carries it (docs/observability.md).
@@ -49,7 +51,9 @@ func (s *Service) intake(ctx context.Context, u *outbox.Unit, body []byte, messa
 		Claim: &sas.ClaimParams{Owner: s.cfg.Owner, Now: now, CompleteBy: s.leaseEnd(w.Steps[0], 0, now)},
 	})
 	switch {
-	case errors.Is(err, sas.ErrOrderConflict), errors.Is(err, sas.ErrInvalid):
+	case errors.Is(err, sas.ErrOrderConflict):
+		return s.conflict(ctx, u, in, messageID, submitter, err)
+	case errors.Is(err, sas.ErrInvalid):
 		return s.reject(ctx, u, in, messageID, err)
 	case err != nil:
 		// Includes a lost race with a concurrent submission of the same
@@ -57,6 +61,13 @@ func (s *Service) intake(ctx context.Context, u *outbox.Unit, body []byte, messa
 		return fmt.Errorf("submitting order %s: %w", in.OrderID, err)
 	}
 	ord := order{ord: res.View.Order, wf: w, steps: res.View.Steps}
+	if !res.Created && !ord.ord.SameSubmitter(submitter) {
+		// The same content from another sender: the order is not its own,
+		// so it is told nothing, and the owner is not posted to again.
+		s.log.WarnContext(ctx, "intake refused: the order id is another submitter's", "order", in.OrderID,
+			"submitter", submitter, "owner", ord.ord.Submitter)
+		return drop(nil, "intake of order %s from %s: the order id is another submitter's", in.OrderID, submitter)
+	}
 	if !res.Created {
 		// The order may have been submitted before a deploy changed its
 		// workflow: it runs on its own version.
@@ -69,7 +80,7 @@ func (s *Service) intake(ctx context.Context, u *outbox.Unit, body []byte, messa
 		if !ok {
 			return fmt.Errorf("submitting order %s: the store returned no first step", in.OrderID)
 		}
-		s.dispatch(ctx, u, o, w.Steps[0], first)
+		s.dispatch(ctx, u, ord, w.Steps[0], first)
 		s.log.InfoContext(ctx, "order submitted", "order", o.OrderID, "workflow", o.Workflow, "steps", len(o.Steps))
 		s.emitOrder(ctx, metrics.OrdersSubmitted, o.OrderID, o.Workflow, now)
 	} else {
@@ -97,9 +108,27 @@ func (s *Service) intake(ctx context.Context, u *outbox.Unit, body []byte, messa
 func (s *Service) redispatchLive(ctx context.Context, u *outbox.Unit, o order, now time.Time) {
 	for _, r := range o.steps {
 		if s.resend(ctx, r, now) && r.Step < o.n() {
-			s.dispatch(ctx, u, o.ord, o.wf.Steps[r.Step], r)
+			s.dispatch(ctx, u, o, o.wf.Steps[r.Step], r)
 		}
 	}
+}
+
+// conflict rejects an intake that reuses an order id with other content.
+// Its rejection goes to the intake's replyTo, unless that is where the
+// stored order's statuses go and the intake is not from the order's
+// submitter: a sender could otherwise post "rejected" to another's queue
+// for the other's running order (docs/trust.md, "Submitters").
+func (s *Service) conflict(ctx context.Context, u *outbox.Unit, in sas.Intake, messageID, submitter string, cause error) error {
+	v, err := s.cfg.Store.GetOrder(ctx, in.OrderID)
+	if err != nil {
+		return fmt.Errorf("reading order %s, whose id an intake with other content reuses: %w", in.OrderID, err)
+	}
+	if sas.ReplyQueueURL(in.ReplyTo) == v.Order.ReplyTo && !v.Order.SameSubmitter(submitter) {
+		s.log.WarnContext(ctx, "intake rejected without a status: it reuses another submitter's order id and names its replyTo",
+			"order", in.OrderID, "submitter", submitter, "owner", v.Order.Submitter)
+		return drop(cause, "intake rejected")
+	}
+	return s.reject(ctx, u, in, messageID, cause)
 }
 
 // reject tells the submitter (when it named a queue the deployment allows)
@@ -112,6 +141,7 @@ func (s *Service) reject(ctx context.Context, u *outbox.Unit, in sas.Intake, mes
 	// ParseIntake may return a replyTo it has not checked yet (the message
 	// failed an earlier check): never post to a queue the deployment does
 	// not allow.
+	in.ReplyTo = sas.ReplyQueueURL(in.ReplyTo) // an ARN, in a message that failed before its check
 	if in.ReplyTo != "" && s.cfg.ReplyToAllowed(in.ReplyTo) {
 		st := sas.Status{Status: sas.StatusRejected, Sequence: SeqRejected, Reason: reason, MessageID: messageID}
 		o := sas.Order{OrderID: in.OrderID, ReplyTo: in.ReplyTo}

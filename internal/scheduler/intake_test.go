@@ -2,6 +2,7 @@ package scheduler_test
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
@@ -36,6 +37,9 @@ func TestNewChecksConfig(t *testing.T) {
 		{"no signing key", func(c *scheduler.Config) { c.SigningKey = nil }, "signing key"},
 		{"a short signing key", func(c *scheduler.Config) { c.SigningKey = testKey[:31] }, "signing key"},
 		{"negative timeout", func(c *scheduler.Config) { c.StepTimeout = -time.Second }, "timeouts"},
+		{"replyTo open to the whole account", func(c *scheduler.Config) {
+			c.ReplyToAllowed = func(u string) bool { return strings.HasPrefix(u, "http://q/") }
+		}, "every queue of the account"},
 		{"step without agent", func(c *scheduler.Config) {
 			c.Workflows = sas.Registry{"w": {Name: "w", Steps: []sas.StepDef{{Name: "s"}}}}
 		}, "every step needs"},

@@ -1,11 +1,9 @@
 package scheduler_test
 
 import (
-	"bytes"
 	"encoding/json"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -14,25 +12,8 @@ import (
 	"github.com/sas-go/sas/internal/registry"
 	"github.com/sas-go/sas/internal/sas"
 	"github.com/sas-go/sas/internal/scheduler"
+	"github.com/sas-go/sas/internal/testkit/logtest"
 )
-
-// lockedBuffer is a buffer the scheduler may write from several goroutines.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // emfLine is one decoded EMF line: its directive and its metrics' values.
 type emfLine struct {
@@ -82,7 +63,7 @@ func decodeEMF(t *testing.T, out string) []emfLine {
 func TestSchedulerPublishesStepMetrics(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	var out lockedBuffer
+	var out logtest.Buffer
 	reg, err := registry.Default(stepTimeout)
 	require.NoError(t, err)
 	f.h = scheduler.NewHandler(f.newServiceConfig(owner, reg, sas.AgentQueues{Default: f.agentURL}, func(c *scheduler.Config) { c.Metrics = &out }))
@@ -120,7 +101,7 @@ func TestSchedulerPublishesStepMetrics(t *testing.T) {
 func TestLogLinesAboutAMessageCarryItsID(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	var logs lockedBuffer
+	var logs logtest.Buffer
 	reg, err := registry.Default(stepTimeout)
 	require.NoError(t, err)
 	f.h = scheduler.NewHandler(f.newServiceConfig(owner, reg, sas.AgentQueues{Default: f.agentURL}, func(c *scheduler.Config) {

@@ -20,7 +20,7 @@ import (
 // of its last two receives before that (MaxReceives-2 and after: two
 // chances, since the instance renewing it may die too), on any queue the
 // scheduler reads (intake, scheduler, control), is sent again as a fresh
-// copy, whose count starts at 0, and the old one acknowledged; the copy
+// copy, whose count starts at 0, and the old one deleted at once (retire); the copy
 // says how often it was renewed, and after MaxRenewals it is handled as it
 // is, so a message that no handler can process still ends in the DLQ.
 //
@@ -137,5 +137,25 @@ func (h *Handler) renew(ctx context.Context, rec events.SQSMessage) bool {
 	}
 	h.log.InfoContext(ctx, "message renewed on its last receive before the dead-letter queue",
 		"receives", n, "renewals", next.count)
+	h.retire(ctx, url, rec)
 	return true
+}
+
+// retire deletes a renewed message at once, rather than with the rest of
+// its batch when the invocation returns: an invocation cut by its timeout
+// (a slow batch) or its instance's death would otherwise leave the old
+// message, whose copy is out, to its next receive, and after its last one
+// to the dead-letter queue. A delete that fails leaves it to the event
+// source, as before.
+func (h *Handler) retire(ctx context.Context, url string, rec events.SQSMessage) {
+	if rec.ReceiptHandle == "" {
+		return
+	}
+	res, err := h.svc.cfg.Queue.Delete(ctx, sas.DeleteParams{QueueURL: url, Receipts: []string{rec.ReceiptHandle}})
+	if err == nil && len(res.Failed) > 0 {
+		err = fmt.Errorf("%s: %s", res.Failed[0].Code, res.Failed[0].Message)
+	}
+	if err != nil {
+		h.log.WarnContext(ctx, "could not delete a renewed message; the event source deletes it when the batch ends", "error", err)
+	}
 }

@@ -8,7 +8,6 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/stretchr/testify/require"
 
-	"github.com/sas-go/sas/internal/memqueue"
 	"github.com/sas-go/sas/internal/registry"
 	"github.com/sas-go/sas/internal/sas"
 	"github.com/sas-go/sas/internal/scheduler"
@@ -20,18 +19,7 @@ import (
 func TestRenewalKeepsGoodMessagesOutOfTheDLQ(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	own, err := f.q.CreateQueue(f.ctx, memqueue.CreateQueueParams{Name: "sas-scheduler"})
-	require.NoError(t, err)
-	reg, err := registry.Default(stepTimeout)
-	require.NoError(t, err)
-	svc, err := scheduler.New(scheduler.Config{
-		Store: f.calls, Queue: f.q, Clock: f.clock, Alerter: f.alerts, Workflows: reg, Owner: "renewer",
-		AgentQueues: sas.AgentQueues{Default: f.agentURL}, PickupTimeout: time.Minute,
-		SchedulerQueueURL: own.URL, ReplyToAllowed: func(u string) bool { return u == f.replyURL },
-		SigningKey: sas.NewSigningKey(),
-	})
-	require.NoError(t, err)
-	h := scheduler.NewHandler(svc)
+	h, own := renewer(t, f)
 	compensate := sas.Encode(sas.Compensate{V: sas.MessageVersion, Kind: sas.KindCompensate, OrderID: "o-none"})
 	rec := func(body string, receives string) events.SQSEvent {
 		return events.SQSEvent{Records: []events.SQSMessage{{
@@ -57,4 +45,52 @@ func TestRenewalKeepsGoodMessagesOutOfTheDLQ(t *testing.T) {
 	}
 	require.Empty(t, f.handleWith(h, rec(body, "4")))
 	require.Empty(t, f.drain(own.URL), "renewed MaxRenewals times: handled as it is from then on")
+}
+
+// renewer is a scheduler handler whose own queue (the scheduler queue,
+// visibility 30 s) is f's queue "sas-scheduler".
+func renewer(t *testing.T, f *fixture) (*scheduler.Handler, sas.CreatedQueue) {
+	t.Helper()
+	own, err := f.q.CreateQueue(f.ctx, sas.CreateQueueParams{Name: "sas-scheduler", Attributes: map[string]string{"VisibilityTimeout": "30"}})
+	require.NoError(t, err)
+	reg, err := registry.Default(stepTimeout)
+	require.NoError(t, err)
+	svc, err := scheduler.New(scheduler.Config{
+		Store: f.calls, Queue: f.q, Clock: f.clock, Alerter: f.alerts, Workflows: reg, Owner: "renewer",
+		AgentQueues: sas.AgentQueues{Default: f.agentURL}, PickupTimeout: time.Minute,
+		SchedulerQueueURL: own.URL, ReplyToAllowed: func(u string) bool { return u == f.replyURL },
+		SigningKey: sas.NewSigningKey(),
+	})
+	require.NoError(t, err)
+	return scheduler.NewHandler(svc), own
+}
+
+// A renewal deletes the old message itself, at once: an invocation cut by
+// its timeout after the copy went out (a slow batch, an instance that
+// died) must not leave the old message to its next receive, and after the
+// last one to the dead-letter queue, while its copy carries the work.
+func TestRenewalDeletesTheOldMessageAtOnce(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	h, own := renewer(t, f)
+	body := sas.Encode(sas.Compensate{V: sas.MessageVersion, Kind: sas.KindCompensate, OrderID: "o-none"})
+	_, err := f.q.Send(f.ctx, sas.SendParams{QueueURL: own.URL, Messages: []sas.OutboundMessage{{ID: "0", Body: body}}})
+	require.NoError(t, err)
+	got, err := f.q.Receive(f.ctx, sas.ReceiveParams{QueueURL: own.URL, Max: 1})
+	require.NoError(t, err)
+	require.Len(t, got, 1)
+
+	// Its fourth receive, handed to the handler; the batch's own
+	// acknowledgement (the event source's delete) never comes.
+	_, err = h.Handle(f.ctx, events.SQSEvent{Records: []events.SQSMessage{{
+		MessageId: got[0].MessageID, ReceiptHandle: got[0].Receipt, Body: got[0].Body, EventSource: "aws:sqs",
+		EventSourceARN: "arn:aws:sqs:eu-west-1:123456789012:sas-scheduler",
+		Attributes:     map[string]string{"ApproximateReceiveCount": "4"},
+	}}})
+	require.NoError(t, err)
+
+	f.clock.Advance(time.Minute) // past the old message's visibility
+	left := f.drain(own.URL)
+	require.Len(t, left, 1, "only the copy is left: %v", left)
+	require.Contains(t, left[0], `"sasRenewals":1`)
 }

@@ -110,11 +110,32 @@ func (s *Service) reply(ctx context.Context, u *outbox.Unit, rep sas.AgentReply)
 		// The attempt ran and failed: counted now (transient.go).
 		return s.transient(ctx, u, o, rep, now)
 	}
+	// An agent that could not carry its step's result says so: a failure
+	// whose effect happened (its undo is owed).
+	effect := rep.Outcome == sas.OutcomeFailed && rep.ErrorType == sas.ErrorResultTooLarge && !undo
+	if rep.Outcome == sas.OutcomeDone && !undo {
+		// A result over its bounds fails its step, whose effect happened
+		// (results.go): as a failed reply, so that a duplicate of it is
+		// one of a failure.
+		why, err := s.boundResult(ctx, &o, &rep)
+		if err != nil {
+			return err
+		}
+		if why != "" {
+			s.log.WarnContext(ctx, "step result over its bound: the step fails and is undone", "order", rep.OrderID, "step", rep.Step,
+				"resultBytes", len(rep.Result), "reason", why)
+			rep.Outcome, rep.Reason, rep.Result, rep.Rejected, effect = sas.OutcomeFailed, why, nil, false, true
+			o.steps = nil // the failure's effects read the order after its write, as any failure's
+		}
+	}
 	if rep.Outcome == sas.OutcomeFailed {
 		reason := failReason(rep)
 		failed, err := s.cfg.Store.Fail(ctx, sas.FailParams{
 			Key: key, Owner: rep.LockedBy, Attempt: rep.Attempt, Now: now, Reason: reason, Compensation: undo,
 			Run: rep.Timing(), // for people (the console), never read back
+			// A business rejection (agent.Reject): no alert, the order
+			// ends Rejected. An undo cannot be rejected: its failure is.
+			Rejected: rep.Rejected && !undo, Effect: effect,
 		})
 		if err != nil {
 			return s.refused(ctx, u, o, rep, err, now)
@@ -145,10 +166,14 @@ func (s *Service) reply(ctx context.Context, u *outbox.Unit, rep sas.AgentReply)
 		// 0, as Submit created it. The claim is fenced on that.
 		next = s.claimParams(o, sas.StepRecord{OrderID: rep.OrderID, Step: rep.Step + 1}, sas.Pending, now)
 	}
-	recs, err := s.cfg.Store.Complete(ctx, sas.CompleteParams{
+	p := sas.CompleteParams{
 		Key: key, Owner: rep.LockedBy, Attempt: rep.Attempt, Now: now, Compensation: undo, Next: next,
 		Run: rep.Timing(), // for people (the console), never read back
-	})
+	}
+	if !undo {
+		p.Result = rep.Result // recorded with the step, within its bounds (boundResult)
+	}
+	recs, err := s.cfg.Store.Complete(ctx, p)
 	if err != nil {
 		return s.refused(ctx, u, o, rep, err, now)
 	}
@@ -160,6 +185,10 @@ func (s *Service) reply(ctx context.Context, u *outbox.Unit, rep sas.AgentReply)
 			return fmt.Errorf("completing step %s: the store did not return the claimed step %d", key, next.Key.Step)
 		}
 		claimed = &recs[1]
+		o.put(*claimed)
+	}
+	if !undo {
+		o.put(recs[0]) // its result, for the successor's request and the processed status
 	}
 	s.log.InfoContext(ctx, "step done", "order", rep.OrderID, "step", rep.Step, "attempt", rep.Attempt, "compensation", undo)
 	s.emitStep(ctx, o, rep.Step, undo, now, metrics.StepsDone)
@@ -211,6 +240,7 @@ func (s *Service) refused(ctx context.Context, u *outbox.Unit, o order, rep sas.
 		return nil
 	}
 	cur := *re.Current
+	o.put(cur) // as the store has it now (a duplicate's successor needs its result)
 	switch classify(cur, rep) {
 	case replyDoneAgain:
 		s.log.InfoContext(ctx, "duplicate reply: step already done", "order", rep.OrderID, "step", rep.Step, "attempt", rep.Attempt, "compensation", rep.Compensation)
@@ -238,7 +268,7 @@ func (s *Service) refused(ctx context.Context, u *outbox.Unit, o order, rep sas.
 		// fenced on the reply's leg: an unsigned reply's is read from the
 		// record (trustReply), Compensating by now, and a re-sent request
 		// costs a call at most.
-		s.dispatch(ctx, u, o.ord, o.wf.Steps[cur.Step], cur)
+		s.dispatch(ctx, u, o, o.wf.Steps[cur.Step], cur)
 	}
 	return nil
 }
@@ -330,7 +360,7 @@ func (s *Service) afterDone(ctx context.Context, u *outbox.Unit, o order, rep sa
 		return s.afterUndone(ctx, u, o, rep, claimed, now)
 	}
 	if claimed != nil {
-		s.dispatch(ctx, u, o.ord, o.wf.Steps[claimed.Step], *claimed)
+		s.dispatch(ctx, u, o, o.wf.Steps[claimed.Step], *claimed)
 	}
 	s.stepDone(ctx, u, o, rep, now)
 	return nil
@@ -353,7 +383,15 @@ func (s *Service) stepDone(ctx context.Context, u *outbox.Unit, o order, rep sas
 	s.post(ctx, u, o.ord, sas.Status{Status: sas.StatusStepDone, Step: o.wf.Steps[rep.Step].Name, Sequence: SeqStepDone(rep.Step, rep.Attempt)}, now)
 	if rep.Step+1 == n {
 		s.log.InfoContext(ctx, "order processed", "order", o.id())
-		s.post(ctx, u, o.ord, sas.Status{Status: sas.StatusProcessed, Sequence: SeqProcessed(n)}, now)
+		st := sas.Status{Status: sas.StatusProcessed, Sequence: SeqProcessed(n)}
+		// What the steps returned: from the records read or written here,
+		// else read (a duplicate reply's redelivery).
+		results, err := s.resultsFor(ctx, &o, n, false)
+		if err != nil {
+			s.log.ErrorContext(ctx, "processed status sent without the results: they could not be read", "order", o.id(), "error", err)
+		}
+		st.Results = results
+		s.post(ctx, u, o.ord, st, now)
 	}
 }
 
@@ -374,7 +412,7 @@ func (s *Service) duplicateDone(ctx context.Context, u *outbox.Unit, o order, re
 			return fmt.Errorf("reading the successor of step %s/%d: %w", rep.OrderID, rep.Step, err)
 		}
 		if s.resend(ctx, succ, now) && succ.ProcessState == sas.Processing {
-			s.dispatch(ctx, u, o.ord, o.wf.Steps[succ.Step], succ)
+			s.dispatch(ctx, u, o, o.wf.Steps[succ.Step], succ)
 		}
 	}
 	s.stepDone(ctx, u, o, rep, now)
@@ -385,7 +423,7 @@ func (s *Service) duplicateDone(ctx context.Context, u *outbox.Unit, o order, re
 // last. o's records were read before the completion was written.
 func (s *Service) afterUndone(ctx context.Context, u *outbox.Unit, o order, rep sas.AgentReply, claimed *sas.StepRecord, now time.Time) error {
 	if claimed != nil {
-		s.dispatch(ctx, u, o.ord, o.wf.Steps[claimed.Step], *claimed)
+		s.dispatch(ctx, u, o, o.wf.Steps[claimed.Step], *claimed)
 		return nil
 	}
 	// No successor claimed by this delivery: it finished the last undo, or
@@ -404,7 +442,7 @@ func (s *Service) afterUndone(ctx context.Context, u *outbox.Unit, o order, rep 
 		switch {
 		case r.ProcessState == sas.Compensating:
 			if s.resend(ctx, r, now) {
-				s.dispatch(ctx, u, o.ord, o.wf.Steps[i], r)
+				s.dispatch(ctx, u, o, o.wf.Steps[i], r)
 			}
 			return nil // running, or the supervisor has it
 		case r.ProcessState == sas.CompensationFailed:
@@ -417,9 +455,10 @@ func (s *Service) afterUndone(ctx context.Context, u *outbox.Unit, o order, rep 
 			return err
 		}
 	}
-	s.log.InfoContext(ctx, "order compensated", "order", o.id())
+	end := ending(o)
+	s.log.InfoContext(ctx, "order compensated", "order", o.id(), "status", end.Status)
 	s.emitOrder(ctx, metrics.CompensationsFinished, o.id(), o.ord.Workflow, now)
-	s.post(ctx, u, o.ord, sas.Status{Status: sas.StatusCompensated, Sequence: SeqCompensated(o.n())}, now)
+	s.post(ctx, u, o.ord, end, now)
 	return nil
 }
 
@@ -431,6 +470,9 @@ func (s *Service) afterUndone(ctx context.Context, u *outbox.Unit, o order, rep 
 func (s *Service) afterFailed(ctx context.Context, u *outbox.Unit, o order, r sas.StepRecord, undo bool, now time.Time) error {
 	reason := r.LastError
 	tell := func() {
+		if r.Rejected && !undo {
+			return // a business outcome: no operator is paged; its order's end tells the submitter
+		}
 		s.alert(u, o, r, sas.AlertID(r.Key(), r.ProcessState, r.Attempt), reason, now)
 		st := sas.Status{Status: sas.StatusFailed, Step: o.wf.Steps[r.Step].Name, Sequence: SeqFailed(r.Step, r.Attempt), Reason: reason}
 		if undo {
@@ -446,6 +488,9 @@ func (s *Service) afterFailed(ctx context.Context, u *outbox.Unit, o order, r sa
 		if !undoBelow(o.wf, r.Step) && o.wf.Steps[r.Step].Undo == "" {
 			s.log.InfoContext(ctx, "nothing to compensate", "order", o.id())
 			tell()
+			if r.Rejected {
+				s.rejectedAlone(ctx, u, o, r, now)
+			}
 			return nil
 		}
 		// Which steps are done, and so need undoing, only their records

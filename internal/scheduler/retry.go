@@ -57,7 +57,7 @@ func (s *Service) retry(ctx context.Context, u *outbox.Unit, m sas.Retry) error 
 		if rec.ProcessState.Leased() && rec.LockedBy != "" && rec.Attempt == m.Attempt {
 			s.log.InfoContext(ctx, "agent gave up without an outcome: re-sending the request", "order", m.OrderID, "step", m.Step,
 				"attempt", rec.Attempt, "reason", m.Reason)
-			s.dispatch(ctx, u, o.ord, o.wf.Steps[m.Step], rec)
+			s.dispatch(ctx, u, o, o.wf.Steps[m.Step], rec)
 			return nil
 		}
 		s.log.InfoContext(ctx, "requeue for an attempt no longer current: dropped", "order", m.OrderID, "step", m.Step,
@@ -93,7 +93,7 @@ func (s *Service) retry(ctx context.Context, u *outbox.Unit, m sas.Retry) error 
 		return fmt.Errorf("claiming step %s for a retry: %w", rec.Key(), err)
 	}
 	s.log.InfoContext(ctx, "step re-claimed", "order", m.OrderID, "step", m.Step, "attempt", claimed.Attempt, "compensation", from == sas.Compensating)
-	s.dispatch(ctx, u, o.ord, o.wf.Steps[m.Step], claimed)
+	s.dispatch(ctx, u, o, o.wf.Steps[m.Step], claimed)
 	return nil
 }
 
@@ -108,7 +108,7 @@ func (s *Service) retry(ctx context.Context, u *outbox.Unit, m sas.Retry) error 
 func (s *Service) retryLost(ctx context.Context, u *outbox.Unit, o order, cur sas.StepRecord, m sas.Retry, now time.Time) error {
 	if cur.Attempt == m.Attempt+1 && s.resend(ctx, cur, now) {
 		s.log.InfoContext(ctx, "redelivered retry: re-sending the request", "order", m.OrderID, "step", m.Step, "attempt", cur.Attempt, "holder", cur.LockedBy)
-		s.dispatch(ctx, u, o.ord, o.wf.Steps[m.Step], cur)
+		s.dispatch(ctx, u, o, o.wf.Steps[m.Step], cur)
 		return nil
 	}
 	s.log.InfoContext(ctx, "retry lost the race", "order", m.OrderID, "step", m.Step, "attempt", m.Attempt,

@@ -43,9 +43,13 @@ func New(cfg Config) (*Service, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	signer, err := sas.NewSigner(cfg.SigningKey)
-	if err != nil {
-		return nil, fmt.Errorf("configuring the scheduler: %w", err)
+	cfg.ReplyToAllowed = replyToAllowed(cfg.ReplyToAllowed, cfg.ownQueues())
+	signer := cfg.Signer
+	if signer == nil {
+		var err error
+		if signer, err = sas.NewSigner(cfg.SigningKey); err != nil {
+			return nil, fmt.Errorf("configuring the scheduler: %w", err)
+		}
 	}
 	// Every line logged with a message's context names the message and
 	// its order's trace (internal/msgctx).
@@ -94,6 +98,11 @@ type order struct {
 	ord   sas.Order
 	wf    sas.Workflow
 	steps []sas.StepRecord // nil until read
+	// known are the results of the steps before knownEnd when the records
+	// were not read: a first step's done reply knows all its successor
+	// needs (results.go).
+	known    sas.Results
+	knownEnd int
 }
 
 func (o order) id() string { return o.ord.OrderID }
@@ -200,13 +209,26 @@ func (s *Service) leaseEnd(def sas.StepDef, wait time.Duration, now time.Time) t
 }
 
 // dispatch adds the agent request for a claimed step (or undo) to u.
-func (s *Service) dispatch(ctx context.Context, u *outbox.Unit, o sas.Order, def sas.StepDef, r sas.StepRecord) {
+func (s *Service) dispatch(ctx context.Context, u *outbox.Unit, o order, def sas.StepDef, r sas.StepRecord) {
 	s.dispatchAfter(ctx, u, o, def, r, 0)
 }
 
 // dispatchAfter is dispatch with the request delayed by wait (an attempt
 // after a failed one waits out its retry interval in the agent queue).
-func (s *Service) dispatchAfter(ctx context.Context, u *outbox.Unit, o sas.Order, def sas.StepDef, r sas.StepRecord, wait time.Duration) {
+//
+// The request carries the results of the steps before r (and, for an
+// undo, r's own), from o's records or, when o has none that say, read
+// (results.go). Should that read fail, nothing is sent: the step is
+// claimed, and the supervisor re-drives it at its deadline, as after a
+// failed send.
+func (s *Service) dispatchAfter(ctx context.Context, u *outbox.Unit, oo order, def sas.StepDef, r sas.StepRecord, wait time.Duration) {
+	results, err := s.resultsFor(ctx, &oo, r.Step, r.ProcessState == sas.Compensating)
+	if err != nil {
+		s.log.ErrorContext(ctx, "request not sent: the results it carries could not be read; the supervisor re-drives the step",
+			"order", oo.id(), "step", r.Step, "attempt", r.Attempt, "error", err)
+		return
+	}
+	o := oo.ord
 	req := s.request(o, def, r)
 	lane := o.Priority
 	if req.Compensation {
@@ -216,6 +238,7 @@ func (s *Service) dispatchAfter(ctx context.Context, u *outbox.Unit, o sas.Order
 		// order's own priority, which the next forward step keeps.
 		lane = max(lane, sas.HighPriority)
 	}
+	req.Results = results // not signed: read from the records, never echoed
 	u.Send(outbox.Message{
 		QueueURL: s.cfg.AgentQueues.URL(def.Agent, lane), Body: sas.Encode(req), Delay: wait,
 		What: fmt.Sprintf("the request for step %s attempt %d", r.Key(), r.Attempt),
@@ -227,7 +250,8 @@ func (s *Service) dispatchAfter(ctx context.Context, u *outbox.Unit, o sas.Order
 // request is the signed agent request for a claimed step (or undo): the
 // one definition of what the scheduler sends for an attempt, which the
 // check of a handed-back request (requeueAuthentic) rebuilds, so that no
-// signed field can be left out of one of them.
+// signed field can be left out of one of them. The results it carries are
+// added by dispatchAfter (they are not signed).
 func (s *Service) request(o sas.Order, def sas.StepDef, r sas.StepRecord) sas.AgentRequest {
 	undo := r.ProcessState == sas.Compensating
 	action := def.Action

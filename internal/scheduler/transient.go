@@ -81,7 +81,7 @@ func (s *Service) transientOn(ctx context.Context, u *outbox.Unit, o order, rep 
 				due = cur.WaitingSince
 			}
 			wait := max(due.Sub(s.leaseEnd(def, 0, now)), 0)
-			s.dispatchAfter(ctx, u, o.ord, def, cur, wait)
+			s.dispatchAfter(ctx, u, o, def, cur, wait)
 		}
 		return nil, nil
 
@@ -94,7 +94,7 @@ func (s *Service) transientOn(ctx context.Context, u *outbox.Unit, o order, rep 
 		// A redelivery after the give-up's compensation claimed the step's
 		// own undo: its first delivery may have died before sending it
 		// (found by the simulator, seed 6106).
-		s.dispatch(ctx, u, o.ord, def, cur)
+		s.dispatch(ctx, u, o, def, cur)
 		return nil, nil
 	}
 	s.log.InfoContext(ctx, "stale transient reply", "order", rep.OrderID, "step", rep.Step,
@@ -214,14 +214,14 @@ func (s *Service) reattempt(ctx context.Context, u *outbox.Unit, o order, r sas.
 		s.log.InfoContext(ctx, "next attempt claimed elsewhere", "order", o.id(), "step", r.Step, "error", err)
 		if re := (*sas.RaceError)(nil); errors.As(err, &re) && re.Current != nil && re.Current.Attempt == r.Attempt+1 &&
 			s.resend(ctx, *re.Current, now) {
-			s.dispatchAfter(ctx, u, o.ord, def, *re.Current, wait)
+			s.dispatchAfter(ctx, u, o, def, *re.Current, wait)
 		}
 		return nil
 	}
 	if err != nil {
 		return fmt.Errorf("claiming the next attempt of step %s: %w", r.Key(), err)
 	}
-	s.dispatchAfter(ctx, u, o.ord, def, claimed, wait)
+	s.dispatchAfter(ctx, u, o, def, claimed, wait)
 	return nil
 }
 

@@ -206,3 +206,27 @@ func TestReasonsAreBounded(t *testing.T) {
 	require.Equal(t, sas.StatusRejected, st[0].Status)
 	require.LessOrEqual(t, len(st[0].Reason), sas.MaxReasonBytes)
 }
+
+// Who compensated an order, and why, is recorded with it (issue 29, F-6):
+// the undo's claim writes the compensate's sender, as the control queue
+// names it (never the actor it declares), and its reason into the step's
+// history, where the console and sasctl show read it.
+func TestCompensateRecordsWhoAndWhy(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.deliver(intake("o-who", "payment", ""))
+	f.deliver(done(f.request()))
+	body := sas.Encode(sas.Compensate{V: sas.MessageVersion, Kind: sas.KindCompensate, OrderID: "o-who",
+		Reason: "customer cancelled", Actor: "operator:someone-else"})
+	require.NoError(t, f.svc.HandleMessage(f.ctx, scheduler.Origin{Source: scheduler.FromControl, SenderID: "AROAOPERATOR:alice"}, []byte(body)))
+	require.Equal(t, []sas.ProcessState{sas.Compensating}, f.states("o-who"))
+	var claim *sas.HistoryEntry
+	for _, h := range f.view("o-who").History {
+		if h.To == sas.Compensating {
+			claim = &h
+		}
+	}
+	require.NotNil(t, claim, "the undo's claim is in the history")
+	require.Equal(t, "compensation claimed, requested by sender:AROAOPERATOR:alice: customer cancelled", claim.Reason)
+	require.NotContains(t, claim.Reason, "someone-else", "the declared actor is not believed")
+}

@@ -7,7 +7,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/sas-go/sas/internal/memqueue"
 	"github.com/sas-go/sas/internal/sas"
 	"github.com/sas-go/sas/internal/scheduler"
 )
@@ -34,7 +33,7 @@ func (f *fixture) agentQueues(agents []string, lanes ...string) sas.AgentQueues 
 	f.t.Helper()
 	q := sas.AgentQueues{ByAgent: map[string]sas.AgentQueue{}}
 	mk := func(name string) string {
-		c, err := f.q.CreateQueue(f.ctx, memqueue.CreateQueueParams{Name: name})
+		c, err := f.q.CreateQueue(f.ctx, sas.CreateQueueParams{Name: name})
 		require.NoError(f.t, err)
 		return c.URL
 	}

@@ -2,7 +2,7 @@
 // place applies: the functions' timeouts and the settings of the queues they
 // consume. The CDK construct (infra/sascdk) deploys with them, and the test
 // kit (sastest), the dev server (cmd/sasdev) and the simulator
-// (internal/sim) create their queues with them, so a change to a formula is
+// (internal/dev/sim) create their queues with them, so a change to a formula is
 // made here, once.
 //
 // It imports nothing but the standard library: the infra module imports it.
@@ -15,6 +15,10 @@ const (
 	// handful of DynamoDB and SQS calls per message: a generous ceiling,
 	// not a target.
 	SchedulerTimeout = 30 * time.Second
+	// SupervisorTimeout is the supervisor function's timeout: a sweep
+	// stops taking new work at its budget (supervisor.DefaultBudget) and
+	// has the rest to finish.
+	SupervisorTimeout = 60 * time.Second
 	// AgentMargin is how long an agent's function outlives its longest
 	// step: the agent stops at the step's deadline and returns after it.
 	AgentMargin = 15 * time.Second

@@ -42,10 +42,10 @@ const (
 // submitter sends are the domain's (sas.MaxPayloadBytes, sas.MaxReplyToBytes,
 // the 128-byte order id); the rest is the pipeline's own.
 const (
-	// MaxResultBytes bounds the remote service's result an agent.reply
-	// carries, compacted. A larger result is left out (the scheduler never
-	// reads it) and its size logged: a success is never lost to size.
-	MaxResultBytes = 1 << 10
+	// MaxResultBytes bounds the step's result an agent.reply carries,
+	// compacted (sas.MaxResultBytes). A larger one is never carried: the
+	// step fails, named sas.ErrorResultTooLarge, and its effect is undone.
+	MaxResultBytes = sas.MaxResultBytes
 	// MaxReasonBytes bounds a failed reply's reason before encoding; JSON
 	// may write a control character in six bytes.
 	MaxReasonBytes = 1000
@@ -57,8 +57,11 @@ const (
 	// to its payload: an agent.request, or an agent.reply with the largest
 	// result or reason.
 	MaxEnvelopeOverheadBytes = fixedFieldBytes + sas.MaxReplyToBytes + 6*MaxReasonBytes + MaxResultBytes
-	// MaxOrderMessageBytes is the most any message about an order takes.
-	MaxOrderMessageBytes = sas.MaxPayloadBytes + MaxEnvelopeOverheadBytes
+	// MaxOrderMessageBytes is the most any message about an order takes:
+	// its payload, the results of its steps (an agent.request carries those
+	// its step follows, a processed status all; sas.MaxOrderResultsBytes)
+	// and the envelope.
+	MaxOrderMessageBytes = sas.MaxPayloadBytes + sas.MaxOrderResultsBytes + MaxEnvelopeOverheadBytes
 )
 
 // The derivation, checked by the compiler: a negative constant does not

@@ -187,8 +187,9 @@ func TestCheckReceive(t *testing.T) {
 func TestOrderMessagesFitAQueueMessage(t *testing.T) {
 	t.Parallel()
 	assert.Equal(t, 64<<10, sas.MaxPayloadBytes)
-	assert.Equal(t, 4096+1024+6000+1024, sqslimits.MaxEnvelopeOverheadBytes)
-	assert.Equal(t, 77680, sqslimits.MaxOrderMessageBytes)
+	assert.Equal(t, 4096+1024+6000+16<<10, sqslimits.MaxEnvelopeOverheadBytes)
+	assert.Equal(t, 64<<10, sas.MaxOrderResultsBytes)
+	assert.Equal(t, 158576, sqslimits.MaxOrderMessageBytes)
 	assert.LessOrEqual(t, sqslimits.MaxOrderMessageBytes, sqslimits.MaxBodyBytes)
 	assert.Nil(t, sqslimits.CheckMessage(sas.OutboundMessage{Body: strings.Repeat("<", sqslimits.MaxOrderMessageBytes)}))
 }

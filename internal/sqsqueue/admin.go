@@ -15,40 +15,21 @@ import (
 	"github.com/sas-go/sas/internal/sas"
 )
 
-// CreateQueueParams describes a queue for tests and the local runtime; the
-// deployed queues come from the infrastructure code.
-type CreateQueueParams struct {
-	Name string
-	// Attributes are SQS queue attributes by their API names, e.g.
-	// "VisibilityTimeout": "30".
-	Attributes map[string]string
-	// MaxReceiveCount > 0 also creates a dead-letter queue, named Name with
-	// "-dlq" (before any ".fifo"), and a redrive policy that moves a message
-	// there once it has been received this many times without being deleted.
-	MaxReceiveCount int
-}
-
-// CreatedQueue is what CreateQueue made.
-type CreatedQueue struct {
-	URL    string
-	DLQURL string // "" without a dead-letter queue
-}
-
 // CreateQueue creates the queue (and its dead-letter queue). Creating a queue
 // that exists with the same attributes returns its URL, as SQS does.
-func (q *Queue) CreateQueue(ctx context.Context, p CreateQueueParams) (CreatedQueue, error) {
+func (q *Queue) CreateQueue(ctx context.Context, p sas.CreateQueueParams) (sas.CreatedQueue, error) {
 	if p.Name == "" {
-		return CreatedQueue{}, fmt.Errorf("creating queue: %w", &sas.ValidationError{Field: "Name", Reason: "empty"})
+		return sas.CreatedQueue{}, fmt.Errorf("creating queue: %w", &sas.ValidationError{Field: "Name", Reason: "empty"})
 	}
 	if p.MaxReceiveCount < 0 {
-		return CreatedQueue{}, fmt.Errorf("creating queue %s: %w", p.Name,
+		return sas.CreatedQueue{}, fmt.Errorf("creating queue %s: %w", p.Name,
 			&sas.ValidationError{Field: "MaxReceiveCount", Reason: "negative"})
 	}
 	attrs := make(map[string]string, len(p.Attributes)+1)
 	for k, v := range p.Attributes {
 		attrs[k] = v
 	}
-	var created CreatedQueue
+	var created sas.CreatedQueue
 	if p.MaxReceiveCount > 0 {
 		dlqName := DLQName(p.Name)
 		dlqAttrs := map[string]string{}
@@ -57,25 +38,25 @@ func (q *Queue) CreateQueue(ctx context.Context, p CreateQueueParams) (CreatedQu
 		}
 		dlqURL, err := q.createOne(ctx, dlqName, dlqAttrs)
 		if err != nil {
-			return CreatedQueue{}, err
+			return sas.CreatedQueue{}, err
 		}
 		arn, err := q.QueueARN(ctx, dlqURL)
 		if err != nil {
-			return CreatedQueue{}, err
+			return sas.CreatedQueue{}, err
 		}
 		policy, err := json.Marshal(map[string]string{
 			"deadLetterTargetArn": arn,
 			"maxReceiveCount":     strconv.Itoa(p.MaxReceiveCount),
 		})
 		if err != nil {
-			return CreatedQueue{}, fmt.Errorf("creating queue %s: %w", p.Name, err)
+			return sas.CreatedQueue{}, fmt.Errorf("creating queue %s: %w", p.Name, err)
 		}
 		attrs[string(types.QueueAttributeNameRedrivePolicy)] = string(policy)
 		created.DLQURL = dlqURL
 	}
 	url, err := q.createOne(ctx, p.Name, attrs)
 	if err != nil {
-		return CreatedQueue{}, err
+		return sas.CreatedQueue{}, err
 	}
 	created.URL = url
 	return created, nil

@@ -10,10 +10,11 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/stretchr/testify/require"
 
-	"github.com/sas-go/sas/internal/emulator"
-	"github.com/sas-go/sas/internal/queuetest"
-	"github.com/sas-go/sas/internal/rig"
+	"github.com/sas-go/sas/internal/dev/rig"
+	"github.com/sas-go/sas/internal/sas"
 	"github.com/sas-go/sas/internal/sqsqueue"
+	"github.com/sas-go/sas/internal/testkit/emulator"
+	"github.com/sas-go/sas/internal/testkit/queuetest"
 )
 
 // TestQueueContract runs the queue contract against SQS: the emulator the rig
@@ -40,7 +41,7 @@ func runContract(t *testing.T, client *sqs.Client, name string, quirks map[strin
 		Name: name,
 		New: func(t *testing.T, s queuetest.Spec) queuetest.Fixture {
 			qname := emulator.UniqueName(t, "q")
-			created, err := q.CreateQueue(t.Context(), sqsqueue.CreateQueueParams{Name: qname, MaxReceiveCount: s.MaxReceiveCount})
+			created, err := q.CreateQueue(t.Context(), sas.CreateQueueParams{Name: qname, MaxReceiveCount: s.MaxReceiveCount})
 			require.NoError(t, err)
 			t.Cleanup(func() {
 				// t.Context is already cancelled when cleanups run.

@@ -70,6 +70,7 @@ func New(api API) *Queue {
 var receiveAttributes = []types.MessageSystemAttributeName{
 	types.MessageSystemAttributeNameSentTimestamp,
 	types.MessageSystemAttributeNameApproximateReceiveCount,
+	types.MessageSystemAttributeNameSenderId,
 }
 
 // Send sends with SendMessage for one message and SendMessageBatch otherwise.
@@ -264,6 +265,7 @@ func inbound(m types.Message) sas.InboundMessage {
 	if ms, err := strconv.ParseInt(m.Attributes[string(types.MessageSystemAttributeNameSentTimestamp)], 10, 64); err == nil {
 		msg.SentAt = time.UnixMilli(ms).UTC()
 	}
+	msg.SenderID = m.Attributes[string(types.MessageSystemAttributeNameSenderId)]
 	return msg
 }
 

@@ -163,7 +163,7 @@ func TestReceiveInput(t *testing.T) {
 		got = in
 		return &sqs.ReceiveMessageOutput{Messages: []types.Message{{
 			MessageId: aws.String("id"), ReceiptHandle: aws.String("r"), Body: aws.String("b"),
-			Attributes: map[string]string{"SentTimestamp": "1767323045000", "ApproximateReceiveCount": "3"},
+			Attributes: map[string]string{"SentTimestamp": "1767323045000", "ApproximateReceiveCount": "3", "SenderId": "AROAEXAMPLE:sess"},
 		}, {
 			MessageId: aws.String("id2"), ReceiptHandle: aws.String("r2"), Body: aws.String("b2"),
 		}}}, nil
@@ -173,9 +173,9 @@ func TestReceiveInput(t *testing.T) {
 	assert.Equal(t, int32(1), got.MaxNumberOfMessages, "0 means 1")
 	assert.Equal(t, int32(2), got.WaitTimeSeconds)
 	assert.Equal(t, int32(30), got.VisibilityTimeout)
-	assert.ElementsMatch(t, []types.MessageSystemAttributeName{"SentTimestamp", "ApproximateReceiveCount"}, got.MessageSystemAttributeNames)
+	assert.ElementsMatch(t, []types.MessageSystemAttributeName{"SentTimestamp", "ApproximateReceiveCount", "SenderId"}, got.MessageSystemAttributeNames)
 	assert.Equal(t, []sas.InboundMessage{
-		{MessageID: "id", Receipt: "r", Body: "b", ReceiveCount: 3, SentAt: time.UnixMilli(1767323045000).UTC()},
+		{MessageID: "id", Receipt: "r", Body: "b", ReceiveCount: 3, SentAt: time.UnixMilli(1767323045000).UTC(), SenderID: "AROAEXAMPLE:sess"},
 		{MessageID: "id2", Receipt: "r2", Body: "b2"},
 	}, msgs)
 }

@@ -13,10 +13,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/stretchr/testify/require"
 
-	"github.com/sas-go/sas/internal/emulator"
-	"github.com/sas-go/sas/internal/rig"
+	"github.com/sas-go/sas/internal/dev/rig"
 	"github.com/sas-go/sas/internal/sas"
 	"github.com/sas-go/sas/internal/sqsqueue"
+	"github.com/sas-go/sas/internal/testkit/emulator"
 )
 
 // batchTraceHeaderQuirks: measured with this test (MiniStack: `rig
@@ -44,7 +44,7 @@ func TestTraceHeaderOnTheEmulator(t *testing.T) {
 	for name, client := range clients {
 		t.Run(backendName(name), func(t *testing.T) {
 			q := sqsqueue.New(client)
-			created, err := q.CreateQueue(t.Context(), sqsqueue.CreateQueueParams{Name: emulator.UniqueName(t, "trace")})
+			created, err := q.CreateQueue(t.Context(), sas.CreateQueueParams{Name: emulator.UniqueName(t, "trace")})
 			require.NoError(t, err)
 			t.Cleanup(func() { _ = q.DeleteQueue(context.Background(), created.URL) })
 

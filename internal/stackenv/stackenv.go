@@ -39,6 +39,9 @@ var Vars = []Var{
 	{"AlertBusName", "SAS_EVENT_BUS_NAME"},
 	{"AgentQueues", "SAS_AGENT_QUEUES"},
 	{"AgentQueueUrl", "SAS_AGENT_QUEUE_URL"},
+	// The console's redrive moves a control message back only from the
+	// supervisor or an operator (docs/console.md).
+	{"SupervisorRoleId", "SAS_SUPERVISOR_SENDER_ID"},
 }
 
 // required are the outputs without which these are not a SAS stack's.

@@ -1,7 +1,6 @@
 package supervisor
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -15,11 +14,12 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sas-go/sas/internal/alerts"
-	"github.com/sas-go/sas/internal/clocktest"
 	"github.com/sas-go/sas/internal/memqueue"
 	"github.com/sas-go/sas/internal/memstore"
 	"github.com/sas-go/sas/internal/sas"
-	"github.com/sas-go/sas/internal/storetest"
+	"github.com/sas-go/sas/internal/testkit/clocktest"
+	"github.com/sas-go/sas/internal/testkit/logtest"
+	"github.com/sas-go/sas/internal/testkit/storetest"
 )
 
 // T0 is the tests' epoch; stepTimeout the lease a scheduler takes.
@@ -152,33 +152,15 @@ type env struct {
 	queue  *sentQueue
 	url    string
 	alerts *alerts.Recorder
-	logs   *syncBuffer
+	logs   *logtest.Buffer
 	cfg    Config
 
 	sendFault atomic.Pointer[error] // non-nil: every Send fails with it
 }
 
-// syncBuffer is a bytes.Buffer safe for the concurrent writes of a logger.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 func newEnv(t *testing.T, tweak ...func(*Config)) *env {
 	t.Helper()
-	e := &env{clock: clocktest.New(T0), mem: memstore.New(memstore.Config{}), alerts: alerts.NewRecorder(), logs: &syncBuffer{}}
+	e := &env{clock: clocktest.New(T0), mem: memstore.New(memstore.Config{}), alerts: alerts.NewRecorder(), logs: &logtest.Buffer{}}
 	e.store = &hookStore{StateStore: e.mem}
 	e.mq = memqueue.New(memqueue.Options{
 		Clock: e.clock,
@@ -189,7 +171,7 @@ func newEnv(t *testing.T, tweak ...func(*Config)) *env {
 			return nil
 		},
 	})
-	created, err := e.mq.CreateQueue(t.Context(), memqueue.CreateQueueParams{Name: "scheduler"})
+	created, err := e.mq.CreateQueue(t.Context(), sas.CreateQueueParams{Name: "scheduler"})
 	require.NoError(t, err)
 	e.url = created.URL
 	e.queue = &sentQueue{Queue: e.mq}

@@ -11,8 +11,8 @@ import (
 
 	"github.com/sas-go/sas/internal/awsenv"
 	"github.com/sas-go/sas/internal/dynamostore"
-	"github.com/sas-go/sas/internal/emulator"
 	"github.com/sas-go/sas/internal/sas"
+	"github.com/sas-go/sas/internal/testkit/emulator"
 )
 
 // TestGiveUpEffectsSurviveACrashOnDynamoDB: the kill right after the

@@ -155,35 +155,48 @@ type sweep struct {
 
 // stepLimits are the limits rec's step has on the definition its order
 // runs on, the defaults filled in. The order is read once per run and only
-// for a due step, which is off the happy path; a step whose order or
-// definition cannot be read gets the deployed limits by step name.
-func (r *sweep) stepLimits(rec sas.StepRecord) sas.StepLimits {
+// for a due step, which is off the happy path. A step whose order or
+// definition is not to be found gets the deployed limits by step name; one
+// whose read failed otherwise (the store throttled or unavailable) gets
+// none, ok false: it is left to a later sweep, since the deployed limits
+// may be tighter than its own and give it up early.
+func (r *sweep) stepLimits(rec sas.StepRecord) (lim sas.StepLimits, ok bool) {
 	p := r.s.policy
 	if len(r.s.cfg.Workflows) == 0 || !sas.Due(rec, r.s.cfg.Clock.Now()) {
-		return p.limits(rec.StepName, sas.StepLimits{}, false)
+		return p.limits(rec.StepName, sas.StepLimits{}, false), true
 	}
 	steps, read := r.limits[rec.OrderID]
 	if !read {
-		steps = r.readLimits(rec)
+		if steps, ok = r.readLimits(rec); !ok {
+			return sas.StepLimits{}, false
+		}
 		if r.limits == nil {
 			r.limits = map[string][]sas.StepLimits{}
 		}
 		r.limits[rec.OrderID] = steps
 	}
 	if rec.Step < len(steps) {
-		return p.limits(rec.StepName, steps[rec.Step], true)
+		return p.limits(rec.StepName, steps[rec.Step], true), true
 	}
-	return p.limits(rec.StepName, sas.StepLimits{}, false)
+	return p.limits(rec.StepName, sas.StepLimits{}, false), true
 }
 
-func (r *sweep) readLimits(rec sas.StepRecord) []sas.StepLimits {
+// readLimits reads the limits of the steps of rec's order: nil (the
+// deployed ones) when the order or its definition is not to be found, and
+// ok false when a read failed otherwise.
+func (r *sweep) readLimits(rec sas.StepRecord) (steps []sas.StepLimits, ok bool) {
 	cfg := r.s.cfg
 	r.rep.Reads.Requests++
 	v, err := cfg.Store.GetOrder(r.ctx, rec.OrderID)
 	if err != nil {
+		if !errors.Is(err, sas.ErrNotFound) {
+			cfg.Logger.LogAttrs(r.ctx, slog.LevelWarn, "reading the order for its step limits; the step is left to a later sweep",
+				stepAttrs(rec, slog.String("error", err.Error()))...)
+			return nil, false
+		}
 		cfg.Logger.LogAttrs(r.ctx, slog.LevelWarn, "reading the order for its step limits; using the deployed limits",
 			stepAttrs(rec, slog.String("error", err.Error()))...)
-		return nil
+		return nil, true
 	}
 	if r.traces == nil {
 		r.traces = map[string]string{}
@@ -191,16 +204,20 @@ func (r *sweep) readLimits(rec sas.StepRecord) []sas.StepLimits {
 	r.traces[rec.OrderID] = v.Order.Trace
 	w, _, err := r.s.defs.Get(r.ctx, v.Order.Workflow, v.Order.Version)
 	if err != nil {
-		cfg.Logger.LogAttrs(r.ctx, slog.LevelWarn, "finding the definition the order runs on; using the deployed limits",
-			stepAttrs(rec, slog.String("workflow", v.Order.Workflow), slog.String("version", v.Order.Version),
-				slog.String("error", err.Error()))...)
-		return nil
+		attrs := stepAttrs(rec, slog.String("workflow", v.Order.Workflow), slog.String("version", v.Order.Version),
+			slog.String("error", err.Error()))
+		if !errors.Is(err, sas.ErrNotFound) {
+			cfg.Logger.LogAttrs(r.ctx, slog.LevelWarn, "finding the definition the order runs on; the step is left to a later sweep", attrs...)
+			return nil, false
+		}
+		cfg.Logger.LogAttrs(r.ctx, slog.LevelWarn, "finding the definition the order runs on; using the deployed limits", attrs...)
+		return nil, true
 	}
 	out := make([]sas.StepLimits, len(w.Steps))
 	for i, s := range w.Steps {
 		out[i] = s.Limits()
 	}
-	return out
+	return out, true
 }
 
 // queueBacklog returns the messages the backlog queues hold, reading them
@@ -345,7 +362,11 @@ func (r *sweep) act(rec sas.StepRecord, out *effects) {
 	if seen.ProcessState.Leased() && seen.LockedBy != "" && sas.Due(seen, now) {
 		r.queueBacklog() // for the report only: no decision reads it
 	}
-	d := r.s.policy.decide(seen, r.stepLimits(seen), now)
+	lim, ok := r.stepLimits(seen)
+	if !ok {
+		return // its own limits unread: judged by a later sweep, not by the deployed ones
+	}
+	d := r.s.policy.decide(seen, lim, now)
 	if d.Action == skip {
 		return
 	}

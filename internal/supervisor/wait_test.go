@@ -7,7 +7,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/sas-go/sas/internal/memqueue"
 	"github.com/sas-go/sas/internal/sas"
 )
 
@@ -16,7 +15,7 @@ import (
 func busyEnv(t *testing.T, waitLimit time.Duration) (*env, string) {
 	t.Helper()
 	e := newEnv(t)
-	created, err := e.mq.CreateQueue(t.Context(), memqueue.CreateQueueParams{Name: "agent"})
+	created, err := e.mq.CreateQueue(t.Context(), sas.CreateQueueParams{Name: "agent"})
 	require.NoError(t, err)
 	e.cfg.BacklogQueueURLs = []string{created.URL, e.url}
 	e.cfg.WaitLimit = waitLimit

@@ -1,7 +1,9 @@
 // Package booking is the example's travel agent: the steps flight, hotel
 // and car of the trip workflow, each a hold with its supplier (package
-// inventory) under the step's idempotency key, and each undone by releasing
-// that hold.
+// inventory) under the step's idempotency key. A hold's result is its
+// booking (the supplier's reference): the scheduler records it, the steps
+// after it see it (the payment lists them), and the step's undo cancels the
+// booking by that reference, with no table of the agent's own.
 package booking
 
 import (
@@ -58,7 +60,11 @@ func hold(inv *inventory.Inventory, what string, item func(trip.Payload) string)
 		}
 		h, err := inv.Hold(req.IdempotencyKey, name)
 		switch {
-		case errors.Is(err, inventory.ErrSoldOut), errors.Is(err, inventory.ErrCancelled):
+		case errors.Is(err, inventory.ErrSoldOut):
+			// The supplier's answer, not an incident: the trip is rejected
+			// and nobody is paged.
+			return nil, agent.Reject(fmt.Errorf("%s %q: %w", what, name, err))
+		case errors.Is(err, inventory.ErrCancelled):
 			return nil, agent.Permanent(fmt.Errorf("%s %q: %w", what, name, err))
 		case err != nil:
 			return nil, fmt.Errorf("holding %s %q: %w", what, name, err) // transient: tried again, same key
@@ -67,11 +73,33 @@ func hold(inv *inventory.Inventory, what string, item func(trip.Payload) string)
 	}
 }
 
-// release releases the hold of the step the undo compensates.
+// release undoes the step's hold: by its booking reference, the step's
+// own result, when it recorded one; otherwise (the step was refused, or
+// its success came after it was given up, so nothing was recorded) by the
+// step's key, which cancels a hold that may still arrive (an undo commutes
+// with what it undoes: docs/protocol.md, "Idempotency keys").
 func release(inv *inventory.Inventory) agent.Func {
 	return func(_ context.Context, req agent.Request) (any, error) {
-		// The undo's key is the step's with ":undo": the release cancels
-		// the step's key (docs/protocol.md, "Idempotency keys").
+		if req.HasResult(req.Step) {
+			var h inventory.Hold
+			if err := req.DecodeResult(req.Step, &h); err != nil {
+				return nil, err
+			}
+			err := inv.Cancel(h.Ref)
+			if errors.Is(err, inventory.ErrUnknownRef) {
+				// The service knows no such booking: nothing to cancel
+				// under that reference (the demo's inventory is one per
+				// process, and a deployed undo may run in another process
+				// than its hold). Release by the key, a no-op where nothing
+				// was held: undoing what never took effect is a no-op.
+				return nil, inv.Release(strings.TrimSuffix(req.IdempotencyKey, ":undo"))
+			}
+			if err != nil {
+				return nil, agent.Permanent(err)
+			}
+			return nil, nil
+		}
+		// The undo's key is the step's with ":undo".
 		return nil, inv.Release(strings.TrimSuffix(req.IdempotencyKey, ":undo"))
 	}
 }

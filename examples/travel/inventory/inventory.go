@@ -40,14 +40,15 @@ type Hold struct {
 
 // Inventory is a supplier's stock. It is safe for concurrent use.
 type Inventory struct {
-	mu       sync.Mutex
-	supplier string
-	stock    map[string]int
-	def      int // the stock of an item not in stock
-	answers  map[string]answer
-	released map[string]bool
-	held     int // holds in force
-	dropped  int // answers still to lose (DropAnswers)
+	mu        sync.Mutex
+	supplier  string
+	stock     map[string]int
+	def       int // the stock of an item not in stock
+	answers   map[string]answer
+	released  map[string]bool
+	held      int      // holds in force
+	dropped   int      // answers still to lose (DropAnswers)
+	cancelled []string // references given back by Cancel
 }
 
 // answer is the stored outcome of a key's hold.
@@ -108,6 +109,40 @@ func (i *Inventory) Release(key string) error {
 		i.held--
 	}
 	return nil
+}
+
+// ErrUnknownRef: no hold has that reference. A refusal for good.
+var ErrUnknownRef = errors.New("no hold has that reference")
+
+// Cancel gives back the hold whose reference is ref (the booking id Hold
+// answered), as a supplier's "cancel booking" does. Cancelling twice is no
+// error; a reference never answered is ErrUnknownRef. Unlike Release it
+// needs the booking id: an undo reads it from its step's result.
+func (i *Inventory) Cancel(ref string) error {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	for key, a := range i.answers {
+		if a.err != nil || a.hold.Ref != ref {
+			continue
+		}
+		i.released[key] = true
+		if !a.released {
+			a.released = true
+			i.answers[key] = a
+			i.stock[a.hold.Item] = i.left(a.hold.Item) + 1
+			i.held--
+			i.cancelled = append(i.cancelled, ref)
+		}
+		return nil
+	}
+	return fmt.Errorf("cancelling %s: %w", ref, ErrUnknownRef)
+}
+
+// Cancelled are the references Cancel gave back, in order.
+func (i *Inventory) Cancelled() []string {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	return append([]string(nil), i.cancelled...)
 }
 
 // DropAnswers makes the next n holds take effect as usual but lose their

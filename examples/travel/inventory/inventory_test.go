@@ -68,3 +68,21 @@ func TestALostAnswerIsNotASecondHold(t *testing.T) {
 	require.Equal(t, "compact", h.Item)
 	require.Equal(t, 2, inv.Left("compact"))
 }
+
+// Cancel gives back a hold by the booking id its Hold answered, once; an id
+// never answered is ErrUnknownRef.
+func TestCancelByReference(t *testing.T) {
+	t.Parallel()
+	inv := inventory.New("hotels", nil, 2)
+	h, err := inv.Hold("o-1:1", "Ritz")
+	require.NoError(t, err)
+	require.NoError(t, inv.Cancel(h.Ref))
+	require.NoError(t, inv.Cancel(h.Ref), "twice is no error")
+	require.Equal(t, 2, inv.Left("Ritz"))
+	require.Zero(t, inv.Held())
+	require.Equal(t, []string{h.Ref}, inv.Cancelled())
+	require.ErrorIs(t, inv.Cancel("hotels-99"), inventory.ErrUnknownRef)
+	_, err = inv.Hold("o-1:1", "Ritz")
+	require.NoError(t, err, "the key's stored answer")
+	require.Zero(t, inv.Held(), "a repeated hold of a cancelled booking takes nothing")
+}

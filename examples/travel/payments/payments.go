@@ -1,6 +1,8 @@
 // Package payments is the example's payments agent: the step pay of the
 // trip workflow charges the traveller's card (package bank) under the
-// step's idempotency key, and its undo refunds the charge.
+// step's idempotency key, for the bookings the steps before it made (their
+// results), and its undo refunds the charge. A declined card is a business
+// rejection (agent.Reject): the trip is undone and nobody is paged.
 package payments
 
 import (
@@ -11,6 +13,7 @@ import (
 
 	"github.com/sas-go/sas/agent"
 	"github.com/sas-go/sas/examples/travel/bank"
+	"github.com/sas-go/sas/examples/travel/inventory"
 	"github.com/sas-go/sas/examples/travel/trip"
 )
 
@@ -30,15 +33,33 @@ func charge(b *bank.Bank) agent.Func {
 		if err := req.DecodePayload(&p); err != nil {
 			return nil, err
 		}
+		// What is paid for: the bookings of the steps before, from their
+		// results.
+		var itinerary []string
+		for _, step := range []string{trip.Flight, trip.Hotel, trip.Car} {
+			var h inventory.Hold
+			if err := req.DecodeResult(step, &h); err != nil {
+				return nil, err
+			}
+			itinerary = append(itinerary, h.Ref)
+		}
 		r, err := b.Charge(req.IdempotencyKey, p.Amount)
 		switch {
-		case errors.Is(err, bank.ErrDeclined), errors.Is(err, bank.ErrCancelled):
+		case errors.Is(err, bank.ErrDeclined):
+			return nil, agent.Reject(fmt.Errorf("charging %s: %w", p.Traveller, err))
+		case errors.Is(err, bank.ErrCancelled):
 			return nil, agent.Permanent(fmt.Errorf("charging %s: %w", p.Traveller, err))
 		case err != nil:
 			return nil, fmt.Errorf("charging %s: %w", p.Traveller, err)
 		}
-		return r, nil
+		return Paid{Receipt: r, Itinerary: itinerary}, nil
 	}
+}
+
+// Paid is the step pay's result: the charge, and the bookings it paid for.
+type Paid struct {
+	bank.Receipt
+	Itinerary []string `json:"itinerary"`
 }
 
 func refund(b *bank.Bank) agent.Func {

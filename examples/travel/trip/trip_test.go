@@ -9,6 +9,7 @@ import (
 	"github.com/sas-go/sas/agent"
 	"github.com/sas-go/sas/examples/travel/bank"
 	"github.com/sas-go/sas/examples/travel/booking"
+	"github.com/sas-go/sas/examples/travel/inventory"
 	"github.com/sas-go/sas/examples/travel/payments"
 	"github.com/sas-go/sas/examples/travel/trip"
 	"github.com/sas-go/sas/sastest"
@@ -65,12 +66,24 @@ func TestATripIsBooked(t *testing.T) {
 	require.Equal(t, 19, w.suppliers.Cars.Left("compact"))
 	require.Equal(t, 420, w.bank.Balance())
 	require.Empty(t, res.Undone)
+
+	// Each booking id flowed on: the payment saw the holds the steps
+	// before it made, and lists them in its own result.
+	var flight inventory.Hold
+	require.NoError(t, res.Decode(trip.Flight, &flight))
+	require.Equal(t, inventory.Hold{Ref: "airline-1", Item: "LH 123"}, flight)
+	var paid payments.Paid
+	require.NoError(t, res.Decode(trip.Pay, &paid))
+	require.Equal(t, []string{"airline-1", "hotels-1", "cars-1"}, paid.Itinerary)
+	require.Equal(t, 420, paid.Amount)
 }
 
-// The hotel is full: its booking is released under its key (a refusal is
-// not proof that no duplicate request booked it; releasing a booking that
-// was never made does nothing), then the flight; the car and the payment
-// are never asked for.
+// The hotel is full, a business answer: the trip is rejected, not failed.
+// The hotel's booking is released under its key (a refusal is not proof
+// that no duplicate request booked it; releasing a booking that was never
+// made does nothing; it recorded no booking id), then the flight is
+// cancelled by the booking id its step returned; the car and the payment
+// are never asked for, and nobody is paged.
 func TestAFullHotelReleasesTheFlight(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t)
@@ -78,7 +91,10 @@ func TestAFullHotelReleasesTheFlight(t *testing.T) {
 	p.Hotel = booking.FullHotel
 	res := w.env.Run(trip.Name, "trip-1", p)
 
-	require.Equal(t, sastest.StatusCompensated, res.Status)
+	require.Equal(t, sastest.StatusRejected, res.Status)
+	require.Empty(t, res.Alerts)
+	require.Equal(t, []string{"airline-1"}, w.suppliers.Airline.Cancelled(), "the flight's undo cancelled the booking its step made")
+	require.Empty(t, w.suppliers.Hotels.Cancelled(), "the refused hotel had no booking id: released by its key")
 	require.Equal(t, []string{trip.Hotel, trip.Flight}, res.Undone)
 	hotel, _ := res.Step(trip.Hotel)
 	require.Equal(t, sastest.StateCompensated, hotel.State)
@@ -88,13 +104,15 @@ func TestAFullHotelReleasesTheFlight(t *testing.T) {
 		require.Equal(t, sastest.StatePending, s.State, name)
 		require.Zero(t, s.Attempts, name)
 	}
-	require.Equal(t, []string{"received", "step-done/flight", "failed/hotel", "compensated"}, res.Statuses)
+	require.Equal(t, []string{"received", "step-done/flight", "rejected/hotel"}, res.Statuses)
 	w.requireNothingHeld(t)
 }
 
-// The card is declined: everything booked is released, newest first, the
-// declined charge's refund included (a no-op at the bank: a refusal is not
-// proof that no duplicate request charged the card).
+// The card is declined, a business answer: everything booked is cancelled
+// by its booking id, newest first, the declined charge's refund included
+// (a no-op at the bank: a refusal is not proof that no duplicate request
+// charged the card); the trip ends rejected, with the bank's reason, and
+// nobody is paged.
 func TestADeclinedCardReleasesEverything(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t)
@@ -102,11 +120,16 @@ func TestADeclinedCardReleasesEverything(t *testing.T) {
 	p.Amount = 5000
 	res := w.env.Run(trip.Name, "trip-1", p)
 
-	require.Equal(t, sastest.StatusCompensated, res.Status)
+	require.Equal(t, sastest.StatusRejected, res.Status)
 	require.Equal(t, []string{trip.Pay, trip.Car, trip.Hotel, trip.Flight}, res.Undone)
 	pay, _ := res.Step(trip.Pay)
+	require.True(t, pay.Rejected)
 	require.Equal(t, "charging Ada: card declined: 5000 EUR (the limit is 2000 EUR)", pay.Reason)
-	require.Equal(t, []string{"received", "step-done/flight", "step-done/hotel", "step-done/car", "failed/pay", "compensated"}, res.Statuses)
+	require.Equal(t, []string{"received", "step-done/flight", "step-done/hotel", "step-done/car", "rejected/pay"}, res.Statuses)
+	require.Empty(t, res.Alerts)
+	require.Equal(t, []string{"cars-1"}, w.suppliers.Cars.Cancelled())
+	require.Equal(t, []string{"hotels-1"}, w.suppliers.Hotels.Cancelled())
+	require.Equal(t, []string{"airline-1"}, w.suppliers.Airline.Cancelled())
 	w.requireNothingHeld(t)
 }
 
@@ -160,7 +183,7 @@ func TestAFailingReleaseIsRetried(t *testing.T) {
 	p.Amount = 5000
 	res := w.env.Run(trip.Name, "trip-1", p)
 
-	require.Equal(t, sastest.StatusCompensated, res.Status)
+	require.Equal(t, sastest.StatusRejected, res.Status)
 	require.Equal(t, []string{trip.Pay, trip.Car, trip.Hotel, trip.Flight}, res.Undone)
 	w.requireNothingHeld(t)
 }

@@ -12,12 +12,14 @@ package fromaws
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
+	smtypes "github.com/aws/aws-sdk-go-v2/service/secretsmanager/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/sas-go/sas/internal/alerts"
@@ -77,33 +79,78 @@ func System(awsCfg aws.Config, cfg config.Config, logger *slog.Logger, metrics i
 	}}, nil
 }
 
-// SigningKey reads the key the scheduler signs its agent requests with:
-// from Secrets Manager (SAS_SIGNING_KEY_SECRET), readable by the
-// scheduler's role alone in a deployment, or, for a local run, from
-// SAS_SIGNING_KEY.
-func SigningKey(ctx context.Context, awsCfg aws.Config, cfg config.Config) ([]byte, error) {
+// Secrets Manager's stages of the signing key: the scheduler signs with
+// the current version and accepts the pending one (a key being introduced)
+// and the previous one (the key before the last rotation), for as long as
+// they carry their stage (docs/trust.md, "The signing key").
+const (
+	stageCurrent  = "AWSCURRENT"
+	stagePending  = "AWSPENDING"
+	stagePrevious = "AWSPREVIOUS"
+)
+
+// secretReader is what SigningKeys needs of Secrets Manager.
+type secretReader interface {
+	GetSecretValue(context.Context, *secretsmanager.GetSecretValueInput, ...func(*secretsmanager.Options)) (*secretsmanager.GetSecretValueOutput, error)
+}
+
+// SigningKeys is where the scheduler reads its signing keys: from Secrets
+// Manager (SAS_SIGNING_KEY_SECRET), readable by the scheduler's role alone
+// in a deployment, or, for a local run, SAS_SIGNING_KEY (a key that never
+// changes).
+func SigningKeys(awsCfg aws.Config, cfg config.Config) (sas.KeySource, error) {
 	switch {
 	case cfg.SigningKey != "":
-		return sas.ParseSigningKey(cfg.SigningKey)
+		key, err := sas.ParseSigningKey(cfg.SigningKey)
+		if err != nil {
+			return nil, err
+		}
+		return func(context.Context) (sas.KeyRing, error) { return sas.KeyRing{Current: key}, nil }, nil
 	case cfg.SigningKeySecret == "":
 		return nil, ErrNoSigningKey
 	}
-	out, err := secretsmanager.NewFromConfig(awsCfg).GetSecretValue(ctx, &secretsmanager.GetSecretValueInput{SecretId: aws.String(cfg.SigningKeySecret)})
-	if err != nil {
-		return nil, fmt.Errorf("reading the signing key %s: %w", cfg.SigningKeySecret, err)
+	return secretKeys(secretsmanager.NewFromConfig(awsCfg), cfg.SigningKeySecret), nil
+}
+
+// secretKeys reads the secret's current version, and its pending and
+// previous ones where they exist.
+func secretKeys(sm secretReader, secret string) sas.KeySource {
+	read := func(ctx context.Context, stage string) ([]byte, error) {
+		out, err := sm.GetSecretValue(ctx, &secretsmanager.GetSecretValueInput{SecretId: aws.String(secret), VersionStage: aws.String(stage)})
+		var missing *smtypes.ResourceNotFoundException
+		switch {
+		case errors.As(err, &missing) && stage != stageCurrent:
+			return nil, nil // no version has the stage
+		case err != nil:
+			return nil, fmt.Errorf("reading the signing key %s (%s): %w", secret, stage, err)
+		case out.SecretString == nil:
+			return nil, fmt.Errorf("the signing key %s (%s) has no string value", secret, stage)
+		}
+		key, err := sas.ParseSigningKey(*out.SecretString)
+		if err != nil {
+			return nil, fmt.Errorf("the signing key %s (%s): %w", secret, stage, err)
+		}
+		return key, nil
 	}
-	if out.SecretString == nil {
-		return nil, fmt.Errorf("the signing key %s has no string value", cfg.SigningKeySecret)
+	return func(ctx context.Context) (sas.KeyRing, error) {
+		var ring sas.KeyRing
+		for _, stage := range []string{stageCurrent, stagePending, stagePrevious} {
+			key, err := read(ctx, stage)
+			if err != nil {
+				return sas.KeyRing{}, err
+			}
+			if stage == stageCurrent {
+				ring.Current = key
+			} else if key != nil {
+				ring.Accepted = append(ring.Accepted, key)
+			}
+		}
+		return ring, nil
 	}
-	key, err := sas.ParseSigningKey(*out.SecretString)
-	if err != nil {
-		return nil, fmt.Errorf("the signing key %s: %w", cfg.SigningKeySecret, err)
-	}
-	return key, nil
 }
 
 // SchedulerHandler builds the scheduler's handler from an AWS account: the
-// parts (System), the signing key (SigningKey) and the service, as the
+// parts (System), the signing keys (SigningKeys) and the service, as the
 // Lambda function and the dev server run it. owner is the instance's id
 // (LockedBy), unique per process.
 func SchedulerHandler(ctx context.Context, awsCfg aws.Config, cfg config.Config, logger *slog.Logger, owner string, metrics io.Writer) (*scheduler.Handler, error) {
@@ -111,11 +158,17 @@ func SchedulerHandler(ctx context.Context, awsCfg aws.Config, cfg config.Config,
 	if err != nil {
 		return nil, err
 	}
-	key, err := SigningKey(ctx, awsCfg, cfg)
+	keys, err := SigningKeys(awsCfg, cfg)
 	if err != nil {
 		return nil, err
 	}
-	svc, err := sys.Scheduler(owner, key)
+	// Read at cold start, and again once they are SAS_SIGNING_KEY_MAX_AGE
+	// old: a rotation reaches every warm instance within that age.
+	signer, err := sas.NewSourcedSigner(ctx, keys, sys.Clock, cfg.SigningKeyMaxAge)
+	if err != nil {
+		return nil, err
+	}
+	svc, err := sys.SchedulerSigned(owner, signer)
 	if err != nil {
 		return nil, err
 	}

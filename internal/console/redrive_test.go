@@ -1,0 +1,143 @@
+package console_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/sas-go/sas/internal/console"
+	"github.com/sas-go/sas/internal/memqueue"
+	"github.com/sas-go/sas/internal/memstore"
+	"github.com/sas-go/sas/internal/sas"
+	"github.com/sas-go/sas/internal/sasctl"
+	"github.com/sas-go/sas/internal/testkit/clocktest"
+)
+
+// sqsLike is memqueue with dead-letter queues and, as SQS stamps it on
+// every message, the sender's id: here the body's "testSender", since
+// memqueue knows no senders.
+type sqsLike struct {
+	*memqueue.Queue
+	dlq map[string]string
+}
+
+func (q sqsLike) DeadLetterQueue(_ context.Context, u string) (string, error) { return q.dlq[u], nil }
+
+func (q sqsLike) Receive(ctx context.Context, p sas.ReceiveParams) ([]sas.InboundMessage, error) {
+	msgs, err := q.Queue.Receive(ctx, p)
+	for i := range msgs {
+		var b struct {
+			Sender string `json:"testSender"`
+		}
+		_ = json.Unmarshal([]byte(msgs[i].Body), &b)
+		msgs[i].SenderID = b.Sender
+	}
+	return msgs, err
+}
+
+// TestRedriveShowsEachMessageAndMovesNoForgedControlMessage: the control
+// queue's dead-letter queue holds a compensate the supervisor sent, one
+// planted by a principal that is neither the supervisor nor an operator,
+// and a retry with no sender. The dry run shows each message (id, kind,
+// order, sender) and moves nothing; the confirmed run moves the
+// supervisor's alone and leaves the other two where they were, each
+// reported with why.
+func TestRedriveShowsEachMessageAndMovesNoForgedControlMessage(t *testing.T) {
+	ctx := context.Background()
+	clock := clocktest.New(t0)
+	q := memqueue.New(memqueue.Options{Clock: clock})
+	control, err := q.CreateQueue(ctx, sas.CreateQueueParams{Name: "control"})
+	require.NoError(t, err)
+	dlq, err := q.CreateQueue(ctx, sas.CreateQueueParams{Name: "control-dlq"})
+	require.NoError(t, err)
+	st := memstore.New(memstore.Config{Shards: 2})
+	app := &sasctl.App{Store: st, Queue: q, Clock: clock, ControlQueueURL: control.URL, Actor: "operator:test", Out: io.Discard}
+	srv, err := console.New(console.Config{Store: st, Queues: sqsLike{q, map[string]string{control.URL: dlq.URL}}, App: app, Clock: clock,
+		QueueRefs: []console.QueueRef{{Name: "control", URL: control.URL}}, AccessToken: testSecret,
+		ControlSenders: []string{"AROASUPERVISOR", "AROAOPERATOR"}})
+	require.NoError(t, err)
+	ts := httptest.NewServer(srv)
+	t.Cleanup(ts.Close)
+
+	bodies := map[string]string{
+		"supervisor": `{"v":1,"kind":"compensate","orderId":"o-good","testSender":"AROASUPERVISOR:sweep-1"}`,
+		"forged":     `{"v":1,"kind":"compensate","orderId":"o-victim","testSender":"AROAEVIL:mallory"}`,
+		"no sender":  `{"v":1,"kind":"retry","orderId":"o-anon","step":1}`,
+	}
+	var out []sas.OutboundMessage
+	for id, b := range bodies {
+		out = append(out, sas.OutboundMessage{ID: strings.ReplaceAll(id, " ", "-"), Body: b})
+	}
+	res, err := q.Send(ctx, sas.SendParams{QueueURL: dlq.URL, Messages: out})
+	require.NoError(t, err)
+	require.Empty(t, res.Failed)
+
+	csrf := tokenRE.FindStringSubmatch(get(t, ts.URL+"/"))[1]
+	post := func(form url.Values) (*http.Response, string) {
+		form.Set("csrf", csrf)
+		req, _ := http.NewRequest(http.MethodPost, ts.URL+"/actions/redrive", strings.NewReader(form.Encode()))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.Header.Set("Origin", ts.URL)
+		c := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+		resp, err := c.Do(withSecret(req))
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		return resp, string(b)
+	}
+	depth := func(u string) int {
+		d, err := q.Depth(ctx, u)
+		require.NoError(t, err)
+		return d.Visible
+	}
+
+	// The dry run: every message, with its sender; two refused; nothing moved.
+	resp, plan := post(url.Values{"queue": {"control"}})
+	require.Equal(t, http.StatusOK, resp.StatusCode, plan)
+	rows := regexp.MustCompile(`<tr data-order="([^"]*)" class="(acting|refused)"`).FindAllStringSubmatch(plan, -1)
+	got := map[string]string{}
+	for _, r := range rows {
+		got[r[1]] = r[2]
+	}
+	require.Equal(t, map[string]string{"o-good": "acting", "o-victim": "refused", "o-anon": "refused"}, got)
+	for _, want := range []string{"AROAEVIL:mallory", "AROASUPERVISOR:sweep-1", "neither the supervisor nor a known operator", "SQS names no sender", "compensate", "retry"} {
+		require.Contains(t, plan, want)
+	}
+	require.Equal(t, 3, depth(dlq.URL), "a dry run hands every message back")
+	require.Zero(t, depth(control.URL), "a dry run moves nothing")
+
+	// The confirmed run.
+	resp, _ = post(url.Values{"queue": {"control"}, "confirm": {"1"}})
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
+	job := resp.Header.Get("Location")
+	var page string
+	require.Eventually(t, func() bool {
+		page = get(t, ts.URL+job)
+		return strings.Contains(page, "finished")
+	}, time.Minute, 10*time.Millisecond)
+	require.Contains(t, page, "3 of 3 done, 2 failed")
+	require.Contains(t, page, "AROAEVIL:mallory")
+
+	moved, err := q.Receive(ctx, sas.ReceiveParams{QueueURL: control.URL, Max: 10})
+	require.NoError(t, err)
+	require.Len(t, moved, 1)
+	require.Equal(t, bodies["supervisor"], moved[0].Body)
+	clock.Advance(2 * time.Minute) // the refused ones' visibility
+	left, err := q.Receive(ctx, sas.ReceiveParams{QueueURL: dlq.URL, Max: 10})
+	require.NoError(t, err)
+	var kept []string
+	for _, m := range left {
+		kept = append(kept, m.Body)
+	}
+	require.ElementsMatch(t, []string{bodies["forged"], bodies["no sender"]}, kept, "left in the dead-letter queue")
+}
