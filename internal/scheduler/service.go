@@ -218,14 +218,17 @@ func (s *Service) dispatch(ctx context.Context, u *outbox.Unit, o order, def sas
 //
 // The request carries the results of the steps before r (and, for an
 // undo, r's own), from o's records or, when o has none that say, read
-// (results.go). Should that read fail, nothing is sent: the step is
-// claimed, and the supervisor re-drives it at its deadline, as after a
-// failed send.
+// (results.go). Should that read fail, nothing is sent and u fails: the
+// step is claimed and not started, so the message's redelivery sends the
+// request (resend), as after a failed send. (The supervisor would only
+// re-drive it at its request's delivery horizon: docs/protocol.md,
+// "Deadlines start at pick-up".)
 func (s *Service) dispatchAfter(ctx context.Context, u *outbox.Unit, oo order, def sas.StepDef, r sas.StepRecord, wait time.Duration) {
 	results, err := s.resultsFor(ctx, &oo, r.Step, r.ProcessState == sas.Compensating)
 	if err != nil {
-		s.log.ErrorContext(ctx, "request not sent: the results it carries could not be read; the supervisor re-drives the step",
+		s.log.ErrorContext(ctx, "request not sent: the results it carries could not be read; the message is left for redelivery, which sends it",
 			"order", oo.id(), "step", r.Step, "attempt", r.Attempt, "error", err)
+		u.Fail(fmt.Errorf("the request for step %s attempt %d: reading the results it carries: %w", r.Key(), r.Attempt, err))
 		return
 	}
 	o := oo.ord

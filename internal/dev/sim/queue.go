@@ -329,13 +329,17 @@ func stripVersion(body string) string {
 // handOff reports whether m hands a received message on: a scheduler's
 // renewal (a copy carrying sasRenewals), an agent's hand-back of a request
 // (retry{requeue}), or an agent's reply, which disposes of the request it
-// answers (one whose reply fails is left for redelivery).
+// answers (one whose reply fails is left for redelivery). A started report
+// (issue 31) is no hand-off: the agent goes on to run the request, which
+// it still holds.
 func handOff(m sas.OutboundMessage) bool {
 	var h struct {
-		Renewals *int     `json:"sasRenewals"`
-		Kind     sas.Kind `json:"kind"`
-		Requeue  bool     `json:"requeue"`
+		Renewals *int        `json:"sasRenewals"`
+		Kind     sas.Kind    `json:"kind"`
+		Requeue  bool        `json:"requeue"`
+		Outcome  sas.Outcome `json:"outcome"`
 	}
 	return json.Unmarshal([]byte(m.Body), &h) == nil &&
-		(h.Renewals != nil || h.Kind == sas.KindRetry && h.Requeue || h.Kind == sas.KindAgentReply)
+		(h.Renewals != nil || h.Kind == sas.KindRetry && h.Requeue ||
+			h.Kind == sas.KindAgentReply && h.Outcome != sas.OutcomeStarted)
 }

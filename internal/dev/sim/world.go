@@ -465,12 +465,13 @@ func (w *World) deliver(q *queue, msgs []*message) {
 			return // the whole batch comes back after its visibility timeout
 		}
 		receipts := sqsevent.Done(in, resp)
-		taskOf(ctx).after = func() {
+		t := taskOf(ctx)
+		t.after = func() {
 			for _, r := range receipts {
 				q.delete(r)
 			}
 			if q.consumer == "scheduler" {
-				w.noteReported(in, receipts)
+				w.noteReported(t, in, receipts)
 			}
 		}
 	})
@@ -483,6 +484,17 @@ func (w *World) deliver(q *queue, msgs []*message) {
 	}
 }
 
+// renewed reports whether t handed on (renewed) the message it received
+// under receipt.
+func (t *task) renewed(receipt string) bool {
+	for _, x := range t.received {
+		if x.r.receipt == receipt {
+			return x.r.handedOffAt > 0
+		}
+	}
+	return false
+}
+
 // reportedAttempt is one attempt of one step.
 type reportedAttempt struct {
 	key     sas.StepKey
@@ -490,10 +502,12 @@ type reportedAttempt struct {
 }
 
 // noteReported records the transient outcomes a scheduler handled: the
-// messages of in it acknowledged.
-func (w *World) noteReported(in []sas.InboundMessage, receipts []string) {
+// messages of in that t acknowledged, except those it renewed (a renewal
+// hands the message on unread: its copy is still to be handled, and until
+// then the attempt may be waited on as any unreported one).
+func (w *World) noteReported(t *task, in []sas.InboundMessage, receipts []string) {
 	for _, m := range in {
-		if !slices.Contains(receipts, m.Receipt) {
+		if !slices.Contains(receipts, m.Receipt) || t.renewed(m.Receipt) {
 			continue
 		}
 		var rep sas.AgentReply
