@@ -41,6 +41,7 @@ func (s *Service) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEve
 		// "Dead letters").
 		failed[i] = redeliverSoon
 	}
+	s.handBackLate(ctx, ev.Records, failed, late)
 
 	// Requests with the same idempotency key (a duplicate delivery in one
 	// batch) run one after the other, so the second finds the first's stored

@@ -137,7 +137,18 @@ func (h *Handler) origin(rec events.SQSMessage) Origin {
 func (h *Handler) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
 	var box outbox.Batch
 	failed := make([]bool, len(ev.Records))
+	// The records on one of their last receives are renewed first, before
+	// any record is handled: a batch that its instance's death or its
+	// timeout cuts while it handles the others must not take their last
+	// receives with it (docs/protocol.md, "Dead letters").
+	renewed := make([]bool, len(ev.Records))
 	for i, rec := range ev.Records {
+		renewed[i] = ctx.Err() == nil && h.renew(msgctx.WithMessage(ctx, rec.MessageId), rec)
+	}
+	for i, rec := range ev.Records {
+		if renewed[i] {
+			continue
+		}
 		if err := h.handleRecord(ctx, box.Unit(i), rec); err != nil {
 			failed[i] = true
 		}
@@ -173,9 +184,6 @@ func (h *Handler) handleRecord(ctx context.Context, u *outbox.Unit, rec events.S
 	if err := ctx.Err(); err != nil {
 		// Out of time: leave the rest for redelivery rather than half-do it.
 		return fmt.Errorf("not handled: %w", err)
-	}
-	if h.renew(ctx, rec) {
-		return nil
 	}
 	was, body := h.svc.renewals(rec.Body)
 	from := h.origin(rec)
