@@ -82,7 +82,9 @@ func (s *Service) handBack(ctx context.Context, records []events.SQSMessage, fai
 				// Its next receive would dead-letter it. Dropped instead:
 				// the request is then nowhere, and the supervisor re-drives
 				// the step once its deadline passes (a failure counted),
-				// as for a request whose agent died. The dead-letter queue
+				// as for a request whose agent died: its redeliveries
+				// reported its pick-up (had no report got through, at its
+				// delivery horizon). The dead-letter queue
 				// is for what nothing can serve (docs/protocol.md, "Dead
 				// letters").
 				s.log.Error("agent: could not hand a request back on its last receive before the dead-letter queue; dropped, the supervisor re-drives the step",
