@@ -42,6 +42,7 @@ func (s *Service) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEve
 		failed[i] = redeliverSoon
 	}
 	s.handBackLate(ctx, ev.Records, failed, late)
+	s.reportStarts(ctx, groups, s.clock.Now())
 
 	// Requests with the same idempotency key (a duplicate delivery in one
 	// batch) run one after the other, so the second finds the first's stored
@@ -88,6 +89,7 @@ type inbound struct {
 	req       sas.AgentRequest
 	sentAt    time.Time // SQS's SentTimestamp; zero when the event has none
 	receives  int       // SQS's ApproximateReceiveCount (1 when absent)
+	reported  bool      // its started report went out with the batch's (reportStarts)
 }
 
 // parse decodes the batch, logs and drops malformed messages (acknowledged:
@@ -138,7 +140,7 @@ func (s *Service) handleOne(ctx context.Context, m inbound) (out *outgoing, f fa
 		}
 	}()
 	var ran run
-	if out, f = s.process(ctx, log, m.req, m.receives, &ran); out != nil {
+	if out, f = s.process(ctx, log, m, &ran); out != nil {
 		out.index = m.index
 		// What was measured goes to the scheduler too, for the order's
 		// page (informational: sas.AgentReply.QueuedMs).
@@ -228,7 +230,8 @@ func Deadline(req sas.AgentRequest, start time.Time) time.Time {
 
 // process runs one request and returns the reply to send, or nil and what
 // becomes of the message when nothing is to be sent.
-func (s *Service) process(ctx context.Context, log *slog.Logger, req sas.AgentRequest, receives int, ran *run) (*outgoing, fate) {
+func (s *Service) process(ctx context.Context, log *slog.Logger, m inbound, ran *run) (*outgoing, fate) {
+	req := m.req
 	start := s.clock.Now()
 	deadline := Deadline(req, start)
 	if !start.Before(req.CompleteBy) {
@@ -258,7 +261,7 @@ func (s *Service) process(ctx context.Context, log *slog.Logger, req sas.AgentRe
 	var err error
 	ran.start = start
 	if r, ok := s.agents[req.Agent]; ok {
-		if lateStart(req, start, receives) {
+		if !m.reported && lateStart(req, start, m.receives) {
 			s.reportStart(ctx, log, req, start)
 		}
 		result, err = r.Run(callCtx, req)

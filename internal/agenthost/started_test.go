@@ -3,6 +3,8 @@ package agenthost_test
 import (
 	"context"
 	"encoding/json"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -89,4 +91,39 @@ func TestAStartedReportThatFailsDoesNotStopTheRun(t *testing.T) {
 	reps := r.replies()
 	require.Len(t, reps, 1)
 	require.Equal(t, sas.OutcomeDone, reps[0].Outcome)
+}
+
+// The late pick-ups of one batch are reported in one Send (one
+// SendMessageBatch for up to ten), all before any of them runs; an
+// on-time request of the same batch reports nothing.
+func TestABatchsLatePickUpsAreReportedInOneSend(t *testing.T) {
+	t.Parallel()
+	var sends atomic.Int32
+	r := newServiceRig(t, memqueue.Options{Fault: func(op memqueue.Op, _ string) error {
+		if op == memqueue.OpSend {
+			sends.Add(1)
+		}
+		return nil
+	}})
+	var before []sas.AgentReply
+	var once sync.Once
+	svc := r.service(agenthost.Config{Agents: payments(func(context.Context, sas.AgentRequest) (json.RawMessage, error) {
+		once.Do(func() { before = r.replies() })
+		return nil, nil
+	})})
+	started := func(r *sas.AgentRequest) { r.StartedOutcome = true }
+	var reqs []any
+	for _, id := range []string{"o-1", "o-2", "o-3"} {
+		reqs = append(reqs, request(id, started, timeout(5*time.Second), completeBy(clocktest.T0.Add(-time.Minute))))
+	}
+	reqs = append(reqs, request("o-on-time", started, timeout(5*time.Second), completeBy(clocktest.T0.Add(time.Minute))))
+	resp := handleWith(t, svc, event(reqs...))
+	require.Empty(t, failedIDs(resp))
+	require.Len(t, before, 3, "every late pick-up reported before the first run")
+	for _, rep := range before {
+		require.Equal(t, sas.OutcomeStarted, rep.Outcome)
+		require.NotEqual(t, "o-on-time", rep.OrderID)
+	}
+	require.EqualValues(t, 2, sends.Load(), "one Send for the reports, one for the outcomes")
+	require.Len(t, r.replies(), 4, "then the four outcomes")
 }
