@@ -1,6 +1,7 @@
 package localrun
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -33,11 +34,38 @@ func warmup(ctx context.Context, sys *System, o DemoOptions, rng *rand.Rand, out
 	}
 	waitCtx, cancel := context.WithTimeout(ctx, o.Timeout)
 	defer cancel()
-	if _, err := sys.WaitSettled(waitCtx, ids, time.Second, func(int) {}); err != nil {
+	ours := map[string]bool{}
+	for _, id := range ids {
+		ours[id] = true
+	}
+	final := map[string]bool{}
+	var window goodputWindow
+	best := 0.0
+	if _, err := sys.WaitSettled(waitCtx, ids, time.Second, func(int) {
+		sts, _ := sys.Statuses(waitCtx)
+		for _, st := range sts {
+			switch st.Status {
+			case sas.StatusProcessed, sas.StatusFailed, sas.StatusCompensated, sas.StatusRejected:
+				if ours[st.OrderID] {
+					final[st.OrderID] = true
+				}
+			}
+		}
+		if r, ok := window.rate(time.Now(), len(final)); ok {
+			best = max(best, r)
+		}
+	}); err != nil {
 		return 0, fmt.Errorf("the warm-up did not settle: %w", err)
 	}
-	rate := float64(len(ids)) / time.Since(start).Seconds()
-	fmt.Fprintf(out, "warm-up: %d orders settled in %.1fs: the healthy rate is %.1f orders/s\n\n", len(ids), time.Since(start).Seconds(), rate)
+	took := time.Since(start).Seconds()
+	whole := float64(len(ids)) / took
+	// The warm-up's best 30 s, not its whole: a few hundred orders end
+	// with a tail (a hung step waits out its deadline, a retry its
+	// interval) that is most of their time, and would make a burst, whose
+	// tail is a small part of it, look faster than healthy.
+	rate := cmp.Or(best, whole)
+	fmt.Fprintf(out, "warm-up: %d orders settled in %.1fs (%.1f orders/s over the whole); the healthy rate, its best %s, is %.1f orders/s\n\n",
+		len(ids), took, whole, goodputSpan, rate)
 	return rate, nil
 }
 
@@ -55,9 +83,9 @@ type goodputMark struct {
 
 const goodputSpan = 30 * time.Second
 
-// tick notes final orders at now and returns the progress line's goodput
-// part ("" until a span has passed).
-func (g *goodputWindow) tick(now time.Time, final int) string {
+// rate notes final orders at now and returns the rate over the last
+// goodputSpan (ok false until a span has passed).
+func (g *goodputWindow) rate(now time.Time, final int) (float64, bool) {
 	g.marks = append(g.marks, goodputMark{now, final})
 	for len(g.marks) > 1 && now.Sub(g.marks[1].at) >= goodputSpan {
 		g.marks = g.marks[1:]
@@ -65,9 +93,18 @@ func (g *goodputWindow) tick(now time.Time, final int) string {
 	first := g.marks[0]
 	span := now.Sub(first.at)
 	if span < goodputSpan {
+		return 0, false
+	}
+	return float64(final-first.final) / span.Seconds(), true
+}
+
+// tick notes final orders at now and returns the progress line's goodput
+// part ("" until a span has passed).
+func (g *goodputWindow) tick(now time.Time, final int) string {
+	rate, ok := g.rate(now, final)
+	if !ok {
 		return ""
 	}
-	rate := float64(final-first.final) / span.Seconds()
 	if g.healthy <= 0 {
 		return fmt.Sprintf(" | goodput %.1f/s", rate)
 	}
