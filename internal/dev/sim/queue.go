@@ -43,6 +43,17 @@ type receive struct {
 // may hold duplicates, handled in its order), that t's current stop sent
 // it.
 func (t *task) handedOff(body string) {
+	// A renewal's copy is its message's body with the renewal's fields:
+	// the message it renews, when the batch holds it, is that one, not
+	// another of the same attempt (a started report, a reply, before it).
+	if own := unrenewed(body); own != "" {
+		for _, x := range t.received {
+			if x.r.handedOffAt == 0 && unrenewed(x.m.body) == own {
+				x.r.handedOffAt = t.stops
+				return
+			}
+		}
+	}
 	k := stepAttempt(body)
 	for _, x := range t.received {
 		if x.r.handedOffAt == 0 && stepAttempt(x.m.body) == k {
@@ -50,6 +61,23 @@ func (t *task) handedOff(body string) {
 			return
 		}
 	}
+}
+
+// unrenewed is body without the scheduler's renewal fields, canonical ("" when
+// body is not a JSON object).
+func unrenewed(body string) string {
+	var m map[string]json.RawMessage
+	if json.Unmarshal([]byte(body), &m) != nil {
+		return ""
+	}
+	delete(m, "sasRenewals")
+	delete(m, "sasRenewalSig")
+	delete(m, "sasSender")
+	b, err := json.Marshal(m)
+	if err != nil {
+		return ""
+	}
+	return string(b)
 }
 
 // stepAttempt is what a body is about: its order, step and attempt.
