@@ -257,7 +257,9 @@ func Demo(ctx context.Context, o DemoOptions, out io.Writer) (Summary, error) {
 	if werr != nil {
 		fmt.Fprintln(out, "warning:", werr)
 		// Judge what there is: the orders still moving are reported lost.
-		readCtx, cancel := context.WithTimeout(ctx, time.Minute)
+		// A minute, and 10 ms an order more: 20,000 orders on a busy
+		// DynamoDB Local took longer than a minute to read.
+		readCtx, cancel := context.WithTimeout(ctx, time.Minute+time.Duration(len(ids))*10*time.Millisecond)
 		if views, err = sys.Views(readCtx, ids); err != nil {
 			cancel()
 			return sum, fmt.Errorf("reading the orders after the wait: %w", err)
