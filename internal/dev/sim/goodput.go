@@ -95,3 +95,26 @@ func (w *World) sabotageStarted(res sas.FindDueResult) sas.FindDueResult {
 	}
 	return res
 }
+
+// waitsOnItsRedrive reports whether order id (v) is left to an operator: a
+// message of its went to a dead-letter queue as a poison message (every
+// handler of its last receives was cut: World.poisoned), and its held step
+// has no pick-up reported. With deadlines from pick-up (issue 31) the
+// supervisor leaves such a step until its request's delivery horizon, since
+// it cannot tell a request never sent from one still queued; the message's
+// redrive, which its DLQ's alarm asks for, is what re-sends it. Before,
+// the supervisor rescued it at its deadline (seed 5255: an intake whose
+// renewals' sends failed on every last receive). docs/protocol.md,
+// "Dead letters".
+func (w *World) waitsOnItsRedrive(id string, v sas.OrderView) bool {
+	if !w.poisoned[id] {
+		return false
+	}
+	for _, r := range v.Steps {
+		if r.ProcessState.Leased() && r.LockedBy != "" && r.StartedAt.IsZero() {
+			w.tracef("%s is left to the operator: a message of its is in a dead-letter queue, and step %d waits on it", id, r.Step)
+			return true
+		}
+	}
+	return false
+}

@@ -46,9 +46,9 @@ func (t *task) handedOff(body string) {
 	// A renewal's copy is its message's body with the renewal's fields:
 	// the message it renews, when the batch holds it, is that one, not
 	// another of the same attempt (a started report, a reply, before it).
-	if own := unrenewed(body); own != "" {
+	if own, n := unrenewed(body); own != "" {
 		for _, x := range t.received {
-			if x.r.handedOffAt == 0 && unrenewed(x.m.body) == own {
+			if was, m := unrenewed(x.m.body); x.r.handedOffAt == 0 && was == own && m+1 == n {
 				x.r.handedOffAt = t.stops
 				return
 			}
@@ -64,20 +64,22 @@ func (t *task) handedOff(body string) {
 }
 
 // unrenewed is body without the scheduler's renewal fields, canonical ("" when
-// body is not a JSON object).
-func unrenewed(body string) string {
+// body is not a JSON object), and its renewal count (0 for none).
+func unrenewed(body string) (string, int) {
 	var m map[string]json.RawMessage
 	if json.Unmarshal([]byte(body), &m) != nil {
-		return ""
+		return "", 0
 	}
+	var n int
+	_ = json.Unmarshal(m["sasRenewals"], &n)
 	delete(m, "sasRenewals")
 	delete(m, "sasRenewalSig")
 	delete(m, "sasSender")
 	b, err := json.Marshal(m)
 	if err != nil {
-		return ""
+		return "", 0
 	}
-	return string(b)
+	return string(b), n
 }
 
 // stepAttempt is what a body is about: its order, step and attempt.
