@@ -57,10 +57,10 @@ func (s *Service) reportStarts(ctx context.Context, groups [][]inbound, now time
 		m.reported = true // sent or not: a failed report is not tried again for this delivery
 		if err != nil {
 			s.log.Warn("agent: started report not sent; running the request all the same",
-				"messageId", m.messageID, "orderId", m.req.OrderID, "err", err.Error())
+				"messageId", m.messageID, "order", m.req.OrderID, "err", err.Error())
 			continue
 		}
-		s.log.Info("agent: late pick-up reported", "messageId", m.messageID, "orderId", m.req.OrderID,
+		s.log.Info("agent: late pick-up reported", "messageId", m.messageID, "order", m.req.OrderID,
 			"step", m.req.Step, "attempt", m.req.Attempt, "completeBy", m.req.CompleteBy, "deadline", Deadline(m.req, now))
 	}
 }

@@ -70,12 +70,19 @@ func (st *Store) FindOwed(ctx context.Context, p sas.FindOwedParams) (sas.FindDu
 // the state's partition at the failure time (UpdatedAt, copied in place: no
 // read).
 func (st *Store) Settle(ctx context.Context, p sas.SettleParams) (sas.StepRecord, error) {
-	probe := sas.StepRecord{ProcessState: p.State, Attempt: p.Attempt, Owes: []sas.Effect{sas.EffectAlert}}
+	probe := sas.StepRecord{ProcessState: p.State, Attempt: p.Attempt, Owes: []sas.Effect{sas.EffectAlert}, OwedAt: p.OwedAt}
 	if _, err := sas.Settle(probe, p); err != nil {
 		return sas.StepRecord{}, fmt.Errorf("settling step %s: %w", p.Key, err)
 	}
 	u := newUpdate()
 	owing(&u, p.State, p.Attempt)
+	if !p.Recheck.IsZero() {
+		// Still owed, due again at Recheck: the entry stays in the owed
+		// partition (sas.SettleParams).
+		u.cond("#sk = :was", "#sk", attrIdxSK, ":was", ms(p.OwedAt))
+		u.set(attrIdxSK, ms(p.Recheck))
+		return st.update(ctx, "deferring the owed effects of", p.Key, u)
+	}
 	shard := st.shard(p.Key)
 	u.set(attrIdxPK, s(sas.IndexPartition(p.State, shard)))
 	u.sets = append(u.sets, u.name(attrIdxSK)+" = "+u.name(attrUpdatedAt))

@@ -31,7 +31,7 @@ func (s *Service) handleMessage(ctx context.Context, u *outbox.Unit, from Origin
 	ctx = withRedelivery(ctx, from.Redelivered)
 	if err := s.signer.Refresh(ctx); err != nil {
 		// The keys read before are kept: a rotation waits, nothing stops.
-		s.log.WarnContext(ctx, "signing keys not re-read", "error", err)
+		s.log.WarnContext(ctx, "signing keys not re-read", "err", err)
 	}
 	if from.Source == FromIntake {
 		// Whatever kind it claims: an application that may write orders
@@ -208,9 +208,9 @@ func (h *Handler) settle(ctx context.Context, log *slog.Logger, err error) error
 		return nil
 	case errors.Is(err, sas.ErrInvalid):
 		// Nothing invalid becomes valid on a retry.
-		log.ErrorContext(ctx, "message dropped: invalid", "error", err)
+		log.ErrorContext(ctx, "message dropped: invalid", "err", err)
 		return nil
 	}
-	log.ErrorContext(ctx, "message failed; it will be redelivered", "error", err)
+	log.ErrorContext(ctx, "message failed; it will be redelivered", "err", err)
 	return err
 }

@@ -227,7 +227,7 @@ func (s *Service) dispatchAfter(ctx context.Context, u *outbox.Unit, oo order, d
 	results, err := s.resultsFor(ctx, &oo, r.Step, r.ProcessState == sas.Compensating)
 	if err != nil {
 		s.log.ErrorContext(ctx, "request not sent: the results it carries could not be read; the message is left for redelivery, which sends it",
-			"order", oo.id(), "step", r.Step, "attempt", r.Attempt, "error", err)
+			"order", oo.id(), "step", r.Step, "attempt", r.Attempt, "err", err)
 		u.Fail(fmt.Errorf("the request for step %s attempt %d: reading the results it carries: %w", r.Key(), r.Attempt, err))
 		return
 	}

@@ -31,7 +31,7 @@ func (s *Service) started(ctx context.Context, o order, rep sas.AgentReply, now 
 		return drop(err, "started report for order %s step %d", rep.OrderID, rep.Step)
 	case errors.Is(err, sas.ErrLostRace):
 		s.log.InfoContext(ctx, "started report for an attempt no longer current: nothing to record", "order", rep.OrderID,
-			"step", rep.Step, "attempt", rep.Attempt, "lockedBy", rep.LockedBy, "error", err)
+			"step", rep.Step, "attempt", rep.Attempt, "lockedBy", rep.LockedBy, "err", err)
 		return nil
 	case errors.Is(err, sas.ErrInvalid):
 		return drop(err, "started report for order %s step %d", rep.OrderID, rep.Step)

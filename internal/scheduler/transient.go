@@ -211,7 +211,7 @@ func (s *Service) reattempt(ctx context.Context, u *outbox.Unit, o order, r sas.
 		// request. A redelivery sends it again while no pick-up was
 		// reported, as the earlier delivery's send may fail after this
 		// one's acknowledgement (resend).
-		s.log.InfoContext(ctx, "next attempt claimed elsewhere", "order", o.id(), "step", r.Step, "error", err)
+		s.log.InfoContext(ctx, "next attempt claimed elsewhere", "order", o.id(), "step", r.Step, "err", err)
 		if re := (*sas.RaceError)(nil); errors.As(err, &re) && re.Current != nil && re.Current.Attempt == r.Attempt+1 &&
 			s.resend(ctx, *re.Current, now) {
 			s.dispatchAfter(ctx, u, o, def, *re.Current, wait)
@@ -276,7 +276,7 @@ func (s *Service) settle(ctx context.Context, rec sas.StepRecord) {
 	if err != nil && !errors.Is(err, sas.ErrLostRace) {
 		// Still owed: the supervisor's sweep sends it again and settles it.
 		s.log.WarnContext(ctx, "could not settle a give-up's effects; the supervisor re-sends them", "order", rec.OrderID,
-			"step", rec.Step, "error", err)
+			"step", rec.Step, "err", err)
 	}
 }
 
