@@ -57,6 +57,15 @@ type Props struct {
 	// messages from (sasctl resubmit and compensate; docs/trust.md). Empty:
 	// only the supervisor may ask for retries and compensations.
 	OperatorRoleARNs []string
+	// CompleterRoleARNs are the IAM roles (or users) that may complete,
+	// fail or heartbeat a waiting callback step (package completion;
+	// docs/trust.md, "Completion tokens"): the intake queue's policy
+	// allows them to send to it. A completion also needs the step's token,
+	// so a completer can complete no step it was not handed the token of.
+	// The intake queue takes orders too: a completer may submit, as any
+	// principal the deployer grants the queue to. Empty: only what the
+	// deployer grants otherwise.
+	CompleterRoleARNs []string
 	// DeployerRoleARNs are the principals that deploy and administer the
 	// stack: the only ones, besides the account's root user, the queue
 	// policies let change a queue (its attributes and policy, permissions,

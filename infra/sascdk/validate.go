@@ -72,6 +72,11 @@ func (p Props) resolve() (resolved, error) {
 			bad("operator %q: want an IAM role or user ARN, arn:<partition>:iam::<account>:role/<name> or :user/<name>", arn)
 		}
 	}
+	for _, arn := range p.CompleterRoleARNs {
+		if !operatorARN.MatchString(arn) {
+			bad("completer %q: want an IAM role or user ARN, arn:<partition>:iam::<account>:role/<name> or :user/<name>", arn)
+		}
+	}
 	for _, arn := range p.DeployerRoleARNs {
 		if !operatorARN.MatchString(arn) {
 			bad("deployer %q: want an IAM role or user ARN, arn:<partition>:iam::<account>:role/<name> or :user/<name>", arn)
@@ -212,7 +217,7 @@ func (p Props) validateAgents(ws []workflow.Workflow, checkSteps bool) []error {
 	}
 	for i, w := range ws {
 		for j, s := range w.Steps {
-			if !names[s.Agent] {
+			if s.Callback == nil && !names[s.Agent] { // a callback step has no agent
 				errs = append(errs, &workflow.FieldError{
 					File:   p.WorkflowsFile,
 					Path:   fmt.Sprintf("workflows[%d].steps[%d].agent", i, j),

@@ -380,6 +380,21 @@ func (st *Store) Start(ctx context.Context, p sas.StartParams) (sas.StepRecord, 
 	return r, err
 }
 
+// Heartbeat moves a waiting callback step's deadline on, fenced on the
+// lease held (state, holder, attempt) as a completion is. The index entry
+// stays in its partition, moved to the new deadline; no history entry.
+func (st *Store) Heartbeat(ctx context.Context, p sas.HeartbeatParams) (sas.StepRecord, error) {
+	if err := p.Check(); err != nil {
+		return sas.StepRecord{}, fmt.Errorf("heartbeat of step %s: %w", p.Key, err)
+	}
+	u := newUpdate()
+	held(&u, sas.Processing, p.Owner, p.Attempt)
+	u.set(attrCompleteBy, ms(p.Until))
+	u.set(attrIdxSK, ms(p.Until))
+	u.set(attrUpdatedAt, ms(p.Now))
+	return st.update(ctx, "heartbeat of", p.Key, u)
+}
+
 // dueWrite is the supervisor's write on a due record: rescue or give up.
 type dueWrite struct {
 	Key           sas.StepKey

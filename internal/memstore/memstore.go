@@ -181,6 +181,10 @@ func (s *Store) Wait(_ context.Context, p sas.WaitParams) (sas.StepRecord, error
 	return s.update("waiting on", p.Key, func(r sas.StepRecord) (sas.StepRecord, error) { return sas.Wait(r, p) })
 }
 
+func (s *Store) Heartbeat(_ context.Context, p sas.HeartbeatParams) (sas.StepRecord, error) {
+	return s.update("heartbeat of", p.Key, func(r sas.StepRecord) (sas.StepRecord, error) { return sas.Heartbeat(r, p) })
+}
+
 func (s *Store) Resubmit(_ context.Context, p sas.ResubmitParams) (sas.StepRecord, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -76,6 +76,9 @@ func FromDefinitions(defs []workflow.Workflow) (sas.Registry, error) {
 					Coefficient: u.BackoffCoefficient, MaxInterval: u.MaximumInterval.D()}
 				def.UndoNonRetryable = u.NonRetryableErrors
 			}
+			if c := s.Callback; c != nil {
+				def.Callback = &sas.Callback{Timeout: c.Timeout.D(), Heartbeat: c.Heartbeat.D()}
+			}
 			ws[i].Steps[j] = def
 		}
 	}

@@ -314,6 +314,10 @@ type Status struct {
 	// Trace is the order's trace context, a W3C traceparent (trace.go):
 	// optional, absent in a message from a build before traces.
 	Trace string `json:"trace,omitempty"`
+	// Token, on a waiting status, is the completion token of the callback
+	// step that waits (callback.go): whoever holds it may complete, fail or
+	// heartbeat that step.
+	Token string `json:"token,omitempty"`
 }
 
 // IdempotencyKey is the stable key an agent sends the remote service for one

@@ -38,6 +38,8 @@ type StateStore interface {
 	Wait(ctx context.Context, p WaitParams) (StepRecord, error)
 	// Start records the pick-up of a held attempt's request (sas.Start).
 	Start(ctx context.Context, p StartParams) (StepRecord, error)
+	// Heartbeat moves a waiting callback step's deadline on (sas.Heartbeat).
+	Heartbeat(ctx context.Context, p HeartbeatParams) (StepRecord, error)
 	Resubmit(ctx context.Context, p ResubmitParams) (StepRecord, error)
 	// NoteEffect sets UndoOwed on a forward step that is not Processed
 	// (see sas.NoteEffect); a step already noted is returned unchanged.

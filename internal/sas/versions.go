@@ -38,6 +38,15 @@ type versionedStep struct {
 	// The undo's own retry policy, omitted when the step sets none, so
 	// that a definition without one keeps its version.
 	UndoRetry *versionedRetry `json:"undoRetry,omitempty"`
+	// A callback step's wait (issue 28), omitted for every other step so
+	// that a definition without one keeps its version.
+	Callback *versionedCallback `json:"callback,omitempty"`
+}
+
+// versionedCallback is a callback step's wait in a versionedStep.
+type versionedCallback struct {
+	TimeoutMs   int64 `json:"timeoutMs"`
+	HeartbeatMs int64 `json:"heartbeatMs,omitempty"`
 }
 
 // versionedRetry is an undo's retry policy in a versionedStep.
@@ -69,6 +78,9 @@ func EncodeWorkflow(w Workflow) []byte {
 			v.Steps[i].UndoRetry = &versionedRetry{MaxAttempts: u.MaxAttempts, InitialMs: u.InitialInterval.Milliseconds(),
 				MaxMs: u.MaxInterval.Milliseconds(), Coefficient: u.Coefficient, NonRetryable: s.UndoNonRetryable}
 		}
+		if c := s.Callback; c != nil {
+			v.Steps[i].Callback = &versionedCallback{TimeoutMs: c.Timeout.Milliseconds(), HeartbeatMs: c.Heartbeat.Milliseconds()}
+		}
 	}
 	b, _ := json.Marshal(v) // cannot fail: strings and numbers only
 	return b
@@ -93,6 +105,9 @@ func DecodeWorkflow(b []byte) (Workflow, error) {
 			w.Steps[i].UndoRetry = RetryPolicy{MaxAttempts: u.MaxAttempts, InitialInterval: ms(u.InitialMs),
 				MaxInterval: ms(u.MaxMs), Coefficient: u.Coefficient}
 			w.Steps[i].UndoNonRetryable = u.NonRetryable
+		}
+		if c := s.Callback; c != nil {
+			w.Steps[i].Callback = &Callback{Timeout: ms(c.TimeoutMs), Heartbeat: ms(c.HeartbeatMs)}
 		}
 	}
 	if w.Name == "" || len(w.Steps) == 0 {

@@ -34,6 +34,11 @@ func (s *Service) handleMessage(ctx context.Context, u *outbox.Unit, from Origin
 		s.log.WarnContext(ctx, "signing keys not re-read", "err", err)
 	}
 	if from.Source == FromIntake {
+		if h, err := sas.DecodeHeader(body); err == nil && h.Kind == sas.KindComplete {
+			// The outside world completing a waiting step: its token,
+			// not the queue, says which (callback.go).
+			return s.completion(ctx, u, from, body)
+		}
 		// Whatever kind it claims: an application that may write orders
 		// cannot also send replies, retries or compensation requests.
 		// ParseIntake reports the header's problems too, with a reason.
@@ -43,6 +48,11 @@ func (s *Service) handleMessage(ctx context.Context, u *outbox.Unit, from Origin
 	switch h.Kind {
 	case "", sas.KindIntake:
 		return refuseSource(from, h.Kind) // nothing is created, nobody is told
+	case sas.KindComplete:
+		if from.Source != FromControl {
+			return refuseSource(from, h.Kind)
+		}
+		return s.completion(ctx, u, from, body)
 	case sas.KindAgentReply, sas.KindRetry, sas.KindCompensate:
 	default:
 		return drop(herr, "kind %q is not a message for the scheduler", h.Kind)

@@ -94,6 +94,18 @@ func (s *Service) reply(ctx context.Context, u *outbox.Unit, rep sas.AgentReply)
 	if err != nil {
 		return err
 	}
+	if rep.Step < o.n() && o.wf.Steps[rep.Step].Outside() {
+		// No agent runs a callback step: only its token completes it
+		// (callback.go), never a reply, signed or not.
+		return drop(nil, "agent reply for order %s step %d: a callback step takes no agent reply", rep.OrderID, rep.Step)
+	}
+	return s.applyReply(ctx, u, o, rep)
+}
+
+// applyReply is a believed reply's outcome applied to its order: an
+// agent's, once trusted, or a completion from outside built from its
+// checked token and the stored order, read whole (callback.go).
+func (s *Service) applyReply(ctx context.Context, u *outbox.Unit, o order, rep sas.AgentReply) error {
 	if w := o.wf; rep.Step >= len(w.Steps) || w.Steps[rep.Step].Name != rep.StepName {
 		// The workflow changed shape under the order: never guess a successor.
 		return drop(nil, "reply for order %s: step %d of workflow %q is not %q", rep.OrderID, rep.Step, w.Name, rep.StepName)
@@ -257,7 +269,10 @@ func (s *Service) refused(ctx context.Context, u *outbox.Unit, o order, rep sas.
 	s.log.InfoContext(ctx, "stale reply ignored", "order", rep.OrderID, "step", rep.Step,
 		"attempt", rep.Attempt, "lockedBy", rep.LockedBy, "outcome", rep.Outcome,
 		"state", cur.ProcessState, "currentAttempt", cur.Attempt, "currentHolder", cur.LockedBy)
-	if rep.Outcome == sas.OutcomeDone && !rep.Compensation && lateFor(cur, rep) {
+	if rep.Outcome == sas.OutcomeDone && !rep.Compensation && lateFor(cur, rep) && !o.wf.Steps[rep.Step].Outside() {
+		// (A completion from outside that lost its race is late: it
+		// changes nothing, callback.go. Nothing ran that could have an
+		// effect to note.)
 		return s.lateSuccess(ctx, u, o, rep, cur, now)
 	}
 	if rep.Outcome == sas.OutcomeFailed && cur.ProcessState == sas.Compensating &&

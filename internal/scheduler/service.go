@@ -80,6 +80,9 @@ func drop(err error, format string, args ...any) error {
 
 // timeout is a step's time limit.
 func (s *Service) timeout(d sas.StepDef) time.Duration {
+	if d.Callback != nil {
+		return d.Callback.Lease() // its claim's lease: the wait (callback.go)
+	}
 	if d.Timeout > 0 {
 		return d.Timeout
 	}
@@ -205,6 +208,9 @@ func redelivery(rec events.SQSMessage) bool {
 // picks the request up within the allowance finishes by it and reports
 // nothing; a later one reports its pick-up, which moves the deadline.
 func (s *Service) leaseEnd(def sas.StepDef, wait time.Duration, now time.Time) time.Time {
+	if def.Callback != nil {
+		return now.Add(wait + s.timeout(def)) // no request to pick up: its wait (callback.go)
+	}
 	return now.Add(wait + s.cfg.PickupTimeout + s.timeout(def))
 }
 
@@ -224,6 +230,10 @@ func (s *Service) dispatch(ctx context.Context, u *outbox.Unit, o order, def sas
 // re-drive it at its request's delivery horizon: docs/protocol.md,
 // "Deadlines start at pick-up".)
 func (s *Service) dispatchAfter(ctx context.Context, u *outbox.Unit, oo order, def sas.StepDef, r sas.StepRecord, wait time.Duration) {
+	if def.Outside() {
+		s.await(ctx, u, oo, def, r) // no agent: its token goes out instead (callback.go)
+		return
+	}
 	results, err := s.resultsFor(ctx, &oo, r.Step, r.ProcessState == sas.Compensating)
 	if err != nil {
 		s.log.ErrorContext(ctx, "request not sent: the results it carries could not be read; the message is left for redelivery, which sends it",

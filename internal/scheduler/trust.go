@@ -71,6 +71,10 @@ func accepts(src Source, k sas.Kind, requeue bool) bool {
 		return src == FromControl
 	case sas.KindCompensate:
 		return src == FromControl
+	case sas.KindComplete:
+		// The token is the completer's right; the queues that take it
+		// name who may send one (docs/trust.md, "Completion tokens").
+		return src == FromIntake || src == FromControl
 	}
 	return false
 }
@@ -93,6 +97,8 @@ func wantSource(k sas.Kind) string {
 		return FromIntake.String()
 	case sas.KindAgentReply:
 		return FromAgents.String()
+	case sas.KindComplete:
+		return FromIntake.String() + " or " + FromControl.String()
 	}
 	return FromControl.String()
 }

@@ -138,6 +138,10 @@ func (s *store) Start(ctx context.Context, p sas.StartParams) (sas.StepRecord, e
 	return write(ctx, s, "Start", []sas.StepKey{p.Key}, func() (sas.StepRecord, error) { return s.mem.Start(ctx, p) })
 }
 
+func (s *store) Heartbeat(ctx context.Context, p sas.HeartbeatParams) (sas.StepRecord, error) {
+	return write(ctx, s, "Heartbeat", []sas.StepKey{p.Key}, func() (sas.StepRecord, error) { return s.mem.Heartbeat(ctx, p) })
+}
+
 func (s *store) Resubmit(ctx context.Context, p sas.ResubmitParams) (sas.StepRecord, error) {
 	return write(ctx, s, "Resubmit", []sas.StepKey{p.Key}, func() (sas.StepRecord, error) { return s.mem.Resubmit(ctx, p) })
 }

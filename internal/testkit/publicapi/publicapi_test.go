@@ -112,7 +112,7 @@ func TestNestedModulesImportNoInternalPackage(t *testing.T) {
 func TestPublicPackagesAreDocumented(t *testing.T) {
 	t.Parallel()
 	r := root(t)
-	public := []string{"workflow", "agent", filepath.Join("infra", "sascdk")}
+	public := []string{"workflow", "agent", filepath.Join("infra", "sascdk"), "completion"}
 	if _, err := os.Stat(filepath.Join(r, "sastest")); err == nil {
 		public = append(public, "sastest")
 	}

@@ -410,6 +410,15 @@ func (m *machine) writes() map[string]func(*rapid.T) op {
 					return one(func() (sas.StepRecord, error) { return s.Start(ctx, p) })
 				}}
 		},
+		"heartbeat": func(t *rapid.T) op {
+			k := m.key(t, sas.Processing, sas.Compensating)
+			r := m.seen(t, k)
+			p := sas.HeartbeatParams{Key: k, Owner: r.LockedBy, Attempt: r.Attempt, Now: m.now, Until: m.deadline(t, "until")}
+			return op{name: "Heartbeat", desc: fmt.Sprintf("%s owner=%s attempt=%d", k, p.Owner, p.Attempt), orders: []string{k.OrderID},
+				apply: func(s sas.StateStore, _ int) (any, error) {
+					return one(func() (sas.StepRecord, error) { return s.Heartbeat(ctx, p) })
+				}}
+		},
 		"resubmit": func(t *rapid.T) op {
 			k := m.key(t, sas.Error)
 			r := m.seen(t, k)
