@@ -11,8 +11,10 @@ import (
 
 // validateGraph checks the steps' After (at path wp): every name a step of
 // the workflow, no step following itself or a step twice, only the first
-// step following none, the limits on joins and forks, and no cycle. Each
-// problem is one line.
+// step following none, the limits on joins and forks, no cycle, and no
+// condition on a step that starts with the order of a graph (it would be
+// decided at submission, which settles no branch: docs/workflows.md,
+// "Choices in branches"). Each problem is one line.
 func validateGraph(wp string, w Workflow, bad func(path, format string, args ...any)) {
 	index := map[string]int{}
 	for j, s := range w.Steps {
@@ -57,6 +59,15 @@ func validateGraph(wp string, w Workflow, bad func(path, format string, args ...
 				preds[j] = append(preds[j], p)
 				forks[p]++
 			}
+		}
+	}
+	graph := false
+	for _, s := range w.Steps {
+		graph = graph || s.After != nil
+	}
+	for j, s := range w.Steps {
+		if graph && s.When != "" && (j == 0 || (s.After != nil && len(s.After) == 0)) {
+			bad(fmt.Sprintf("%s.steps[%d].when", wp, j), "step %q starts with the order in a workflow with branches: it takes no condition (put it on a step that follows another)", s.Name)
 		}
 	}
 	for p, n := range forks {

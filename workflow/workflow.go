@@ -7,6 +7,8 @@ import (
 	"regexp"
 	"strings"
 	"time"
+
+	"github.com/sas-go/sas/internal/condition"
 )
 
 // Limits on a definition.
@@ -96,6 +98,17 @@ type Step struct {
 	// the same step run in parallel branches (docs/workflows.md, "Branches
 	// in parallel").
 	After []string `json:"after,omitempty"`
+	// When, if set, is the step's condition (docs/workflows.md,
+	// "Choices"): a Common Expression Language (CEL) expression over
+	// payload (the order's payload), results (the results of the steps
+	// before, by step name) and order (order.id, order.workflow), checked
+	// when the definition loads to compile and be a bool. It is evaluated
+	// when the step before completes (for a first step, at submission):
+	// false skips the step (Skipped: never called, nothing to undo), and a
+	// condition that cannot be evaluated (a missing field, over its cost
+	// limit, not a bool) fails the step for good, its order compensated.
+	// Empty: the step always runs.
+	When string `json:"when,omitempty"`
 	// Callback, when set, makes the step one the outside world completes
 	// (docs/workflows.md, "Callback steps"): Step Functions'
 	// .waitForTaskToken without a task. Such a step has no Agent, Action,
@@ -340,6 +353,11 @@ func validate(file string, ws []Workflow) error {
 func validateStep(sp string, s Step, bad func(path, format string, args ...any)) {
 	if !namePattern.MatchString(s.Name) {
 		bad(sp+".name", "%q: must be 1-64 characters of A-Z a-z 0-9 . _ -", s.Name)
+	}
+	if s.When != "" {
+		if _, err := condition.Compile(s.When); err != nil {
+			bad(sp+".when", "step %q: the condition %s", s.Name, err)
+		}
 	}
 	if s.Callback != nil {
 		validateCallback(sp, s, bad)

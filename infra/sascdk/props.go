@@ -180,6 +180,13 @@ type Agent struct {
 	// Auth, for the built-in HTTP agent, is a header it sends on every call,
 	// its value read from a secret that this agent's role alone is granted.
 	Auth *AgentAuth
+	// RejectStatuses, for the built-in HTTP agent, are the service's 4xx
+	// statuses that are business rejections, not failures
+	// (SAS_AGENT_REJECT_STATUSES, e.g. 402 and 422): the order is
+	// compensated and ends Rejected, with no operator alert
+	// (docs/workflows.md, "A refusal that is a business outcome"). Each
+	// 400-499.
+	RejectStatuses []int
 
 	// builtin: the SAS HTTP agent (DistDir/<GOARCH>/agent/bootstrap), which
 	// also reads the workflows to find each step's endpoint.
@@ -243,12 +250,13 @@ const (
 	envAgentAllowHTTP     = "SAS_AGENT_ALLOW_HTTP"
 	envAgentAuthSecret    = "SAS_AGENT_AUTH_SECRET"
 	envAgentAuthHeader    = "SAS_AGENT_AUTH_HEADER"
+	envAgentRejects       = "SAS_AGENT_REJECT_STATUSES"
 )
 
 // reservedAgentEnv are the names an Agent's Environment may not set: the
 // construct's own, and those whose grants it must make (AllowHTTP, Auth).
 var reservedAgentEnv = []string{envAgentName, envAgentQueueURL, envAgentPriorityQueue, envSchedulerQueueURL, envWorkflowsFile,
-	envAgentAllowHTTP, envAgentAuthSecret, envAgentAuthHeader}
+	envAgentAllowHTTP, envAgentAuthSecret, envAgentAuthHeader, envAgentRejects}
 
 // Patterns of AgentAuth's ARNs and header.
 var (

@@ -186,6 +186,14 @@ func (p Props) validateAgents(ws []workflow.Workflow, checkSteps bool) []error {
 				bad("base URL %q: the built-in agent calls https:// services only; set AllowHTTP (context allowHttp=true) for an emulator or a local service", a.Environment[envAgentBaseURL])
 			}
 		}
+		for _, st := range a.RejectStatuses {
+			if st < 400 || st > 499 {
+				bad("RejectStatuses: %d is not a 4xx status (400-499): a business rejection is the service's refusal of the request", st)
+			}
+		}
+		if !a.builtin && len(a.RejectStatuses) > 0 {
+			bad("RejectStatuses is the built-in HTTP agent's setting; your own agent returns agent.Reject")
+		}
 		if !a.builtin && (a.AllowHTTP || a.Auth != nil) {
 			bad("AllowHTTP and Auth are the built-in HTTP agent's settings; your own agent's code reads its own (grant its role a secret with SAS.Agent(name).Role)")
 		}

@@ -80,7 +80,7 @@ func (st *Store) Submit(ctx context.Context, p sas.SubmitParams) (sas.SubmitResu
 		return sas.SubmitResult{}, &sas.ValidationError{Field: "orderId", Reason: "empty"}
 	}
 	o.CreatedAt = p.Now
-	recs, err := sas.NewRecords(o, p.Now, p.PickupBy, st.cfg.Shards, p.Claim)
+	recs, err := sas.NewRecords(o, p.Now, p.PickupBy, st.cfg.Shards, p.Claim, p.Skip...)
 	if err != nil {
 		return sas.SubmitResult{}, fmt.Errorf("submitting order %s: %w", o.OrderID, err)
 	}
@@ -204,7 +204,7 @@ func (st *Store) Complete(ctx context.Context, p sas.CompleteParams) ([]sas.Step
 	}
 	u.remove(attrLockedBy, attrCompleteBy, attrWaitingSince, attrIdxPK, attrIdxSK)
 	u.touch(p.Now, sas.HistoryEntry{At: p.Now, Step: p.Key.Step, Actor: p.Owner, From: running, To: done, Attempt: p.Attempt, Reason: "completed", Run: p.Run})
-	if p.Next == nil && len(p.Siblings) == 0 {
+	if p.Next == nil && len(p.Siblings) == 0 && len(p.Skip) == 0 {
 		r, err := st.update(ctx, "completing", p.Key, u)
 		if err != nil {
 			return nil, err
@@ -212,13 +212,19 @@ func (st *Store) Complete(ctx context.Context, p sas.CompleteParams) ([]sas.Step
 		return []sas.StepRecord{r}, nil
 	}
 	// One transaction: the step, the steps it claims (a successor, or the
-	// branches it starts), and a ConditionCheck per sibling as read (a
-	// graph's fence, sas.CompleteParams.Siblings).
+	// branches it starts), the skips, and a ConditionCheck per sibling as
+	// read (a graph's fence, sas.CompleteParams.Siblings), in the order the
+	// returned records take and the memory store checks them.
 	items := []types.TransactWriteItem{{Update: asTransactUpdate(u.input(st.cfg.StateTable, p.Key))}}
 	ops, keys := []string{"completing"}, []sas.StepKey{p.Key}
 	for _, n := range p.Claims() {
 		items = append(items, types.TransactWriteItem{Update: asTransactUpdate(st.claimExpr(n).input(st.cfg.StateTable, n.Key))})
 		ops, keys = append(ops, "claiming next"), append(keys, n.Key)
+	}
+	for _, k := range p.Skip {
+		sk := sas.StepKey{OrderID: p.Key.OrderID, Step: k.Step}
+		items = append(items, types.TransactWriteItem{Update: asTransactUpdate(st.skipExpr(p.Key.OrderID, k, p.Owner, p.Now).input(st.cfg.StateTable, sk))})
+		ops, keys = append(ops, "skipping"), append(keys, sk)
 	}
 	written := len(keys)
 	for _, sib := range p.Siblings {

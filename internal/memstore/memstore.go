@@ -61,7 +61,7 @@ func (s *Store) Submit(_ context.Context, p sas.SubmitParams) (sas.SubmitResult,
 	if o.OrderID == "" {
 		return sas.SubmitResult{}, &sas.ValidationError{Field: "orderId", Reason: "empty"}
 	}
-	recs, err := sas.NewRecords(o, p.Now, p.PickupBy, s.shards, p.Claim)
+	recs, err := sas.NewRecords(o, p.Now, p.PickupBy, s.shards, p.Claim, p.Skip...)
 	if err != nil {
 		return sas.SubmitResult{}, fmt.Errorf("submitting order %s: %w", o.OrderID, err)
 	}
@@ -142,8 +142,8 @@ func (s *Store) Complete(_ context.Context, p sas.CompleteParams) ([]sas.StepRec
 		return nil, fmt.Errorf("completing step %s: %w", p.Key, err)
 	}
 	out := []sas.StepRecord{done}
-	// In DynamoDB's order: the step, its claims, then the siblings' fence;
-	// nothing is written unless all hold.
+	// In DynamoDB's order: the step, its claims, its skips, then the
+	// siblings' fence; nothing is written unless all hold.
 	for _, n := range p.Claims() {
 		nk := n.Key
 		nxt, ok := s.steps[nk]
@@ -154,7 +154,19 @@ func (s *Store) Complete(_ context.Context, p sas.CompleteParams) ([]sas.StepRec
 		if err != nil {
 			return nil, fmt.Errorf("claiming next step %s: %w", nk, err)
 		}
-		out = append(out, s.normalize(claimed))
+		out = append(out, claimed)
+	}
+	for _, k := range p.Skip {
+		sk := sas.StepKey{OrderID: p.Key.OrderID, Step: k.Step}
+		r, ok := s.steps[sk]
+		if !ok {
+			return nil, fmt.Errorf("skipping step %s: %w", sk, sas.ErrNotFound)
+		}
+		skipped, err := sas.SkipStep(r, k, p.Owner, p.Now)
+		if err != nil {
+			return nil, fmt.Errorf("skipping step %s: %w", sk, err)
+		}
+		out = append(out, skipped)
 	}
 	if err := sas.CheckSiblingsOf(p, func(step int) (sas.StepRecord, bool) {
 		r, ok := s.steps[sas.StepKey{OrderID: p.Key.OrderID, Step: step}]
@@ -162,13 +174,10 @@ func (s *Store) Complete(_ context.Context, p sas.CompleteParams) ([]sas.StepRec
 	}); err != nil {
 		return nil, fmt.Errorf("completing step %s: %w", p.Key, err)
 	}
-	for _, c := range out[1:] {
-		s.steps[c.Key()] = c
-	}
-	done = s.normalize(done)
-	out[0] = done
-	s.steps[p.Key] = done
+	// Every fence held: the one write is made.
 	for i := range out {
+		out[i] = s.normalize(out[i])
+		s.steps[out[i].Key()] = out[i]
 		out[i] = cloneRecord(out[i])
 	}
 	return out, nil

@@ -151,6 +151,13 @@ func (w Workflow) checkGraph() error {
 			return bad("%d steps follow step %s, at most %d", f, w.Steps[i].Name, MaxFork)
 		}
 	}
+	if w.Graph() {
+		for i, s := range w.Steps {
+			if s.When != "" && len(w.Preds(i)) == 0 {
+				return bad("step %s starts with the order in a workflow with branches: it takes no condition", s.Name)
+			}
+		}
+	}
 	if c := w.cycle(); c != nil {
 		names := make([]string, len(c))
 		for k, i := range c {
@@ -212,24 +219,35 @@ func Cycle(preds [][]int) []int {
 	return nil
 }
 
-// ReadyAfter lists the steps that may start once step done is Processed,
-// from the order's records as read: each follows done, every step it
-// follows is Processed (done counted as such), and it was never claimed
-// (Pending at attempt 0).
-func ReadyAfter(w Workflow, steps []StepRecord, done int) []int {
+// Passed reports whether a step counts as settled for the steps that
+// follow it: Processed, or Skipped by its condition (a skipped step
+// contributes no result; docs/workflows.md, "Choices in branches").
+func Passed(r StepRecord) bool {
+	return r.ProcessState == Processed || r.ProcessState == Skipped
+}
+
+// Ready lists the steps of an order that may start, from its records as
+// a completer sees them (the completed step counted Processed): each
+// follows at least one step, every step it follows is Passed, and it was
+// never claimed (Pending at attempt 0). Not only the completed step's
+// successors: a step made ready while the order was failing (nothing
+// starts then) starts with the next completion once an operator's
+// resubmit has let the order run on.
+func Ready(w Workflow, steps []StepRecord) []int {
 	state := map[int]StepRecord{}
 	for _, r := range steps {
 		state[r.Step] = r
 	}
 	var out []int
-	for _, j := range w.Succs(done) {
+	for j := range w.Steps {
 		r, ok := state[j]
-		if !ok || r.ProcessState != Pending || r.Attempt != 0 {
+		preds := w.Preds(j)
+		if !ok || len(preds) == 0 || r.ProcessState != Pending || r.Attempt != 0 {
 			continue
 		}
 		ready := true
-		for _, p := range w.Preds(j) {
-			if pr, ok := state[p]; p != done && (!ok || pr.ProcessState != Processed) {
+		for _, p := range preds {
+			if pr, ok := state[p]; !ok || !Passed(pr) {
 				ready = false
 			}
 		}
@@ -371,7 +389,7 @@ func (v OrderView) owedInGraph() bool {
 }
 
 // claimDue reports whether a Pending step of a graph order is about to be
-// claimed: every step it follows is Processed (a step that follows none
+// claimed: every step it follows is Passed (a step that follows none
 // is ready from the start, DueAt set, which Settled reads already).
 func (v OrderView) claimDue(r StepRecord) bool {
 	if r.ProcessState != Pending || len(v.preds(r.Step)) == 0 {
@@ -380,7 +398,7 @@ func (v OrderView) claimDue(r StepRecord) bool {
 	for _, p := range v.preds(r.Step) {
 		ok := false
 		for _, q := range v.Steps {
-			if q.Step == p && q.ProcessState == Processed {
+			if q.Step == p && Passed(q) {
 				ok = true
 			}
 		}

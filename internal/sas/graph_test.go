@@ -29,6 +29,8 @@ func TestRegistryRefusesABadGraph(t *testing.T) {
 			s = append(s, step("z", []int{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}))
 			return s
 		}()...),
+		"step b starts with the order in a workflow with branches: it takes no condition": {step("a", nil), {Name: "b", Agent: "x", Timeout: time.Second, After: []int{}, When: "payload.b"}},
+		"step a starts with the order in a workflow with branches":                        {{Name: "a", Agent: "x", Timeout: time.Second, When: "payload.a"}, step("b", []int{0})},
 	} {
 		_, err := NewRegistry(Workflow{Name: "w", Steps: steps})
 		require.ErrorIs(t, err, ErrInvalid, reason)
@@ -40,4 +42,7 @@ func TestRegistryRefusesABadGraph(t *testing.T) {
 	require.NoError(t, err, "a second step that starts with the order, and a join")
 	require.Equal(t, []int{1}, w.Roots())
 	require.Equal(t, []int{0, 1}, w.Ancestors(2))
+	w.Steps[2].When = "payload.c"
+	_, err = NewRegistry(w)
+	require.NoError(t, err, "a condition on a step that follows another")
 }

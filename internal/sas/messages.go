@@ -277,6 +277,9 @@ const (
 	StatusProcessed   = "processed"
 	StatusFailed      = "failed"
 	StatusCompensated = "compensated"
+	// StatusStepSkipped: a step's condition was false, so it was not run
+	// (docs/workflows.md, "Choices"); the reason names the condition.
+	StatusStepSkipped = "step-skipped"
 )
 
 // Status tells the submitter how its order is doing (docs/pattern.md §6, §4.9).

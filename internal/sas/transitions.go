@@ -162,6 +162,15 @@ type CompleteParams struct {
 	// none of them moved, so that a join is never missed by two branches
 	// that complete at once, and nothing starts after a branch failed.
 	Siblings []StepSeen
+	// Skip settles, in the same write, the steps that the order passes
+	// over without running them (their conditions: skip.go). In a straight
+	// line they are the steps after Key, in order, all before Next; in a
+	// graph (Graph), any steps of the order the completion made ready. A
+	// forward completion only.
+	Skip []Skip
+	// Graph says the completion is in a workflow with branches: its skips
+	// need not be the steps after Key in line (checkGraphSkips).
+	Graph bool
 }
 
 // Claims are the claims a completion makes with it: Next, then More.
@@ -177,6 +186,16 @@ func (p CompleteParams) Claims() []ClaimParams {
 func (p CompleteParams) Check() error {
 	if p.Next == nil && len(p.More) > 0 {
 		return &ValidationError{Field: "more", Reason: "further claims need a next"}
+	}
+	if len(p.Skip) > 0 && p.Compensation {
+		return &ValidationError{Field: "skip", Reason: "an undo's completion skips nothing"}
+	}
+	check := checkSkips
+	if p.Graph {
+		check = checkGraphSkips
+	}
+	if err := check(p.Skip, p.Key.Step, p.Next); err != nil {
+		return err
 	}
 	seen := map[StepKey]bool{p.Key: true}
 	for _, n := range p.Claims() {
@@ -200,6 +219,11 @@ func (p CompleteParams) Check() error {
 			return &ValidationError{Field: "siblings", Reason: fmt.Sprintf("step %d is the completed or a claimed step, repeated, or has no state", sib.Step)}
 		}
 		seen[k] = true
+	}
+	for _, k := range p.Skip {
+		if seen[StepKey{OrderID: p.Key.OrderID, Step: k.Step}] {
+			return &ValidationError{Field: "skip", Reason: fmt.Sprintf("step %d is skipped and also completed, claimed or fenced", k.Step)}
+		}
 	}
 	return nil
 }
@@ -577,19 +601,43 @@ func race(op string, r StepRecord) error {
 // With a lease, the first step is created already claimed (attempt 1), which
 // saves the separate claim write on the hot path and is the same transition
 // a claim would make.
-func NewRecords(o Order, now, pickupBy time.Time, shards int, lease *ClaimParams) ([]StepRecord, error) {
+//
+// Steps in skip (their conditions: skip.go) are created settled, Skipped or
+// in Error, and the first step after them is the one ready (or claimed);
+// after a failed one, none is.
+func NewRecords(o Order, now, pickupBy time.Time, shards int, lease *ClaimParams, skip ...Skip) ([]StepRecord, error) {
 	if len(o.Steps) == 0 {
 		return nil, &ValidationError{Field: "steps", Reason: "an order needs at least one step"}
+	}
+	first := 0 // the first step to run; len(o.Steps) when none
+	for _, k := range skip {
+		if k.Step != first || k.Step >= len(o.Steps) {
+			return nil, &ValidationError{Field: "skip", Reason: fmt.Sprintf("step %d is not the next of the first steps", k.Step)}
+		}
+		first++
+		if k.Failed {
+			first = len(o.Steps)
+			break
+		}
+	}
+	if err := checkSkips(skip, -1, nil); err != nil {
+		return nil, err
 	}
 	out := make([]StepRecord, len(o.Steps))
 	for i, name := range o.Steps {
 		k := StepKey{OrderID: o.OrderID, Step: i}
 		r := StepRecord{OrderID: o.OrderID, Step: i, StepName: name, Shard: ShardFor(k, shards), CreatedAt: now}
-		if i == 0 || (i < len(o.After) && len(o.After[i]) == 0) {
-			r.DueAt = pickupBy // starts with the order: the first step, or another that follows none (graph.go)
+		if i == first || (i < len(o.After) && len(o.After[i]) == 0) {
+			r.DueAt = pickupBy // starts with the order: the first step to run, or another that follows none (graph.go)
 		}
 		r = move(r, Pending, "submit", "submitted", now)
-		if i == 0 && lease != nil {
+		if i < len(skip) {
+			var err error
+			if r, err = SkipStep(r, skip[i], "submit", now); err != nil {
+				return nil, err
+			}
+		}
+		if i == first && lease != nil {
 			var err error
 			lp := *lease
 			lp.Key, lp.Attempt, lp.Now = k, 0, now

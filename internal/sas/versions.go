@@ -42,6 +42,8 @@ type versionedStep struct {
 	// The steps it follows (issue 27), omitted for the step before it, so
 	// that a straight line keeps its version.
 	After *[]int `json:"after,omitempty"`
+	// The step's condition (issue 27), omitted when unset.
+	When string `json:"when,omitempty"`
 	// A callback step's wait (issue 28), omitted for every other step so
 	// that a definition without one keeps its version.
 	Callback *versionedCallback `json:"callback,omitempty"`
@@ -76,7 +78,7 @@ func EncodeWorkflow(w Workflow) []byte {
 			Name: s.Name, Agent: s.Agent, Action: s.Action, Undo: s.Undo,
 			TimeoutMs: s.Timeout.Milliseconds(), WaitMs: s.WaitLimit.Milliseconds(), TotalMs: s.TotalLimit.Milliseconds(),
 			MaxFailures: s.MaxFailures, BaseMs: s.BaseBackoff.Milliseconds(), MaxMs: s.MaxBackoff.Milliseconds(),
-			Tries: s.Tries, Coefficient: s.BackoffCoefficient, NonRetryable: s.NonRetryable,
+			Tries: s.Tries, Coefficient: s.BackoffCoefficient, NonRetryable: s.NonRetryable, When: s.When,
 		}
 		if u := s.UndoRetry; u != (RetryPolicy{}) || len(s.UndoNonRetryable) > 0 {
 			v.Steps[i].UndoRetry = &versionedRetry{MaxAttempts: u.MaxAttempts, InitialMs: u.InitialInterval.Milliseconds(),
@@ -107,7 +109,7 @@ func DecodeWorkflow(b []byte) (Workflow, error) {
 			Name: s.Name, Agent: s.Agent, Action: s.Action, Undo: s.Undo,
 			Timeout: ms(s.TimeoutMs), WaitLimit: ms(s.WaitMs), TotalLimit: ms(s.TotalMs),
 			MaxFailures: s.MaxFailures, BaseBackoff: ms(s.BaseMs), MaxBackoff: ms(s.MaxMs),
-			Tries: s.Tries, BackoffCoefficient: s.Coefficient, NonRetryable: s.NonRetryable,
+			Tries: s.Tries, BackoffCoefficient: s.Coefficient, NonRetryable: s.NonRetryable, When: s.When,
 		}
 		if u := s.UndoRetry; u != nil {
 			w.Steps[i].UndoRetry = RetryPolicy{MaxAttempts: u.MaxAttempts, InitialInterval: ms(u.InitialMs),

@@ -55,6 +55,9 @@ type StepDef struct {
 	// it has no agent, no action and no undo, and waits up to
 	// Callback.Timeout for a completion (callback.go).
 	Callback *Callback
+	// When is the step's condition (a CEL expression: skip.go,
+	// internal/condition); "" when it always runs.
+	When string
 }
 
 // Retry is the step's retry policy, the deployment's defaults (d) filled in

@@ -42,11 +42,11 @@ func (s *Service) doneInGraph(ctx context.Context, u *outbox.Unit, o order, rep 
 			}
 		}
 		failing := callsForCompensation(o)
-		p := sas.CompleteParams{Key: key, Owner: rep.LockedBy, Attempt: rep.Attempt, Now: now, Result: rep.Result,
+		p := sas.CompleteParams{Key: key, Owner: rep.LockedBy, Attempt: rep.Attempt, Now: now, Result: rep.Result, Graph: true,
 			Run: rep.Timing()} // for people (the console), never read back
 		var ready []int
 		if !failing {
-			ready = sas.ReadyAfter(o.wf, o.steps, rep.Step)
+			ready, p.Skip = planInGraph(o, rep.Step, rep.Result)
 			for i, j := range ready {
 				cp := s.claimParams(o, sas.StepRecord{OrderID: rep.OrderID, Step: j}, sas.Pending, now)
 				if i == 0 {
@@ -73,21 +73,35 @@ func (s *Service) doneInGraph(ctx context.Context, u *outbox.Unit, o order, rep 
 		if err != nil {
 			return s.refused(ctx, u, o, rep, err, now)
 		}
-		if len(recs) != 1+len(ready) {
-			return fmt.Errorf("completing step %s: the store returned %d records for %d claims", key, len(recs), len(ready))
+		if want := 1 + len(ready) + len(p.Skip); len(recs) != want {
+			return fmt.Errorf("completing step %s: the store returned %d records, not %d", key, len(recs), want)
 		}
 		for _, r := range recs {
 			o.put(r)
 		}
 		s.log.InfoContext(ctx, "step done", "order", rep.OrderID, "step", rep.Step, "attempt", rep.Attempt, "started", ready)
+		for _, k := range p.Skip {
+			s.log.InfoContext(ctx, "step not run", "order", rep.OrderID, "step", k.Step, "state", k.To(), "reason", k.Reason)
+		}
 		s.emitStep(ctx, o, rep.Step, false, now, metrics.StepsDone)
 		if o.allDone(rep.Step) {
 			s.emitOrder(ctx, metrics.OrdersProcessed, o.id(), o.ord.Workflow, now)
 		}
-		for _, c := range recs[1:] {
+		for _, c := range recs[1 : 1+len(ready)] {
 			s.dispatch(ctx, u, o, o.wf.Steps[c.Step], c)
 		}
 		s.stepDone(ctx, u, o, rep, now)
+		if len(p.Skip) == 1 && p.Skip[0].Failed {
+			r, _ := o.step(p.Skip[0].Step)
+			s.log.WarnContext(ctx, "step failed: its condition could not be evaluated", "order", o.id(), "step", r.Step, "reason", r.LastError)
+			s.emitStep(ctx, o, r.Step, false, now, metrics.StepsFailed)
+			// Told at once: it is never undone itself, and nothing claimed
+			// here makes this reply stale (a redelivery tells it again).
+			if err := s.tellConditionFailures(ctx, o, now); err != nil {
+				return err
+			}
+			failing = true
+		}
 		if failing {
 			return s.undoOnceSettled(ctx, u, o, now)
 		}
@@ -95,24 +109,114 @@ func (s *Service) doneInGraph(ctx context.Context, u *outbox.Unit, o order, rep 
 	}
 }
 
+// planInGraph decides what the completion of step done (its result res)
+// starts, from the order's records as read: each step ready once done is
+// Processed (sas.Ready) is judged by its condition (judge, on the results
+// of the steps it follows, directly or not). One that runs is claimed; one
+// whose condition is false is skipped, and counts as settled for the steps
+// after it, which are decided in turn in the same write (a skipped step
+// contributes no result and is never undone); one whose condition cannot
+// be evaluated fails alone, and nothing else starts.
+func planInGraph(o order, done int, res []byte) (claims []int, skips []sas.Skip) {
+	recs := make([]sas.StepRecord, len(o.steps))
+	copy(recs, o.steps)
+	at := map[int]int{}
+	for i, r := range recs {
+		at[r.Step] = i
+	}
+	if i, ok := at[done]; ok {
+		recs[i].ProcessState, recs[i].Result = sas.Processed, res
+	}
+	seen := map[int]bool{}
+	for more := true; more; {
+		more = false
+		for _, j := range sas.Ready(o.wf, recs) {
+			if seen[j] {
+				continue
+			}
+			seen[j] = true
+			run, k := judge(o, j, sas.ResultsOf(recs, o.wf.Ancestors(j)))
+			switch {
+			case run:
+				claims = append(claims, j)
+			case k.Failed:
+				return nil, []sas.Skip{k}
+			default:
+				skips = append(skips, k)
+				recs[at[j]].ProcessState = sas.Skipped
+				more = true // the steps after it may be ready now
+			}
+		}
+	}
+	return claims, skips
+}
+
 // duplicateDoneInGraph repeats the effects of a forward step's success
 // that another delivery recorded: the requests of the branches it started
-// while their leases run, the statuses, and the compensation if the order
-// failed meanwhile and has settled.
+// (past the steps it skipped) while their leases run, the statuses, the
+// failure of a step it failed by its condition, and the compensation if
+// the order failed meanwhile and has settled.
 func (s *Service) duplicateDoneInGraph(ctx context.Context, u *outbox.Unit, o order, rep sas.AgentReply, now time.Time) error {
 	if err := s.read(ctx, &o); err != nil {
 		return err
 	}
-	for _, j := range o.wf.Succs(rep.Step) {
+	for _, j := range startedBy(o, rep.Step) {
 		if r, ok := o.step(j); ok && r.ProcessState == sas.Processing && live(r, now) {
 			s.dispatch(ctx, u, o, o.wf.Steps[j], r)
 		}
 	}
 	s.stepDone(ctx, u, o, rep, now)
+	for _, j := range startedBy(o, rep.Step) {
+		if r, ok := o.step(j); ok && r.ProcessState == sas.Error && r.FailedBy == sas.ByCondition && r.Attempt == 0 {
+			// Its completion failed a step by its condition: told again.
+			if err := s.tellConditionFailures(ctx, o, now); err != nil {
+				return err
+			}
+			break
+		}
+	}
 	if callsForCompensation(o) {
 		return s.undoOnceSettled(ctx, u, o, now)
 	}
 	return nil
+}
+
+// startedBy are the steps the completion of step may have started or
+// decided: those that follow it, and those that follow a step it skipped,
+// as the order's records show them.
+func startedBy(o order, step int) []int {
+	var out []int
+	seen := map[int]bool{}
+	for queue := []int{step}; len(queue) > 0; queue = queue[1:] {
+		for _, j := range o.wf.Succs(queue[0]) {
+			if seen[j] {
+				continue
+			}
+			seen[j] = true
+			out = append(out, j)
+			if r, ok := o.step(j); ok && r.ProcessState == sas.Skipped {
+				queue = append(queue, j)
+			}
+		}
+	}
+	return out
+}
+
+// skippedBy are the steps the completion of step skipped, as the order's
+// records show them (what a redelivery tells again): in a straight line
+// the Skipped steps after it up to the next that is not; in a graph the
+// Skipped steps among those it may have decided (startedBy).
+func skippedBy(o order, step int) []sas.Skip {
+	if !o.wf.Graph() {
+		return skippedAfter(o, step)
+	}
+	var out []sas.Skip
+	for _, j := range startedBy(o, step) {
+		if r, ok := o.step(j); ok && r.ProcessState == sas.Skipped {
+			out = append(out, sas.Skip{Step: j, Reason: r.LastHistoryReason()})
+		}
+	}
+	return out
 }
 
 // undoOnceSettled is "let the steps in flight settle, then undo": the one
@@ -160,28 +264,31 @@ func undoOrder(o order) []int {
 	return out
 }
 
-// allDone reports whether the order is Processed once step is: the last
-// step of a straight line, or every step of a graph (its records read).
+// allDone reports whether the order is Processed once step is: in a
+// straight line, step is the last or every step after it was skipped
+// (ranAfter); in a graph, every other step is Processed or Skipped (its
+// records read).
 func (o order) allDone(step int) bool {
 	if !o.wf.Graph() {
-		return step+1 == o.n()
+		return ranAfter(o, step) < 0
 	}
 	if len(o.steps) != o.n() {
 		return false
 	}
 	for _, r := range o.steps {
-		if r.ProcessState != sas.Processed && r.Step != step {
+		if !sas.Passed(r) && r.Step != step {
 			return false
 		}
 	}
 	return true
 }
 
-// waitsOn returns a step that step follows and that is not Processed, if
-// any: a retry of a step still waiting for it would run out of order.
+// waitsOn returns a step that step follows and that is not Processed or
+// Skipped, if any: a retry of a step still waiting for it would run out
+// of order.
 func (o order) waitsOn(step int) (sas.StepRecord, bool) {
 	for _, p := range o.wf.Preds(step) {
-		if r, ok := o.step(p); ok && r.ProcessState != sas.Processed {
+		if r, ok := o.step(p); ok && !sas.Passed(r) {
 			return r, true
 		}
 	}

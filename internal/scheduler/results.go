@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/sas-go/sas/internal/metrics"
 	"github.com/sas-go/sas/internal/outbox"
 	"github.com/sas-go/sas/internal/sas"
 )
@@ -130,5 +131,6 @@ func ending(o order) sas.Status {
 // nothing to undo (no step up to r has an Undo): it ends at once.
 func (s *Service) rejectedAlone(ctx context.Context, u *outbox.Unit, o order, r sas.StepRecord, now time.Time) {
 	s.log.InfoContext(ctx, "order rejected; nothing to undo", "order", o.id(), "step", r.Step, "reason", r.LastError)
+	s.emitOrder(ctx, metrics.OrdersRejected, o.id(), o.ord.Workflow, now)
 	s.post(ctx, u, o.ord, sas.Status{Status: sas.StatusRejected, Step: o.wf.Steps[r.Step].Name, Reason: r.LastError, Sequence: SeqCompensated(o.n())}, now)
 }

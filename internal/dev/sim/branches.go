@@ -15,7 +15,8 @@ import (
 // every branch, undone when the order is compensated) and "results seen"
 // (a step sees exactly the results of the steps it follows, transitively):
 //   - "join passed early": a step is claimed forward only while every step
-//     it follows is Processed, checked at the write that claims it;
+//     it follows is Processed (or Skipped by its condition), checked at
+//     the write that claims it;
 //   - "undo before settled": no undo is called while another step of its
 //     order is in flight with its deadline still ahead (its outcome not
 //     known, nor given up on).
@@ -68,7 +69,7 @@ func (w *World) checkJoin(r sas.StepRecord) {
 		return
 	}
 	for _, p := range v.Preds(r.Step) {
-		if p < len(v.Steps) && v.Steps[p].ProcessState != sas.Processed {
+		if p < len(v.Steps) && !sas.Passed(v.Steps[p]) {
 			w.violate("join passed early", "order %s step %d (%s) was claimed while step %d (%s), which it follows, is %s",
 				r.OrderID, r.Step, r.StepName, p, v.Steps[p].StepName, v.Steps[p].ProcessState)
 		}

@@ -50,6 +50,7 @@ func (r *remote) call(ctx context.Context, service string, req agent.Request) (a
 	if req.Undo {
 		r.w.checkSettledBeforeUndo(req)
 	}
+	r.w.checkCalledCondition(req)
 	if ctx.Err() != nil {
 		return nil, ctx.Err()
 	}

@@ -74,6 +74,8 @@ func TestChecksCatchPlantedBugs(t *testing.T) {
 		// compensation that starts while a branch runs.
 		sim.SabotageEarlyJoin: "join passed early",
 		sim.SabotageUndoEarly: "undo before settled",
+		// Issue 27 §3: a completion that runs a step it should skip.
+		sim.SabotageRunSkipped: "skipped called",
 	} {
 		found := 0
 		for seed := int64(1); seed <= 200 && found == 0; seed++ {
@@ -197,4 +199,56 @@ func TestBranchesAreExercised(t *testing.T) {
 	}
 	require.Positive(t, parallel, "no completion of 60 seeds started two branches in one write")
 	require.Positive(t, undone, "no seed of 60 undid a second branch")
+}
+
+// Choices are exercised, not only allowed: among the first seeds, steps are
+// skipped (at submission and after a step) and steps fail by a condition
+// that cannot be evaluated.
+func TestChoicesAreExercised(t *testing.T) {
+	t.Parallel()
+	skipped, atSubmit, failed := 0, 0, 0
+	for seed := int64(1); seed <= 60; seed++ {
+		res := sim.Run(sim.ForSeed(seed))
+		require.False(t, res.Failed(), res.Summary(40))
+		for _, l := range res.Trace {
+			switch {
+			case strings.Contains(l, "Complete: ") && strings.Contains(l, "-> Skipped"):
+				skipped++
+			case strings.Contains(l, "Submit: ") && strings.Contains(l, "-> Skipped"):
+				atSubmit++
+			case strings.Contains(l, "Pending a0 -> Error a0"):
+				failed++
+			}
+		}
+	}
+	require.Positive(t, skipped, "no seed of 60 skipped a step after another")
+	require.Positive(t, atSubmit, "no seed of 60 skipped a first step at submission")
+	require.Positive(t, failed, "no seed of 60 failed a step by its condition")
+}
+
+// Choices in branches are exercised: among the first seeds with a graph
+// and conditions, a completion skips a branch, one fails a step by its
+// condition, and orders still end Processed.
+func TestChoicesInBranchesAreExercised(t *testing.T) {
+	t.Parallel()
+	skipped, failed, processed := 0, 0, 0
+	for seed := int64(1); seed <= 60; seed++ {
+		cfg := sim.ForSeed(seed)
+		cfg.Branches, cfg.Choices = true, true
+		res := sim.Run(cfg)
+		require.False(t, res.Failed(), res.Summary(40))
+		for _, l := range res.Trace {
+			switch {
+			case strings.Contains(l, "Complete: ") && strings.Contains(l, "-> Skipped"):
+				skipped++
+			case strings.Contains(l, "Complete: ") && strings.Contains(l, "Pending a0 -> Error a0"):
+				failed++
+			case strings.Contains(l, "to status: status o") && strings.HasSuffix(l, " processed"):
+				processed++
+			}
+		}
+	}
+	require.Positive(t, skipped, "no completion of 60 graph seeds skipped a branch")
+	require.Positive(t, failed, "no completion of 60 graph seeds failed a step by its condition")
+	require.Positive(t, processed, "no order of 60 graph seeds with conditions was processed")
 }

@@ -81,9 +81,15 @@ func (s *store) Claim(ctx context.Context, p sas.ClaimParams) (sas.StepRecord, e
 }
 
 func (s *store) Complete(ctx context.Context, p sas.CompleteParams) ([]sas.StepRecord, error) {
+	if s.w.cfg.Sabotage == SabotageRunSkipped {
+		p = runSkipped(p)
+	}
 	keys := []sas.StepKey{p.Key}
 	for _, n := range p.Claims() {
 		keys = append(keys, n.Key)
+	}
+	for _, k := range p.Skip {
+		keys = append(keys, sas.StepKey{OrderID: p.Key.OrderID, Step: k.Step})
 	}
 	return write(ctx, s, "Complete", keys, func() ([]sas.StepRecord, error) { return s.mem.Complete(ctx, p) })
 }
@@ -259,7 +265,9 @@ func (w *World) wrote(ctx context.Context, name string, before, after []sas.Step
 			t.owes = append(t.owes, obligation{kind: owesRetry, key: a.Key(), attempt: a.Attempt, what: name})
 		case name == "Fail" && a.ProcessState != b.ProcessState && a.Rejected:
 			// A business rejection: no operator is told (results.go).
-		case name == "GiveUp" || (name == "Fail" && a.ProcessState != b.ProcessState):
+		case name == "GiveUp" || (name == "Fail" && a.ProcessState != b.ProcessState) ||
+			(a.ProcessState == sas.Error && a.FailedBy == sas.ByCondition && b.ProcessState != sas.Error):
+			// (A step failed by its condition, in a Complete or a Submit.)
 			w.gaveUp = append(w.gaveUp, failure{key: a.Key(), state: a.ProcessState, attempt: a.Attempt, by: name})
 		}
 		if name == "GiveUp" {

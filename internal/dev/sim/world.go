@@ -168,8 +168,14 @@ func newWorld(cfg Config) *World {
 	w.status = w.newQueue("status", "", 0)
 	w.control = w.newQueue("control", "scheduler", schedulerVisible)
 	w.v1 = tripWorkflow()
-	if cfg.branching() {
+	switch {
+	case cfg.branching():
 		w.v1 = tripBranches()
+		if cfg.choosing() {
+			w.v1 = branchChoices(w.v1, cfg.Seed)
+		}
+	case cfg.choosing():
+		w.v1 = withChoices(w.v1, cfg.Seed)
 	}
 	w.v2 = variant(w.v1, cfg.Variant)
 	w.defs[w.v1.Version()] = w.v1

@@ -104,7 +104,7 @@ func TestDocumentedStatuses(t *testing.T) {
 		documented = append(documented, m[1])
 	}
 	code := []string{sas.StatusReceived, sas.StatusRejected, sas.StatusStepDone, sas.StatusProcessed, sas.StatusFailed, sas.StatusCompensated,
-		sas.StatusWaiting}
+		sas.StatusWaiting, sas.StatusStepSkipped}
 	sort.Strings(documented)
 	sort.Strings(code)
 	require.Equal(t, code, documented)

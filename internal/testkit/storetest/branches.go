@@ -126,3 +126,65 @@ func testCompleteFencedOnSiblings(t *testing.T, h Harness) {
 	}
 	require.Equal(t, won, processed)
 }
+
+// testCompleteInAGraphSkipsAndClaims: a completion in a graph (Graph)
+// claims the branches that run and skips those whose conditions are false,
+// wherever they stand in the order (not only the steps after it in line),
+// fenced on a sibling as read, in one write: returned as the step, its
+// claims, then its skips. A skip that cannot be made (the step was claimed
+// meanwhile) or a sibling that moved writes nothing; a failed skip stands
+// alone.
+func testCompleteInAGraphSkipsAndClaims(t *testing.T, h Harness) {
+	s := h.New(t).Store
+	o := order("o-gsk", 5)
+	o.After = [][]int{{}, {0}, {0}, {}, {1, 2, 3}}
+	_, err := s.Submit(ctx, sas.SubmitParams{Order: o, Now: T0, PickupBy: at(time.Minute)})
+	require.NoError(t, err)
+	claim(t, s, key("o-gsk", 0), 0, "a", T0, at(time.Minute))
+	claim(t, s, key("o-gsk", 3), 0, "c", T0, at(time.Minute))
+	n2 := sas.ClaimParams{Key: key("o-gsk", 2), Owner: "b", Now: at(time.Second), CompleteBy: at(time.Minute)}
+	complete := func(p sas.CompleteParams) ([]sas.StepRecord, error) {
+		p.Key, p.Owner, p.Attempt, p.Now, p.Graph = key("o-gsk", 0), "a", 1, at(time.Second), true
+		return s.Complete(ctx, p)
+	}
+	skip1 := []sas.Skip{{Step: 1, Reason: "skipped: its condition payload.flight is false"}}
+
+	// Invalid: a skip that is also claimed or fenced; a failed skip beside a claim.
+	_, err = complete(sas.CompleteParams{Next: &n2, Skip: []sas.Skip{{Step: 2}}})
+	require.ErrorIs(t, err, sas.ErrInvalid)
+	_, err = complete(sas.CompleteParams{Skip: []sas.Skip{{Step: 3}}, Siblings: []sas.StepSeen{{Step: 3, State: sas.Processing}}})
+	require.ErrorIs(t, err, sas.ErrInvalid)
+	_, err = complete(sas.CompleteParams{Next: &n2, Skip: []sas.Skip{{Step: 1, Failed: true, Reason: "x"}}})
+	require.ErrorIs(t, err, sas.ErrInvalid)
+
+	// The sibling moved: nothing written.
+	_, err = complete(sas.CompleteParams{Next: &n2, Skip: skip1, Siblings: []sas.StepSeen{{Step: 3, State: sas.Pending}}})
+	require.Equal(t, key("o-gsk", 3), requireRace(t, err).Key)
+	require.Equal(t, []sas.ProcessState{sas.Processing, sas.Pending, sas.Pending, sas.Processing, sas.Pending}, states(get(t, s, "o-gsk")), "nothing written")
+
+	recs, err := complete(sas.CompleteParams{Next: &n2, Skip: skip1, Siblings: []sas.StepSeen{{Step: 3, State: sas.Processing}}})
+	require.NoError(t, err)
+	require.Len(t, recs, 3)
+	require.Equal(t, []int{0, 2, 1}, []int{recs[0].Step, recs[1].Step, recs[2].Step}, "the step, its claims, its skips")
+	v := get(t, s, "o-gsk")
+	require.Equal(t, []sas.ProcessState{sas.Processed, sas.Skipped, sas.Processing, sas.Processing, sas.Pending}, states(v))
+	require.Zero(t, v.Steps[1].Attempt, "a skipped step is never claimed")
+	require.True(t, v.Steps[1].DueAt.IsZero())
+	require.Equal(t, "skipped: its condition payload.flight is false", v.Steps[1].LastHistoryReason())
+
+	// A skip of a step claimed meanwhile loses the race: nothing written.
+	recs, err = s.Complete(ctx, sas.CompleteParams{Key: key("o-gsk", 3), Owner: "c", Attempt: 1, Now: at(2 * time.Second), Graph: true,
+		Skip: []sas.Skip{{Step: 2, Reason: "x"}}})
+	require.Equal(t, key("o-gsk", 2), requireRace(t, err).Key, "step 2 was claimed: it cannot be skipped")
+	require.Nil(t, recs)
+	require.Equal(t, sas.Processing, get(t, s, "o-gsk").Steps[3].ProcessState, "nothing written")
+
+	// A failed skip alone: the step in Error by its condition, never claimed.
+	recs, err = s.Complete(ctx, sas.CompleteParams{Key: key("o-gsk", 3), Owner: "c", Attempt: 1, Now: at(2 * time.Second), Graph: true,
+		Skip: []sas.Skip{{Step: 4, Failed: true, Reason: "ConditionFailed: no such key"}}})
+	require.NoError(t, err)
+	require.Len(t, recs, 2)
+	require.Equal(t, sas.Error, recs[1].ProcessState)
+	require.Equal(t, sas.ByCondition, recs[1].FailedBy)
+	require.Zero(t, recs[1].Attempt)
+}

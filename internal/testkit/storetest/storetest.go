@@ -117,6 +117,11 @@ func Run(t *testing.T, h Harness) {
 		// branches in parallel (branches.go)
 		{"CompleteStartsBranches", testCompleteStartsBranches},
 		{"CompleteFencedOnSiblings", testCompleteFencedOnSiblings},
+		{"CompleteInAGraphSkipsAndClaims", testCompleteInAGraphSkipsAndClaims},
+
+		// choices: the steps an order passes over (skip.go)
+		{"CompleteSkipsInItsWrite", testCompleteSkips},
+		{"SubmitSkipsTheFirstSteps", testSubmitSkips},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
