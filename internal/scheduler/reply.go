@@ -58,8 +58,8 @@ func checkReply(rep sas.AgentReply) error {
 		return &sas.ValidationError{Field: "attempt", Reason: "must be at least 1"}
 	case rep.LockedBy == "":
 		return &sas.ValidationError{Field: "lockedBy", Reason: "required: the reply is fenced on it"}
-	case rep.Outcome != sas.OutcomeDone && rep.Outcome != sas.OutcomeFailed && rep.Outcome != sas.OutcomeTransient:
-		return &sas.ValidationError{Field: "outcome", Reason: fmt.Sprintf("%q is none of %q, %q, %q", rep.Outcome, sas.OutcomeDone, sas.OutcomeFailed, sas.OutcomeTransient)}
+	case rep.Outcome != sas.OutcomeDone && rep.Outcome != sas.OutcomeFailed && rep.Outcome != sas.OutcomeTransient && rep.Outcome != sas.OutcomeStarted:
+		return &sas.ValidationError{Field: "outcome", Reason: fmt.Sprintf("%q is none of %q, %q, %q, %q", rep.Outcome, sas.OutcomeDone, sas.OutcomeFailed, sas.OutcomeTransient, sas.OutcomeStarted)}
 	case rep.Workflow == "":
 		return &sas.ValidationError{Field: "workflow", Reason: "required: the agent echoes the request's workflow"}
 	case rep.StepName == "":
@@ -114,6 +114,10 @@ func (s *Service) applyReply(ctx context.Context, u *outbox.Unit, o order, rep s
 	key := sas.StepKey{OrderID: rep.OrderID, Step: rep.Step}
 	undo := rep.Compensation
 
+	if rep.Outcome == sas.OutcomeStarted {
+		// Not an outcome: the agent picked the request up late (started.go).
+		return s.started(ctx, o, rep, now)
+	}
 	if rep.Outcome == sas.OutcomeTransient {
 		// The attempt ran and failed: counted now (transient.go).
 		return s.transient(ctx, u, o, rep, now)
@@ -299,11 +303,14 @@ func (s *Service) refused(ctx context.Context, u *outbox.Unit, o order, rep sas.
 		// effect to note.)
 		return s.lateSuccess(ctx, u, o, rep, cur, now)
 	}
-	if rep.Outcome == sas.OutcomeFailed && !rep.Compensation && cur.ProcessState == sas.Compensating &&
-		cur.Attempt == rep.Attempt+1 && live(cur, now) {
+	if rep.Outcome == sas.OutcomeFailed && cur.ProcessState == sas.Compensating &&
+		cur.Attempt == rep.Attempt+1 && s.resend(ctx, cur, now) {
 		// The failure's own delivery claimed the step's undo (afterFailed
 		// undoes the failed step too) and may have died before sending it:
-		// send it again while its lease runs, as startCompensation does.
+		// its redelivery sends it again, as startCompensation does. Not
+		// fenced on the reply's leg: an unsigned reply's is read from the
+		// record (trustReply), Compensating by now, and a re-sent request
+		// costs a call at most.
 		s.dispatch(ctx, u, o, o.wf.Steps[cur.Step], cur)
 	}
 	return nil
@@ -377,7 +384,7 @@ func (s *Service) lateSuccess(ctx context.Context, u *outbox.Unit, o order, rep 
 func (s *Service) claimParams(o order, r sas.StepRecord, from sas.ProcessState, now time.Time) *sas.ClaimParams {
 	return &sas.ClaimParams{
 		Key: r.Key(), From: from, Attempt: r.Attempt, Owner: s.cfg.Owner, Now: now,
-		CompleteBy: now.Add(s.timeout(o.wf.Steps[r.Step])),
+		CompleteBy: s.leaseEnd(o.wf.Steps[r.Step], 0, now),
 	}
 }
 
@@ -452,7 +459,7 @@ func (s *Service) duplicateDone(ctx context.Context, u *outbox.Unit, o order, re
 			return err
 		}
 		succ, ok := o.step(ranAfter(o, rep.Step))
-		if ok && live(succ, now) && succ.ProcessState == sas.Processing {
+		if ok && s.resend(ctx, succ, now) && succ.ProcessState == sas.Processing {
 			s.dispatch(ctx, u, o, o.wf.Steps[succ.Step], succ)
 		}
 		s.stepDone(ctx, u, o, rep, now)
@@ -466,7 +473,7 @@ func (s *Service) duplicateDone(ctx context.Context, u *outbox.Unit, o order, re
 		if err != nil {
 			return fmt.Errorf("reading the successor of step %s/%d: %w", rep.OrderID, rep.Step, err)
 		}
-		if live(succ, now) && succ.ProcessState == sas.Processing {
+		if s.resend(ctx, succ, now) && succ.ProcessState == sas.Processing {
 			s.dispatch(ctx, u, o, o.wf.Steps[succ.Step], succ)
 		}
 	}
@@ -496,7 +503,7 @@ func (s *Service) afterUndone(ctx context.Context, u *outbox.Unit, o order, rep 
 		}
 		switch {
 		case r.ProcessState == sas.Compensating:
-			if live(r, now) {
+			if s.resend(ctx, r, now) {
 				s.dispatch(ctx, u, o, o.wf.Steps[i], r)
 			}
 			return nil // running, or the supervisor has it
