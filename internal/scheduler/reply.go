@@ -297,13 +297,19 @@ func (s *Service) refused(ctx context.Context, u *outbox.Unit, o order, rep sas.
 	s.log.InfoContext(ctx, "stale reply ignored", "order", rep.OrderID, "step", rep.Step,
 		"attempt", rep.Attempt, "lockedBy", rep.LockedBy, "outcome", rep.Outcome,
 		"state", cur.ProcessState, "currentAttempt", cur.Attempt, "currentHolder", cur.LockedBy)
-	if cur.ProcessState == sas.Compensating && cur.Attempt == rep.Attempt+1 && s.resend(ctx, cur, now) && s.doneFailedItsSuccessor(ctx, &o, rep) {
-		// This success's own delivery failed the next step by its
-		// condition and claimed this step's undo (conditionFailed), and may
-		// have died before sending it: its redelivery sends it again, as
-		// for a failure below.
-		s.dispatch(ctx, u, o, o.wf.Steps[cur.Step], cur)
-		return nil
+	if cur.ProcessState == sas.Compensating && cur.Attempt == rep.Attempt+1 && s.resend(ctx, cur, now) {
+		// This success's own delivery may have failed the next step by its
+		// condition and claimed this step's undo (conditionFailed), and
+		// died before sending it: its redelivery sends it again, as for a
+		// failure below.
+		failedNext, err := s.doneFailedItsSuccessor(ctx, &o, rep)
+		if err != nil {
+			return err // redelivered: the read is tried again
+		}
+		if failedNext {
+			s.dispatch(ctx, u, o, o.wf.Steps[cur.Step], cur)
+			return nil
+		}
 	}
 	if rep.Outcome == sas.OutcomeDone && !rep.Compensation && lateFor(cur, rep) && !o.wf.Steps[rep.Step].Outside() {
 		// (A completion from outside that lost its race is late: it
@@ -330,17 +336,20 @@ func (s *Service) refused(ctx context.Context, u *outbox.Unit, o order, rep sas.
 // failure's, its redelivery sends that undo again while no pick-up was
 // reported (the simulator's seed 59, choices beside deadlines from
 // pick-up). It reads the order only for such a reply.
-func (s *Service) doneFailedItsSuccessor(ctx context.Context, o *order, rep sas.AgentReply) bool {
+// A read that fails is returned, for the message to be redelivered: the
+// message is the undo's only trigger left (the simulator's seed 3987, a
+// store outage at that read).
+func (s *Service) doneFailedItsSuccessor(ctx context.Context, o *order, rep sas.AgentReply) (bool, error) {
 	// Not fenced on the reply's leg, as for a failure: an unsigned reply's
 	// is read from the record (trustReply), Compensating by now.
 	if rep.Outcome != sas.OutcomeDone || rep.Step+1 >= o.n() || o.wf.Steps[rep.Step+1].When == "" {
-		return false
+		return false, nil
 	}
 	if err := s.read(ctx, o); err != nil {
-		return false // the redelivery of the redelivery tries again
+		return false, err
 	}
 	succ, ok := o.step(ranAfter(*o, rep.Step))
-	return ok && succ.ProcessState == sas.Error && succ.FailedBy == sas.ByCondition
+	return ok && succ.ProcessState == sas.Error && succ.FailedBy == sas.ByCondition, nil
 }
 
 // lateFor reports whether a stale reply is for an attempt the step really
