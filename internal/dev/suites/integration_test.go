@@ -125,13 +125,8 @@ func itLiveOptions() localrun.Options {
 		BaseBackoff:     itBackoff,
 		MaxFailures:     2,
 		Supervisors:     2,
-		// The scenarios share one system, and one of them keeps a hung
-		// request in the agent queue: the queues are never empty, so a held
-		// step past its deadline waits this long before it counts a failure
-		// (docs/protocol.md, "Waiting is not executing").
-		WaitLimit:     2 * itStepTimeout,
-		Shards:        itShards,
-		PollerWorkers: 2,
+		Shards:          itShards,
+		PollerWorkers:   2,
 		// The scenarios share the agents' breakers: one scenario's hangs
 		// must not open them for another's calls.
 		Breaker: sdk.BreakerConfig{FailureThreshold: 1000},
