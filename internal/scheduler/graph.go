@@ -152,17 +152,17 @@ func planInGraph(o order, done int, res []byte) (claims []int, skips []sas.Skip)
 }
 
 // duplicateDoneInGraph repeats the effects of a forward step's success
-// that another delivery recorded: the requests of the branches it started
-// (past the steps it skipped) while their leases run, the statuses, the
-// failure of a step it failed by its condition, and the compensation if
-// the order failed meanwhile and has settled.
+// that another delivery recorded: the requests of the steps its write
+// claimed, on a redelivery while no pick-up was reported (resend), the
+// statuses, the failure of a step it failed by its condition, and the
+// compensation if the order failed meanwhile and has settled.
 func (s *Service) duplicateDoneInGraph(ctx context.Context, u *outbox.Unit, o order, rep sas.AgentReply, now time.Time) error {
 	if err := s.read(ctx, &o); err != nil {
 		return err
 	}
-	for _, j := range startedBy(o, rep.Step) {
-		if r, ok := o.step(j); ok && r.ProcessState == sas.Processing && live(r, now) {
-			s.dispatch(ctx, u, o, o.wf.Steps[j], r)
+	for _, r := range claimedWith(o, rep.Step) {
+		if s.resend(ctx, r, now) {
+			s.dispatch(ctx, u, o, o.wf.Steps[r.Step], r)
 		}
 	}
 	s.stepDone(ctx, u, o, rep, now)
@@ -179,6 +179,31 @@ func (s *Service) duplicateDoneInGraph(ctx context.Context, u *outbox.Unit, o or
 		return s.undoOnceSettled(ctx, u, o, now)
 	}
 	return nil
+}
+
+// claimedWith are the steps the write that completed step claimed, as the
+// order's records show them: held at their first attempt, claimed at the
+// moment of that completion (one write, one time). Not only its successors:
+// a completion claims every step ready (sas.Ready).
+func claimedWith(o order, step int) []sas.StepRecord {
+	done, ok := o.step(step)
+	if !ok || done.ProcessState != sas.Processed {
+		return nil
+	}
+	at := sas.CompletedAt(done)
+	var out []sas.StepRecord
+	for _, r := range o.steps {
+		if r.ProcessState != sas.Processing || r.Attempt != 1 {
+			continue
+		}
+		for _, h := range r.History {
+			if h.From == sas.Pending && h.To == sas.Processing && h.Attempt == 1 && h.At.Equal(at) {
+				out = append(out, r)
+				break
+			}
+		}
+	}
+	return out
 }
 
 // startedBy are the steps the completion of step may have started or
@@ -298,8 +323,9 @@ func (o order) waitsOn(step int) (sas.StepRecord, bool) {
 // startRoots claims and dispatches the steps of a new order that start
 // with it besides the first (a graph's steps that follow none): one Claim
 // each. A claim lost to another delivery is that one's to send; a root
-// left unclaimed (the intake died here) is ready from its submission, so
-// the supervisor hands it back at its pick-up deadline.
+// left unclaimed (the intake died here) is claimed by the intake's
+// redelivery, or, ready from its submission, handed back by the supervisor
+// at its pick-up deadline.
 func (s *Service) startRoots(ctx context.Context, u *outbox.Unit, o order, now time.Time) error {
 	for _, i := range o.wf.Roots() {
 		r, ok := o.step(i)

@@ -203,8 +203,8 @@ func TestAGiveUpInOneBranchWaitsForTheOther(t *testing.T) {
 	f.deliver(done(f.request()))
 	reqs := byStep(f.requests())
 	f.deliver(done(reqs["car"]))
-	f.clock.Advance(stepTimeout + time.Second)
-	gu := f.giveUp("o-gu", 1) // flight
+	f.clock.Advance(leaseTime + time.Second) // past the claim's deadline: its pick-up allowance and its timeout
+	gu := f.giveUp("o-gu", 1)                // flight
 	f.deliver(sas.Encode(sas.Compensate{V: sas.MessageVersion, Kind: sas.KindCompensate, OrderID: "o-gu", Reason: "gave up",
 		Actor: "supervisor-1", GivenUp: &sas.GivenUp{Step: gu.Step, Attempt: gu.Attempt}}))
 	require.Empty(t, f.requests(), "hotel is in flight: nothing is undone yet")
@@ -260,4 +260,59 @@ func TestStepsThatFollowNoneStartWithTheOrder(t *testing.T) {
 	require.Equal(t, sas.Rejected, v.State())
 	require.Zero(t, v.Steps[3].Attempt, "pay never started")
 	require.Empty(t, f.alerts.all(), "a rejection pages nobody")
+}
+
+// A completion that claimed three branches and could not send their
+// requests fails its message; the message's redelivery sends them, the
+// steps its write claimed (no pick-up reported: docs/protocol.md,
+// "Deadlines start at pick-up"), and a twin of the reply (another message)
+// sends nothing again.
+func TestARedeliveredCompletionSendsTheBranchesItClaimed(t *testing.T) {
+	t.Parallel()
+	f := graphFixture(t)
+	f.deliver(intake("o-rd", "trip", f.replyURL))
+	quote := f.request()
+	ev := f.event(done(quote))
+	f.failNextSends(f.agentURL, 1)
+	require.Equal(t, []string{ev.Records[0].MessageId}, f.handle(ev))
+	require.Equal(t, []sas.ProcessState{sas.Processed, sas.Processing, sas.Processing, sas.Processing, sas.Pending}, f.states("o-rd"))
+	sent := len(f.requests())
+
+	require.Empty(t, f.handle(ev), "the redelivery succeeds")
+	reqs := byStep(f.requests())
+	require.Len(t, reqs, 3, "flight, hotel and car sent again (%d went out the first time)", sent)
+
+	f.clock.Advance(time.Second) // later than the claims (a write made now would read as this handling's own)
+	require.Empty(t, f.handle(f.duplicate(done(quote))))
+	require.Empty(t, f.requests(), "a twin sends nothing: the requests are in the queue")
+}
+
+// The last branch to settle after another failed starts the compensation
+// in its own handling, whose first undo is its own step's (newest
+// completion first). When that undo's request cannot be sent, the reply's
+// redelivery sends it: nobody else would (the supervisor never re-sends a
+// request that may still be queued). The simulator's seed 851.
+func TestARedeliveredLastBranchSendsTheUndoItsDeliveryClaimed(t *testing.T) {
+	t.Parallel()
+	f := graphFixture(t)
+	f.deliver(intake("o-lu", "trip", f.replyURL))
+	f.deliver(done(f.request()))
+	reqs := byStep(f.requests())
+	f.clock.Advance(time.Second)
+	f.deliver(reply(reqs["car"], sas.OutcomeFailed, "no cars"))
+	f.clock.Advance(time.Second)
+	f.deliver(done(reqs["flight"]))
+	require.Empty(t, f.requests())
+
+	f.clock.Advance(time.Second)
+	ev := f.event(done(reqs["hotel"]))
+	f.failNextSends(f.agentURL, 1)
+	require.Equal(t, []string{ev.Records[0].MessageId}, f.handle(ev))
+	require.Equal(t, sas.Compensating, f.step("o-lu", 2).ProcessState, "the hotel's undo claimed by the hotel's own delivery")
+	require.Empty(t, f.requests())
+
+	require.Empty(t, f.handle(ev), "the redelivery succeeds")
+	undo := f.request()
+	require.True(t, undo.Compensation)
+	require.Equal(t, "hotel", undo.StepName)
 }
