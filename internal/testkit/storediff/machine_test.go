@@ -343,10 +343,37 @@ func (m *machine) writes() map[string]func(*rapid.T) op {
 			}
 			desc := fmt.Sprintf("%s owner=%s attempt=%d compensation=%v result=%s", k, p.Owner, p.Attempt, p.Compensation, p.Result)
 			orders := []string{k.OrderID}
+			switch {
+			case !p.Compensation && rapid.IntRange(0, 3).Draw(t, "graph") == 3:
+				// Choices in a graph: skips of any steps of the order (those
+				// the completion made ready, wherever they stand), a lone
+				// one now and then failed by its condition.
+				p.Graph = true
+				for i := 0; i < m.steps[k.OrderID]; i++ {
+					if i != k.Step && rapid.IntRange(0, 2).Draw(t, "graphSkip") == 2 {
+						p.Skip = append(p.Skip, sas.Skip{Step: i, Reason: fmt.Sprintf("skipped %d", i)})
+					}
+				}
+				if len(p.Skip) == 1 && rapid.Bool().Draw(t, "skipFailed") {
+					p.Skip[0].Failed = true
+				}
+				desc += fmt.Sprintf(" graph skip=%v", p.Skip)
+			case !p.Compensation:
+				// Choices: the steps after it that its order passes over,
+				// the last one now and then failed by its condition.
+				last := k.Step + rapid.IntRange(0, 2).Draw(t, "skips")
+				for i := k.Step + 1; i < m.steps[k.OrderID] && i <= last; i++ {
+					p.Skip = append(p.Skip, sas.Skip{Step: i, Reason: fmt.Sprintf("skipped %d", i)})
+				}
+				if n := len(p.Skip); n > 0 && rapid.Bool().Draw(t, "skipFailed") {
+					p.Skip[n-1].Failed = true
+				}
+				desc += fmt.Sprintf(" skip=%v", p.Skip)
+			}
 			if rapid.Bool().Draw(t, "withNext") {
-				// The next step forward, or the previous one's undo (the
-				// chained undo); now and then any step.
-				nk := sas.StepKey{OrderID: k.OrderID, Step: k.Step + 1}
+				// The next step forward (after any skipped), or the previous
+				// one's undo (the chained undo); now and then any step.
+				nk := sas.StepKey{OrderID: k.OrderID, Step: k.Step + 1 + len(p.Skip)}
 				if p.Compensation {
 					nk.Step = k.Step - 1
 				}
