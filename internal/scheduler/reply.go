@@ -347,12 +347,14 @@ func (s *Service) refused(ctx context.Context, u *outbox.Unit, o order, rep sas.
 func (s *Service) doneFailedItsSuccessor(ctx context.Context, o *order, rep sas.AgentReply) (bool, error) {
 	// Not fenced on the reply's leg, as for a failure: an unsigned reply's
 	// is read from the record (trustReply), Compensating by now.
-	if rep.Outcome == sas.OutcomeDone && !rep.Compensation && o.wf.Graph() {
+	if rep.Outcome == sas.OutcomeDone && o.wf.Graph() {
 		// In a graph, the completion of a step while another branch had
 		// failed starts the compensation once the order settled
-		// (undoOnceSettled), whose first undo may be this step's own: the
+		// (undoOnceSettled), whose first undo may be this step's own (the
 		// simulator's seed 851, the undo never sent when its delivery
-		// failed. Read nothing: a redelivery sends that undo again.
+		// failed; seed 7551, the same with an unsigned reply, whose leg
+		// reads as the undo's). Read nothing: a redelivery sends that undo
+		// again.
 		return true, nil
 	}
 	if rep.Outcome != sas.OutcomeDone || rep.Step+1 >= o.n() || o.wf.Steps[rep.Step+1].When == "" {
