@@ -75,11 +75,17 @@ func (s *Service) decideRun(ctx context.Context, in sas.Intake, submitter string
 	}
 	if st.Running != "" {
 		v, err := s.cfg.Store.GetOrder(ctx, st.Running)
-		switch {
-		case err == nil && !v.Settled():
-			return runDecision{skip: fmt.Sprintf("the previous run, %s, is in flight", st.Running)}, nil
-		case err != nil && !errors.Is(err, sas.ErrNotFound): // not found: gone, so not in flight
+		if err != nil && !errors.Is(err, sas.ErrNotFound) { // not found: gone, so not in flight
 			return runDecision{}, fmt.Errorf("reading run %s of schedule %s: %w", st.Running, in.Schedule, err)
+		}
+		if err == nil {
+			busy, err := s.runInFlight(ctx, v)
+			if err != nil {
+				return runDecision{}, fmt.Errorf("reading run %s of schedule %s: %w", st.Running, in.Schedule, err)
+			}
+			if busy {
+				return runDecision{skip: fmt.Sprintf("the previous run, %s, is in flight", st.Running)}, nil
+			}
 		}
 	}
 	claim.Prev, claim.Exclusive = st.Running, true
@@ -102,4 +108,31 @@ func (s *Service) skipRun(ctx context.Context, in sas.Intake, why string) error 
 func (s *Service) knownSchedule(name string) bool {
 	_, ok := s.cfg.Schedules[name]
 	return ok
+}
+
+// runInFlight reports whether a run's order may still move: not settled,
+// or failed with a step in Error whose own undo a compensation is still to
+// run (undoable: the step that failed, when it may have taken effect), which
+// OrderView.Settled reads as settled in the moment between the failure and
+// the claim of that undo (the simulator's seed 9501). A compensation that
+// stopped at a failed undo is settled: it waits for an operator.
+func (s *Service) runInFlight(ctx context.Context, v sas.OrderView) (bool, error) {
+	if !v.Settled() {
+		return true, nil
+	}
+	for _, r := range v.Steps {
+		if r.ProcessState == sas.CompensationFailed {
+			return false, nil
+		}
+	}
+	w, err := s.workflow(ctx, v.Order.Workflow, v.Order.Version)
+	if err != nil {
+		return false, err
+	}
+	for _, r := range v.Steps {
+		if r.ProcessState == sas.Error && r.Step < len(w.Steps) && undoable(r, w.Steps[r.Step], false) {
+			return true, nil
+		}
+	}
+	return false, nil
 }

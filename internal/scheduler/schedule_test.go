@@ -185,3 +185,22 @@ func (s *faultyStore) Submit(ctx context.Context, p sas.SubmitParams) (sas.Submi
 	}
 	return s.StateStore.Submit(ctx, p)
 }
+
+// A failed run whose failed step still waits for its own undo is in flight
+// (the simulator's seed 9501): the order reads settled between the failure
+// and the claim of that undo, and a run then would overlap the undo. Once
+// the undo is done, the next run starts.
+func TestAFailedRunAwaitingItsUndoIsInFlight(t *testing.T) {
+	t.Parallel()
+	f := scheduleFixture(t)
+	f.sentBy("AROASCHED:a", runIntake("nightly", 1))
+	req := f.request()
+	// The holder's failure, with an effect (not a refusal), written alone:
+	// the scheduler that made it has not yet claimed the step's undo.
+	_, err := f.mem.Fail(f.ctx, sas.FailParams{Key: sas.StepKey{OrderID: req.OrderID}, Owner: req.LockedBy, Attempt: req.Attempt,
+		Now: f.clock.Now(), Reason: "timed out mid-call", Effect: true})
+	require.NoError(t, err)
+	require.True(t, f.view(req.OrderID).Settled(), "the moment the order reads settled")
+	f.sentBy("AROASCHED:a", runIntake("nightly", 2))
+	f.requireNoOrder(runID("nightly", 2))
+}
