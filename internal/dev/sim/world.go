@@ -284,7 +284,9 @@ type agentClock struct{ w *World }
 func (c agentClock) Now() time.Time { return c.w.clock.Now() }
 
 func (c agentClock) Sleep(ctx context.Context, d time.Duration) error {
-	stop(ctx, opOther, "sleep %s", d)
+	// The duration is not traced: the agent draws its jitter from an
+	// unseeded source, and a replay must print the same trace.
+	stop(ctx, opOther, "sleep between tries")
 	return ctx.Err()
 }
 
