@@ -13,7 +13,7 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsscheduler"
 	"github.com/aws/jsii-runtime-go"
 
-	"github.com/sas-go/sas/internal/sas"
+	"github.com/sas-go/sas/internal/sizing"
 	"github.com/sas-go/sas/workflow"
 )
 
@@ -71,7 +71,7 @@ func (p Props) validateSchedules(ws []workflow.Workflow) []error {
 			errs = append(errs, fmt.Errorf("schedules[%d] %q: "+format, append([]any{i, sc.Name}, args...)...))
 		}
 		switch {
-		case !sas.ValidScheduleName(sc.Name):
+		case !sizing.ValidScheduleName(sc.Name):
 			bad("name must be 1-64 characters of A-Z a-z 0-9 _ -")
 		case names[sc.Name]:
 			bad("another schedule has this name")
@@ -95,11 +95,11 @@ func (p Props) validateSchedules(ws []workflow.Workflow) []error {
 			var obj map[string]json.RawMessage
 			if err := json.Unmarshal(sc.Payload, &obj); err != nil || obj == nil {
 				bad("payload must be a JSON object")
-			} else if len(sc.Payload) > sas.MaxPayloadBytes {
-				bad("payload: %d bytes, over the %d-byte limit", len(sc.Payload), sas.MaxPayloadBytes)
+			} else if len(sc.Payload) > sizing.MaxPayloadBytes {
+				bad("payload: %d bytes, over the %d-byte limit", len(sc.Payload), sizing.MaxPayloadBytes)
 			}
 		}
-		if !sas.Overlap(sc.Overlap).Valid() {
+		if sc.Overlap != "" && sc.Overlap != sizing.OverlapAllow && sc.Overlap != sizing.OverlapSkip {
 			bad("overlap %q: want allow or skip", sc.Overlap)
 		}
 	}
@@ -143,7 +143,7 @@ func (s *SAS) schedulesEnv() map[string]string {
 
 func overlapOf(sc Schedule) string {
 	if sc.Overlap == "" {
-		return string(sas.OverlapAllow)
+		return sizing.OverlapAllow
 	}
 	return sc.Overlap
 }

@@ -9,6 +9,8 @@ import (
 	"regexp"
 	"strings"
 	"time"
+
+	"github.com/sas-go/sas/internal/sizing"
 )
 
 // MessageVersion is the version of every message this build writes and the
@@ -357,7 +359,7 @@ func ValidOrderID(id string) bool { return orderIDPattern.MatchString(id) }
 const (
 	// MaxPayloadBytes bounds the payload as it appears in the intake message.
 	// Messages carry it compacted and unescaped, never larger.
-	MaxPayloadBytes = 64 << 10
+	MaxPayloadBytes = sizing.MaxPayloadBytes
 	// MaxReplyToBytes bounds the replyTo URL, which the allow-list may match
 	// by prefix. An SQS queue URL is under 200 bytes.
 	MaxReplyToBytes = 1 << 10

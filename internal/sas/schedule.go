@@ -3,9 +3,10 @@ package sas
 import (
 	"context"
 	"fmt"
-	"regexp"
 	"strings"
 	"time"
+
+	"github.com/sas-go/sas/internal/sizing"
 )
 
 // Schedules (docs/schedules.md). A schedule's trigger (EventBridge Scheduler
@@ -22,11 +23,11 @@ type Overlap string
 const (
 	// OverlapAllow starts every run, whatever is in flight (Temporal's
 	// ALLOW_ALL). The default.
-	OverlapAllow Overlap = "allow"
+	OverlapAllow Overlap = sizing.OverlapAllow
 	// OverlapSkip skips a run while the schedule's previous run has not
 	// settled (Temporal's SKIP): the skipped run is recorded in the
 	// schedule's state (ScheduleState), never started.
-	OverlapSkip Overlap = "skip"
+	OverlapSkip Overlap = sizing.OverlapSkip
 )
 
 // Valid reports whether o is a known policy ("" is OverlapAllow).
@@ -43,13 +44,11 @@ type ScheduleConfig struct {
 	Senders []string `json:"senders,omitempty"`
 }
 
-var scheduleNamePattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
-
-// ValidScheduleName reports whether name is a legal schedule name: 1–64
-// characters of A-Z a-z 0-9 _ -, which is also a legal EventBridge Scheduler
-// schedule name, and leaves a run's order id (RunOrderID) under 128
-// characters.
-func ValidScheduleName(name string) bool { return scheduleNamePattern.MatchString(name) }
+// ValidScheduleName reports whether name is a legal schedule name
+// (sizing.ValidScheduleName, which the construct checks too): 1–64
+// characters of A-Z a-z 0-9 _ -, which leaves a run's order id (RunOrderID)
+// under 128 characters.
+func ValidScheduleName(name string) bool { return sizing.ValidScheduleName(name) }
 
 // RunOrderID is the order id of the run of schedule name scheduled for at:
 // "<name>-<at in RFC 3339, UTC, to the second>", as EventBridge Scheduler's
