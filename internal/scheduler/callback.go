@@ -109,6 +109,7 @@ func (s *Service) completion(ctx context.Context, u *outbox.Unit, from Origin, b
 		o.steps = nil // its effects read the order after the write, as any failure's
 	}
 	log.InfoContext(ctx, "completion of a waiting step", "again", again)
+	ctx = context.WithValue(ctx, completerKey{}, who) // the history entry says who
 	return s.applyReply(ctx, u, o, sas.AgentReply{
 		V: sas.MessageVersion, Kind: sas.KindAgentReply, OrderID: t.OrderID, Step: t.Step, Attempt: t.Attempt,
 		LockedBy: t.Holder, Outcome: m.Outcome, Result: m.Result, Reason: reason, Rejected: m.Rejected,
@@ -167,4 +168,13 @@ func (s *Service) heartbeat(ctx context.Context, log *slog.Logger, def sas.StepD
 	}
 	log.InfoContext(ctx, "heartbeat: the step's deadline moves on", "until", until)
 	return nil
+}
+
+type completerKey struct{}
+
+// completerOf is who completed a callback step from outside, as the
+// completion's history entry records it ("" for an agent's reply).
+func completerOf(ctx context.Context) string {
+	who, _ := ctx.Value(completerKey{}).(string)
+	return who
 }

@@ -246,6 +246,8 @@ func TestAnOperatorCompletesAWaitingStepByName(t *testing.T) {
 	req := f.request()
 	require.Equal(t, "ship", req.StepName)
 	require.JSONEq(t, `{"approvedBy":"alice"}`, string(req.Results["approve"]))
+	done := f.view("o-op").Steps[1].History
+	require.Equal(t, "completed by sender:AROAEXAMPLE:approver (says console:alice)", done[len(done)-1].Reason, "the history names the completer")
 	f.from(h, controlARN, named(w, sas.OutcomeFailed, ""))
 	require.Equal(t, []sas.ProcessState{sas.Processed, sas.Processed, sas.Processing}, f.states("o-op"), "a late rejection changes nothing")
 	f.requests()
