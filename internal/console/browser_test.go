@@ -61,7 +61,7 @@ func startSystem(t *testing.T) *system {
 		PickupTimeout: sys.Config.PickupTimeout, Actor: "operator:browser-test", Out: io.Discard}
 	srv, err := console.New(console.Config{
 		Store: sys.Store, Queues: sys.Queue, App: app, QueueRefs: console.QueueRefsOf(sys.Config, sys.Registry),
-		Agents: console.AgentsOf(sys.Registry, sys.Config), StepAgents: sys.Registry.StepAgents(), Registry: sys.Registry, Workflows: []string{registry.Order, registry.Payment, notify, expense},
+		Agents: console.AgentsOf(sys.Registry, sys.Config), StepAgents: sys.Registry.StepAgents(), Registry: sys.Registry, Workflows: []string{registry.Order, registry.Payment, notify, expense, split},
 		Refresh: time.Second,
 	})
 	require.NoError(t, err)
@@ -70,6 +70,9 @@ func startSystem(t *testing.T) *system {
 	go func() { _ = console.Serve(ctx, l, srv) }()
 	return &system{System: sys, url: strings.TrimSuffix(console.URL(l), "/"), login: srv.LoginURL(console.URL(l)), secret: srv.AccessToken()}
 }
+
+// split is the order workflow with its first two steps as branches.
+const split = "split"
 
 // expense is a workflow whose first step waits for a person (the Waiting
 // page's approvals).
@@ -101,7 +104,13 @@ func consoleWorkflows(t *testing.T) sas.Registry {
 		{Name: "approve", Callback: &sas.Callback{Timeout: time.Hour}},
 		pay.Steps[0],
 	}}
-	out, err := sas.NewRegistry(reg[registry.Order], pay, other, exp)
+	// split runs the order workflow's reserve and charge at once, then
+	// ships after both (branches in parallel).
+	ord := reg[registry.Order]
+	split := sas.Workflow{Name: split, Steps: slices.Clone(ord.Steps)}
+	split.Steps[1].After = []int{}
+	split.Steps[2].After = []int{0, 1}
+	out, err := sas.NewRegistry(reg[registry.Order], pay, other, exp, split)
 	require.NoError(t, err)
 	return out
 }
@@ -199,6 +208,31 @@ func TestConsoleInABrowser(t *testing.T) {
 		require.Equal(t, []string{"1 · charge", "0 · reserve"}, chain, "newest step first: the order the undos ran")
 		require.Equal(t, "Compensated", state)
 		b.Shot(t, "order")
+	})
+
+	t.Run("an order with branches shows which step follows which", func(t *testing.T) {
+		s.submit(t, "split-1", split, `{"amount":12}`)
+		s.settle(t, sas.Processed, "split-1")
+		b.Run(t, chromedp.Navigate(s.url+"/orders/split-1"), chromedp.WaitVisible("#steps", chromedp.ByQuery))
+		var heads []string
+		b.Run(t, chromedp.Evaluate(`[...document.querySelectorAll('#steps li.step .head')].map(e => e.textContent.replace(/\s+/g, ' ').trim())`, &heads))
+		require.Len(t, heads, 3)
+		require.NotContains(t, heads[0], "after", "reserve starts with the order")
+		require.NotContains(t, heads[1], "after", "charge starts with the order too: a branch")
+		require.Contains(t, heads[2], "after reserve, charge", "ship joins the two branches")
+		v, err := s.Store.GetOrder(context.Background(), "split-1")
+		require.NoError(t, err)
+		at := func(i int, to sas.ProcessState) time.Time {
+			for _, h := range v.Steps[i].History {
+				if h.To == to {
+					return h.At
+				}
+			}
+			t.Fatalf("step %d never reached %s", i, to)
+			return time.Time{}
+		}
+		require.True(t, at(1, sas.Processing).Before(at(0, sas.Processed)), "charge was claimed before reserve finished: the branches ran at once")
+		b.Shot(t, "order-branches")
 	})
 
 	t.Run("a payload holding a script renders as text and runs nothing", func(t *testing.T) {
