@@ -91,11 +91,7 @@ func TestWaitingListsCallbackStepsAndSendsOnlyWhatStillWaits(t *testing.T) {
 
 	resp, _ = postAction(t, ts.URL, "approve", csrf, with("confirm", "1", "result", `{"ok":true}`))
 	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
-	job := get(t, ts.URL+resp.Header.Get("Location"))
-	for i := 0; i < 100 && !regexpFinished.MatchString(job); i++ {
-		time.Sleep(20 * time.Millisecond)
-		job = get(t, ts.URL+resp.Header.Get("Location"))
-	}
+	job := finishedJob(t, ts.URL+resp.Header.Get("Location"))
 	require.Contains(t, job, "1 of 1 done, 0 failed")
 	bodies := sent()
 	require.Len(t, bodies, 1)
@@ -115,14 +111,21 @@ func TestWaitingListsCallbackStepsAndSendsOnlyWhatStillWaits(t *testing.T) {
 	require.Contains(t, body, `id="not-waiting"`)
 	resp, _ = postAction(t, ts.URL, "approve", csrf, with("confirm", "1"))
 	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
-	job = get(t, ts.URL+resp.Header.Get("Location"))
-	for i := 0; i < 100 && !regexpFinished.MatchString(job); i++ {
-		time.Sleep(20 * time.Millisecond)
-		job = get(t, ts.URL+resp.Header.Get("Location"))
-	}
+	job = finishedJob(t, ts.URL+resp.Header.Get("Location"))
 	require.Contains(t, job, "not waiting for this completion")
 	require.Empty(t, sent())
 	require.NotContains(t, get(t, ts.URL+"/waiting"), `data-order="e-1"`)
 }
 
 var regexpFinished = regexp.MustCompile(`data-finished="true"`)
+
+// finishedJob reads a job's page until it says the job finished.
+func finishedJob(t *testing.T, u string) string {
+	t.Helper()
+	job := get(t, u)
+	for i := 0; i < 500 && !regexpFinished.MatchString(job); i++ {
+		time.Sleep(20 * time.Millisecond)
+		job = get(t, u)
+	}
+	return job
+}
