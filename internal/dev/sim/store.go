@@ -93,14 +93,26 @@ func (s *store) Complete(ctx context.Context, p sas.CompleteParams) ([]sas.StepR
 	for _, k := range p.Skip {
 		keys = append(keys, sas.StepKey{OrderID: p.Key.OrderID, Step: k.Step})
 	}
-	return write(ctx, s, "Complete", keys, func() ([]sas.StepRecord, error) { return s.mem.Complete(ctx, p) })
+	return write(ctx, s, "Complete", keys, func() ([]sas.StepRecord, error) {
+		out, err := s.mem.Complete(ctx, p)
+		if forced, ok := s.unfencedCompletion(p.Key, p.Owner, p.Attempt, err, &p, nil); ok { // callbacks.go
+			return forced, nil
+		}
+		return out, err
+	})
 }
 
 func (s *store) Fail(ctx context.Context, p sas.FailParams) (sas.StepRecord, error) {
 	if s.w.cfg.Sabotage == SabotagePageRejections {
 		p.Rejected = false // a store that forgets the rejection: the order is paged about
 	}
-	return write(ctx, s, "Fail", []sas.StepKey{p.Key}, func() (sas.StepRecord, error) { return s.mem.Fail(ctx, p) })
+	return write(ctx, s, "Fail", []sas.StepKey{p.Key}, func() (sas.StepRecord, error) {
+		r, err := s.mem.Fail(ctx, p)
+		if forced, ok := s.unfencedCompletion(p.Key, p.Owner, p.Attempt, err, nil, &p); ok { // callbacks.go
+			return forced[0], nil
+		}
+		return r, err
+	})
 }
 
 func (s *store) Rescue(ctx context.Context, p sas.RescueParams) (sas.StepRecord, error) {
@@ -250,6 +262,7 @@ func (w *World) wrote(ctx context.Context, name string, before, after []sas.Step
 			w.violate("failure taken for a wait", "%v attempt %d was waited on after its agent's transient outcome was handled", a.Key(), a.Attempt)
 		}
 		w.checkWaited(name, b, a) // issue 31: goodput.go
+		w.checkCallbackWrite(ctx, name, i == 0, b, a)
 		// A step that became held at a new attempt owes its request; a
 		// rescue owes its retry message.
 		t := taskOf(ctx)
@@ -298,6 +311,9 @@ func (w *World) checkGiveUp(before, after sas.StepRecord) {
 		return // "unknown version" and "wrong definition" say so
 	}
 	lim := def.Steps[after.Step].Limits()
+	if lim.Outside {
+		return // a callback step is given up at its deadline, its first failure (callbacks.go)
+	}
 	maxFailures := lim.MaxFailures
 	if maxFailures == 0 {
 		maxFailures = supervisorMaxFailures
