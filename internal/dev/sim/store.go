@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 
 	"github.com/sas-go/sas/internal/memstore"
 	"github.com/sas-go/sas/internal/sas"
@@ -40,15 +41,21 @@ func write[T any](ctx context.Context, s *store, name string, keys []sas.StepKey
 	before := s.snapshot(keys)
 	res, err := do()
 	committed := err == nil
+	var after []sas.StepRecord
 	if committed {
-		s.w.wrote(ctx, name, before, s.snapshot(keys))
+		after = s.snapshot(keys)
+		s.w.wrote(ctx, name, before, after)
 	}
 	if c.fault == faultAmbiguous && committed {
 		s.w.tracef("  %s committed; its response is lost and the retry answers", name)
 		res, err = do()
 		// A second Submit of the same order, and a second Start of the same
 		// pick-up (its deadline moves only later), are no-ops by contract.
-		if err == nil && name != "Submit" && name != "Start" {
+		// So is the retry of a write whose commit changed nothing (seed
+		// 8246: two sweeps at one instant both moved a give-up's recheck
+		// to the same moment, the second write leaving the record as the
+		// first had): it cannot do anything twice.
+		if err == nil && name != "Submit" && name != "Start" && !reflect.DeepEqual(before, after) {
 			// A write that succeeds twice is not fenced: the second must lose.
 			s.w.violate("unfenced write", "%s %v succeeded twice in a row on the same parameters", name, keys)
 		}
