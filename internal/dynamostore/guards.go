@@ -29,6 +29,13 @@ func held(u *updateExpr, state sas.ProcessState, owner string, attempt int) {
 		":running", s(string(state)), ":owner", s(owner), ":attempt", ni(attempt))
 }
 
+// later is sas.Heartbeat's fence on top of held: the new deadline is after
+// the one the record has, so a repeated or older heartbeat never moves it
+// back.
+func later(u *updateExpr, until time.Time) {
+	u.cond("#cb < :until", "#cb", attrCompleteBy, ":until", ms(until))
+}
+
 // leaseSeen is sas.Wait's fence on top of held: the deadline seen (IdxSK)
 // and the attempt's first wait seen (WaitingSince, absent before it).
 func leaseSeen(u *updateExpr, due, waitingSince time.Time) {

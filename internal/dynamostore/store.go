@@ -405,7 +405,8 @@ func (st *Store) Start(ctx context.Context, p sas.StartParams) (sas.StepRecord, 
 }
 
 // Heartbeat moves a waiting callback step's deadline on, fenced on the
-// lease held (state, holder, attempt) as a completion is. The index entry
+// lease held (state, holder, attempt) as a completion is, and on the
+// deadline moving later (later). The index entry
 // stays in its partition, moved to the new deadline; no history entry.
 func (st *Store) Heartbeat(ctx context.Context, p sas.HeartbeatParams) (sas.StepRecord, error) {
 	if err := p.Check(); err != nil {
@@ -413,6 +414,7 @@ func (st *Store) Heartbeat(ctx context.Context, p sas.HeartbeatParams) (sas.Step
 	}
 	u := newUpdate()
 	held(&u, sas.Processing, p.Owner, p.Attempt)
+	later(&u, p.Until)
 	u.set(attrCompleteBy, ms(p.Until))
 	u.set(attrIdxSK, ms(p.Until))
 	u.set(attrUpdatedAt, ms(p.Now))

@@ -235,12 +235,17 @@ func (p HeartbeatParams) Check() error {
 }
 
 // Heartbeat extends a held Processing step's lease to Until. No history
-// entry: a long wait with many heartbeats does not grow the record.
+// entry: a long wait with many heartbeats does not grow the record. It
+// moves the deadline only later: a heartbeat whose Until is not after the
+// deadline the record has (the same heartbeat written again, or an older
+// one whose write comes after a newer one's) loses the race, so a deadline
+// never moves back (the simulator's "unfenced write": docs/simulation.md).
 func Heartbeat(r StepRecord, p HeartbeatParams) (StepRecord, error) {
 	if err := p.Check(); err != nil {
 		return r, err
 	}
-	if !heldBy(r, Processing, p.Owner, p.Attempt) {
+	// Compared as stored: a store keeps times to the millisecond.
+	if !heldBy(r, Processing, p.Owner, p.Attempt) || !p.Until.Truncate(time.Millisecond).After(r.CompleteBy) {
 		return r, race("heartbeat", r)
 	}
 	r.CompleteBy, r.DueAt, r.UpdatedAt = p.Until, p.Until, p.Now

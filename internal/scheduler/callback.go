@@ -161,7 +161,7 @@ func (s *Service) heartbeat(ctx context.Context, log *slog.Logger, def sas.StepD
 	_, err := s.cfg.Store.Heartbeat(ctx, sas.HeartbeatParams{Key: rec.Key(), Owner: t.Holder, Attempt: t.Attempt, Now: now, Until: until})
 	if err != nil {
 		if errors.Is(err, sas.ErrLostRace) {
-			log.WarnContext(ctx, "heartbeat lost the race: the step was completed or given up meanwhile")
+			log.WarnContext(ctx, "heartbeat lost the race: the step was completed or given up meanwhile, or a later heartbeat moved its deadline further")
 			return nil
 		}
 		return fmt.Errorf("heartbeat of step %s: %w", rec.Key(), err)

@@ -118,6 +118,7 @@ func (w *World) final() {
 		w.checkEffects(v)
 		w.checkStatuses(v)
 		w.checkConditions(v)
+		w.checkGivenUp(v) // callbacks.go
 	}
 	w.checkAlerts()
 	w.checkRejectionsUnpaged()
@@ -182,6 +183,9 @@ func (w *World) checkEffects(v sas.OrderView) {
 					w.violate("skipped called", "order %s step %d (%s) was skipped and has effects %v", id, i, r.StepName, live[i])
 				}
 				continue // never called: no effect is its own
+			}
+			if i < len(def.Steps) && def.Steps[i].Outside() {
+				continue // the outside world's: nothing at the remote (callbacks.go)
 			}
 			own := sas.IdempotencyKey(id, i, r.Generation, false)
 			if !slices.Contains(live[i], own) {

@@ -65,6 +65,10 @@ type Config struct {
 	// Choices: the trip's steps have conditions (choices.go). Also on in
 	// half the seeds whatever ForSeed drew (Config.choosing).
 	Choices bool
+	// Callbacks: the trip has a step the outside world completes
+	// (callbacks.go). Also on in a quarter of the seeds whatever ForSeed
+	// drew (Config.callbacking).
+	Callbacks bool
 	// Faults is the run's fault mix (faults.go): Swarm's draw for the
 	// seed, or DefaultFaults.
 	Faults Faults
@@ -232,6 +236,9 @@ func (w *World) calm() {
 	if w.redriveDeadLetters() { // redrive.go
 		return
 	}
+	if w.outsideCalm() { // callbacks.go
+		return
+	}
 	w.idle()
 }
 
@@ -328,6 +335,9 @@ func (w *World) chaos() {
 	}
 	if w.cfg.Forge && len(w.orders) > 0 {
 		add(0.15, w.forge)
+	}
+	if w.cb != nil && len(w.cb.tokens) > 0 {
+		add(0.5, w.outside) // callbacks.go
 	}
 	if w.cfg.Deploy && !w.deployed {
 		add(0.05, func() {

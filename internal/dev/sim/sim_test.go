@@ -53,38 +53,49 @@ func TestSeedReplays(t *testing.T) {
 	}
 }
 
+// plantedBugs are the bugs TestChecksCatchPlantedBugs plants, each with the
+// rule that must catch it: docs/simulation.md's table of planted bugs
+// (TestPlantedBugsAreDocumented).
+var plantedBugs = map[string]string{
+	sim.SabotageLoseAlerts: "not alerted",
+	sim.SabotageSkipUndo:   "effect not undone",
+	// Issue 19: a reported failure left uncounted is waited on.
+	sim.SabotageIgnoreTransient: "failure taken for a wait",
+	// Issue 31: a step whose request is still queued rescued at its
+	// deadline (a second request into the backlog, a failure counted).
+	sim.SabotageRescueUnstarted: "failed by waiting",
+	// Issue 27: a read that misses the newest result; a store that
+	// forgets a failure was a business rejection.
+	sim.SabotageStaleResults:   "results seen",
+	sim.SabotagePageRejections: "rejection paged",
+	// Strict although a twin's re-send counts (seeds 46558, 47022,
+	// 47030 on the default mix): a successor's request really lost.
+	sim.SabotageLoseSuccessor: "lost work",
+	// Issue 29, N5: two events of an order under one alert id.
+	sim.SabotageOneAlertID: "two events under one id",
+	// Issue 27 §2: a join taken for ready while a branch runs; a
+	// compensation that starts while a branch runs.
+	sim.SabotageEarlyJoin: "join passed early",
+	sim.SabotageUndoEarly: "undo before settled",
+	// Issue 27 §3: a completion that runs a step it should skip.
+	sim.SabotageRunSkipped: "skipped called",
+	// Issue 28 §3: a run's copies made two orders; a run over one
+	// in flight under the policy skip.
+	sim.SabotageRunTwice: "run started twice",
+	sim.SabotageOverlap:  "skip not respected",
+	// Issue 28 §7: a callback step completed twice; a token that
+	// completes another order's step; a completion that lands after
+	// the give-up.
+	sim.SabotageCompleteTwice:   "completed twice",
+	sim.SabotageTokenAnyOrder:   "token misused",
+	sim.SabotageCompleteGivenUp: "given up reversed",
+}
+
 // The checks catch what they are for: with a bug planted in the world, the
 // sweep fails on the rule the bug breaks.
 func TestChecksCatchPlantedBugs(t *testing.T) {
 	t.Parallel()
-	for sabotage, rule := range map[string]string{
-		sim.SabotageLoseAlerts: "not alerted",
-		sim.SabotageSkipUndo:   "effect not undone",
-		// Issue 19: a reported failure left uncounted is waited on.
-		sim.SabotageIgnoreTransient: "failure taken for a wait",
-		// Issue 31: a step whose request is still queued rescued at its
-		// deadline (a second request into the backlog, a failure counted).
-		sim.SabotageRescueUnstarted: "failed by waiting",
-		// Issue 27: a read that misses the newest result; a store that
-		// forgets a failure was a business rejection.
-		sim.SabotageStaleResults:   "results seen",
-		sim.SabotagePageRejections: "rejection paged",
-		// Strict although a twin's re-send counts (seeds 46558, 47022,
-		// 47030 on the default mix): a successor's request really lost.
-		sim.SabotageLoseSuccessor: "lost work",
-		// Issue 29, N5: two events of an order under one alert id.
-		sim.SabotageOneAlertID: "two events under one id",
-		// Issue 27 §2: a join taken for ready while a branch runs; a
-		// compensation that starts while a branch runs.
-		sim.SabotageEarlyJoin: "join passed early",
-		sim.SabotageUndoEarly: "undo before settled",
-		// Issue 27 §3: a completion that runs a step it should skip.
-		sim.SabotageRunSkipped: "skipped called",
-		// Issue 28 §3: a run's copies made two orders; a run over one
-		// in flight under the policy skip.
-		sim.SabotageRunTwice: "run started twice",
-		sim.SabotageOverlap:  "skip not respected",
-	} {
+	for sabotage, rule := range plantedBugs {
 		found := 0
 		for seed := int64(1); seed <= 200 && found == 0; seed++ {
 			cfg := sim.ForSeed(seed)
@@ -316,3 +327,70 @@ func TestARedriveFinishesWhatItsDeadLetterHeld(t *testing.T) {
 	require.Positive(t, redriven, "no seed of 40 redrove a dead letter")
 	require.Positive(t, caught, "%s: no seed of 40 broke %q", sim.SabotageRedriveAsNew, "no progress")
 }
+
+// Callback steps are exercised (issue 28 §7): among the first seeds with a
+// callback step, the outside world's completions take effect (orders end
+// Processed through them), forged, late and duplicate ones and tokens of
+// another order are sent and change nothing, heartbeats move deadlines,
+// and steps given up at their deadline have their orders compensated.
+func TestCallbacksAreExercised(t *testing.T) {
+	t.Parallel()
+	counts := map[string]int{}
+	for seed := int64(1); seed <= 60; seed++ {
+		cfg := sim.ForSeed(seed)
+		cfg.Callbacks = true
+		res := sim.Run(cfg)
+		require.False(t, res.Failed(), res.Summary(60))
+		for _, l := range res.Trace {
+			for what, sign := range callbackSigns {
+				if sign.MatchString(l) {
+					counts[what]++
+				}
+			}
+		}
+	}
+	t.Logf("callback events over 60 seeds: %v", counts)
+	cfg := sim.ForSeed(7)
+	cfg.Callbacks = true
+	a, b := sim.Run(cfg), sim.Run(cfg)
+	require.Equal(t, a.Trace, b.Trace, "a callback seed replays")
+	for what := range callbackSigns {
+		require.Positive(t, counts[what], "no seed of 60 %s", what)
+	}
+}
+
+// callbackSigns are the trace lines of what TestCallbacksAreExercised
+// counts.
+var callbackSigns = map[string]*regexp.Regexp{
+	"completed a waiting step":            regexp.MustCompile(`callback o\d+/\d+ attempt \d+: Processed by a completion`),
+	"failed a waiting step":               regexp.MustCompile(`callback o\d+/\d+ attempt \d+: Error by a completion`),
+	"answered a step no longer waiting":   regexp.MustCompile(`outside: completes .*no longer waiting`),
+	"sent a forged token":                 regexp.MustCompile(`outside: sends a forged token`),
+	"sent another order's token":          regexp.MustCompile(`outside: sends .* token rewritten to name`),
+	"sent a completion again":             regexp.MustCompile(`outside: sends again what it sent`),
+	"raced a completion with the timeout": regexp.MustCompile(`outside: completes .* as its deadline nears`),
+	"gave a waiting step up":              regexp.MustCompile(`GiveUp: o\d+/\d+ Processing a\d+ -> Error`),
+	"heartbeat a waiting step":            regexp.MustCompile(`outside: heartbeats`),
+}
+
+// docs/simulation.md's table of planted bugs names each bug the test plants
+// with the rule that catches it, on its row: the doc and the code together.
+func TestPlantedBugsAreDocumented(t *testing.T) {
+	t.Parallel()
+	b, err := os.ReadFile("../../../docs/simulation.md")
+	require.NoError(t, err)
+	rows := map[string]string{}
+	for _, l := range strings.Split(string(b), "\n") {
+		if m := plantedRow.FindStringSubmatch(l); m != nil {
+			rows[m[1]] = m[2]
+		}
+	}
+	for sabotage, rule := range plantedBugs {
+		require.Contains(t, rows, sabotage, "docs/simulation.md has no row for the planted bug %s", sabotage)
+		require.Equal(t, rule, rows[sabotage], "docs/simulation.md's rule for the planted bug %s", sabotage)
+	}
+}
+
+// plantedRow is a row of docs/simulation.md's table of planted bugs: the
+// bug's name first, the rule last.
+var plantedRow = regexp.MustCompile("^\\| `([a-z-]+)`.*\\| ([^|]+?) \\|$")

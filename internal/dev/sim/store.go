@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 
 	"github.com/sas-go/sas/internal/memstore"
 	"github.com/sas-go/sas/internal/sas"
@@ -40,15 +41,21 @@ func write[T any](ctx context.Context, s *store, name string, keys []sas.StepKey
 	before := s.snapshot(keys)
 	res, err := do()
 	committed := err == nil
+	var after []sas.StepRecord
 	if committed {
-		s.w.wrote(ctx, name, before, s.snapshot(keys))
+		after = s.snapshot(keys)
+		s.w.wrote(ctx, name, before, after)
 	}
 	if c.fault == faultAmbiguous && committed {
 		s.w.tracef("  %s committed; its response is lost and the retry answers", name)
 		res, err = do()
 		// A second Submit of the same order, and a second Start of the same
 		// pick-up (its deadline moves only later), are no-ops by contract.
-		if err == nil && name != "Submit" && name != "Start" {
+		// So is the retry of a write whose commit changed nothing (seed
+		// 8246: two sweeps at one instant both moved a give-up's recheck
+		// to the same moment, the second write leaving the record as the
+		// first had): it cannot do anything twice.
+		if err == nil && name != "Submit" && name != "Start" && !reflect.DeepEqual(before, after) {
 			// A write that succeeds twice is not fenced: the second must lose.
 			s.w.violate("unfenced write", "%s %v succeeded twice in a row on the same parameters", name, keys)
 		}
@@ -100,14 +107,26 @@ func (s *store) Complete(ctx context.Context, p sas.CompleteParams) ([]sas.StepR
 	for _, k := range p.Skip {
 		keys = append(keys, sas.StepKey{OrderID: p.Key.OrderID, Step: k.Step})
 	}
-	return write(ctx, s, "Complete", keys, func() ([]sas.StepRecord, error) { return s.mem.Complete(ctx, p) })
+	return write(ctx, s, "Complete", keys, func() ([]sas.StepRecord, error) {
+		out, err := s.mem.Complete(ctx, p)
+		if forced, ok := s.unfencedCompletion(p.Key, p.Owner, p.Attempt, err, &p, nil); ok { // callbacks.go
+			return forced, nil
+		}
+		return out, err
+	})
 }
 
 func (s *store) Fail(ctx context.Context, p sas.FailParams) (sas.StepRecord, error) {
 	if s.w.cfg.Sabotage == SabotagePageRejections {
 		p.Rejected = false // a store that forgets the rejection: the order is paged about
 	}
-	return write(ctx, s, "Fail", []sas.StepKey{p.Key}, func() (sas.StepRecord, error) { return s.mem.Fail(ctx, p) })
+	return write(ctx, s, "Fail", []sas.StepKey{p.Key}, func() (sas.StepRecord, error) {
+		r, err := s.mem.Fail(ctx, p)
+		if forced, ok := s.unfencedCompletion(p.Key, p.Owner, p.Attempt, err, nil, &p); ok { // callbacks.go
+			return forced[0], nil
+		}
+		return r, err
+	})
 }
 
 func (s *store) Rescue(ctx context.Context, p sas.RescueParams) (sas.StepRecord, error) {
@@ -257,6 +276,7 @@ func (w *World) wrote(ctx context.Context, name string, before, after []sas.Step
 			w.violate("failure taken for a wait", "%v attempt %d was waited on after its agent's transient outcome was handled", a.Key(), a.Attempt)
 		}
 		w.checkWaited(name, b, a) // issue 31: goodput.go
+		w.checkCallbackWrite(ctx, name, i == 0, b, a)
 		// A step that became held at a new attempt owes its request; a
 		// rescue owes its retry message.
 		t := taskOf(ctx)
@@ -305,6 +325,9 @@ func (w *World) checkGiveUp(before, after sas.StepRecord) {
 		return // "unknown version" and "wrong definition" say so
 	}
 	lim := def.Steps[after.Step].Limits()
+	if lim.Outside {
+		return // a callback step is given up at its deadline, its first failure (callbacks.go)
+	}
 	maxFailures := lim.MaxFailures
 	if maxFailures == 0 {
 		maxFailures = supervisorMaxFailures

@@ -118,6 +118,9 @@ type World struct {
 	poisoned map[string]bool
 	// storeDownUntil ends the store's outage (Faults.Outage).
 	storeDownUntil time.Time
+	// cb: the outside world of callback steps, and what their rules
+	// remember (callbacks.go).
+	cb *callbacks
 	// sch is the deployment's schedule, if it has one (schedules.go).
 	sch schedWorld
 }
@@ -182,12 +185,15 @@ func newWorld(cfg Config) *World {
 	case cfg.choosing():
 		w.v1 = withChoices(w.v1, cfg.Seed)
 	}
+	if cfg.callbacking() {
+		w.v1 = withCallback(w.v1, cfg.Seed) // callbacks.go
+	}
 	w.v2 = variant(w.v1, cfg.Variant)
 	w.defs[w.v1.Version()] = w.v1
 	w.defs[w.v2.Version()] = w.v2
 	for _, wf := range []sas.Workflow{w.v1, w.v2} {
 		for _, s := range wf.Steps {
-			if w.agentQ[s.Agent] == nil {
+			if !s.Outside() && w.agentQ[s.Agent] == nil {
 				w.agentQ[s.Agent] = w.newQueue("agent-"+s.Agent, s.Agent, sizing.LambdaVisibility(agentTimeout))
 				w.agentNames = append(w.agentNames, s.Agent)
 			}
@@ -346,6 +352,7 @@ func (w *World) oldAgent(ctx context.Context, body string) bool {
 // and statuses are kept for the checks.
 func (w *World) sent(ctx context.Context, q *queue, m *message) {
 	w.tracef("  sent %s to %s: %s", m.id, q.name, describeBody(m.body))
+	w.sentWaiting(ctx, q, m) // callbacks.go
 	if q == w.status {
 		m.gone = true
 		return
@@ -456,7 +463,7 @@ func (w *World) deliver(q *queue, msgs []*message) {
 		}
 		m.visibleAt = now.Add(q.visibility)
 		m.receipt = fmt.Sprintf("%s#%d", m.id, m.receives)
-		in = append(in, sas.InboundMessage{MessageID: m.id, Receipt: m.receipt, Body: m.body, ReceiveCount: m.receives, SentAt: m.sentAt})
+		in = append(in, sas.InboundMessage{MessageID: m.id, Receipt: m.receipt, Body: w.delivered(m), ReceiveCount: m.receives, SentAt: m.sentAt})
 	}
 	if len(in) == 0 {
 		return

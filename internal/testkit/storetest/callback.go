@@ -12,7 +12,8 @@ import (
 // testHeartbeat: a waiting callback step's heartbeat moves its deadline and
 // its index entry on, keeps holder, attempt and failure count, adds no
 // history entry, and is fenced like a completion: another holder, another
-// attempt, or a step no longer held is a lost race that changes nothing.
+// attempt, or a step no longer held is a lost race that changes nothing; so
+// is a heartbeat that would not move the deadline later.
 func testHeartbeat(t *testing.T, h Harness) {
 	s := h.New(t).Store
 	submit(t, s, "o-hb", 2)
@@ -46,6 +47,15 @@ func testHeartbeat(t *testing.T, h Harness) {
 		found = found || d.Key() == k
 	}
 	require.True(t, found, "due at its new deadline")
+
+	// Only later: the same heartbeat written again (an ambiguous commit's
+	// retry) and an older one written after it (two heartbeats racing)
+	// lose, and the deadline stays where the newer put it.
+	_, err = s.Heartbeat(ctx, sas.HeartbeatParams{Key: k, Owner: "cb", Attempt: 1, Now: now, Until: now.Add(time.Hour)})
+	requireRace(t, err)
+	_, err = s.Heartbeat(ctx, sas.HeartbeatParams{Key: k, Owner: "cb", Attempt: 1, Now: now, Until: now.Add(time.Hour - time.Second)})
+	requireRace(t, err)
+	require.Equal(t, now.Add(time.Hour), get(t, s, "o-hb").Steps[0].CompleteBy, "a deadline never moves back")
 
 	// Fenced: another holder or attempt loses and changes nothing.
 	_, err = s.Heartbeat(ctx, sas.HeartbeatParams{Key: k, Owner: "other", Attempt: 1, Now: now, Until: now.Add(2 * time.Hour)})
