@@ -29,6 +29,12 @@ func held(u *updateExpr, state sas.ProcessState, owner string, attempt int) {
 		":running", s(string(state)), ":owner", s(owner), ":attempt", ni(attempt))
 }
 
+// elapsed is sas.Complete's fence of a wait step's end (Elapsed) on top
+// of held: its due time, the lease, at or before now.
+func elapsed(u *updateExpr, now time.Time) {
+	u.cond("#cb <= :now", "#cb", attrCompleteBy, ":now", ms(now))
+}
+
 // leaseSeen is sas.Wait's fence on top of held: the deadline seen (IdxSK)
 // and the attempt's first wait seen (WaitingSince, absent before it).
 func leaseSeen(u *updateExpr, due, waitingSince time.Time) {

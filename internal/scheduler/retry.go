@@ -64,6 +64,11 @@ func (s *Service) retry(ctx context.Context, u *outbox.Unit, m sas.Retry) error 
 			"attempt", m.Attempt, "state", rec.ProcessState, "currentAttempt", rec.Attempt)
 		return nil
 	}
+	if o.wf.Steps[m.Step].Timer != nil && rec.ProcessState != sas.Pending {
+		// A wait step's due time (timer.go): the supervisor's sweep or
+		// this scheduler's delayed message asks to end it.
+		return s.retryTimer(ctx, u, o, rec, m)
+	}
 	var from sas.ProcessState
 	switch {
 	case rec.ProcessState == sas.Pending && rec.LockedBy == "":

@@ -80,6 +80,9 @@ func (s *Service) timeout(d sas.StepDef) time.Duration {
 	if d.Callback != nil {
 		return d.Callback.Lease() // its claim's lease: the wait (callback.go)
 	}
+	if d.Timer != nil {
+		return d.Timer.Lease() // its claim's lease: the wait (timer.go)
+	}
 	if d.Timeout > 0 {
 		return d.Timeout
 	}
@@ -176,6 +179,15 @@ func (s *Service) dispatch(ctx context.Context, u *outbox.Unit, o order, def sas
 func (s *Service) dispatchAfter(ctx context.Context, u *outbox.Unit, oo order, def sas.StepDef, r sas.StepRecord, wait time.Duration) {
 	if def.Outside() {
 		s.await(ctx, u, oo, def, r) // no agent: its token goes out instead (callback.go)
+		return
+	}
+	if def.Timer != nil {
+		// No agent: it waits for its due time (timer.go). A write or read
+		// that failed leaves it to the supervisor, as a failed send would.
+		if err := s.timer(ctx, u, oo, def, r); err != nil {
+			s.log.ErrorContext(ctx, "wait step not armed or ended; the supervisor asks again at its deadline",
+				"order", oo.id(), "step", r.Step, "attempt", r.Attempt, "err", err)
+		}
 		return
 	}
 	results, err := s.resultsFor(ctx, &oo, r.Step, r.ProcessState == sas.Compensating)

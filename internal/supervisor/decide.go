@@ -15,6 +15,7 @@ const (
 	rescue               // hand back for another attempt after a backoff
 	giveUp               // Error or CompensationFailed, alert an operator
 	wait                 // extend a held lease: its request may still wait in a busy queue
+	fire                 // a wait step's due time passed: ask the scheduler to end it
 )
 
 func (a action) String() string {
@@ -25,6 +26,8 @@ func (a action) String() string {
 		return "give up"
 	case wait:
 		return "wait"
+	case fire:
+		return "fire"
 	}
 	return "skip"
 }
@@ -108,6 +111,17 @@ func (p policy) decide(rec sas.StepRecord, lim sas.StepLimits, now time.Time, ba
 	failures := rec.FailureCount + 1
 	why := stall(rec)
 	forward := rec.ProcessState == sas.Processing || rec.ProcessState == sas.Pending
+	if lim.Timer && rec.ProcessState == sas.Processing && rec.LockedBy != "" {
+		// A wait step's deadline is its due time: nothing ran that could
+		// fail. The scheduler ends it, fenced on the due time having
+		// passed; nothing is counted, nothing given up, whatever the
+		// queues hold (docs/protocol.md, "Wait steps").
+		return decision{
+			Action:   fire,
+			Failures: rec.FailureCount,
+			Reason:   fmt.Sprintf("the wait of attempt %d is due at %s", rec.Attempt, rec.DueAt.UTC().Format(time.RFC3339)),
+		}
+	}
 	if lim.Outside && rec.ProcessState == sas.Processing && rec.LockedBy != "" {
 		// A callback step's deadline is its timeout or its missed
 		// heartbeat: nothing runs that a re-drive could help, and a

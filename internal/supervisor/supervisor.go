@@ -359,13 +359,14 @@ func (r *sweep) act(rec sas.StepRecord, out *effects) {
 		}
 		return
 	}
-	backlog := -1
-	if seen.ProcessState.Leased() && seen.LockedBy != "" && sas.Due(seen, now) {
-		backlog = r.queueBacklog()
-	}
 	lim, ok := r.stepLimits(seen)
 	if !ok {
 		return // its own limits unread: judged by a later sweep, not by the deployed ones
+	}
+	backlog := -1
+	if seen.ProcessState.Leased() && seen.LockedBy != "" && sas.Due(seen, now) && !lim.Timer {
+		// (A wait step's due time is no stall: the queues do not matter.)
+		backlog = r.queueBacklog()
 	}
 	d := r.s.policy.decide(seen, lim, now, backlog)
 	if d.Action == skip {
@@ -416,6 +417,21 @@ func (r *sweep) act(rec sas.StepRecord, out *effects) {
 				V: sas.MessageVersion, Kind: sas.KindRetry, OrderID: key.OrderID, Step: key.Step,
 				Attempt: got.Attempt, Reason: d.Reason,
 				Trace: sas.ChildTrace(r.traces[key.OrderID], fmt.Sprintf("%s %s %d", sas.KindRetry, key, got.Attempt)),
+			}),
+		})
+
+	case fire:
+		// No write: the scheduler's end of the wait is the fenced one
+		// (on the due time having passed). Should this retry be lost, the
+		// step is still due, and the next sweep sends another.
+		r.rep.Fired++
+		cfg.Logger.LogAttrs(r.ctx, slog.LevelDebug, "wait step due", stepAttrs(rec, slog.String("reason", d.Reason))...)
+		out.unit(rec, state).Send(outbox.Message{
+			QueueURL: cfg.ControlQueueURL, What: "the end of wait step " + key.String(),
+			Body: sas.Encode(sas.Retry{
+				V: sas.MessageVersion, Kind: sas.KindRetry, OrderID: key.OrderID, Step: key.Step,
+				Attempt: rec.Attempt, Reason: d.Reason,
+				Trace: sas.ChildTrace(r.traces[key.OrderID], fmt.Sprintf("%s %s %d", sas.KindRetry, key, rec.Attempt)),
 			}),
 		})
 

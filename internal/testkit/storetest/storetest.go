@@ -77,6 +77,7 @@ func Run(t *testing.T, h Harness) {
 		{"FailureWithAnEffectIsNoRefusal", testFailedWithEffect},
 		{"WaitExtendsWithoutAFailure", testWaitExtendsWithoutAFailure},
 		{"HeartbeatMovesTheDeadlineOfTheHolder", testHeartbeat},
+		{"WaitStepEndsAtItsDueTimeNeverBefore", testCompleteElapsed},
 		{"RacingSupervisors", testRacingSupervisors},
 		{"StrandedPendingRedriven", testStranded},
 		{"GiveUpAndResubmit", testGiveUpResubmit},
