@@ -57,6 +57,9 @@ type Config struct {
 	// Choices: the trip's steps have conditions (choices.go). Also on in
 	// half the seeds whatever ForSeed drew (Config.choosing).
 	Choices bool
+	// Waits: the trip waits between two steps (waits.go). Also on in a
+	// third of the seeds whatever ForSeed drew (Config.waiting).
+	Waits bool
 	// Faults is the run's fault mix (faults.go): Swarm's draw for the
 	// seed, or DefaultFaults.
 	Faults Faults

@@ -72,6 +72,8 @@ func TestChecksCatchPlantedBugs(t *testing.T) {
 		sim.SabotageOneAlertID: "two events under one id",
 		// Issue 27 §3: a completion that runs a step it should skip.
 		sim.SabotageRunSkipped: "skipped called",
+		// Issue 28 §2: a wait step whose lease is shorter than its wait.
+		sim.SabotageTimerEarly: "timer fired early",
 	} {
 		found := 0
 		for seed := int64(1); seed <= 200 && found == 0; seed++ {
@@ -193,4 +195,21 @@ func TestChoicesAreExercised(t *testing.T) {
 	require.Positive(t, skipped, "no seed of 60 skipped a step after another")
 	require.Positive(t, atSubmit, "no seed of 60 skipped a first step at submission")
 	require.Positive(t, failed, "no seed of 60 failed a step by its condition")
+}
+
+// Wait steps are exercised: among the first seeds, orders wait and their
+// waits end, none early (the rule holds: the run does not fail).
+func TestWaitsAreExercised(t *testing.T) {
+	t.Parallel()
+	ended := 0
+	for seed := int64(1); seed <= 60; seed++ {
+		res := sim.Run(sim.ForSeed(seed))
+		require.False(t, res.Failed(), res.Summary(40))
+		for _, l := range res.Trace {
+			if strings.Contains(l, "wait step") && strings.Contains(l, "after its due time") {
+				ended++
+			}
+		}
+	}
+	require.Positive(t, ended, "no seed of 60 ended a wait")
 }

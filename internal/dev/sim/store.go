@@ -74,12 +74,18 @@ func (s *store) Submit(ctx context.Context, p sas.SubmitParams) (sas.SubmitResul
 }
 
 func (s *store) Claim(ctx context.Context, p sas.ClaimParams) (sas.StepRecord, error) {
+	s.earlyTimer(p.Key, &p, p.Now)
 	return write(ctx, s, "Claim", []sas.StepKey{p.Key}, func() (sas.StepRecord, error) { return s.mem.Claim(ctx, p) })
 }
 
 func (s *store) Complete(ctx context.Context, p sas.CompleteParams) ([]sas.StepRecord, error) {
 	if s.w.cfg.Sabotage == SabotageRunSkipped {
 		p = runSkipped(p)
+	}
+	if p.Next != nil {
+		next := *p.Next
+		s.earlyTimer(next.Key, &next, p.Now)
+		p.Next = &next
 	}
 	keys := []sas.StepKey{p.Key}
 	if p.Next != nil {
@@ -233,6 +239,7 @@ func (w *World) wrote(ctx context.Context, name string, before, after []sas.Step
 		if name == "Wait" && w.reported[reportedAttempt{a.Key(), a.Attempt}] {
 			w.violate("failure taken for a wait", "%v attempt %d was waited on after its agent's transient outcome was handled", a.Key(), a.Attempt)
 		}
+		w.checkTimer(name, b, a)
 		// A step that became held at a new attempt owes its request; a
 		// rescue owes its retry message.
 		t := taskOf(ctx)
@@ -240,6 +247,8 @@ func (w *World) wrote(ctx context.Context, name string, before, after []sas.Step
 			continue
 		}
 		switch {
+		case a.ProcessState.Leased() && a.LockedBy != "" && a.Attempt > b.Attempt && w.agentless(a.Key()):
+			// A wait step's claim owes no request: its due time ends it.
 		case a.ProcessState.Leased() && a.LockedBy != "" && a.Attempt > b.Attempt:
 			t.owes = append(t.owes, obligation{kind: owesRequest, key: a.Key(), attempt: a.Attempt, what: name, since: w.nextMsg})
 		case name == rescueByHolder:

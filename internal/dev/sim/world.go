@@ -171,11 +171,17 @@ func newWorld(cfg Config) *World {
 	if cfg.choosing() {
 		w.v1 = withChoices(w.v1, cfg.Seed)
 	}
+	if cfg.waiting() {
+		w.v1 = withWait(w.v1, cfg.Seed)
+	}
 	w.v2 = variant(w.v1, cfg.Variant)
 	w.defs[w.v1.Version()] = w.v1
 	w.defs[w.v2.Version()] = w.v2
 	for _, wf := range []sas.Workflow{w.v1, w.v2} {
 		for _, s := range wf.Steps {
+			if s.Agentless() {
+				continue
+			}
 			if w.agentQ[s.Agent] == nil {
 				w.agentQ[s.Agent] = w.newQueue("agent-"+s.Agent, s.Agent, sizing.LambdaVisibility(agentTimeout))
 				w.agentNames = append(w.agentNames, s.Agent)

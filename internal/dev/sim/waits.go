@@ -1,0 +1,93 @@
+package sim
+
+import (
+	"context"
+	"time"
+
+	"github.com/sas-go/sas/internal/sas"
+)
+
+// Wait steps (issue 28 §2; docs/simulation.md, "Invariants"). In a third
+// of the seeds (Config.waiting) the trip waits between its charge and its
+// shipment: for a duration drawn from the seed, some within SQS's 15-minute
+// delay (the scheduler's own delayed retry ends them, racing the sweep's),
+// some past it (only the sweep does). One rule holds them:
+//   - "timer fired early": a wait step's move to Processed is never made
+//     before its claim plus its duration, whoever asked and however the
+//     messages were duplicated, delayed or lost.
+
+// SabotageTimerEarly is the planted bug of that rule: the store writes a
+// wait step's claim with a tenth of its wait as the lease (a scheduler that
+// read the duration in the wrong unit), so the sweep finds it due, and the
+// write that ends it, fenced on that lease, lets it end early.
+const SabotageTimerEarly = "timer-early"
+
+// waitDurations are the waits a seed draws from.
+var waitDurations = []time.Duration{20 * time.Second, 90 * time.Second, 5 * time.Minute, 16 * time.Minute}
+
+// waiting reports whether this run's trip has a wait step.
+func (c Config) waiting() bool {
+	if c.Waits || c.Sabotage == SabotageTimerEarly {
+		return true
+	}
+	return splitmix(uint64(c.Seed)^0x2545f491)%3 == 0
+}
+
+// withWait puts a wait step after the trip's second step.
+func withWait(w sas.Workflow, seed int64) sas.Workflow {
+	d := waitDurations[splitmix(uint64(seed)^0x9e37)%uint64(len(waitDurations))]
+	steps := append([]sas.StepDef(nil), w.Steps[:2]...)
+	steps = append(steps, sas.StepDef{Name: "cool-off", Timer: &sas.Timer{For: d}})
+	steps = append(steps, w.Steps[2:]...)
+	return sas.Workflow{Name: w.Name, Steps: steps}
+}
+
+// stepDef is the definition of k's step in the version its order runs on.
+func (w *World) stepDef(k sas.StepKey) (sas.StepDef, bool) {
+	v, err := w.mem.GetOrder(context.Background(), k.OrderID)
+	if err != nil {
+		return sas.StepDef{}, false
+	}
+	def, ok := w.defs[v.Order.Version]
+	if !ok || k.Step >= len(def.Steps) {
+		return sas.StepDef{}, false
+	}
+	return def.Steps[k.Step], true
+}
+
+// checkTimer is "timer fired early", at the write that moved a wait step
+// from b to Processed (a).
+func (w *World) checkTimer(name string, b, a sas.StepRecord) {
+	if a.ProcessState != sas.Processed || b.ProcessState != sas.Processing {
+		return
+	}
+	def, ok := w.stepDef(a.Key())
+	if !ok || def.Timer == nil || def.Timer.For == 0 {
+		return
+	}
+	claimed := b.ClaimedAt()
+	due := claimed.Add(def.Timer.For)
+	if w.clock.Now().Before(due) {
+		w.violate("timer fired early", "%s ended wait step %v (attempt %d, claimed %s, %s) at %s, %s before its due time",
+			name, a.Key(), b.Attempt, claimed.Sub(start), def.Timer.For, w.clock.Now().Sub(start), due.Sub(w.clock.Now()))
+		return
+	}
+	w.tracef("  wait step %v of %s ended %s after its due time", a.Key(), def.Timer.For, w.clock.Now().Sub(due))
+}
+
+// earlyTimer is SabotageTimerEarly on a claim of k.
+func (s *store) earlyTimer(k sas.StepKey, p *sas.ClaimParams, now time.Time) {
+	if s.w.cfg.Sabotage != SabotageTimerEarly || p == nil {
+		return
+	}
+	if def, ok := s.w.stepDef(k); ok && def.Timer != nil {
+		p.CompleteBy = now.Add(p.CompleteBy.Sub(now) / 10)
+	}
+}
+
+// agentless reports whether k's step has no agent (a wait step): its
+// claim owes no request.
+func (w *World) agentless(k sas.StepKey) bool {
+	def, ok := w.stepDef(k)
+	return ok && def.Agentless()
+}
