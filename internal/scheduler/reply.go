@@ -192,7 +192,7 @@ func (s *Service) apply(ctx context.Context, u *outbox.Unit, o order, rep sas.Ag
 	}
 	p := sas.CompleteParams{
 		Key: key, Owner: rep.LockedBy, Attempt: rep.Attempt, Now: now, Compensation: undo, Next: next,
-		Run: rep.Timing(), // for people (the console), never read back
+		Run:     rep.Timing(), // for people (the console), never read back
 		Elapsed: elapsed,
 	}
 	if !undo {
