@@ -51,7 +51,17 @@ func (s *Service) intake(ctx context.Context, u *outbox.Unit, body []byte, from 
 		first = nextToRun(order{ord: o, wf: w}, 0, nil)
 	}
 	sp := sas.SubmitParams{Order: o, Now: now, PickupBy: now.Add(s.cfg.PickupTimeout), Skip: first.skips}
-	if first.next >= 0 {
+	later := in.StartAt != nil && in.StartAt.After(now)
+	if later {
+		// Starting later (startat.go): the first step to run stays
+		// unclaimed, its pick-up deadline the start time.
+		if in.StartAt.After(now.Add(sas.MaxWait)) {
+			return s.reject(ctx, u, in, messageID, &sas.ValidationError{Field: "startAt",
+				Reason: fmt.Sprintf("%s is more than %s ahead", in.StartAt.UTC().Format(time.RFC3339), sas.MaxWait)})
+		}
+		sp.PickupBy = in.StartAt.UTC()
+	}
+	if first.next >= 0 && !later {
 		// Created already claimed: one transaction instead of submit + claim
 		// on the hot path, and no window in which the first step is unowned.
 		sp.Claim = &sas.ClaimParams{Owner: s.cfg.Owner, Now: now, CompleteBy: now.Add(s.timeout(w.Steps[first.next]))}
@@ -81,6 +91,14 @@ func (s *Service) intake(ctx context.Context, u *outbox.Unit, body []byte, from 
 		if ord.wf, err = s.workflow(ctx, ord.ord.Workflow, ord.ord.Version); err != nil {
 			return fmt.Errorf("order %s: %w", in.OrderID, err)
 		}
+	}
+	if res.Created && later && first.next >= 0 {
+		s.log.InfoContext(ctx, "order submitted to start later", "order", o.OrderID, "workflow", o.Workflow, "steps", len(o.Steps), "startAt", sp.PickupBy)
+		s.emitOrder(ctx, metrics.OrdersSubmitted, o.OrderID, o.Workflow, now)
+		s.post(ctx, u, o, sas.Status{Status: sas.StatusReceived, Sequence: SeqReceived()}, now)
+		s.postSkipped(ctx, u, ord, first.skips, now)
+		s.startLater(u, ord, first.next, sp.PickupBy, now)
+		return nil
 	}
 	if res.Created && len(first.skips) > 0 {
 		s.log.InfoContext(ctx, "order submitted", "order", o.OrderID, "workflow", o.Workflow, "steps", len(o.Steps), "notRun", len(first.skips))

@@ -75,8 +75,13 @@ func (s *Service) retry(ctx context.Context, u *outbox.Unit, m sas.Retry) error 
 		// The supervisor only hands back steps that were ready; a retry for
 		// a step still waiting on its predecessor would run the workflow out
 		// of order, whoever sent it.
-		if prev, ok := o.step(m.Step - 1); ok && prev.ProcessState != sas.Processed {
+		if prev, ok := o.step(m.Step - 1); ok && prev.ProcessState != sas.Processed && prev.ProcessState != sas.Skipped {
 			return drop(nil, "step %d of order %s waits for step %d, which is %s", m.Step, m.OrderID, prev.Step, prev.ProcessState)
+		}
+		if notYet(rec, now) {
+			// An order that starts later (startat.go): never before its time.
+			s.log.InfoContext(ctx, "retry before the order's start time: nothing claimed", "order", m.OrderID, "step", m.Step, "startAt", rec.DueAt)
+			return nil
 		}
 		from = sas.Pending
 	case rec.ProcessState == sas.Compensating && rec.LockedBy == "":

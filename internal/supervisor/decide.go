@@ -122,6 +122,19 @@ func (p policy) decide(rec sas.StepRecord, lim sas.StepLimits, now time.Time, ba
 			Reason:   fmt.Sprintf("the wait of attempt %d is due at %s", rec.Attempt, rec.DueAt.UTC().Format(time.RFC3339)),
 		}
 	}
+	if rec.ProcessState == sas.Pending && rec.LockedBy == "" && rec.Attempt == 0 && rec.FailureCount == 0 &&
+		now.Before(rec.DueAt.Add(p.PickupTimeout)) {
+		// A step never claimed nor failed: an order that starts later,
+		// at its start time (its pick-up deadline). Started, not counted
+		// as a stall; once a pick-up timeout has passed without a claim
+		// it is re-driven as any stranded step (docs/intake.md,
+		// "Starting later").
+		return decision{
+			Action:   fire,
+			Failures: rec.FailureCount,
+			Reason:   fmt.Sprintf("the order's start time %s", rec.DueAt.UTC().Format(time.RFC3339)),
+		}
+	}
 	if lim.Outside && rec.ProcessState == sas.Processing && rec.LockedBy != "" {
 		// A callback step's deadline is its timeout or its missed
 		// heartbeat: nothing runs that a re-drive could help, and a
