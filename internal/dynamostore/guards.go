@@ -30,9 +30,11 @@ func held(u *updateExpr, state sas.ProcessState, owner string, attempt int) {
 }
 
 // elapsed is sas.Complete's fence of a wait step's end (Elapsed) on top
-// of held: its due time, the lease, at or before now.
+// of held: its due time (sas.DueOf: the lease, or the lease a sweep saw
+// pass, WaitingSince) at or before now. A missing WaitingSince compares
+// false.
 func elapsed(u *updateExpr, now time.Time) {
-	u.cond("#cb <= :now", "#cb", attrCompleteBy, ":now", ms(now))
+	u.cond("#cb <= :now OR #ws <= :now", "#cb", attrCompleteBy, "#ws", attrWaitingSince, ":now", ms(now))
 }
 
 // leaseSeen is sas.Wait's fence on top of held: the deadline seen (IdxSK)

@@ -84,3 +84,13 @@ func (s StepDef) checkTimer() error {
 // Agentless reports whether no agent runs the step: a callback step or a
 // wait step.
 func (s StepDef) Agentless() bool { return s.Callback != nil || s.Timer != nil }
+
+// DueOf is a held wait step's due time as its record keeps it: its lease,
+// or, once a sweep found it due and moved its next look on (Wait), the
+// lease that passed (WaitingSince).
+func DueOf(r StepRecord) time.Time {
+	if !r.WaitingSince.IsZero() && r.WaitingSince.Before(r.CompleteBy) {
+		return r.WaitingSince
+	}
+	return r.CompleteBy
+}

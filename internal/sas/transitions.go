@@ -158,8 +158,8 @@ type CompleteParams struct {
 	// order, all before Next. A forward completion only.
 	Skip []Skip
 	// Elapsed: the end of a wait step (timer.go), fenced besides on its
-	// due time, the lease, having passed: CompleteBy at or before Now. A
-	// timer never fires early, whoever asks.
+	// due time having passed (DueOf at or before Now). A timer never fires
+	// early, whoever asks.
 	Elapsed bool
 }
 
@@ -198,7 +198,7 @@ func Leg(compensation bool) (running, done, failed ProcessState) {
 // step away: the work is done and the attempt is still the current one.
 func Complete(r StepRecord, p CompleteParams) (StepRecord, error) {
 	running, done, _ := Leg(p.Compensation)
-	if !heldBy(r, running, p.Owner, p.Attempt) || (p.Elapsed && r.CompleteBy.After(p.Now)) {
+	if !heldBy(r, running, p.Owner, p.Attempt) || (p.Elapsed && DueOf(r).After(p.Now)) {
 		return r, race("complete", r)
 	}
 	r = unlease(r)

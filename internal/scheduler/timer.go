@@ -40,7 +40,7 @@ func (s *Service) timer(ctx context.Context, u *outbox.Unit, o order, def sas.St
 		s.log.WarnContext(ctx, "wait step failed: its due time could not be evaluated", "order", o.id(), "step", r.Step, "reason", why)
 		return s.endWait(ctx, u, o, def, r, sas.OutcomeFailed, why)
 	}
-	lease := r.CompleteBy
+	lease := sas.DueOf(r) // the lease, or the one a sweep saw pass
 	if !lease.After(now) && !due.After(now) {
 		return s.endWait(ctx, u, o, def, r, sas.OutcomeDone, "")
 	}
@@ -87,7 +87,7 @@ func (s *Service) endMessage(u *outbox.Unit, o order, r sas.StepRecord, delay ti
 func (s *Service) dueOf(ctx context.Context, o *order, def sas.StepDef, r sas.StepRecord) (due time.Time, why string, err error) {
 	t := def.Timer
 	if t.Until == "" {
-		return r.CompleteBy, "", nil
+		return sas.DueOf(r), "", nil
 	}
 	expr, err := condition.CompileTime(t.Until) // cached; checked when the definition loaded
 	if err == nil {

@@ -119,6 +119,7 @@ func (p policy) decide(rec sas.StepRecord, lim sas.StepLimits, now time.Time, ba
 		return decision{
 			Action:   fire,
 			Failures: rec.FailureCount,
+			Until:    now.Add(p.PickupTimeout), // the next look, should the scheduler not end it
 			Reason:   fmt.Sprintf("the wait of attempt %d is due at %s", rec.Attempt, rec.DueAt.UTC().Format(time.RFC3339)),
 		}
 	}

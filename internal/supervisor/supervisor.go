@@ -421,9 +421,22 @@ func (r *sweep) act(rec sas.StepRecord, out *effects) {
 		})
 
 	case fire:
-		// No write: the scheduler's end of the wait is the fenced one
-		// (on the due time having passed). Should this retry be lost, the
-		// step is still due, and the next sweep sends another.
+		// A held wait step: its next look moved on a pick-up timeout (a
+		// Wait: no failure, WaitingSince keeps the due time), so that the
+		// next page finds the next waits and of racing supervisors one
+		// sends. The scheduler's end of the wait is fenced on the due
+		// time; should this retry be lost, the step is due again at its
+		// next look. An order that starts later (Pending, unheld) is not
+		// written: a page of them per sweep.
+		if rec.LockedBy != "" {
+			if _, err := cfg.Store.Wait(r.ctx, sas.WaitParams{
+				Key: key, From: state, Owner: rec.LockedBy, Attempt: rec.Attempt, DueAt: rec.DueAt,
+				WaitingSince: rec.WaitingSince, Now: now, Until: d.Until, Actor: cfg.Actor, Reason: d.Reason,
+			}); err != nil {
+				r.writeFailed(rec, "moving the next look of", err)
+				return
+			}
+		}
 		r.rep.Fired++
 		cfg.Logger.LogAttrs(r.ctx, slog.LevelDebug, "wait step due", stepAttrs(rec, slog.String("reason", d.Reason))...)
 		out.unit(rec, state).Send(outbox.Message{
