@@ -111,7 +111,17 @@ func (p policy) decide(rec sas.StepRecord, lim sas.StepLimits, now time.Time, ba
 	failures := rec.FailureCount + 1
 	why := stall(rec)
 	forward := rec.ProcessState == sas.Processing || rec.ProcessState == sas.Pending
+	// A wait (or a start) the scheduler set within SQS's delay is ended by
+	// the scheduler's own delayed retry: the sweep is its backstop, a
+	// pick-up timeout later, so the two do not race to send.
+	grace := time.Duration(0)
+	if !rec.UpdatedAt.IsZero() && rec.DueAt.Sub(rec.UpdatedAt) <= MaxDelay {
+		grace = p.PickupTimeout
+	}
 	if lim.Timer && rec.ProcessState == sas.Processing && rec.LockedBy != "" {
+		if now.Before(rec.DueAt.Add(grace)) {
+			return decision{Action: skip}
+		}
 		// A wait step's deadline is its due time: nothing ran that could
 		// fail. The scheduler ends it, fenced on the due time having
 		// passed; nothing is counted, nothing given up, whatever the
@@ -124,7 +134,10 @@ func (p policy) decide(rec sas.StepRecord, lim sas.StepLimits, now time.Time, ba
 		}
 	}
 	if rec.ProcessState == sas.Pending && rec.LockedBy == "" && rec.Attempt == 0 && rec.FailureCount == 0 &&
-		now.Before(rec.DueAt.Add(p.PickupTimeout)) {
+		now.Before(rec.DueAt.Add(grace+p.PickupTimeout)) {
+		if now.Before(rec.DueAt.Add(grace)) {
+			return decision{Action: skip}
+		}
 		// A step never claimed nor failed: an order that starts later,
 		// at its start time (its pick-up deadline). Started, not counted
 		// as a stall; once a pick-up timeout has passed without a claim
