@@ -50,6 +50,11 @@ type Config struct {
 	// an operator puts messages on the scheduler queue (docs/trust.md): an
 	// intake, a compensate, a reply whose echo is rewritten.
 	Forge bool
+	// Burst is how many more orders are submitted at the start, and
+	// ServiceTime an agent's virtual time per request: a backlog that
+	// outlasts the pick-up allowance (goodput.go).
+	Burst       int
+	ServiceTime time.Duration
 	// Rejections: the remote's refusals of a step are business rejections
 	// (agent.Reject) rather than failures. Also on in a third of the seeds
 	// whatever ForSeed drew (Config.rejecting, results.go).
@@ -95,7 +100,7 @@ const (
 // ForSeed draws a run's configuration from its seed.
 func ForSeed(seed int64) Config {
 	r := rand.New(rand.NewPCG(uint64(seed), 0xc0f))
-	return Config{
+	cfg := Config{
 		Seed:          seed,
 		Orders:        1 + r.IntN(3),
 		LateOrders:    r.IntN(2),
@@ -110,6 +115,8 @@ func ForSeed(seed int64) Config {
 		Forge:         r.IntN(4) == 0,
 		Faults:        Swarm(seed),
 	}
+	cfg.Burst, cfg.ServiceTime = drawBurst(r) // drawn last: the draws above are as before
+	return cfg
 }
 
 // Result is what a run found.
@@ -174,7 +181,7 @@ func Run(cfg Config) (res Result) {
 			Virtual: w.clock.Now().Sub(start), Orders: len(w.orders), Calls: w.remote.calls, Alerts: len(w.alerts),
 			DeadLettered: w.deadLettered}
 	}()
-	for range cfg.Orders {
+	for range cfg.Orders + cfg.Burst {
 		w.submit()
 	}
 	for ; ; w.events++ {

@@ -123,7 +123,7 @@ func TestDocumentedMessageFields(t *testing.T) {
 		sas.KindIntake: reflect.TypeOf(sas.Intake{}), sas.KindAgentRequest: reflect.TypeOf(sas.AgentRequest{}),
 		sas.KindAgentReply: reflect.TypeOf(sas.AgentReply{}), sas.KindRetry: reflect.TypeOf(sas.Retry{}),
 		sas.KindCompensate: reflect.TypeOf(sas.Compensate{}), sas.KindStatus: reflect.TypeOf(sas.Status{}),
-		sas.KindComplete: reflect.TypeOf(sas.Completion{}),
+		sas.KindComplete: reflect.TypeOf(sas.Completion{}), sas.KindRedrive: reflect.TypeOf(sas.Redrive{}),
 	}
 	seen := map[sas.Kind]bool{}
 	for _, m := range regexp.MustCompile("(?m)^\\| `([a-z.]+)` \\| `sas\\.([A-Za-z]+)` \\| (.*) \\|$").FindAllStringSubmatch(table, -1) {
