@@ -242,7 +242,7 @@ func (s *Service) dispatchAfter(ctx context.Context, u *outbox.Unit, oo order, d
 	if def.Timer != nil {
 		// No agent: it waits for its due time (timer.go). A write or read
 		// that failed leaves it to the supervisor, as a failed send would.
-		if err := s.timer(ctx, u, oo, def, r); err != nil {
+		if err := s.timer(ctx, u, oo, def, r, false); err != nil {
 			s.log.ErrorContext(ctx, "wait step not armed or ended; the supervisor asks again at its deadline",
 				"order", oo.id(), "step", r.Step, "attempt", r.Attempt, "err", err)
 		}

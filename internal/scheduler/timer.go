@@ -30,7 +30,14 @@ const maxDelay = 15 * time.Minute
 // arming), and sends itself a delayed retry when the due time is within
 // SQS's delay. A due time that cannot be evaluated fails the step. It
 // returns an error only for a write or read a redelivery may get through.
-func (s *Service) timer(ctx context.Context, u *outbox.Unit, o order, def sas.StepDef, r sas.StepRecord) error {
+//
+// Only a retry for the step's attempt ends it (end): its redelivery is
+// what re-sends the successor's request should that send be lost. On a
+// claim or a re-dispatch (a redelivered message about the step before) a
+// wait already due is handed to such a retry, undelayed, rather than ended
+// there, where a lost successor request would have no redelivery to re-send
+// it.
+func (s *Service) timer(ctx context.Context, u *outbox.Unit, o order, def sas.StepDef, r sas.StepRecord, end bool) error {
 	now := s.cfg.Clock.Now()
 	due, why, err := s.dueOf(ctx, &o, def, r)
 	if err != nil {
@@ -42,6 +49,13 @@ func (s *Service) timer(ctx context.Context, u *outbox.Unit, o order, def sas.St
 	}
 	lease := sas.DueOf(r) // the lease, or the one a sweep saw pass
 	if !lease.After(now) && !due.After(now) {
+		if !end {
+			if s.cfg.ControlQueueURL == "" {
+				return nil // the sweep's retry ends it
+			}
+			s.endMessage(u, o, r, 0)
+			return nil
+		}
 		return s.endWait(ctx, u, o, def, r, sas.OutcomeDone, "")
 	}
 	if target := latest(due, now.Add(time.Millisecond)); def.Timer.Until != "" && !lease.Equal(due) && !lease.Equal(target) {
@@ -131,7 +145,7 @@ func (s *Service) retryTimer(ctx context.Context, u *outbox.Unit, o order, rec s
 	def := o.wf.Steps[rec.Step]
 	switch {
 	case rec.ProcessState == sas.Processing && rec.LockedBy != "" && rec.Attempt == m.Attempt:
-		return s.timer(ctx, u, o, def, rec)
+		return s.timer(ctx, u, o, def, rec, true)
 	case rec.ProcessState == sas.Processed && rec.Attempt == m.Attempt:
 		// Ended already (the sweep's retry and the scheduler's own raced,
 		// or a redelivery): the completion's effects again, which a
