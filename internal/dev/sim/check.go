@@ -205,14 +205,7 @@ func (w *World) checkStatuses(v sas.OrderView) {
 			failedSteps[s.Step] = true
 		}
 	}
-	// A poison message's order is the operator's (deadletter.go): the
-	// final status its message alone owed is not required either (a wait's
-	// end, a retry, can be that message: issue 28 §2).
-	state := v.State()
-	if w.poisoned[id] {
-		state = ""
-	}
-	switch state {
+	switch v.State() {
 	case sas.Processed:
 		if !got[sas.StatusProcessed] {
 			w.violate("status missing", "order %s is Processed and its submitter was never told", id)
