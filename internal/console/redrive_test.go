@@ -82,19 +82,7 @@ func TestRedriveShowsEachMessageAndMovesNoForgedControlMessage(t *testing.T) {
 	require.Empty(t, res.Failed)
 
 	csrf := tokenRE.FindStringSubmatch(get(t, ts.URL+"/"))[1]
-	post := func(form url.Values) (*http.Response, string) {
-		form.Set("csrf", csrf)
-		req, _ := http.NewRequest(http.MethodPost, ts.URL+"/actions/redrive", strings.NewReader(form.Encode()))
-		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-		req.Header.Set("Origin", ts.URL)
-		c := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-		resp, err := c.Do(withSecret(req))
-		require.NoError(t, err)
-		defer resp.Body.Close()
-		b, err := io.ReadAll(resp.Body)
-		require.NoError(t, err)
-		return resp, string(b)
-	}
+	post := func(form url.Values) (*http.Response, string) { return postRedrive(t, ts.URL, csrf, form) }
 	depth := func(u string) int {
 		d, err := q.Depth(ctx, u)
 		require.NoError(t, err)
@@ -188,21 +176,13 @@ func TestRedriveCarriesTheSchedulersDeadLettersAsRedeliveries(t *testing.T) {
 	}
 	csrf := tokenRE.FindStringSubmatch(get(t, ts.URL+"/"))[1]
 	redrive := func(name string, confirm bool) string {
-		form := url.Values{"queue": {name}, "csrf": {csrf}}
+		form := url.Values{"queue": {name}}
 		if confirm {
 			form.Set("confirm", "1")
 		}
-		req, _ := http.NewRequest(http.MethodPost, ts.URL+"/actions/redrive", strings.NewReader(form.Encode()))
-		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-		req.Header.Set("Origin", ts.URL)
-		c := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-		resp, err := c.Do(withSecret(req))
-		require.NoError(t, err)
-		defer resp.Body.Close()
-		b, err := io.ReadAll(resp.Body)
-		require.NoError(t, err)
+		resp, b := postRedrive(t, ts.URL, csrf, form)
 		if !confirm {
-			return string(b)
+			return b
 		}
 		require.Equal(t, http.StatusSeeOther, resp.StatusCode)
 		job := resp.Header.Get("Location")
@@ -245,4 +225,22 @@ func TestRedriveCarriesTheSchedulersDeadLettersAsRedeliveries(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, back, 1)
 	require.Equal(t, bodies[agent], back[0].Body, "an agent's dead letter goes back as it is")
+}
+
+// postRedrive posts form, with the console's CSRF token, to the redrive
+// action of the console at base, following no redirect, and returns the
+// response and its body.
+func postRedrive(t *testing.T, base, csrf string, form url.Values) (*http.Response, string) {
+	t.Helper()
+	form.Set("csrf", csrf)
+	req, _ := http.NewRequest(http.MethodPost, base+"/actions/redrive", strings.NewReader(form.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Origin", base)
+	c := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := c.Do(withSecret(req))
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return resp, string(b)
 }

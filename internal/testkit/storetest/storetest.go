@@ -116,6 +116,11 @@ func Run(t *testing.T, h Harness) {
 		// each transition's guard stated once (guards.go)
 		{"GuardsMatchTheDomain", testGuardsMatchTheDomain},
 
+		// branches in parallel (branches.go)
+		{"CompleteStartsBranches", testCompleteStartsBranches},
+		{"CompleteFencedOnSiblings", testCompleteFencedOnSiblings},
+		{"CompleteInAGraphSkipsAndClaims", testCompleteInAGraphSkipsAndClaims},
+
 		// choices: the steps an order passes over (skip.go)
 		{"CompleteSkipsInItsWrite", testCompleteSkips},
 		{"SubmitSkipsTheFirstSteps", testSubmitSkips},
