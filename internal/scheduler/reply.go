@@ -166,7 +166,7 @@ func (s *Service) apply(ctx context.Context, u *outbox.Unit, o order, rep sas.Ag
 
 	if !undo && o.wf.Graph() {
 		// Which steps start now depends on the other branches (graph.go).
-		return s.doneInGraph(ctx, u, o, rep, now)
+		return s.doneInGraph(ctx, u, o, rep, elapsed, now)
 	}
 	var next *sas.ClaimParams
 	if undo {

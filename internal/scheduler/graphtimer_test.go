@@ -1,0 +1,112 @@
+package scheduler_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/sas-go/sas/internal/sas"
+	"github.com/sas-go/sas/internal/scheduler"
+)
+
+// cooling: open, then a wait and pack in parallel branches, then ship once
+// both are done (a wait step in a graph, docs/protocol.md "Wait steps").
+func coolingWorkflow(t sas.Timer) sas.Workflow {
+	return sas.Workflow{Name: "reminder", Steps: []sas.StepDef{
+		{Name: "open", Agent: "payments", Action: "POST /open", Undo: "POST /open/cancel", Timeout: stepTimeout},
+		{Name: "cool-off", Timer: &t, After: []int{0}},
+		{Name: "pack", Agent: "payments", Action: "POST /pack", Undo: "POST /pack/cancel", Timeout: stepTimeout, After: []int{0}},
+		{Name: "ship", Agent: "payments", Action: "POST /ship", Timeout: stepTimeout, After: []int{1, 2}},
+	}}
+}
+
+// coolingFixture is timerFixture for coolingWorkflow.
+func coolingFixture(t *testing.T, wait sas.Timer) (*fixture, *scheduler.Handler, string) {
+	f := newFixture(t)
+	reg, err := sas.NewRegistry(coolingWorkflow(wait))
+	require.NoError(t, err)
+	c, err := f.q.CreateQueue(f.ctx, sas.CreateQueueParams{Name: "sas-control"})
+	require.NoError(t, err)
+	h := scheduler.NewHandler(f.newServiceConfig(owner, reg, sas.AgentQueues{Default: f.agentURL},
+		func(cfg *scheduler.Config) { cfg.ControlQueueURL = c.URL }))
+	return f, h, c.URL
+}
+
+// toBranches runs a cooling order through open: the wait and pack claimed
+// in one write, pack's request returned.
+func (f *fixture) toBranches(h *scheduler.Handler, id string) sas.AgentRequest {
+	f.t.Helper()
+	f.from(h, intakeARN, reminderIntake(id, `{}`))
+	f.calls.take()
+	f.from(h, schedulerARN, done(f.request()))
+	calls, _ := f.calls.take()
+	require.Equal(f.t, map[string]int{"GetOrder": 1, "Complete": 1}, calls, "one read, one write claiming both branches")
+	pack := f.request() // the wait step sends no request
+	require.Equal(f.t, "pack", pack.StepName)
+	require.Equal(f.t, []sas.ProcessState{sas.Processed, sas.Processing, sas.Processing, sas.Pending}, f.states(id))
+	return pack
+}
+
+// A wait that is one of two branches: the join waits for it (its branch
+// done first does not start ship), it ends at its due time and never
+// before, fenced on that due time, and its end starts the join.
+func TestAWaitInABranchHoldsItsJoin(t *testing.T) {
+	t.Parallel()
+	f, h, control := coolingFixture(t, sas.Timer{For: 72 * time.Hour})
+	pack := f.toBranches(h, "o-gw")
+	w := f.step("o-gw", 1)
+	require.Equal(t, t0.Add(72*time.Hour), w.DueAt, "its due time, claimed with pack, sits in the deadline index")
+	require.Empty(t, f.drain(control), "72 hours is past SQS's delay: the sweep ends it")
+
+	f.from(h, schedulerARN, done(pack))
+	require.Empty(t, f.requests(), "the join waits for the wait")
+	require.Equal(t, sas.Pending, f.step("o-gw", 3).ProcessState)
+
+	f.clock.Advance(72*time.Hour - time.Second)
+	f.from(h, controlARN, retryMsg("o-gw", 1, 1))
+	require.Equal(t, sas.Processing, f.step("o-gw", 1).ProcessState, "a timer never fires early, in a branch too")
+	require.Empty(t, f.requests())
+
+	f.clock.Advance(time.Second)
+	f.calls.take()
+	f.calls.mu.Lock()
+	f.calls.elapsed = nil
+	f.calls.mu.Unlock()
+	f.from(h, controlARN, retryMsg("o-gw", 1, 1)) // the sweep's
+	require.Equal(t, []sas.StepKey{{OrderID: "o-gw", Step: 1}}, f.calls.elapsed, "the end of the wait is fenced on its due time")
+	ship := f.request()
+	require.Equal(t, "ship", ship.StepName)
+
+	// A duplicate of the end (the sweep's racing the scheduler's own) changes nothing.
+	f.from(h, controlARN, retryMsg("o-gw", 1, 1))
+	require.Empty(t, f.requests(), "ship's request was picked up: not re-sent")
+	require.Equal(t, 1, transitions(f.view("o-gw").Steps[1], sas.Processed))
+
+	f.from(h, schedulerARN, done(ship))
+	v := f.view("o-gw")
+	require.Equal(t, sas.Processed, v.State())
+	require.True(t, v.Settled())
+}
+
+// A short wait in a branch ends by the scheduler's own delayed message
+// before the other branch is done; that branch's completion starts the
+// join.
+func TestAShortWaitInABranchEndsFirst(t *testing.T) {
+	t.Parallel()
+	f, h, control := coolingFixture(t, sas.Timer{For: 90 * time.Second})
+	pack := f.toBranches(h, "o-gs")
+	require.Empty(t, f.drain(control), "not before its delay")
+	f.clock.Advance(90 * time.Second)
+	msgs := f.drain(control)
+	require.Len(t, msgs, 1, "within SQS's delay the scheduler sends itself the wait's end")
+	f.from(h, controlARN, msgs[0])
+	require.Equal(t, sas.Processed, f.step("o-gs", 1).ProcessState)
+	require.Empty(t, f.requests(), "the join waits for pack")
+
+	f.from(h, schedulerARN, done(pack))
+	ship := f.request()
+	require.Equal(t, "ship", ship.StepName)
+	f.from(h, schedulerARN, done(ship))
+	require.Equal(t, sas.Processed, f.view("o-gs").State())
+}
