@@ -253,6 +253,30 @@ func TestWaitsAreExercised(t *testing.T) {
 	require.Positive(t, ended, "no seed of 60 ended a wait")
 }
 
+// Wait steps in branches are exercised: with a graph, the wait runs in
+// charge's branch beside hold, the join (ship) waits for it ("join passed
+// early" holds), none ends early, and orders end Processed.
+func TestWaitsInBranchesAreExercised(t *testing.T) {
+	t.Parallel()
+	ended, processed := 0, 0
+	for seed := int64(1); seed <= 60; seed++ {
+		cfg := sim.ForSeed(seed)
+		cfg.Branches, cfg.Waits = true, true
+		res := sim.Run(cfg)
+		require.False(t, res.Failed(), res.Summary(40))
+		for _, l := range res.Trace {
+			switch {
+			case strings.Contains(l, "wait step") && strings.Contains(l, "after its due time"):
+				ended++
+			case strings.Contains(l, "to status: status o") && strings.HasSuffix(l, " processed"):
+				processed++
+			}
+		}
+	}
+	require.Positive(t, ended, "no wait of 60 graph seeds ended")
+	require.Positive(t, processed, "no order of 60 graph seeds with a wait was processed")
+}
+
 // Choices in branches are exercised: among the first seeds with a graph
 // and conditions, a completion skips a branch, one fails a step by its
 // condition, and orders still end Processed.

@@ -33,12 +33,37 @@ func (c Config) waiting() bool {
 	return splitmix(uint64(c.Seed)^0x2545f491)%3 == 0
 }
 
-// withWait puts a wait step after the trip's second step.
+// withWait puts a wait step after the trip's second step (charge). In a
+// graph (branches.go) it goes in charge's branch: the steps that followed
+// charge follow the wait instead, so the join waits for it while hold runs
+// in the other branch.
 func withWait(w sas.Workflow, seed int64) sas.Workflow {
 	d := waitDurations[splitmix(uint64(seed)^0x9e37)%uint64(len(waitDurations))]
-	steps := append([]sas.StepDef(nil), w.Steps[:2]...)
-	steps = append(steps, sas.StepDef{Name: "cool-off", Timer: &sas.Timer{For: d}})
-	steps = append(steps, w.Steps[2:]...)
+	const at = 2 // the wait's index; steps from it on move one up
+	wait := sas.StepDef{Name: "cool-off", Timer: &sas.Timer{For: d}}
+	if w.Graph() {
+		wait.After = []int{at - 1}
+	}
+	steps := append([]sas.StepDef(nil), w.Steps[:at]...)
+	steps = append(steps, wait)
+	steps = append(steps, w.Steps[at:]...)
+	for i := range steps {
+		if i == at || steps[i].After == nil {
+			continue
+		}
+		after := make([]int, len(steps[i].After))
+		for j, p := range steps[i].After {
+			switch {
+			case p == at-1:
+				after[j] = at // what followed charge follows the wait
+			case p >= at:
+				after[j] = p + 1
+			default:
+				after[j] = p
+			}
+		}
+		steps[i].After = after
+	}
 	return sas.Workflow{Name: w.Name, Steps: steps}
 }
 
