@@ -130,3 +130,48 @@ func TestWaitUntilATimeFromThePayload(t *testing.T) {
 	require.Contains(t, bad.LastError, "not a time in RFC 3339")
 	require.Empty(t, f.requests())
 }
+
+// A wait that ends its order, whose end's statuses could not be sent: the
+// retry that ended it stays for redelivery, and should it reach its
+// dead-letter queue (every handler of its last receives cut: the
+// simulator's seed 1339), the operator's redrive of it posts what its order
+// owes its submitter, the processed status with it, and writes nothing
+// (docs/protocol.md, "Redrives").
+func TestARedrivenWaitEndPostsTheOrdersFinalStatus(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	reg, err := sas.NewRegistry(sas.Workflow{Name: "reminder", Steps: []sas.StepDef{
+		{Name: "order", Agent: "payments", Action: "POST /orders", Timeout: stepTimeout},
+		{Name: "wait", Timer: &sas.Timer{For: 90 * time.Second}},
+	}})
+	require.NoError(t, err)
+	c, err := f.q.CreateQueue(f.ctx, sas.CreateQueueParams{Name: "sas-control"})
+	require.NoError(t, err)
+	h := scheduler.NewHandler(f.newServiceConfig(owner, reg, sas.AgentQueues{Default: f.agentURL},
+		func(cfg *scheduler.Config) { cfg.ControlQueueURL = c.URL }))
+	f.from(h, intakeARN, intake("o-dl", "reminder", f.replyURL))
+	f.from(h, schedulerARN, done(f.request()))
+	f.statuses()
+	f.clock.Advance(90 * time.Second)
+	msgs := f.drain(c.URL)
+	require.Len(t, msgs, 1)
+	end := msgs[0]
+
+	f.failNextSends(f.replyURL, 100)
+	ev := f.event(end)
+	ev.Records[0].EventSourceARN = controlARN
+	require.Len(t, f.handleWith(h, ev), 1, "its statuses not sent: the retry stays for redelivery")
+	f.failNextSends(f.replyURL, 0)
+	require.Equal(t, sas.Processed, f.view("o-dl").State(), "the wait ended, and its order with it")
+	require.Empty(t, f.statuses())
+
+	// Dead-lettered, then redriven by the operator through the control queue.
+	f.calls.take()
+	ev = f.duplicate(redrive(sas.RedriveControl, end))
+	ev.Records[0].EventSourceARN = controlARN
+	require.Empty(t, f.handleWith(h, ev))
+	ss := f.statuses()
+	require.NotEmpty(t, ss)
+	require.Equal(t, sas.StatusProcessed, ss[len(ss)-1].Status, "the redrive posts the order's final status")
+	require.Equal(t, 1, transitions(f.view("o-dl").Steps[1], sas.Processed), "and ends the wait no second time")
+}
