@@ -1,6 +1,9 @@
 package scheduler_test
 
 import (
+	"encoding/json"
+	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -23,8 +26,14 @@ func coolingWorkflow(t sas.Timer) sas.Workflow {
 
 // coolingFixture is timerFixture for coolingWorkflow.
 func coolingFixture(t *testing.T, wait sas.Timer) (*fixture, *scheduler.Handler, string) {
+	return controlFixture(t, coolingWorkflow(wait))
+}
+
+// controlFixture is a fixture whose scheduler runs wf, its control queue
+// one the fixture can read.
+func controlFixture(t *testing.T, wf sas.Workflow) (*fixture, *scheduler.Handler, string) {
 	f := newFixture(t)
-	reg, err := sas.NewRegistry(coolingWorkflow(wait))
+	reg, err := sas.NewRegistry(wf)
 	require.NoError(t, err)
 	c, err := f.q.CreateQueue(f.ctx, sas.CreateQueueParams{Name: "sas-control"})
 	require.NoError(t, err)
@@ -109,4 +118,44 @@ func TestAShortWaitInABranchEndsFirst(t *testing.T) {
 	require.Equal(t, "ship", ship.StepName)
 	f.from(h, schedulerARN, done(ship))
 	require.Equal(t, sas.Processed, f.view("o-gs").State())
+}
+
+// An order with two steps that start with it (a graph's root besides the
+// first), submitted to start later: neither starts before its time, not on
+// a redelivery of its intake either, and within SQS's delay each starts by
+// its own delayed message.
+func TestAnOrderWithTwoRootsStartsBothAtItsTime(t *testing.T) {
+	t.Parallel()
+	f, h, control := controlFixture(t, sas.Workflow{Name: "reminder", Steps: []sas.StepDef{
+		{Name: "flight", Agent: "payments", Action: "POST /flight", Timeout: stepTimeout},
+		{Name: "hotel", Agent: "payments", Action: "POST /hotel", Timeout: stepTimeout, After: []int{}},
+		{Name: "pay", Agent: "payments", Action: "POST /pay", Timeout: stepTimeout, After: []int{0, 1}},
+	}})
+	body := intakeAt("o-roots", t0.Add(10*time.Minute))
+	f.from(h, intakeARN, body)
+	f.from(h, intakeARN, body) // a redelivery: the first delivery may have stopped anywhere
+	require.Empty(t, f.requests(), "nothing runs before its start time")
+	require.Equal(t, []sas.ProcessState{sas.Pending, sas.Pending, sas.Pending}, f.states("o-roots"))
+	require.Equal(t, t0.Add(10*time.Minute), f.step("o-roots", 1).DueAt, "the other root's start time in the deadline index")
+
+	f.clock.Advance(10 * time.Minute)
+	var starts []string
+	for _, m := range f.drain(control) {
+		var r sas.Retry
+		require.NoError(t, json.Unmarshal([]byte(m), &r))
+		starts = append(starts, fmt.Sprintf("%s/%d", r.OrderID, r.Step))
+	}
+	slices.Sort(starts)
+	require.Equal(t, []string{"o-roots/0", "o-roots/1"}, slices.Compact(starts), "each root starts by its own delayed message")
+	for _, m := range starts {
+		step := 0
+		if m == "o-roots/1" {
+			step = 1
+		}
+		f.from(h, controlARN, retryMsg("o-roots", step, 0))
+	}
+	reqs := byStep(f.requests())
+	require.Len(t, reqs, 2, "flight and hotel at once, at the start time")
+	require.Equal(t, 1, reqs["hotel"].Attempt)
+	require.Zero(t, f.step("o-roots", 1).FailureCount)
 }

@@ -98,6 +98,9 @@ func (s *Service) intake(ctx context.Context, u *outbox.Unit, body []byte, from 
 		s.post(ctx, u, o, sas.Status{Status: sas.StatusReceived, Sequence: SeqReceived()}, now)
 		s.postSkipped(ctx, u, ord, first.skips, now)
 		s.startLater(u, ord, first.next, sp.PickupBy, now)
+		for _, i := range w.Roots() {
+			s.startLater(u, ord, i, sp.PickupBy, now) // a graph's other steps that start with the order
+		}
 		return nil
 	}
 	if res.Created && len(first.skips) > 0 {
@@ -126,9 +129,11 @@ func (s *Service) intake(ctx context.Context, u *outbox.Unit, body []byte, from 
 		ctx = msgctx.WithTrace(ctx, o.Trace)
 		s.log.InfoContext(ctx, "duplicate intake: order exists", "order", o.OrderID)
 		s.redispatchLive(ctx, u, ord, now)
-		if redelivered(ctx) {
+		if redelivered(ctx) && !later {
 			// The first delivery may have stopped before it claimed every
-			// step that starts with the order (graph.go).
+			// step that starts with the order (graph.go). Not before the
+			// order's start time (startat.go): the retries or the sweep
+			// start them then.
 			if err := s.startRoots(ctx, u, ord, now); err != nil {
 				return err
 			}
