@@ -63,3 +63,31 @@ func TestAnOrderStartsAtItsTime(t *testing.T) {
 	require.False(t, (*placed)[0].Before(at), "never before its start time")
 	require.Less(t, (*placed)[0].Sub(at), 2*time.Minute)
 }
+
+// A 72-hour wait that is one of two branches: pack runs at once in the
+// other branch, and ship, which follows both, waits for the wait.
+func TestAWaitInABranchHoldsTheJoin(t *testing.T) {
+	t.Parallel()
+	step := func(name string, after ...string) workflow.Step {
+		return workflow.Step{Name: name, Agent: "shop", Action: name, Timeout: workflow.Duration(10 * time.Second), After: after}
+	}
+	wf := []workflow.Workflow{{Name: "cooling", Steps: []workflow.Step{
+		step("place"),
+		{Name: "cool-off", Wait: &workflow.Wait{For: workflow.Duration(72 * time.Hour)}, After: []string{"place"}},
+		step("pack", "place"),
+		step("ship", "cool-off", "pack"),
+	}}}
+	at := map[string]time.Time{}
+	record := func(_ context.Context, req agent.Request) (any, error) {
+		at[req.Step] = req.Now()
+		return nil, nil
+	}
+	shop := agent.New("shop").Step("place", record, ok).Step("pack", record, ok).Step("ship", record, ok)
+	env := sastest.New(t, wf, shop)
+	res := env.Run("cooling", "c-1", nil)
+	require.Equal(t, sastest.StatusProcessed, res.Status)
+	require.Less(t, at["pack"].Sub(at["place"]), time.Hour, "pack runs beside the wait, not after it")
+	gap := at["ship"].Sub(at["place"])
+	require.GreaterOrEqual(t, gap, 72*time.Hour, "the join waits for the wait")
+	require.Less(t, gap, 72*time.Hour+2*time.Minute, "within a sweep or two of its due time")
+}
