@@ -159,3 +159,31 @@ func TestAnOrderWithTwoRootsStartsBothAtItsTime(t *testing.T) {
 	require.Equal(t, 1, reqs["hotel"].Attempt)
 	require.Zero(t, f.step("o-roots", 1).FailureCount)
 }
+
+// A branch refused while the other waits: the wait is a step in flight,
+// so nothing is undone before it ends (it is never cut short: no timer
+// fires early); its end starts nothing new (ship never runs) and starts
+// the compensation, which undoes pack and open, newest first.
+func TestARefusedBranchLetsTheWaitEndThenUndoes(t *testing.T) {
+	t.Parallel()
+	f, h, _ := coolingFixture(t, sas.Timer{For: 72 * time.Hour})
+	pack := f.toBranches(h, "o-gf")
+	f.clock.Advance(time.Second)
+	f.from(h, schedulerARN, reply(pack, sas.OutcomeFailed, "no boxes"))
+	require.Empty(t, f.requests(), "the wait is in flight: nothing undone yet")
+	require.Equal(t, sas.Processing, f.step("o-gf", 1).ProcessState, "the wait is not cut short")
+
+	f.clock.Advance(72 * time.Hour)
+	f.from(h, controlARN, retryMsg("o-gf", 1, 1))
+	var undone []string
+	for rs := f.requests(); len(rs) > 0; rs = f.requests() {
+		require.Len(t, rs, 1)
+		require.True(t, rs[0].Compensation, "%s: nothing runs forward after a failure", rs[0].StepName)
+		undone = append(undone, rs[0].StepName)
+		f.from(h, schedulerARN, done(rs[0]))
+	}
+	require.Equal(t, []string{"pack", "open"}, undone)
+	v := f.view("o-gf")
+	require.Equal(t, sas.Compensated, v.State())
+	require.Zero(t, v.Steps[3].Attempt, "ship never started")
+}
