@@ -153,7 +153,7 @@ func (p policy) decide(rec sas.StepRecord, lim sas.StepLimits, now time.Time) de
 		return decision{
 			Action:   fire,
 			Failures: rec.FailureCount,
-			Reason:   fmt.Sprintf("the order's start time %s", rec.DueAt.UTC().Format(time.RFC3339)),
+			Reason:   fmt.Sprintf("never claimed by %s (its pick-up deadline, or its order's start time)", rec.DueAt.UTC().Format(time.RFC3339)),
 		}
 	}
 	if lim.Outside && rec.ProcessState == sas.Processing && rec.LockedBy != "" {
