@@ -29,19 +29,6 @@ func coolingFixture(t *testing.T, wait sas.Timer) (*fixture, *scheduler.Handler,
 	return controlFixture(t, coolingWorkflow(wait))
 }
 
-// controlFixture is a fixture whose scheduler runs wf, its control queue
-// one the fixture can read.
-func controlFixture(t *testing.T, wf sas.Workflow) (*fixture, *scheduler.Handler, string) {
-	f := newFixture(t)
-	reg, err := sas.NewRegistry(wf)
-	require.NoError(t, err)
-	c, err := f.q.CreateQueue(f.ctx, sas.CreateQueueParams{Name: "sas-control"})
-	require.NoError(t, err)
-	h := scheduler.NewHandler(f.newServiceConfig(owner, reg, sas.AgentQueues{Default: f.agentURL},
-		func(cfg *scheduler.Config) { cfg.ControlQueueURL = c.URL }))
-	return f, h, c.URL
-}
-
 // toBranches runs a cooling order through open: the wait and pack claimed
 // in one write, pack's request returned.
 func (f *fixture) toBranches(h *scheduler.Handler, id string) sas.AgentRequest {

@@ -23,8 +23,14 @@ func reminderWorkflow(t sas.Timer) sas.Workflow {
 // timerFixture is a fixture whose scheduler runs the reminder workflow
 // with wait t, its control queue one the fixture can read.
 func timerFixture(t *testing.T, wait sas.Timer) (*fixture, *scheduler.Handler, string) {
+	return controlFixture(t, reminderWorkflow(wait))
+}
+
+// controlFixture is a fixture whose scheduler runs wf, its control queue
+// one the fixture can read.
+func controlFixture(t *testing.T, wf sas.Workflow) (*fixture, *scheduler.Handler, string) {
 	f := newFixture(t)
-	reg, err := sas.NewRegistry(reminderWorkflow(wait))
+	reg, err := sas.NewRegistry(wf)
 	require.NoError(t, err)
 	c, err := f.q.CreateQueue(f.ctx, sas.CreateQueueParams{Name: "sas-control"})
 	require.NoError(t, err)
@@ -139,21 +145,15 @@ func TestWaitUntilATimeFromThePayload(t *testing.T) {
 // (docs/protocol.md, "Redrives").
 func TestARedrivenWaitEndPostsTheOrdersFinalStatus(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t)
-	reg, err := sas.NewRegistry(sas.Workflow{Name: "reminder", Steps: []sas.StepDef{
+	f, h, control := controlFixture(t, sas.Workflow{Name: "reminder", Steps: []sas.StepDef{
 		{Name: "order", Agent: "payments", Action: "POST /orders", Timeout: stepTimeout},
 		{Name: "wait", Timer: &sas.Timer{For: 90 * time.Second}},
 	}})
-	require.NoError(t, err)
-	c, err := f.q.CreateQueue(f.ctx, sas.CreateQueueParams{Name: "sas-control"})
-	require.NoError(t, err)
-	h := scheduler.NewHandler(f.newServiceConfig(owner, reg, sas.AgentQueues{Default: f.agentURL},
-		func(cfg *scheduler.Config) { cfg.ControlQueueURL = c.URL }))
 	f.from(h, intakeARN, intake("o-dl", "reminder", f.replyURL))
 	f.from(h, schedulerARN, done(f.request()))
 	f.statuses()
 	f.clock.Advance(90 * time.Second)
-	msgs := f.drain(c.URL)
+	msgs := f.drain(control)
 	require.Len(t, msgs, 1)
 	end := msgs[0]
 
