@@ -83,6 +83,8 @@ func TestChecksCatchPlantedBugs(t *testing.T) {
 		sim.SabotageRunSkipped: "skipped called",
 		// Issue 28 §2: a wait step whose lease is shorter than its wait.
 		sim.SabotageTimerEarly: "timer fired early",
+		// An order that starts later whose pick-up deadline is shorter.
+		sim.SabotageStartEarly: "started early",
 	} {
 		found := 0
 		for seed := int64(1); seed <= 200 && found == 0; seed++ {
@@ -261,12 +263,15 @@ func processed(l string) bool {
 	return strings.Contains(l, "to status: status o") && strings.HasSuffix(l, " processed")
 }
 
-// Wait steps are exercised: among the first seeds, orders wait and their
-// waits end, none early (the rule holds: the run does not fail).
+// Wait steps and later starts are exercised: among the first seeds,
+// orders wait and their waits end, orders start later, none early (the
+// rules hold: the run does not fail).
 func TestWaitsAreExercised(t *testing.T) {
 	t.Parallel()
 	lines := traces(t, func(*sim.Config) {})
 	require.True(t, slices.ContainsFunc(lines, waitEnded), "no seed of 60 ended a wait")
+	require.True(t, slices.ContainsFunc(lines, func(l string) bool { return strings.Contains(l, "after its start time") }),
+		"no order of 60 seeds started later")
 }
 
 // Wait steps in branches are exercised: with a graph, the wait runs in

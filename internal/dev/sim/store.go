@@ -68,6 +68,7 @@ func (s *store) snapshot(keys []sas.StepKey) []sas.StepRecord {
 }
 
 func (s *store) Submit(ctx context.Context, p sas.SubmitParams) (sas.SubmitResult, error) {
+	s.earlyStart(&p)
 	keys := make([]sas.StepKey, len(p.Order.Steps))
 	for i := range keys {
 		keys[i] = sas.StepKey{OrderID: p.Order.OrderID, Step: i}
@@ -262,6 +263,7 @@ func (w *World) wrote(ctx context.Context, name string, before, after []sas.Step
 		}
 		w.checkWaited(name, b, a) // issue 31: goodput.go
 		w.checkTimer(name, b, a)  // issue 28 §2: waits.go
+		w.checkStart(name, b, a)  // issue 28 §2: waits.go
 		// A step that became held at a new attempt owes its request; a
 		// rescue owes its retry message.
 		t := taskOf(ctx)

@@ -16,6 +16,54 @@ import (
 //     before its claim plus its duration, whoever asked and however the
 //     messages were duplicated, delayed or lost.
 
+//   - "started early": in the same seeds every second order is submitted
+//     to start later (its intake's startAt), some within SQS's delay (the
+//     scheduler's own delayed retry starts it), some past it (the sweep
+//     does); no step of it is claimed before its start time.
+
+// SabotageStartEarly is the planted bug of "started early": the store
+// writes an order that starts later with a tenth of its delay as its first
+// step's pick-up deadline (a scheduler that read the start time in the
+// wrong unit), so the sweep starts it early.
+const SabotageStartEarly = "start-early"
+
+// startDelays are the delays a later order draws from.
+var startDelays = []time.Duration{30 * time.Second, 4 * time.Minute, 16 * time.Minute}
+
+// startLater is when the order submitted as the n-th starts, if later:
+// every second order of a waiting run.
+func (w *World) startLater(n int) (time.Time, bool) {
+	if !w.cfg.waiting() || n%2 == 1 {
+		return time.Time{}, false
+	}
+	d := startDelays[splitmix(uint64(w.cfg.Seed)^uint64(n)*0x51ed)%uint64(len(startDelays))]
+	return w.clock.Now().Add(d), true
+}
+
+// checkStart is "started early", at a write that claimed a forward step
+// (b to a).
+func (w *World) checkStart(name string, b, a sas.StepRecord) {
+	at, ok := w.startAt[a.OrderID]
+	if !ok || b.ProcessState != sas.Pending || a.ProcessState != sas.Processing {
+		return
+	}
+	now := w.clock.Now()
+	if now.Before(at) {
+		w.violate("started early", "%s claimed %v of an order that starts at %s, at %s", name, a.Key(), at.Sub(start), now.Sub(start))
+		return
+	}
+	if a.Attempt == 1 && a.Step == 0 {
+		w.tracef("  order %s started %s after its start time", a.OrderID, now.Sub(at))
+	}
+}
+
+// earlyStart is SabotageStartEarly on a submission.
+func (s *store) earlyStart(p *sas.SubmitParams) {
+	if s.w.cfg.Sabotage == SabotageStartEarly && p.Claim == nil && p.PickupBy.After(p.Now) {
+		p.PickupBy = p.Now.Add(p.PickupBy.Sub(p.Now) / 10)
+	}
+}
+
 // SabotageTimerEarly is the planted bug of that rule: the store writes a
 // wait step's claim with a tenth of its wait as the lease (a scheduler that
 // read the duration in the wrong unit), so the sweep finds it due, and the
@@ -27,7 +75,7 @@ var waitDurations = []time.Duration{20 * time.Second, 90 * time.Second, 5 * time
 
 // waiting reports whether this run's trip has a wait step.
 func (c Config) waiting() bool {
-	if c.Waits || c.Sabotage == SabotageTimerEarly {
+	if c.Waits || c.Sabotage == SabotageTimerEarly || c.Sabotage == SabotageStartEarly {
 		return true
 	}
 	return splitmix(uint64(c.Seed)^0x2545f491)%3 == 0

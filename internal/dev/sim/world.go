@@ -116,6 +116,8 @@ type World struct {
 	// intake there), or a failure told by that message alone, is then no
 	// violation.
 	poisoned map[string]bool
+	// startAt: the orders submitted to start later, and when (waits.go).
+	startAt map[string]time.Time
 	// storeDownUntil ends the store's outage (Faults.Outage).
 	storeDownUntil time.Time
 }
@@ -163,7 +165,7 @@ func newWorld(cfg Config) *World {
 	w.st = &store{w: w, mem: w.mem}
 	w.remote = newRemote(w)
 	w.opsLeft, w.submitsLeft = cfg.Operator, cfg.LateOrders
-	w.compensateAsked = map[string]bool{}
+	w.compensateAsked, w.startAt = map[string]bool{}, map[string]time.Time{}
 
 	w.intake = w.newQueue("intake", "scheduler", schedulerVisible)
 	w.sched = w.newQueue("scheduler", "scheduler", schedulerVisible)
@@ -557,8 +559,12 @@ func (w *World) operate(args ...string) {
 func (w *World) submit() {
 	id := fmt.Sprintf("o%d", len(w.orders)+1)
 	w.orders = append(w.orders, id)
-	body := sas.Encode(sas.Intake{V: sas.MessageVersion, Kind: sas.KindIntake, OrderID: id, Workflow: w.v1.Name,
-		Payload: json.RawMessage(fmt.Sprintf(`{"amount":%d}`, 10+len(w.orders))), ReplyTo: w.status.url})
+	in := sas.Intake{V: sas.MessageVersion, Kind: sas.KindIntake, OrderID: id, Workflow: w.v1.Name,
+		Payload: json.RawMessage(fmt.Sprintf(`{"amount":%d}`, 10+len(w.orders))), ReplyTo: w.status.url}
+	if at, ok := w.startLater(len(w.orders)); ok {
+		in.StartAt, w.startAt[id] = &at, at
+	}
+	body := sas.Encode(in)
 	w.nextMsg++
 	m := &message{id: fmt.Sprintf("m%d", w.nextMsg), body: body, sentAt: w.clock.Now(), visibleAt: w.clock.Now(), sender: "application"}
 	w.intake.msgs = append(w.intake.msgs, m)
