@@ -9,6 +9,8 @@ import (
 	"regexp"
 	"strings"
 	"time"
+
+	"github.com/sas-go/sas/internal/sizing"
 )
 
 // MessageVersion is the version of every message this build writes and the
@@ -54,6 +56,12 @@ type Intake struct {
 	// past starts it at once. Not part of the order's content: a
 	// redelivered intake with another startAt is the same order.
 	StartAt *time.Time `json:"startAt,omitempty"`
+	// Schedule and ScheduledAt make the order a run of a schedule of the
+	// deployment, scheduled for that time (RFC 3339): the order id is
+	// then RunOrderID's, given or left out (schedule.go,
+	// docs/schedules.md).
+	Schedule    string `json:"schedule,omitempty"`
+	ScheduledAt string `json:"scheduledAt,omitempty"`
 }
 
 // AgentRequest asks an agent to run one attempt of one step.
@@ -358,7 +366,7 @@ func ValidOrderID(id string) bool { return orderIDPattern.MatchString(id) }
 const (
 	// MaxPayloadBytes bounds the payload as it appears in the intake message.
 	// Messages carry it compacted and unescaped, never larger.
-	MaxPayloadBytes = 64 << 10
+	MaxPayloadBytes = sizing.MaxPayloadBytes
 	// MaxReplyToBytes bounds the replyTo URL, which the allow-list may match
 	// by prefix. An SQS queue URL is under 200 bytes.
 	MaxReplyToBytes = 1 << 10
@@ -403,6 +411,11 @@ func ParseIntake(body []byte, rules IntakeRules) (Intake, error) {
 		return in, &ValidationError{Field: "v", Reason: fmt.Sprintf("unsupported message version %d (this deployment reads %d)", in.V, MessageVersion)}
 	case in.Kind != "" && in.Kind != KindIntake:
 		return in, &ValidationError{Field: "kind", Reason: fmt.Sprintf("%q is not an intake message", in.Kind)}
+	}
+	if err := in.checkRun(); err != nil {
+		return in, err
+	}
+	switch {
 	case in.OrderID == "":
 		return in, &ValidationError{Field: "orderId", Reason: "required"}
 	case !ValidOrderID(in.OrderID):

@@ -56,12 +56,14 @@ const Usage = `usage: sasctl [-outputs FILE [-stack NAME] | -stack NAME] <comman
   resubmit   -all [-dry-run] [-limit N] every step in Error
   compensate ORDER_ID [-reason TEXT]   undo the order's completed steps, newest first
   complete   TOKEN [-result JSON]      complete a waiting callback step (its token from the waiting status)
+  complete   -order ID -step N [...]   the same, named by order and step (an operator's: no token needed)
   fail       TOKEN [-reason TEXT] [-reject]   fail it (compensated; -reject: a business rejection, nobody paged)
   heartbeat  TOKEN                     move a waiting step's heartbeat deadline on
   watch      [-interval 2s] [-count N] live counts per state and the oldest stuck step
   pause      AGENT                     stop consuming the agent's queues; its steps wait, unjudged
   resume     AGENT                     end the pause; the time paused does not count against the steps
   pauses                               list the agents' pauses
+  schedules  -file FILE                the schedules FILE declares: last run (its state), runs, skips, next run
   console    [-addr 127.0.0.1:8089] [-read-only] [-remote -host NAME -tls-cert F -tls-key F]   the web console (docs/console.md)
 
   Without a deployment:
@@ -101,7 +103,8 @@ func (a *App) Run(ctx context.Context, args []string) error {
 		"submit": a.submit, "show": a.show, "list": a.list, "resubmit": a.resubmit,
 		"compensate": a.compensate, "watch": a.watch,
 		"pause": a.pause, "resume": a.pause, "pauses": a.pauses,
-		"complete": a.complete(sas.OutcomeDone), "fail": a.complete(sas.OutcomeFailed), "heartbeat": a.complete(sas.OutcomeHeartbeat),
+		"schedules": a.schedulesCmd,
+		"complete":  a.complete(sas.OutcomeDone), "fail": a.complete(sas.OutcomeFailed), "heartbeat": a.complete(sas.OutcomeHeartbeat),
 	}
 	cmd, ok := cmds[args[0]]
 	if args[0] == "resume" {

@@ -202,6 +202,7 @@ func (s *Service) apply(ctx context.Context, u *outbox.Unit, o order, rep sas.Ag
 		Key: key, Owner: rep.LockedBy, Attempt: rep.Attempt, Now: now, Compensation: undo, Next: next,
 		Run:     rep.Timing(), // for people (the console), never read back
 		Elapsed: elapsed,
+		By:      completerOf(ctx),
 	}
 	if !undo {
 		p.Result = rep.Result // recorded with the step, within its bounds (boundResult)

@@ -12,8 +12,8 @@ import (
 
 // settled reports whether the run is over: no message left in any queue
 // an actor takes, no dead letter the operator has not redriven, and every
-// order in a final state that nothing moves on
-// its own (docs/simulation.md, "Invariants").
+// order in a final state that nothing moves on its own
+// (docs/simulation.md, "Invariants").
 func (w *World) settled() bool {
 	for _, q := range w.queues {
 		if q.consumer != "" && q.live() > 0 {
@@ -42,7 +42,7 @@ func (w *World) settled() bool {
 // poisonedAway: order id was never stored, its intake being in the
 // dead-letter queue as a poison message (World.poisoned).
 func (w *World) poisonedAway(id string, err error) bool {
-	return w.poisoned[id] && errors.Is(err, sas.ErrNotFound)
+	return (w.poisoned[id] || w.skippedRun(id)) && errors.Is(err, sas.ErrNotFound)
 }
 
 // final reports whether nothing will move an order on its own: no step
@@ -130,6 +130,7 @@ func (w *World) final() {
 	w.checkRejectionsUnpaged()
 	w.checkOneEventPerID()
 	w.checkForged()
+	w.checkRuns()
 	for _, q := range w.queues {
 		if q.dlq == nil {
 			continue

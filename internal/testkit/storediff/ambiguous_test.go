@@ -78,3 +78,7 @@ func (a Ambiguous) PutDefinition(ctx context.Context, w sas.Workflow) error {
 	_, err := again(func() (struct{}, error) { return struct{}{}, a.StateStore.PutDefinition(ctx, w) })
 	return err
 }
+
+func (a Ambiguous) SkipRun(ctx context.Context, p sas.SkipRunParams) (sas.ScheduleState, error) {
+	return again(func() (sas.ScheduleState, error) { return a.StateStore.SkipRun(ctx, p) })
+}
