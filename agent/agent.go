@@ -250,6 +250,7 @@ var _ agenthost.Runner = (*runner)(nil)
 func (r *runner) Run(ctx context.Context, sreq sas.AgentRequest) (json.RawMessage, error) {
 	deadline, _ := ctx.Deadline() // the Service always sets one
 	req := requestOf(sreq, deadline)
+	req.clock = r.clock
 	if err := r.a.refused(req); err != nil {
 		return nil, &agenthost.PermanentError{Reason: err.Error(), Err: err}
 	}

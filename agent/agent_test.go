@@ -56,11 +56,12 @@ func TestSuccessRepliesDoneWithTheResult(t *testing.T) {
 	require.JSONEq(t, `{"reservation":"R-FL123","seats":2}`, string(reps[0].Result))
 	requireEcho(t, req, reps[0])
 
+	require.Equal(t, clocktest.T0.Add(time.Minute), got.Now(), "the agent's clock")
 	require.Equal(t, agent.Request{
 		OrderID: "o-1", Workflow: "trip", Version: "v3", Step: "reserve-flight", StepIndex: 1, Attempt: 2,
 		IdempotencyKey: "o-1:1", Payload: json.RawMessage(`{"flight":"FL123","seats":2}`), Undo: false,
 		Action: "POST /reservations", Priority: 7, Deadline: clocktest.T0.Add(time.Minute + 30*time.Second),
-	}, got)
+	}, agent.WithoutClock(got))
 	require.Equal(t, got.Deadline, ctxDeadline, "the context ends at the request's deadline")
 }
 

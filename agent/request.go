@@ -68,6 +68,20 @@ type Request struct {
 	// nonRetryable: the names of the errors the step's retry policy does
 	// not retry (agent.Named).
 	nonRetryable []string
+	// clock is the agent's (HandlerConfig.Clock): see Now.
+	clock Clock
+}
+
+// Now is the time by the agent's clock (HandlerConfig.Clock): the wall
+// clock when deployed, the test kit's virtual clock under sastest, so that
+// a step that reads the time (a reminder that says how long ago, a deadline
+// it computes) sees the time its test set (docs/agents.md, "Testing").
+// Read it instead of time.Now in a step.
+func (r Request) Now() time.Time {
+	if r.clock == nil {
+		return time.Now()
+	}
+	return r.clock.Now()
 }
 
 // DecodeResult decodes the result of the step named step into v (with

@@ -149,13 +149,19 @@ func nextDue(v sas.OrderView) time.Time {
 	return next
 }
 
-// waits is how long the callback steps of a workflow may wait in all: a
-// Run may take that much longer than Options.Timeout.
+// waits is how long the callback and wait steps of a workflow may wait in
+// all: a Run may take that much longer than Options.Timeout.
 func (e *Env) waits(workflowName string) time.Duration {
 	var d time.Duration
 	for _, s := range e.reg[workflowName].Steps {
 		if s.Callback != nil {
 			d += s.Callback.Timeout
+		}
+		if t := s.Timer; t != nil {
+			d += t.For
+			if t.Until != "" {
+				d += sas.MaxWait // a time from the order: up to a year
+			}
 		}
 	}
 	return d

@@ -56,6 +56,13 @@
 // milliseconds. Now reads the virtual clock and Advance moves it on
 // between runs.
 //
+// A wait step (workflow.Step.Wait) ends at its due time by that clock:
+// a 72-hour wait runs in milliseconds too, and never ends early. RunAt
+// submits an order that starts at a later time (the intake's startAt). A
+// step reads the virtual clock as agent.Request.Now (the wall clock when
+// deployed): read it instead of time.Now in a step whose work depends on
+// the time.
+//
 // # What a Result says
 //
 // Status is how the order ended (StatusProcessed, StatusCompensated,

@@ -254,6 +254,10 @@ type rawStep struct {
 		Timeout   json.RawMessage `json:"timeout"`
 		Heartbeat json.RawMessage `json:"heartbeat"`
 	} `json:"callback"`
+	Wait *struct {
+		For   json.RawMessage `json:"for"`
+		Until string          `json:"until"`
+	} `json:"wait"`
 }
 
 // durField is one duration of a step, as written and where it goes.
@@ -297,6 +301,10 @@ func (r rawStep) step(sp string) (Step, string, error) {
 			durField{"callback.timeout", c.Timeout, &s.Callback.Timeout},
 			durField{"callback.heartbeat", c.Heartbeat, &s.Callback.Heartbeat})
 	}
+	if w := r.Wait; w != nil {
+		s.Wait = &Wait{Until: w.Until}
+		durations = append(durations, durField{"wait.for", w.For, &s.Wait.For})
+	}
 	for _, d := range durations {
 		if len(d.raw) == 0 {
 			continue
@@ -311,12 +319,13 @@ func (r rawStep) step(sp string) (Step, string, error) {
 // stepFields are the fields a step object may have, by where they are:
 // "" is the step, "retry" its retry policy, "retry.backoff" its backoff.
 var stepFields = map[string][]string{
-	"": {"name", "agent", "action", "undo", "timeout", "waitLimit", "totalLimit", "retry", "undoRetry", "after", "callback", "when"},
+	"": {"name", "agent", "action", "undo", "timeout", "waitLimit", "totalLimit", "retry", "undoRetry", "after", "callback", "wait", "when"},
 	"retry": {"maximumAttempts", "initialInterval", "backoffCoefficient", "maximumInterval", "nonRetryableErrors", "tries",
 		"failureThreshold", "attempts", "backoff"},
 	"retry.backoff": {"base", "max"},
 	"undoRetry":     {"maximumAttempts", "initialInterval", "backoffCoefficient", "maximumInterval", "nonRetryableErrors"},
 	"callback":      {"timeout", "heartbeat"},
+	"wait":          {"for", "until"},
 }
 
 // unknownIn is the path, within a step, of the unknown field name: the
@@ -329,12 +338,13 @@ func unknownIn(step json.RawMessage, name string) string {
 		objects["retry"] = top["retry"]
 		objects["undoRetry"] = top["undoRetry"]
 		objects["callback"] = top["callback"]
+		objects["wait"] = top["wait"]
 		var retry map[string]json.RawMessage
 		if json.Unmarshal(top["retry"], &retry) == nil {
 			objects["retry.backoff"] = retry["backoff"]
 		}
 	}
-	for _, where := range []string{"", "retry", "retry.backoff", "undoRetry", "callback"} {
+	for _, where := range []string{"", "retry", "retry.backoff", "undoRetry", "callback", "wait"} {
 		var fields map[string]json.RawMessage
 		if json.Unmarshal(objects[where], &fields) != nil {
 			continue

@@ -39,6 +39,9 @@ const (
 	// MaxCallbackTimeout bounds how long a callback step waits for its
 	// completion: a year.
 	MaxCallbackTimeout = 365 * 24 * time.Hour
+	// MaxWait bounds how long a wait step waits: a year, as Lambda durable
+	// functions allow.
+	MaxWait = 365 * 24 * time.Hour
 )
 
 // Workflow is a list of steps. Each step follows the one before it, or the
@@ -118,6 +121,29 @@ type Step struct {
 	// completion with that token (package completion, `sasctl complete`)
 	// finishes it with a result, or fails or rejects it.
 	Callback *Callback `json:"callback,omitempty"`
+	// Wait, when set, makes the step a wait (docs/workflows.md, "Wait
+	// steps"): Step Functions' Wait state, Temporal's workflow.Sleep. Such
+	// a step has no Agent, Action, Undo, Timeout, limits or retry policy:
+	// it waits for a duration from when it starts, or until a time taken
+	// from the order, then the next step starts. Nothing polls while it
+	// waits, and it never ends early.
+	Wait *Wait `json:"wait,omitempty"`
+}
+
+// Wait is how long a wait step waits: exactly one of For and Until.
+type Wait struct {
+	// For is how long the step waits from when it starts: more than zero,
+	// at most MaxWait.
+	For Duration `json:"for,omitempty"`
+	// Until is the time to wait until, as a CEL expression over payload,
+	// results and order (as When's), checked when the definition loads:
+	// its value is a string in RFC 3339 (a field path such as
+	// payload.remindAt is such an expression), a timestamp, or seconds
+	// since the Unix epoch. A time already past, or now, ends the wait at
+	// once; one more than MaxWait after the step starts is cut to MaxWait.
+	// A value that is none of these fails the step when it starts, as a
+	// condition that cannot be evaluated does.
+	Until string `json:"until,omitempty"`
 }
 
 // Callback is how long a callback step waits for its completion.
@@ -360,6 +386,10 @@ func validateStep(sp string, s Step, bad func(path, format string, args ...any))
 			bad(sp+".when", "step %q: the condition %s", s.Name, err)
 		}
 	}
+	if s.Wait != nil {
+		validateWait(sp, s, bad)
+		return
+	}
 	if s.Callback != nil {
 		validateCallback(sp, s, bad)
 		return
@@ -453,6 +483,32 @@ func validateCallback(sp string, s Step, bad func(path, format string, args ...a
 	}
 }
 
+// validateWait checks a wait step: its wait, and nothing that only a step
+// an agent runs, or a callback step, has.
+func validateWait(sp string, s Step, bad func(path, format string, args ...any)) {
+	w := s.Wait
+	switch {
+	case (w.For != 0) == (w.Until != ""):
+		bad(sp+".wait", "needs exactly one of for (a duration) and until (a time)")
+	case w.For < 0 || w.For.D() > MaxWait:
+		bad(sp+".wait.for", "%s: must be more than 0 and at most %s", w.For.D(), MaxWait)
+	case w.Until != "":
+		if _, err := condition.CompileTime(w.Until); err != nil {
+			bad(sp+".wait.until", "step %q: the time %s", s.Name, err)
+		}
+	}
+	for _, f := range []struct {
+		field string
+		set   bool
+	}{{"agent", s.Agent != ""}, {"action", s.Action != ""}, {"undo", s.Undo != ""}, {"timeout", s.Timeout != 0},
+		{"waitLimit", s.WaitLimit != 0}, {"totalLimit", s.TotalLimit != 0}, {"retry", s.Retry != nil}, {"undoRetry", s.UndoRetry != nil},
+		{"callback", s.Callback != nil}} {
+		if f.set {
+			bad(sp+"."+f.field, "a wait step has none: nothing runs it")
+		}
+	}
+}
+
 // validateIntervals checks what a retry policy (at path p) and an undo's
 // share: the intervals, the coefficient and the non-retryable errors.
 func validateIntervals(p string, initial, maximum Duration, coefficient float64, nonRetryable []string, bad func(path, format string, args ...any)) {
@@ -498,8 +554,16 @@ func sameLimits(a, b Step) bool {
 	if b.Callback != nil {
 		cb = *b.Callback
 	}
+	var wa, wb Wait
+	if a.Wait != nil {
+		wa = *a.Wait
+	}
+	if b.Wait != nil {
+		wb = *b.Wait
+	}
 	return a.Timeout == b.Timeout && a.WaitLimit == b.WaitLimit && a.TotalLimit == b.TotalLimit &&
-		(a.Callback != nil) == (b.Callback != nil) && ca == cb &&
+		(a.Callback != nil) == (b.Callback != nil) && ca == cb && (a.Wait != nil) == (b.Wait != nil) && (wa.For == 0) == (wb.For == 0) &&
+		(wa.Until == "") == (wb.Until == "") && (wa.Until != "" || wa.For == wb.For) &&
 		ra.MaximumAttempts == rb.MaximumAttempts && ra.InitialInterval == rb.InitialInterval &&
 		ra.MaximumInterval == rb.MaximumInterval && ra.BackoffCoefficient == rb.BackoffCoefficient &&
 		ua.MaximumAttempts == ub.MaximumAttempts && ua.InitialInterval == ub.InitialInterval &&

@@ -321,7 +321,7 @@ func agentsOf(reg sas.Registry) []string {
 	set := map[string]bool{}
 	for _, w := range reg {
 		for _, st := range w.Steps {
-			if !st.Outside() { // a callback step has no agent
+			if !st.Agentless() { // a callback or wait step has no agent
 				set[st.Agent] = true
 			}
 		}

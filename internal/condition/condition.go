@@ -133,26 +133,11 @@ func oneLine(s string) string {
 // the cost limit passed, a value that is not a bool). The same input always
 // gives the same answer: CEL has no clock, no randomness and no I/O.
 func (c *Condition) Eval(in Input) (bool, error) {
-	payload, err := decode(in.Payload)
+	vars, err := activation(in)
 	if err != nil {
-		return false, fmt.Errorf("the payload is not JSON: %w", err)
+		return false, err
 	}
-	if payload == nil {
-		payload = map[string]any{}
-	}
-	results := make(map[string]any, len(in.Results))
-	for name, raw := range in.Results {
-		v, err := decode(raw)
-		if err != nil {
-			return false, fmt.Errorf("the result of step %s is not JSON: %w", name, err)
-		}
-		results[name] = v
-	}
-	out, _, err := c.prg.Eval(map[string]any{
-		VarPayload: payload,
-		VarResults: results,
-		VarOrder:   map[string]string{"id": in.OrderID, "workflow": in.Workflow},
-	})
+	out, _, err := c.prg.Eval(vars)
 	if err != nil {
 		return false, errors.New(oneLine(err.Error()))
 	}
@@ -161,6 +146,30 @@ func (c *Condition) Eval(in Input) (bool, error) {
 		return false, fmt.Errorf("gave %v (%s), not a bool", out.Value(), out.Type())
 	}
 	return bool(b), nil
+}
+
+// activation is what an expression sees of in: payload, results, order.
+func activation(in Input) (map[string]any, error) {
+	payload, err := decode(in.Payload)
+	if err != nil {
+		return nil, fmt.Errorf("the payload is not JSON: %w", err)
+	}
+	if payload == nil {
+		payload = map[string]any{}
+	}
+	results := make(map[string]any, len(in.Results))
+	for name, raw := range in.Results {
+		v, err := decode(raw)
+		if err != nil {
+			return nil, fmt.Errorf("the result of step %s is not JSON: %w", name, err)
+		}
+		results[name] = v
+	}
+	return map[string]any{
+		VarPayload: payload,
+		VarResults: results,
+		VarOrder:   map[string]string{"id": in.OrderID, "workflow": in.Workflow},
+	}, nil
 }
 
 // decode reads JSON with its numbers as CEL's: an integer that fits is an

@@ -36,6 +36,14 @@ func later(u *updateExpr, until time.Time) {
 	u.cond("#cb < :until", "#cb", attrCompleteBy, ":until", ms(until))
 }
 
+// elapsed is sas.Complete's fence of a wait step's end (Elapsed) on top
+// of held: its due time (sas.DueOf: the lease, or the lease a sweep saw
+// pass, WaitingSince) at or before now. A missing WaitingSince compares
+// false.
+func elapsed(u *updateExpr, now time.Time) {
+	u.cond("#cb <= :now OR #ws <= :now", "#cb", attrCompleteBy, "#ws", attrWaitingSince, ":now", ms(now))
+}
+
 // leaseSeen is sas.Wait's fence on top of held: the deadline seen (IdxSK)
 // and the attempt's first wait seen (WaitingSince, absent before it).
 func leaseSeen(u *updateExpr, due, waitingSince time.Time) {

@@ -80,6 +80,9 @@ func FromDefinitions(defs []workflow.Workflow) (sas.Registry, error) {
 			if c := s.Callback; c != nil {
 				def.Callback = &sas.Callback{Timeout: c.Timeout.D(), Heartbeat: c.Heartbeat.D()}
 			}
+			if w := s.Wait; w != nil {
+				def.Timer = &sas.Timer{For: w.For.D(), Until: w.Until}
+			}
 			ws[i].Steps[j] = def
 		}
 	}

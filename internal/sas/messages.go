@@ -49,6 +49,13 @@ type Intake struct {
 	// has one: the order's work joins that trace. Without it (or with one
 	// that is not valid) the scheduler starts a trace for the order.
 	Trace string `json:"trace,omitempty"`
+	// StartAt, when set and later than its arrival, is when the order's
+	// first step starts (RFC 3339), at most MaxWait ahead: the order is
+	// stored at once, its first step unclaimed until then, and it starts
+	// never earlier (docs/intake.md, "Starting later"). A time already
+	// past starts it at once. Not part of the order's content: a
+	// redelivered intake with another startAt is the same order.
+	StartAt *time.Time `json:"startAt,omitempty"`
 	// Schedule and ScheduledAt make the order a run of a schedule of the
 	// deployment, scheduled for that time (RFC 3339): the order id is
 	// then RunOrderID's, given or left out (schedule.go,

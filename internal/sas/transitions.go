@@ -172,6 +172,10 @@ type CompleteParams struct {
 	// graph (Graph), any steps of the order the completion made ready. A
 	// forward completion only.
 	Skip []Skip
+	// Elapsed: the end of a wait step (timer.go), fenced besides on its
+	// due time having passed (DueOf at or before Now). A timer never fires
+	// early, whoever asks.
+	Elapsed bool
 	// Graph says the completion is in a workflow with branches: its skips
 	// need not be the steps after Key in line (checkGraphSkips).
 	Graph bool
@@ -252,7 +256,7 @@ func Leg(compensation bool) (running, done, failed ProcessState) {
 // step away: the work is done and the attempt is still the current one.
 func Complete(r StepRecord, p CompleteParams) (StepRecord, error) {
 	running, done, _ := Leg(p.Compensation)
-	if !heldBy(r, running, p.Owner, p.Attempt) {
+	if !heldBy(r, running, p.Owner, p.Attempt) || (p.Elapsed && DueOf(r).After(p.Now)) {
 		return r, race("complete", r)
 	}
 	r = unlease(r)

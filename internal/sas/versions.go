@@ -47,6 +47,14 @@ type versionedStep struct {
 	// A callback step's wait (issue 28), omitted for every other step so
 	// that a definition without one keeps its version.
 	Callback *versionedCallback `json:"callback,omitempty"`
+	// A wait step's wait (issue 28 §2), omitted for every other step.
+	Timer *versionedTimer `json:"timer,omitempty"`
+}
+
+// versionedTimer is a wait step's wait in a versionedStep.
+type versionedTimer struct {
+	ForMs int64  `json:"forMs,omitempty"`
+	Until string `json:"until,omitempty"`
 }
 
 // versionedCallback is a callback step's wait in a versionedStep.
@@ -91,6 +99,9 @@ func EncodeWorkflow(w Workflow) []byte {
 		if c := s.Callback; c != nil {
 			v.Steps[i].Callback = &versionedCallback{TimeoutMs: c.Timeout.Milliseconds(), HeartbeatMs: c.Heartbeat.Milliseconds()}
 		}
+		if t := s.Timer; t != nil {
+			v.Steps[i].Timer = &versionedTimer{ForMs: t.For.Milliseconds(), Until: t.Until}
+		}
 	}
 	b, _ := json.Marshal(v) // cannot fail: strings and numbers only
 	return b
@@ -121,6 +132,9 @@ func DecodeWorkflow(b []byte) (Workflow, error) {
 		}
 		if c := s.Callback; c != nil {
 			w.Steps[i].Callback = &Callback{Timeout: ms(c.TimeoutMs), Heartbeat: ms(c.HeartbeatMs)}
+		}
+		if t := s.Timer; t != nil {
+			w.Steps[i].Timer = &Timer{For: ms(t.ForMs), Until: t.Until}
 		}
 	}
 	if w.Name == "" || len(w.Steps) == 0 {

@@ -57,6 +57,9 @@ type StepDef struct {
 	// it has no agent, no action and no undo, and waits up to
 	// Callback.Timeout for a completion (callback.go).
 	Callback *Callback
+	// Timer, when set, makes the step a wait: it has no agent, no action
+	// and no undo, and ends when its due time passes (timer.go).
+	Timer *Timer
 	// When is the step's condition (a CEL expression: skip.go,
 	// internal/condition); "" when it always runs.
 	When string
@@ -130,7 +133,11 @@ func NewRegistry(ws ...Workflow) (Registry, error) {
 			return nil, &ValidationError{Field: "workflow", Reason: fmt.Sprintf("%q registered twice", w.Name)}
 		}
 		for _, s := range w.Steps {
-			if s.Callback != nil {
+			if s.Timer != nil {
+				if err := s.checkTimer(); err != nil {
+					return nil, &ValidationError{Field: "workflow", Reason: fmt.Sprintf("%s step %s: %v", w.Name, s.Name, err)}
+				}
+			} else if s.Callback != nil {
 				if err := s.checkCallback(); err != nil {
 					return nil, &ValidationError{Field: "workflow", Reason: fmt.Sprintf("%s step %s: %v", w.Name, s.Name, err)}
 				}
@@ -171,6 +178,9 @@ type StepLimits struct {
 	Undo RetryPolicy
 	// Outside: a callback step, given up at its deadline, never re-driven.
 	Outside bool
+	// Timer: a wait step, whose deadline is its due time: ended at it,
+	// never given up, rescued or waited on (timer.go).
+	Timer bool
 }
 
 // Limits returns the step's limits and retry policy.
@@ -179,9 +189,12 @@ func (s StepDef) Limits() StepLimits {
 	if s.Callback != nil {
 		timeout = s.Callback.Timeout // the longest its claim holds it
 	}
+	if s.Timer != nil {
+		timeout = s.Timer.Lease()
+	}
 	return StepLimits{Timeout: timeout, WaitLimit: s.WaitLimit, TotalLimit: s.TotalLimit,
 		MaxFailures: s.MaxFailures, BaseBackoff: s.BaseBackoff, MaxBackoff: s.MaxBackoff,
-		BackoffCoefficient: s.BackoffCoefficient, Undo: s.UndoRetry, Outside: s.Outside()}
+		BackoffCoefficient: s.BackoffCoefficient, Undo: s.UndoRetry, Outside: s.Outside(), Timer: s.Timer != nil}
 }
 
 // Limits returns the limits of every step name in the registry. A step name

@@ -19,6 +19,7 @@ func (a *App) submit(ctx context.Context, args []string) error {
 	payload := fs.String("payload", "", "JSON object")
 	replyTo := fs.String("reply-to", "", "queue URL for status messages")
 	prio := fs.Int("priority", 0, "0-9")
+	startAt := fs.String("start-at", "", "when the order starts, RFC 3339 (2026-12-01T09:00:00+01:00) or a duration from now (72h); default: at once")
 	if _, err := parse(fs, args); err != nil {
 		return err
 	}
@@ -29,6 +30,13 @@ func (a *App) submit(ctx context.Context, args []string) error {
 	if *payload != "" {
 		in.Payload = json.RawMessage(*payload)
 	}
+	if *startAt != "" {
+		at, err := parseStartAt(*startAt, a.Clock.Now())
+		if err != nil {
+			return fmt.Errorf("submit: --start-at %q: %w", *startAt, err)
+		}
+		in.StartAt = &at
+	}
 	// Validate the shape here so an operator's typo is caught before it is
 	// sent; the scheduler validates again against what it has registered.
 	if _, err := sas.ParseIntake([]byte(sas.Encode(in)), sas.IntakeRules{ReplyToAllowed: func(string) bool { return true }}); err != nil {
@@ -37,8 +45,24 @@ func (a *App) submit(ctx context.Context, args []string) error {
 	if err := a.send(ctx, a.IntakeQueueURL, sas.Encode(in)); err != nil {
 		return fmt.Errorf("submit: %w", err)
 	}
+	if in.StartAt != nil {
+		fmt.Fprintf(a.Out, "submitted %s (workflow %s), to start at %s\n", in.OrderID, in.Workflow, in.StartAt.Format(time.RFC3339))
+		return nil
+	}
 	fmt.Fprintf(a.Out, "submitted %s (workflow %s)\n", in.OrderID, in.Workflow)
 	return nil
+}
+
+// parseStartAt reads --start-at: a time in RFC 3339, or a duration from now.
+func parseStartAt(s string, now time.Time) (time.Time, error) {
+	if at, err := time.Parse(time.RFC3339Nano, s); err == nil {
+		return at.UTC(), nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d < 0 {
+		return time.Time{}, errors.New("neither a time in RFC 3339 nor a positive duration")
+	}
+	return now.Add(d).UTC(), nil
 }
 
 func (a *App) send(ctx context.Context, url, body string) error {

@@ -75,6 +75,28 @@ func TestSubmitSendsAValidIntake(t *testing.T) {
 	require.Empty(t, f.receive(t, f.intake))
 }
 
+func TestSubmitStartAt(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	ctx := context.Background()
+	require.NoError(t, f.app.Run(ctx, []string{"submit", "-order", "o-1", "-workflow", "payment", "-start-at", "72h"}))
+	require.NoError(t, f.app.Run(ctx, []string{"submit", "-order", "o-2", "-workflow", "payment", "-start-at", "2031-03-01T09:00:00+01:00"}))
+	bodies := f.receive(t, f.intake)
+	require.Len(t, bodies, 2)
+	var got []time.Time
+	for _, b := range bodies {
+		in, err := sas.ParseIntake([]byte(b), sas.IntakeRules{})
+		require.NoError(t, err)
+		require.NotNil(t, in.StartAt)
+		got = append(got, in.StartAt.UTC())
+	}
+	require.ElementsMatch(t, []time.Time{t0.Add(time.Hour + 72*time.Hour), time.Date(2031, 3, 1, 8, 0, 0, 0, time.UTC)}, got)
+	require.Contains(t, f.out.String(), "to start at")
+	err := f.app.Run(ctx, []string{"submit", "-order", "o-3", "-workflow", "payment", "-start-at", "next tuesday"})
+	require.ErrorContains(t, err, "neither a time in RFC 3339 nor a positive duration")
+	require.Empty(t, f.receive(t, f.intake))
+}
+
 func TestShowAndList(t *testing.T) {
 	t.Parallel()
 	f := setup(t)

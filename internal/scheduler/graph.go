@@ -32,8 +32,9 @@ import (
 const graphPlanTries = 5
 
 // doneInGraph records a forward step's done reply in a workflow with
-// branches (see above) and makes its effects.
-func (s *Service) doneInGraph(ctx context.Context, u *outbox.Unit, o order, rep sas.AgentReply, now time.Time) error {
+// branches (see above) and makes its effects. elapsed makes it the end of
+// a wait step, fenced on its due time as in a straight line (timer.go).
+func (s *Service) doneInGraph(ctx context.Context, u *outbox.Unit, o order, rep sas.AgentReply, elapsed bool, now time.Time) error {
 	key := sas.StepKey{OrderID: rep.OrderID, Step: rep.Step}
 	for tries := 1; ; tries++ {
 		if o.steps == nil || tries > 1 { // read already by boundResult for a step after the first
@@ -43,7 +44,7 @@ func (s *Service) doneInGraph(ctx context.Context, u *outbox.Unit, o order, rep 
 		}
 		failing := callsForCompensation(o)
 		p := sas.CompleteParams{Key: key, Owner: rep.LockedBy, Attempt: rep.Attempt, Now: now, Result: rep.Result, Graph: true,
-			Run: rep.Timing(), By: completerOf(ctx)} // for people (the console), never read back
+			Elapsed: elapsed, Run: rep.Timing(), By: completerOf(ctx)} // for people (the console), never read back
 		var ready []int
 		if !failing {
 			ready, p.Skip = planInGraph(o, rep.Step, rep.Result)

@@ -132,6 +132,9 @@ type countingStore struct {
 	mu    sync.Mutex
 	calls map[string]int
 	next  []*sas.ClaimParams // Complete's Next, in call order
+	// elapsed are the steps completed as the end of a wait (Elapsed: the
+	// write fenced on the due time), in call order.
+	elapsed []sas.StepKey
 }
 
 func (s *countingStore) count(method string) {
@@ -163,6 +166,9 @@ func (s *countingStore) Complete(ctx context.Context, p sas.CompleteParams) ([]s
 	s.count("Complete")
 	s.mu.Lock()
 	s.next = append(s.next, p.Next)
+	if p.Elapsed {
+		s.elapsed = append(s.elapsed, p.Key)
+	}
 	s.mu.Unlock()
 	return s.StateStore.Complete(ctx, p)
 }

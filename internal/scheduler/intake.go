@@ -72,7 +72,17 @@ func (s *Service) submit(ctx context.Context, u *outbox.Unit, in sas.Intake, mes
 		first = nextToRun(order{ord: o, wf: w}, 0, nil)
 	}
 	sp := sas.SubmitParams{Order: o, Now: now, PickupBy: now.Add(s.cfg.PickupTimeout), Skip: first.skips, Run: run}
-	if first.next >= 0 {
+	later := in.StartAt != nil && in.StartAt.After(now)
+	if later {
+		// Starting later (startat.go): the first step to run stays
+		// unclaimed, its pick-up deadline the start time.
+		if in.StartAt.After(now.Add(sas.MaxWait)) {
+			return s.reject(ctx, u, in, messageID, &sas.ValidationError{Field: "startAt",
+				Reason: fmt.Sprintf("%s is more than %s ahead", in.StartAt.UTC().Format(time.RFC3339), sas.MaxWait)})
+		}
+		sp.PickupBy = in.StartAt.UTC()
+	}
+	if first.next >= 0 && !later {
 		// Created already claimed: one transaction instead of submit + claim
 		// on the hot path, and no window in which the first step is unowned.
 		sp.Claim = &sas.ClaimParams{Owner: s.cfg.Owner, Now: now, CompleteBy: s.leaseEnd(w.Steps[first.next], 0, now)}
@@ -103,6 +113,17 @@ func (s *Service) submit(ctx context.Context, u *outbox.Unit, in sas.Intake, mes
 			return fmt.Errorf("order %s: %w", in.OrderID, err)
 		}
 	}
+	if res.Created && later && first.next >= 0 {
+		s.log.InfoContext(ctx, "order submitted to start later", "order", o.OrderID, "workflow", o.Workflow, "steps", len(o.Steps), "startAt", sp.PickupBy)
+		s.emitOrder(ctx, metrics.OrdersSubmitted, o.OrderID, o.Workflow, now)
+		s.post(ctx, u, o, sas.Status{Status: sas.StatusReceived, Sequence: SeqReceived()}, now)
+		s.postSkipped(ctx, u, ord, first.skips, now)
+		s.startLater(u, ord, first.next, sp.PickupBy, now)
+		for _, i := range w.Roots() {
+			s.startLater(u, ord, i, sp.PickupBy, now) // a graph's other steps that start with the order
+		}
+		return nil
+	}
 	if res.Created && len(first.skips) > 0 {
 		s.log.InfoContext(ctx, "order submitted", "order", o.OrderID, "workflow", o.Workflow, "steps", len(o.Steps), "notRun", len(first.skips))
 		s.emitOrder(ctx, metrics.OrdersSubmitted, o.OrderID, o.Workflow, now)
@@ -129,9 +150,11 @@ func (s *Service) submit(ctx context.Context, u *outbox.Unit, in sas.Intake, mes
 		ctx = msgctx.WithTrace(ctx, o.Trace)
 		s.log.InfoContext(ctx, "duplicate intake: order exists", "order", o.OrderID)
 		s.redispatchLive(ctx, u, ord, now)
-		if redelivered(ctx) {
+		if redelivered(ctx) && !later {
 			// The first delivery may have stopped before it claimed every
-			// step that starts with the order (graph.go).
+			// step that starts with the order (graph.go). Not before the
+			// order's start time (startat.go): the retries or the sweep
+			// start them then.
 			if err := s.startRoots(ctx, u, ord, now); err != nil {
 				return err
 			}

@@ -94,10 +94,11 @@ func (s *Service) reply(ctx context.Context, u *outbox.Unit, rep sas.AgentReply)
 	if err != nil {
 		return err
 	}
-	if rep.Step < o.n() && o.wf.Steps[rep.Step].Outside() {
+	if rep.Step < o.n() && o.wf.Steps[rep.Step].Agentless() {
 		// No agent runs a callback step: only its token completes it
-		// (callback.go), never a reply, signed or not.
-		return drop(nil, "agent reply for order %s step %d: a callback step takes no agent reply", rep.OrderID, rep.Step)
+		// (callback.go), never a reply, signed or not; nor a wait step,
+		// which its due time ends (timer.go).
+		return drop(nil, "agent reply for order %s step %d: a step with no agent takes no agent reply", rep.OrderID, rep.Step)
 	}
 	return s.applyReply(ctx, u, o, rep)
 }
@@ -106,6 +107,12 @@ func (s *Service) reply(ctx context.Context, u *outbox.Unit, rep sas.AgentReply)
 // agent's, once trusted, or a completion from outside built from its
 // checked token and the stored order, read whole (callback.go).
 func (s *Service) applyReply(ctx context.Context, u *outbox.Unit, o order, rep sas.AgentReply) error {
+	return s.apply(ctx, u, o, rep, false)
+}
+
+// apply is applyReply; elapsed makes a done outcome the end of a wait
+// step, its write fenced on the due time having passed (timer.go).
+func (s *Service) apply(ctx context.Context, u *outbox.Unit, o order, rep sas.AgentReply, elapsed bool) error {
 	if w := o.wf; rep.Step >= len(w.Steps) || w.Steps[rep.Step].Name != rep.StepName {
 		// The workflow changed shape under the order: never guess a successor.
 		return drop(nil, "reply for order %s: step %d of workflow %q is not %q", rep.OrderID, rep.Step, w.Name, rep.StepName)
@@ -159,7 +166,7 @@ func (s *Service) applyReply(ctx context.Context, u *outbox.Unit, o order, rep s
 
 	if !undo && o.wf.Graph() {
 		// Which steps start now depends on the other branches (graph.go).
-		return s.doneInGraph(ctx, u, o, rep, now)
+		return s.doneInGraph(ctx, u, o, rep, elapsed, now)
 	}
 	var next *sas.ClaimParams
 	if undo {
@@ -193,8 +200,9 @@ func (s *Service) applyReply(ctx context.Context, u *outbox.Unit, o order, rep s
 	}
 	p := sas.CompleteParams{
 		Key: key, Owner: rep.LockedBy, Attempt: rep.Attempt, Now: now, Compensation: undo, Next: next,
-		Run: rep.Timing(), // for people (the console), never read back
-		By:  completerOf(ctx),
+		Run:     rep.Timing(), // for people (the console), never read back
+		Elapsed: elapsed,
+		By:      completerOf(ctx),
 	}
 	if !undo {
 		p.Result = rep.Result // recorded with the step, within its bounds (boundResult)
@@ -316,7 +324,7 @@ func (s *Service) refused(ctx context.Context, u *outbox.Unit, o order, rep sas.
 			return nil
 		}
 	}
-	if rep.Outcome == sas.OutcomeDone && !rep.Compensation && lateFor(cur, rep) && !o.wf.Steps[rep.Step].Outside() {
+	if rep.Outcome == sas.OutcomeDone && !rep.Compensation && lateFor(cur, rep) && !o.wf.Steps[rep.Step].Agentless() {
 		// (A completion from outside that lost its race is late: it
 		// changes nothing, callback.go. Nothing ran that could have an
 		// effect to note.)

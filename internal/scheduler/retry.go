@@ -64,6 +64,11 @@ func (s *Service) retry(ctx context.Context, u *outbox.Unit, m sas.Retry) error 
 			"attempt", m.Attempt, "state", rec.ProcessState, "currentAttempt", rec.Attempt)
 		return nil
 	}
+	if o.wf.Steps[m.Step].Timer != nil && rec.ProcessState != sas.Pending {
+		// A wait step's due time (timer.go): the supervisor's sweep or
+		// this scheduler's delayed message asks to end it.
+		return s.retryTimer(ctx, u, o, rec, m)
+	}
 	var from sas.ProcessState
 	switch {
 	case rec.ProcessState == sas.Pending && rec.LockedBy == "":
@@ -72,6 +77,11 @@ func (s *Service) retry(ctx context.Context, u *outbox.Unit, m sas.Retry) error 
 		// of order, whoever sent it.
 		if prev, ok := o.waitsOn(m.Step); ok {
 			return drop(nil, "step %d of order %s waits for step %d, which is %s", m.Step, m.OrderID, prev.Step, prev.ProcessState)
+		}
+		if notYet(rec, now) {
+			// An order that starts later (startat.go): never before its time.
+			s.log.InfoContext(ctx, "retry before the order's start time: nothing claimed", "order", m.OrderID, "step", m.Step, "startAt", rec.DueAt)
+			return nil
 		}
 		from = sas.Pending
 	case rec.ProcessState == sas.Compensating && rec.LockedBy == "":

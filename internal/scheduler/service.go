@@ -83,6 +83,9 @@ func (s *Service) timeout(d sas.StepDef) time.Duration {
 	if d.Callback != nil {
 		return d.Callback.Lease() // its claim's lease: the wait (callback.go)
 	}
+	if d.Timer != nil {
+		return d.Timer.Lease() // its claim's lease: the wait (timer.go)
+	}
 	if d.Timeout > 0 {
 		return d.Timeout
 	}
@@ -208,8 +211,10 @@ func redelivery(rec events.SQSMessage) bool {
 // picks the request up within the allowance finishes by it and reports
 // nothing; a later one reports its pick-up, which moves the deadline.
 func (s *Service) leaseEnd(def sas.StepDef, wait time.Duration, now time.Time) time.Time {
-	if def.Callback != nil {
-		return now.Add(wait + s.timeout(def)) // no request to pick up: its wait (callback.go)
+	if def.Agentless() {
+		// No request to pick up: its wait (callback.go), or its due time
+		// (timer.go).
+		return now.Add(wait + s.timeout(def))
 	}
 	return now.Add(wait + s.cfg.PickupTimeout + s.timeout(def))
 }
@@ -232,6 +237,15 @@ func (s *Service) dispatch(ctx context.Context, u *outbox.Unit, o order, def sas
 func (s *Service) dispatchAfter(ctx context.Context, u *outbox.Unit, oo order, def sas.StepDef, r sas.StepRecord, wait time.Duration) {
 	if def.Outside() {
 		s.await(ctx, u, oo, def, r) // no agent: its token goes out instead (callback.go)
+		return
+	}
+	if def.Timer != nil {
+		// No agent: it waits for its due time (timer.go). A write or read
+		// that failed leaves it to the supervisor, as a failed send would.
+		if err := s.timer(ctx, u, oo, def, r, false); err != nil {
+			s.log.ErrorContext(ctx, "wait step not armed or ended; the supervisor asks again at its deadline",
+				"order", oo.id(), "step", r.Step, "attempt", r.Attempt, "err", err)
+		}
 		return
 	}
 	results, err := s.resultsFor(ctx, &oo, r.Step, r.ProcessState == sas.Compensating)

@@ -15,6 +15,7 @@ const (
 	rescue               // hand back for another attempt after a backoff
 	giveUp               // Error or CompensationFailed, alert an operator
 	wait                 // extend a held lease: its request may still be queued
+	fire                 // a wait step's due time passed: ask the scheduler to end it
 )
 
 func (a action) String() string {
@@ -25,6 +26,8 @@ func (a action) String() string {
 		return "give up"
 	case wait:
 		return "wait"
+	case fire:
+		return "fire"
 	}
 	return "skip"
 }
@@ -115,6 +118,44 @@ func (p policy) decide(rec sas.StepRecord, lim sas.StepLimits, now time.Time) de
 	failures := rec.FailureCount + 1
 	why := stall(rec)
 	forward := rec.ProcessState == sas.Processing || rec.ProcessState == sas.Pending
+	// A wait (or a start) the scheduler set within SQS's delay is ended by
+	// the scheduler's own delayed retry: the sweep is its backstop, a
+	// pick-up timeout later, so the two do not race to send.
+	grace := time.Duration(0)
+	if !rec.UpdatedAt.IsZero() && rec.DueAt.Sub(rec.UpdatedAt) <= MaxDelay {
+		grace = p.PickupTimeout
+	}
+	if lim.Timer && rec.ProcessState == sas.Processing && rec.LockedBy != "" {
+		if now.Before(rec.DueAt.Add(grace)) {
+			return decision{Action: skip}
+		}
+		// A wait step's deadline is its due time: nothing ran that could
+		// fail. The scheduler ends it, fenced on the due time having
+		// passed; nothing is counted, nothing given up, whatever the
+		// queues hold (docs/protocol.md, "Wait steps").
+		return decision{
+			Action:   fire,
+			Failures: rec.FailureCount,
+			Until:    now.Add(p.PickupTimeout), // the next look, should the scheduler not end it
+			Reason:   fmt.Sprintf("the wait of attempt %d is due at %s", rec.Attempt, rec.DueAt.UTC().Format(time.RFC3339)),
+		}
+	}
+	if rec.ProcessState == sas.Pending && rec.LockedBy == "" && rec.Attempt == 0 && rec.FailureCount == 0 &&
+		now.Before(rec.DueAt.Add(grace+p.PickupTimeout)) {
+		if now.Before(rec.DueAt.Add(grace)) {
+			return decision{Action: skip}
+		}
+		// A step never claimed nor failed: an order that starts later,
+		// at its start time (its pick-up deadline). Started, not counted
+		// as a stall; once a pick-up timeout has passed without a claim
+		// it is re-driven as any stranded step (docs/intake.md,
+		// "Starting later").
+		return decision{
+			Action:   fire,
+			Failures: rec.FailureCount,
+			Reason:   fmt.Sprintf("never claimed by %s (its pick-up deadline, or its order's start time)", rec.DueAt.UTC().Format(time.RFC3339)),
+		}
+	}
 	if lim.Outside && rec.ProcessState == sas.Processing && rec.LockedBy != "" {
 		// A callback step's deadline is its timeout or its missed
 		// heartbeat: nothing runs that a re-drive could help, and a

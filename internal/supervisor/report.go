@@ -47,6 +47,9 @@ type Report struct {
 	Waited  int `json:"waited"`
 	Backlog int `json:"backlog"`
 	Rescued int `json:"rescued"`
+	// Fired counts wait steps found due, whose end the run asked of the
+	// scheduler (docs/protocol.md, "Wait steps").
+	Fired int `json:"fired,omitempty"`
 	// Held counts due steps left alone because their agent is paused.
 	Held   int `json:"held,omitempty"`
 	GaveUp int `json:"gaveUp"`

@@ -359,12 +359,14 @@ func (r *sweep) act(rec sas.StepRecord, out *effects) {
 		}
 		return
 	}
-	if seen.ProcessState.Leased() && seen.LockedBy != "" && sas.Due(seen, now) {
-		r.queueBacklog() // for the report only: no decision reads it
-	}
 	lim, ok := r.stepLimits(seen)
 	if !ok {
 		return // its own limits unread: judged by a later sweep, not by the deployed ones
+	}
+	if seen.ProcessState.Leased() && seen.LockedBy != "" && sas.Due(seen, now) && !lim.Timer {
+		// For the report only: no decision reads it. (A wait step's due
+		// time is no stall: its queues are not read.)
+		r.queueBacklog()
 	}
 	d := r.s.policy.decide(seen, lim, now)
 	if d.Action == skip {
@@ -415,6 +417,34 @@ func (r *sweep) act(rec sas.StepRecord, out *effects) {
 				V: sas.MessageVersion, Kind: sas.KindRetry, OrderID: key.OrderID, Step: key.Step,
 				Attempt: got.Attempt, Reason: d.Reason,
 				Trace: sas.ChildTrace(r.traces[key.OrderID], fmt.Sprintf("%s %s %d", sas.KindRetry, key, got.Attempt)),
+			}),
+		})
+
+	case fire:
+		// A held wait step: its next look moved on a pick-up timeout (a
+		// Wait: no failure, WaitingSince keeps the due time), so that the
+		// next page finds the next waits and of racing supervisors one
+		// sends. The scheduler's end of the wait is fenced on the due
+		// time; should this retry be lost, the step is due again at its
+		// next look. An order that starts later (Pending, unheld) is not
+		// written: a page of them per sweep.
+		if rec.LockedBy != "" {
+			if _, err := cfg.Store.Wait(r.ctx, sas.WaitParams{
+				Key: key, From: state, Owner: rec.LockedBy, Attempt: rec.Attempt, DueAt: rec.DueAt,
+				WaitingSince: rec.WaitingSince, Now: now, Until: d.Until, Actor: cfg.Actor, Reason: d.Reason,
+			}); err != nil {
+				r.writeFailed(rec, "moving the next look of", err)
+				return
+			}
+		}
+		r.rep.Fired++
+		cfg.Logger.LogAttrs(r.ctx, slog.LevelDebug, "wait step due", stepAttrs(rec, slog.String("reason", d.Reason))...)
+		out.unit(rec, state).Send(outbox.Message{
+			QueueURL: cfg.ControlQueueURL, What: "the end of wait step " + key.String(),
+			Body: sas.Encode(sas.Retry{
+				V: sas.MessageVersion, Kind: sas.KindRetry, OrderID: key.OrderID, Step: key.Step,
+				Attempt: rec.Attempt, Reason: d.Reason,
+				Trace: sas.ChildTrace(r.traces[key.OrderID], fmt.Sprintf("%s %s %d", sas.KindRetry, key, rec.Attempt)),
 			}),
 		})
 

@@ -116,8 +116,23 @@ func TestStrandedPendingIsRedriven(t *testing.T) {
 	e.clock.Set(T0.Add(59 * time.Second))
 	require.Zero(t, runOnce(t, s).DueFound)
 
+	// A step never claimed nor failed is first asked for, as an order
+	// that starts later is at its start time: a retry, nothing counted;
+	// its deadline within SQS's delay of its write, a pick-up timeout
+	// after it (the scheduler's own delayed retry goes first).
 	e.clock.Set(T0.Add(time.Minute))
+	require.Zero(t, runOnce(t, s).DueFound)
+	e.clock.Set(T0.Add(time.Minute + s.Config().PickupTimeout))
 	rep := runOnce(t, s)
+	require.Equal(t, 1, rep.Fired)
+	require.Zero(t, e.step(t, "o-strand", 0).FailureCount)
+	fired := e.queue.take(t)
+	require.Len(t, fired, 1)
+	require.Equal(t, 0, fired[0].Retry.Attempt)
+
+	// That retry lost too, a pick-up timeout later it is a stall.
+	e.clock.Set(T0.Add(time.Minute + 2*s.Config().PickupTimeout))
+	rep = runOnce(t, s)
 	require.Equal(t, StateCounts{Due: 1, Rescued: 1}, rep.ByState[sas.Pending])
 	r := e.step(t, "o-strand", 0)
 	require.Equal(t, sas.Pending, r.ProcessState)

@@ -11,11 +11,18 @@ import (
 )
 
 // settled reports whether the run is over: no message left in any queue
-// an actor takes, and every order in a final state that nothing moves on
-// its own (docs/simulation.md, "Invariants").
+// an actor takes, no dead letter the operator has not redriven, and every
+// order in a final state that nothing moves on its own
+// (docs/simulation.md, "Invariants").
 func (w *World) settled() bool {
 	for _, q := range w.queues {
 		if q.consumer != "" && q.live() > 0 {
+			return false
+		}
+		if q.dlq != nil && slices.ContainsFunc(q.dlq.msgs, func(m *message) bool { return !m.redriven }) {
+			// The operator answers its alarm (redrive.go) before the run
+			// ends, even with every order final: a final status the dead
+			// letter alone owed is posted by its redrive (seed 1339).
 			return false
 		}
 		q.compact()
@@ -178,6 +185,9 @@ func (w *World) checkEffects(v sas.OrderView) {
 	}
 	if state == sas.Processed {
 		for i, r := range v.Steps {
+			if i < len(def.Steps) && def.Steps[i].Agentless() {
+				continue // a wait step: nothing at the remote is its own
+			}
 			if r.ProcessState == sas.Skipped {
 				if len(live[i]) > 0 {
 					w.violate("skipped called", "order %s step %d (%s) was skipped and has effects %v", id, i, r.StepName, live[i])

@@ -69,6 +69,9 @@ type Config struct {
 	// (callbacks.go). Also on in a quarter of the seeds whatever ForSeed
 	// drew (Config.callbacking).
 	Callbacks bool
+	// Waits: the trip waits between two steps (waits.go). Also on in a
+	// third of the seeds whatever ForSeed drew (Config.waiting).
+	Waits bool
 	// Faults is the run's fault mix (faults.go): Swarm's draw for the
 	// seed, or DefaultFaults.
 	Faults Faults

@@ -3,6 +3,7 @@ package sim_test
 import (
 	"os"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -89,6 +90,10 @@ var plantedBugs = map[string]string{
 	sim.SabotageCompleteTwice:   "completed twice",
 	sim.SabotageTokenAnyOrder:   "token misused",
 	sim.SabotageCompleteGivenUp: "given up reversed",
+	// Issue 28 §2: a wait step whose lease is shorter than its wait; an
+	// order that starts later whose pick-up deadline is shorter.
+	sim.SabotageTimerEarly: "timer fired early",
+	sim.SabotageStartEarly: "started early",
 }
 
 // The checks catch what they are for: with a bug planted in the world, the
@@ -249,31 +254,70 @@ func TestChoicesAreExercised(t *testing.T) {
 	require.Positive(t, failed, "no seed of 60 failed a step by its condition")
 }
 
+// traces runs the first 60 seeds, set by set, requires every one to hold
+// its rules and returns their traces' lines.
+func traces(t *testing.T, set func(*sim.Config)) []string {
+	t.Helper()
+	var lines []string
+	for seed := int64(1); seed <= 60; seed++ {
+		cfg := sim.ForSeed(seed)
+		set(&cfg)
+		res := sim.Run(cfg)
+		require.False(t, res.Failed(), res.Summary(40))
+		lines = append(lines, res.Trace...)
+	}
+	return lines
+}
+
+// waitEnded and processed are trace lines: a wait step's end (after its
+// due time: checkTimer) and an order's processed status.
+func waitEnded(l string) bool {
+	return strings.Contains(l, "wait step") && strings.Contains(l, "after its due time")
+}
+func processed(l string) bool {
+	return strings.Contains(l, "to status: status o") && strings.HasSuffix(l, " processed")
+}
+
+// Wait steps and later starts are exercised: among the first seeds,
+// orders wait and their waits end, orders start later, none early (the
+// rules hold: the run does not fail).
+func TestWaitsAreExercised(t *testing.T) {
+	t.Parallel()
+	lines := traces(t, func(*sim.Config) {})
+	require.True(t, slices.ContainsFunc(lines, waitEnded), "no seed of 60 ended a wait")
+	require.True(t, slices.ContainsFunc(lines, func(l string) bool { return strings.Contains(l, "after its start time") }),
+		"no order of 60 seeds started later")
+}
+
+// Wait steps in branches are exercised: with a graph, the wait runs in
+// charge's branch beside hold, the join (ship) waits for it ("join passed
+// early" holds), none ends early, and orders end Processed.
+func TestWaitsInBranchesAreExercised(t *testing.T) {
+	t.Parallel()
+	lines := traces(t, func(c *sim.Config) { c.Branches, c.Waits = true, true })
+	require.True(t, slices.ContainsFunc(lines, waitEnded), "no wait of 60 graph seeds ended")
+	require.True(t, slices.ContainsFunc(lines, processed), "no order of 60 graph seeds with a wait was processed")
+}
+
 // Choices in branches are exercised: among the first seeds with a graph
 // and conditions, a completion skips a branch, one fails a step by its
 // condition, and orders still end Processed.
 func TestChoicesInBranchesAreExercised(t *testing.T) {
 	t.Parallel()
-	skipped, failed, processed := 0, 0, 0
-	for seed := int64(1); seed <= 60; seed++ {
-		cfg := sim.ForSeed(seed)
-		cfg.Branches, cfg.Choices = true, true
-		res := sim.Run(cfg)
-		require.False(t, res.Failed(), res.Summary(40))
-		for _, l := range res.Trace {
-			switch {
-			case strings.Contains(l, "Complete: ") && strings.Contains(l, "-> Skipped"):
-				skipped++
-			case strings.Contains(l, "Complete: ") && strings.Contains(l, "Pending a0 -> Error a0"):
-				failed++
-			case strings.Contains(l, "to status: status o") && strings.HasSuffix(l, " processed"):
-				processed++
-			}
+	skipped, failed, done := 0, 0, 0
+	for _, l := range traces(t, func(c *sim.Config) { c.Branches, c.Choices = true, true }) {
+		switch {
+		case strings.Contains(l, "Complete: ") && strings.Contains(l, "-> Skipped"):
+			skipped++
+		case strings.Contains(l, "Complete: ") && strings.Contains(l, "Pending a0 -> Error a0"):
+			failed++
+		case processed(l):
+			done++
 		}
 	}
 	require.Positive(t, skipped, "no completion of 60 graph seeds skipped a branch")
 	require.Positive(t, failed, "no completion of 60 graph seeds failed a step by its condition")
-	require.Positive(t, processed, "no order of 60 graph seeds with conditions was processed")
+	require.Positive(t, done, "no order of 60 graph seeds with conditions was processed")
 }
 
 // Schedules are exercised, not only allowed: among the first seeds, a

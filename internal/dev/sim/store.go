@@ -75,6 +75,7 @@ func (s *store) snapshot(keys []sas.StepKey) []sas.StepRecord {
 }
 
 func (s *store) Submit(ctx context.Context, p sas.SubmitParams) (sas.SubmitResult, error) {
+	s.earlyStart(&p)
 	if p.Run != nil {
 		return s.submitRun(ctx, p) // schedules.go
 	}
@@ -90,6 +91,7 @@ func (s *store) submit(ctx context.Context, p sas.SubmitParams) (sas.SubmitResul
 }
 
 func (s *store) Claim(ctx context.Context, p sas.ClaimParams) (sas.StepRecord, error) {
+	s.earlyTimer(p.Key, &p, p.Now)
 	if s.w.cfg.Sabotage == SabotageUndoEarly {
 		p.Siblings = nil // the fence believes the sabotaged read (branches.go)
 	}
@@ -99,6 +101,16 @@ func (s *store) Claim(ctx context.Context, p sas.ClaimParams) (sas.StepRecord, e
 func (s *store) Complete(ctx context.Context, p sas.CompleteParams) ([]sas.StepRecord, error) {
 	if s.w.cfg.Sabotage == SabotageRunSkipped {
 		p = runSkipped(p)
+	}
+	if p.Next != nil {
+		next := *p.Next
+		s.earlyTimer(next.Key, &next, p.Now)
+		p.Next = &next
+		more := append([]sas.ClaimParams(nil), p.More...)
+		for i := range more {
+			s.earlyTimer(more[i].Key, &more[i], p.Now)
+		}
+		p.More = more
 	}
 	keys := []sas.StepKey{p.Key}
 	for _, n := range p.Claims() {
@@ -277,6 +289,8 @@ func (w *World) wrote(ctx context.Context, name string, before, after []sas.Step
 		}
 		w.checkWaited(name, b, a) // issue 31: goodput.go
 		w.checkCallbackWrite(ctx, name, i == 0, b, a)
+		w.checkTimer(name, b, a) // issue 28 §2: waits.go
+		w.checkStart(name, b, a) // issue 28 §2: waits.go
 		// A step that became held at a new attempt owes its request; a
 		// rescue owes its retry message.
 		t := taskOf(ctx)
@@ -284,6 +298,8 @@ func (w *World) wrote(ctx context.Context, name string, before, after []sas.Step
 			continue
 		}
 		switch {
+		case a.ProcessState.Leased() && a.LockedBy != "" && a.Attempt > b.Attempt && w.agentless(a.Key()):
+			// A wait step's claim owes no request: its due time ends it.
 		case a.ProcessState.Leased() && a.LockedBy != "" && a.Attempt > b.Attempt:
 			t.owes = append(t.owes, obligation{kind: owesRequest, key: a.Key(), attempt: a.Attempt, what: name, since: w.nextMsg})
 		case name == rescueByHolder:

@@ -116,6 +116,8 @@ type World struct {
 	// intake there), or a failure told by that message alone, is then no
 	// violation.
 	poisoned map[string]bool
+	// startAt: the orders submitted to start later, and when (waits.go).
+	startAt map[string]time.Time
 	// storeDownUntil ends the store's outage (Faults.Outage).
 	storeDownUntil time.Time
 	// cb: the outside world of callback steps, and what their rules
@@ -168,7 +170,7 @@ func newWorld(cfg Config) *World {
 	w.st = &store{w: w, mem: w.mem}
 	w.remote = newRemote(w)
 	w.opsLeft, w.submitsLeft = cfg.Operator, cfg.LateOrders
-	w.compensateAsked = map[string]bool{}
+	w.compensateAsked, w.startAt = map[string]bool{}, map[string]time.Time{}
 	w.initSchedules()
 
 	w.intake = w.newQueue("intake", "scheduler", schedulerVisible)
@@ -188,12 +190,18 @@ func newWorld(cfg Config) *World {
 	if cfg.callbacking() {
 		w.v1 = withCallback(w.v1, cfg.Seed) // callbacks.go
 	}
+	if cfg.waiting() {
+		w.v1 = withWait(w.v1, cfg.Seed)
+	}
 	w.v2 = variant(w.v1, cfg.Variant)
 	w.defs[w.v1.Version()] = w.v1
 	w.defs[w.v2.Version()] = w.v2
 	for _, wf := range []sas.Workflow{w.v1, w.v2} {
 		for _, s := range wf.Steps {
-			if !s.Outside() && w.agentQ[s.Agent] == nil {
+			if s.Agentless() {
+				continue
+			}
+			if w.agentQ[s.Agent] == nil {
 				w.agentQ[s.Agent] = w.newQueue("agent-"+s.Agent, s.Agent, sizing.LambdaVisibility(agentTimeout))
 				w.agentNames = append(w.agentNames, s.Agent)
 			}
@@ -569,8 +577,12 @@ func (w *World) operate(args ...string) {
 func (w *World) submit() {
 	id := fmt.Sprintf("o%d", len(w.orders)+1)
 	w.orders = append(w.orders, id)
-	body := sas.Encode(sas.Intake{V: sas.MessageVersion, Kind: sas.KindIntake, OrderID: id, Workflow: w.v1.Name,
-		Payload: json.RawMessage(fmt.Sprintf(`{"amount":%d}`, 10+len(w.orders))), ReplyTo: w.status.url})
+	in := sas.Intake{V: sas.MessageVersion, Kind: sas.KindIntake, OrderID: id, Workflow: w.v1.Name,
+		Payload: json.RawMessage(fmt.Sprintf(`{"amount":%d}`, 10+len(w.orders))), ReplyTo: w.status.url}
+	if at, ok := w.startLater(len(w.orders)); ok {
+		in.StartAt, w.startAt[id] = &at, at
+	}
+	body := sas.Encode(in)
 	w.nextMsg++
 	m := &message{id: fmt.Sprintf("m%d", w.nextMsg), body: body, sentAt: w.clock.Now(), visibleAt: w.clock.Now(), sender: "application"}
 	w.intake.msgs = append(w.intake.msgs, m)

@@ -352,7 +352,9 @@ func (m *machine) baseWrites() map[string]func(*rapid.T) op {
 			if len(p.Result) == 0 {
 				p.Result = nil
 			}
-			desc := fmt.Sprintf("%s owner=%s attempt=%d compensation=%v result=%s", k, p.Owner, p.Attempt, p.Compensation, p.Result)
+			// Now and then the end of a wait step: fenced on its deadline too.
+			p.Elapsed = !p.Compensation && rapid.IntRange(0, 3).Draw(t, "elapsed") == 3
+			desc := fmt.Sprintf("%s owner=%s attempt=%d compensation=%v result=%s elapsed=%v", k, p.Owner, p.Attempt, p.Compensation, p.Result, p.Elapsed)
 			orders := []string{k.OrderID}
 			switch {
 			case !p.Compensation && rapid.IntRange(0, 3).Draw(t, "graph") == 3:

@@ -72,3 +72,32 @@ func testHeartbeat(t *testing.T, h Harness) {
 	require.Equal(t, sas.Processed, r.ProcessState)
 	require.Equal(t, "completed by sender:AROAEXAMPLE (says alice)", r.History[len(r.History)-1].Reason)
 }
+
+// testCompleteElapsed: the end of a wait step (CompleteParams.Elapsed) is
+// refused while its deadline, the due time, is later than now, and changes
+// nothing then; at the due time it completes, with the successor's claim
+// in the same write, as any completion.
+func testCompleteElapsed(t *testing.T, h Harness) {
+	s := h.New(t).Store
+	submit(t, s, "o-el", 2)
+	k := key("o-el", 0)
+	due := at(72 * time.Hour)
+	claim(t, s, k, 0, "sched", T0, due)
+
+	_, err := s.Complete(ctx, sas.CompleteParams{Key: k, Owner: "sched", Attempt: 1, Now: due.Add(-time.Millisecond), Elapsed: true})
+	requireRace(t, err)
+	r := get(t, s, "o-el").Steps[0]
+	require.Equal(t, sas.Processing, r.ProcessState, "a timer never fires early")
+	require.Equal(t, due, r.DueAt)
+
+	next := &sas.ClaimParams{Key: key("o-el", 1), From: sas.Pending, Owner: "sched", Now: due, CompleteBy: due.Add(time.Minute)}
+	got, err := s.Complete(ctx, sas.CompleteParams{Key: k, Owner: "sched", Attempt: 1, Now: due, Elapsed: true, Next: next})
+	require.NoError(t, err)
+	require.Len(t, got, 2)
+	require.Equal(t, sas.Processed, got[0].ProcessState)
+	require.Equal(t, sas.Processing, got[1].ProcessState)
+
+	// Once: a second end loses.
+	_, err = s.Complete(ctx, sas.CompleteParams{Key: k, Owner: "sched", Attempt: 1, Now: due.Add(time.Minute), Elapsed: true})
+	requireRace(t, err)
+}

@@ -63,6 +63,20 @@ func testGuardsMatchTheDomain(t *testing.T, h Harness) {
 				func(k sas.StepKey, seen int) (sas.StepRecord, error) { return f.Store.Fail(ctx, fp(k, seen)) },
 				func(r sas.StepRecord, seen int) (sas.StepRecord, error) { return sas.Fail(r, fp(r.Key(), seen)) }})
 	}
+	// A wait step's end (Elapsed): fenced on its deadline too, so a
+	// record whose deadline is later than now refuses it.
+	ep := func(k sas.StepKey, seen int) sas.CompleteParams {
+		return sas.CompleteParams{Key: k, Owner: "w", Attempt: seen, Now: now, Elapsed: true}
+	}
+	ops = append(ops, apply{"complete-elapsed",
+		func(k sas.StepKey, seen int) (sas.StepRecord, error) {
+			rs, err := f.Store.Complete(ctx, ep(k, seen))
+			if err != nil {
+				return sas.StepRecord{}, err
+			}
+			return rs[0], nil
+		},
+		func(r sas.StepRecord, seen int) (sas.StepRecord, error) { return sas.Complete(r, ep(r.Key(), seen)) }})
 	for _, from := range []sas.ProcessState{sas.Processing, sas.Pending, sas.Compensating} {
 		rp := func(k sas.StepKey, seen int) sas.RescueParams {
 			return sas.RescueParams{Key: k, From: from, Attempt: seen, Now: now, PickupBy: now.Add(time.Minute), Actor: "sup"}

@@ -78,6 +78,7 @@ func Run(t *testing.T, h Harness) {
 		{"WaitExtendsWithoutAFailure", testWaitExtendsWithoutAFailure},
 		{"StartRecordsThePickUp", testStartRecordsThePickUp},
 		{"HeartbeatMovesTheDeadlineOfTheHolder", testHeartbeat},
+		{"WaitStepEndsAtItsDueTimeNeverBefore", testCompleteElapsed},
 		{"RacingSupervisors", testRacingSupervisors},
 		{"StrandedPendingRedriven", testStranded},
 		{"GiveUpAndResubmit", testGiveUpResubmit},
