@@ -34,6 +34,7 @@ const (
 	attrUndoOwed   = "UndoOwed"
 	attrGeneration = "Generation"
 	attrRejected   = "Rejected" // sas.StepRecord.Rejected
+	attrCancelled  = "Cancelled" // sas.StepRecord.Cancelled
 	attrResult     = "Result"   // the step's result, compacted JSON (S)
 	// WaitingSince: see sas.StepRecord. Projected into the index, with
 	// CreatedAt, because the supervisor decides from the index alone.
@@ -143,6 +144,9 @@ func stepItem(r sas.StepRecord) map[string]av {
 	}
 	if r.Rejected {
 		it[attrRejected] = &types.AttributeValueMemberBOOL{Value: true}
+	}
+	if r.Cancelled {
+		it[attrCancelled] = &types.AttributeValueMemberBOOL{Value: true}
 	}
 	if len(r.Result) > 0 {
 		it[attrResult] = s(string(r.Result))
@@ -271,6 +275,7 @@ func decodeStep(it map[string]av) (sas.StepRecord, error) {
 		Generation:   int(d.num(attrGeneration)),
 		WaitingSince: d.time(attrWaitingSince),
 		Rejected:     d.flag(attrRejected),
+		Cancelled:    d.flag(attrCancelled),
 	}
 	if res := d.str(attrResult); res != "" {
 		r.Result = json.RawMessage(res)

@@ -190,6 +190,9 @@ func (st *Store) Complete(ctx context.Context, p sas.CompleteParams) ([]sas.Step
 	running, done, _ := sas.Leg(p.Compensation)
 	u := newUpdate()
 	held(&u, running, p.Owner, p.Attempt)
+	if !p.Compensation && !p.Cancelled {
+		notCancelled(&u)
+	}
 	u.set(attrState, s(string(done)))
 	switch {
 	case !p.Compensation && len(p.Result) > 0:

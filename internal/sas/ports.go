@@ -47,6 +47,7 @@ type StateStore interface {
 
 	OwedStore       // a give-up's owed effects (owed.go)
 	DefinitionStore // the workflow definitions orders run on (versions.go)
+	CancelStore     // an order's cancellation (cancel.go)
 }
 
 // SubmitParams creates an order. PickupBy is when a scheduler must have

@@ -36,9 +36,9 @@ var States = []ProcessState{Pending, Processing, Processed, Error, Compensating,
 // outcome").
 const Rejected ProcessState = "Rejected"
 
-// OrderStates lists every state OrderView.State returns: a step's, and
-// Rejected.
-var OrderStates = append(append([]ProcessState(nil), States...), Rejected)
+// OrderStates lists every state OrderView.State returns: a step's,
+// Rejected and Cancelled (cancel.go).
+var OrderStates = append(append([]ProcessState(nil), States...), Rejected, Cancelled)
 
 // Valid reports whether s is a known state.
 func (s ProcessState) Valid() bool {

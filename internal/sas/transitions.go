@@ -153,6 +153,12 @@ type CompleteParams struct {
 	// for none), recorded on a forward step's record. An undo's result is
 	// not recorded: the record keeps its step's.
 	Result json.RawMessage
+	// Cancelled: the holder knows its order was cancelled (the step's
+	// Cancelled mark): the step completes without claiming a successor.
+	// Without it, a forward completion of a marked step is refused, so
+	// that no successor of a cancelled step is ever claimed
+	// (docs/protocol.md, "Cancellation").
+	Cancelled bool
 }
 
 // Check rejects a Next no record could take, or one that is the step
@@ -163,6 +169,9 @@ func (p CompleteParams) Check() error {
 	}
 	if p.Next.Key == p.Key {
 		return &ValidationError{Field: "next", Reason: fmt.Sprintf("step %s cannot claim itself as its next", p.Key)}
+	}
+	if p.Cancelled {
+		return &ValidationError{Field: "next", Reason: "a cancelled step's completion claims no successor"}
 	}
 	if len(p.Next.Siblings) > 0 {
 		return &ValidationError{Field: "next", Reason: "a next claim takes no siblings (they fence a Claim alone)"}
@@ -184,7 +193,7 @@ func Leg(compensation bool) (running, done, failed ProcessState) {
 // step away: the work is done and the attempt is still the current one.
 func Complete(r StepRecord, p CompleteParams) (StepRecord, error) {
 	running, done, _ := Leg(p.Compensation)
-	if !heldBy(r, running, p.Owner, p.Attempt) {
+	if !heldBy(r, running, p.Owner, p.Attempt) || (!p.Compensation && r.Cancelled && !p.Cancelled) {
 		return r, race("complete", r)
 	}
 	r = unlease(r)

@@ -90,6 +90,9 @@ func callsForCompensation(o order) bool {
 		case sas.Error, sas.Compensating, sas.Compensated:
 			return true
 		}
+		if r.Cancelled {
+			return true // cancelled: what took effect is undone (cancel.go)
+		}
 	}
 	return false
 }
@@ -142,7 +145,7 @@ func (s *Service) compensateFrom(ctx context.Context, u *outbox.Unit, o order, e
 		}
 	}
 	if cand == nil {
-		if end := ending(o); compensated || end.Status == sas.StatusRejected {
+		if end := ending(o); compensated || end.Status == sas.StatusRejected || end.Status == sas.StatusCancelled {
 			s.post(ctx, u, ord, end, now)
 			return sas.StepKey{}, nil
 		}
@@ -262,7 +265,7 @@ func (s *Service) tellBeforeClaim(ctx context.Context, o order, r sas.StepRecord
 	case slices.Contains(r.Owes, sas.EffectAlert):
 		owed := r.OwedAlert(r.GivenUpBy())
 		a = &owed
-	case r.ProcessState == sas.Error && r.Refused && !r.Rejected, r.ProcessState == sas.CompensationFailed:
+	case r.ProcessState == sas.Error && r.Refused && !r.Rejected && !r.Cancelled, r.ProcessState == sas.CompensationFailed:
 		// (A business rejection pages nobody: it was never alerted.)
 		// Its alert went out from the reply that failed it, or not (the
 		// reply's redelivery no longer finds it after this claim): the same
@@ -275,7 +278,7 @@ func (s *Service) tellBeforeClaim(ctx context.Context, o order, r sas.StepRecord
 			return fmt.Errorf("alerting about step %s before compensating it: %w", r.Key(), err)
 		}
 	}
-	if tell && r.ProcessState == sas.Error && !r.Rejected { // a rejection is told when its order ends (ending)
+	if tell && r.ProcessState == sas.Error && !r.Rejected && !r.Cancelled { // a rejection or a cancel is told when its order ends (ending)
 		return s.postNow(ctx, o.ord, sas.Status{Status: sas.StatusFailed, Step: o.wf.Steps[r.Step].Name,
 			Sequence: SeqFailed(r.Step, r.Attempt), Reason: r.LastError}, now)
 	}

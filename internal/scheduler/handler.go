@@ -32,17 +32,20 @@ func (s *Service) handleMessage(ctx context.Context, u *outbox.Unit, from Origin
 		// The keys read before are kept: a rotation waits, nothing stops.
 		s.log.WarnContext(ctx, "signing keys not re-read", "error", err)
 	}
+	h, herr := sas.DecodeHeader(body)
+	if from.Source == FromIntake && herr == nil && h.Kind == sas.KindCancel {
+		return s.cancelMessage(ctx, u, from, body) // the submitter cancels its own order
+	}
 	if from.Source == FromIntake {
 		// Whatever kind it claims: an application that may write orders
 		// cannot also send replies, retries or compensation requests.
 		// ParseIntake reports the header's problems too, with a reason.
 		return s.intake(ctx, u, body, from)
 	}
-	h, herr := sas.DecodeHeader(body)
 	switch h.Kind {
 	case "", sas.KindIntake:
 		return refuseSource(from, h.Kind) // nothing is created, nobody is told
-	case sas.KindAgentReply, sas.KindRetry, sas.KindCompensate:
+	case sas.KindAgentReply, sas.KindRetry, sas.KindCompensate, sas.KindCancel:
 	default:
 		return drop(herr, "kind %q is not a message for the scheduler", h.Kind)
 	}
@@ -60,6 +63,8 @@ func (s *Service) handleMessage(ctx context.Context, u *outbox.Unit, from Origin
 		}
 		ctx = msgctx.WithTrace(ctx, m.Trace)
 		return s.reply(ctx, u, m)
+	case sas.KindCancel:
+		return s.cancelMessage(ctx, u, from, body)
 	case sas.KindRetry:
 		var m sas.Retry
 		if err := json.Unmarshal(body, &m); err != nil {

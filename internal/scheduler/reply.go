@@ -237,6 +237,11 @@ func (s *Service) refused(ctx context.Context, u *outbox.Unit, o order, rep sas.
 	}
 	cur := *re.Current
 	o.put(cur) // as the store has it now (a duplicate's successor needs its result)
+	if cur.Cancelled && !rep.Compensation && rep.Outcome == sas.OutcomeDone && heldFor(cur, rep) {
+		// Refused by the cancel's mark: the step settled, and its order
+		// was cancelled meanwhile (cancel.go).
+		return s.cancelledDone(ctx, u, o, rep, now)
+	}
 	switch classify(cur, rep) {
 	case replyDoneAgain:
 		s.log.InfoContext(ctx, "duplicate reply: step already done", "order", rep.OrderID, "step", rep.Step, "attempt", rep.Attempt, "compensation", rep.Compensation)
@@ -399,6 +404,14 @@ func (s *Service) duplicateDone(ctx context.Context, u *outbox.Unit, o order, re
 		}
 		return s.afterUndone(ctx, u, o, rep, nil, now)
 	}
+	if r, ok := o.step(rep.Step); ok && r.Cancelled {
+		// Completed after its order was cancelled: no successor, and the
+		// first delivery may have stopped before the compensation started.
+		if err := s.read(ctx, &o); err != nil {
+			return err
+		}
+		return s.afterCancel(ctx, u, o, now)
+	}
 	if rep.Step+1 < o.n() {
 		succ, err := s.cfg.Store.GetStep(ctx, sas.StepKey{OrderID: rep.OrderID, Step: rep.Step + 1})
 		if err != nil {
@@ -463,8 +476,8 @@ func (s *Service) afterUndone(ctx context.Context, u *outbox.Unit, o order, rep 
 func (s *Service) afterFailed(ctx context.Context, u *outbox.Unit, o order, r sas.StepRecord, undo bool, now time.Time) error {
 	reason := r.LastError
 	tell := func() {
-		if r.Rejected && !undo {
-			return // a business outcome: no operator is paged; its order's end tells the submitter
+		if (r.Rejected || r.Cancelled) && !undo {
+			return // a business outcome or a cancelled order: no operator is paged; its order's end tells the submitter
 		}
 		s.alert(u, o, r, sas.AlertID(r.Key(), r.ProcessState, r.Attempt), reason, now)
 		st := sas.Status{Status: sas.StatusFailed, Step: o.wf.Steps[r.Step].Name, Sequence: SeqFailed(r.Step, r.Attempt), Reason: reason}
@@ -481,7 +494,12 @@ func (s *Service) afterFailed(ctx context.Context, u *outbox.Unit, o order, r sa
 		if !undoBelow(o.wf, r.Step) && o.wf.Steps[r.Step].Undo == "" {
 			s.log.InfoContext(ctx, "nothing to compensate", "order", o.id())
 			tell()
-			if r.Rejected {
+			switch {
+			case r.Cancelled:
+				o.put(r)
+				end, _ := cancelEnding(o)
+				s.post(ctx, u, o.ord, end, now)
+			case r.Rejected:
 				s.rejectedAlone(ctx, u, o, r, now)
 			}
 			return nil

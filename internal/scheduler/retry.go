@@ -66,6 +66,10 @@ func (s *Service) retry(ctx context.Context, u *outbox.Unit, m sas.Retry) error 
 	}
 	var from sas.ProcessState
 	switch {
+	case rec.ProcessState == sas.Pending && rec.LockedBy == "" && rec.Cancelled:
+		// Its order was cancelled while it ran, and the supervisor handed
+		// it back: it never starts again (cancel.go).
+		return s.turnAway(ctx, u, o, rec, now)
 	case rec.ProcessState == sas.Pending && rec.LockedBy == "":
 		// The supervisor only hands back steps that were ready; a retry for
 		// a step still waiting on its predecessor would run the workflow out

@@ -56,8 +56,16 @@ func (s *Service) transientOn(ctx context.Context, u *outbox.Unit, o order, rep 
 	running, _, failed := sas.Leg(undo)
 	def := o.wf.Steps[rep.Step]
 	switch {
+	case !undo && cur.Cancelled && heldFor(cur, rep):
+		return s.cancelledTransient(ctx, u, o, rep, cur, now) // no next attempt (cancel.go)
+
 	case cur.Attempt == rep.Attempt && cur.ProcessState == running && cur.LockedBy == rep.LockedBy:
 		return s.attemptFailed(ctx, u, o, rep, cur, now)
+
+	case !undo && cur.Cancelled && cur.Attempt == rep.Attempt && cur.LockedBy == "" && cur.ProcessState == sas.Pending:
+		// Handed back after its order was cancelled: turned away, never
+		// claimed again.
+		return nil, s.turnAway(ctx, u, o, cur, now)
 
 	case cur.Attempt == rep.Attempt && cur.LockedBy == "" && cur.ProcessState == sas.RescueTarget(running):
 		// A redelivery of a reply whose hand-back was written but whose

@@ -64,6 +64,8 @@ func accepts(src Source, k sas.Kind, requeue bool) bool {
 		return src == FromControl
 	case sas.KindCompensate:
 		return src == FromControl
+	case sas.KindCancel:
+		return src == FromControl || src == FromIntake // an operator's, or the order's submitter's
 	}
 	return false
 }

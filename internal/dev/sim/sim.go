@@ -59,7 +59,7 @@ type Config struct {
 	Faults Faults
 	// Sabotage plants a known bug in the world (SabotageLoseAlerts,
 	// SabotageSkipUndo, SabotageIgnoreTransient, SabotageLoseSuccessor,
-	// SabotageOneAlertID):
+	// SabotageOneAlertID, SabotageForgetCancel):
 	// the simulator's own tests use it to show that the checks catch what
 	// they are for.
 	Sabotage string
@@ -84,6 +84,10 @@ const (
 	// events share an id (issue 29, N5's class, at its widest: the sweep
 	// seldom makes two events of one step at one state).
 	SabotageOneAlertID = "one-alert-id"
+	// SabotageForgetCancel: the store answers a cancel of a step in flight
+	// as made and writes nothing, so the order runs on to its end (issue
+	// 28 §4: a cancelled order ends with nothing standing).
+	SabotageForgetCancel = "forget-cancel"
 )
 
 // ForSeed draws a run's configuration from its seed.

@@ -104,6 +104,8 @@ type World struct {
 	opsLeft, submitsLeft int
 	// compensateAsked: the orders an operator asked to compensate.
 	compensateAsked map[string]bool
+	// cancelAccepted: the orders whose cancel the store accepted (cancel.go).
+	cancelAccepted map[string]bool
 	// forged counts the forged messages put on the scheduler queue.
 	forged       int
 	discard      *slog.Logger
@@ -162,6 +164,7 @@ func newWorld(cfg Config) *World {
 	w.remote = newRemote(w)
 	w.opsLeft, w.submitsLeft = cfg.Operator, cfg.LateOrders
 	w.compensateAsked = map[string]bool{}
+	w.cancelAccepted = map[string]bool{}
 
 	w.intake = w.newQueue("intake", "scheduler", schedulerVisible)
 	w.sched = w.newQueue("scheduler", "scheduler", schedulerVisible)

@@ -1,0 +1,236 @@
+package scheduler
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/sas-go/sas/internal/metrics"
+	"github.com/sas-go/sas/internal/msgctx"
+	"github.com/sas-go/sas/internal/outbox"
+	"github.com/sas-go/sas/internal/sas"
+)
+
+// Cancellation (docs/protocol.md, "Cancellation"). A cancel lands on the
+// order's step in flight or ready (sas.CancelTarget) as one fenced write
+// (sas.CancelStep): a step ready to be claimed is turned away at once (to
+// Error, marked); a step in flight is marked and let to settle. Its
+// holder's completion is refused by the mark, so the reply that settles
+// it finds out, completes the step without a successor (cancelledDone),
+// and the compensation undoes what took effect, newest first. Its failure
+// or transient outcome fails it (no next attempt), and the compensation
+// follows as for any failure. Nobody is paged; the submitter gets
+// "cancelled" when nothing is left to undo.
+
+// Cancel handles a cancel from an order's submitter (intake queue) or an
+// operator (control queue), sending its effects at once.
+func (s *Service) Cancel(ctx context.Context, from Origin, m sas.Cancel) error {
+	return s.run(ctx, func(u *outbox.Unit) error { return s.cancel(ctx, u, from, m) })
+}
+
+// decodeCancel reads a cancel message, refusing unknown fields as intake
+// does (a submitter's message is held to intake's rules).
+func decodeCancel(body []byte) (sas.Cancel, error) {
+	var m sas.Cancel
+	if err := json.Unmarshal(body, &m); err != nil {
+		return m, &sas.ValidationError{Reason: "malformed cancel message: " + err.Error()}
+	}
+	switch {
+	case m.V != sas.MessageVersion:
+		return m, &sas.ValidationError{Field: "v", Reason: fmt.Sprintf("unsupported message version %d (this deployment reads %d)", m.V, sas.MessageVersion)}
+	case !sas.ValidOrderID(m.OrderID):
+		return m, &sas.ValidationError{Field: "orderId", Reason: "missing or malformed"}
+	}
+	m.Reason = sas.BoundReason(m.Reason)
+	return m, nil
+}
+
+func (s *Service) cancel(ctx context.Context, u *outbox.Unit, from Origin, m sas.Cancel) error {
+	o, err := s.load(ctx, m.OrderID)
+	if err != nil {
+		return err
+	}
+	o.ord.Trace = sas.OrderTrace(o.ord.Trace, m.Trace)
+	ctx = msgctx.WithTrace(ctx, o.ord.Trace)
+	who := actor(from)
+	if from.Source == FromIntake {
+		// A submitter reaches its own orders only (docs/trust.md,
+		// "Submitters"): the order's recorded submitter, exactly. An order
+		// stored without one (a queue that does not say, an order from
+		// before submitters) is cancelled only by a sender the queue does
+		// not name either.
+		submitter := sas.SubmitterOf(from.SenderID)
+		if o.ord.Submitter != submitter {
+			s.log.WarnContext(ctx, "cancel refused: the order is another submitter's", "order", m.OrderID,
+				"submitter", submitter, "owner", o.ord.Submitter)
+			return drop(nil, "cancel of order %s from %q: the order is not its own", m.OrderID, submitter)
+		}
+		who = "submitter:" + submitter
+		if submitter == "" {
+			who = "submitter:unknown"
+		}
+	}
+	now := s.cfg.Clock.Now()
+	s.log.InfoContext(ctx, "cancel requested", "order", m.OrderID, "actor", who, "declaredActor", m.Actor, "reason", m.Reason)
+	for tries := 1; ; tries++ {
+		target, err := sas.CancelTarget(sas.OrderView{Order: o.ord, Steps: o.steps})
+		if errors.Is(err, sas.ErrNotRunning) {
+			s.log.InfoContext(ctx, "cancel refused", "order", m.OrderID, "reason", err.Error())
+			s.post(ctx, u, o.ord, sas.Status{Status: sas.StatusCancelRefused, Reason: err.Error(), Sequence: SeqCancelRefused(o.n())}, now)
+			return drop(err, "cancel")
+		}
+		if err != nil {
+			return err
+		}
+		if target.Cancelled {
+			break // marked already: repeat the effects
+		}
+		p := sas.CancelParams{Key: target.Key(), From: target.ProcessState, Attempt: target.Attempt, Now: now, Actor: who, Reason: m.Reason}
+		marked, err := s.cfg.Store.Cancel(ctx, p)
+		if own, ok := sas.OwnWrite(err, who, now, cancelTo(p.From), p.Attempt); ok {
+			marked, err = own, nil // committed; its retry lost to it
+		}
+		if err == nil {
+			o.put(marked)
+			s.log.InfoContext(ctx, "cancel recorded", "order", m.OrderID, "step", marked.Step, "state", marked.ProcessState, "attempt", marked.Attempt)
+			break
+		}
+		if !errors.Is(err, sas.ErrLostRace) || tries == 3 {
+			return fmt.Errorf("cancelling order %s at step %s: %w", m.OrderID, target.Key(), err)
+		}
+		// The step moved between the read and the write (it completed and
+		// its successor was claimed, or a claim took it): read and land
+		// again.
+		if err := s.read(ctx, &o); err != nil {
+			return err
+		}
+	}
+	return s.afterCancel(ctx, u, o, now)
+}
+
+// cancelTo is the state a cancel leaves a step in (sas.CancelStep).
+func cancelTo(from sas.ProcessState) sas.ProcessState {
+	if from == sas.Pending {
+		return sas.Error
+	}
+	return from
+}
+
+// afterCancel acts on a cancelled order as o shows it: a step in flight is
+// let to settle (its reply, or the supervisor at its deadline, takes the
+// cancel on); a marked step handed back ready (the supervisor rescued it)
+// is turned away; then what took effect is undone, newest first, or, with
+// nothing to undo, the submitter is told.
+func (s *Service) afterCancel(ctx context.Context, u *outbox.Unit, o order, now time.Time) error {
+	for _, r := range o.steps {
+		switch {
+		case r.ProcessState == sas.Processing:
+			s.log.InfoContext(ctx, "cancelled order waits for its step in flight to settle", "order", o.id(), "step", r.Step,
+				"stepName", o.wf.Steps[r.Step].Name, "attempt", r.Attempt)
+			return nil
+		case r.ProcessState == sas.Pending && r.Cancelled && r.LockedBy == "":
+			return s.turnAway(ctx, u, o, r, now)
+		}
+	}
+	_, err := s.startCompensation(ctx, u, o, false, now)
+	return err
+}
+
+// turnAway moves a marked step that is ready to be claimed to Error (the
+// cancel's write from Pending), so it never starts again, and goes on with
+// the cancellation.
+func (s *Service) turnAway(ctx context.Context, u *outbox.Unit, o order, r sas.StepRecord, now time.Time) error {
+	p := sas.CancelParams{Key: r.Key(), From: sas.Pending, Attempt: r.Attempt, Now: now, Actor: s.cfg.Owner, Reason: "the step was cancelled in flight and handed back"}
+	got, err := s.cfg.Store.Cancel(ctx, p)
+	if own, ok := sas.OwnWrite(err, s.cfg.Owner, now, sas.Error, r.Attempt); ok {
+		got, err = own, nil
+	}
+	if errors.Is(err, sas.ErrLostRace) {
+		s.log.InfoContext(ctx, "cancelled step moved meanwhile: left to whoever moved it", "order", o.id(), "step", r.Step, "error", err)
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("turning away cancelled step %s: %w", r.Key(), err)
+	}
+	o.put(got)
+	return s.afterCancel(ctx, u, o, now)
+}
+
+// cancelledDone completes a marked step whose holder's success was refused
+// by the mark: the step is Processed (its result recorded, for its undo)
+// with no successor claimed, and the order's compensation starts.
+func (s *Service) cancelledDone(ctx context.Context, u *outbox.Unit, o order, rep sas.AgentReply, now time.Time) error {
+	key := sas.StepKey{OrderID: rep.OrderID, Step: rep.Step}
+	recs, err := s.cfg.Store.Complete(ctx, sas.CompleteParams{
+		Key: key, Owner: rep.LockedBy, Attempt: rep.Attempt, Now: now, Result: rep.Result, Run: rep.Timing(), Cancelled: true,
+	})
+	if err != nil {
+		var re *sas.RaceError
+		if errors.As(err, &re) && re.Current != nil && heldFor(*re.Current, rep) {
+			// Refused although held: not a race this write can win. The
+			// redelivery tries again.
+			return fmt.Errorf("completing cancelled step %s: %w", key, err)
+		}
+		return s.refused(ctx, u, o, rep, err, now)
+	}
+	s.log.InfoContext(ctx, "step done after its order was cancelled: no successor; undoing", "order", rep.OrderID, "step", rep.Step, "attempt", rep.Attempt)
+	s.emitStep(ctx, o, rep.Step, false, now, metrics.StepsDone)
+	o.put(recs[0])
+	s.post(ctx, u, o.ord, sas.Status{Status: sas.StatusStepDone, Step: o.wf.Steps[rep.Step].Name, Sequence: SeqStepDone(rep.Step, rep.Attempt)}, now)
+	if err := s.read(ctx, &o); err != nil {
+		return err
+	}
+	return s.afterCancel(ctx, u, o, now)
+}
+
+// heldFor reports whether r is a forward step held by rep's attempt.
+func heldFor(r sas.StepRecord, rep sas.AgentReply) bool {
+	return r.ProcessState == sas.Processing && r.LockedBy == rep.LockedBy && r.Attempt == rep.Attempt
+}
+
+// cancelledTransient fails a marked step whose attempt its agent reported
+// transient: a cancelled step gets no next attempt. The failure's own
+// effects follow (the compensation; no page: the step is marked).
+func (s *Service) cancelledTransient(ctx context.Context, u *outbox.Unit, o order, rep sas.AgentReply, cur sas.StepRecord, now time.Time) (*sas.StepRecord, error) {
+	failed, err := s.cfg.Store.Fail(ctx, sas.FailParams{
+		Key: cur.Key(), Owner: rep.LockedBy, Attempt: rep.Attempt, Now: now, Run: rep.Timing(),
+		Reason: fmt.Sprintf("attempt %d failed after its order was cancelled: %s (no next attempt)", rep.Attempt, transientWhy(rep)),
+	})
+	if err != nil {
+		var re *sas.RaceError
+		if errors.As(err, &re) && re.Current != nil {
+			return re.Current, nil // look again from where it went
+		}
+		return nil, fmt.Errorf("failing cancelled step %s: %w", cur.Key(), err)
+	}
+	s.emitStep(ctx, o, rep.Step, false, now, metrics.StepsFailed)
+	return nil, s.afterFailed(ctx, u, o, failed, false, now)
+}
+
+// cancelEnding is the final status of a cancelled order: "cancelled",
+// naming the step the cancel landed on, in the slot of "compensated".
+func cancelEnding(o order) (sas.Status, bool) {
+	for _, r := range o.steps {
+		if r.Cancelled {
+			return sas.Status{Status: sas.StatusCancelled, Step: o.wf.Steps[r.Step].Name, Sequence: SeqCompensated(o.n())}, true
+		}
+	}
+	return sas.Status{}, false
+}
+
+// SeqCancelRefused is the sequence number of a refused cancel: after every
+// other status of the order.
+func SeqCancelRefused(n int) int64 { return seq(4*n+4, 0) }
+
+// cancelMessage decodes a cancel and handles it; a malformed one is
+// dropped alone, with its reason.
+func (s *Service) cancelMessage(ctx context.Context, u *outbox.Unit, from Origin, body []byte) error {
+	m, err := decodeCancel(body)
+	if err != nil {
+		return drop(err, "cancel message")
+	}
+	ctx = msgctx.WithTrace(ctx, m.Trace)
+	return s.cancel(ctx, u, from, m)
+}
