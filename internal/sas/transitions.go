@@ -356,6 +356,10 @@ func Resubmit(r StepRecord, p ResubmitParams) (StepRecord, error) {
 	if err := resubmitOwing(r); err != nil {
 		return r, err
 	}
+	if r.Cancelled {
+		// Its order was cancelled: it never starts again (cancel.go).
+		return r, &ValidationError{Field: "step", Reason: fmt.Sprintf("step %s cannot be resubmitted: its order was cancelled", r.Key())}
+	}
 	if !p.PickupBy.After(p.Now) {
 		return r, &ValidationError{Field: "pickupBy", Reason: "the pick-up deadline must be after now"}
 	}

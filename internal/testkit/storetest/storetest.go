@@ -111,6 +111,10 @@ func Run(t *testing.T, h Harness) {
 
 		// each transition's guard stated once (guards.go)
 		{"GuardsMatchTheDomain", testGuardsMatchTheDomain},
+
+		// an order's cancellation (cancel.go)
+		{"CancelMarksTheStepInFlight", testCancelMarksTheStepInFlight},
+		{"CancelTurnsAwayAReadyStep", testCancelTurnsAwayAReadyStep},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
