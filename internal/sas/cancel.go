@@ -146,7 +146,7 @@ func CancelTarget(v OrderView) (StepRecord, error) {
 		}
 	}
 	for _, r := range v.Steps {
-		if r.ProcessState == Processing || (r.ProcessState == Pending && !r.DueAt.IsZero()) {
+		if r.InFlight() {
 			return r, nil
 		}
 	}
@@ -176,4 +176,11 @@ func (v OrderView) cancelSettled() bool {
 		}
 	}
 	return true
+}
+
+// InFlight reports whether a forward step could still take effect: held,
+// or ready for a scheduler to claim. An order with one is not compensated
+// (the scheduler drops the request); it is cancelled.
+func (r StepRecord) InFlight() bool {
+	return r.ProcessState == Processing || (r.ProcessState == Pending && !r.DueAt.IsZero())
 }

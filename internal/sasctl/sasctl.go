@@ -54,7 +54,8 @@ const Usage = `usage: sasctl [-outputs FILE [-stack NAME] | -stack NAME] <comman
   list       STATE [-limit N]          (Pending, Processing, Error, Compensating, CompensationFailed)
   resubmit   ORDER_ID [-step N]        send a failed step round again
   resubmit   -all [-dry-run] [-limit N] every step in Error
-  compensate ORDER_ID [-reason TEXT]   undo the order's completed steps, newest first
+  compensate ORDER_ID [-reason TEXT]   undo the order's completed steps, newest first (refused while a step is in flight)
+  cancel     ORDER_ID [-reason TEXT] [-dry-run]   stop a running order: no later step starts, the step in flight settles, what took effect is undone
   watch      [-interval 2s] [-count N] live counts per state and the oldest stuck step
   pause      AGENT                     stop consuming the agent's queues; its steps wait, unjudged
   resume     AGENT                     end the pause; the time paused does not count against the steps
@@ -96,7 +97,7 @@ func (a *App) Run(ctx context.Context, args []string) error {
 	}
 	cmds := map[string]func(context.Context, []string) error{
 		"submit": a.submit, "show": a.show, "list": a.list, "resubmit": a.resubmit,
-		"compensate": a.compensate, "watch": a.watch,
+		"compensate": a.compensate, "watch": a.watch, "cancel": a.cancel,
 		"pause": a.pause, "resume": a.pause, "pauses": a.pauses,
 	}
 	cmd, ok := cmds[args[0]]

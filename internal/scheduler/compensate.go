@@ -48,9 +48,7 @@ func nextUndo(o order, except int) (sas.StepRecord, bool) {
 
 // inFlight reports whether a forward step could still take effect: held,
 // or ready for a scheduler to claim.
-func inFlight(r sas.StepRecord) bool {
-	return r.ProcessState == sas.Processing || (r.ProcessState == sas.Pending && !r.DueAt.IsZero())
-}
+func inFlight(r sas.StepRecord) bool { return r.InFlight() }
 
 // startCompensation starts undoing an order, newest step first. It is
 // idempotent: an undo already running is only re-dispatched while its lease

@@ -74,3 +74,7 @@ func (a Ambiguous) PutDefinition(ctx context.Context, w sas.Workflow) error {
 	_, err := again(func() (struct{}, error) { return struct{}{}, a.StateStore.PutDefinition(ctx, w) })
 	return err
 }
+
+func (a Ambiguous) Cancel(ctx context.Context, p sas.CancelParams) (sas.StepRecord, error) {
+	return again(func() (sas.StepRecord, error) { return a.StateStore.Cancel(ctx, p) })
+}

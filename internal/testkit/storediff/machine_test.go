@@ -333,7 +333,9 @@ func (m *machine) writes() map[string]func(*rapid.T) op {
 			if len(p.Result) == 0 {
 				p.Result = nil
 			}
-			desc := fmt.Sprintf("%s owner=%s attempt=%d compensation=%v result=%s", k, p.Owner, p.Attempt, p.Compensation, p.Result)
+			// Now and then a holder that knows its order was cancelled.
+			p.Cancelled = rapid.IntRange(0, 3).Draw(t, "knowsCancel") == 3
+			desc := fmt.Sprintf("%s owner=%s attempt=%d compensation=%v result=%s cancelled=%v", k, p.Owner, p.Attempt, p.Compensation, p.Result, p.Cancelled)
 			orders := []string{k.OrderID}
 			if rapid.Bool().Draw(t, "withNext") {
 				// The next step forward, or the previous one's undo (the
@@ -425,6 +427,19 @@ func (m *machine) writes() map[string]func(*rapid.T) op {
 			return op{name: "Settle", desc: fmt.Sprintf("%s state=%s attempt=%d", k, p.State, p.Attempt), orders: []string{k.OrderID},
 				apply: func(s sas.StateStore, _ int) (any, error) {
 					return one(func() (sas.StepRecord, error) { return s.Settle(ctx, p) })
+				}}
+		},
+		"cancel": func(t *rapid.T) op {
+			k := m.key(t, sas.Pending, sas.Processing)
+			r := m.seen(t, k)
+			from := r.ProcessState
+			if from != sas.Pending && from != sas.Processing {
+				from = rapid.SampledFrom([]sas.ProcessState{sas.Pending, sas.Processing}).Draw(t, "cancelFrom")
+			}
+			p := sas.CancelParams{Key: k, From: from, Attempt: r.Attempt, Now: m.now, Actor: "submitter:s", Reason: "changed my mind"}
+			return op{name: "Cancel", desc: fmt.Sprintf("%s from=%s attempt=%d", k, p.From, p.Attempt), orders: []string{k.OrderID},
+				apply: func(s sas.StateStore, _ int) (any, error) {
+					return one(func() (sas.StepRecord, error) { return s.Cancel(ctx, p) })
 				}}
 		},
 		"putDefinition": func(t *rapid.T) op {

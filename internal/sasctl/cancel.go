@@ -1,0 +1,144 @@
+package sasctl
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/sas-go/sas/internal/sas"
+)
+
+// cancel is `sasctl cancel ORDER_ID [-reason TEXT] [-dry-run]`: it says
+// what it did, never more (issue 28 §4). A step in flight gets the
+// cancel's mark in the store, a fenced write, and the scheduler acts when
+// the step settles; a step waiting to be claimed is turned away, and the
+// scheduler told to undo what took effect.
+func (a *App) cancel(ctx context.Context, args []string) error {
+	fs := a.flags("cancel")
+	reason := fs.String("reason", "requested by operator", "why")
+	dry := fs.Bool("dry-run", false, "say what a cancel would do, change nothing")
+	pos, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return fmt.Errorf("cancel needs one order id: %w", ErrUsage)
+	}
+	id := pos[0]
+	if *dry {
+		plan, err := a.CancelPlan(ctx, id)
+		if errors.Is(err, sas.ErrNotRunning) {
+			fmt.Fprintf(a.Out, "would refuse: %v\n", err)
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("cancel %s: %w", id, err)
+		}
+		fmt.Fprintf(a.Out, "would cancel %s: %s\n", id, plan)
+		return nil
+	}
+	said, err := a.CancelOrder(ctx, id, *reason)
+	if errors.Is(err, sas.ErrNotRunning) {
+		fmt.Fprintf(a.Out, "REFUSED: %v\n", err)
+		return err
+	}
+	if err != nil {
+		return fmt.Errorf("cancel %s: %w", id, err)
+	}
+	fmt.Fprintln(a.Out, said)
+	return nil
+}
+
+// CancelPlan says what a cancel of the order would do now, or why it
+// would be refused (sas.ErrNotRunning): the console's dry run.
+func (a *App) CancelPlan(ctx context.Context, orderID string) (string, error) {
+	v, err := a.Store.GetOrder(ctx, orderID)
+	if err != nil {
+		return "", err
+	}
+	r, err := sas.CancelTarget(v)
+	if err != nil {
+		return "", err
+	}
+	return cancelSays(v, r, false), nil
+}
+
+// CancelOrder cancels an order as `sasctl cancel` does, and returns what
+// happened, in words: a step in flight is marked (the fenced write) and
+// the cancel takes effect when it settles; a step waiting to be claimed
+// is turned away and the scheduler asked, on the control queue, to undo
+// what took effect. An order that is not running is refused
+// (sas.ErrNotRunning) with the reason.
+func (a *App) CancelOrder(ctx context.Context, orderID, reason string) (string, error) {
+	v, err := a.Store.GetOrder(ctx, orderID)
+	if err != nil {
+		return "", err
+	}
+	r, err := sas.CancelTarget(v)
+	if err != nil {
+		return "", err
+	}
+	if r.Cancelled && v.State() == sas.Cancelled {
+		return fmt.Sprintf("order %s was cancelled already: it ended Cancelled", orderID), nil
+	}
+	if !r.Cancelled {
+		now := a.now()
+		p := sas.CancelParams{Key: r.Key(), From: r.ProcessState, Attempt: r.Attempt, Now: now, Actor: a.Actor, Reason: reason}
+		marked, err := a.Store.Cancel(ctx, p)
+		to := p.From
+		if to == sas.Pending {
+			to = sas.Error
+		}
+		if own, ok := sas.OwnWrite(err, a.Actor, now, to, p.Attempt); ok {
+			marked, err = own, nil // committed; the SDK's retry lost to it
+		}
+		if err != nil {
+			return "", fmt.Errorf("the step moved while the cancel was written (run the command again to see where it is): %w", err)
+		}
+		for i := range v.Steps {
+			if v.Steps[i].Step == marked.Step {
+				v.Steps[i] = marked
+			}
+		}
+		r = marked
+	}
+	if r.ProcessState == sas.Processing {
+		// The scheduler finds the mark when the step's reply comes (or the
+		// supervisor hands the step back): nothing to send.
+		return cancelSays(v, r, true), nil
+	}
+	if a.ControlQueueURL == "" {
+		return "", errors.New("SAS_CONTROL_QUEUE_URL is not set: the cancel is recorded but the scheduler was not told; run the command again with it")
+	}
+	msg := sas.Cancel{V: sas.MessageVersion, Kind: sas.KindCancel, OrderID: orderID, Reason: reason, Actor: a.Actor}
+	if err := a.send(ctx, a.ControlQueueURL, sas.Encode(msg)); err != nil {
+		return "", fmt.Errorf("the cancel is recorded but the scheduler was not told (run the command again): %w", err)
+	}
+	return cancelSays(v, r, true), nil
+}
+
+// cancelSays is what a cancel does (done) or would do to the order, whose
+// cancel lands on step r.
+func cancelSays(v sas.OrderView, r sas.StepRecord, done bool) string {
+	name := r.StepName
+	if name == "" && r.Step < len(v.Order.Steps) {
+		name = v.Order.Steps[r.Step]
+	}
+	var b strings.Builder
+	switch {
+	case r.ProcessState == sas.Processing && done:
+		fmt.Fprintf(&b, "cancel recorded for %s: step %d (%s) is in flight (attempt %d); it will take effect when that step settles: "+
+			"no later step starts, and what took effect is undone, newest first; the order then ends Cancelled", v.Order.OrderID, r.Step, name, r.Attempt)
+	case r.ProcessState == sas.Processing:
+		fmt.Fprintf(&b, "step %d (%s) is in flight (attempt %d): the cancel would be recorded and take effect when that step settles", r.Step, name, r.Attempt)
+	case r.ProcessState == sas.Pending:
+		fmt.Fprintf(&b, "step %d (%s) waits to be claimed: it would never start, and what took effect would be undone", r.Step, name)
+	case done && r.Cancelled:
+		fmt.Fprintf(&b, "cancelled %s at step %d (%s): it will not start again; asked the scheduler to undo what took effect, newest first "+
+			"(`sasctl show %s` follows it to Cancelled)", v.Order.OrderID, r.Step, name, v.Order.OrderID)
+	default:
+		fmt.Fprintf(&b, "order %s was cancelled at step %d (%s) already", v.Order.OrderID, r.Step, name)
+	}
+	return b.String()
+}
