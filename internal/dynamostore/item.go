@@ -33,9 +33,9 @@ const (
 	attrRefused    = "Refused"
 	attrUndoOwed   = "UndoOwed"
 	attrGeneration = "Generation"
-	attrRejected   = "Rejected" // sas.StepRecord.Rejected
+	attrRejected   = "Rejected"  // sas.StepRecord.Rejected
 	attrCancelled  = "Cancelled" // sas.StepRecord.Cancelled
-	attrResult     = "Result"   // the step's result, compacted JSON (S)
+	attrResult     = "Result"    // the step's result, compacted JSON (S)
 	// WaitingSince: see sas.StepRecord. Projected into the index, with
 	// CreatedAt, because the supervisor decides from the index alone.
 	attrWaitingSince = "WaitingSince"
