@@ -237,10 +237,20 @@ func (s *Service) refused(ctx context.Context, u *outbox.Unit, o order, rep sas.
 	}
 	cur := *re.Current
 	o.put(cur) // as the store has it now (a duplicate's successor needs its result)
-	if cur.Cancelled && !rep.Compensation && rep.Outcome == sas.OutcomeDone && heldFor(cur, rep) {
-		// Refused by the cancel's mark: the step settled, and its order
-		// was cancelled meanwhile (cancel.go).
-		return s.cancelledDone(ctx, u, o, rep, now)
+	if cur.Cancelled && !rep.Compensation && rep.Outcome == sas.OutcomeDone && cur.Attempt == rep.Attempt {
+		switch {
+		case heldFor(cur, rep):
+			// Refused by the cancel's mark: the step settled, and its
+			// order was cancelled meanwhile (cancel.go).
+			return s.cancelledDone(ctx, u, o, rep, now)
+		case cur.ProcessState == sas.Processed:
+			// A duplicate of that success: its first delivery may have
+			// stopped before the compensation started.
+			if err := s.read(ctx, &o); err != nil {
+				return err
+			}
+			return s.afterCancel(ctx, u, o, now)
+		}
 	}
 	switch classify(cur, rep) {
 	case replyDoneAgain:
@@ -403,14 +413,6 @@ func (s *Service) duplicateDone(ctx context.Context, u *outbox.Unit, o order, re
 			return err
 		}
 		return s.afterUndone(ctx, u, o, rep, nil, now)
-	}
-	if r, ok := o.step(rep.Step); ok && r.Cancelled {
-		// Completed after its order was cancelled: no successor, and the
-		// first delivery may have stopped before the compensation started.
-		if err := s.read(ctx, &o); err != nil {
-			return err
-		}
-		return s.afterCancel(ctx, u, o, now)
 	}
 	if rep.Step+1 < o.n() {
 		succ, err := s.cfg.Store.GetStep(ctx, sas.StepKey{OrderID: rep.OrderID, Step: rep.Step + 1})

@@ -2,6 +2,8 @@ package sim
 
 import (
 	"context"
+	"fmt"
+	"slices"
 
 	"github.com/sas-go/sas/internal/sas"
 )
@@ -39,4 +41,60 @@ func (s *store) Cancel(ctx context.Context, p sas.CancelParams) (sas.StepRecord,
 		s.w.cancelAccepted[p.Key.OrderID] = true // made, or answered as made (sabotaged)
 	}
 	return r, err
+}
+
+// cancelEvent cancels an order, mostly one still running: from its
+// submitter (a cancel on the intake queue, as the application sends it)
+// or from an operator (sasctl cancel, a task of its own).
+func (w *World) cancelEvent() {
+	w.cancelsLeft--
+	id := w.orders[w.rng.IntN(len(w.orders))]
+	var running []string
+	for _, o := range w.orders {
+		if v, err := w.mem.GetOrder(context.Background(), o); err == nil && !final(v) {
+			running = append(running, o)
+		}
+	}
+	if len(running) > 0 && w.rng.IntN(4) > 0 {
+		id = running[w.rng.IntN(len(running))]
+	}
+	if w.rng.IntN(2) == 0 {
+		w.operate("cancel", id)
+		return
+	}
+	body := sas.Encode(sas.Cancel{V: sas.MessageVersion, Kind: sas.KindCancel, OrderID: id, Reason: "the customer changed their mind"})
+	w.nextMsg++
+	m := &message{id: fmt.Sprintf("m%d", w.nextMsg), body: body, sentAt: w.clock.Now(), visibleAt: w.clock.Now(), sender: "application"}
+	w.intake.msgs = append(w.intake.msgs, m)
+	w.tracef("submitter cancels %s", id)
+}
+
+// checkCancelled: a cancelled order ends with nothing standing (issue 28
+// §4, §7). Every order whose cancel the store accepted ends Cancelled (or
+// CompensationFailed: an undo failed, and an operator was told, which
+// checkAlerts holds); no step after the one the cancel landed on ever
+// started; and no effect of a step with an undo is left at the remote
+// (checkEffects, for Cancelled as for Compensated).
+func (w *World) checkCancelled() {
+	for _, id := range w.orders {
+		if !w.cancelAccepted[id] {
+			continue
+		}
+		v, err := w.mem.GetOrder(context.Background(), id)
+		if err != nil {
+			continue // "order lost" says so
+		}
+		switch st := v.State(); st {
+		case sas.Cancelled, sas.CompensationFailed:
+		default:
+			w.violate("cancel ignored", "order %s was cancelled and ended %s (%s)", id, st, steps(v))
+			continue
+		}
+		marked := slices.IndexFunc(v.Steps, func(r sas.StepRecord) bool { return r.Cancelled })
+		for _, r := range v.Steps[marked+1:] {
+			if r.Attempt > 0 || r.ProcessState != sas.Pending {
+				w.violate("started after its cancel", "order %s was cancelled at step %d and step %d started (%s)", id, marked, r.Step, steps(v))
+			}
+		}
+	}
 }

@@ -50,6 +50,9 @@ type Config struct {
 	// an operator puts messages on the scheduler queue (docs/trust.md): an
 	// intake, a compensate, a reply whose echo is rewritten.
 	Forge bool
+	// Cancels: the submitter (on the intake queue) or an operator (sasctl
+	// cancel) cancels an order or two while they run (cancel.go).
+	Cancels bool
 	// Rejections: the remote's refusals of a step are business rejections
 	// (agent.Reject) rather than failures. Also on in a third of the seeds
 	// whatever ForSeed drew (Config.rejecting, results.go).
@@ -107,6 +110,10 @@ func ForSeed(seed int64) Config {
 		MaxEvents:     20000,
 		Forge:         r.IntN(4) == 0,
 		Faults:        Swarm(seed),
+		// Drawn last, so that every draw before it is the one a seed made
+		// before cancellations (issue 28 §4): a seed without them replays
+		// as it did.
+		Cancels: r.IntN(3) == 0,
 	}
 }
 
@@ -311,6 +318,9 @@ func (w *World) chaos() {
 	}
 	if w.cfg.Forge && len(w.orders) > 0 {
 		add(0.15, w.forge)
+	}
+	if w.cfg.Cancels && w.cancelsLeft > 0 && len(w.orders) > 0 {
+		add(0.2, w.cancelEvent)
 	}
 	if w.cfg.Deploy && !w.deployed {
 		add(0.05, func() {

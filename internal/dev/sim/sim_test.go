@@ -70,6 +70,8 @@ func TestChecksCatchPlantedBugs(t *testing.T) {
 		sim.SabotageLoseSuccessor: "lost work",
 		// Issue 29, N5: two events of an order under one alert id.
 		sim.SabotageOneAlertID: "two events under one id",
+		// Issue 28 §4: a cancel the store answers and forgets.
+		sim.SabotageForgetCancel: "cancel ignored",
 	} {
 		found := 0
 		for seed := int64(1); seed <= 200 && found == 0; seed++ {

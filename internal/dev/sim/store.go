@@ -246,6 +246,8 @@ func (w *World) wrote(ctx context.Context, name string, before, after []sas.Step
 			t.owes = append(t.owes, obligation{kind: owesRetry, key: a.Key(), attempt: a.Attempt, what: name})
 		case name == "Fail" && a.ProcessState != b.ProcessState && a.Rejected:
 			// A business rejection: no operator is told (results.go).
+		case (name == "Fail" || name == "Cancel") && a.ProcessState != b.ProcessState && a.Cancelled && a.ProcessState == sas.Error:
+			// A cancelled order's step: no operator is told (cancel.go).
 		case name == "GiveUp" || (name == "Fail" && a.ProcessState != b.ProcessState):
 			w.gaveUp = append(w.gaveUp, failure{key: a.Key(), state: a.ProcessState, attempt: a.Attempt, by: name})
 		}

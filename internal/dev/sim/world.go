@@ -102,6 +102,7 @@ type World struct {
 	faults               bool
 	calmSince            time.Time
 	opsLeft, submitsLeft int
+	cancelsLeft          int // cancels still to send (Config.Cancels)
 	// compensateAsked: the orders an operator asked to compensate.
 	compensateAsked map[string]bool
 	// cancelAccepted: the orders whose cancel the store accepted (cancel.go).
@@ -163,6 +164,9 @@ func newWorld(cfg Config) *World {
 	w.st = &store{w: w, mem: w.mem}
 	w.remote = newRemote(w)
 	w.opsLeft, w.submitsLeft = cfg.Operator, cfg.LateOrders
+	if cfg.Cancels {
+		w.cancelsLeft = 2
+	}
 	w.compensateAsked = map[string]bool{}
 	w.cancelAccepted = map[string]bool{}
 
