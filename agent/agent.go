@@ -322,7 +322,7 @@ func (r *runner) run(ctx context.Context, req Request, fn Func, brk *httpcall.Br
 			}
 			return nil, fmt.Errorf("%s: no outcome after %d tries: %w", what, try, err)
 		}
-		r.log.Info("agent: step failed; trying again", "agent", r.a.name, "orderId", req.OrderID, "stepName", req.Step,
+		r.log.Info("agent: step failed; trying again", "agent", r.a.name, "order", req.OrderID, "stepName", req.Step,
 			"undo", req.Undo, "try", try, "wait", wait.String(), "err", err.Error())
 		if serr := r.sleep(ctx, wait); serr != nil {
 			return nil, fmt.Errorf("%s: waiting to try again: %w (last failure: %w)", what, serr, err)
@@ -367,7 +367,7 @@ func (r *runner) encode(req Request, res any) json.RawMessage {
 	b, err := json.Marshal(res)
 	if err != nil {
 		r.log.Error("agent: the step's result cannot be encoded as JSON; reported done without it",
-			"agent", r.a.name, "orderId", req.OrderID, "stepName", req.Step, "err", err.Error())
+			"agent", r.a.name, "order", req.OrderID, "stepName", req.Step, "err", err.Error())
 		return nil
 	}
 	return b

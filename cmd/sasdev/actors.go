@@ -33,7 +33,7 @@ func (s *server) startActors(ctx context.Context, cfg config.Config) error {
 	// only the triggers differ: pollers and a ticker.
 	owner := "scheduler-" + sas.RandomID(16)
 	// Its EMF metric lines go to its log, as the supervisor's below.
-	sched, err := s.scheduler(ctx, cfg, schedLog.With("owner", owner), owner, schedFile)
+	sched, err := s.scheduler(ctx, cfg, schedLog.With("holder", owner), owner, schedFile)
 	if err != nil {
 		return fmt.Errorf("the scheduler: %w", err)
 	}

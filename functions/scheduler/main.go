@@ -21,7 +21,7 @@ import (
 
 func main() {
 	owner := instanceID()
-	logger := slog.New(slog.NewJSONHandler(os.Stdout, nil)).With("owner", owner)
+	logger := slog.New(slog.NewJSONHandler(os.Stderr, nil)).With("holder", owner)
 	h, err := setup(context.Background(), os.Getenv, logger, owner)
 	if err != nil {
 		log.Fatalf("scheduler: %v", err)
@@ -47,7 +47,7 @@ func setup(ctx context.Context, getenv config.Getenv, logger *slog.Logger, owner
 	if err != nil {
 		return nil, err
 	}
-	// Its EMF metric lines go to stdout with its log, which Lambda ships
+	// Its EMF metric lines go to stdout, its log to stderr; Lambda ships both
 	// to CloudWatch Logs (internal/metrics).
 	return fromaws.SchedulerHandler(ctx, aws, cfg, logger, owner, os.Stdout)
 }

@@ -19,7 +19,7 @@ import (
 )
 
 func main() {
-	logger := slog.New(slog.NewJSONHandler(os.Stdout, nil))
+	logger := slog.New(slog.NewJSONHandler(os.Stderr, nil))
 	h, err := setup(context.Background(), os.Getenv, logger)
 	if err != nil {
 		log.Fatalf("supervisor: %v", err)

@@ -102,7 +102,7 @@ func (s *Service) parse(records []events.SQSMessage) (groups [][]inbound, late [
 		if err != nil {
 			attrs := []any{"messageId", rec.MessageId, "reason", err.Error()}
 			if req.OrderID != "" {
-				attrs = append(attrs, "orderId", req.OrderID) // whatever could be read, to find the order
+				attrs = append(attrs, "order", req.OrderID) // whatever could be read, to find the order
 			}
 			s.log.Error("agent: malformed request acknowledged without a reply", attrs...)
 			continue
@@ -122,7 +122,7 @@ func (s *Service) parse(records []events.SQSMessage) (groups [][]inbound, late [
 // when there is none, what becomes of its message. A panic is contained to
 // its message, which is redelivered (and dead-lettered if it keeps panicking).
 func (s *Service) handleOne(ctx context.Context, m inbound) (out *outgoing, f fate) {
-	log := s.log.With("messageId", m.messageID, "agent", m.req.Agent, "orderId", m.req.OrderID,
+	log := s.log.With("messageId", m.messageID, "agent", m.req.Agent, "order", m.req.OrderID,
 		"step", m.req.Step, "stepName", m.req.StepName, "attempt", m.req.Attempt,
 		"compensation", m.req.Compensation, "idempotencyKey", m.req.IdempotencyKey)
 	if t := sas.TraceID(m.req.Trace); t != "" {

@@ -199,7 +199,7 @@ func TestLog(t *testing.T) {
 	var line map[string]any
 	require.NoError(t, json.Unmarshal(buf.Bytes(), &line))
 	require.Equal(t, "ERROR", line["level"])
-	require.Equal(t, "o-42", line["orderId"])
+	require.Equal(t, "o-42", line["order"])
 	require.Equal(t, "Error", line["state"])
 	require.Equal(t, "sasctl show o-42", line["inspect"])
 	require.Contains(t, line["msg"], "order o-42 step 1")

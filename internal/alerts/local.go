@@ -36,7 +36,7 @@ func (l *Log) Alert(ctx context.Context, a sas.Alert) error {
 	b := NewBody(a)
 	l.logger.LogAttrs(ctx, slog.LevelError, "operator alert: "+b.Summary,
 		slog.String("alert", DetailType),
-		slog.String("orderId", b.OrderID),
+		slog.String("order", b.OrderID),
 		slog.Int("step", b.Step),
 		slog.String("stepName", b.StepName),
 		slog.String("state", string(b.State)),

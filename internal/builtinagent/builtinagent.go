@@ -333,7 +333,7 @@ func onlyWorkflowActions(reg sas.Registry, definitions sas.DefinitionStore, name
 				return fmt.Errorf("%s has no step %s for agent %s, so nothing was called", where, quoteCut(req.Step), name)
 			}
 			log.Info("agent: a request of an earlier workflow version, checked against its stored definition",
-				"agent", name, "orderId", req.OrderID, "workflow", req.Workflow, "version", req.Version, "stepName", req.Step)
+				"agent", name, "order", req.OrderID, "workflow", req.Workflow, "version", req.Version, "stepName", req.Step)
 		case registered && req.Version != "" && req.Version != current:
 			earlier = fmt.Sprintf(" (the request names version %s of it; this agent knows the current one, %s, and calls only its actions)",
 				quoteCut(req.Version), current)
@@ -363,7 +363,7 @@ func onlyWorkflowActions(reg sas.Registry, definitions sas.DefinitionStore, name
 		}
 		if earlier != "" {
 			log.Info("agent: a request of an earlier workflow version, whose action is the current definition's",
-				"agent", name, "orderId", req.OrderID, "workflow", req.Workflow, "version", req.Version, "stepName", req.Step)
+				"agent", name, "order", req.OrderID, "workflow", req.Workflow, "version", req.Version, "stepName", req.Step)
 		}
 		return nil
 	}

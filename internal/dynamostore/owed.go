@@ -76,6 +76,13 @@ func (st *Store) Settle(ctx context.Context, p sas.SettleParams) (sas.StepRecord
 	}
 	u := newUpdate()
 	owing(&u, p.State, p.Attempt)
+	if !p.Recheck.IsZero() {
+		// Still owed, due again at Recheck: the entry stays in the owed
+		// partition (sas.SettleParams).
+		u.cond("#sk = :was", "#sk", attrIdxSK, ":was", ms(p.OwedAt))
+		u.set(attrIdxSK, ms(p.Recheck))
+		return st.update(ctx, "deferring the owed effects of", p.Key, u)
+	}
 	shard := st.shard(p.Key)
 	u.set(attrIdxPK, s(sas.IndexPartition(p.State, shard)))
 	u.sets = append(u.sets, u.name(attrIdxSK)+" = "+u.name(attrUpdatedAt))

@@ -189,7 +189,7 @@ func (b *Batch) Flush(ctx context.Context, sink Sink) []Failed {
 				e := group[i]
 				if e.msg.BestEffort && Permanent(err) {
 					log.WarnContext(ctx, "message not delivered: its queue is gone or refuses it; skipped",
-						"what", e.msg.What, "queue", url, "error", err.Error())
+						"what", e.msg.What, "queue", url, "err", err.Error())
 					continue
 				}
 				stopped[e.unit] = err

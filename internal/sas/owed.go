@@ -92,15 +92,30 @@ func (r StepRecord) OwedCompensate(actor string) Compensate {
 
 // SettleParams clears what a give-up owed once all of it went out, fenced
 // on the state and attempt the give-up left.
+//
+// With Recheck set, what is owed stays owed and is due again at Recheck:
+// the supervisor's write once it has sent a give-up's compensate request.
+// That request is settled by the compensation it starts (the scheduler's
+// claim, claimSettles, or its Settle when there is nothing to claim), not
+// by its send: a request that then dies in its queue (dead-lettered in an
+// outage) is sent again at Recheck (docs/decisions.md, "A give-up's
+// effects are owed until sent"; issue 29, N6).
 type SettleParams struct {
 	Key     StepKey
 	State   ProcessState
 	Attempt int
+	Recheck time.Time
+	// OwedAt is when the record, as read, was due: a Recheck is fenced on
+	// it too, so that a retry of the same write (its first commit's answer
+	// lost) loses the race instead of moving the entry again.
+	OwedAt time.Time
 }
 
-// Settle clears the owed effects. It is no transition of the step (no
-// history entry, UpdatedAt kept, so the alert rebuilt from the record stays
-// the same); it only moves the index entry back to the state's partition.
+// Settle clears the owed effects, or with p.Recheck moves when they are
+// due again. It is no transition of the step (no history entry, UpdatedAt
+// kept, so the alert rebuilt from the record stays the same); it only
+// moves the index entry: back to the state's partition, or within the owed
+// partition.
 func Settle(r StepRecord, p SettleParams) (StepRecord, error) {
 	if !MayOwe(p.State) {
 		return r, &ValidationError{Field: "state", Reason: fmt.Sprintf("%s records owe nothing", p.State)}
@@ -108,8 +123,26 @@ func Settle(r StepRecord, p SettleParams) (StepRecord, error) {
 	if r.ProcessState != p.State || r.Attempt != p.Attempt || !r.Owing() {
 		return r, race("settle", r)
 	}
+	if !p.Recheck.IsZero() {
+		if !r.OwedAt.Equal(p.OwedAt) {
+			return r, race("settle", r)
+		}
+		r.OwedAt = p.Recheck
+		return r, nil
+	}
 	r.Owes, r.OwedAt = nil, time.Time{}
 	return r, nil
+}
+
+// OwesCompensate reports whether r still owes its give-up's compensate
+// request: one that is settled by the compensation it starts.
+func (r StepRecord) OwesCompensate() bool {
+	for _, e := range r.Owes {
+		if e == EffectCompensate {
+			return true
+		}
+	}
+	return false
 }
 
 // FindOwedParams asks for up to Limit records per index shard whose owed

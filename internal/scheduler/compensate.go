@@ -184,7 +184,7 @@ func (s *Service) claimUndo(ctx context.Context, u *outbox.Unit, o order, r sas.
 	}
 	if errors.Is(err, sas.ErrLostRace) {
 		// Another delivery started it: that one dispatches the undo.
-		s.log.InfoContext(ctx, "compensation already started elsewhere", "order", o.id(), "step", r.Step, "error", err)
+		s.log.InfoContext(ctx, "compensation already started elsewhere", "order", o.id(), "step", r.Step, "err", err)
 		return false, nil
 	}
 	if err != nil {
@@ -243,8 +243,34 @@ func (s *Service) compensate(ctx context.Context, u *outbox.Unit, m sas.Compensa
 			}
 		}
 	}
-	_, err = s.startCompensation(ctx, u, o, explicit, now)
-	return err
+	claimed, err := s.startCompensation(ctx, u, o, explicit, now)
+	if err != nil || explicit {
+		return err
+	}
+	return s.settleGiveUp(ctx, o, *m.GivenUp, claimed)
+}
+
+// settleGiveUp clears the compensate request a give-up still owes once the
+// compensation it asked for has started, or was found done or not called
+// for. The supervisor leaves the request owed after sending it, and sends
+// it again if nobody settles it (docs/decisions.md, "A give-up's effects
+// are owed until sent"; issue 29, N6). A claim of the given-up step's own
+// undo settled it in its write (claimed); a claim of another step's, or
+// none, needs this write. It is fenced on the give-up's state and attempt:
+// a lost race means it was settled or moved on already.
+func (s *Service) settleGiveUp(ctx context.Context, o order, g sas.GivenUp, claimed sas.StepKey) error {
+	r, ok := o.step(g.Step)
+	if !ok || r.ProcessState != sas.Error || r.Attempt != g.Attempt || !r.OwesCompensate() || claimed == r.Key() {
+		return nil
+	}
+	_, err := s.cfg.Store.Settle(ctx, sas.SettleParams{Key: r.Key(), State: r.ProcessState, Attempt: r.Attempt})
+	if errors.Is(err, sas.ErrLostRace) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("settling the compensate request of the give-up of step %s: %w", r.Key(), err)
+	}
+	return nil
 }
 
 // tellBeforeClaim delivers, before a compensation claim moves a failed step

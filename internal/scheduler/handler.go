@@ -30,7 +30,7 @@ func (s *Service) handleMessage(ctx context.Context, u *outbox.Unit, from Origin
 	ctx = msgctx.WithMessage(ctx, from.MessageID) // every line below names it
 	if err := s.signer.Refresh(ctx); err != nil {
 		// The keys read before are kept: a rotation waits, nothing stops.
-		s.log.WarnContext(ctx, "signing keys not re-read", "error", err)
+		s.log.WarnContext(ctx, "signing keys not re-read", "err", err)
 	}
 	h, herr := sas.DecodeHeader(body)
 	if from.Source == FromIntake && herr == nil && h.Kind == sas.KindCancel {
@@ -203,9 +203,9 @@ func (h *Handler) settle(ctx context.Context, log *slog.Logger, err error) error
 		return nil
 	case errors.Is(err, sas.ErrInvalid):
 		// Nothing invalid becomes valid on a retry.
-		log.ErrorContext(ctx, "message dropped: invalid", "error", err)
+		log.ErrorContext(ctx, "message dropped: invalid", "err", err)
 		return nil
 	}
-	log.ErrorContext(ctx, "message failed; it will be redelivered", "error", err)
+	log.ErrorContext(ctx, "message failed; it will be redelivered", "err", err)
 	return err
 }

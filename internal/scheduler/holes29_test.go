@@ -356,3 +356,30 @@ func TestN2AGiveUpsCompensateRedeliveredAfterTheOrderCompletedUndoesNothing(t *t
 	f.deliver(compensateMsg("o-8401")) // an operator's: explicit
 	require.Equal(t, []sas.ProcessState{sas.Compensating}, f.states("o-8401"))
 }
+
+// N6, settle after the claim: a give-up's compensate request stays owed
+// after the supervisor sent it, until the compensation it asks for starts.
+// When the compensation claims the given-up step's own undo, the claim
+// settles it; when there is nothing of that step to claim (no undo, here),
+// the scheduler settles it itself once it has handled the request, so the
+// supervisor does not send it again. A redelivery changes nothing more.
+func TestN6AGiveUpIsSettledOnceItsCompensationStarted(t *testing.T) {
+	t.Parallel()
+	f := notifyFixture(t)
+	f.deliver(intake("o-n6", "notify", ""))
+	f.request()
+	f.clock.Advance(stepTimeout + time.Second)
+	r := f.giveUp("o-n6", 0)
+	require.Equal(t, sas.Error, r.ProcessState)
+	require.True(t, r.OwesCompensate())
+
+	owed := r.OwedCompensate("supervisor-1")
+	f.deliver(sas.Encode(owed))
+	after := f.step("o-n6", 0)
+	require.Equal(t, sas.Error, after.ProcessState, "nothing to undo: an operator's step")
+	require.Empty(t, after.Owes, "handled: the give-up owes nothing more")
+
+	f.deliver(sas.Encode(owed)) // the supervisor's re-send, or a redelivery
+	require.Empty(t, f.step("o-n6", 0).Owes)
+	require.Equal(t, sas.Error, f.step("o-n6", 0).ProcessState)
+}

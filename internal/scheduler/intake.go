@@ -65,7 +65,7 @@ func (s *Service) intake(ctx context.Context, u *outbox.Unit, body []byte, from 
 		// The same content from another sender: the order is not its own,
 		// so it is told nothing, and the owner is not posted to again.
 		s.log.WarnContext(ctx, "intake refused: the order id is another submitter's", "order", in.OrderID,
-			"submitter", submitter, "owner", ord.ord.Submitter)
+			"submitter", submitter, "ownedBy", ord.ord.Submitter)
 		return drop(nil, "intake of order %s from %s: the order id is another submitter's", in.OrderID, submitter)
 	}
 	if !res.Created {
@@ -120,7 +120,7 @@ func (s *Service) conflict(ctx context.Context, u *outbox.Unit, in sas.Intake, m
 	}
 	if sas.ReplyQueueURL(in.ReplyTo) == v.Order.ReplyTo && !v.Order.SameSubmitter(submitter) {
 		s.log.WarnContext(ctx, "intake rejected without a status: it reuses another submitter's order id and names its replyTo",
-			"order", in.OrderID, "submitter", submitter, "owner", v.Order.Submitter)
+			"order", in.OrderID, "submitter", submitter, "ownedBy", v.Order.Submitter)
 		return drop(cause, "intake rejected")
 	}
 	return s.reject(ctx, u, in, messageID, cause)

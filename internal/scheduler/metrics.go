@@ -43,6 +43,6 @@ func (s *Service) emit(ctx context.Context, l metrics.Line, names []string) {
 		l.Properties["messageId"] = id
 	}
 	if err := s.metrics.Emit(l); err != nil {
-		s.log.LogAttrs(ctx, slog.LevelWarn, "metrics line not written", slog.String("error", err.Error()))
+		s.log.LogAttrs(ctx, slog.LevelWarn, "metrics line not written", slog.String("err", err.Error()))
 	}
 }

@@ -132,7 +132,7 @@ func (h *Handler) renew(ctx context.Context, rec events.SQSMessage) bool {
 		err = fmt.Errorf("%s: %s", res.Failed[0].Code, res.Failed[0].Message)
 	}
 	if err != nil {
-		h.log.WarnContext(ctx, "could not renew a message on its last receive; it is handled as it is", "error", err)
+		h.log.WarnContext(ctx, "could not renew a message on its last receive; it is handled as it is", "err", err)
 		return false
 	}
 	h.log.InfoContext(ctx, "message renewed on its last receive before the dead-letter queue",
@@ -156,6 +156,6 @@ func (h *Handler) retire(ctx context.Context, url string, rec events.SQSMessage)
 		err = fmt.Errorf("%s: %s", res.Failed[0].Code, res.Failed[0].Message)
 	}
 	if err != nil {
-		h.log.WarnContext(ctx, "could not delete a renewed message; the event source deletes it when the batch ends", "error", err)
+		h.log.WarnContext(ctx, "could not delete a renewed message; the event source deletes it when the batch ends", "err", err)
 	}
 }

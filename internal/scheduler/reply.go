@@ -229,7 +229,7 @@ func (s *Service) refused(ctx context.Context, u *outbox.Unit, o order, rep sas.
 		// written; the supervisor takes the step back at its deadline and,
 		// if it keeps happening, gives up and alerts an operator.
 		s.log.ErrorContext(ctx, "successor cannot be claimed; reply not recorded", "order", rep.OrderID,
-			"step", rep.Step, "successor", re.Key.Step, "error", err)
+			"step", rep.Step, "successor", re.Key.Step, "err", err)
 		return drop(err, "successor of step %s cannot be claimed", key)
 	case re.Current == nil:
 		s.log.InfoContext(ctx, "stale reply ignored", "order", rep.OrderID, "step", rep.Step, "attempt", rep.Attempt)
@@ -396,7 +396,7 @@ func (s *Service) stepDone(ctx context.Context, u *outbox.Unit, o order, rep sas
 		// else read (a duplicate reply's redelivery).
 		results, err := s.resultsFor(ctx, &o, n, false)
 		if err != nil {
-			s.log.ErrorContext(ctx, "processed status sent without the results: they could not be read", "order", o.id(), "error", err)
+			s.log.ErrorContext(ctx, "processed status sent without the results: they could not be read", "order", o.id(), "err", err)
 		}
 		st.Results = results
 		s.post(ctx, u, o.ord, st, now)

@@ -174,7 +174,7 @@ func (s *Service) dispatchAfter(ctx context.Context, u *outbox.Unit, oo order, d
 	results, err := s.resultsFor(ctx, &oo, r.Step, r.ProcessState == sas.Compensating)
 	if err != nil {
 		s.log.ErrorContext(ctx, "request not sent: the results it carries could not be read; the supervisor re-drives the step",
-			"order", oo.id(), "step", r.Step, "attempt", r.Attempt, "error", err)
+			"order", oo.id(), "step", r.Step, "attempt", r.Attempt, "err", err)
 		return
 	}
 	o := oo.ord

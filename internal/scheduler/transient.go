@@ -199,7 +199,7 @@ func (s *Service) reattempt(ctx context.Context, u *outbox.Unit, o order, r sas.
 	if errors.Is(err, sas.ErrLostRace) {
 		// A retry (the supervisor's, after a crash of ours) claimed it:
 		// that one sends the request.
-		s.log.InfoContext(ctx, "next attempt claimed elsewhere", "order", o.id(), "step", r.Step, "error", err)
+		s.log.InfoContext(ctx, "next attempt claimed elsewhere", "order", o.id(), "step", r.Step, "err", err)
 		return nil
 	}
 	if err != nil {
@@ -260,7 +260,7 @@ func (s *Service) settle(ctx context.Context, rec sas.StepRecord) {
 	if err != nil && !errors.Is(err, sas.ErrLostRace) {
 		// Still owed: the supervisor's sweep sends it again and settles it.
 		s.log.WarnContext(ctx, "could not settle a give-up's effects; the supervisor re-sends them", "order", rec.OrderID,
-			"step", rec.Step, "error", err)
+			"step", rec.Step, "err", err)
 	}
 }
 

@@ -130,7 +130,7 @@ func (s *Service) trustReply(ctx context.Context, rep sas.AgentReply) (sas.Agent
 		return rep, drop(err, "unsigned reply for order %s step %d attempt %d", rep.OrderID, rep.Step, rep.Attempt)
 	default:
 		s.log.WarnContext(ctx, "reply refused: its echo is not what the scheduler sent", "order", rep.OrderID,
-			"step", rep.Step, "attempt", rep.Attempt, "agent", rep.Agent, "error", err)
+			"step", rep.Step, "attempt", rep.Attempt, "agent", rep.Agent, "err", err)
 		return rep, drop(err, "reply for order %s step %d attempt %d", rep.OrderID, rep.Step, rep.Attempt)
 	}
 	o, err := s.load(ctx, rep.OrderID)
@@ -170,7 +170,7 @@ func (s *Service) traced(ctx context.Context, rep sas.AgentReply) sas.AgentReply
 	v, err := s.cfg.Store.GetOrder(ctx, rep.OrderID)
 	if err != nil {
 		s.log.WarnContext(ctx, "reply without a trace: the order's could not be read; what follows carries none",
-			"order", rep.OrderID, "step", rep.Step, "attempt", rep.Attempt, "error", err)
+			"order", rep.OrderID, "step", rep.Step, "attempt", rep.Attempt, "err", err)
 		return rep
 	}
 	rep.Trace = v.Order.Trace // none for an order stored before traces

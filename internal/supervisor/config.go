@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sas-go/sas/internal/sas"
+	"github.com/sas-go/sas/internal/sizing"
 	"github.com/sas-go/sas/internal/sqslimits"
 )
 
@@ -31,6 +32,12 @@ const (
 	// DefaultOwedRetry: a give-up's effects not sent by the run that gave
 	// up are re-sent by the first sweep at least this long after it.
 	DefaultOwedRetry = 30 * time.Second
+	// DefaultCompensateRecheck: a give-up's compensate request, once sent,
+	// stays owed until the compensation it asks for starts; if it has not
+	// by then, it is sent again this long after. It is the longest the
+	// request can live in the control queue before its dead-letter queue
+	// without a renewal (the scheduler renews it, so usually longer).
+	DefaultCompensateRecheck = sizing.SchedulerVisibility * sizing.MaxReceiveCount
 
 	// MaxDelay is the longest SQS message delay: the backoff cannot be longer,
 	// because the backoff is the retry message's delay.
@@ -76,6 +83,11 @@ type Config struct {
 	// OwedRetry is how long after a give-up a later sweep re-sends its alert
 	// and compensate request if they did not get out; then every sweep does.
 	OwedRetry time.Duration
+	// CompensateRecheck is how long after a give-up's compensate request
+	// went out it is sent again if the compensation it asks for has not
+	// started (docs/decisions.md, "A give-up's effects are owed until
+	// sent").
+	CompensateRecheck time.Duration
 
 	// BacklogQueueURLs are the queues that may hold a held step's request or
 	// reply; while one holds a message, a step past its deadline waits, up to
@@ -120,6 +132,7 @@ func (c Config) withDefaults() Config {
 	c.Budget = cmp.Or(c.Budget, DefaultBudget)
 	c.Actor = cmp.Or(c.Actor, DefaultActor)
 	c.OwedRetry = cmp.Or(c.OwedRetry, DefaultOwedRetry)
+	c.CompensateRecheck = cmp.Or(c.CompensateRecheck, DefaultCompensateRecheck)
 	c.WaitLimit = cmp.Or(c.WaitLimit, DefaultWaitLimit)
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -172,6 +185,9 @@ func (c Config) validate() error {
 	}
 	if c.PageSize < 1 || c.PageSize > MaxPageSize {
 		bad("PageSize", "%d is outside 1..%d", c.PageSize, MaxPageSize)
+	}
+	if c.CompensateRecheck < 0 {
+		bad("CompensateRecheck", "%s is negative", c.CompensateRecheck)
 	}
 	if c.OwedRetry < 0 {
 		bad("OwedRetry", "%s is negative", c.OwedRetry)

@@ -80,17 +80,28 @@ func (r *sweep) flush(out *effects) {
 	}
 }
 
-// settle clears what rec owed. A lost race means the record moved on (the
-// scheduler's compensation claim, which settles it too) or another
-// supervisor settled it: nothing is left owed either way.
+// settle clears what rec owed once it all went out, or, when that was a
+// compensate request, leaves it owed until the compensation it asks for
+// starts: the scheduler settles it then (its claim, or its Settle when
+// nothing is left to claim), and a later sweep sends it again at
+// CompensateRecheck if it has not (a request dead-lettered in an outage;
+// issue 29, N6). A lost race means the record moved on (the scheduler's
+// compensation claim, which settles it too) or another supervisor settled
+// it: nothing is left owed either way.
 func (r *sweep) settle(rec sas.StepRecord, state sas.ProcessState) {
-	_, err := r.s.cfg.Store.Settle(r.ctx, sas.SettleParams{Key: rec.Key(), State: rec.ProcessState, Attempt: rec.Attempt})
+	p := sas.SettleParams{Key: rec.Key(), State: rec.ProcessState, Attempt: rec.Attempt}
+	if rec.OwesCompensate() {
+		p.Recheck, p.OwedAt = r.s.cfg.Clock.Now().Add(r.s.cfg.CompensateRecheck), rec.OwedAt
+	}
+	_, err := r.s.cfg.Store.Settle(r.ctx, p)
 	switch {
+	case err == nil && !p.Recheck.IsZero():
+		r.rep.Awaiting++
 	case err == nil:
 		r.rep.Settled++
 	case errors.Is(err, sas.ErrLostRace):
 		r.rep.LostRaces++
-		r.s.cfg.Logger.LogAttrs(r.ctx, slog.LevelDebug, "settle lost the race", stepAttrs(rec, slog.String("error", err.Error()))...)
+		r.s.cfg.Logger.LogAttrs(r.ctx, slog.LevelDebug, "settle lost the race", stepAttrs(rec, slog.String("err", err.Error()))...)
 	default:
 		// Sent but not settled: a later sweep sends it again, with the same
 		// alert id and the same compensate request.

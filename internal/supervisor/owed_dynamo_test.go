@@ -53,13 +53,18 @@ func TestGiveUpEffectsSurviveACrashOnDynamoDB(t *testing.T) {
 	// killed run's give-up is not yet due for a re-send.
 	rep := runOnce(t, sup())
 	require.Equal(t, 1, rep.GaveUp)
-	require.Equal(t, 1, rep.Settled)
+	require.Equal(t, 1, rep.Awaiting)
 	require.Len(t, e.alerts.Alerts(), 1)
 
 	e.clock.Advance(DefaultOwedRetry)
 	rep = runOnce(t, sup())
 	require.Equal(t, 1, rep.Redriven)
-	require.Equal(t, 1, rep.Settled)
+	require.Equal(t, 1, rep.Awaiting)
+	// The scheduler starts both compensations: it settles both give-ups.
+	for _, id := range []string{"o-d1", "o-d2"} {
+		_, err := ds.Settle(t.Context(), sas.SettleParams{Key: key(id, 0), State: sas.Error, Attempt: 1})
+		require.NoError(t, err)
+	}
 	e.clock.Advance(time.Hour)
 	require.Zero(t, runOnce(t, sup()).Redriven)
 

@@ -125,7 +125,13 @@ func TestGiveUpEffectsSurviveACrashAtEveryPoint(t *testing.T) {
 			e.clock.Advance(time.Second)
 			rep := runOnce(t, sup())
 			require.Equal(t, 1, rep.Redriven, "another instance re-sends what is owed")
-			require.Equal(t, 1, rep.Settled)
+			require.Equal(t, 1, rep.Awaiting, "sent: the compensate request waits for the compensation it asks for")
+			require.Zero(t, rep.Settled)
+			require.Equal(t, []sas.Effect{sas.EffectAlert, sas.EffectCompensate}, e.step(t, "o-c", 0).Owes)
+
+			// The scheduler starts the compensation and settles the give-up.
+			_, err := e.store.Settle(t.Context(), sas.SettleParams{Key: r.Key(), State: r.ProcessState, Attempt: r.Attempt})
+			require.NoError(t, err)
 			require.Empty(t, e.step(t, "o-c", 0).Owes)
 
 			e.clock.Advance(time.Hour)
@@ -149,6 +155,52 @@ func TestGiveUpEffectsSurviveACrashAtEveryPoint(t *testing.T) {
 			require.LessOrEqual(t, len(msgs), 2)
 		})
 	}
+}
+
+// TestAnUnansweredCompensateIsSentAgain (issue 29, N6): the supervisor's
+// compensate request is lost after it went out (dead-lettered in an outage
+// of the store, say). The give-up stays owed until the compensation starts,
+// so a sweep at CompensateRecheck sends the same request again, and keeps
+// doing so each recheck, never before; once the scheduler has started the
+// compensation (its claim settles the give-up), nothing more goes out.
+func TestAnUnansweredCompensateIsSentAgain(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	s := e.supervisor(t, func(c *Config) { c.MaxFailures = 1 })
+	e.submitClaimed(t, "o-n6", 1)
+	e.clock.Set(T0.Add(stepTimeout))
+	rep := runOnce(t, s)
+	require.Equal(t, 1, rep.Awaiting, "%+v", rep)
+	first := e.queue.take(t)
+	require.Len(t, first, 1)
+	require.Equal(t, sas.KindCompensate, first[0].Kind)
+	r := e.step(t, "o-n6", 0)
+	require.Equal(t, sas.Error, r.ProcessState)
+	require.True(t, r.OwesCompensate(), "sent, not yet answered")
+	// The request is lost: nobody ever handles it.
+
+	e.clock.Advance(DefaultCompensateRecheck - time.Second)
+	rep = runOnce(t, s)
+	require.Zero(t, rep.Redriven, "never before the recheck")
+	require.Empty(t, e.queue.take(t))
+
+	e.clock.Advance(time.Second)
+	rep = runOnce(t, s)
+	require.Equal(t, 1, rep.Redriven, "%+v", rep)
+	require.Equal(t, 1, rep.Awaiting)
+	again := e.queue.take(t)
+	require.Equal(t, first, again, "the same request again")
+	alerts := e.alerts.Alerts()
+	require.Len(t, alerts, 2)
+	require.Equal(t, alerts[0].ID, alerts[1].ID, "its alert repeats under its one id")
+
+	// Answered: the scheduler's compensation claim settles the give-up.
+	_, err := e.store.Settle(t.Context(), sas.SettleParams{Key: r.Key(), State: sas.Error, Attempt: r.Attempt})
+	require.NoError(t, err)
+	e.clock.Advance(24 * time.Hour)
+	rep = runOnce(t, s)
+	require.Zero(t, rep.Redriven)
+	require.Empty(t, e.queue.take(t))
 }
 
 // TestFailedAlertHoldsTheCompensationBack: the alert goes before the

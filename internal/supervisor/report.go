@@ -69,6 +69,11 @@ type Report struct {
 	Redriven int `json:"redriven"`
 	Settled  int `json:"settled"`
 	Owed     int `json:"owed"`
+	// Awaiting counts give-ups whose alert and compensate request went out
+	// this run: the request stays owed until the compensation it asks for
+	// starts (the scheduler settles it), and is sent again at
+	// Config.CompensateRecheck if it has not.
+	Awaiting int `json:"awaiting"`
 	// OwedOldestAge is how long ago the oldest give-up among those the
 	// run left owed was made (its UpdatedAt, which stays while it owes);
 	// zero when the run left nothing owed.
@@ -126,6 +131,7 @@ func (r Report) log(ctx context.Context, logger *slog.Logger) {
 		slog.Int("alertFailures", r.AlertFailures),
 		slog.Float64("oldestStuckAgeSeconds", r.OldestStuckAge.Seconds()),
 		slog.Int("owed", r.Owed),
+		slog.Int("awaiting", r.Awaiting),
 		slog.Float64("owedOldestAgeSeconds", r.OwedOldestAge.Seconds()),
 		slog.Int("readRequests", r.Reads.Requests),
 		slog.Int("itemsRead", r.Reads.ItemsRead),

@@ -120,7 +120,7 @@ func (s *Supervisor) publish(rep Report) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if _, err := s.cfg.Metrics.Write(rep.emf()); err != nil {
-		s.cfg.Logger.Warn("writing the metrics line", slog.String("error", err.Error()))
+		s.cfg.Logger.Warn("writing the metrics line", slog.String("err", err.Error()))
 	}
 }
 
@@ -191,11 +191,11 @@ func (r *sweep) readLimits(rec sas.StepRecord) (steps []sas.StepLimits, ok bool)
 	if err != nil {
 		if !errors.Is(err, sas.ErrNotFound) {
 			cfg.Logger.LogAttrs(r.ctx, slog.LevelWarn, "reading the order for its step limits; the step is left to a later sweep",
-				stepAttrs(rec, slog.String("error", err.Error()))...)
+				stepAttrs(rec, slog.String("err", err.Error()))...)
 			return nil, false
 		}
 		cfg.Logger.LogAttrs(r.ctx, slog.LevelWarn, "reading the order for its step limits; using the deployed limits",
-			stepAttrs(rec, slog.String("error", err.Error()))...)
+			stepAttrs(rec, slog.String("err", err.Error()))...)
 		return nil, true
 	}
 	if r.traces == nil {
@@ -205,7 +205,7 @@ func (r *sweep) readLimits(rec sas.StepRecord) (steps []sas.StepLimits, ok bool)
 	w, _, err := r.s.defs.Get(r.ctx, v.Order.Workflow, v.Order.Version)
 	if err != nil {
 		attrs := stepAttrs(rec, slog.String("workflow", v.Order.Workflow), slog.String("version", v.Order.Version),
-			slog.String("error", err.Error()))
+			slog.String("err", err.Error()))
 		if !errors.Is(err, sas.ErrNotFound) {
 			cfg.Logger.LogAttrs(r.ctx, slog.LevelWarn, "finding the definition the order runs on; the step is left to a later sweep", attrs...)
 			return nil, false
@@ -449,7 +449,7 @@ func (r *sweep) writeFailed(rec sas.StepRecord, op string, err error) {
 		// scheduler claimed the step: the fenced write changed nothing.
 		r.rep.LostRaces++
 		r.rep.count(rec.ProcessState, func(c *StateCounts) { c.LostRaces++ })
-		r.s.cfg.Logger.LogAttrs(r.ctx, slog.LevelDebug, "lost the race for step", stepAttrs(rec, slog.String("error", err.Error()))...)
+		r.s.cfg.Logger.LogAttrs(r.ctx, slog.LevelDebug, "lost the race for step", stepAttrs(rec, slog.String("err", err.Error()))...)
 		return
 	}
 	r.fail(rec.ProcessState, fmt.Errorf("%s step %s: %w", op, rec.Key(), err))
@@ -459,7 +459,7 @@ func (r *sweep) writeFailed(rec sas.StepRecord, op string, err error) {
 func (r *sweep) fail(state sas.ProcessState, err error) {
 	r.rep.Errors++
 	r.rep.count(state, func(c *StateCounts) { c.Errors++ })
-	r.s.cfg.Logger.LogAttrs(r.ctx, slog.LevelError, "supervisor error", slog.String("state", string(state)), slog.String("error", err.Error()))
+	r.s.cfg.Logger.LogAttrs(r.ctx, slog.LevelError, "supervisor error", slog.String("state", string(state)), slog.String("err", err.Error()))
 	if len(r.errs) < maxReportedErrors {
 		r.errs = append(r.errs, err)
 	}
@@ -478,7 +478,7 @@ func (r *sweep) err() error {
 
 func stepAttrs(rec sas.StepRecord, more ...slog.Attr) []slog.Attr {
 	return append([]slog.Attr{
-		slog.String("orderId", rec.OrderID),
+		slog.String("order", rec.OrderID),
 		slog.Int("step", rec.Step),
 		slog.String("stepName", rec.StepName),
 		slog.String("state", string(rec.ProcessState)),

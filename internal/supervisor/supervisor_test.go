@@ -170,8 +170,9 @@ func TestThresholdGivesUpAlertsAndCompensates(t *testing.T) {
 		OrderID: "o-t", Step: 0, StepName: "step0", State: sas.Error, Reason: r.LastError,
 		Attempts: 2, Failures: 3, At: e.clock.Now(), Source: "supervisor", ID: "o-t/0/Error/2",
 	}, al[0])
-	require.Equal(t, 1, rep.Settled, "both went out: nothing is owed")
-	require.Empty(t, e.step(t, "o-t", 0).Owes)
+	require.Equal(t, 1, rep.Awaiting, "both went out: the compensate request waits for the compensation it asks for")
+	require.Zero(t, rep.Settled)
+	require.Equal(t, e.clock.Now().Add(DefaultCompensateRecheck), e.step(t, "o-t", 0).OwedAt)
 
 	msgs = e.queue.take(t)
 	require.Len(t, msgs, 1, "a compensate request, and no retry")

@@ -424,7 +424,12 @@ func (m *machine) writes() map[string]func(*rapid.T) op {
 			k := m.key(t, sas.Error, sas.CompensationFailed)
 			r := m.seen(t, k)
 			p := sas.SettleParams{Key: k, State: r.ProcessState, Attempt: r.Attempt}
-			return op{name: "Settle", desc: fmt.Sprintf("%s state=%s attempt=%d", k, p.State, p.Attempt), orders: []string{k.OrderID},
+			if rapid.Bool().Draw(t, "recheck") {
+				// The supervisor's write once a compensate went out: still
+				// owed, due again later (fenced on the due time as read).
+				p.OwedAt, p.Recheck = r.OwedAt, m.now.Add(15*time.Minute)
+			}
+			return op{name: "Settle", desc: fmt.Sprintf("%s state=%s attempt=%d recheck=%v", k, p.State, p.Attempt, !p.Recheck.IsZero()), orders: []string{k.OrderID},
 				apply: func(s sas.StateStore, _ int) (any, error) {
 					return one(func() (sas.StepRecord, error) { return s.Settle(ctx, p) })
 				}}

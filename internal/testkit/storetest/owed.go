@@ -79,6 +79,49 @@ func testGiveUpOwes(t *testing.T, h Harness) {
 	requireListed(t, s, sas.Error, key("o-owe", 1))
 }
 
+// testSettleRecheck: a settle with Recheck (the supervisor's write once a
+// give-up's compensate request went out) keeps everything owed and moves
+// only when it is due again, fenced like a settle; the full settle (the
+// scheduler's, once the compensation started) then clears it (issue 29, N6).
+func testSettleRecheck(t *testing.T, h Harness) {
+	f := h.New(t)
+	s := f.Store
+	now := at(2 * time.Minute)
+	r := giveUpSecond(t, s, "o-rck", now, now)
+	k := key("o-rck", 1)
+	recheck := now.Add(15 * time.Minute)
+	_, err := s.Settle(ctx, sas.SettleParams{Key: k, State: sas.Error, Attempt: 2, Recheck: recheck, OwedAt: now})
+	requireRace(t, err)
+	_, err = s.Settle(ctx, sas.SettleParams{Key: k, State: sas.Error, Attempt: 1, Recheck: recheck, OwedAt: now.Add(time.Second)})
+	requireRace(t, err) // read at another due time
+	moved, err := s.Settle(ctx, sas.SettleParams{Key: k, State: sas.Error, Attempt: 1, Recheck: recheck, OwedAt: now})
+	require.NoError(t, err)
+	_, err = s.Settle(ctx, sas.SettleParams{Key: k, State: sas.Error, Attempt: 1, Recheck: recheck, OwedAt: now})
+	requireRace(t, err) // the same write again (its answer lost) moves nothing
+	require.Equal(t, r.Owes, moved.Owes, "still owed")
+	require.Equal(t, recheck, moved.OwedAt)
+	require.Equal(t, r.UpdatedAt, moved.UpdatedAt, "no transition")
+	require.Len(t, moved.History, len(r.History))
+
+	due, err := s.FindOwed(ctx, sas.FindOwedParams{Now: recheck.Add(-time.Millisecond)})
+	require.NoError(t, err)
+	require.Empty(t, due.Records, "not due before the recheck")
+	due, err = s.FindOwed(ctx, sas.FindOwedParams{Now: recheck})
+	require.NoError(t, err)
+	require.Len(t, due.Records, 1)
+	require.Equal(t, r.Owes, due.Records[0].Owes)
+	requireListed(t, s, sas.Error, k)
+
+	settled, err := s.Settle(ctx, sas.SettleParams{Key: k, State: sas.Error, Attempt: 1})
+	require.NoError(t, err)
+	require.Empty(t, settled.Owes)
+	_, err = s.Settle(ctx, sas.SettleParams{Key: k, State: sas.Error, Attempt: 1, Recheck: recheck.Add(time.Hour), OwedAt: recheck})
+	requireRace(t, err) // settled: nothing left to defer
+	due, err = s.FindOwed(ctx, sas.FindOwedParams{Now: recheck.Add(time.Hour)})
+	require.NoError(t, err)
+	require.Empty(t, due.Records)
+}
+
 // testCompensationClaimSettlesOwed: the scheduler's compensation claim of
 // the given-up step is what the owed request asked for: it clears what is
 // owed and puts the record in the Compensating partition, where the

@@ -89,6 +89,7 @@ func Run(t *testing.T, h Harness) {
 		// a give-up's owed effects (owed.go)
 		{"GiveUpOwesItsEffects", testGiveUpOwes},
 		{"CompensationClaimSettlesOwed", testCompensationClaimSettlesOwed},
+		{"SettleRecheckKeepsItOwed", testSettleRecheck},
 		{"UndoGiveUpOwesAlertOnly", testUndoGiveUpOwesAlertOnly},
 		{"OwedSweepCost", testOwedSweepCost},
 
