@@ -234,7 +234,7 @@ func (s *Server) runTargets(w http.ResponseWriter, r *http.Request, action strin
 				done(t.Order, s.cfg.App.CompensateOrder(ctx, t.Order, reason))
 			case "cancel":
 				said, err := s.cfg.App.CancelOrder(ctx, t.Order, reason)
-				s.cfg.Logger.Info("console: cancel", "order", t.Order, "actor", s.cfg.App.Actor, "said", said, "error", err)
+				s.cfg.Logger.Info("console: cancel", "order", t.Order, "actor", s.cfg.App.Actor, "said", said, "err", err)
 				done(t.Order, err)
 			}
 		}

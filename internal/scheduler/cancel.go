@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -34,7 +35,9 @@ func (s *Service) Cancel(ctx context.Context, from Origin, m sas.Cancel) error {
 // does (a submitter's message is held to intake's rules).
 func decodeCancel(body []byte) (sas.Cancel, error) {
 	var m sas.Cancel
-	if err := json.Unmarshal(body, &m); err != nil {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&m); err != nil {
 		return m, &sas.ValidationError{Reason: "malformed cancel message: " + err.Error()}
 	}
 	switch {
@@ -64,7 +67,7 @@ func (s *Service) cancel(ctx context.Context, u *outbox.Unit, from Origin, m sas
 		submitter := sas.SubmitterOf(from.SenderID)
 		if o.ord.Submitter != submitter {
 			s.log.WarnContext(ctx, "cancel refused: the order is another submitter's", "order", m.OrderID,
-				"submitter", submitter, "owner", o.ord.Submitter)
+				"submitter", submitter, "ownedBy", o.ord.Submitter)
 			return drop(nil, "cancel of order %s from %q: the order is not its own", m.OrderID, submitter)
 		}
 		who = "submitter:" + submitter
@@ -148,7 +151,7 @@ func (s *Service) turnAway(ctx context.Context, u *outbox.Unit, o order, r sas.S
 		got, err = own, nil
 	}
 	if errors.Is(err, sas.ErrLostRace) {
-		s.log.InfoContext(ctx, "cancelled step moved meanwhile: left to whoever moved it", "order", o.id(), "step", r.Step, "error", err)
+		s.log.InfoContext(ctx, "cancelled step moved meanwhile: left to whoever moved it", "order", o.id(), "step", r.Step, "err", err)
 		return nil
 	}
 	if err != nil {
