@@ -76,7 +76,7 @@ func (s *Service) cancel(ctx context.Context, u *outbox.Unit, from Origin, m sas
 		}
 	}
 	now := s.cfg.Clock.Now()
-	s.log.InfoContext(ctx, "cancel requested", "order", m.OrderID, "actor", who, "declaredActor", m.Actor, "reason", m.Reason)
+	s.log.InfoContext(ctx, "cancel requested", "order", m.OrderID, "requestedBy", who, "declaredActor", m.Actor, "reason", m.Reason)
 	for tries := 1; ; tries++ {
 		target, err := sas.CancelTarget(sas.OrderView{Order: o.ord, Steps: o.steps})
 		if errors.Is(err, sas.ErrNotRunning) {
