@@ -186,7 +186,7 @@ func TestDocumentedRetryLayers(t *testing.T) {
 	b, err := os.ReadFile(filepath.Join(root(t), "docs", "agents.md"))
 	require.NoError(t, err)
 	doc := string(b)
-	require.Contains(t, doc, fmt.Sprintf("agent.HTTPOptions.Tries, default %d", httpcall.DefaultMaxAttempts))
+	require.Contains(t, doc, fmt.Sprintf("agent.HTTPOptions.Tries, default %d", httpcall.DefaultMaxTries))
 	require.Contains(t, doc, fmt.Sprintf("agent.Tries, default %d", agent.DefaultTries))
 	require.Contains(t, doc, fmt.Sprintf("maximumAttempts, default %d", sas.DefaultMaxAttempts))
 	require.Contains(t, doc, fmt.Sprintf("`MaxDeliveries` (%d)", agenthost.DefaultMaxDeliveries))
