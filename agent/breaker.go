@@ -18,7 +18,7 @@ import (
 // FailureRate of the runs. Open, it refuses runs for OpenFor, then lets one
 // probe through: a healthy probe closes it, an unhealthy one opens it again.
 // It is the HTTP client's breaker (one implementation), fed with runs
-// instead of HTTP tries; the same type configures both (HTTPOptions.Breaker),
+// instead of HTTP tries; the same type configures both (HTTPConfig.Breaker),
 // but an HTTP client's breaker cannot be turned off.
 //
 // A run is unhealthy when its Func fails transiently (any error but a
@@ -28,7 +28,7 @@ import (
 // (error "CircuitOpen"), and the scheduler's retry policy decides when the
 // step is tried again (docs/agents.md, "Circuit breaker"). The same rule as
 // the HTTP client's breaker (a rate, not a run of failures; see
-// HTTPOptions.Breaker), for calls the SDK cannot see into.
+// HTTPConfig.Breaker), for calls the SDK cannot see into.
 type BreakerConfig struct {
 	// FailureThreshold is the fewest unhealthy runs in the window that
 	// open the breaker. Default 5. Negative: no breaker.

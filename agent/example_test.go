@@ -106,7 +106,7 @@ func ExampleHTTP() {
 	}))
 	defer svc.Close()
 
-	client, err := agent.NewHTTPClient(agent.HTTPOptions{})
+	client, err := agent.NewHTTPClient(agent.HTTPConfig{})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -130,7 +130,7 @@ func ExampleHTTPClient_Do() {
 		_, _ = io.WriteString(w, `{"error":"card declined"}`)
 	}))
 	defer svc.Close()
-	client, err := agent.NewHTTPClient(agent.HTTPOptions{})
+	client, err := agent.NewHTTPClient(agent.HTTPConfig{})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -157,7 +157,7 @@ func ExampleHTTPClient_Do() {
 // A Lambda function's main: the agents it serves, and Start. The
 // environment says where the replies go (SAS_SCHEDULER_QUEUE_URL) and which
 // queues the function takes requests from (SAS_AGENT_QUEUE_URL,
-// SAS_AGENT_PRIORITY_QUEUE_URL). (Not run here: it needs Lambda.)
+// SAS_AGENT_PRIORITY_QUEUE_URL). Not run here: it needs Lambda.
 func ExampleStart() {
 	reserve := func(ctx context.Context, req agent.Request) (any, error) { return nil, nil }
 	cancel := func(ctx context.Context, req agent.Request) (any, error) { return nil, nil }

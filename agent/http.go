@@ -59,7 +59,7 @@ const (
 // Mistakes (a bad base URL or route, a nil client) are reported by the
 // agent's Err, and so by NewHandler.
 func HTTP(name, baseURL string, client HTTPDoer, routes ...Route) *Agent {
-	// The client has a breaker per endpoint (HTTPOptions.Breaker): one of
+	// The client has a breaker per endpoint (HTTPConfig.Breaker): one of
 	// the SDK's around it would count the same outage twice.
 	a := New(name, Breaker(BreakerConfig{FailureThreshold: -1}))
 	h := &httpStep{agent: name, base: baseURL, client: client, routes: map[string]compiledRoute{}}

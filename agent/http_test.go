@@ -59,7 +59,7 @@ func (s *service) received() []call {
 
 func newClient(t *testing.T) *agent.HTTPClient {
 	t.Helper()
-	c, err := agent.NewHTTPClient(agent.HTTPOptions{Backoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond, SafetyMargin: 10 * time.Millisecond})
+	c, err := agent.NewHTTPClient(agent.HTTPConfig{Backoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond, SafetyMargin: 10 * time.Millisecond})
 	require.NoError(t, err)
 	return c
 }
@@ -149,7 +149,7 @@ func TestHTTPAgentClassifiesAnswers(t *testing.T) {
 		w.WriteHeader(http.StatusServiceUnavailable)
 	})
 	f := newFixture(t)
-	client, err := agent.NewHTTPClient(agent.HTTPOptions{Tries: 2, Backoff: time.Millisecond, SafetyMargin: 10 * time.Millisecond})
+	client, err := agent.NewHTTPClient(agent.HTTPConfig{Tries: 2, Backoff: time.Millisecond, SafetyMargin: 10 * time.Millisecond})
 	require.NoError(t, err)
 	a := agent.HTTP("flights", svc.srv.URL, client)
 	resp := f.handle(wallHandler(t, f, a), event(wallRequest("o-declined"), wallRequest("o-down")))
@@ -221,7 +221,7 @@ func TestHTTPClient(t *testing.T) {
 		}
 		w.WriteHeader(http.StatusBadGateway)
 	})
-	client, err := agent.NewHTTPClient(agent.HTTPOptions{Tries: 1, SafetyMargin: time.Millisecond,
+	client, err := agent.NewHTTPClient(agent.HTTPConfig{Tries: 1, SafetyMargin: time.Millisecond,
 		Breaker: agent.BreakerConfig{FailureThreshold: 2, FailureRate: 0.5, OpenFor: time.Minute}})
 	require.NoError(t, err)
 

@@ -12,12 +12,12 @@ import (
 )
 
 // DefaultAttemptTimeout bounds one try of an HTTPClient call unless
-// HTTPOptions.AttemptTimeout says otherwise.
+// HTTPConfig.AttemptTimeout says otherwise.
 const DefaultAttemptTimeout = 10 * time.Second
 
-// HTTPOptions configures an HTTPClient. Zero fields take the defaults;
+// HTTPConfig configures an HTTPClient. Zero fields take the defaults;
 // negative ones are refused.
-type HTTPOptions struct {
+type HTTPConfig struct {
 	// Tries bounds the tries of one call, the first included (default 5).
 	Tries int
 	// Backoff and MaxBackoff shape the wait before the n-th retry: drawn
@@ -112,7 +112,13 @@ type HTTPClient struct {
 var _ HTTPDoer = (*HTTPClient)(nil)
 
 // NewHTTPClient checks o and returns a client.
-func NewHTTPClient(o HTTPOptions) (*HTTPClient, error) {
+// HTTPOptions is the old name of HTTPConfig.
+//
+// Deprecated: use HTTPConfig; the package names every configuration
+// Config.
+type HTTPOptions = HTTPConfig
+
+func NewHTTPClient(o HTTPConfig) (*HTTPClient, error) {
 	if o.AttemptTimeout == 0 {
 		o.AttemptTimeout = DefaultAttemptTimeout
 	}

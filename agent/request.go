@@ -56,7 +56,7 @@ type Request struct {
 	// Tries is how many times the agent may run the step's Func for this
 	// attempt (the step's retry.attempts in its workflow definition); 0:
 	// the agent's own (Tries, DefaultTries). An HTTPClient's tries of one
-	// call are the client's own (HTTPOptions).
+	// call are the client's own (HTTPConfig).
 	Tries int
 
 	// Results are what the steps before this one returned, by step name

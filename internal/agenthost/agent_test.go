@@ -91,7 +91,7 @@ func TestHangSendsNothingAndLeavesForRedelivery(t *testing.T) {
 		faults: script("order-4:0", remotesim.ScriptStep{Fault: remotesim.FaultHang}),
 		// Each try gives up after 50ms of real time; the fake clock moves
 		// only through the backoff sleeps.
-		client: agent.HTTPOptions{AttemptTimeout: 50 * time.Millisecond, Tries: 3},
+		client: agent.HTTPConfig{AttemptTimeout: 50 * time.Millisecond, Tries: 3},
 	})
 
 	resp := r.handle(event(request("order-4")))
@@ -280,7 +280,7 @@ func TestCircuitOpenMakesNoCallAndNoReply(t *testing.T) {
 		faults: remotesim.Faults{Scripts: []remotesim.Script{
 			{OrderID: "order-12a", Plan: []remotesim.ScriptStep{{Fault: remotesim.FaultTransient}}},
 		}},
-		client: agent.HTTPOptions{Tries: 2, Breaker: agent.BreakerConfig{FailureThreshold: 2, OpenFor: time.Minute}},
+		client: agent.HTTPConfig{Tries: 2, Breaker: agent.BreakerConfig{FailureThreshold: 2, OpenFor: time.Minute}},
 	})
 
 	// Two 503s in a row open the breaker; the step runs out of tries.
@@ -312,7 +312,7 @@ func TestCircuitOpenReportsTheAttemptFailedAtOnce(t *testing.T) {
 			calls.Add(1)
 			w.WriteHeader(http.StatusServiceUnavailable)
 		}),
-		client: agent.HTTPOptions{Tries: 3, Breaker: agent.BreakerConfig{FailureThreshold: 3, OpenFor: time.Minute}},
+		client: agent.HTTPConfig{Tries: 3, Breaker: agent.BreakerConfig{FailureThreshold: 3, OpenFor: time.Minute}},
 	})
 	reportsTransient := func(q *sas.AgentRequest) { q.TransientOutcome = true }
 	long := timeout(10 * time.Minute) // the cool-down fits many times

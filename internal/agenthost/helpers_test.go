@@ -43,7 +43,7 @@ type rig struct {
 
 type rigOptions struct {
 	faults    remotesim.Faults
-	client    agent.HTTPOptions // Clock and Client are filled in
+	client    agent.HTTPConfig // Clock and Client are filled in
 	sendFault func(queueURL string, m sas.OutboundMessage) *sas.SendFailure
 	realClock bool
 	// remote, when set, answers the agent's calls instead of the simulator

@@ -328,7 +328,7 @@ func TestNoOutcomeComesBackSoonThenIsHandedToTheSupervisor(t *testing.T) {
 	t.Parallel()
 	r := newRig(t, rigOptions{
 		faults: script("order-dl:0", remotesim.ScriptStep{Fault: remotesim.FaultTransient}),
-		client: agent.HTTPOptions{Tries: 1},
+		client: agent.HTTPConfig{Tries: 1},
 	})
 	q, err := r.queue.CreateQueue(t.Context(), sas.CreateQueueParams{
 		Name: "agent", MaxReceiveCount: 3, Attributes: map[string]string{"VisibilityTimeout": "270"},

@@ -95,5 +95,5 @@ func (s System) BuiltinAgent(d builtinagent.Deps, h Hosting) (*agent.Handler, er
 // at most BuiltinAttemptTimeout, bodies of at most
 // agenthost.MaxResponseBytes, the SDK's defaults otherwise.
 func BuiltinClient() (*agent.HTTPClient, error) {
-	return agent.NewHTTPClient(agent.HTTPOptions{AttemptTimeout: BuiltinAttemptTimeout, MaxResponseBytes: agenthost.MaxResponseBytes})
+	return agent.NewHTTPClient(agent.HTTPConfig{AttemptTimeout: BuiltinAttemptTimeout, MaxResponseBytes: agenthost.MaxResponseBytes})
 }

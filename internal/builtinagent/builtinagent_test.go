@@ -14,7 +14,7 @@ import (
 
 func TestAgentNeedsItsEnvironment(t *testing.T) {
 	t.Parallel()
-	client, err := agent.NewHTTPClient(agent.HTTPOptions{})
+	client, err := agent.NewHTTPClient(agent.HTTPConfig{})
 	require.NoError(t, err)
 	d := builtinagent.Deps{Client: client, AllowHTTP: true}
 	for name, cfg := range map[string]config.Config{
@@ -43,7 +43,7 @@ func TestAgentNeedsItsEnvironment(t *testing.T) {
 // names has no routes: it serves the requests that carry their action.
 func TestAgentNameAndBaseURL(t *testing.T) {
 	t.Parallel()
-	client, err := agent.NewHTTPClient(agent.HTTPOptions{})
+	client, err := agent.NewHTTPClient(agent.HTTPConfig{})
 	require.NoError(t, err)
 	cfg := config.Config{PaymentsURL: "http://127.0.0.1:1", StepTimeout: time.Minute}
 	a, err := builtinagent.Agent(cfg, builtinagent.Deps{Client: client, Name: "flights", BaseURL: "https://127.0.0.1:2/api"})

@@ -49,7 +49,7 @@ func TestRejectStatusesFromTheEnvironment(t *testing.T) {
 		_, _ = w.Write([]byte(`{"message":"malformed amount"}`))
 	}))
 	t.Cleanup(srv.Close)
-	client, err := agent.NewHTTPClient(agent.HTTPOptions{})
+	client, err := agent.NewHTTPClient(agent.HTTPConfig{})
 	require.NoError(t, err)
 	a, err := builtinagent.Agent(config.Config{PaymentsURL: srv.URL, StepTimeout: time.Minute},
 		builtinagent.Deps{Client: client, AllowHTTP: true, RejectStatuses: d.RejectStatuses})

@@ -315,7 +315,7 @@ func TestCallsGoThroughTheSDKsHTTPClient(t *testing.T) {
 		_, _ = w.Write([]byte(`{"ok":true}`))
 	}))
 	t.Cleanup(srv.Close)
-	client, err := agent.NewHTTPClient(agent.HTTPOptions{})
+	client, err := agent.NewHTTPClient(agent.HTTPConfig{})
 	require.NoError(t, err)
 	a, err := builtinagent.Agent(refCfg, builtinagent.Deps{Client: client, BaseURL: srv.URL, AllowHTTP: true,
 		Auth: &builtinagent.Auth{Header: "X-Api-Key", Value: "k-123"}})

@@ -2,7 +2,6 @@ package dynamostore
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -27,18 +26,18 @@ func (st *Store) claimWithSiblings(ctx context.Context, p sas.ClaimParams) (sas.
 	}
 	_, err := st.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
 	if err != nil {
-		var tce *types.TransactionCanceledException
-		if errors.As(err, &tce) && len(tce.CancellationReasons) == len(items) {
-			// The claimed step's own fence first, as the memory store
-			// checks it first.
-			for i, r := range tce.CancellationReasons {
-				if aws.ToString(r.Code) == "ConditionalCheckFailed" {
-					return sas.StepRecord{}, fmt.Errorf("claiming step %s: %w", p.Key, raceFromItem("claim", keys[i], r.Item))
-				}
-			}
-			return sas.StepRecord{}, fmt.Errorf("claiming step %s: %w", p.Key, notMade(tce))
+		// The claimed step's own fence first, as the memory store checks
+		// it first.
+		i, item, notMadeErr, ok := cancelled(err, len(items))
+		switch {
+		case !ok:
+			err = translate(err)
+		case i >= 0:
+			err = raceFromItem("claim", keys[i], item)
+		default:
+			err = notMadeErr
 		}
-		return sas.StepRecord{}, fmt.Errorf("claiming step %s: %w", p.Key, translate(err))
+		return sas.StepRecord{}, fmt.Errorf("claiming step %s: %w", p.Key, err)
 	}
 	// A transaction returns no item: read the claim back.
 	r, err := st.GetStep(ctx, p.Key)

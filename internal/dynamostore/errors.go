@@ -46,6 +46,26 @@ func notMade(tce *types.TransactionCanceledException) error {
 	return errors.New(reasons(tce))
 }
 
+// cancelled reads a TransactWriteItems error: for a cancellation with one
+// reason per item (items, or any number when items is 0), the index of the
+// first item whose condition failed and the item as it was (i -1: none
+// failed, and notMade is the error the cancellation stands for). ok is
+// false for any other error, which translate maps. Every transaction of the
+// store reads its failure here, so a conflict is never a lost race
+// (issue 29, N3).
+func cancelled(err error, items int) (i int, item map[string]av, notMadeErr error, ok bool) {
+	var tce *types.TransactionCanceledException
+	if !errors.As(err, &tce) || len(tce.CancellationReasons) == 0 || (items > 0 && len(tce.CancellationReasons) != items) {
+		return -1, nil, nil, false
+	}
+	for i, r := range tce.CancellationReasons {
+		if aws.ToString(r.Code) == "ConditionalCheckFailed" {
+			return i, r.Item, nil, true
+		}
+	}
+	return -1, nil, notMade(tce), true
+}
+
 func reasons(tce *types.TransactionCanceledException) string {
 	var out []string
 	for _, r := range tce.CancellationReasons {

@@ -70,7 +70,7 @@ func (st *Store) FindOwed(ctx context.Context, p sas.FindOwedParams) (sas.FindDu
 // the state's partition at the failure time (UpdatedAt, copied in place: no
 // read).
 func (st *Store) Settle(ctx context.Context, p sas.SettleParams) (sas.StepRecord, error) {
-	probe := sas.StepRecord{ProcessState: p.State, Attempt: p.Attempt, Owes: []sas.Effect{sas.EffectAlert}}
+	probe := sas.StepRecord{ProcessState: p.State, Attempt: p.Attempt, Owes: []sas.Effect{sas.EffectAlert}, OwedAt: p.OwedAt}
 	if _, err := sas.Settle(probe, p); err != nil {
 		return sas.StepRecord{}, fmt.Errorf("settling step %s: %w", p.Key, err)
 	}

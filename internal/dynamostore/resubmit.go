@@ -2,10 +2,8 @@ package dynamostore
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
@@ -38,27 +36,28 @@ func (st *Store) resubmitWrite(ctx context.Context, p sas.ResubmitParams, u upda
 		return st.update(ctx, "resubmitting", p.Key, u)
 	}
 	items := []types.TransactWriteItem{{Update: asTransactUpdate(u.input(st.cfg.StateTable, p.Key))}}
+	steps := []int{p.Key.Step}
 	for _, r := range view.Steps {
 		if r.Step == p.Key.Step {
 			continue
 		}
 		items = append(items, st.stillInState(r.Key(), r.ProcessState))
+		steps = append(steps, r.Step)
 	}
 	_, err := st.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
 	if err != nil {
-		var tce *types.TransactionCanceledException
-		if errors.As(err, &tce) && len(tce.CancellationReasons) > 0 {
-			if r := tce.CancellationReasons[0]; aws.ToString(r.Code) == "ConditionalCheckFailed" {
-				return sas.StepRecord{}, fmt.Errorf("resubmitting step %s: %w", p.Key, raceFromItem("resubmit", p.Key, r.Item))
-			}
-			for _, r := range tce.CancellationReasons[1:] {
-				if aws.ToString(r.Code) == "ConditionalCheckFailed" {
-					return sas.StepRecord{}, fmt.Errorf("resubmitting step %s: a sibling step changed meanwhile (%s): %w", p.Key, reasons(tce), sas.ErrLostRace)
-				}
-			}
-			return sas.StepRecord{}, fmt.Errorf("resubmitting step %s: %w", p.Key, notMade(tce))
+		i, item, notMadeErr, ok := cancelled(err, 0)
+		switch {
+		case !ok:
+			err = translate(err)
+		case i == 0:
+			err = raceFromItem("resubmit", p.Key, item)
+		case i > 0:
+			err = fmt.Errorf("a sibling step changed meanwhile (step %d): %w", steps[i], sas.ErrLostRace)
+		default:
+			err = notMadeErr
 		}
-		return sas.StepRecord{}, fmt.Errorf("resubmitting step %s: %w", p.Key, translate(err))
+		return sas.StepRecord{}, fmt.Errorf("resubmitting step %s: %w", p.Key, err)
 	}
 	// A transaction returns no item: read the step back (operator path).
 	r, err := st.GetStep(ctx, p.Key)

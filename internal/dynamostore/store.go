@@ -104,12 +104,12 @@ func (st *Store) Submit(ctx context.Context, p sas.SubmitParams) (sas.SubmitResu
 	if err == nil {
 		return sas.SubmitResult{Created: true, View: written(items)}, nil
 	}
-	var tce *types.TransactionCanceledException
-	if !errors.As(err, &tce) || len(tce.CancellationReasons) == 0 {
+	i, item, notMadeErr, ok := cancelled(err, 0)
+	if !ok {
 		return sas.SubmitResult{}, fmt.Errorf("submitting order %s: %w", o.OrderID, translate(err))
 	}
-	if r := tce.CancellationReasons[0]; aws.ToString(r.Code) == "ConditionalCheckFailed" {
-		_, hash, derr := decodeOrder(r.Item)
+	if i == 0 {
+		_, hash, derr := decodeOrder(item)
 		if derr == nil && hash != "" && !o.SameContent(hash) {
 			return sas.SubmitResult{}, fmt.Errorf("submitting order %s: %w", o.OrderID, sas.ErrOrderConflict)
 		}
@@ -119,9 +119,14 @@ func (st *Store) Submit(ctx context.Context, p sas.SubmitParams) (sas.SubmitResu
 		}
 		return sas.SubmitResult{Created: false, View: view}, nil
 	}
+	if i > 0 {
+		// The step records are put only with the order: one without it
+		// is no state this store writes.
+		return sas.SubmitResult{}, fmt.Errorf("submitting order %s: a step record exists without its order", o.OrderID)
+	}
 	// A concurrent submission of the same order (TransactionConflict) and the
 	// like: the caller retries, and the retry takes the branch above.
-	return sas.SubmitResult{}, fmt.Errorf("submitting order %s: %w", o.OrderID, notMade(tce))
+	return sas.SubmitResult{}, fmt.Errorf("submitting order %s: %w", o.OrderID, notMadeErr)
 }
 
 // written is the order a submission wrote, decoded from its items, so that
@@ -214,20 +219,18 @@ func (st *Store) Complete(ctx context.Context, p sas.CompleteParams) ([]sas.Step
 		{Update: asTransactUpdate(st.claimExpr(*p.Next).input(st.cfg.StateTable, p.Next.Key))},
 	}})
 	if err != nil {
-		var tce *types.TransactionCanceledException
-		if errors.As(err, &tce) && len(tce.CancellationReasons) == 2 {
-			for i, r := range tce.CancellationReasons {
-				if aws.ToString(r.Code) == "ConditionalCheckFailed" {
-					op, k := "completing", p.Key
-					if i == 1 {
-						op, k = "claiming next", p.Next.Key
-					}
-					return nil, fmt.Errorf("%s step %s: %w", op, k, raceFromItem(op, k, r.Item))
-				}
+		i, item, notMadeErr, ok := cancelled(err, 2)
+		switch {
+		case !ok:
+			return nil, fmt.Errorf("completing step %s: %w", p.Key, translate(err))
+		case i >= 0:
+			op, k := "completing", p.Key
+			if i == 1 {
+				op, k = "claiming next", p.Next.Key
 			}
-			return nil, fmt.Errorf("completing step %s: %w", p.Key, notMade(tce))
+			return nil, fmt.Errorf("%s step %s: %w", op, k, raceFromItem(op, k, item))
 		}
-		return nil, fmt.Errorf("completing step %s: %w", p.Key, translate(err))
+		return nil, fmt.Errorf("completing step %s: %w", p.Key, notMadeErr)
 	}
 	// A transaction returns no items, and a record rebuilt from what the
 	// write set loses what it did not set (a chained undo went out without

@@ -205,7 +205,7 @@ func (s *System) buildActors(reg sas.Registry) (schedulers []*scheduler.Handler,
 		schedulers = append(schedulers, scheduler.NewHandler(svc))
 		// By default a try may take at most a third of the step's time, so a
 		// hung call leaves room to retry within the deadline.
-		client, err := sdk.NewHTTPClient(sdk.HTTPOptions{AttemptTimeout: s.Opts.AttemptTimeout, MaxResponseBytes: agenthost.MaxResponseBytes, Backoff: 50 * time.Millisecond, MaxBackoff: time.Second, SafetyMargin: 200 * time.Millisecond, Breaker: s.Opts.Breaker})
+		client, err := sdk.NewHTTPClient(sdk.HTTPConfig{AttemptTimeout: s.Opts.AttemptTimeout, MaxResponseBytes: agenthost.MaxResponseBytes, Backoff: 50 * time.Millisecond, MaxBackoff: time.Second, SafetyMargin: 200 * time.Millisecond, Breaker: s.Opts.Breaker})
 		if err != nil {
 			return nil, nil, err
 		}

@@ -132,7 +132,7 @@ func newCostRun(t *testing.T, batched bool) *costRun {
 	t.Cleanup(sys.Close)
 	r := &costRun{t: t, ctx: ctx, sys: sys, counter: counter, invocations: map[string]int{}, receives: map[string]int{}}
 	if batched {
-		client, err := sdk.NewHTTPClient(sdk.HTTPOptions{AttemptTimeout: time.Second, Backoff: 50 * time.Millisecond, MaxBackoff: time.Second})
+		client, err := sdk.NewHTTPClient(sdk.HTTPConfig{AttemptTimeout: time.Second, Backoff: 50 * time.Millisecond, MaxBackoff: time.Second})
 		require.NoError(t, err)
 		built := assembly.System{Config: sys.Config, Parts: assembly.Parts{Queue: sys.Queue, Logger: sys.Opts.Logger}}
 		ag, err := built.BuiltinAgent(builtinagent.Deps{Client: client, AllowHTTP: true}, assembly.Hosting{ReplyLinger: time.Minute})
