@@ -13,7 +13,7 @@ import (
 
 // Defaults for zero Config fields.
 const (
-	DefaultMaxTries      = 5
+	DefaultMaxTries         = 5
 	DefaultBaseBackoff      = 100 * time.Millisecond
 	DefaultMaxBackoff       = 5 * time.Second
 	DefaultSafetyMargin     = time.Second
