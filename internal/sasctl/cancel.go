@@ -82,6 +82,21 @@ func (a *App) CancelOrder(ctx context.Context, orderID, reason string) (string, 
 	if r.Cancelled && v.State() == sas.Cancelled {
 		return fmt.Sprintf("order %s was cancelled already: it ended Cancelled", orderID), nil
 	}
+	if !r.Cancelled && r.ProcessState == sas.Pending {
+		// A step waiting to be claimed is turned away by the scheduler, in
+		// the write that also starts the undos: written here, a lost
+		// message would leave the order marked and nothing undone.
+		if a.ControlQueueURL == "" {
+			return "", errors.New("SAS_CONTROL_QUEUE_URL is not set: the cancel was not sent")
+		}
+		msg := sas.Cancel{V: sas.MessageVersion, Kind: sas.KindCancel, OrderID: orderID, Reason: reason, Actor: a.Actor}
+		if err := a.send(ctx, a.ControlQueueURL, sas.Encode(msg)); err != nil {
+			return "", fmt.Errorf("the cancel was not sent (nothing changed; run the command again): %w", err)
+		}
+		return fmt.Sprintf("asked the scheduler to cancel %s: step %d (%s) waits to be claimed; the scheduler turns it away when it reads the request "+
+			"(or, if a claim took the step first, lets it settle), then undoes what took effect (`sasctl show %s` follows it)",
+			orderID, r.Step, r.StepName, orderID), nil
+	}
 	if !r.Cancelled {
 		now := a.now()
 		p := sas.CancelParams{Key: r.Key(), From: r.ProcessState, Attempt: r.Attempt, Now: now, Actor: a.Actor, Reason: reason}
