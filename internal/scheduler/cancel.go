@@ -125,8 +125,17 @@ func cancelTo(from sas.ProcessState) sas.ProcessState {
 // let to settle (its reply, or the supervisor at its deadline, takes the
 // cancel on); a marked step handed back ready (the supervisor rescued it)
 // is turned away; then what took effect is undone, newest first, or, with
-// nothing to undo, the submitter is told.
+// nothing to undo, the submitter is told. It needs every step's record: a
+// reply's handler reads only the order (results.go), so the order is read
+// here when its steps were not (simulator seed 1180: a handed-back step
+// turned away by its attempt's transient reply planned no undo, and the
+// order stood Cancelled with its submitter never told).
 func (s *Service) afterCancel(ctx context.Context, u *outbox.Unit, o order, now time.Time) error {
+	if o.steps == nil {
+		if err := s.read(ctx, &o); err != nil {
+			return err
+		}
+	}
 	for _, r := range o.steps {
 		switch {
 		case r.ProcessState == sas.Processing:
@@ -217,10 +226,15 @@ func (s *Service) cancelledTransient(ctx context.Context, u *outbox.Unit, o orde
 func cancelEnding(o order) (sas.Status, bool) {
 	for _, r := range o.steps {
 		if r.Cancelled {
-			return sas.Status{Status: sas.StatusCancelled, Step: o.wf.Steps[r.Step].Name, Sequence: SeqCompensated(o.n())}, true
+			return cancelledAt(o, r.Step), true
 		}
 	}
 	return sas.Status{}, false
+}
+
+// cancelledAt is the final status of o cancelled at step.
+func cancelledAt(o order, step int) sas.Status {
+	return sas.Status{Status: sas.StatusCancelled, Step: o.wf.Steps[step].Name, Sequence: SeqCompensated(o.n())}
 }
 
 // SeqCancelRefused is the sequence number of a refused cancel: after every

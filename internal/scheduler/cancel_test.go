@@ -1,6 +1,8 @@
 package scheduler_test
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -9,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sas-go/sas/internal/sas"
+	"github.com/sas-go/sas/internal/scheduler"
 )
 
 // cancelFrom is an event of one cancel message from queue arn, sent by sender.
@@ -180,4 +183,119 @@ func transitionsFor(r sas.StepRecord, reason string) int {
 		}
 	}
 	return n
+}
+
+// A cancelled step the supervisor handed back, whose attempt's transient
+// reply arrives before the supervisor's retry does (simulator seed 1180):
+// the reply is read without the order's steps, so the turn-away reads them
+// before it plans the undos; the step is undone, newest first, and the
+// order ends Cancelled with its submitter told, as by the retry's path.
+func TestCancelledStepHandedBackThenItsTransientReply(t *testing.T) {
+	t.Parallel()
+	for _, step := range []int{0, 1} {
+		t.Run(fmt.Sprintf("step %d", step), func(t *testing.T) {
+			t.Parallel()
+			f := newFixture(t)
+			id := fmt.Sprintf("o-hb%d", step)
+			req := f.runForward(id, "order", step)
+			require.Equal(t, step, req.Step)
+			f.operatorCancel(id)
+			f.clock.Advance(stepTimeout + time.Second)
+			r := f.rescue(id, step)
+			require.True(t, r.Cancelled)
+			require.Equal(t, sas.Pending, r.ProcessState)
+
+			f.deliver(reply(req, sas.OutcomeTransient, "timeout")) // the attempt's reply, before the retry
+			require.Equal(t, 1, transitions(f.step(id, step), sas.Error), "turned away")
+			require.Equal(t, sas.Compensating, f.step(id, step).ProcessState, "and its undo claimed at once")
+			for i := step; i >= 0; i-- {
+				undo := f.request()
+				require.True(t, undo.Compensation)
+				require.Equal(t, i, undo.Step, "newest first")
+				f.deliver(done(undo))
+			}
+			require.Empty(t, f.requests())
+			f.deliver(retryMsg(id, step, r.Attempt)) // the supervisor's retry, late: changes nothing
+			require.Empty(t, f.requests())
+
+			v := f.view(id)
+			require.Equal(t, sas.Cancelled, v.State())
+			require.True(t, v.Settled())
+			require.Empty(t, f.alerts.all(), "a cancel pages nobody")
+			ss := f.statuses()
+			require.Equal(t, sas.StatusCancelled, ss[len(ss)-1].Status)
+		})
+	}
+}
+
+// A cancelled step with nothing to undo (a one-step workflow without an
+// undo) whose attempt fails transiently: the order ends Cancelled and its
+// submitter hears "cancelled", naming the step, although the reply's
+// handler never read the order's steps.
+func TestCancelledStepWithNothingToUndoTellsTheSubmitter(t *testing.T) {
+	t.Parallel()
+	f := notifyFixture(t)
+	f.deliver(intake("o-nu", "notify", f.replyURL))
+	req := f.request()
+	f.operatorCancel("o-nu")
+	f.statuses()
+	f.deliver(reply(req, sas.OutcomeTransient, "timeout"))
+	require.Empty(t, f.requests(), "no next attempt, nothing to undo")
+	require.Equal(t, sas.Cancelled, f.view("o-nu").State())
+	require.Empty(t, f.alerts.all())
+	ss := f.statuses()
+	require.Len(t, ss, 1)
+	require.Equal(t, sas.StatusCancelled, ss[0].Status)
+	require.Equal(t, "notify", ss[0].Step)
+}
+
+// undoClaimDown fails the first claim of an undo of a step in Error: the
+// store unreachable right after a turn-away's write.
+type undoClaimDown struct {
+	sas.StateStore
+	failed bool
+}
+
+func (s *undoClaimDown) Claim(ctx context.Context, p sas.ClaimParams) (sas.StepRecord, error) {
+	if p.From == sas.Error && !s.failed {
+		s.failed = true
+		return sas.StepRecord{}, errors.New("injected: the store is unavailable")
+	}
+	return s.StateStore.Claim(ctx, p)
+}
+
+// The scheduler that turns a cancelled step away stops after the write and
+// before its compensation's claim (simulator seeds 3326, 3387, 4931, 4975,
+// 6214: a crash, a timeout). The retry that asked is redelivered and finds
+// the step in Error, marked, at its own attempt: the cancellation goes on
+// from there, and the order ends Cancelled with its submitter told.
+func TestRedeliveredRetryOfATurnedAwayStepGoesOn(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	down := &undoClaimDown{StateStore: f.calls}
+	f.h = schedulerHandler(f.newServiceConfig(owner, mustDefault(t), sas.AgentQueues{Default: f.agentURL},
+		func(c *scheduler.Config) { c.Store = down }))
+	f.runForward("o-rd", "order", 1)
+	f.operatorCancel("o-rd")
+	f.clock.Advance(stepTimeout + time.Second)
+	r := f.rescue("o-rd", 1)
+
+	retry := retryMsg("o-rd", 1, r.Attempt)
+	require.Len(t, f.handle(f.event(retry)), 1, "the claim failed: the retry is redelivered")
+	require.True(t, down.failed)
+	require.Equal(t, sas.Error, f.step("o-rd", 1).ProcessState, "the turn-away was written")
+	require.Empty(t, f.requests())
+
+	f.deliver(retry) // the redelivery
+	for i := 1; i >= 0; i-- {
+		undo := f.request()
+		require.True(t, undo.Compensation)
+		require.Equal(t, i, undo.Step, "newest first")
+		f.deliver(done(undo))
+	}
+	require.Empty(t, f.requests())
+	require.Equal(t, sas.Cancelled, f.view("o-rd").State())
+	require.Empty(t, f.alerts.all())
+	ss := f.statuses()
+	require.Equal(t, sas.StatusCancelled, ss[len(ss)-1].Status)
 }

@@ -497,10 +497,8 @@ func (s *Service) afterFailed(ctx context.Context, u *outbox.Unit, o order, r sa
 			s.log.InfoContext(ctx, "nothing to compensate", "order", o.id())
 			tell()
 			switch {
-			case r.Cancelled:
-				o.put(r)
-				end, _ := cancelEnding(o)
-				s.post(ctx, u, o.ord, end, now)
+			case r.Cancelled: // o holds no steps: the status is built from r
+				s.post(ctx, u, o.ord, cancelledAt(o, r.Step), now)
 			case r.Rejected:
 				s.rejectedAlone(ctx, u, o, r, now)
 			}

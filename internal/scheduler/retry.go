@@ -115,6 +115,15 @@ func (s *Service) retryLost(ctx context.Context, u *outbox.Unit, o order, cur sa
 		s.dispatch(ctx, u, o, o.wf.Steps[m.Step], cur)
 		return nil
 	}
+	if cur.Cancelled && cur.ProcessState == sas.Error && cur.Attempt == m.Attempt {
+		// A redelivery of the retry that turned the step away, whose
+		// handler stopped before the compensation's claim (a crash, a
+		// timeout): nothing else would start it, so the cancellation goes
+		// on from here (idempotent: a claim made already is re-sent or
+		// lost to, an order undone already is told again).
+		s.log.InfoContext(ctx, "redelivered retry of a turned-away step: the cancellation goes on", "order", m.OrderID, "step", m.Step, "attempt", m.Attempt)
+		return s.afterCancel(ctx, u, o, now)
+	}
 	s.log.InfoContext(ctx, "retry lost the race", "order", m.OrderID, "step", m.Step, "attempt", m.Attempt,
 		"state", cur.ProcessState, "currentAttempt", cur.Attempt, "holder", cur.LockedBy)
 	return nil
