@@ -43,6 +43,19 @@
 // undo; every run of the Func during that attempt (in-process tries and
 // redeliveries) fails.
 //
+// # Callback steps and the clock
+//
+// A callback step (workflow.Step.Callback) waits for the outside world.
+// Answer says how the kit answers it in the orders that follow: after how
+// long (virtual time), with a result, a failure or a rejection, and with
+// heartbeats meanwhile; the kit sends the completion with the step's
+// token, through the intake queue, as a deployment's completer would
+// (package completion). Without an answer the step is given up at its
+// timeout, or at its first missed heartbeat. A Run skips the supervisor's
+// sweeps that would find nothing due, so a 72-hour wait takes
+// milliseconds. Now reads the virtual clock and Advance moves it on
+// between runs.
+//
 // # What a Result says
 //
 // Status is how the order ended (StatusProcessed, StatusCompensated,

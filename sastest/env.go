@@ -57,7 +57,8 @@ type Options struct {
 	// SupervisorEvery is how often the supervisor sweeps, in virtual time.
 	SupervisorEvery time.Duration
 	// Timeout bounds the virtual time of one Run: an order not settled by
-	// then fails the test.
+	// then fails the test. The timeouts of the workflow's callback steps
+	// are added to it.
 	Timeout time.Duration
 	// Logs receives the scheduler's, supervisor's and agents' logs. Nil:
 	// they are kept, and written to the test's log if the test fails.
@@ -124,6 +125,12 @@ type Env struct {
 	// sent, when set (by this package's tests), sees every message sent
 	// and may fail it.
 	sent func(queueURL string, m sas.OutboundMessage) *sas.SendFailure
+
+	// The callback steps' answers (callback.go): by step name, the waiting
+	// steps seen, and the scheduler's key, whose tokens the answers carry.
+	answers map[string]Answer
+	waiting map[sas.StepKey]*waiter
+	signer  *sas.Signer
 }
 
 // actor is a handler and the queues it takes, as an event source mapping
@@ -177,6 +184,7 @@ func NewWith(t testing.TB, opts Options, defs []workflow.Workflow, agents ...*ag
 		clock: clocktest.New(start), store: memstore.New(memstore.Config{}), alert: alerts.NewRecorder(),
 		nextSweep: start.Add(opts.SupervisorEvery), ran: map[string]bool{},
 		faults: map[fault]error{}, attempts: map[attemptKey][]int{},
+		answers: map[string]Answer{}, waiting: map[sas.StepKey]*waiter{},
 	}
 	e.queue = memqueue.New(memqueue.Options{Clock: e.clock, SendFault: func(url string, m sas.OutboundMessage) *sas.SendFailure {
 		e.mu.Lock()
@@ -211,7 +219,7 @@ func NewWith(t testing.TB, opts Options, defs []workflow.Workflow, agents ...*ag
 	}
 	for _, w := range defs {
 		for _, s := range w.Steps {
-			if byName[s.Agent] == nil {
+			if s.Callback == nil && byName[s.Agent] == nil {
 				t.Fatalf("sastest: step %q of workflow %q names the agent %q, which is not one of the agents given (%s)",
 					s.Name, w.Name, s.Agent, agentNames(agents))
 			}
@@ -252,7 +260,11 @@ func NewWith(t testing.TB, opts Options, defs []workflow.Workflow, agents ...*ag
 		e.agents = append(e.agents, actor{name: "agent " + a.Name(), queues: []string{queues.ByAgent[a.Name()].URL}, batch: 1, handle: h.Handle})
 	}
 	// One key per Env, as a local run has one per run.
-	svc, err := sys.WithLog(log.With("actor", "scheduler"), nil).Scheduler("sastest-scheduler", sas.NewSigningKey())
+	key := sas.NewSigningKey()
+	if e.signer, err = sas.NewSigner(key); err != nil {
+		t.Fatalf("sastest: %v", err)
+	}
+	svc, err := sys.WithLog(log.With("actor", "scheduler"), nil).Scheduler("sastest-scheduler", key)
 	if err != nil {
 		t.Fatalf("sastest: %v", err)
 	}
@@ -423,7 +435,7 @@ func (e *Env) Run(workflowName, orderID string, payload any) Result {
 	start := e.clock.Now()
 	e.send(e.intakeURL, sas.Encode(sas.Intake{V: sas.MessageVersion, Kind: sas.KindIntake, OrderID: orderID,
 		Workflow: workflowName, Payload: body, ReplyTo: e.statusURL}))
-	v, statuses := e.drive(orderID, start.Add(e.opts.Timeout))
+	v, statuses := e.drive(orderID, start.Add(e.opts.Timeout+e.waits(workflowName)))
 	return e.result(v, statuses, e.clock.Now().Sub(start))
 }
 

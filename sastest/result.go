@@ -43,6 +43,10 @@ const (
 	StateCompensationFailed = State(sas.CompensationFailed)
 	// StatePending: a step never started, because an earlier one failed.
 	StatePending = State(sas.Pending)
+	// StateSkipped: the step's condition (workflow.Step.When) was false, so
+	// it was never called and has nothing to undo; Step.Reason names the
+	// condition.
+	StateSkipped = State(sas.Skipped)
 )
 
 // Result is how an order ended.
@@ -85,15 +89,17 @@ type Result struct {
 type Step struct {
 	Name string
 	// State is the step's final state: StateProcessed, StateError,
-	// StateCompensated, StateCompensationFailed or StatePending.
+	// StateCompensated, StateCompensationFailed, StatePending or
+	// StateSkipped.
 	State State
 	// Attempts counts the scheduler's attempts at the step that reached
 	// its agent (its undo's not included).
 	Attempts int
 	// Failures counts the times the supervisor found the step stuck.
 	Failures int
-	// Reason is the step's last error: a refusal's reason, or why the
-	// supervisor gave it up.
+	// Reason is the step's last error: a refusal's reason, why the
+	// supervisor gave it up, or why its condition could not be evaluated;
+	// for a skipped step, why it was skipped.
 	Reason string
 	// Rejected is true when the step's failure was a business rejection.
 	Rejected bool
@@ -181,8 +187,12 @@ func (e *Env) result(v sas.OrderView, statuses []sas.Status, took time.Duration)
 			name = v.Order.Steps[i]
 		}
 		state[name] = r.ProcessState
+		reason := r.LastError
+		if r.ProcessState == sas.Skipped {
+			reason = r.LastHistoryReason()
+		}
 		res.Steps = append(res.Steps, Step{
-			Name: name, State: State(r.ProcessState), Failures: r.FailureCount, Reason: r.LastError,
+			Name: name, State: State(r.ProcessState), Failures: r.FailureCount, Reason: reason,
 			Attempts: len(e.attempts[attemptKey{order: id, step: name}]), Rejected: r.Rejected, Result: r.Result,
 		})
 		if len(r.Result) > 0 {

@@ -227,6 +227,7 @@ type rawStep struct {
 	Timeout    json.RawMessage `json:"timeout"`
 	WaitLimit  json.RawMessage `json:"waitLimit"`
 	TotalLimit json.RawMessage `json:"totalLimit"`
+	When       string          `json:"when"`
 	Retry      *struct {
 		MaximumAttempts    int             `json:"maximumAttempts"`
 		InitialInterval    json.RawMessage `json:"initialInterval"`
@@ -248,6 +249,10 @@ type rawStep struct {
 		MaximumInterval    json.RawMessage `json:"maximumInterval"`
 		NonRetryableErrors []string        `json:"nonRetryableErrors"`
 	} `json:"undoRetry"`
+	Callback *struct {
+		Timeout   json.RawMessage `json:"timeout"`
+		Heartbeat json.RawMessage `json:"heartbeat"`
+	} `json:"callback"`
 }
 
 // durField is one duration of a step, as written and where it goes.
@@ -258,7 +263,7 @@ type durField struct {
 }
 
 func (r rawStep) step(sp string) (Step, string, error) {
-	s := Step{Name: r.Name, Agent: r.Agent, Action: r.Action, Undo: r.Undo}
+	s := Step{Name: r.Name, Agent: r.Agent, Action: r.Action, Undo: r.Undo, When: r.When}
 	durations := []durField{
 		{"timeout", r.Timeout, &s.Timeout},
 		{"waitLimit", r.WaitLimit, &s.WaitLimit},
@@ -285,6 +290,12 @@ func (r rawStep) step(sp string) (Step, string, error) {
 			durField{"undoRetry.initialInterval", u.InitialInterval, &s.UndoRetry.InitialInterval},
 			durField{"undoRetry.maximumInterval", u.MaximumInterval, &s.UndoRetry.MaximumInterval})
 	}
+	if c := r.Callback; c != nil {
+		s.Callback = &Callback{}
+		durations = append(durations,
+			durField{"callback.timeout", c.Timeout, &s.Callback.Timeout},
+			durField{"callback.heartbeat", c.Heartbeat, &s.Callback.Heartbeat})
+	}
 	for _, d := range durations {
 		if len(d.raw) == 0 {
 			continue
@@ -299,11 +310,12 @@ func (r rawStep) step(sp string) (Step, string, error) {
 // stepFields are the fields a step object may have, by where they are:
 // "" is the step, "retry" its retry policy, "retry.backoff" its backoff.
 var stepFields = map[string][]string{
-	"": {"name", "agent", "action", "undo", "timeout", "waitLimit", "totalLimit", "retry", "undoRetry"},
+	"": {"name", "agent", "action", "undo", "timeout", "waitLimit", "totalLimit", "retry", "undoRetry", "callback", "when"},
 	"retry": {"maximumAttempts", "initialInterval", "backoffCoefficient", "maximumInterval", "nonRetryableErrors", "tries",
 		"failureThreshold", "attempts", "backoff"},
 	"retry.backoff": {"base", "max"},
 	"undoRetry":     {"maximumAttempts", "initialInterval", "backoffCoefficient", "maximumInterval", "nonRetryableErrors"},
+	"callback":      {"timeout", "heartbeat"},
 }
 
 // unknownIn is the path, within a step, of the unknown field name: the
@@ -315,12 +327,13 @@ func unknownIn(step json.RawMessage, name string) string {
 	if json.Unmarshal(step, &top) == nil {
 		objects["retry"] = top["retry"]
 		objects["undoRetry"] = top["undoRetry"]
+		objects["callback"] = top["callback"]
 		var retry map[string]json.RawMessage
 		if json.Unmarshal(top["retry"], &retry) == nil {
 			objects["retry.backoff"] = retry["backoff"]
 		}
 	}
-	for _, where := range []string{"", "retry", "retry.backoff", "undoRetry"} {
+	for _, where := range []string{"", "retry", "retry.backoff", "undoRetry", "callback"} {
 		var fields map[string]json.RawMessage
 		if json.Unmarshal(objects[where], &fields) != nil {
 			continue

@@ -7,6 +7,8 @@ import (
 	"regexp"
 	"strings"
 	"time"
+
+	"github.com/sas-go/sas/internal/condition"
 )
 
 // Limits on a definition.
@@ -40,6 +42,9 @@ const (
 	MaxNonRetryableErrors = 10
 	// MaxSteps bounds the steps of one workflow.
 	MaxSteps = 50
+	// MaxCallbackTimeout bounds how long a callback step waits for its
+	// completion: a year.
+	MaxCallbackTimeout = 365 * 24 * time.Hour
 )
 
 // Workflow is an ordered list of steps, run one after the other. When a
@@ -88,6 +93,37 @@ type Step struct {
 	// 10s doubling to 5m) where Retry's default fails fast. Retry does not
 	// apply to the undo, except its Tries.
 	UndoRetry *UndoRetry `json:"undoRetry,omitempty"`
+	// When, if set, is the step's condition (docs/workflows.md,
+	// "Choices"): a Common Expression Language (CEL) expression over
+	// payload (the order's payload), results (the results of the steps
+	// before, by step name) and order (order.id, order.workflow), checked
+	// when the definition loads to compile and be a bool. It is evaluated
+	// when the step before completes (for a first step, at submission):
+	// false skips the step (Skipped: never called, nothing to undo), and a
+	// condition that cannot be evaluated (a missing field, over its cost
+	// limit, not a bool) fails the step for good, its order compensated.
+	// Empty: the step always runs.
+	When string `json:"when,omitempty"`
+	// Callback, when set, makes the step one the outside world completes
+	// (docs/workflows.md, "Callback steps"): Step Functions'
+	// .waitForTaskToken without a task. Such a step has no Agent, Action,
+	// Undo, Timeout, limits or retry policy: when it starts, its token goes
+	// out in a waiting status and a notification for people, and a
+	// completion with that token (package completion, `sasctl complete`)
+	// finishes it with a result, or fails or rejects it.
+	Callback *Callback `json:"callback,omitempty"`
+}
+
+// Callback is how long a callback step waits for its completion.
+type Callback struct {
+	// Timeout is how long the step waits, from its start: more than zero,
+	// at most MaxCallbackTimeout. Past it the step is given up (an
+	// operator alerted, the order compensated).
+	Timeout Duration `json:"timeout"`
+	// Heartbeat, when set, is the longest the step may go without a
+	// completion or a heartbeat (completion.Client.Heartbeat) before it is
+	// given up the same way; at most Timeout. Zero: none required.
+	Heartbeat Duration `json:"heartbeat,omitempty"`
 }
 
 // Retry is the step's retry policy (docs/workflows.md, "Retry policy"), in
@@ -320,6 +356,10 @@ func validateStep(sp string, s Step, bad func(path, format string, args ...any))
 	if !namePattern.MatchString(s.Name) {
 		bad(sp+".name", "%q: must be 1-64 characters of A-Z a-z 0-9 . _ -", s.Name)
 	}
+	if s.Callback != nil {
+		validateCallback(sp, s, bad)
+		return
+	}
 	if !namePattern.MatchString(s.Agent) {
 		bad(sp+".agent", "%q: must name an agent, 1-64 characters of A-Z a-z 0-9 . _ -", s.Agent)
 	}
@@ -334,6 +374,11 @@ func validateStep(sp string, s Step, bad func(path, format string, args ...any))
 	}
 	if s.WaitLimit < 0 {
 		bad(sp+".waitLimit", "%s: must not be negative", s.WaitLimit.D())
+	}
+	if s.When != "" {
+		if _, err := condition.Compile(s.When); err != nil {
+			bad(sp+".when", "step %q: the condition %s", s.Name, err)
+		}
 	}
 	if s.TotalLimit < 0 || (s.TotalLimit > 0 && s.TotalLimit < s.Timeout) {
 		bad(sp+".totalLimit", "%s: must be 0 (no overall limit) or at least the timeout %s", s.TotalLimit.D(), s.Timeout.D())
@@ -388,6 +433,27 @@ func validateStep(sp string, s Step, bad func(path, format string, args ...any))
 	}
 }
 
+// validateCallback checks a callback step: its wait, and nothing that
+// only a step an agent runs has.
+func validateCallback(sp string, s Step, bad func(path, format string, args ...any)) {
+	c := s.Callback
+	if c.Timeout <= 0 || c.Timeout.D() > MaxCallbackTimeout {
+		bad(sp+".callback.timeout", "%s: must be more than 0 and at most %s", c.Timeout.D(), MaxCallbackTimeout)
+	}
+	if c.Heartbeat < 0 || c.Heartbeat > c.Timeout {
+		bad(sp+".callback.heartbeat", "%s: must be 0 (none) or at most the timeout %s", c.Heartbeat.D(), c.Timeout.D())
+	}
+	for _, f := range []struct {
+		field string
+		set   bool
+	}{{"agent", s.Agent != ""}, {"action", s.Action != ""}, {"undo", s.Undo != ""}, {"timeout", s.Timeout != 0},
+		{"waitLimit", s.WaitLimit != 0}, {"totalLimit", s.TotalLimit != 0}, {"retry", s.Retry != nil}, {"undoRetry", s.UndoRetry != nil}} {
+		if f.set {
+			bad(sp+"."+f.field, "a callback step has none: the outside world completes it")
+		}
+	}
+}
+
 // validateIntervals checks what a retry policy (at path p) and an undo's
 // share: the intervals, the coefficient and the non-retryable errors.
 func validateIntervals(p string, initial, maximum Duration, coefficient float64, nonRetryable []string, bad func(path, format string, args ...any)) {
@@ -426,7 +492,15 @@ func sameLimits(a, b Step) bool {
 	if b.UndoRetry != nil {
 		ub = *b.UndoRetry
 	}
+	var ca, cb Callback
+	if a.Callback != nil {
+		ca = *a.Callback
+	}
+	if b.Callback != nil {
+		cb = *b.Callback
+	}
 	return a.Timeout == b.Timeout && a.WaitLimit == b.WaitLimit && a.TotalLimit == b.TotalLimit &&
+		(a.Callback != nil) == (b.Callback != nil) && ca == cb &&
 		ra.MaximumAttempts == rb.MaximumAttempts && ra.InitialInterval == rb.InitialInterval &&
 		ra.MaximumInterval == rb.MaximumInterval && ra.BackoffCoefficient == rb.BackoffCoefficient &&
 		ua.MaximumAttempts == ub.MaximumAttempts && ua.InitialInterval == ub.InitialInterval &&

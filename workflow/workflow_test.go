@@ -63,8 +63,17 @@ var badCases = []struct {
 	{"bad backoff duration", `{"workflows": [{"name": "w", "steps": [{"name": "s", "agent": "a", "action": "x", "timeout": "1s", "retry": {"backoff": {"base": "soon"}}}]}]}`, "workflows[0].steps[0].retry.backoff.base", "not a duration", true},
 	{"unknown retry field", `{"workflows": [{"name": "w", "steps": [{"name": "s", "agent": "a", "action": "x", "timeout": "1s", "retry": {"retries": 3}}]}]}`, "workflows[0].steps[0].retry.retries", `unknown field "retries"`, true},
 	{"unknown backoff field", `{"workflows": [{"name": "w", "steps": [{"name": "s", "agent": "a", "action": "x", "timeout": "1s", "retry": {"backoff": {"min": "1s"}}}]}]}`, "workflows[0].steps[0].retry.backoff.min", `unknown field "min"`, true},
+	{"callback with an agent", `{"workflows": [{"name": "w", "steps": [{"name": "s", "agent": "a", "action": "x", "timeout": "1s", "callback": {"timeout": "72h"}}]}]}`, "workflows[0].steps[0].agent", "a callback step has none", true},
+	{"callback timeout too long", `{"workflows": [{"name": "w", "steps": [{"name": "s", "callback": {"timeout": "8761h"}}]}]}`, "workflows[0].steps[0].callback.timeout", "at most 8760h0m0s", false},
+	{"callback without a timeout", `{"workflows": [{"name": "w", "steps": [{"name": "s", "callback": {"heartbeat": "1h"}}]}]}`, "workflows[0].steps[0].callback.timeout", "more than 0", true},
+	{"callback heartbeat past its timeout", `{"workflows": [{"name": "w", "steps": [{"name": "s", "callback": {"timeout": "1h", "heartbeat": "2h"}}]}]}`, "workflows[0].steps[0].callback.heartbeat", "at most the timeout", false},
 	{"duplicate workflow", `{"workflows": [{"name": "w", "steps": [{"name": "s", "agent": "a", "action": "x", "timeout": "1s"}]}, {"name": "w", "steps": [{"name": "s", "agent": "a", "action": "x", "timeout": "1s"}]}]}`, "workflows[1].name", "already the name of workflows[0]", false},
 	{"duplicate step", `{"workflows": [{"name": "w", "steps": [{"name": "s", "agent": "a", "action": "x", "timeout": "1s"}, {"name": "s", "agent": "a", "action": "y", "timeout": "1s"}]}]}`, "workflows[0].steps[1].name", "already the name of step 0", false},
+	// Issue 27 §3: a condition that does not compile, or is not a bool, is
+	// refused at load, naming the step.
+	{"condition does not compile", `{"workflows": [{"name": "w", "steps": [{"name": "car", "agent": "a", "action": "x", "timeout": "1s", "when": "payload.needsCar =="}]}]}`, "workflows[0].steps[0].when", `step "car": the condition does not compile`, false},
+	{"condition not a bool", `{"workflows": [{"name": "w", "steps": [{"name": "car", "agent": "a", "action": "x", "timeout": "1s", "when": "size(payload.items)"}]}]}`, "workflows[0].steps[0].when", "not bool", false},
+	{"condition unknown variable", `{"workflows": [{"name": "w", "steps": [{"name": "car", "agent": "a", "action": "x", "timeout": "1s", "when": "input.needsCar"}]}]}`, "workflows[0].steps[0].when", "undeclared reference", false},
 	{"shared step name, other limits", `{"workflows": [{"name": "w", "steps": [{"name": "s", "agent": "a", "action": "x", "timeout": "1s"}]}, {"name": "v", "steps": [{"name": "s", "agent": "a", "action": "x", "timeout": "2s"}]}]}`, "workflows[1].steps[0]", "must share them", false},
 }
 
@@ -105,4 +114,15 @@ func TestLoadMissingFile(t *testing.T) {
 	_, err := workflow.Load("testdata/nope.json")
 	require.ErrorIs(t, err, workflow.ErrInvalid)
 	require.Contains(t, err.Error(), "testdata/nope.json: cannot read")
+}
+
+// A callback step needs only a name and its wait: it parses, and the
+// schema takes it.
+func TestCallbackStepParses(t *testing.T) {
+	t.Parallel()
+	ws, err := workflow.Parse("expense.json", []byte(`{"workflows": [{"name": "expense", "steps": [
+		{"name": "approve", "callback": {"timeout": "720h", "heartbeat": "24h"}},
+		{"name": "pay", "agent": "payments", "action": "POST /payments", "timeout": "30s"}]}]}`))
+	require.NoError(t, err)
+	require.Equal(t, &workflow.Callback{Timeout: workflow.Duration(720 * time.Hour), Heartbeat: workflow.Duration(24 * time.Hour)}, ws[0].Steps[0].Callback)
 }

@@ -315,7 +315,9 @@ func agentsOf(reg sas.Registry) []string {
 	set := map[string]bool{}
 	for _, w := range reg {
 		for _, st := range w.Steps {
-			set[st.Agent] = true
+			if !st.Outside() { // a callback step has no agent
+				set[st.Agent] = true
+			}
 		}
 	}
 	return slices.Sorted(maps.Keys(set))

@@ -215,6 +215,18 @@ func (s *SAS) resourcePolicies() {
 	// The intake queue: the submitters the deployer grants; the scheduler
 	// consumes it.
 	fence(s.intake, "", nil, scheduler)
+	if len(s.p.CompleterRoleARNs) > 0 {
+		// Who may complete a waiting callback step, named in the queue's
+		// own policy (docs/trust.md, "Completion tokens").
+		s.intake.AddToResourcePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+			Sid:        jsii.String("CompletersSend"),
+			Effect:     awsiam.Effect_ALLOW,
+			Principals: &[]awsiam.IPrincipal{awsiam.NewAnyPrincipal()},
+			Actions:    jsii.Strings("sqs:SendMessage"),
+			Resources:  &[]*string{s.intake.QueueArn()},
+			Conditions: &map[string]any{"ArnEquals": map[string]any{"aws:PrincipalArn": *jsii.Strings(s.p.CompleterRoleARNs...)}},
+		}))
+	}
 	// The control queue: the supervisor and the operators, and the
 	// scheduler's renewed copies of their messages.
 	control := append(roleARNs(s.super.role, s.scheduler.role), operators...)

@@ -216,6 +216,9 @@ func (s *SAS) functions() {
 			if a.AllowHTTP {
 				env[envAgentAllowHTTP] = "true"
 			}
+			if len(a.RejectStatuses) > 0 {
+				env[envAgentRejects] = statusList(a.RejectStatuses)
+			}
 			if a.Auth != nil {
 				// The secret's ARN, never its value: only this agent's role
 				// may read it (permissions).
@@ -325,4 +328,13 @@ func (s *SAS) schedule() {
 		MaxEventAge:   awscdk.Duration_Minutes(jsii.Number(1)),
 		RetryAttempts: jsii.Number(1),
 	}))
+}
+
+// statusList is SAS_AGENT_REJECT_STATUSES: "402,422".
+func statusList(statuses []int) string {
+	parts := make([]string, len(statuses))
+	for i, st := range statuses {
+		parts[i] = strconv.Itoa(st)
+	}
+	return strings.Join(parts, ",")
 }

@@ -92,6 +92,9 @@ func checkStatement(t *testing.T, where string, st map[string]any) {
 			t.Errorf("%s: wildcard action %q", where, a)
 		}
 	}
+	if isCompleterGrant(st) {
+		return // the intake queue's grant to the named completers (Props.CompleterRoleARNs)
+	}
 	if _, isTrust := st["Principal"]; isTrust {
 		// A trust policy: who may assume the role, no resources.
 		if !reflect.DeepEqual(actions, []string{"sts:AssumeRole"}) || ref(st["Principal"]) != `{"Service":"lambda.amazonaws.com"}` {
@@ -110,6 +113,16 @@ func checkStatement(t *testing.T, where string, st map[string]any) {
 	if len(strs(st["Resource"])) == 0 {
 		t.Errorf("%s: Allow without Resource", where)
 	}
+}
+
+// isCompleterGrant is the intake queue's Allow of sqs:SendMessage to the
+// principals Props.CompleterRoleARNs names, and to them alone (callback
+// steps' completions, docs/trust.md "Completion tokens").
+func isCompleterGrant(st map[string]any) bool {
+	cond, _ := st["Condition"].(map[string]any)
+	eq, _ := cond["ArnEquals"].(map[string]any)
+	return st["Sid"] == "CompletersSend" && len(cond) == 1 && len(eq) == 1 && eq["aws:PrincipalArn"] != nil &&
+		reflect.DeepEqual(strs(st["Action"]), []string{"sqs:SendMessage"})
 }
 
 // isSenderList is a Deny for every principal but the ones named

@@ -9,7 +9,7 @@ var metrics = struct {
 	Namespace, DimWorkflow, DimStep, DimAgent                                        string
 	QueueWait, ExecutionTime, AgentDone, AgentFailed, AgentTransient, AgentNoOutcome string
 	OrdersSubmitted, OrdersProcessed, StepsDone, StepsFailed, StepsTransient         string
-	Retries, CompensationsStarted, CompensationsFinished                             string
+	Retries, CompensationsStarted, CompensationsFinished, OrdersRejected             string
 	OldestStuckStepAge, Rescues, Waits, GiveUps, LostRaces, Held                     string
 	OwedEffects, OwedOldestAge                                                       string
 }{
@@ -19,6 +19,7 @@ var metrics = struct {
 	OrdersSubmitted: "OrdersSubmitted", OrdersProcessed: "OrdersProcessed",
 	StepsDone: "StepsDone", StepsFailed: "StepsFailed", StepsTransient: "StepsTransient",
 	Retries: "Retries", CompensationsStarted: "CompensationsStarted", CompensationsFinished: "CompensationsFinished",
+	OrdersRejected:     "OrdersRejected",
 	OldestStuckStepAge: "OldestStuckStepAgeSeconds", Rescues: "Rescues", Waits: "Waits", GiveUps: "GiveUps",
 	LostRaces: "LostRaces", Held: "Held", OwedEffects: "OwedEffects", OwedOldestAge: "OwedOldestAgeSeconds",
 }

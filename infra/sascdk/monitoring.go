@@ -232,8 +232,8 @@ func (s *SAS) dashboard() {
 	d.AddWidgets(
 		graph("Steps: done, failed, failed attempts, retries, give-ups",
 			sum(metrics.StepsDone), sum(metrics.StepsFailed), sum(metrics.StepsTransient), sum(metrics.Retries), sum(metrics.GiveUps)),
-		graph("Orders: submitted, processed, compensations started and finished",
-			sum(metrics.OrdersSubmitted), sum(metrics.OrdersProcessed), sum(metrics.CompensationsStarted), sum(metrics.CompensationsFinished)),
+		graph("Orders: submitted, processed, rejected, compensations started and finished",
+			sum(metrics.OrdersSubmitted), sum(metrics.OrdersProcessed), sum(metrics.OrdersRejected), sum(metrics.CompensationsStarted), sum(metrics.CompensationsFinished)),
 	)
 	d.AddWidgets(graph("Owed effects of give-ups: count, oldest age (s)",
 		supervisorMetric(metrics.OwedEffects, "Maximum", minute), supervisorMetric(metrics.OwedOldestAge, "Maximum", minute)))

@@ -57,6 +57,15 @@ type Props struct {
 	// messages from (sasctl resubmit and compensate; docs/trust.md). Empty:
 	// only the supervisor may ask for retries and compensations.
 	OperatorRoleARNs []string
+	// CompleterRoleARNs are the IAM roles (or users) that may complete,
+	// fail or heartbeat a waiting callback step (package completion;
+	// docs/trust.md, "Completion tokens"): the intake queue's policy
+	// allows them to send to it. A completion also needs the step's token,
+	// so a completer can complete no step it was not handed the token of.
+	// The intake queue takes orders too: a completer may submit, as any
+	// principal the deployer grants the queue to. Empty: only what the
+	// deployer grants otherwise.
+	CompleterRoleARNs []string
 	// DeployerRoleARNs are the principals that deploy and administer the
 	// stack: the only ones, besides the account's root user, the queue
 	// policies let change a queue (its attributes and policy, permissions,
@@ -171,6 +180,13 @@ type Agent struct {
 	// Auth, for the built-in HTTP agent, is a header it sends on every call,
 	// its value read from a secret that this agent's role alone is granted.
 	Auth *AgentAuth
+	// RejectStatuses, for the built-in HTTP agent, are the service's 4xx
+	// statuses that are business rejections, not failures
+	// (SAS_AGENT_REJECT_STATUSES, e.g. 402 and 422): the order is
+	// compensated and ends Rejected, with no operator alert
+	// (docs/workflows.md, "A refusal that is a business outcome"). Each
+	// 400-499.
+	RejectStatuses []int
 
 	// builtin: the SAS HTTP agent (DistDir/<GOARCH>/agent/bootstrap), which
 	// also reads the workflows to find each step's endpoint.
@@ -234,12 +250,13 @@ const (
 	envAgentAllowHTTP     = "SAS_AGENT_ALLOW_HTTP"
 	envAgentAuthSecret    = "SAS_AGENT_AUTH_SECRET"
 	envAgentAuthHeader    = "SAS_AGENT_AUTH_HEADER"
+	envAgentRejects       = "SAS_AGENT_REJECT_STATUSES"
 )
 
 // reservedAgentEnv are the names an Agent's Environment may not set: the
 // construct's own, and those whose grants it must make (AllowHTTP, Auth).
 var reservedAgentEnv = []string{envAgentName, envAgentQueueURL, envAgentPriorityQueue, envSchedulerQueueURL, envWorkflowsFile,
-	envAgentAllowHTTP, envAgentAuthSecret, envAgentAuthHeader}
+	envAgentAllowHTTP, envAgentAuthSecret, envAgentAuthHeader, envAgentRejects}
 
 // Patterns of AgentAuth's ARNs and header.
 var (

@@ -105,6 +105,8 @@ func TestValidate(t *testing.T) {
 		"reserved env":      {withAgent(func(a *Agent) { a.Environment["SAS_AGENT_QUEUE_URL"] = "x" }), "SAS_AGENT_QUEUE_URL is set by the construct"},
 		"base URL":          {with(func(p *Props) { p.Agents[0] = HTTPAgent("payments", "ftp://x") }), `base URL "ftp://x"`},
 		"builtin with code": {withAgent(func(a *Agent) { a.CodeDir = dir }), "brings its own code"},
+		"reject status":     {withAgent(func(a *Agent) { a.RejectStatuses = []int{402, 500} }), "RejectStatuses: 500 is not a 4xx status"},
+		"reject env":        {withAgent(func(a *Agent) { a.Environment["SAS_AGENT_REJECT_STATUSES"] = "402" }), "SAS_AGENT_REJECT_STATUSES is set by the construct"},
 		"http base URL": {with(func(p *Props) { p.Agents[0] = HTTPAgent("payments", "http://pay.internal") }),
 			`base URL "http://pay.internal": the built-in agent calls https:// services only; set AllowHTTP`},
 		"auth secret": {withAgent(func(a *Agent) { a.Auth = &AgentAuth{SecretARN: "payments-token"} }), `auth secret "payments-token"`},

@@ -34,6 +34,9 @@ import (
 // queue.
 const operatorRoleARN = "arn:aws:iam::111122223333:role/sas-operators"
 
+// completerRoleARN may complete callback steps in the variant.
+const completerRoleARN = "arn:aws:iam::111122223333:role/expense-approvals"
+
 // deployerRoleARN is the variant's deployer: it alone (with the account's
 // root user) may administer the queues.
 const deployerRoleARN = "arn:aws:iam::111122223333:role/sas-deployer"
@@ -143,6 +146,7 @@ func synthesizeApp() fixtures {
 		AllowedReplyQueueARNs: replyQueueARNs,
 		OperatorRoleARNs:      []string{operatorRoleARN},
 		DeployerRoleARNs:      []string{deployerRoleARN},
+		CompleterRoleARNs:     []string{completerRoleARN},
 		RemovalPolicy:         awscdk.RemovalPolicy_DESTROY,
 		Agents: []Agent{func() Agent {
 			a := HTTPAgent("payments", "https://payments.example.test")

@@ -471,3 +471,35 @@ func TestDeployerARNsChecked(t *testing.T) {
 		t.Errorf("a deployer that is not an ARN: %v", err)
 	}
 }
+
+// The intake queue's policy names who may complete callback steps
+// (Props.CompleterRoleARNs), and names nobody when none is given.
+func TestCompletersAreNamedInTheIntakePolicy(t *testing.T) {
+	f := all(t)
+	completers := func(s *synthesized) []any {
+		var out []any
+		for _, r := range s.resources("AWS::SQS::QueuePolicy") {
+			p := props(r)
+			if !queuePolicyOf("IntakeQueue")(p) {
+				continue
+			}
+			for _, st := range list(p["PolicyDocument"].(map[string]any)["Statement"]) {
+				st := st.(map[string]any)
+				if st["Sid"] != "CompletersSend" {
+					continue
+				}
+				if st["Effect"] != "Allow" || st["Action"] != "sqs:SendMessage" {
+					t.Errorf("the completers' statement is %v", st)
+				}
+				out = append(out, list(st["Condition"].(map[string]any)["ArnEquals"].(map[string]any)["aws:PrincipalArn"])...)
+			}
+		}
+		return out
+	}
+	if got := completers(f.variant); !reflect.DeepEqual(got, []any{completerRoleARN}) {
+		t.Errorf("the variant's intake policy names %v as completers, want %s", got, completerRoleARN)
+	}
+	if got := completers(f.def); len(got) != 0 {
+		t.Errorf("the default's intake policy names %v as completers, want none", got)
+	}
+}

@@ -72,6 +72,11 @@ func (p Props) resolve() (resolved, error) {
 			bad("operator %q: want an IAM role or user ARN, arn:<partition>:iam::<account>:role/<name> or :user/<name>", arn)
 		}
 	}
+	for _, arn := range p.CompleterRoleARNs {
+		if !operatorARN.MatchString(arn) {
+			bad("completer %q: want an IAM role or user ARN, arn:<partition>:iam::<account>:role/<name> or :user/<name>", arn)
+		}
+	}
 	for _, arn := range p.DeployerRoleARNs {
 		if !operatorARN.MatchString(arn) {
 			bad("deployer %q: want an IAM role or user ARN, arn:<partition>:iam::<account>:role/<name> or :user/<name>", arn)
@@ -181,6 +186,14 @@ func (p Props) validateAgents(ws []workflow.Workflow, checkSteps bool) []error {
 				bad("base URL %q: the built-in agent calls https:// services only; set AllowHTTP (context allowHttp=true) for an emulator or a local service", a.Environment[envAgentBaseURL])
 			}
 		}
+		for _, st := range a.RejectStatuses {
+			if st < 400 || st > 499 {
+				bad("RejectStatuses: %d is not a 4xx status (400-499): a business rejection is the service's refusal of the request", st)
+			}
+		}
+		if !a.builtin && len(a.RejectStatuses) > 0 {
+			bad("RejectStatuses is the built-in HTTP agent's setting; your own agent returns agent.Reject")
+		}
 		if !a.builtin && (a.AllowHTTP || a.Auth != nil) {
 			bad("AllowHTTP and Auth are the built-in HTTP agent's settings; your own agent's code reads its own (grant its role a secret with SAS.Agent(name).Role)")
 		}
@@ -212,7 +225,7 @@ func (p Props) validateAgents(ws []workflow.Workflow, checkSteps bool) []error {
 	}
 	for i, w := range ws {
 		for j, s := range w.Steps {
-			if !names[s.Agent] {
+			if s.Callback == nil && !names[s.Agent] { // a callback step has no agent
 				errs = append(errs, &workflow.FieldError{
 					File:   p.WorkflowsFile,
 					Path:   fmt.Sprintf("workflows[%d].steps[%d].agent", i, j),

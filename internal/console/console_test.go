@@ -415,3 +415,20 @@ func TestTheOrderPageShowsWhoCompensated(t *testing.T) {
 	page := get(t, ts.URL+"/orders/o-1")
 	require.Contains(t, page, `<td class="reason">compensation claimed, requested by sender:AROAOPERATOR:alice: customer &lt;cancelled&gt;</td>`)
 }
+
+// A skipped step is shown as such on its order's page, with why (its
+// condition), and the order as Processed (issue 27 §3).
+func TestTheOrderPageShowsASkippedStep(t *testing.T) {
+	ts, st := fast(t, false)
+	ctx := context.Background()
+	_, err := st.Submit(ctx, sas.SubmitParams{Order: sas.Order{OrderID: "o-skip", Workflow: "trip", Steps: []string{"flight", "car"}},
+		Now: t0, PickupBy: t0.Add(time.Minute), Claim: &sas.ClaimParams{Owner: "s", Now: t0, CompleteBy: t0.Add(time.Minute)}})
+	require.NoError(t, err)
+	_, err = st.Complete(ctx, sas.CompleteParams{Key: sas.StepKey{OrderID: "o-skip", Step: 0}, Owner: "s", Attempt: 1, Now: t0.Add(time.Second),
+		Skip: []sas.Skip{{Step: 1, Reason: "skipped: its condition payload.needsCar is false"}}})
+	require.NoError(t, err)
+	page := get(t, ts.URL+"/orders/o-skip")
+	require.Contains(t, page, `id="order-state">Processed</span>`)
+	require.Contains(t, page, `<span class="pill st-skipped">Skipped</span>`)
+	require.Contains(t, page, `<p class="skip-reason">skipped: its condition payload.needsCar is false`)
+}

@@ -80,7 +80,7 @@ func (st *Store) Submit(ctx context.Context, p sas.SubmitParams) (sas.SubmitResu
 		return sas.SubmitResult{}, &sas.ValidationError{Field: "orderId", Reason: "empty"}
 	}
 	o.CreatedAt = p.Now
-	recs, err := sas.NewRecords(o, p.Now, p.PickupBy, st.cfg.Shards, p.Claim)
+	recs, err := sas.NewRecords(o, p.Now, p.PickupBy, st.cfg.Shards, p.Claim, p.Skip...)
 	if err != nil {
 		return sas.SubmitResult{}, fmt.Errorf("submitting order %s: %w", o.OrderID, err)
 	}
@@ -207,35 +207,41 @@ func (st *Store) Complete(ctx context.Context, p sas.CompleteParams) ([]sas.Step
 	}
 	u.remove(attrLockedBy, attrCompleteBy, attrWaitingSince, attrIdxPK, attrIdxSK)
 	u.touch(p.Now, sas.HistoryEntry{At: p.Now, Step: p.Key.Step, Actor: p.Owner, From: running, To: done, Attempt: p.Attempt, Reason: "completed", Run: p.Run})
-	if p.Next == nil {
+	if p.Next == nil && len(p.Skip) == 0 {
 		r, err := st.update(ctx, "completing", p.Key, u)
 		if err != nil {
 			return nil, err
 		}
 		return []sas.StepRecord{r}, nil
 	}
-	_, err := st.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
-		{Update: asTransactUpdate(u.input(st.cfg.StateTable, p.Key))},
-		{Update: asTransactUpdate(st.claimExpr(*p.Next).input(st.cfg.StateTable, p.Next.Key))},
-	}})
+	// One transaction: the completion, the next claim, the skips (in the
+	// order the returned records take, and the memory store checks them).
+	items := []types.TransactWriteItem{{Update: asTransactUpdate(u.input(st.cfg.StateTable, p.Key))}}
+	keys, ops := []sas.StepKey{p.Key}, []string{"completing"}
+	if p.Next != nil {
+		items = append(items, types.TransactWriteItem{Update: asTransactUpdate(st.claimExpr(*p.Next).input(st.cfg.StateTable, p.Next.Key))})
+		keys, ops = append(keys, p.Next.Key), append(ops, "claiming next")
+	}
+	for _, k := range p.Skip {
+		sk := sas.StepKey{OrderID: p.Key.OrderID, Step: k.Step}
+		items = append(items, types.TransactWriteItem{Update: asTransactUpdate(st.skipExpr(p.Key.OrderID, k, p.Owner, p.Now).input(st.cfg.StateTable, sk))})
+		keys, ops = append(keys, sk), append(ops, "skipping")
+	}
+	_, err := st.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
 	if err != nil {
-		i, item, notMadeErr, ok := cancelled(err, 2)
+		i, item, notMadeErr, ok := cancelled(err, len(items))
 		switch {
 		case !ok:
 			return nil, fmt.Errorf("completing step %s: %w", p.Key, translate(err))
 		case i >= 0:
-			op, k := "completing", p.Key
-			if i == 1 {
-				op, k = "claiming next", p.Next.Key
-			}
-			return nil, fmt.Errorf("%s step %s: %w", op, k, raceFromItem(op, k, item))
+			return nil, fmt.Errorf("%s step %s: %w", ops[i], keys[i], raceFromItem(ops[i], keys[i], item))
 		}
 		return nil, fmt.Errorf("completing step %s: %w", p.Key, notMadeErr)
 	}
 	// A transaction returns no items, and a record rebuilt from what the
 	// write set loses what it did not set (a chained undo went out without
-	// its generation: issue 16, hole 1). Read both back, consistently.
-	recs, err := st.readBack(ctx, p.Key, p.Next.Key)
+	// its generation: issue 16, hole 1). Read them back, consistently.
+	recs, err := st.readBack(ctx, keys...)
 	if err != nil {
 		return nil, fmt.Errorf("completing step %s (written): %w", p.Key, err)
 	}
@@ -356,6 +362,21 @@ func (st *Store) Wait(ctx context.Context, p sas.WaitParams) (sas.StepRecord, er
 		u.set(attrUpdatedAt, ms(p.Now))
 	}
 	return st.update(ctx, "waiting on", p.Key, u)
+}
+
+// Heartbeat moves a waiting callback step's deadline on, fenced on the
+// lease held (state, holder, attempt) as a completion is. The index entry
+// stays in its partition, moved to the new deadline; no history entry.
+func (st *Store) Heartbeat(ctx context.Context, p sas.HeartbeatParams) (sas.StepRecord, error) {
+	if err := p.Check(); err != nil {
+		return sas.StepRecord{}, fmt.Errorf("heartbeat of step %s: %w", p.Key, err)
+	}
+	u := newUpdate()
+	held(&u, sas.Processing, p.Owner, p.Attempt)
+	u.set(attrCompleteBy, ms(p.Until))
+	u.set(attrIdxSK, ms(p.Until))
+	u.set(attrUpdatedAt, ms(p.Now))
+	return st.update(ctx, "heartbeat of", p.Key, u)
 }
 
 // dueWrite is the supervisor's write on a due record: rescue or give up.

@@ -61,7 +61,7 @@ func (s *Store) Submit(_ context.Context, p sas.SubmitParams) (sas.SubmitResult,
 	if o.OrderID == "" {
 		return sas.SubmitResult{}, &sas.ValidationError{Field: "orderId", Reason: "empty"}
 	}
-	recs, err := sas.NewRecords(o, p.Now, p.PickupBy, s.shards, p.Claim)
+	recs, err := sas.NewRecords(o, p.Now, p.PickupBy, s.shards, p.Claim, p.Skip...)
 	if err != nil {
 		return sas.SubmitResult{}, fmt.Errorf("submitting order %s: %w", o.OrderID, err)
 	}
@@ -152,14 +152,24 @@ func (s *Store) Complete(_ context.Context, p sas.CompleteParams) ([]sas.StepRec
 		if err != nil {
 			return nil, fmt.Errorf("claiming next step %s: %w", nk, err)
 		}
-		claimed = s.normalize(claimed)
-		s.steps[nk] = claimed
 		out = append(out, claimed)
 	}
-	done = s.normalize(done)
-	out[0] = done
-	s.steps[p.Key] = done
+	for _, k := range p.Skip {
+		sk := sas.StepKey{OrderID: p.Key.OrderID, Step: k.Step}
+		r, ok := s.steps[sk]
+		if !ok {
+			return nil, fmt.Errorf("skipping step %s: %w", sk, sas.ErrNotFound)
+		}
+		skipped, err := sas.SkipStep(r, k, p.Owner, p.Now)
+		if err != nil {
+			return nil, fmt.Errorf("skipping step %s: %w", sk, err)
+		}
+		out = append(out, skipped)
+	}
+	// Every fence held: the one write is made.
 	for i := range out {
+		out[i] = s.normalize(out[i])
+		s.steps[out[i].Key()] = out[i]
 		out[i] = cloneRecord(out[i])
 	}
 	return out, nil
@@ -179,6 +189,10 @@ func (s *Store) GiveUp(_ context.Context, p sas.GiveUpParams) (sas.StepRecord, e
 
 func (s *Store) Wait(_ context.Context, p sas.WaitParams) (sas.StepRecord, error) {
 	return s.update("waiting on", p.Key, func(r sas.StepRecord) (sas.StepRecord, error) { return sas.Wait(r, p) })
+}
+
+func (s *Store) Heartbeat(_ context.Context, p sas.HeartbeatParams) (sas.StepRecord, error) {
+	return s.update("heartbeat of", p.Key, func(r sas.StepRecord) (sas.StepRecord, error) { return sas.Heartbeat(r, p) })
 }
 
 func (s *Store) Resubmit(_ context.Context, p sas.ResubmitParams) (sas.StepRecord, error) {

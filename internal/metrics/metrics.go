@@ -61,6 +61,10 @@ const (
 	// claimed, {Workflow}); CompensationsFinished: an order compensated.
 	CompensationsStarted  = "CompensationsStarted"
 	CompensationsFinished = "CompensationsFinished"
+	// OrdersRejected: an order ended Rejected, a step refused as a
+	// business outcome and what took effect undone ({Workflow}); counted
+	// apart from failures, with no alert.
+	OrdersRejected = "OrdersRejected"
 )
 
 // The supervisor's metrics, one line per sweep, no dimensions ({}).
@@ -96,7 +100,7 @@ var Catalog = map[string]Unit{
 	QueueWait: Milliseconds, ExecutionTime: Milliseconds,
 	AgentDone: Count, AgentFailed: Count, AgentTransient: Count, AgentNoOutcome: Count,
 	OrdersSubmitted: Count, OrdersProcessed: Count, StepsDone: Count, StepsFailed: Count, StepsTransient: Count,
-	Retries: Count, CompensationsStarted: Count, CompensationsFinished: Count,
+	Retries: Count, CompensationsStarted: Count, CompensationsFinished: Count, OrdersRejected: Count,
 	OldestStuckStepAge: Seconds, Rescues: Count, Waits: Count, GiveUps: Count, LostRaces: Count, Held: Count,
 	OwedEffects: Count, OwedOldestAge: Seconds,
 }

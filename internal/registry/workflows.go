@@ -64,7 +64,7 @@ func FromDefinitions(defs []workflow.Workflow) (sas.Registry, error) {
 		ws[i] = sas.Workflow{Name: d.Name, Steps: make([]sas.StepDef, len(d.Steps))}
 		for j, s := range d.Steps {
 			def := sas.StepDef{Name: s.Name, Agent: s.Agent, Action: s.Action, Undo: s.Undo,
-				Timeout: s.Timeout.D(), WaitLimit: s.WaitLimit.D(), TotalLimit: s.TotalLimit.D()}
+				Timeout: s.Timeout.D(), WaitLimit: s.WaitLimit.D(), TotalLimit: s.TotalLimit.D(), When: s.When}
 			if s.Retry != nil {
 				r := s.Retry.Policy() // the older names read as the new ones
 				def.MaxFailures, def.Tries = r.MaximumAttempts, r.Tries
@@ -75,6 +75,9 @@ func FromDefinitions(defs []workflow.Workflow) (sas.Registry, error) {
 				def.UndoRetry = sas.RetryPolicy{MaxAttempts: u.MaximumAttempts, InitialInterval: u.InitialInterval.D(),
 					Coefficient: u.BackoffCoefficient, MaxInterval: u.MaximumInterval.D()}
 				def.UndoNonRetryable = u.NonRetryableErrors
+			}
+			if c := s.Callback; c != nil {
+				def.Callback = &sas.Callback{Timeout: c.Timeout.D(), Heartbeat: c.Heartbeat.D()}
 			}
 			ws[i].Steps[j] = def
 		}

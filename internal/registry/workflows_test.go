@@ -69,3 +69,8 @@ func TestLoadRefusesABadFileAtStartUp(t *testing.T) {
 	require.ErrorIs(t, err, workflow.ErrInvalid)
 	require.Contains(t, err.Error(), path+": workflows[0].steps[0].timeout: -1s: must be more than 0")
 }
+
+// The public package states the longest callback wait the domain takes.
+func TestMaxCallbackTimeoutAgrees(t *testing.T) {
+	require.Equal(t, sas.MaxCallbackTimeout, workflow.MaxCallbackTimeout)
+}

@@ -277,6 +277,9 @@ const (
 	StatusProcessed   = "processed"
 	StatusFailed      = "failed"
 	StatusCompensated = "compensated"
+	// StatusStepSkipped: a step's condition was false, so it was not run
+	// (docs/workflows.md, "Choices"); the reason names the condition.
+	StatusStepSkipped = "step-skipped"
 )
 
 // Status tells the submitter how its order is doing (docs/pattern.md §6, §4.9).
@@ -299,6 +302,10 @@ type Status struct {
 	// Trace is the order's trace context, a W3C traceparent (trace.go):
 	// optional, absent in a message from a build before traces.
 	Trace string `json:"trace,omitempty"`
+	// Token, on a waiting status, is the completion token of the callback
+	// step that waits (callback.go): whoever holds it may complete, fail or
+	// heartbeat that step.
+	Token string `json:"token,omitempty"`
 }
 
 // IdempotencyKey is the stable key an agent sends the remote service for one

@@ -3,6 +3,7 @@ package sas
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -136,14 +137,7 @@ func Settle(r StepRecord, p SettleParams) (StepRecord, error) {
 
 // OwesCompensate reports whether r still owes its give-up's compensate
 // request: one that is settled by the compensation it starts.
-func (r StepRecord) OwesCompensate() bool {
-	for _, e := range r.Owes {
-		if e == EffectCompensate {
-			return true
-		}
-	}
-	return false
-}
+func (r StepRecord) OwesCompensate() bool { return slices.Contains(r.Owes, EffectCompensate) }
 
 // FindOwedParams asks for up to Limit records per index shard whose owed
 // effects are due for a (re)send at Now.

@@ -24,8 +24,9 @@ type StateStore interface {
 	Submit(ctx context.Context, p SubmitParams) (SubmitResult, error)
 	Claim(ctx context.Context, p ClaimParams) (StepRecord, error)
 	// Complete finishes a step and, with p.Next, claims the following one in
-	// the same atomic write. The returned slice holds the completed record and,
-	// with p.Next, the claimed one.
+	// the same atomic write, settling the steps in p.Skip with it. The
+	// returned slice holds the completed record, then with p.Next the
+	// claimed one, then the skipped ones in p.Skip's order.
 	Complete(ctx context.Context, p CompleteParams) ([]StepRecord, error)
 	Fail(ctx context.Context, p FailParams) (StepRecord, error)
 	// FindDue returns records in the given state whose DueAt is at or before
@@ -36,6 +37,8 @@ type StateStore interface {
 	GiveUp(ctx context.Context, p GiveUpParams) (StepRecord, error)
 	// Wait extends a due, held lease without counting a failure (sas.Wait).
 	Wait(ctx context.Context, p WaitParams) (StepRecord, error)
+	// Heartbeat moves a waiting callback step's deadline on (sas.Heartbeat).
+	Heartbeat(ctx context.Context, p HeartbeatParams) (StepRecord, error)
 	Resubmit(ctx context.Context, p ResubmitParams) (StepRecord, error)
 	// NoteEffect sets UndoOwed on a forward step that is not Processed
 	// (see sas.NoteEffect); a step already noted is returned unchanged.
@@ -59,6 +62,9 @@ type SubmitParams struct {
 	Now      time.Time
 	PickupBy time.Time
 	Claim    *ClaimParams
+	// Skip are the first steps, settled at submission without running
+	// (their conditions: skip.go); Claim then takes the step after them.
+	Skip []Skip
 }
 
 // SubmitResult reports whether this call created the order.

@@ -297,8 +297,8 @@ func (v OrderView) Settled() bool {
 }
 
 // State summarises the order from its steps: a failed undo or one still
-// running wins; then a step in flight; an order whose every step is done is
-// Processed; one that failed and has its completed work undone is
+// running wins; then a step in flight; an order whose every step is done (or
+// skipped) is Processed; one that failed and has its completed work undone is
 // Compensated; one that failed with nothing (yet) undone is Error; one whose
 // only failure is a business rejection is Rejected instead of either; a
 // cancelled one is Cancelled once nothing of it runs (between its step's
@@ -345,8 +345,8 @@ func (v OrderView) State() ProcessState {
 		return Cancelled
 	case v.Cancelled():
 		return Processing // a step ready to be claimed: the cancel turns it away
-	case n[Processed] == len(v.Steps):
-		return Processed
+	case n[Processed]+n[Skipped] == len(v.Steps):
+		return Processed // every step ran or was skipped (its condition was false)
 	case n[Compensated] > 0 && !owed && rejected && !othersFailed:
 		return Rejected
 	case n[Compensated] > 0 && !owed:
@@ -355,7 +355,7 @@ func (v OrderView) State() ProcessState {
 		return Rejected
 	case n[Error] > 0:
 		return Error
-	case n[Pending] == len(v.Steps):
+	case n[Pending] > 0 && n[Pending]+n[Skipped] == len(v.Steps):
 		return Pending
 	}
 	return Processing

@@ -4,7 +4,10 @@
 // store, queue, clock) the adapters implement. It never imports the AWS SDK.
 package sas
 
-import "fmt"
+import (
+	"fmt"
+	"slices"
+)
 
 // ProcessState is the state of one step's state record (docs/pattern.md §2, §4.2).
 type ProcessState string
@@ -24,10 +27,14 @@ const (
 	Compensated ProcessState = "Compensated"
 	// CompensationFailed: the undo itself gave up; an operator was told.
 	CompensationFailed ProcessState = "CompensationFailed"
+	// Skipped: the step's condition (StepDef.When) was false when the step
+	// before it completed (or at submission): it is never called and has
+	// nothing to undo. Terminal (docs/workflows.md, "Choices").
+	Skipped ProcessState = "Skipped"
 )
 
 // States lists every state, in lifecycle order.
-var States = []ProcessState{Pending, Processing, Processed, Error, Compensating, Compensated, CompensationFailed}
+var States = []ProcessState{Pending, Processing, Processed, Error, Compensating, Compensated, CompensationFailed, Skipped}
 
 // Rejected is an order's state, never a step's: a step was refused as a
 // business outcome (agent.Reject; StepRecord.Rejected) and whatever took
@@ -36,9 +43,21 @@ var States = []ProcessState{Pending, Processing, Processed, Error, Compensating,
 // outcome").
 const Rejected ProcessState = "Rejected"
 
-// OrderStates lists every state OrderView.State returns: a step's,
+// OrderStates lists every state OrderView.State returns: a step's but
+// Skipped (an order whose steps all ran or were skipped is Processed),
 // Rejected and Cancelled (cancel.go).
-var OrderStates = append(append([]ProcessState(nil), States...), Rejected, Cancelled)
+var OrderStates = append(stepOnly(States, Skipped), Rejected, Cancelled)
+
+// stepOnly is states without the ones only a step can be in.
+func stepOnly(states []ProcessState, only ...ProcessState) []ProcessState {
+	var out []ProcessState
+	for _, s := range states {
+		if !slices.Contains(only, s) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
 
 // Valid reports whether s is a known state.
 func (s ProcessState) Valid() bool {
@@ -54,7 +73,7 @@ func (s ProcessState) Valid() bool {
 // Error and CompensationFailed wait for an operator.
 func (s ProcessState) Terminal() bool {
 	switch s {
-	case Processed, Error, Compensated, CompensationFailed:
+	case Processed, Error, Compensated, CompensationFailed, Skipped:
 		return true
 	}
 	return false
@@ -75,14 +94,15 @@ func ParseState(v string) (ProcessState, error) {
 // legal is the transition table. Anything absent is illegal; tests replay
 // every order's history through Legal to prove no illegal transition happened.
 var legal = map[ProcessState][]ProcessState{
-	"":                 {Pending, Processing},                           // created (Processing: claimed at submission)
-	Pending:            {Processing, Pending, Error},                    // claim; supervisor re-drive; give up
+	"":                 {Pending, Processing, Skipped, Error},           // created (Processing: claimed at submission; Skipped, or Error by its condition: settled at submission)
+	Pending:            {Processing, Pending, Error, Skipped},           // claim; supervisor re-drive; give up (or a condition that cannot be evaluated); condition false
 	Processing:         {Processed, Pending, Error, Processing},         // complete; rescue; fail/give up; lease extension
 	Processed:          {Compensating},                                  // order is being undone
 	Error:              {Pending, Compensating, Error},                  // operator resubmit; compensate the failed step's side effects; a late success noted
 	Compensating:       {Compensated, Compensating, CompensationFailed}, // done; rescued or re-claimed; gave up
 	CompensationFailed: {Compensating},                                  // operator retries the undo
 	Compensated:        {},
+	Skipped:            {},
 }
 
 // Legal reports whether a record may move from one state to another.

@@ -159,11 +159,21 @@ type CompleteParams struct {
 	// that no successor of a cancelled step is ever claimed
 	// (docs/protocol.md, "Cancellation").
 	Cancelled bool
+	// Skip settles, in the same write, the steps after Key that the order
+	// passes over without running them (their conditions: skip.go), in
+	// order, all before Next. A forward completion only.
+	Skip []Skip
 }
 
 // Check rejects a Next no record could take, or one that is the step
 // being completed (one write cannot move a record twice).
 func (p CompleteParams) Check() error {
+	if len(p.Skip) > 0 && p.Compensation {
+		return &ValidationError{Field: "skip", Reason: "an undo's completion skips nothing"}
+	}
+	if err := checkSkips(p.Skip, p.Key.Step, p.Next); err != nil {
+		return err
+	}
 	if p.Next == nil {
 		return nil
 	}
@@ -550,19 +560,43 @@ func race(op string, r StepRecord) error {
 // With a lease, the first step is created already claimed (attempt 1), which
 // saves the separate claim write on the hot path and is the same transition
 // a claim would make.
-func NewRecords(o Order, now, pickupBy time.Time, shards int, lease *ClaimParams) ([]StepRecord, error) {
+//
+// Steps in skip (their conditions: skip.go) are created settled, Skipped or
+// in Error, and the first step after them is the one ready (or claimed);
+// after a failed one, none is.
+func NewRecords(o Order, now, pickupBy time.Time, shards int, lease *ClaimParams, skip ...Skip) ([]StepRecord, error) {
 	if len(o.Steps) == 0 {
 		return nil, &ValidationError{Field: "steps", Reason: "an order needs at least one step"}
+	}
+	first := 0 // the first step to run; len(o.Steps) when none
+	for _, k := range skip {
+		if k.Step != first || k.Step >= len(o.Steps) {
+			return nil, &ValidationError{Field: "skip", Reason: fmt.Sprintf("step %d is not the next of the first steps", k.Step)}
+		}
+		first++
+		if k.Failed {
+			first = len(o.Steps)
+			break
+		}
+	}
+	if err := checkSkips(skip, -1, nil); err != nil {
+		return nil, err
 	}
 	out := make([]StepRecord, len(o.Steps))
 	for i, name := range o.Steps {
 		k := StepKey{OrderID: o.OrderID, Step: i}
 		r := StepRecord{OrderID: o.OrderID, Step: i, StepName: name, Shard: ShardFor(k, shards), CreatedAt: now}
-		if i == 0 {
+		if i == first {
 			r.DueAt = pickupBy
 		}
 		r = move(r, Pending, "submit", "submitted", now)
-		if i == 0 && lease != nil {
+		if i < len(skip) {
+			var err error
+			if r, err = SkipStep(r, skip[i], "submit", now); err != nil {
+				return nil, err
+			}
+		}
+		if i == first && lease != nil {
 			var err error
 			lp := *lease
 			lp.Key, lp.Attempt, lp.Now = k, 0, now

@@ -38,6 +38,17 @@ type versionedStep struct {
 	// The undo's own retry policy, omitted when the step sets none, so
 	// that a definition without one keeps its version.
 	UndoRetry *versionedRetry `json:"undoRetry,omitempty"`
+	// The step's condition (issue 27), omitted when unset.
+	When string `json:"when,omitempty"`
+	// A callback step's wait (issue 28), omitted for every other step so
+	// that a definition without one keeps its version.
+	Callback *versionedCallback `json:"callback,omitempty"`
+}
+
+// versionedCallback is a callback step's wait in a versionedStep.
+type versionedCallback struct {
+	TimeoutMs   int64 `json:"timeoutMs"`
+	HeartbeatMs int64 `json:"heartbeatMs,omitempty"`
 }
 
 // versionedRetry is an undo's retry policy in a versionedStep.
@@ -63,11 +74,14 @@ func EncodeWorkflow(w Workflow) []byte {
 			Name: s.Name, Agent: s.Agent, Action: s.Action, Undo: s.Undo,
 			TimeoutMs: s.Timeout.Milliseconds(), WaitMs: s.WaitLimit.Milliseconds(), TotalMs: s.TotalLimit.Milliseconds(),
 			MaxFailures: s.MaxFailures, BaseMs: s.BaseBackoff.Milliseconds(), MaxMs: s.MaxBackoff.Milliseconds(),
-			Tries: s.Tries, Coefficient: s.BackoffCoefficient, NonRetryable: s.NonRetryable,
+			Tries: s.Tries, Coefficient: s.BackoffCoefficient, NonRetryable: s.NonRetryable, When: s.When,
 		}
 		if u := s.UndoRetry; u != (RetryPolicy{}) || len(s.UndoNonRetryable) > 0 {
 			v.Steps[i].UndoRetry = &versionedRetry{MaxAttempts: u.MaxAttempts, InitialMs: u.InitialInterval.Milliseconds(),
 				MaxMs: u.MaxInterval.Milliseconds(), Coefficient: u.Coefficient, NonRetryable: s.UndoNonRetryable}
+		}
+		if c := s.Callback; c != nil {
+			v.Steps[i].Callback = &versionedCallback{TimeoutMs: c.Timeout.Milliseconds(), HeartbeatMs: c.Heartbeat.Milliseconds()}
 		}
 	}
 	b, _ := json.Marshal(v) // cannot fail: strings and numbers only
@@ -87,12 +101,15 @@ func DecodeWorkflow(b []byte) (Workflow, error) {
 			Name: s.Name, Agent: s.Agent, Action: s.Action, Undo: s.Undo,
 			Timeout: ms(s.TimeoutMs), WaitLimit: ms(s.WaitMs), TotalLimit: ms(s.TotalMs),
 			MaxFailures: s.MaxFailures, BaseBackoff: ms(s.BaseMs), MaxBackoff: ms(s.MaxMs),
-			Tries: s.Tries, BackoffCoefficient: s.Coefficient, NonRetryable: s.NonRetryable,
+			Tries: s.Tries, BackoffCoefficient: s.Coefficient, NonRetryable: s.NonRetryable, When: s.When,
 		}
 		if u := s.UndoRetry; u != nil {
 			w.Steps[i].UndoRetry = RetryPolicy{MaxAttempts: u.MaxAttempts, InitialInterval: ms(u.InitialMs),
 				MaxInterval: ms(u.MaxMs), Coefficient: u.Coefficient}
 			w.Steps[i].UndoNonRetryable = u.NonRetryable
+		}
+		if c := s.Callback; c != nil {
+			w.Steps[i].Callback = &Callback{Timeout: ms(c.TimeoutMs), Heartbeat: ms(c.HeartbeatMs)}
 		}
 	}
 	if w.Name == "" || len(w.Steps) == 0 {

@@ -38,3 +38,19 @@ func TestVersionCarriesTheUndoRetryPolicy(t *testing.T) {
 	require.Equal(t, 2, w.Steps[0].RetryFor(false, sas.RetryPolicy{}, sas.DefaultUndoRetry).MaxAttempts)
 	require.Equal(t, []string{"AlreadyRefunded"}, back.Steps[0].NonRetryableFor(true))
 }
+
+// A step's condition is part of the definition an order runs on: stored
+// and read back, and it changes the version (a definition without one
+// keeps its version). The simulator found it dropped on the way: an order
+// that outlived a deploy ran a step whose condition could not be evaluated.
+func TestVersionCarriesTheCondition(t *testing.T) {
+	t.Parallel()
+	w := sas.Workflow{Name: "trip", Steps: []sas.StepDef{{Name: "car", Agent: "cars", Action: "book", Timeout: 30 * time.Second}}}
+	require.JSONEq(t, `{"name":"trip","steps":[{"name":"car","agent":"cars","action":"book","timeoutMs":30000}]}`, string(sas.EncodeWorkflow(w)))
+	u := sas.Workflow{Name: "trip", Steps: []sas.StepDef{w.Steps[0]}}
+	u.Steps[0].When = "payload.needsCar"
+	require.NotEqual(t, w.Version(), u.Version())
+	back, err := sas.DecodeWorkflow(sas.EncodeWorkflow(u))
+	require.NoError(t, err)
+	require.Equal(t, u, back)
+}

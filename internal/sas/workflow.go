@@ -47,6 +47,13 @@ type StepDef struct {
 	// UndoNonRetryable names the errors that end the undo at once
 	// (CompensationFailed); the step's NonRetryable do not apply to it.
 	UndoNonRetryable []string
+	// Callback, when set, makes the step one the outside world completes:
+	// it has no agent, no action and no undo, and waits up to
+	// Callback.Timeout for a completion (callback.go).
+	Callback *Callback
+	// When is the step's condition (a CEL expression: skip.go,
+	// internal/condition); "" when it always runs.
+	When string
 }
 
 // Retry is the step's retry policy, the deployment's defaults (d) filled in
@@ -116,7 +123,11 @@ func NewRegistry(ws ...Workflow) (Registry, error) {
 			return nil, &ValidationError{Field: "workflow", Reason: fmt.Sprintf("%q registered twice", w.Name)}
 		}
 		for _, s := range w.Steps {
-			if s.Name == "" || s.Agent == "" || s.Timeout <= 0 {
+			if s.Callback != nil {
+				if err := s.checkCallback(); err != nil {
+					return nil, &ValidationError{Field: "workflow", Reason: fmt.Sprintf("%s step %s: %v", w.Name, s.Name, err)}
+				}
+			} else if s.Name == "" || s.Agent == "" || s.Timeout <= 0 {
 				return nil, &ValidationError{Field: "workflow", Reason: fmt.Sprintf("%s: every step needs a name, an agent and a timeout", w.Name)}
 			}
 			if s.WaitLimit < 0 || s.TotalLimit < 0 {
@@ -148,13 +159,19 @@ type StepLimits struct {
 	// Undo is the undo's retry policy, as the step sets it (zero fields:
 	// the deployment's undo defaults).
 	Undo RetryPolicy
+	// Outside: a callback step, given up at its deadline, never re-driven.
+	Outside bool
 }
 
 // Limits returns the step's limits and retry policy.
 func (s StepDef) Limits() StepLimits {
-	return StepLimits{Timeout: s.Timeout, WaitLimit: s.WaitLimit, TotalLimit: s.TotalLimit,
+	timeout := s.Timeout
+	if s.Callback != nil {
+		timeout = s.Callback.Timeout // the longest its claim holds it
+	}
+	return StepLimits{Timeout: timeout, WaitLimit: s.WaitLimit, TotalLimit: s.TotalLimit,
 		MaxFailures: s.MaxFailures, BaseBackoff: s.BaseBackoff, MaxBackoff: s.MaxBackoff,
-		BackoffCoefficient: s.BackoffCoefficient, Undo: s.UndoRetry}
+		BackoffCoefficient: s.BackoffCoefficient, Undo: s.UndoRetry, Outside: s.Outside()}
 }
 
 // Limits returns the limits of every step name in the registry. A step name

@@ -85,8 +85,12 @@ func (a *App) show(ctx context.Context, args []string) error {
 		if r.Rejected {
 			state += " (rejected)" // a business outcome, not an incident
 		}
+		why := r.LastError
+		if r.ProcessState == sas.Skipped {
+			why = r.LastHistoryReason() // its condition, false (docs/workflows.md, "Choices")
+		}
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%d\t%s\t%s\t%s\n", r.Step, r.StepName, state, r.Attempt, r.FailureCount,
-			dash(r.LockedBy), deadline(r.CompleteBy, now), dash(r.LastError))
+			dash(r.LockedBy), deadline(r.CompleteBy, now), dash(why))
 	}
 	tw.Flush()
 	// What each step returned, as recorded: what the steps after it and

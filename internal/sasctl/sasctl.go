@@ -56,6 +56,9 @@ const Usage = `usage: sasctl [-outputs FILE [-stack NAME] | -stack NAME] <comman
   resubmit   -all [-dry-run] [-limit N] every step in Error
   compensate ORDER_ID [-reason TEXT]   undo the order's completed steps, newest first (refused while a step is in flight)
   cancel     ORDER_ID [-reason TEXT] [-dry-run]   stop a running order: no later step starts, the step in flight settles, what took effect is undone
+  complete   TOKEN [-result JSON]      complete a waiting callback step (its token from the waiting status)
+  fail       TOKEN [-reason TEXT] [-reject]   fail it (compensated; -reject: a business rejection, nobody paged)
+  heartbeat  TOKEN                     move a waiting step's heartbeat deadline on
   watch      [-interval 2s] [-count N] live counts per state and the oldest stuck step
   pause      AGENT                     stop consuming the agent's queues; its steps wait, unjudged
   resume     AGENT                     end the pause; the time paused does not count against the steps
@@ -99,6 +102,7 @@ func (a *App) Run(ctx context.Context, args []string) error {
 		"submit": a.submit, "show": a.show, "list": a.list, "resubmit": a.resubmit,
 		"compensate": a.compensate, "watch": a.watch, "cancel": a.cancel,
 		"pause": a.pause, "resume": a.pause, "pauses": a.pauses,
+		"complete": a.complete(sas.OutcomeDone), "fail": a.complete(sas.OutcomeFailed), "heartbeat": a.complete(sas.OutcomeHeartbeat),
 	}
 	cmd, ok := cmds[args[0]]
 	if args[0] == "resume" {

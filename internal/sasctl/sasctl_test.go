@@ -239,3 +239,21 @@ func TestShowResultsAndARejection(t *testing.T) {
 	require.Contains(t, out, "Error (rejected)")
 	require.Contains(t, out, "results:\n  reserve\t{\"reservation\":\"R-42\"}")
 }
+
+// A skipped step shows as Skipped with its condition, and its order as
+// Processed.
+func TestShowASkippedStep(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	ctx := context.Background()
+	_, err := f.store.Submit(ctx, sas.SubmitParams{Order: sas.Order{OrderID: "o-s", Workflow: "trip", Steps: []string{"flight", "car"}},
+		Now: t0, PickupBy: t0.Add(time.Minute), Claim: &sas.ClaimParams{Owner: "s", CompleteBy: t0.Add(30 * time.Second)}})
+	require.NoError(t, err)
+	_, err = f.store.Complete(ctx, sas.CompleteParams{Key: sas.StepKey{OrderID: "o-s"}, Owner: "s", Attempt: 1, Now: t0.Add(time.Second),
+		Skip: []sas.Skip{{Step: 1, Reason: "skipped: its condition payload.needsCar is false"}}})
+	require.NoError(t, err)
+	require.NoError(t, f.app.Run(ctx, []string{"show", "o-s"}))
+	out := f.out.String()
+	require.Contains(t, out, "state Processed")
+	require.Regexp(t, `1\s+car\s+Skipped\s+0\s+0\s+-\s+-\s+skipped: its condition payload.needsCar is false`, out)
+}

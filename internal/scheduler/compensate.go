@@ -26,8 +26,12 @@ func undoable(r sas.StepRecord, def sas.StepDef, explicit bool) bool {
 		return false
 	}
 	switch r.ProcessState {
-	case sas.Processed, sas.Error:
+	case sas.Processed:
 		return true
+	case sas.Error:
+		// A step whose condition could not be evaluated was never called
+		// (choice.go): nothing to undo, unless an effect was noted.
+		return r.FailedBy != sas.ByCondition || r.UndoOwed
 	case sas.CompensationFailed:
 		return explicit
 	}
@@ -163,6 +167,9 @@ func (s *Service) compensateFrom(ctx context.Context, u *outbox.Unit, o order, e
 // claim is this delivery's.
 func (s *Service) claimUndo(ctx context.Context, u *outbox.Unit, o order, r sas.StepRecord, tell bool, now time.Time) (bool, error) {
 	if err := s.tellBeforeClaim(ctx, o, r, tell, now); err != nil {
+		return false, err
+	}
+	if err := s.tellConditionFailures(ctx, o, now); err != nil {
 		return false, err
 	}
 	cp := *s.claimParams(o, r, r.ProcessState, now)

@@ -139,8 +139,8 @@ func (c Config) validate() error {
 			continue
 		}
 		for _, d := range w.Steps {
-			if d.Name == "" || d.Agent == "" || d.Timeout < 0 {
-				problems = append(problems, fmt.Sprintf("workflow %q: every step needs a name, an agent and no negative timeout", name))
+			if d.Name == "" || (d.Agent == "" && !d.Outside()) || d.Timeout < 0 {
+				problems = append(problems, fmt.Sprintf("workflow %q: every step needs a name, an agent (or a callback) and no negative timeout", name))
 				break
 			}
 		}

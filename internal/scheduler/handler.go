@@ -33,10 +33,15 @@ func (s *Service) handleMessage(ctx context.Context, u *outbox.Unit, from Origin
 		s.log.WarnContext(ctx, "signing keys not re-read", "err", err)
 	}
 	h, herr := sas.DecodeHeader(body)
-	if from.Source == FromIntake && herr == nil && h.Kind == sas.KindCancel {
-		return s.cancelMessage(ctx, u, from, body) // the submitter cancels its own order
-	}
 	if from.Source == FromIntake {
+		switch {
+		case herr == nil && h.Kind == sas.KindCancel:
+			return s.cancelMessage(ctx, u, from, body) // the submitter cancels its own order
+		case herr == nil && h.Kind == sas.KindComplete:
+			// The outside world completing a waiting step: its token,
+			// not the queue, says which (callback.go).
+			return s.completion(ctx, u, from, body)
+		}
 		// Whatever kind it claims: an application that may write orders
 		// cannot also send replies, retries or compensation requests.
 		// ParseIntake reports the header's problems too, with a reason.
@@ -45,6 +50,11 @@ func (s *Service) handleMessage(ctx context.Context, u *outbox.Unit, from Origin
 	switch h.Kind {
 	case "", sas.KindIntake:
 		return refuseSource(from, h.Kind) // nothing is created, nobody is told
+	case sas.KindComplete:
+		if from.Source != FromControl {
+			return refuseSource(from, h.Kind)
+		}
+		return s.completion(ctx, u, from, body)
 	case sas.KindAgentReply, sas.KindRetry, sas.KindCompensate, sas.KindCancel:
 	default:
 		return drop(herr, "kind %q is not a message for the scheduler", h.Kind)

@@ -44,12 +44,19 @@ func (s *Service) intake(ctx context.Context, u *outbox.Unit, body []byte, from 
 		Trace: sas.OrderTrace(in.Trace, sas.NewTrace(in.OrderID, now)),
 	}
 	ctx = msgctx.WithTrace(ctx, o.Trace)
-	res, err := s.cfg.Store.Submit(ctx, sas.SubmitParams{
-		Order: o, Now: now, PickupBy: now.Add(s.cfg.PickupTimeout),
+	// The first steps' conditions, if any, decide which step runs first
+	// (choice.go); the others are settled in the same write.
+	first := choice{next: 0}
+	if w.Steps[0].When != "" {
+		first = nextToRun(order{ord: o, wf: w}, 0, nil)
+	}
+	sp := sas.SubmitParams{Order: o, Now: now, PickupBy: now.Add(s.cfg.PickupTimeout), Skip: first.skips}
+	if first.next >= 0 {
 		// Created already claimed: one transaction instead of submit + claim
 		// on the hot path, and no window in which the first step is unowned.
-		Claim: &sas.ClaimParams{Owner: s.cfg.Owner, Now: now, CompleteBy: now.Add(s.timeout(w.Steps[0]))},
-	})
+		sp.Claim = &sas.ClaimParams{Owner: s.cfg.Owner, Now: now, CompleteBy: now.Add(s.timeout(w.Steps[first.next]))}
+	}
+	res, err := s.cfg.Store.Submit(ctx, sp)
 	switch {
 	case errors.Is(err, sas.ErrOrderConflict):
 		return s.conflict(ctx, u, in, messageID, submitter, err)
@@ -75,6 +82,13 @@ func (s *Service) intake(ctx context.Context, u *outbox.Unit, body []byte, from 
 			return fmt.Errorf("order %s: %w", in.OrderID, err)
 		}
 	}
+	if res.Created && len(first.skips) > 0 {
+		s.log.InfoContext(ctx, "order submitted", "order", o.OrderID, "workflow", o.Workflow, "steps", len(o.Steps), "notRun", len(first.skips))
+		s.emitOrder(ctx, metrics.OrdersSubmitted, o.OrderID, o.Workflow, now)
+		s.post(ctx, u, o, sas.Status{Status: sas.StatusReceived, Sequence: SeqReceived()}, now)
+		s.postSkipped(ctx, u, ord, first.skips, now)
+		return s.submittedPast(ctx, u, ord, first, now)
+	}
 	if res.Created {
 		first, ok := ord.step(0)
 		if !ok {
@@ -91,6 +105,9 @@ func (s *Service) intake(ctx context.Context, u *outbox.Unit, body []byte, from 
 		ctx = msgctx.WithTrace(ctx, o.Trace)
 		s.log.InfoContext(ctx, "duplicate intake: order exists", "order", o.OrderID)
 		s.redispatchLive(ctx, u, ord, now)
+		if err := s.resubmitted(ctx, u, ord, now); err != nil {
+			return err
+		}
 	}
 	s.post(ctx, u, o, sas.Status{Status: sas.StatusReceived, Sequence: SeqReceived()}, now)
 	return nil

@@ -136,3 +136,30 @@ func TestLogLinesAboutAMessageCarryItsID(t *testing.T) {
 	require.Len(t, seen, 3, "each line logged: %v", seen)
 	require.NotEqual(t, seen["duplicate intake"], seen["stale reply ignored"], "each its own message")
 }
+
+// An order that ends Rejected counts once in OrdersRejected (issue 27 §5):
+// what took effect undone first, then rejected.
+func TestARejectedOrderIsCounted(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	var out logtest.Buffer
+	reg, err := registry.Default(stepTimeout)
+	require.NoError(t, err)
+	f.h = scheduler.NewHandler(f.newServiceConfig(owner, reg, sas.AgentQueues{Default: f.agentURL}, func(c *scheduler.Config) { c.Metrics = &out }))
+	f.deliver(intake("o-rej", "order", f.replyURL))
+	f.deliver(done(f.request()))
+	f.deliver(rejectedReply(f.request(), "card declined"))
+	for reqs := f.requests(); len(reqs) > 0; reqs = f.requests() { // the undos, charge's then reserve's
+		require.True(t, reqs[0].Compensation)
+		f.deliver(done(reqs[0]))
+	}
+	require.Equal(t, sas.Rejected, f.view("o-rej").State())
+	n := 0
+	for _, l := range decodeEMF(t, out.String()) {
+		if v, ok := l.Values[metrics.OrdersRejected]; ok {
+			require.EqualValues(t, 1, v)
+			n++
+		}
+	}
+	require.Equal(t, 1, n, "once, in one line of both dimension sets: {Workflow} and {}")
+}

@@ -94,6 +94,18 @@ func (s *Service) reply(ctx context.Context, u *outbox.Unit, rep sas.AgentReply)
 	if err != nil {
 		return err
 	}
+	if rep.Step < o.n() && o.wf.Steps[rep.Step].Outside() {
+		// No agent runs a callback step: only its token completes it
+		// (callback.go), never a reply, signed or not.
+		return drop(nil, "agent reply for order %s step %d: a callback step takes no agent reply", rep.OrderID, rep.Step)
+	}
+	return s.applyReply(ctx, u, o, rep)
+}
+
+// applyReply is a believed reply's outcome applied to its order: an
+// agent's, once trusted, or a completion from outside built from its
+// checked token and the stored order, read whole (callback.go).
+func (s *Service) applyReply(ctx context.Context, u *outbox.Unit, o order, rep sas.AgentReply) error {
 	if w := o.wf; rep.Step >= len(w.Steps) || w.Steps[rep.Step].Name != rep.StepName {
 		// The workflow changed shape under the order: never guess a successor.
 		return drop(nil, "reply for order %s: step %d of workflow %q is not %q", rep.OrderID, rep.Step, w.Name, rep.StepName)
@@ -155,12 +167,21 @@ func (s *Service) reply(ctx context.Context, u *outbox.Unit, rep sas.AgentReply)
 			}
 			next = s.claimParams(o, r, r.ProcessState, now)
 		}
-	} else if rep.Step+1 < o.n() {
+	}
+	var decided choice
+	if !undo {
 		// While a step runs, the steps after it have never been claimed
 		// (steps run in order; an operator resubmits only a failed step,
 		// whose successors never ran): the successor is Pending at attempt
-		// 0, as Submit created it. The claim is fenced on that.
-		next = s.claimParams(o, sas.StepRecord{OrderID: rep.OrderID, Step: rep.Step + 1}, sas.Pending, now)
+		// 0, as Submit created it. The claim is fenced on that, and so is
+		// the skip of each step the conditions pass over (choice.go).
+		var err error
+		if decided, err = s.decideAfter(ctx, &o, rep.Step, rep.Result); err != nil {
+			return err
+		}
+		if decided.next >= 0 {
+			next = s.claimParams(o, sas.StepRecord{OrderID: rep.OrderID, Step: decided.next}, sas.Pending, now)
+		}
 	}
 	p := sas.CompleteParams{
 		Key: key, Owner: rep.LockedBy, Attempt: rep.Attempt, Now: now, Compensation: undo, Next: next,
@@ -168,30 +189,49 @@ func (s *Service) reply(ctx context.Context, u *outbox.Unit, rep sas.AgentReply)
 	}
 	if !undo {
 		p.Result = rep.Result // recorded with the step, within its bounds (boundResult)
+		p.Skip = decided.skips
 	}
 	recs, err := s.cfg.Store.Complete(ctx, p)
 	if err != nil {
 		return s.refused(ctx, u, o, rep, err, now)
 	}
+	want := 1 + len(p.Skip)
+	if next != nil {
+		want++
+	}
+	if len(recs) < want {
+		// The store broke its contract. The write is made: a redelivery
+		// takes the duplicate branch and dispatches the successor.
+		return fmt.Errorf("completing step %s: the store returned %d records, not %d", key, len(recs), want)
+	}
 	var claimed *sas.StepRecord
 	if next != nil {
-		if len(recs) < 2 {
-			// The store broke its contract. The write is made: a redelivery
-			// takes the duplicate branch and dispatches the successor.
-			return fmt.Errorf("completing step %s: the store did not return the claimed step %d", key, next.Key.Step)
-		}
 		claimed = &recs[1]
-		o.put(*claimed)
+	}
+	for _, r := range recs[1:] {
+		o.put(r)
 	}
 	if !undo {
 		o.put(recs[0]) // its result, for the successor's request and the processed status
 	}
 	s.log.InfoContext(ctx, "step done", "order", rep.OrderID, "step", rep.Step, "attempt", rep.Attempt, "compensation", undo)
 	s.emitStep(ctx, o, rep.Step, undo, now, metrics.StepsDone)
-	if !undo && rep.Step+1 == o.n() {
+	for _, k := range p.Skip {
+		s.log.InfoContext(ctx, "step not run", "order", rep.OrderID, "step", k.Step, "state", k.To(), "reason", k.Reason)
+	}
+	_, condFailed := decided.failed()
+	if !undo && next == nil && !condFailed {
 		s.emitOrder(ctx, metrics.OrdersProcessed, o.id(), o.ord.Workflow, now)
 	}
-	return s.afterDone(ctx, u, o, rep, claimed, now)
+	if err := s.afterDone(ctx, u, o, rep, claimed, now); err != nil {
+		return err
+	}
+	if condFailed && !undo {
+		// A condition that could not be evaluated: a permanent failure of
+		// its step, written with the completion; its effects as any's.
+		return s.conditionFailed(ctx, u, o, recs[len(recs)-1], now)
+	}
+	return nil
 }
 
 // replyOrder is the order a reply is about, from its echo (workflow,
@@ -268,7 +308,10 @@ func (s *Service) refused(ctx context.Context, u *outbox.Unit, o order, rep sas.
 	s.log.InfoContext(ctx, "stale reply ignored", "order", rep.OrderID, "step", rep.Step,
 		"attempt", rep.Attempt, "lockedBy", rep.LockedBy, "outcome", rep.Outcome,
 		"state", cur.ProcessState, "currentAttempt", cur.Attempt, "currentHolder", cur.LockedBy)
-	if rep.Outcome == sas.OutcomeDone && !rep.Compensation && lateFor(cur, rep) {
+	if rep.Outcome == sas.OutcomeDone && !rep.Compensation && lateFor(cur, rep) && !o.wf.Steps[rep.Step].Outside() {
+		// (A completion from outside that lost its race is late: it
+		// changes nothing, callback.go. Nothing ran that could have an
+		// effect to note.)
 		return s.lateSuccess(ctx, u, o, rep, cur, now)
 	}
 	if rep.Outcome == sas.OutcomeFailed && !rep.Compensation && cur.ProcessState == sas.Compensating &&
@@ -389,7 +432,10 @@ func (s *Service) stepDone(ctx context.Context, u *outbox.Unit, o order, rep sas
 		s.alert(u, o, rec, fmt.Sprintf("%s/regen/g%d", rec.Key(), rep.Generation), sas.ResubmitKeyNote(rep.OrderID, rep.Step, rep.Generation), now)
 	}
 	s.post(ctx, u, o.ord, sas.Status{Status: sas.StatusStepDone, Step: o.wf.Steps[rep.Step].Name, Sequence: SeqStepDone(rep.Step, rep.Attempt)}, now)
-	if rep.Step+1 == n {
+	// What its completion skipped (choice.go); the order is processed by
+	// its last step, or by one after which every step was skipped.
+	s.postSkipped(ctx, u, o, skippedAfter(o, rep.Step), now)
+	if ranAfter(o, rep.Step) < 0 {
 		s.log.InfoContext(ctx, "order processed", "order", o.id())
 		st := sas.Status{Status: sas.StatusProcessed, Sequence: SeqProcessed(n)}
 		// What the steps returned: from the records read or written here,
@@ -413,6 +459,22 @@ func (s *Service) duplicateDone(ctx context.Context, u *outbox.Unit, o order, re
 			return err
 		}
 		return s.afterUndone(ctx, u, o, rep, nil, now)
+	}
+	if rep.Step+1 < o.n() && o.wf.Steps[rep.Step+1].When != "" {
+		// The completion may have skipped steps (choice.go): which one it
+		// claimed, or failed, the order's records say.
+		if err := s.read(ctx, &o); err != nil {
+			return err
+		}
+		succ, ok := o.step(ranAfter(o, rep.Step))
+		if ok && live(succ, now) && succ.ProcessState == sas.Processing {
+			s.dispatch(ctx, u, o, o.wf.Steps[succ.Step], succ)
+		}
+		s.stepDone(ctx, u, o, rep, now)
+		if ok && succ.ProcessState == sas.Error && succ.FailedBy == sas.ByCondition {
+			return s.conditionFailed(ctx, u, o, succ, now)
+		}
+		return nil
 	}
 	if rep.Step+1 < o.n() {
 		succ, err := s.cfg.Store.GetStep(ctx, sas.StepKey{OrderID: rep.OrderID, Step: rep.Step + 1})
@@ -466,6 +528,9 @@ func (s *Service) afterUndone(ctx context.Context, u *outbox.Unit, o order, rep 
 	end := ending(o)
 	s.log.InfoContext(ctx, "order compensated", "order", o.id(), "status", end.Status)
 	s.emitOrder(ctx, metrics.CompensationsFinished, o.id(), o.ord.Workflow, now)
+	if end.Status == sas.StatusRejected {
+		s.emitOrder(ctx, metrics.OrdersRejected, o.id(), o.ord.Workflow, now)
+	}
 	s.post(ctx, u, o.ord, end, now)
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/sas-go/sas/internal/metrics"
 	"github.com/sas-go/sas/internal/outbox"
 	"github.com/sas-go/sas/internal/sas"
 )
@@ -76,8 +77,10 @@ func (s *Service) boundResult(ctx context.Context, o *order, rep *sas.AgentReply
 	if rep.Step == 0 {
 		return "", nil // within the bound per step, which is below the bound per order
 	}
-	if err := s.read(ctx, o); err != nil {
-		return "", err
+	if o.steps == nil { // read already for a completion from outside (callback.go)
+		if err := s.read(ctx, o); err != nil {
+			return "", err
+		}
 	}
 	all := sas.ResultsBefore(o.steps, rep.Step)
 	if len(res) > 0 {
@@ -110,5 +113,6 @@ func ending(o order) sas.Status {
 // nothing to undo (no step up to r has an Undo): it ends at once.
 func (s *Service) rejectedAlone(ctx context.Context, u *outbox.Unit, o order, r sas.StepRecord, now time.Time) {
 	s.log.InfoContext(ctx, "order rejected; nothing to undo", "order", o.id(), "step", r.Step, "reason", r.LastError)
+	s.emitOrder(ctx, metrics.OrdersRejected, o.id(), o.ord.Workflow, now)
 	s.post(ctx, u, o.ord, sas.Status{Status: sas.StatusRejected, Step: o.wf.Steps[r.Step].Name, Reason: r.LastError, Sequence: SeqCompensated(o.n())}, now)
 }

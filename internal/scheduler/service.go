@@ -77,6 +77,9 @@ func drop(err error, format string, args ...any) error {
 
 // timeout is a step's time limit.
 func (s *Service) timeout(d sas.StepDef) time.Duration {
+	if d.Callback != nil {
+		return d.Callback.Lease() // its claim's lease: the wait (callback.go)
+	}
 	if d.Timeout > 0 {
 		return d.Timeout
 	}
@@ -171,6 +174,10 @@ func (s *Service) dispatch(ctx context.Context, u *outbox.Unit, o order, def sas
 // claimed, and the supervisor re-drives it at its deadline, as after a
 // failed send.
 func (s *Service) dispatchAfter(ctx context.Context, u *outbox.Unit, oo order, def sas.StepDef, r sas.StepRecord, wait time.Duration) {
+	if def.Outside() {
+		s.await(ctx, u, oo, def, r) // no agent: its token goes out instead (callback.go)
+		return
+	}
 	results, err := s.resultsFor(ctx, &oo, r.Step, r.ProcessState == sas.Compensating)
 	if err != nil {
 		s.log.ErrorContext(ctx, "request not sent: the results it carries could not be read; the supervisor re-drives the step",

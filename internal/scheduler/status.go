@@ -34,6 +34,17 @@ func SeqFailed(step, attempt int) int64 { return seq(2+2*step, attempt) }
 // SeqStepDone is the sequence number of "step-done".
 func SeqStepDone(step, attempt int) int64 { return seq(3+2*step, attempt) }
 
+// SeqWaiting is the sequence number of a callback step's "waiting" at an
+// attempt (its token): after the step before it was done and after any
+// failure of an earlier attempt (a resubmit claims attempt+2 at least),
+// before its own failure or completion at that attempt.
+func SeqWaiting(step, attempt int) int64 { return seq(2+2*step, attempt-1) }
+
+// SeqStepSkipped is the sequence number of "step-skipped": the slot of the
+// step's "step-done" at attempt 0, which no run of the step has (attempts
+// start at 1, and a skipped step never runs).
+func SeqStepSkipped(step int) int64 { return seq(3+2*step, 0) }
+
 // SeqProcessed is the sequence number of "processed" for an order of n steps.
 func SeqProcessed(n int) int64 { return seq(2*n+2, 0) }
 

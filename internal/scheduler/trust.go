@@ -66,6 +66,10 @@ func accepts(src Source, k sas.Kind, requeue bool) bool {
 		return src == FromControl
 	case sas.KindCancel:
 		return src == FromControl || src == FromIntake // an operator's, or the order's submitter's
+	case sas.KindComplete:
+		// The token is the completer's right; the queues that take it
+		// name who may send one (docs/trust.md, "Completion tokens").
+		return src == FromIntake || src == FromControl
 	}
 	return false
 }
@@ -88,6 +92,8 @@ func wantSource(k sas.Kind) string {
 		return FromIntake.String()
 	case sas.KindAgentReply:
 		return FromAgents.String()
+	case sas.KindComplete:
+		return FromIntake.String() + " or " + FromControl.String()
 	}
 	return FromControl.String()
 }

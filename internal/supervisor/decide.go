@@ -108,6 +108,17 @@ func (p policy) decide(rec sas.StepRecord, lim sas.StepLimits, now time.Time, ba
 	failures := rec.FailureCount + 1
 	why := stall(rec)
 	forward := rec.ProcessState == sas.Processing || rec.ProcessState == sas.Pending
+	if lim.Outside && rec.ProcessState == sas.Processing && rec.LockedBy != "" {
+		// A callback step's deadline is its timeout or its missed
+		// heartbeat: nothing runs that a re-drive could help, and a
+		// re-drive would hand out a new token. Given up, whatever the
+		// queues hold (docs/protocol.md, "Callback steps").
+		return decision{
+			Action:   giveUp,
+			Failures: failures,
+			Reason:   fmt.Sprintf("no completion or heartbeat by the deadline %s of callback attempt %d (giving up)", rec.DueAt.UTC().Format(time.RFC3339), rec.Attempt),
+		}
+	}
 	if forward && lim.TotalLimit > 0 && !rec.CreatedAt.IsZero() && !now.Before(rec.CreatedAt.Add(lim.TotalLimit)) {
 		return decision{
 			Action:   giveUp,

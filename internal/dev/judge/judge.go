@@ -114,6 +114,10 @@ type Defect struct {
 // Verdict is the judgement of a run.
 type Verdict struct {
 	Orders, Processed, Failed, Compensated, CompensationFailed int
+	// Rejected counts the orders a step refused as a business outcome
+	// (agent.Reject), whatever took effect undone: apart from the failed,
+	// with no alert owed, and not held to the processed share.
+	Rejected int
 	// Explained counts the failed orders per rule that explained them.
 	Explained map[string]int
 	// The invariants; each entry names the order.
@@ -125,10 +129,10 @@ type Verdict struct {
 
 // ProcessedShare is the fraction of orders Processed.
 func (v Verdict) ProcessedShare() float64 {
-	if v.Orders == 0 {
+	if v.Orders-v.Rejected <= 0 {
 		return 1
 	}
-	return float64(v.Processed) / float64(v.Orders)
+	return float64(v.Processed) / float64(v.Orders-v.Rejected) // a rejection is the business's answer, not a failure
 }
 
 // Problems lists every way the run fell short; none means it passed.
@@ -195,6 +199,9 @@ func Judge(ev Evidence, rules JudgeRules) Verdict {
 		judged[id] = true
 		for _, r := range view.Steps {
 			for _, h := range r.History {
+				if r.Rejected && h.To == sas.Error && h.Attempt == r.Attempt {
+					continue // a business rejection pages nobody
+				}
 				if h.To == sas.Error || h.To == sas.CompensationFailed {
 					owed[alertKey{id, r.Step, h.To, h.Attempt}] = true
 				}
@@ -211,6 +218,9 @@ func Judge(ev Evidence, rules JudgeRules) Verdict {
 		case sas.Processed:
 			v.Processed++
 			continue
+		case sas.Rejected:
+			v.Rejected++
+			continue // not a failure: nothing for the faults to explain
 		case sas.Compensated:
 			v.Compensated++
 		case sas.CompensationFailed:

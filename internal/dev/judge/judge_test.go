@@ -224,3 +224,23 @@ func TestJudgeCompensationOrderAndTiming(t *testing.T) {
 	require.Len(t, got, 1)
 	require.Contains(t, got[0], "step 1 (charge): took effect after its undo")
 }
+
+// A rejected order is counted apart: not failed, no alert owed, and not
+// held against the processed share (issue 27 §5).
+func TestJudgeCountsARejectionApart(t *testing.T) {
+	t.Parallel()
+	v := refusedPayment("o-rej")
+	v.Steps[0].Rejected = true
+	reg, err := registry.Default(8 * time.Second)
+	require.NoError(t, err)
+	got := judge.Judge(judge.Evidence{
+		IDs: []string{"o-rej"}, Views: map[string]sas.OrderView{"o-rej": v}, Registry: reg,
+		Calls: map[string][]remotesim.Call{"o-rej:0": {{Key: "o-rej:0"}}},
+	}, judge.JudgeRules{})
+	require.Equal(t, 1, got.Rejected)
+	require.Zero(t, got.Failed)
+	require.Empty(t, got.Alerts, "no alert is owed for a rejection")
+	require.Empty(t, got.Defects)
+	require.Equal(t, 1.0, got.ProcessedShare())
+	require.True(t, got.OK(), "%v", got.Problems())
+}

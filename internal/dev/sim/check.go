@@ -113,6 +113,7 @@ func (w *World) final() {
 		}
 		w.checkEffects(v)
 		w.checkStatuses(v)
+		w.checkConditions(v)
 	}
 	w.checkAlerts()
 	w.checkRejectionsUnpaged()
@@ -172,6 +173,12 @@ func (w *World) checkEffects(v sas.OrderView) {
 	}
 	if state == sas.Processed {
 		for i, r := range v.Steps {
+			if r.ProcessState == sas.Skipped {
+				if len(live[i]) > 0 {
+					w.violate("skipped called", "order %s step %d (%s) was skipped and has effects %v", id, i, r.StepName, live[i])
+				}
+				continue // never called: no effect is its own
+			}
 			own := sas.IdempotencyKey(id, i, r.Generation, false)
 			if !slices.Contains(live[i], own) {
 				w.violate("effect missing", "order %s is Processed but step %d's effect under %s is not at the remote (%s)", id, i, own, steps(v))

@@ -57,6 +57,9 @@ type Config struct {
 	// (agent.Reject) rather than failures. Also on in a third of the seeds
 	// whatever ForSeed drew (Config.rejecting, results.go).
 	Rejections bool
+	// Choices: the trip's steps have conditions (choices.go). Also on in
+	// half the seeds whatever ForSeed drew (Config.choosing).
+	Choices bool
 	// Faults is the run's fault mix (faults.go): Swarm's draw for the
 	// seed, or DefaultFaults.
 	Faults Faults

@@ -72,6 +72,8 @@ func TestChecksCatchPlantedBugs(t *testing.T) {
 		sim.SabotageOneAlertID: "two events under one id",
 		// Issue 28 §4: a cancel the store answers and forgets.
 		sim.SabotageForgetCancel: "cancel ignored",
+		// Issue 27 §3: a completion that runs a step it should skip.
+		sim.SabotageRunSkipped: "skipped called",
 	} {
 		found := 0
 		for seed := int64(1); seed <= 200 && found == 0; seed++ {
@@ -168,4 +170,29 @@ func TestParseFaults(t *testing.T) {
 	f, err = sim.ParseFaults(sim.DefaultFaults, "duplicate=3")
 	require.NoError(t, err, "a weight may pass 1")
 	require.Equal(t, 3.0, f.Duplicate)
+}
+
+// Choices are exercised, not only allowed: among the first seeds, steps are
+// skipped (at submission and after a step) and steps fail by a condition
+// that cannot be evaluated.
+func TestChoicesAreExercised(t *testing.T) {
+	t.Parallel()
+	skipped, atSubmit, failed := 0, 0, 0
+	for seed := int64(1); seed <= 60; seed++ {
+		res := sim.Run(sim.ForSeed(seed))
+		require.False(t, res.Failed(), res.Summary(40))
+		for _, l := range res.Trace {
+			switch {
+			case strings.Contains(l, "Complete: ") && strings.Contains(l, "-> Skipped"):
+				skipped++
+			case strings.Contains(l, "Submit: ") && strings.Contains(l, "-> Skipped"):
+				atSubmit++
+			case strings.Contains(l, "Pending a0 -> Error a0"):
+				failed++
+			}
+		}
+	}
+	require.Positive(t, skipped, "no seed of 60 skipped a step after another")
+	require.Positive(t, atSubmit, "no seed of 60 skipped a first step at submission")
+	require.Positive(t, failed, "no seed of 60 failed a step by its condition")
 }

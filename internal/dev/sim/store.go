@@ -78,9 +78,15 @@ func (s *store) Claim(ctx context.Context, p sas.ClaimParams) (sas.StepRecord, e
 }
 
 func (s *store) Complete(ctx context.Context, p sas.CompleteParams) ([]sas.StepRecord, error) {
+	if s.w.cfg.Sabotage == SabotageRunSkipped {
+		p = runSkipped(p)
+	}
 	keys := []sas.StepKey{p.Key}
 	if p.Next != nil {
 		keys = append(keys, p.Next.Key)
+	}
+	for _, k := range p.Skip {
+		keys = append(keys, sas.StepKey{OrderID: p.Key.OrderID, Step: k.Step})
 	}
 	return write(ctx, s, "Complete", keys, func() ([]sas.StepRecord, error) { return s.mem.Complete(ctx, p) })
 }
@@ -130,6 +136,10 @@ func (s *store) GiveUp(ctx context.Context, p sas.GiveUpParams) (sas.StepRecord,
 
 func (s *store) Wait(ctx context.Context, p sas.WaitParams) (sas.StepRecord, error) {
 	return write(ctx, s, "Wait", []sas.StepKey{p.Key}, func() (sas.StepRecord, error) { return s.mem.Wait(ctx, p) })
+}
+
+func (s *store) Heartbeat(ctx context.Context, p sas.HeartbeatParams) (sas.StepRecord, error) {
+	return write(ctx, s, "Heartbeat", []sas.StepKey{p.Key}, func() (sas.StepRecord, error) { return s.mem.Heartbeat(ctx, p) })
 }
 
 func (s *store) Resubmit(ctx context.Context, p sas.ResubmitParams) (sas.StepRecord, error) {
@@ -248,7 +258,9 @@ func (w *World) wrote(ctx context.Context, name string, before, after []sas.Step
 			// A business rejection: no operator is told (results.go).
 		case (name == "Fail" || name == "Cancel") && a.ProcessState != b.ProcessState && a.Cancelled && a.ProcessState == sas.Error:
 			// A cancelled order's step: no operator is told (cancel.go).
-		case name == "GiveUp" || (name == "Fail" && a.ProcessState != b.ProcessState):
+		case name == "GiveUp" || (name == "Fail" && a.ProcessState != b.ProcessState) ||
+			(a.ProcessState == sas.Error && a.FailedBy == sas.ByCondition && b.ProcessState != sas.Error):
+			// (A step failed by its condition, in a Complete or a Submit.)
 			w.gaveUp = append(w.gaveUp, failure{key: a.Key(), state: a.ProcessState, attempt: a.Attempt, by: name})
 		}
 		if name == "GiveUp" {

@@ -175,6 +175,9 @@ func newWorld(cfg Config) *World {
 	w.status = w.newQueue("status", "", 0)
 	w.control = w.newQueue("control", "scheduler", schedulerVisible)
 	w.v1 = tripWorkflow()
+	if cfg.choosing() {
+		w.v1 = withChoices(w.v1, cfg.Seed)
+	}
 	w.v2 = variant(w.v1, cfg.Variant)
 	w.defs[w.v1.Version()] = w.v1
 	w.defs[w.v2.Version()] = w.v2

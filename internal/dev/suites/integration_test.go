@@ -953,6 +953,13 @@ func itSupervisors(t *testing.T) {
 		StepTimeout: itStepTimeout, AttemptTimeout: itStepTimeout, SupervisorEvery: time.Second, BaseBackoff: itBackoff,
 		Supervisors: 4, Shards: itShards, PollerWorkers: 2, Breaker: sdk.BreakerConfig{FailureThreshold: 1000},
 		Faults: remotesim.Faults{Scripts: scripts},
+		// A rescued step must be picked up before its pick-up deadline or
+		// it is rescued again. The live system starts only after the checks
+		// below, so on a busy machine the default 10 s made a second rescue
+		// of a step nobody had yet had the chance to claim (a flake under
+		// load, not a fault): the count of rescues is the subject here, not
+		// how soon the system starts.
+		PickupTimeout: time.Minute,
 	}, false)
 	ctx := itCtx(t, 60*time.Second)
 	sys.watch(t, ids...)

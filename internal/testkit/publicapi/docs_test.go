@@ -104,7 +104,7 @@ func TestDocumentedStatuses(t *testing.T) {
 		documented = append(documented, m[1])
 	}
 	code := []string{sas.StatusReceived, sas.StatusRejected, sas.StatusStepDone, sas.StatusProcessed, sas.StatusFailed, sas.StatusCompensated,
-		sas.StatusCancelled, sas.StatusCancelRefused}
+		sas.StatusCancelled, sas.StatusCancelRefused, sas.StatusWaiting, sas.StatusStepSkipped}
 	sort.Strings(documented)
 	sort.Strings(code)
 	require.Equal(t, code, documented)
@@ -123,7 +123,7 @@ func TestDocumentedMessageFields(t *testing.T) {
 		sas.KindIntake: reflect.TypeOf(sas.Intake{}), sas.KindAgentRequest: reflect.TypeOf(sas.AgentRequest{}),
 		sas.KindAgentReply: reflect.TypeOf(sas.AgentReply{}), sas.KindRetry: reflect.TypeOf(sas.Retry{}),
 		sas.KindCompensate: reflect.TypeOf(sas.Compensate{}), sas.KindStatus: reflect.TypeOf(sas.Status{}),
-		sas.KindCancel: reflect.TypeOf(sas.Cancel{}),
+		sas.KindCancel: reflect.TypeOf(sas.Cancel{}), sas.KindComplete: reflect.TypeOf(sas.Completion{}),
 	}
 	seen := map[sas.Kind]bool{}
 	for _, m := range regexp.MustCompile("(?m)^\\| `([a-z.]+)` \\| `sas\\.([A-Za-z]+)` \\| (.*) \\|$").FindAllStringSubmatch(table, -1) {

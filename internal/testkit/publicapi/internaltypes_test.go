@@ -19,6 +19,7 @@ var publicPackages = []string{
 	"github.com/sas-go/sas/agent",
 	"github.com/sas-go/sas/workflow",
 	"github.com/sas-go/sas/sastest",
+	"github.com/sas-go/sas/completion",
 }
 
 // No exported name of a public package shows an internal type: not a

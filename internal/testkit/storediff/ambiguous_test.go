@@ -58,6 +58,10 @@ func (a Ambiguous) Wait(ctx context.Context, p sas.WaitParams) (sas.StepRecord, 
 	return again(func() (sas.StepRecord, error) { return a.StateStore.Wait(ctx, p) })
 }
 
+func (a Ambiguous) Heartbeat(ctx context.Context, p sas.HeartbeatParams) (sas.StepRecord, error) {
+	return again(func() (sas.StepRecord, error) { return a.StateStore.Heartbeat(ctx, p) })
+}
+
 func (a Ambiguous) Resubmit(ctx context.Context, p sas.ResubmitParams) (sas.StepRecord, error) {
 	return again(func() (sas.StepRecord, error) { return a.StateStore.Resubmit(ctx, p) })
 }

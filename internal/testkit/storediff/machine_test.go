@@ -337,10 +337,22 @@ func (m *machine) writes() map[string]func(*rapid.T) op {
 			p.Cancelled = rapid.IntRange(0, 3).Draw(t, "knowsCancel") == 3
 			desc := fmt.Sprintf("%s owner=%s attempt=%d compensation=%v result=%s cancelled=%v", k, p.Owner, p.Attempt, p.Compensation, p.Result, p.Cancelled)
 			orders := []string{k.OrderID}
+			if !p.Compensation {
+				// Choices: the steps after it that its order passes over,
+				// the last one now and then failed by its condition.
+				last := k.Step + rapid.IntRange(0, 2).Draw(t, "skips")
+				for i := k.Step + 1; i < m.steps[k.OrderID] && i <= last; i++ {
+					p.Skip = append(p.Skip, sas.Skip{Step: i, Reason: fmt.Sprintf("skipped %d", i)})
+				}
+				if n := len(p.Skip); n > 0 && rapid.Bool().Draw(t, "skipFailed") {
+					p.Skip[n-1].Failed = true
+				}
+				desc += fmt.Sprintf(" skip=%v", p.Skip)
+			}
 			if rapid.Bool().Draw(t, "withNext") {
-				// The next step forward, or the previous one's undo (the
-				// chained undo); now and then any step.
-				nk := sas.StepKey{OrderID: k.OrderID, Step: k.Step + 1}
+				// The next step forward (after any skipped), or the previous
+				// one's undo (the chained undo); now and then any step.
+				nk := sas.StepKey{OrderID: k.OrderID, Step: k.Step + 1 + len(p.Skip)}
 				if p.Compensation {
 					nk.Step = k.Step - 1
 				}
@@ -400,6 +412,15 @@ func (m *machine) writes() map[string]func(*rapid.T) op {
 			return op{name: "Wait", desc: fmt.Sprintf("%s from=%s owner=%s attempt=%d waitingSince=%v", k, p.From, p.Owner, p.Attempt, !p.WaitingSince.IsZero()), orders: []string{k.OrderID},
 				apply: func(s sas.StateStore, _ int) (any, error) {
 					return one(func() (sas.StepRecord, error) { return s.Wait(ctx, p) })
+				}}
+		},
+		"heartbeat": func(t *rapid.T) op {
+			k := m.key(t, sas.Processing, sas.Compensating)
+			r := m.seen(t, k)
+			p := sas.HeartbeatParams{Key: k, Owner: r.LockedBy, Attempt: r.Attempt, Now: m.now, Until: m.deadline(t, "until")}
+			return op{name: "Heartbeat", desc: fmt.Sprintf("%s owner=%s attempt=%d", k, p.Owner, p.Attempt), orders: []string{k.OrderID},
+				apply: func(s sas.StateStore, _ int) (any, error) {
+					return one(func() (sas.StepRecord, error) { return s.Heartbeat(ctx, p) })
 				}}
 		},
 		"resubmit": func(t *rapid.T) op {

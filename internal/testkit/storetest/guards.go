@@ -92,6 +92,14 @@ func testGuardsMatchTheDomain(t *testing.T, h Harness) {
 				func(r sas.StepRecord, seen int) (sas.StepRecord, error) { return sas.Wait(r, wp(r.Key(), seen)) }})
 		}
 	}
+	for _, owner := range []string{"w", ""} {
+		hp := func(k sas.StepKey, seen int) sas.HeartbeatParams {
+			return sas.HeartbeatParams{Key: k, Owner: owner, Attempt: seen, Now: now, Until: now.Add(time.Hour)}
+		}
+		ops = append(ops, apply{fmt.Sprintf("heartbeat-%q", owner),
+			func(k sas.StepKey, seen int) (sas.StepRecord, error) { return f.Store.Heartbeat(ctx, hp(k, seen)) },
+			func(r sas.StepRecord, seen int) (sas.StepRecord, error) { return sas.Heartbeat(r, hp(r.Key(), seen)) }})
+	}
 	rsp := func(k sas.StepKey, seen int) sas.ResubmitParams {
 		return sas.ResubmitParams{Key: k, Attempt: seen, Now: now, PickupBy: now.Add(time.Minute), Actor: "op", Reason: "fixed"}
 	}

@@ -76,6 +76,7 @@ func Run(t *testing.T, h Harness) {
 		{"CompletionRecordsTheResult", testResults},
 		{"FailureWithAnEffectIsNoRefusal", testFailedWithEffect},
 		{"WaitExtendsWithoutAFailure", testWaitExtendsWithoutAFailure},
+		{"HeartbeatMovesTheDeadlineOfTheHolder", testHeartbeat},
 		{"RacingSupervisors", testRacingSupervisors},
 		{"StrandedPendingRedriven", testStranded},
 		{"GiveUpAndResubmit", testGiveUpResubmit},
@@ -116,6 +117,10 @@ func Run(t *testing.T, h Harness) {
 		// an order's cancellation (cancel.go)
 		{"CancelMarksTheStepInFlight", testCancelMarksTheStepInFlight},
 		{"CancelTurnsAwayAReadyStep", testCancelTurnsAwayAReadyStep},
+
+		// choices: the steps an order passes over (skip.go)
+		{"CompleteSkipsInItsWrite", testCompleteSkips},
+		{"SubmitSkipsTheFirstSteps", testSubmitSkips},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1,0 +1,70 @@
+package sastest_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/sas-go/sas/agent"
+	"github.com/sas-go/sas/sastest"
+	"github.com/sas-go/sas/workflow"
+)
+
+// expense: a person approves (a callback step), then it is paid.
+var expense = []workflow.Workflow{{Name: "expense", Steps: []workflow.Step{
+	{Name: "approve", Callback: &workflow.Callback{Timeout: workflow.Duration(72 * time.Hour), Heartbeat: workflow.Duration(6 * time.Hour)}},
+	{Name: "pay", Agent: "payments", Action: "pay", Undo: "refund", Timeout: workflow.Duration(10 * time.Second)},
+}}}
+
+func expenseEnv(t *testing.T) (*sastest.Env, *[]string) {
+	var paidBy []string
+	pay := agent.New("payments").Step("pay", func(_ context.Context, req agent.Request) (any, error) {
+		var a struct {
+			By string `json:"approvedBy"`
+		}
+		if err := req.DecodeResult("approve", &a); err != nil {
+			return nil, err
+		}
+		paidBy = append(paidBy, a.By)
+		return nil, nil
+	}, ok)
+	return sastest.New(t, expense, pay), &paidBy
+}
+
+// A person approves two days in, heartbeating every five hours: the
+// result flows to the payment; 48 hours of virtual time pass in
+// milliseconds.
+func TestAnAnsweredCallbackStepCompletes(t *testing.T) {
+	t.Parallel()
+	env, paidBy := expenseEnv(t)
+	env.Answer("approve", sastest.Answer{After: 48 * time.Hour, Heartbeat: 5 * time.Hour, Result: map[string]string{"approvedBy": "alice"}})
+	start := env.Now()
+	wall := time.Now()
+	res := env.Run("expense", "e-1", nil)
+	require.Equal(t, sastest.StatusProcessed, res.Status)
+	require.Equal(t, []string{"alice"}, *paidBy)
+	require.GreaterOrEqual(t, env.Now().Sub(start), 48*time.Hour, "the answer came after two days of virtual time")
+	require.Less(t, time.Since(wall), 10*time.Second, "two days of virtual time in well under the wall clock's seconds")
+}
+
+// Without heartbeats a step with a heartbeat timeout is given up at its
+// first missed heartbeat; without an answer at all, at its timeout. A
+// refusal is compensated, a rejection ends Rejected.
+func TestAnUnansweredCallbackStepIsGivenUp(t *testing.T) {
+	t.Parallel()
+	env, paidBy := expenseEnv(t)
+	env.Answer("approve", sastest.Answer{After: 48 * time.Hour, Result: map[string]string{"approvedBy": "late"}})
+	start := env.Now()
+	res := env.Run("expense", "e-2", nil)
+	require.Equal(t, sastest.StatusFailed, res.Status)
+	require.Empty(t, *paidBy)
+	require.Less(t, env.Now().Sub(start), 7*time.Hour, "given up at the missed heartbeat (6h), not at the answer")
+	require.Len(t, res.Alerts, 2, "the waiting notification and the give-up")
+
+	env.Answer("approve", sastest.Answer{After: time.Hour, Fail: "over budget", Reject: true})
+	res = env.Run("expense", "e-3", nil)
+	require.Equal(t, sastest.StatusRejected, res.Status)
+	require.Empty(t, *paidBy)
+}
