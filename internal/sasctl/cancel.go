@@ -67,8 +67,9 @@ func (a *App) CancelPlan(ctx context.Context, orderID string) (string, error) {
 // CancelOrder cancels an order as `sasctl cancel` does, and returns what
 // happened, in words: a step in flight is marked (the fenced write) and
 // the cancel takes effect when it settles; a step waiting to be claimed
-// is turned away and the scheduler asked, on the control queue, to undo
-// what took effect. An order that is not running is refused
+// is turned away by the scheduler. Either way the scheduler is told, on
+// the control queue: it turns the step away and undoes what took effect,
+// or ends a waiting callback step's wait at once. An order that is not running is refused
 // (sas.ErrNotRunning) with the reason.
 func (a *App) CancelOrder(ctx context.Context, orderID, reason string) (string, error) {
 	v, err := a.Store.GetOrder(ctx, orderID)
@@ -86,11 +87,7 @@ func (a *App) CancelOrder(ctx context.Context, orderID, reason string) (string, 
 		// A step waiting to be claimed is turned away by the scheduler, in
 		// the write that also starts the undos: written here, a lost
 		// message would leave the order marked and nothing undone.
-		if a.ControlQueueURL == "" {
-			return "", errors.New("SAS_CONTROL_QUEUE_URL is not set: the cancel was not sent")
-		}
-		msg := sas.Cancel{V: sas.MessageVersion, Kind: sas.KindCancel, OrderID: orderID, Reason: reason, Actor: a.Actor}
-		if err := a.send(ctx, a.ControlQueueURL, sas.Encode(msg)); err != nil {
+		if err := a.sendCancel(ctx, orderID, reason); err != nil {
 			return "", fmt.Errorf("the cancel was not sent (nothing changed; run the command again): %w", err)
 		}
 		return fmt.Sprintf("asked the scheduler to cancel %s: step %d (%s) waits to be claimed; the scheduler turns it away when it reads the request "+
@@ -118,19 +115,25 @@ func (a *App) CancelOrder(ctx context.Context, orderID, reason string) (string, 
 		}
 		r = marked
 	}
-	if r.ProcessState == sas.Processing {
-		// The scheduler finds the mark when the step's reply comes (or the
-		// supervisor hands the step back): nothing to send.
-		return cancelSays(v, r, true), nil
-	}
-	if a.ControlQueueURL == "" {
-		return "", errors.New("SAS_CONTROL_QUEUE_URL is not set: the cancel is recorded but the scheduler was not told; run the command again with it")
-	}
-	msg := sas.Cancel{V: sas.MessageVersion, Kind: sas.KindCancel, OrderID: orderID, Reason: reason, Actor: a.Actor}
-	if err := a.send(ctx, a.ControlQueueURL, sas.Encode(msg)); err != nil {
+	// The scheduler is told of a mark too. A step in flight is found
+	// marked when its reply comes (or the supervisor hands it back), but a
+	// callback step waiting for a completion has no agent to reply: the
+	// scheduler ends its wait at once, where the mark alone would leave it
+	// to its timeout. A step turned away already has its undos started
+	// again (idempotent).
+	if err := a.sendCancel(ctx, orderID, reason); err != nil {
 		return "", fmt.Errorf("the cancel is recorded but the scheduler was not told (run the command again): %w", err)
 	}
 	return cancelSays(v, r, true), nil
+}
+
+// sendCancel sends the scheduler a cancel of the order on the control queue.
+func (a *App) sendCancel(ctx context.Context, orderID, reason string) error {
+	if a.ControlQueueURL == "" {
+		return errors.New("SAS_CONTROL_QUEUE_URL is not set")
+	}
+	msg := sas.Cancel{V: sas.MessageVersion, Kind: sas.KindCancel, OrderID: orderID, Reason: reason, Actor: a.Actor}
+	return a.send(ctx, a.ControlQueueURL, sas.Encode(msg))
 }
 
 // cancelSays is what a cancel does (done) or would do to the order, whose
@@ -143,7 +146,8 @@ func cancelSays(v sas.OrderView, r sas.StepRecord, done bool) string {
 	var b strings.Builder
 	switch {
 	case r.ProcessState == sas.Processing && done:
-		fmt.Fprintf(&b, "cancel recorded for %s: step %d (%s) is in flight (attempt %d); it will take effect when that step settles: "+
+		fmt.Fprintf(&b, "cancel recorded for %s: step %d (%s) is in flight (attempt %d); it will take effect when that step settles "+
+			"(a callback step waiting for a completion: at once, the scheduler ends its wait): "+
 			"no later step starts, and what took effect is undone, newest first; the order then ends Cancelled", v.Order.OrderID, r.Step, name, r.Attempt)
 	case r.ProcessState == sas.Processing:
 		fmt.Fprintf(&b, "step %d (%s) is in flight (attempt %d): the cancel would be recorded and take effect when that step settles", r.Step, name, r.Attempt)

@@ -47,7 +47,9 @@ func TestCompensateInFlightIsRefusedAndCancelSaysWhatItDid(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, r.Cancelled)
 	require.Equal(t, "cancel requested by operator:test: customer called", r.History[len(r.History)-1].Reason, "the actor in the history")
-	require.Empty(t, f.receive(t, f.schq), "the scheduler finds the mark when the step settles")
+	bodies := f.receive(t, f.schq)
+	require.Len(t, bodies, 1, "the scheduler is told too: a waiting callback step has no reply to find the mark with")
+	require.JSONEq(t, `{"v":1,"kind":"cancel","orderId":"o-run","reason":"customer called","actor":"operator:test"}`, bodies[0])
 }
 
 // A step waiting to be claimed is turned away at once, and the scheduler

@@ -138,6 +138,8 @@ func (s *Service) afterCancel(ctx context.Context, u *outbox.Unit, o order, now 
 	}
 	for _, r := range o.steps {
 		switch {
+		case r.ProcessState == sas.Processing && o.wf.Steps[r.Step].Outside():
+			return s.endWait(ctx, u, o, r, now)
 		case r.ProcessState == sas.Processing:
 			s.log.InfoContext(ctx, "cancelled order waits for its step in flight to settle", "order", o.id(), "step", r.Step,
 				"stepName", o.wf.Steps[r.Step].Name, "attempt", r.Attempt)
@@ -148,6 +150,37 @@ func (s *Service) afterCancel(ctx context.Context, u *outbox.Unit, o order, now 
 	}
 	_, err := s.startCompensation(ctx, u, o, false, now)
 	return err
+}
+
+// endWait ends the wait of a cancelled order's callback step. No agent
+// holds it and nothing of it runs that could settle it by itself, so the
+// cancel does not wait for its completion or its timeout (days, perhaps):
+// the holder's own failure write ends it (Processing → Error, fenced on
+// holder and attempt; the mark kept), so its token completes nothing after
+// (a late completion is logged and changes nothing, callback.go), and the
+// cancellation goes on as after any failure of a marked step: no page,
+// what took effect undone, the submitter told.
+func (s *Service) endWait(ctx context.Context, u *outbox.Unit, o order, r sas.StepRecord, now time.Time) error {
+	failed, err := s.cfg.Store.Fail(ctx, sas.FailParams{
+		Key: r.Key(), Owner: r.LockedBy, Attempt: r.Attempt, Now: now,
+		Reason: "the order was cancelled while the step waited for its completion: the wait ends, and its token completes nothing",
+	})
+	if own, ok := sas.OwnWrite(err, r.LockedBy, now, sas.Error, r.Attempt); ok {
+		failed, err = own, nil // committed; its retry lost to it
+	}
+	if errors.Is(err, sas.ErrLostRace) {
+		// A completion, or the supervisor at the deadline, moved it first:
+		// whoever did goes on (a completion finds the mark).
+		s.log.InfoContext(ctx, "cancelled callback step moved meanwhile: left to whoever moved it", "order", o.id(), "step", r.Step, "err", err)
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("ending the wait of cancelled step %s: %w", r.Key(), err)
+	}
+	s.log.InfoContext(ctx, "cancelled order's callback step: its wait ends", "order", o.id(), "step", r.Step, "attempt", r.Attempt)
+	s.emitStep(ctx, o, r.Step, false, now, metrics.StepsFailed)
+	o.put(failed)
+	return s.afterFailed(ctx, u, o, failed, false, now)
 }
 
 // turnAway moves a marked step that is ready to be claimed to Error (the
