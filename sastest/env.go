@@ -47,12 +47,13 @@ type Options struct {
 	// for steps whose retry policy sets none (SAS_MAX_FAILURES).
 	MaxFailures int
 	// PickupTimeout is how long a step handed back for a retry may wait
-	// to be claimed before the supervisor re-drives it
-	// (SAS_PICKUP_TIMEOUT).
+	// to be claimed before the supervisor re-drives it, and a claim's
+	// allowance for its request's pick-up (SAS_PICKUP_TIMEOUT).
 	PickupTimeout time.Duration
-	// WaitLimit is how long past its deadline a step may wait while the
-	// queues hold its request, for steps whose definition sets none
-	// (SAS_WAIT_LIMIT).
+	// WaitLimit is passed to the supervisor as SAS_WAIT_LIMIT would be,
+	// and no longer used by it: a step whose request was never picked up
+	// waits until it can no longer be delivered (docs/protocol.md,
+	// "Deadlines start at pick-up").
 	WaitLimit time.Duration
 	// SupervisorEvery is how often the supervisor sweeps, in virtual time.
 	SupervisorEvery time.Duration

@@ -87,7 +87,7 @@ func TestOneOrderOneTrace(t *testing.T) {
 		spans[m.Trace] = true
 	}
 	require.Equal(t, 3, kinds[sas.KindAgentRequest], "gift, card attempt 1, card attempt 2 (delayed)")
-	require.Equal(t, 3, kinds[sas.KindAgentReply], "gift (after its redelivery), card transient, card done")
+	require.Equal(t, 4, kinds[sas.KindAgentReply], "gift's pick-up reported on its redelivery, gift (after it), card transient, card done")
 	require.Positive(t, kinds[sas.KindStatus])
 	require.Greater(t, len(spans), 3, "each message a span of its own")
 }

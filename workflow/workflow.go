@@ -75,11 +75,12 @@ type Step struct {
 	// Timeout is one attempt's execution limit, counted from when an agent
 	// starts it: more than zero, at most MaxStepTimeout.
 	Timeout Duration `json:"timeout"`
-	// WaitLimit bounds how long an attempt's request may wait in busy
-	// queues, never started, past its deadline before the attempt counts
-	// as failed (Temporal's schedule-to-start timeout). An attempt that
-	// started and failed is counted at once, whatever the queues hold.
-	// Zero: the deployment's default (SAS_WAIT_LIMIT).
+	// WaitLimit is checked and kept so that a definition that sets it
+	// loads, and no longer used: an attempt whose request was never
+	// picked up waits until it can no longer be delivered, and is never
+	// counted failed for waiting (like Temporal's unlimited
+	// schedule-to-start timeout; docs/protocol.md, "Deadlines start at
+	// pick-up"). Bound a step in time with TotalLimit.
 	WaitLimit Duration `json:"waitLimit,omitempty"`
 	// TotalLimit, when set, bounds the step across all its attempts,
 	// backoffs and waits, from the order's submission (Temporal's

@@ -43,6 +43,8 @@ func main() {
 	flag.IntVar(&opts.Supervisors, "supervisors", 2, "supervisors running at once")
 	flag.DurationVar(&opts.ClockSkew, "clock-skew", 0, "spread the supervisors' clocks over ±this (chaos)")
 	flag.Float64Var(&opts.MinProcessed, "min-processed", 0.97, "fail unless at least this share of orders is processed")
+	flag.DurationVar(&opts.PickupTimeout, "pickup-timeout", 10*time.Second, "a claim's allowance for its request to be picked up before the agent reports a late pick-up")
+	flag.IntVar(&opts.Warmup, "warmup", 0, "orders run and settled first, on their own: the healthy rate the run's goodput is measured against")
 	flag.Parse()
 	if err := run(ctx, opts, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "sasrun:", err)

@@ -16,6 +16,8 @@ import (
 
 	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
 	"github.com/aws/jsii-runtime-go"
+
+	"github.com/sas-go/sas/internal/sizing"
 )
 
 // sourceQueues maps each queue that feeds a function to its DLQ and consumer.
@@ -92,6 +94,10 @@ func TestQueuesHaveDLQsEncryptionAndVisibility(t *testing.T) {
 			if _, ok := props(q)["RedrivePolicy"]; ok {
 				t.Errorf("%s: a DLQ must not redrive further", id)
 			}
+		} else if got, _ := props(q)["MessageRetentionPeriod"].(float64); got != sizing.QueueRetention.Seconds() {
+			// The supervisor's delivery horizon for a request is this
+			// retention (docs/protocol.md, "Deadlines start at pick-up").
+			t.Errorf("%s: MessageRetentionPeriod %v, want sizing.QueueRetention (%v s)", id, props(q)["MessageRetentionPeriod"], sizing.QueueRetention.Seconds())
 		}
 	}
 	check(t, "every queue encrypted", func() {
@@ -170,7 +176,7 @@ func TestTablesMatchTheStateStoreContract(t *testing.T) {
 	if proj["ProjectionType"] != "INCLUDE" {
 		t.Errorf("GSI projection %v, want INCLUDE", proj["ProjectionType"])
 	}
-	wantAttrs := []string{"Attempt", "CompleteBy", "CreatedAt", "FailureCount", "LastError", "LockedBy", "ProcessState", "Shard", "StepName", "UpdatedAt", "WaitingSince"}
+	wantAttrs := []string{"Attempt", "CompleteBy", "CreatedAt", "FailureCount", "LastError", "LockedBy", "ProcessState", "Shard", "StartedAt", "StepName", "UpdatedAt", "WaitingSince"}
 	if got := strs(proj["NonKeyAttributes"]); !reflect.DeepEqual(got, wantAttrs) {
 		t.Errorf("GSI projected attributes %v, want %v", got, wantAttrs)
 	}

@@ -44,10 +44,13 @@ func (s *SAS) queue(scope constructs.Construct, id, name string, visibility time
 		// Long polling is what the Lambda poller uses anyway; this helps the
 		// CLI and tests that receive directly.
 		ReceiveMessageWaitTime: awscdk.Duration_Seconds(jsii.Number(20)),
-		RetentionPeriod:        awscdk.Duration_Days(jsii.Number(4)),
-		MaxMessageSizeBytes:    jsii.Number(queueMaxMessageBytes),
-		DeadLetterQueue:        &awssqs.DeadLetterQueue{Queue: dlq, MaxReceiveCount: jsii.Number(maxReceiveCount)},
-		RemovalPolicy:          s.p.RemovalPolicy,
+		// The supervisor's delivery horizon for an agent's request
+		// (sizing.QueueRetention): until it passes, a request may still be
+		// delivered, and its step is not re-driven.
+		RetentionPeriod:     seconds(sizing.QueueRetention),
+		MaxMessageSizeBytes: jsii.Number(queueMaxMessageBytes),
+		DeadLetterQueue:     &awssqs.DeadLetterQueue{Queue: dlq, MaxReceiveCount: jsii.Number(maxReceiveCount)},
+		RemovalPolicy:       s.p.RemovalPolicy,
 	})
 	return q, dlq
 }
@@ -133,8 +136,9 @@ func (s *SAS) tables() {
 		SortKey:        &awsdynamodb.Attribute{Name: jsii.String("IdxSK"), Type: awsdynamodb.AttributeType_NUMBER},
 		ProjectionType: awsdynamodb.ProjectionType_INCLUDE,
 		// Exactly internal/dynamostore.IndexProjection (TestIndexProjectionMatchesTheStore
-		// compares them): the supervisor decides from the index alone, and
-		// CreatedAt and WaitingSince bound how long a held step may wait.
+		// compares them): the supervisor decides from the index alone:
+		// StartedAt tells a request that may still be queued from an attempt
+		// that started, WaitingSince and CreatedAt bound how long it waits.
 		//
 		// Changing this list on a deployed stack is not an ordinary update.
 		// CloudFormation neither alters nor replaces an existing index when
@@ -147,6 +151,6 @@ func (s *SAS) tables() {
 		// index added or deleted per update), during which the scheduler and
 		// supervisor cannot query it; a new stack is unaffected.
 		NonKeyAttributes: jsii.Strings("StepName", "ProcessState", "LockedBy", "CompleteBy",
-			"FailureCount", "Attempt", "UpdatedAt", "LastError", "Shard", "CreatedAt", "WaitingSince"),
+			"FailureCount", "Attempt", "UpdatedAt", "LastError", "Shard", "CreatedAt", "WaitingSince", "StartedAt"),
 	})
 }

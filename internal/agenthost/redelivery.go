@@ -3,6 +3,7 @@ package agenthost
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -20,12 +21,39 @@ import (
 // (a fresh message, its delivery count from 1), and the old message is
 // acknowledged. The request thus stays in the agent queue, where the
 // supervisor sees it, instead of vanishing or piling up in the DLQ
-// (docs/protocol.md, "Waiting is not executing"). A retry that could not be
+// (docs/protocol.md, "Deadlines start at pick-up"). A retry that could not be
 // sent leaves its message for redelivery, as before.
+//
+// The requests received more often than MaxDeliveries are handed back
+// unrun, and first (handBackLate): requeue then sees their fate
+// acknowledged and skips them.
 func (s *Service) requeue(ctx context.Context, records []events.SQSMessage, failed []fate) {
+	s.handBack(ctx, records, failed, nil)
+}
+
+// handBackLate hands back the requests at late (received more often than
+// MaxDeliveries) before the batch runs anything, and deletes each handed
+// back at once, as the scheduler retires a renewed message: a batch cut by
+// its instance's death or its timeout while it runs the others would
+// otherwise take their last receives with it, and the request would reach
+// the dead-letter queue, where nothing re-sends it and no agent reports it
+// (docs/protocol.md, "Dead letters").
+func (s *Service) handBackLate(ctx context.Context, records []events.SQSMessage, failed []fate, late []int) {
+	if len(late) > 0 {
+		s.handBack(ctx, records, failed, late)
+	}
+}
+
+// handBack hands back the requests of failed that ended without an outcome
+// on their MaxDeliveries-th delivery or later; only those at only when it
+// is not nil, each deleted at once once its hand-back is out.
+func (s *Service) handBack(ctx context.Context, records []events.SQSMessage, failed []fate, only []int) {
 	var msgs []outbox.Message
 	var idx []int
 	for i, f := range failed {
+		if only != nil && !slices.Contains(only, i) {
+			continue
+		}
 		delay, noOutcome := f.backoff(records[i])
 		if !noOutcome || receives(records[i]) < s.maxDeliveries {
 			continue
@@ -54,7 +82,9 @@ func (s *Service) requeue(ctx context.Context, records []events.SQSMessage, fail
 				// Its next receive would dead-letter it. Dropped instead:
 				// the request is then nowhere, and the supervisor re-drives
 				// the step once its deadline passes (a failure counted),
-				// as for a request whose agent died. The dead-letter queue
+				// as for a request whose agent died: its redeliveries
+				// reported its pick-up (had no report got through, at its
+				// delivery horizon). The dead-letter queue
 				// is for what nothing can serve (docs/protocol.md, "Dead
 				// letters").
 				s.log.Error("agent: could not hand a request back on its last receive before the dead-letter queue; dropped, the supervisor re-drives the step",
@@ -69,6 +99,27 @@ func (s *Service) requeue(ctx context.Context, records []events.SQSMessage, fail
 		s.log.Warn("agent: no outcome after the last delivery; handed back to the scheduler to send again",
 			"messageId", records[i].MessageId, "deliveries", receives(records[i]))
 		failed[i] = acknowledged
+		if only != nil {
+			s.retire(ctx, records[i])
+		}
+	}
+}
+
+// retire deletes a handed-back request's message at once. A delete that
+// fails, or a message whose queue or receipt is not known, is left to the
+// event source, which deletes it when the batch ends.
+func (s *Service) retire(ctx context.Context, m events.SQSMessage) {
+	url := s.queueOf(m)
+	if url == "" || m.ReceiptHandle == "" {
+		return
+	}
+	res, err := s.queue.Delete(ctx, sas.DeleteParams{QueueURL: url, Receipts: []string{m.ReceiptHandle}})
+	if err == nil && len(res.Failed) > 0 {
+		err = fmt.Errorf("%s: %s", res.Failed[0].Code, res.Failed[0].Message)
+	}
+	if err != nil {
+		s.log.Warn("agent: could not delete a handed-back request; the event source deletes it when the batch ends",
+			"messageId", m.MessageId, "err", err.Error())
 	}
 }
 

@@ -41,6 +41,8 @@ func (s *Service) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEve
 		// "Dead letters").
 		failed[i] = redeliverSoon
 	}
+	s.handBackLate(ctx, ev.Records, failed, late)
+	s.reportStarts(ctx, groups, s.clock.Now())
 
 	// Requests with the same idempotency key (a duplicate delivery in one
 	// batch) run one after the other, so the second finds the first's stored
@@ -86,6 +88,8 @@ type inbound struct {
 	messageID string
 	req       sas.AgentRequest
 	sentAt    time.Time // SQS's SentTimestamp; zero when the event has none
+	receives  int       // SQS's ApproximateReceiveCount (1 when absent)
+	reported  bool      // its started report went out with the batch's (reportStarts)
 }
 
 // parse decodes the batch, logs and drops malformed messages (acknowledged:
@@ -107,7 +111,7 @@ func (s *Service) parse(records []events.SQSMessage) (groups [][]inbound, late [
 			s.log.Error("agent: malformed request acknowledged without a reply", attrs...)
 			continue
 		}
-		m := inbound{index: i, messageID: rec.MessageId, req: req, sentAt: sentAt(rec)}
+		m := inbound{index: i, messageID: rec.MessageId, req: req, sentAt: sentAt(rec), receives: receives(rec)}
 		if g, ok := byKey[req.IdempotencyKey]; ok {
 			groups[g] = append(groups[g], m)
 			continue
@@ -136,7 +140,7 @@ func (s *Service) handleOne(ctx context.Context, m inbound) (out *outgoing, f fa
 		}
 	}()
 	var ran run
-	if out, f = s.process(ctx, log, m.req, &ran); out != nil {
+	if out, f = s.process(ctx, log, m, &ran); out != nil {
 		out.index = m.index
 		// What was measured goes to the scheduler too, for the order's
 		// page (informational: sas.AgentReply.QueuedMs).
@@ -226,7 +230,8 @@ func Deadline(req sas.AgentRequest, start time.Time) time.Time {
 
 // process runs one request and returns the reply to send, or nil and what
 // becomes of the message when nothing is to be sent.
-func (s *Service) process(ctx context.Context, log *slog.Logger, req sas.AgentRequest, ran *run) (*outgoing, fate) {
+func (s *Service) process(ctx context.Context, log *slog.Logger, m inbound, ran *run) (*outgoing, fate) {
+	req := m.req
 	start := s.clock.Now()
 	deadline := Deadline(req, start)
 	if !start.Before(req.CompleteBy) {
@@ -256,6 +261,9 @@ func (s *Service) process(ctx context.Context, log *slog.Logger, req sas.AgentRe
 	var err error
 	ran.start = start
 	if r, ok := s.agents[req.Agent]; ok {
+		if !m.reported && lateStart(req, start, m.receives) {
+			s.reportStart(ctx, log, req, start)
+		}
 		result, err = r.Run(callCtx, req)
 		ran.took = s.clock.Now().Sub(start)
 	} else {

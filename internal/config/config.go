@@ -60,10 +60,10 @@ type Config struct {
 	MaxFailures   int
 	StepTimeout   time.Duration
 	PickupTimeout time.Duration
-	// WaitLimit is SAS_WAIT_LIMIT: how long past its deadline a held step
-	// may wait while the agent and scheduler queues hold messages, for a
-	// step whose definition sets no wait limit. 0 (unset) leaves the
-	// supervisor's default (supervisor.DefaultWaitLimit).
+	// WaitLimit is SAS_WAIT_LIMIT, read so that a deployment that sets it
+	// loads, and no longer used: a held step whose pick-up was not
+	// reported waits until its request can no longer be delivered
+	// (docs/protocol.md, "Deadlines start at pick-up").
 	WaitLimit   time.Duration
 	PaymentsURL string
 	// WorkflowsFile is SAS_WORKFLOWS_FILE: a workflow file (package

@@ -40,6 +40,12 @@ func leaseSeen(u *updateExpr, due, waitingSince time.Time) {
 	}
 }
 
+// startsLater is sas.Start's fence on top of held: the attempt's first
+// report, or one that moves its deadline later.
+func startsLater(u *updateExpr, completeBy time.Time) {
+	u.cond("attribute_not_exists(#sa) OR #cb < :cb", "#sa", attrStartedAt, "#cb", attrCompleteBy, ":cb", ms(completeBy))
+}
+
 // dueFrom is the supervisor's fence (sas.Rescue, sas.GiveUp): the state and
 // attempt it saw, and the deadline still passed (IdxSK is CompleteBy or the
 // pick-up deadline).

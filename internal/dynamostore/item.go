@@ -39,6 +39,9 @@ const (
 	// WaitingSince: see sas.StepRecord. Projected into the index, with
 	// CreatedAt, because the supervisor decides from the index alone.
 	attrWaitingSince = "WaitingSince"
+	// StartedAt: see sas.StepRecord. Projected too: the supervisor tells a
+	// request that may still be queued from an attempt that started by it.
+	attrStartedAt = "StartedAt"
 
 	attrWorkflow    = "Workflow"
 	attrPayload     = "Payload"
@@ -53,7 +56,7 @@ const (
 )
 
 // IndexProjection is what the state-due index projects besides the keys.
-var IndexProjection = []string{attrStepName, attrState, attrLockedBy, attrCompleteBy, attrFailureCount, attrAttempt, attrUpdatedAt, attrLastError, attrShard, attrCreatedAt, attrWaitingSince}
+var IndexProjection = []string{attrStepName, attrState, attrLockedBy, attrCompleteBy, attrFailureCount, attrAttempt, attrUpdatedAt, attrLastError, attrShard, attrCreatedAt, attrWaitingSince, attrStartedAt}
 
 type av = types.AttributeValue
 
@@ -153,6 +156,9 @@ func stepItem(r sas.StepRecord) map[string]av {
 	}
 	if !r.WaitingSince.IsZero() {
 		it[attrWaitingSince] = ms(r.WaitingSince)
+	}
+	if !r.StartedAt.IsZero() {
+		it[attrStartedAt] = ms(r.StartedAt)
 	}
 	if pk, at, ok := r.IndexEntry(); ok {
 		it[attrIdxPK] = s(pk)
@@ -274,6 +280,7 @@ func decodeStep(it map[string]av) (sas.StepRecord, error) {
 		UndoOwed:     d.flag(attrUndoOwed),
 		Generation:   int(d.num(attrGeneration)),
 		WaitingSince: d.time(attrWaitingSince),
+		StartedAt:    d.time(attrStartedAt),
 		Rejected:     d.flag(attrRejected),
 		Cancelled:    d.flag(attrCancelled),
 	}

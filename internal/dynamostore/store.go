@@ -205,7 +205,7 @@ func (st *Store) Complete(ctx context.Context, p sas.CompleteParams) ([]sas.Step
 	case !p.Compensation:
 		u.remove(attrResult) // as sas.Complete: the completion's result, none
 	}
-	u.remove(attrLockedBy, attrCompleteBy, attrWaitingSince, attrIdxPK, attrIdxSK)
+	u.remove(attrLockedBy, attrCompleteBy, attrWaitingSince, attrStartedAt, attrIdxPK, attrIdxSK)
 	u.touch(p.Now, sas.HistoryEntry{At: p.Now, Step: p.Key.Step, Actor: p.Owner, From: running, To: done, Attempt: p.Attempt, Reason: "completed", Run: p.Run})
 	if p.Next == nil && len(p.Skip) == 0 {
 		r, err := st.update(ctx, "completing", p.Key, u)
@@ -310,7 +310,7 @@ func (st *Store) Fail(ctx context.Context, p sas.FailParams) (sas.StepRecord, er
 	if !p.Compensation && p.Effect {
 		u.set(attrUndoOwed, boolean(true))
 	}
-	u.remove(attrLockedBy, attrCompleteBy, attrWaitingSince)
+	u.remove(attrLockedBy, attrCompleteBy, attrWaitingSince, attrStartedAt)
 	st.index(&u, p.Key, failed, ms(p.Now))
 	u.touch(p.Now, sas.HistoryEntry{At: p.Now, Step: p.Key.Step, Actor: p.Owner, From: running, To: failed, Attempt: p.Attempt, Reason: p.Reason, Run: p.Run})
 	return st.update(ctx, "failing", p.Key, u)
@@ -322,7 +322,7 @@ func (st *Store) Rescue(ctx context.Context, p sas.RescueParams) (sas.StepRecord
 		return sas.StepRecord{}, fmt.Errorf("rescuing step %s: %w", p.Key, err)
 	}
 	return st.settleDue(ctx, "rescuing", dueWrite{Key: p.Key, From: p.From, Attempt: p.Attempt, Now: p.Now,
-		To: sas.RescueTarget(p.From), IndexAt: p.PickupBy, Actor: p.Actor, Reason: p.Reason, Holder: p.Holder, Run: p.Run})
+		To: sas.RescueTarget(p.From), IndexAt: p.PickupBy, Actor: p.Actor, Reason: p.Reason, Holder: p.Holder, Run: p.Run, Lost: p.Lost})
 }
 
 func (st *Store) GiveUp(ctx context.Context, p sas.GiveUpParams) (sas.StepRecord, error) {
@@ -364,6 +364,31 @@ func (st *Store) Wait(ctx context.Context, p sas.WaitParams) (sas.StepRecord, er
 	return st.update(ctx, "waiting on", p.Key, u)
 }
 
+// Start records a held attempt's pick-up, fenced on the lease held (state,
+// holder, attempt), whatever its deadline, and on the deadline moving only
+// later once the attempt has started (sas.Start): a report that loses that
+// part of the fence is returned as the record stands, without a write.
+func (st *Store) Start(ctx context.Context, p sas.StartParams) (sas.StepRecord, error) {
+	if err := p.Check(); err != nil {
+		return sas.StepRecord{}, fmt.Errorf("starting step %s: %w", p.Key, err)
+	}
+	u := newUpdate()
+	held(&u, p.From, p.Owner, p.Attempt)
+	startsLater(&u, p.CompleteBy)
+	u.set(attrStartedAt, ms(p.Now))
+	u.set(attrCompleteBy, ms(p.CompleteBy))
+	u.set(attrIdxSK, ms(p.CompleteBy))
+	u.set(attrUpdatedAt, ms(p.Now))
+	r, err := st.update(ctx, "starting", p.Key, u)
+	var re *sas.RaceError
+	if errors.As(err, &re) && re.Current != nil {
+		if got, serr := sas.Start(*re.Current, p); serr == nil && got.UpdatedAt.Equal(re.Current.UpdatedAt) {
+			return got, nil // started already, with a later deadline: nothing to write
+		}
+	}
+	return r, err
+}
+
 // Heartbeat moves a waiting callback step's deadline on, fenced on the
 // lease held (state, holder, attempt) as a completion is. The index entry
 // stays in its partition, moved to the new deadline; no history entry.
@@ -396,6 +421,9 @@ type dueWrite struct {
 	// Run is what the holder's agent measured of the run (sas.RunTiming),
 	// for the history entry.
 	Run sas.RunTiming
+	// Lost: a rescue of a request lost before pick-up counts no failure
+	// (sas.RescueParams.Lost).
+	Lost bool
 }
 
 // settleDue moves a due record to w.To, fenced by dueCondition: the lease
@@ -408,13 +436,15 @@ func (st *Store) settleDue(ctx context.Context, op string, w dueWrite) (sas.Step
 		dueFrom(&u, w.From, w.Attempt, w.Now)
 	}
 	u.set(attrState, s(string(w.To)))
-	u.add(attrFailureCount, 1)
+	if !w.Lost {
+		u.add(attrFailureCount, 1)
+	}
 	u.set(attrLastError, s(w.Reason))
 	if w.To == sas.Error || w.To == sas.CompensationFailed {
 		u.set(attrFailedBy, s(w.Actor))
 		u.set(attrRefused, boolean(false))
 	}
-	u.remove(attrLockedBy, attrCompleteBy, attrWaitingSince)
+	u.remove(attrLockedBy, attrCompleteBy, attrWaitingSince, attrStartedAt)
 	if w.OwedAt.IsZero() {
 		st.index(&u, w.Key, w.To, ms(w.IndexAt))
 	} else {

@@ -440,6 +440,7 @@ func (s *Store) normalize(r sas.StepRecord) sas.StepRecord {
 	r.CompleteBy, r.DueAt = ms(r.CompleteBy), ms(r.DueAt)
 	r.CreatedAt, r.UpdatedAt = ms(r.CreatedAt), ms(r.UpdatedAt)
 	r.OwedAt = ms(r.OwedAt)
+	r.WaitingSince, r.StartedAt = ms(r.WaitingSince), ms(r.StartedAt)
 	for i := range r.History {
 		r.History[i].At = ms(r.History[i].At)
 	}
@@ -470,4 +471,11 @@ func (s *Store) GetDefinition(_ context.Context, name, version string) (sas.Work
 		return sas.Workflow{}, fmt.Errorf("reading workflow %s version %s: %w", name, version, sas.ErrNotFound)
 	}
 	return sas.DecodeWorkflow(b)
+}
+
+func (s *Store) Start(_ context.Context, p sas.StartParams) (sas.StepRecord, error) {
+	if err := p.Check(); err != nil {
+		return sas.StepRecord{}, fmt.Errorf("starting step %s: %w", p.Key, err)
+	}
+	return s.update("starting", p.Key, func(r sas.StepRecord) (sas.StepRecord, error) { return sas.Start(r, p) })
 }

@@ -66,6 +66,7 @@ type entry struct {
 	unit, wave int
 	msg        *Message
 	alert      *sas.Alert
+	fail       error
 }
 
 // Unit is the handle one unit of work (one record) adds its effects with.
@@ -87,6 +88,13 @@ func (u *Unit) Send(m Message) { u.b.add(u.id, entry{msg: &m}) }
 // the unit's order: an alert added after a message goes out only once that
 // message has.
 func (u *Unit) Alert(a sas.Alert) { u.b.add(u.id, entry{alert: &a}) }
+
+// Fail marks the unit failed at this point of its effects: those added
+// before it go out, those after it are not attempted, and Flush reports the
+// unit with err, as if a send had failed there. A handler uses it for an
+// effect it could not even build (a request whose results could not be
+// read), so that its record is redelivered and its redelivery sends it.
+func (u *Unit) Fail(err error) { u.b.add(u.id, entry{fail: err}) }
 
 // Len reports how many effects the unit has added so far.
 func (u *Unit) Len() int {
@@ -156,6 +164,10 @@ func (b *Batch) Flush(ctx context.Context, sink Sink) []Failed {
 		var msgs []entry
 		for _, e := range entries {
 			if e.wave != wave || stopped[e.unit] != nil {
+				continue
+			}
+			if e.fail != nil {
+				stopped[e.unit] = e.fail
 				continue
 			}
 			if e.alert != nil {

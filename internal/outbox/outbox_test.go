@@ -158,6 +158,25 @@ func TestFailedAlertFailsItsUnit(t *testing.T) {
 	require.Empty(t, q.delivered())
 }
 
+// A unit marked failed (an effect it could not build) is reported with
+// its error: what it added before goes out, what it added after does not,
+// and the other units are not held up.
+func TestFailMarksItsUnitFailedWhereItStands(t *testing.T) {
+	t.Parallel()
+	q := &fakeQueue{}
+	var b outbox.Batch
+	u := b.Unit(0)
+	u.Send(msg("caller", "status0"))
+	u.Fail(errors.New("results unread"))
+	u.Send(msg("agent", "req0"))
+	b.Unit(1).Send(msg("agent", "req1"))
+	failed := b.Flush(context.Background(), outbox.Sink{Queue: q, Logger: quiet})
+	require.Len(t, failed, 1)
+	require.Equal(t, 0, failed[0].Unit)
+	require.ErrorContains(t, failed[0].Err, "results unread")
+	require.Equal(t, []string{"caller:status0", "agent:req1"}, q.delivered())
+}
+
 // Messages to one queue keep the order they were added in, across units:
 // a unit's second message never overtakes another unit's first to the same
 // queue.

@@ -95,6 +95,12 @@ type AgentRequest struct {
 	// answer replies so instead of leaving the request for redelivery.
 	// Absent (an older scheduler): the agent keeps the older behaviour.
 	TransientOutcome bool `json:"transientOutcome,omitempty"`
+	// StartedOutcome says the scheduler takes a started report
+	// (OutcomeStarted): an agent that picks the request up later than
+	// CompleteBy less TimeoutMs, or on a redelivery, reports the pick-up
+	// before it runs the request. Absent (an older scheduler): the agent
+	// reports nothing.
+	StartedOutcome bool `json:"startedOutcome,omitempty"`
 	// NonRetryable names the errors (agent.Named in the SDK; "Timeout",
 	// "CircuitOpen" for the agent's own) that end the step at once as a
 	// permanent failure: the step's retry policy's non-retryable errors.
@@ -143,6 +149,15 @@ const (
 	// (docs/protocol.md, "A failure is not a wait"). Only sent for a
 	// request with TransientOutcome.
 	OutcomeTransient Outcome = "transient"
+	// OutcomeStarted is not an outcome but a report: the agent picked the
+	// request up too late to finish by its CompleteBy (it waited in the
+	// queue), or on a redelivery, and runs it now. The scheduler records
+	// the pick-up and moves the attempt's deadline to now plus the step's
+	// timeout (docs/protocol.md, "Deadlines start at pick-up"). The
+	// request's message is not acknowledged by it: the attempt's outcome
+	// follows in another reply. Only sent for a request with
+	// StartedOutcome.
+	OutcomeStarted Outcome = "started"
 )
 
 // Error names an agent reports for its own transient outcomes, which a
@@ -227,7 +242,7 @@ type Retry struct {
 	// an outcome after its last delivery: Attempt is the attempt of that
 	// request, and the scheduler sends the request again if that attempt is
 	// still the step's current, held one, whatever its deadline
-	// (docs/protocol.md, "Waiting is not executing"). The request is then
+	// (docs/protocol.md, "Deadlines start at pick-up"). The request is then
 	// back in the queue, where the supervisor sees it.
 	Requeue bool `json:"requeue,omitempty"`
 	// Trace is the order's trace context, a W3C traceparent (trace.go):

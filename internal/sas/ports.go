@@ -37,6 +37,8 @@ type StateStore interface {
 	GiveUp(ctx context.Context, p GiveUpParams) (StepRecord, error)
 	// Wait extends a due, held lease without counting a failure (sas.Wait).
 	Wait(ctx context.Context, p WaitParams) (StepRecord, error)
+	// Start records the pick-up of a held attempt's request (sas.Start).
+	Start(ctx context.Context, p StartParams) (StepRecord, error)
 	// Heartbeat moves a waiting callback step's deadline on (sas.Heartbeat).
 	Heartbeat(ctx context.Context, p HeartbeatParams) (StepRecord, error)
 	Resubmit(ctx context.Context, p ResubmitParams) (StepRecord, error)

@@ -88,11 +88,20 @@ type StepRecord struct {
 	OwedAt time.Time // when a sweep (re)sends what is owed
 
 	// WaitingSince is the first deadline of the current attempt that the
-	// supervisor let pass because the agent queue still held requests
-	// (Wait, docs/protocol.md "Waiting is not executing"): the attempt's
-	// wait limit counts from it. Zero when the attempt never waited; every
-	// write that ends the lease clears it.
+	// supervisor let pass because no pick-up was reported (Wait,
+	// docs/protocol.md "Deadlines start at pick-up"): the request's
+	// delivery horizon counts from it. Zero when the attempt never waited;
+	// every write that ends the lease clears it.
 	WaitingSince time.Time
+	// StartedAt is when the scheduler recorded that the current attempt's
+	// request was picked up (Start): its agent reports a pick-up that came
+	// too late to finish by CompleteBy, and every redelivery
+	// (docs/protocol.md, "Deadlines start at pick-up"). Zero while no
+	// pick-up was reported: the request may still wait in its queue, and
+	// the supervisor does not count a failure or send it again while it
+	// can still be delivered. Every claim starts without it and every write
+	// that ends the lease clears it.
+	StartedAt time.Time
 }
 
 // Key returns the record's key.

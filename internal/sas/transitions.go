@@ -276,6 +276,11 @@ type RescueParams struct {
 	// Run, with Holder, is what the agent measured of the run it reported
 	// transient (as CompleteParams.Run).
 	Run RunTiming
+	// Lost re-drives a held attempt whose request was never reported
+	// picked up and can no longer be delivered (its delivery horizon
+	// passed): the request was lost, the attempt did not fail, so no
+	// failure is counted (docs/protocol.md, "Deadlines start at pick-up").
+	Lost bool
 }
 
 // Rescue moves an expired Processing (or stranded Pending) step to Pending,
@@ -291,7 +296,9 @@ func Rescue(r StepRecord, p RescueParams) (StepRecord, error) {
 		return r, err
 	}
 	r = unlease(r)
-	r.FailureCount++
+	if !p.Lost {
+		r.FailureCount++
+	}
 	r.DueAt = p.PickupBy
 	r.LastError = p.Reason
 	return timed(move(r, RescueTarget(p.From), p.Actor, p.Reason, p.Now), p.Run), nil
@@ -436,8 +443,9 @@ func NoteEffect(r StepRecord, p NoteEffectParams) (StepRecord, error) {
 }
 
 // WaitParams is the supervisor letting a leased step's deadline pass
-// without counting a failure, because its request may still be waiting in
-// the agent queue (docs/protocol.md, "Waiting is not executing"). It is
+// without counting a failure, because no pick-up of its request was
+// reported and it may still be queued (docs/protocol.md, "Deadlines start
+// at pick-up"). It is
 // fenced on exactly the lease it saw: state, holder, attempt and deadline,
 // so of several supervisors that saw the same deadline one extends it and
 // the others lose the race.
@@ -488,6 +496,58 @@ func Wait(r StepRecord, p WaitParams) (StepRecord, error) {
 	return r, nil
 }
 
+// StartParams records that the holder's request was picked up by its
+// agent (docs/protocol.md, "Deadlines start at pick-up"): the agent
+// reported a late pick-up, or a redelivery. The write is fenced on the
+// lease held (state, holder, attempt), whatever its deadline, so a report
+// for an attempt no longer current changes nothing.
+type StartParams struct {
+	Key     StepKey
+	From    ProcessState // Processing or Compensating, held
+	Owner   string       // the holder the report names
+	Attempt int          // the attempt the report names
+	Now     time.Time
+	// CompleteBy is the attempt's new deadline: the pick-up plus the
+	// step's timeout and the reply's grace. After Now.
+	CompleteBy time.Time
+}
+
+// Check rejects parameters no record could take (ErrInvalid).
+func (p StartParams) Check() error {
+	switch {
+	case p.From != Processing && p.From != Compensating:
+		return &ValidationError{Field: "from", Reason: fmt.Sprintf("cannot start a %s step", p.From)}
+	case p.Owner == "":
+		return &ValidationError{Field: "owner", Reason: "only a held lease starts"}
+	case !p.CompleteBy.After(p.Now):
+		return &ValidationError{Field: "completeBy", Reason: "the deadline must be after now"}
+	}
+	return nil
+}
+
+// Start sets StartedAt and moves the lease's deadline to p.CompleteBy,
+// keeping the holder, the attempt and FailureCount. A report for an
+// attempt already started moves the deadline only later (the reports of
+// two deliveries may arrive in either order): an earlier one returns the
+// record unchanged, with no write. It adds no history entry (a report
+// comes with every redelivery, and the record must not grow with them):
+// StartedAt shows the latest pick-up, and the outcome's entry its timing.
+func Start(r StepRecord, p StartParams) (StepRecord, error) {
+	if err := p.Check(); err != nil {
+		return r, err
+	}
+	if !heldBy(r, p.From, p.Owner, p.Attempt) {
+		return r, race("start", r)
+	}
+	// Compared as stored: a store keeps times to the millisecond.
+	if !r.StartedAt.IsZero() && !r.CompleteBy.Before(p.CompleteBy.Truncate(time.Millisecond)) {
+		return r, nil
+	}
+	r.StartedAt = p.Now
+	r.CompleteBy, r.DueAt, r.UpdatedAt = p.CompleteBy, p.CompleteBy, p.Now
+	return r, nil
+}
+
 // Due reports whether the supervisor should act on the record at now.
 func Due(r StepRecord, now time.Time) bool {
 	switch r.ProcessState {
@@ -524,7 +584,7 @@ func checkEnd(op string, r StepRecord, from ProcessState, attempt int, holder st
 }
 
 func unlease(r StepRecord) StepRecord {
-	r.LockedBy, r.CompleteBy, r.DueAt, r.WaitingSince = "", time.Time{}, time.Time{}, time.Time{}
+	r.LockedBy, r.CompleteBy, r.DueAt, r.WaitingSince, r.StartedAt = "", time.Time{}, time.Time{}, time.Time{}, time.Time{}
 	return r
 }
 

@@ -10,15 +10,17 @@ import (
 // StepDef is one step of a workflow: which agent runs it, how long it may
 // take, and how it is undone.
 type StepDef struct {
-	Name    string
-	Agent   string        // the agent that runs it (e.g. "payments")
-	Action  string        // what the agent does (e.g. "POST /payments")
-	Undo    string        // what undoes it (e.g. "POST /refunds"); "" if nothing to undo
-	Timeout time.Duration // one attempt's execution limit: CompleteBy = claim time + Timeout
-	// WaitLimit bounds how long an attempt's request may wait in a busy
-	// agent queue beyond its deadline before the supervisor counts the
-	// attempt as failed (docs/protocol.md, "Waiting is not executing").
-	// Zero: the supervisor's default.
+	Name   string
+	Agent  string // the agent that runs it (e.g. "payments")
+	Action string // what the agent does (e.g. "POST /payments")
+	Undo   string // what undoes it (e.g. "POST /refunds"); "" if nothing to undo
+	// Timeout is one attempt's execution limit, from its pick-up: a claim's
+	// CompleteBy is the claim time plus the pick-up allowance plus Timeout
+	// (docs/protocol.md, "Deadlines start at pick-up").
+	Timeout time.Duration
+	// WaitLimit is read and kept so that definitions that set it load, and
+	// no longer used: a request never picked up waits until it can no
+	// longer be delivered (docs/protocol.md, "Deadlines start at pick-up").
 	WaitLimit time.Duration
 	// TotalLimit, when set, bounds the step across all its attempts and
 	// waits, counted from the order's submission: past it the supervisor

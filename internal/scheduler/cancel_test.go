@@ -140,7 +140,7 @@ func TestCancelledStepGetsNoNextAttempt(t *testing.T) {
 	g := newFixture(t)
 	req = g.runForward("o-sv", "order", 1)
 	g.operatorCancel("o-sv")
-	g.clock.Advance(stepTimeout + time.Second)
+	g.clock.Advance(leaseTime + time.Second)
 	r := g.rescue("o-sv", 1) // the agent went quiet
 	require.True(t, r.Cancelled, "a rescue keeps the mark")
 	g.deliver(retryMsg("o-sv", 1, r.Attempt))
@@ -200,7 +200,7 @@ func TestCancelledStepHandedBackThenItsTransientReply(t *testing.T) {
 			req := f.runForward(id, "order", step)
 			require.Equal(t, step, req.Step)
 			f.operatorCancel(id)
-			f.clock.Advance(stepTimeout + time.Second)
+			f.clock.Advance(leaseTime + time.Second)
 			r := f.rescue(id, step)
 			require.True(t, r.Cancelled)
 			require.Equal(t, sas.Pending, r.ProcessState)
@@ -277,7 +277,7 @@ func TestRedeliveredRetryOfATurnedAwayStepGoesOn(t *testing.T) {
 		func(c *scheduler.Config) { c.Store = down }))
 	f.runForward("o-rd", "order", 1)
 	f.operatorCancel("o-rd")
-	f.clock.Advance(stepTimeout + time.Second)
+	f.clock.Advance(leaseTime + time.Second)
 	r := f.rescue("o-rd", 1)
 
 	retry := retryMsg("o-rd", 1, r.Attempt)

@@ -127,10 +127,10 @@ func (s *Service) compensateFrom(ctx context.Context, u *outbox.Unit, o order, e
 		}
 		switch r.ProcessState {
 		case sas.Compensating:
-			if live(r, now) {
+			if s.resend(ctx, r, now) {
 				s.dispatch(ctx, u, o, o.wf.Steps[r.Step], r)
 			}
-			return sas.StepKey{}, nil // running, or handed back to the supervisor, which re-drives it
+			return sas.StepKey{}, nil // running, queued, or handed back to the supervisor, which re-drives it
 		case sas.CompensationFailed:
 			if !explicit {
 				return sas.StepKey{}, nil
@@ -190,8 +190,16 @@ func (s *Service) claimUndo(ctx context.Context, u *outbox.Unit, o order, r sas.
 		return false, &siblingMoved{re}
 	}
 	if errors.Is(err, sas.ErrLostRace) {
-		// Another delivery started it: that one dispatches the undo.
+		// Another delivery started it: that one dispatches the undo. But
+		// if this is a redelivery, the other may be an earlier delivery of
+		// this very message, whose send can fail after this one's
+		// acknowledgement deleted the message: the redelivery sends it
+		// again while no pick-up was reported (resend).
 		s.log.InfoContext(ctx, "compensation already started elsewhere", "order", o.id(), "step", r.Step, "err", err)
+		if re := (*sas.RaceError)(nil); errors.As(err, &re) && re.Current != nil && re.Current.ProcessState == sas.Compensating &&
+			re.Current.Attempt > r.Attempt && s.resend(ctx, *re.Current, now) {
+			s.dispatch(ctx, u, o, o.wf.Steps[r.Step], *re.Current)
+		}
 		return false, nil
 	}
 	if err != nil {

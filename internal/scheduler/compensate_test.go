@@ -147,7 +147,7 @@ func TestCompensateAfterSupervisorGaveUp(t *testing.T) {
 	f := newFixture(t)
 	f.runForward("o-gu", "order", 1)
 	f.statuses()
-	f.clock.Advance(stepTimeout + time.Second)
+	f.clock.Advance(leaseTime + time.Second)
 	f.giveUp("o-gu", 1)
 
 	f.deliver(compensateMsg("o-gu"))
@@ -199,7 +199,7 @@ func TestCompensateRefusedWhileInFlight(t *testing.T) {
 	}{
 		{"a step is processing", func(*fixture) {}, []sas.ProcessState{sas.Processed, sas.Processing, sas.Pending}},
 		{"a step waits for its retry", func(f *fixture) {
-			f.clock.Advance(stepTimeout + time.Second)
+			f.clock.Advance(leaseTime + time.Second)
 			f.rescue("o-if", 1)
 		}, []sas.ProcessState{sas.Processed, sas.Pending, sas.Pending}},
 	}
@@ -230,7 +230,7 @@ func TestUndoRescuedAndRetried(t *testing.T) {
 	hung := f.request()
 	require.Equal(t, 2, hung.Attempt)
 
-	f.clock.Advance(stepTimeout + time.Second)
+	f.clock.Advance(leaseTime + time.Second)
 	r := f.rescue("o-ur", 0)
 	require.Equal(t, sas.Compensating, r.ProcessState)
 	require.Empty(t, r.LockedBy)

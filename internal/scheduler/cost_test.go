@@ -170,7 +170,7 @@ func TestStoreCallsOffTheHappyPath(t *testing.T) {
 			setup: func(f *fixture) string {
 				f.deliver(intake("o-off", "payment", f.replyURL))
 				body := done(f.request())
-				f.clock.Advance(stepTimeout + time.Second)
+				f.clock.Advance(leaseTime + time.Second)
 				f.rescue("o-off", 0)
 				return body
 			},
@@ -189,7 +189,7 @@ func TestStoreCallsOffTheHappyPath(t *testing.T) {
 			setup: func(f *fixture) string {
 				f.deliver(intake("o-off", "payment", f.replyURL))
 				f.request()
-				f.clock.Advance(stepTimeout + time.Second)
+				f.clock.Advance(leaseTime + time.Second)
 				f.rescue("o-off", 0)
 				return retryMsg("o-off", 0, 1)
 			},

@@ -127,15 +127,19 @@ func TestRetryRedeliveredAfterSendFailure(t *testing.T) {
 		name       string
 		redeliver  func(f *fixture, ev string) []string
 		advance    time.Duration
+		started    bool
 		wantResend bool
 	}{
-		{"same instance, lease running: request sent again", func(f *fixture, b string) []string { return f.handle(f.event(b)) }, time.Second, true},
-		{"same instance, lease expired: left to the supervisor", func(f *fixture, b string) []string { return f.handle(f.event(b)) }, stepTimeout + time.Second, false},
+		{"same instance: request sent again", func(f *fixture, b string) []string { return f.handle(f.event(b)) }, time.Second, false, true},
+		// Nobody else sends it: the supervisor waits on a step with no
+		// pick-up reported, so the redelivery does, however late.
+		{"same instance, past the deadline, no pick-up reported: sent again", func(f *fixture, b string) []string { return f.handle(f.event(b)) }, leaseTime + time.Second, false, true},
+		{"pick-up reported: the request got out, nothing sent", func(f *fixture, b string) []string { return f.handle(f.event(b)) }, time.Second, true, false},
 		// One failed send is not a lost lease: whoever handles the
-		// redelivery re-sends the request while the lease runs.
+		// redelivery re-sends the request.
 		{"another instance (the first one died): request sent again", func(f *fixture, b string) []string {
 			return f.handleWith(schedulerHandler(f.newService("scheduler-new")), f.event(b))
-		}, time.Second, true},
+		}, time.Second, false, true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -143,7 +147,7 @@ func TestRetryRedeliveredAfterSendFailure(t *testing.T) {
 			f := newFixture(t)
 			f.deliver(intake("o-rr", "payment", ""))
 			f.request()
-			f.clock.Advance(stepTimeout + time.Second)
+			f.clock.Advance(leaseTime + time.Second)
 			f.rescue("o-rr", 0)
 
 			body := retryMsg("o-rr", 0, 1)
@@ -153,6 +157,9 @@ func TestRetryRedeliveredAfterSendFailure(t *testing.T) {
 			require.Empty(t, f.requests())
 
 			f.clock.Advance(tc.advance)
+			if tc.started {
+				f.started("o-rr", 0)
+			}
 			require.Empty(t, tc.redeliver(f, body))
 			if !tc.wantResend {
 				require.Empty(t, f.requests())

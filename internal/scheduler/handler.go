@@ -28,6 +28,7 @@ func (s *Service) HandleMessage(ctx context.Context, from Origin, body []byte) e
 
 func (s *Service) handleMessage(ctx context.Context, u *outbox.Unit, from Origin, body []byte) error {
 	ctx = msgctx.WithMessage(ctx, from.MessageID) // every line below names it
+	ctx = withRedelivery(ctx, from.Redelivered)
 	if err := s.signer.Refresh(ctx); err != nil {
 		// The keys read before are kept: a rotation waits, nothing stops.
 		s.log.WarnContext(ctx, "signing keys not re-read", "err", err)
@@ -151,7 +152,18 @@ func (h *Handler) origin(rec events.SQSMessage) Origin {
 func (h *Handler) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
 	var box outbox.Batch
 	failed := make([]bool, len(ev.Records))
+	// The records on one of their last receives are renewed first, before
+	// any record is handled: a batch that its instance's death or its
+	// timeout cuts while it handles the others must not take their last
+	// receives with it (docs/protocol.md, "Dead letters").
+	renewed := make([]bool, len(ev.Records))
 	for i, rec := range ev.Records {
+		renewed[i] = ctx.Err() == nil && h.renew(msgctx.WithMessage(ctx, rec.MessageId), rec)
+	}
+	for i, rec := range ev.Records {
+		if renewed[i] {
+			continue
+		}
 		if err := h.handleRecord(ctx, box.Unit(i), rec); err != nil {
 			failed[i] = true
 		}
@@ -188,9 +200,6 @@ func (h *Handler) handleRecord(ctx context.Context, u *outbox.Unit, rec events.S
 		// Out of time: leave the rest for redelivery rather than half-do it.
 		return fmt.Errorf("not handled: %w", err)
 	}
-	if h.renew(ctx, rec) {
-		return nil
-	}
 	was, body := h.svc.renewals(rec.Body)
 	from := h.origin(rec)
 	if was.sender != "" {
@@ -198,6 +207,7 @@ func (h *Handler) handleRecord(ctx context.Context, u *outbox.Unit, rec events.S
 		// the scheduler signed it (renew.go), not the scheduler itself.
 		from.SenderID = was.sender
 	}
+	from.Redelivered = redelivery(rec) || was.count > 0
 	return h.settle(ctx, log, h.svc.handleMessage(ctx, u, from, []byte(body)))
 }
 

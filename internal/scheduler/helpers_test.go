@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -25,6 +26,10 @@ import (
 const (
 	owner       = "scheduler-test"
 	stepTimeout = 30 * time.Second
+	// pickupTimeout is the fixture's PickupTimeout: a claim's deadline
+	// is its pick-up allowance plus the step's timeout (leaseTime).
+	pickupTimeout = time.Minute
+	leaseTime     = pickupTimeout + stepTimeout
 )
 
 // intakeQueueURL and controlQueueURL name the intake and control queues of
@@ -180,6 +185,11 @@ func (s *countingStore) GiveUp(ctx context.Context, p sas.GiveUpParams) (sas.Ste
 	return s.StateStore.GiveUp(ctx, p)
 }
 
+func (s *countingStore) Start(ctx context.Context, p sas.StartParams) (sas.StepRecord, error) {
+	s.count("Start")
+	return s.StateStore.Start(ctx, p)
+}
+
 func (s *countingStore) Resubmit(ctx context.Context, p sas.ResubmitParams) (sas.StepRecord, error) {
 	s.count("Resubmit")
 	return s.StateStore.Resubmit(ctx, p)
@@ -234,6 +244,12 @@ type fixture struct {
 	failSends  map[string]int                     // queue URL → whole-call failures to inject
 	failEntry  func(url string, body string) bool // per-message transient failures
 	msgCounter int
+	// messages are the message ids made so far, by body: an event of a
+	// body made before is the same message (duplicate makes a new one);
+	// receives counts each id's deliveries, so that handling a message
+	// again is SQS's redelivery of it (ApproximateReceiveCount one up).
+	messages map[string]string
+	receives map[string]int
 }
 
 func newFixture(t *testing.T) *fixture {
@@ -241,6 +257,7 @@ func newFixture(t *testing.T) *fixture {
 	f := &fixture{
 		t: t, ctx: context.Background(), clock: clocktest.New(t0),
 		mem: memstore.New(memstore.Config{}), alerts: &recorder{}, failSends: map[string]int{},
+		messages: map[string]string{}, receives: map[string]int{},
 	}
 	f.store = &faultyStore{StateStore: f.mem, fail: map[string]error{}, panics: map[string]bool{}}
 	f.calls = &countingStore{StateStore: f.store, calls: map[string]int{}}
@@ -304,7 +321,7 @@ func (f *fixture) newServiceConfig(id string, reg sas.Registry, queues sas.Agent
 	f.t.Helper()
 	cfg := scheduler.Config{
 		Store: f.calls, Queue: f.q, Clock: f.clock, Alerter: f.alerts, Workflows: reg,
-		Owner: id, AgentQueues: queues, PickupTimeout: time.Minute, IntakeQueueURL: intakeQueueURL,
+		Owner: id, AgentQueues: queues, PickupTimeout: pickupTimeout, IntakeQueueURL: intakeQueueURL,
 		ControlQueueURL: controlQueueURL, SigningKey: testKey,
 		ReplyToAllowed: func(u string) bool { return u == f.replyURL || u == f.otherURL },
 		// Shown only for a failing test (or with -v).
@@ -330,10 +347,32 @@ func (f *fixture) failEntries(fn func(url, body string) bool) {
 	f.failEntry = fn
 }
 
-// event wraps bodies as one SQS event; message ids are unique per fixture.
-// Each record comes from the queue its kind belongs to (sourceARN); a test
-// of the trust rules sets another.
+// event wraps bodies as one SQS event. A body delivered before is that
+// message's redelivery: the same id, its ApproximateReceiveCount one up (a
+// handler that failed it, or died with it). Each record comes from the
+// queue its kind belongs to (sourceARN); a test of the trust rules sets
+// another.
 func (f *fixture) event(bodies ...string) events.SQSEvent {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var ev events.SQSEvent
+	for _, b := range bodies {
+		id, ok := f.messages[b]
+		if !ok {
+			f.msgCounter++
+			id = fmt.Sprintf("msg-%d", f.msgCounter)
+			f.messages[b] = id
+		}
+		ev.Records = append(ev.Records, events.SQSMessage{MessageId: id, Body: b, EventSource: "aws:sqs", EventSourceARN: sourceARN(b)})
+	}
+	return ev
+}
+
+// duplicate wraps bodies as one SQS event of new messages, each received
+// for the first time: a second message with the same content (a submitter
+// that sent its order twice, an agent that replied twice), not a
+// redelivery.
+func (f *fixture) duplicate(bodies ...string) events.SQSEvent {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	var ev events.SQSEvent
@@ -380,6 +419,20 @@ func (f *fixture) handle(ev events.SQSEvent) []string {
 
 func (f *fixture) handleWith(h *scheduler.Handler, ev events.SQSEvent) []string {
 	f.t.Helper()
+	ev.Records = append([]events.SQSMessage(nil), ev.Records...)
+	f.mu.Lock()
+	for i, rec := range ev.Records {
+		if rec.Attributes["ApproximateReceiveCount"] != "" {
+			continue // a test that sets it (renew_test)
+		}
+		f.receives[rec.MessageId]++
+		attrs := map[string]string{"ApproximateReceiveCount": strconv.Itoa(f.receives[rec.MessageId])}
+		for k, v := range rec.Attributes {
+			attrs[k] = v
+		}
+		ev.Records[i].Attributes = attrs
+	}
+	f.mu.Unlock()
 	resp, err := h.Handle(f.ctx, ev)
 	require.NoError(f.t, err)
 	require.NotNil(f.t, resp.BatchItemFailures, "batchItemFailures must never be nil")
@@ -550,6 +603,17 @@ func (f *fixture) rescue(id string, step int) sas.StepRecord {
 		Key: r.Key(), From: r.ProcessState, Attempt: r.Attempt, Now: f.clock.Now(),
 		PickupBy: f.clock.Now().Add(time.Minute), Actor: "supervisor-1", Reason: "deadline passed",
 	})
+	require.NoError(f.t, err)
+	return out
+}
+
+// started records the pick-up of the step's held attempt now, as the
+// scheduler does on its agent's started report.
+func (f *fixture) started(id string, step int) sas.StepRecord {
+	f.t.Helper()
+	r := f.step(id, step)
+	out, err := f.mem.Start(f.ctx, sas.StartParams{Key: r.Key(), From: r.ProcessState, Owner: r.LockedBy, Attempt: r.Attempt,
+		Now: f.clock.Now(), CompleteBy: f.clock.Now().Add(leaseTime)})
 	require.NoError(f.t, err)
 	return out
 }

@@ -368,7 +368,7 @@ func TestN6AGiveUpIsSettledOnceItsCompensationStarted(t *testing.T) {
 	f := notifyFixture(t)
 	f.deliver(intake("o-n6", "notify", ""))
 	f.request()
-	f.clock.Advance(stepTimeout + time.Second)
+	f.clock.Advance(leaseTime + time.Second) // past the claim's deadline: pick-up allowance and timeout
 	r := f.giveUp("o-n6", 0)
 	require.Equal(t, sas.Error, r.ProcessState)
 	require.True(t, r.OwesCompensate())

@@ -30,7 +30,7 @@ func TestHole3GiveUpAlertSurvivesTheCompensation(t *testing.T) {
 	f := newFixture(t)
 	charge := f.runForward("o-h3", "order", 1)
 	f.statuses()
-	f.clock.Advance(stepTimeout + time.Second)
+	f.clock.Advance(leaseTime + time.Second)
 	gaveUp := f.giveUp("o-h3", 1)
 	require.Equal(t, sas.Error, gaveUp.ProcessState)
 	require.Contains(t, gaveUp.Owes, sas.EffectAlert, "the give-up owes its alert")

@@ -54,7 +54,7 @@ func (s *Service) intake(ctx context.Context, u *outbox.Unit, body []byte, from 
 	if first.next >= 0 {
 		// Created already claimed: one transaction instead of submit + claim
 		// on the hot path, and no window in which the first step is unowned.
-		sp.Claim = &sas.ClaimParams{Owner: s.cfg.Owner, Now: now, CompleteBy: now.Add(s.timeout(w.Steps[first.next]))}
+		sp.Claim = &sas.ClaimParams{Owner: s.cfg.Owner, Now: now, CompleteBy: s.leaseEnd(w.Steps[first.next], 0, now)}
 	}
 	res, err := s.cfg.Store.Submit(ctx, sp)
 	switch {
@@ -109,17 +109,22 @@ func (s *Service) intake(ctx context.Context, u *outbox.Unit, body []byte, from 
 			return err
 		}
 	}
-	s.post(ctx, u, o, sas.Status{Status: sas.StatusReceived, Sequence: SeqReceived()}, now)
+	if res.Created || redelivered(ctx) {
+		// Posted by the delivery that created the order, and again by its
+		// redeliveries (the first may have stopped before posting); a
+		// duplicate intake posts nothing (docs/intake.md).
+		s.post(ctx, u, o, sas.Status{Status: sas.StatusReceived, Sequence: SeqReceived()}, now)
+	}
 	return nil
 }
 
-// redispatchLive re-sends the request of the order's in-flight step when its
-// lease is still running: the first delivery may have stopped between the
-// write and the send. The agent and the remote side are idempotent and the
-// reply is fenced, so a request sent twice costs a call at most.
+// redispatchLive re-sends the request of the order's in-flight step on a
+// redelivery of its intake, while no pick-up was reported (resend): the
+// first delivery may have stopped between the write and the send. A
+// duplicate intake (another message for the same order) sends nothing.
 func (s *Service) redispatchLive(ctx context.Context, u *outbox.Unit, o order, now time.Time) {
 	for _, r := range o.steps {
-		if live(r, now) && r.Step < o.n() {
+		if s.resend(ctx, r, now) && r.Step < o.n() {
 			s.dispatch(ctx, u, o, o.wf.Steps[r.Step], r)
 		}
 	}

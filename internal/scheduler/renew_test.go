@@ -1,6 +1,7 @@
 package scheduler_test
 
 import (
+	"context"
 	"encoding/json"
 	"testing"
 	"time"
@@ -93,4 +94,73 @@ func TestRenewalDeletesTheOldMessageAtOnce(t *testing.T) {
 	left := f.drain(own.URL)
 	require.Len(t, left, 1, "only the copy is left: %v", left)
 	require.Contains(t, left[0], `"sasRenewals":1`)
+}
+
+// heldStore holds every Submit until release is closed, signalling entered
+// first: a batch whose instance is killed while it handles a record.
+type heldStore struct {
+	sas.StateStore
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (s *heldStore) Submit(ctx context.Context, p sas.SubmitParams) (sas.SubmitResult, error) {
+	s.entered <- struct{}{}
+	<-s.release
+	return s.StateStore.Submit(ctx, p)
+}
+
+// The records of a batch on one of their last receives are renewed before
+// any record is handled: an instance killed while it handles the first
+// record of its batch (here held at the store) has already renewed the
+// last one, and its old message is gone, so it does not reach the
+// dead-letter queue on its next receive with the kill.
+func TestRenewalComesBeforeTheBatchsWork(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	own, err := f.q.CreateQueue(f.ctx, sas.CreateQueueParams{Name: "sas-scheduler", Attributes: map[string]string{"VisibilityTimeout": "30"}})
+	require.NoError(t, err)
+	reg, err := registry.Default(stepTimeout)
+	require.NoError(t, err)
+	store := &heldStore{StateStore: f.calls, entered: make(chan struct{}), release: make(chan struct{})}
+	svc, err := scheduler.New(scheduler.Config{
+		Store: store, Queue: f.q, Clock: f.clock, Alerter: f.alerts, Workflows: reg, Owner: "renewer",
+		AgentQueues: sas.AgentQueues{Default: f.agentURL}, PickupTimeout: time.Minute,
+		IntakeQueueURL: intakeQueueURL, SchedulerQueueURL: own.URL, ReplyToAllowed: func(u string) bool { return u == f.replyURL },
+		SigningKey: sas.NewSigningKey(),
+	})
+	require.NoError(t, err)
+	h := scheduler.NewHandler(svc)
+
+	body := sas.Encode(sas.Compensate{V: sas.MessageVersion, Kind: sas.KindCompensate, OrderID: "o-none"})
+	_, err = f.q.Send(f.ctx, sas.SendParams{QueueURL: own.URL, Messages: []sas.OutboundMessage{{ID: "0", Body: body}}})
+	require.NoError(t, err)
+	got, err := f.q.Receive(f.ctx, sas.ReceiveParams{QueueURL: own.URL, Max: 1})
+	require.NoError(t, err)
+	require.Len(t, got, 1)
+
+	// An intake first (its Submit held: the kill lands there), then the
+	// message on its fourth receive.
+	done := make(chan error, 1)
+	go func() {
+		_, err := h.Handle(f.ctx, events.SQSEvent{Records: []events.SQSMessage{{
+			MessageId: "m-intake", Body: intake("o-held", "payment", f.replyURL), EventSource: "aws:sqs",
+			EventSourceARN: intakeARN,
+			Attributes:     map[string]string{"ApproximateReceiveCount": "1"},
+		}, {
+			MessageId: got[0].MessageID, ReceiptHandle: got[0].Receipt, Body: got[0].Body, EventSource: "aws:sqs",
+			EventSourceARN: "arn:aws:sqs:eu-west-1:123456789012:sas-scheduler",
+			Attributes:     map[string]string{"ApproximateReceiveCount": "4"},
+		}}})
+		done <- err
+	}()
+	<-store.entered // the batch is at work on its first record: killed here
+
+	f.clock.Advance(time.Minute) // past the old message's visibility
+	left := f.drain(own.URL)
+	require.Len(t, left, 1, "only the copy is left: %v", left)
+	require.Contains(t, left[0], `"sasRenewals":1`)
+
+	close(store.release)
+	require.NoError(t, <-done)
 }

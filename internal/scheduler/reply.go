@@ -58,8 +58,8 @@ func checkReply(rep sas.AgentReply) error {
 		return &sas.ValidationError{Field: "attempt", Reason: "must be at least 1"}
 	case rep.LockedBy == "":
 		return &sas.ValidationError{Field: "lockedBy", Reason: "required: the reply is fenced on it"}
-	case rep.Outcome != sas.OutcomeDone && rep.Outcome != sas.OutcomeFailed && rep.Outcome != sas.OutcomeTransient:
-		return &sas.ValidationError{Field: "outcome", Reason: fmt.Sprintf("%q is none of %q, %q, %q", rep.Outcome, sas.OutcomeDone, sas.OutcomeFailed, sas.OutcomeTransient)}
+	case rep.Outcome != sas.OutcomeDone && rep.Outcome != sas.OutcomeFailed && rep.Outcome != sas.OutcomeTransient && rep.Outcome != sas.OutcomeStarted:
+		return &sas.ValidationError{Field: "outcome", Reason: fmt.Sprintf("%q is none of %q, %q, %q, %q", rep.Outcome, sas.OutcomeDone, sas.OutcomeFailed, sas.OutcomeTransient, sas.OutcomeStarted)}
 	case rep.Workflow == "":
 		return &sas.ValidationError{Field: "workflow", Reason: "required: the agent echoes the request's workflow"}
 	case rep.StepName == "":
@@ -114,6 +114,10 @@ func (s *Service) applyReply(ctx context.Context, u *outbox.Unit, o order, rep s
 	key := sas.StepKey{OrderID: rep.OrderID, Step: rep.Step}
 	undo := rep.Compensation
 
+	if rep.Outcome == sas.OutcomeStarted {
+		// Not an outcome: the agent picked the request up late (started.go).
+		return s.started(ctx, o, rep, now)
+	}
 	if rep.Outcome == sas.OutcomeTransient {
 		// The attempt ran and failed: counted now (transient.go).
 		return s.transient(ctx, u, o, rep, now)
@@ -308,20 +312,59 @@ func (s *Service) refused(ctx context.Context, u *outbox.Unit, o order, rep sas.
 	s.log.InfoContext(ctx, "stale reply ignored", "order", rep.OrderID, "step", rep.Step,
 		"attempt", rep.Attempt, "lockedBy", rep.LockedBy, "outcome", rep.Outcome,
 		"state", cur.ProcessState, "currentAttempt", cur.Attempt, "currentHolder", cur.LockedBy)
+	if cur.ProcessState == sas.Compensating && cur.Attempt == rep.Attempt+1 && s.resend(ctx, cur, now) {
+		// This success's own delivery may have failed the next step by its
+		// condition and claimed this step's undo (conditionFailed), and
+		// died before sending it: its redelivery sends it again, as for a
+		// failure below.
+		failedNext, err := s.doneFailedItsSuccessor(ctx, &o, rep)
+		if err != nil {
+			return err // redelivered: the read is tried again
+		}
+		if failedNext {
+			s.dispatch(ctx, u, o, o.wf.Steps[cur.Step], cur)
+			return nil
+		}
+	}
 	if rep.Outcome == sas.OutcomeDone && !rep.Compensation && lateFor(cur, rep) && !o.wf.Steps[rep.Step].Outside() {
 		// (A completion from outside that lost its race is late: it
 		// changes nothing, callback.go. Nothing ran that could have an
 		// effect to note.)
 		return s.lateSuccess(ctx, u, o, rep, cur, now)
 	}
-	if rep.Outcome == sas.OutcomeFailed && !rep.Compensation && cur.ProcessState == sas.Compensating &&
-		cur.Attempt == rep.Attempt+1 && live(cur, now) {
+	if rep.Outcome == sas.OutcomeFailed && cur.ProcessState == sas.Compensating &&
+		cur.Attempt == rep.Attempt+1 && s.resend(ctx, cur, now) {
 		// The failure's own delivery claimed the step's undo (afterFailed
 		// undoes the failed step too) and may have died before sending it:
-		// send it again while its lease runs, as startCompensation does.
+		// its redelivery sends it again, as startCompensation does. Not
+		// fenced on the reply's leg: an unsigned reply's is read from the
+		// record (trustReply), Compensating by now, and a re-sent request
+		// costs a call at most.
 		s.dispatch(ctx, u, o, o.wf.Steps[cur.Step], cur)
 	}
 	return nil
+}
+
+// doneFailedItsSuccessor reports whether rep is a forward success whose own
+// completion failed the step after it by its condition (choice.go) and so
+// claimed its step's undo in the same handling (conditionFailed): like a
+// failure's, its redelivery sends that undo again while no pick-up was
+// reported (the simulator's seed 59, choices beside deadlines from
+// pick-up). It reads the order only for such a reply.
+// A read that fails is returned, for the message to be redelivered: the
+// message is the undo's only trigger left (the simulator's seed 3987, a
+// store outage at that read).
+func (s *Service) doneFailedItsSuccessor(ctx context.Context, o *order, rep sas.AgentReply) (bool, error) {
+	// Not fenced on the reply's leg, as for a failure: an unsigned reply's
+	// is read from the record (trustReply), Compensating by now.
+	if rep.Outcome != sas.OutcomeDone || rep.Step+1 >= o.n() || o.wf.Steps[rep.Step+1].When == "" {
+		return false, nil
+	}
+	if err := s.read(ctx, o); err != nil {
+		return false, err
+	}
+	succ, ok := o.step(ranAfter(*o, rep.Step))
+	return ok && succ.ProcessState == sas.Error && succ.FailedBy == sas.ByCondition, nil
 }
 
 // lateFor reports whether a stale reply is for an attempt the step really
@@ -392,7 +435,7 @@ func (s *Service) lateSuccess(ctx context.Context, u *outbox.Unit, o order, rep 
 func (s *Service) claimParams(o order, r sas.StepRecord, from sas.ProcessState, now time.Time) *sas.ClaimParams {
 	return &sas.ClaimParams{
 		Key: r.Key(), From: from, Attempt: r.Attempt, Owner: s.cfg.Owner, Now: now,
-		CompleteBy: now.Add(s.timeout(o.wf.Steps[r.Step])),
+		CompleteBy: s.leaseEnd(o.wf.Steps[r.Step], 0, now),
 	}
 }
 
@@ -467,7 +510,7 @@ func (s *Service) duplicateDone(ctx context.Context, u *outbox.Unit, o order, re
 			return err
 		}
 		succ, ok := o.step(ranAfter(o, rep.Step))
-		if ok && live(succ, now) && succ.ProcessState == sas.Processing {
+		if ok && s.resend(ctx, succ, now) && succ.ProcessState == sas.Processing {
 			s.dispatch(ctx, u, o, o.wf.Steps[succ.Step], succ)
 		}
 		s.stepDone(ctx, u, o, rep, now)
@@ -481,7 +524,7 @@ func (s *Service) duplicateDone(ctx context.Context, u *outbox.Unit, o order, re
 		if err != nil {
 			return fmt.Errorf("reading the successor of step %s/%d: %w", rep.OrderID, rep.Step, err)
 		}
-		if live(succ, now) && succ.ProcessState == sas.Processing {
+		if s.resend(ctx, succ, now) && succ.ProcessState == sas.Processing {
 			s.dispatch(ctx, u, o, o.wf.Steps[succ.Step], succ)
 		}
 	}
@@ -511,7 +554,7 @@ func (s *Service) afterUndone(ctx context.Context, u *outbox.Unit, o order, rep 
 		}
 		switch {
 		case r.ProcessState == sas.Compensating:
-			if live(r, now) {
+			if s.resend(ctx, r, now) {
 				s.dispatch(ctx, u, o, o.wf.Steps[i], r)
 			}
 			return nil // running, or the supervisor has it

@@ -37,7 +37,7 @@ func TestOrderRunsStepsInOrder(t *testing.T) {
 		require.Equal(t, 1, req.Attempt)
 		require.Equal(t, owner, req.LockedBy)
 		require.False(t, req.Compensation)
-		require.Equal(t, f.clock.Now().Add(stepTimeout), req.CompleteBy, "each step's deadline runs from its claim")
+		require.Equal(t, f.clock.Now().Add(leaseTime), req.CompleteBy, "each step's deadline runs from its claim")
 		require.JSONEq(t, `{"amount":42,"currency":"EUR"}`, string(req.Payload), "every request carries the payload")
 		names = append(names, req.StepName)
 		f.clock.Advance(time.Second)
@@ -69,15 +69,23 @@ func TestAnyInstanceRecordsTheReply(t *testing.T) {
 	require.Equal(t, []sas.ProcessState{sas.Processed, sas.Processing, sas.Pending}, f.states("o-any"))
 }
 
+// TestDuplicateReply: a reply delivered again finds its step done and
+// repeats the effects; the successor's request is sent again on a
+// redelivery (the first may have died before sending it) while no pick-up
+// was reported, whatever its deadline, and never for a second message.
 func TestDuplicateReply(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		name       string
 		advance    time.Duration
+		started    bool // the successor's agent reported its pick-up
+		duplicate  bool // a second message, not a redelivery
 		wantResend bool
 	}{
-		{"successor lease running: its request is sent again", time.Second, true},
-		{"successor lease expired: left to the supervisor", stepTimeout + time.Second, false},
+		{"redelivery: the successor's request is sent again", time.Second, false, false, true},
+		{"redelivery past the successor's deadline, no pick-up reported: sent again", leaseTime + time.Second, false, false, true},
+		{"redelivery after the successor's pick-up was reported: nothing sent", time.Second, true, false, false},
+		{"a second message with the same reply: nothing sent", time.Second, false, true, false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -90,7 +98,14 @@ func TestDuplicateReply(t *testing.T) {
 			f.statuses()
 
 			f.clock.Advance(tc.advance)
-			f.deliver(done(req0))
+			if tc.started {
+				f.started("o-dr", 1)
+			}
+			if tc.duplicate {
+				require.Empty(t, f.handle(f.duplicate(done(req0))))
+			} else {
+				f.deliver(done(req0))
+			}
 			if tc.wantResend {
 				again := f.request()
 				require.Equal(t, req1, again)
@@ -173,7 +188,7 @@ func TestStaleReplyAfterRescue(t *testing.T) {
 			f.deliver(intake("o-st", "order", f.replyURL))
 			old := f.request()
 			f.statuses()
-			f.clock.Advance(stepTimeout + time.Second)
+			f.clock.Advance(leaseTime + time.Second)
 			f.rescue("o-st", 0)
 			want := []sas.ProcessState{sas.Pending, sas.Pending, sas.Pending}
 			if tc.retried {
@@ -210,7 +225,7 @@ func TestRetryClaimsAndDispatches(t *testing.T) {
 	f := newFixture(t)
 	f.deliver(intake("o-rt", "payment", f.replyURL))
 	f.request()
-	f.clock.Advance(stepTimeout + time.Second)
+	f.clock.Advance(leaseTime + time.Second)
 	f.rescue("o-rt", 0)
 
 	f.clock.Advance(5 * time.Second)
@@ -218,7 +233,7 @@ func TestRetryClaimsAndDispatches(t *testing.T) {
 	req := f.request()
 	require.Equal(t, 2, req.Attempt)
 	require.Equal(t, owner, req.LockedBy)
-	require.Equal(t, f.clock.Now().Add(stepTimeout), req.CompleteBy)
+	require.Equal(t, f.clock.Now().Add(leaseTime), req.CompleteBy)
 	require.Equal(t, stepTimeout.Milliseconds(), req.TimeoutMs, "the agent's own limit on every attempt")
 	require.Equal(t, "o-rt:0", req.IdempotencyKey, "the same key on every attempt")
 	require.False(t, req.Compensation)
@@ -239,21 +254,22 @@ func TestRetryLostRace(t *testing.T) {
 	}{
 		{"step held, never rescued", func(f *fixture) string { return retryMsg("o-rl", 0, 1) }, sas.Processing},
 		{"stale attempt", func(f *fixture) string {
-			f.clock.Advance(stepTimeout + time.Second)
+			f.clock.Advance(leaseTime + time.Second)
 			f.rescue("o-rl", 0)
 			return retryMsg("o-rl", 0, 0)
 		}, sas.Pending},
-		// The claim is the one this message asked for and its lease runs:
-		// that is a redelivery, which re-sends the request (see
+		// The claim is the one this message asked for and no pick-up was
+		// reported: a redelivery re-sends the request (see
 		// TestRetryRedeliveredAfterSendFailure); left out here.
-		{"another instance claimed it first, lease expired", func(f *fixture) string {
-			f.clock.Advance(stepTimeout + time.Second)
+		{"another instance claimed it first, its pick-up reported", func(f *fixture) string {
+			f.clock.Advance(leaseTime + time.Second)
 			f.rescue("o-rl", 0)
 			m := retryMsg("o-rl", 0, 1)
 			f.requests()
 			require.Empty(f.t, f.handleWith(schedulerHandler(f.newService("scheduler-other")), f.event(m)))
 			require.Equal(f.t, "scheduler-other", f.request().LockedBy)
-			f.clock.Advance(stepTimeout + time.Second)
+			f.clock.Advance(leaseTime + time.Second)
+			f.started("o-rl", 0)
 			return m
 		}, sas.Processing},
 		{"the step completed meanwhile", func(f *fixture) string {

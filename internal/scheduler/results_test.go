@@ -1,8 +1,11 @@
 package scheduler_test
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -10,6 +13,7 @@ import (
 
 	"github.com/sas-go/sas/internal/registry"
 	"github.com/sas-go/sas/internal/sas"
+	"github.com/sas-go/sas/internal/scheduler"
 	"github.com/sas-go/sas/internal/sqslimits"
 )
 
@@ -207,4 +211,57 @@ func TestARejectionWithNothingToUndoEndsAtOnce(t *testing.T) {
 	f.deliver(reply(f.request(), sas.OutcomeFailed, "approvals service refused the request"))
 	require.Len(t, f.alerts.all(), 1, "an operational failure still alerts")
 	require.Equal(t, sas.Error, f.view("o-exp2").State())
+}
+
+// ordersUnreadable fails every GetOrder while down is set, as a throttled
+// store does; the step writes go through.
+type ordersUnreadable struct {
+	sas.StateStore
+	down atomic.Bool
+}
+
+func (s *ordersUnreadable) GetOrder(ctx context.Context, id string) (sas.OrderView, error) {
+	if s.down.Load() {
+		return sas.OrderView{}, errors.New("ThrottlingException: rate exceeded")
+	}
+	return s.StateStore.GetOrder(ctx, id)
+}
+
+// A request whose results cannot be read is not sent, and the message that
+// claimed its attempt is left for redelivery, whose re-send sends it: the
+// attempt is claimed and not started, so the supervisor would leave it
+// until its request's delivery horizon (docs/protocol.md, "Deadlines start
+// at pick-up"; the simulator's seed 173 stalled so).
+func TestARequestWhoseResultsCannotBeReadIsSentByTheRedelivery(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	reg, err := registry.Default(stepTimeout)
+	require.NoError(t, err)
+	store := &ordersUnreadable{StateStore: f.calls}
+	h := scheduler.NewHandler(f.newServiceConfig(owner, reg, sas.AgentQueues{Default: f.agentURL},
+		func(c *scheduler.Config) { c.Store = store }))
+
+	f.deliver(intake("o-unread", "order", f.replyURL))
+	f.deliver(doneWith(f.request(), `"R-1"`))
+	req := f.request()
+	require.Equal(t, 1, req.Step, "the second step reads the results before it")
+
+	store.down.Store(true)
+	ev := f.event(transient(req, "", "503 from the remote"))
+	require.Equal(t, []string{ev.Records[0].MessageId}, f.handleWith(h, ev), "left for redelivery")
+	rec := f.step("o-unread", 1)
+	require.Equal(t, sas.Processing, rec.ProcessState, "the next attempt is claimed")
+	require.Equal(t, 2, rec.Attempt)
+	require.True(t, rec.StartedAt.IsZero())
+	f.clock.Advance(16 * time.Minute)
+	require.Empty(t, f.requests(), "nothing sent without its results")
+
+	store.down.Store(false)
+	require.Empty(t, f.handleWith(h, ev), "the redelivery")
+	f.clock.Advance(16 * time.Minute)
+	reqs := f.requests()
+	require.Len(t, reqs, 1, "sent once, by the redelivery")
+	require.Equal(t, 2, reqs[0].Attempt)
+	require.Equal(t, sas.Results{"reserve": json.RawMessage(`"R-1"`)}, reqs[0].Results)
+	require.Equal(t, 2, f.step("o-unread", 1).Attempt, "no other attempt claimed")
 }

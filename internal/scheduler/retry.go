@@ -110,7 +110,7 @@ func (s *Service) retry(ctx context.Context, u *outbox.Unit, m sas.Retry) error 
 // and the remote are idempotent, so a request sent twice costs a call at
 // most.
 func (s *Service) retryLost(ctx context.Context, u *outbox.Unit, o order, cur sas.StepRecord, m sas.Retry, now time.Time) error {
-	if cur.Attempt == m.Attempt+1 && live(cur, now) {
+	if cur.Attempt == m.Attempt+1 && s.resend(ctx, cur, now) {
 		s.log.InfoContext(ctx, "redelivered retry: re-sending the request", "order", m.OrderID, "step", m.Step, "attempt", cur.Attempt, "holder", cur.LockedBy)
 		s.dispatch(ctx, u, o, o.wf.Steps[m.Step], cur)
 		return nil

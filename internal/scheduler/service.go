@@ -6,8 +6,11 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
+
+	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/sas-go/sas/internal/metrics"
 	"github.com/sas-go/sas/internal/msgctx"
@@ -152,12 +155,63 @@ func (s *Service) read(ctx context.Context, o *order) error {
 	return nil
 }
 
-// live reports whether a record holds a lease that has not expired: only
-// then may the scheduler (re)send its request, whoever holds it (the request
-// carries the holder, and the reply is fenced on it). An expired lease
-// belongs to the supervisor.
-func live(r sas.StepRecord, now time.Time) bool {
-	return r.ProcessState.Leased() && r.LockedBy != "" && now.Before(r.CompleteBy)
+// resend reports whether the message being handled sends the request of
+// r's attempt again: r is held, its agent reported no pick-up, and the
+// message is a redelivery (docs/protocol.md, "Deadlines start at pick-up"),
+// or this very handling claimed it (a write whose commit it could not
+// tell, retried and refused: sas.OwnWrite). Its first delivery claimed the
+// attempt and may have stopped before the request went out; whatever the
+// deadline, nobody else sends it, since the supervisor never re-sends a
+// request that may still be queued. A different message about the same
+// order (a duplicate intake, a twin reply) sends nothing: the request it
+// would send is in the queue already, or is the redelivery's to send.
+// Whoever holds the attempt, the request carries the holder and the reply
+// is fenced on it, and the agent and the remote are idempotent, so a
+// request sent twice costs a call at most.
+func (s *Service) resend(ctx context.Context, r sas.StepRecord, now time.Time) bool {
+	if !r.ProcessState.Leased() || r.LockedBy == "" || !r.StartedAt.IsZero() {
+		return false
+	}
+	if redelivered(ctx) {
+		return true
+	}
+	_, own := sas.OwnWrite(&sas.RaceError{Current: &r}, s.cfg.Owner, now, r.ProcessState, r.Attempt)
+	return own && r.LockedBy == s.cfg.Owner
+}
+
+type redeliveryKey struct{}
+
+// withRedelivery marks ctx as handling a redelivered message (Origin).
+func withRedelivery(ctx context.Context, yes bool) context.Context {
+	if !yes {
+		return ctx
+	}
+	return context.WithValue(ctx, redeliveryKey{}, true)
+}
+
+// redelivered reports whether ctx handles a redelivered message.
+func redelivered(ctx context.Context) bool {
+	yes, _ := ctx.Value(redeliveryKey{}).(bool)
+	return yes
+}
+
+// redelivery reports whether SQS delivers rec again: its
+// ApproximateReceiveCount is over 1.
+func redelivery(rec events.SQSMessage) bool {
+	n, _ := strconv.Atoi(rec.Attributes["ApproximateReceiveCount"])
+	return n > 1
+}
+
+// leaseEnd is the deadline of an attempt claimed at now whose request is
+// sent after wait: the pick-up allowance (PickupTimeout), then the step's
+// timeout (docs/protocol.md, "Deadlines start at pick-up"). An agent that
+// picks the request up within the allowance finishes by it and reports
+// nothing; a later one reports its pick-up, which moves the deadline.
+func (s *Service) leaseEnd(def sas.StepDef, wait time.Duration, now time.Time) time.Time {
+	if def.Callback != nil {
+		return now.Add(wait + s.timeout(def)) // no request to pick up: its wait (callback.go)
+	}
+	return now.Add(wait + s.cfg.PickupTimeout + s.timeout(def))
 }
 
 // dispatch adds the agent request for a claimed step (or undo) to u.
@@ -170,9 +224,11 @@ func (s *Service) dispatch(ctx context.Context, u *outbox.Unit, o order, def sas
 //
 // The request carries the results of the steps before r (and, for an
 // undo, r's own), from o's records or, when o has none that say, read
-// (results.go). Should that read fail, nothing is sent: the step is
-// claimed, and the supervisor re-drives it at its deadline, as after a
-// failed send.
+// (results.go). Should that read fail, nothing is sent and u fails: the
+// step is claimed and not started, so the message's redelivery sends the
+// request (resend), as after a failed send. (The supervisor would only
+// re-drive it at its request's delivery horizon: docs/protocol.md,
+// "Deadlines start at pick-up".)
 func (s *Service) dispatchAfter(ctx context.Context, u *outbox.Unit, oo order, def sas.StepDef, r sas.StepRecord, wait time.Duration) {
 	if def.Outside() {
 		s.await(ctx, u, oo, def, r) // no agent: its token goes out instead (callback.go)
@@ -180,15 +236,24 @@ func (s *Service) dispatchAfter(ctx context.Context, u *outbox.Unit, oo order, d
 	}
 	results, err := s.resultsFor(ctx, &oo, r.Step, r.ProcessState == sas.Compensating)
 	if err != nil {
-		s.log.ErrorContext(ctx, "request not sent: the results it carries could not be read; the supervisor re-drives the step",
+		s.log.ErrorContext(ctx, "request not sent: the results it carries could not be read; the message is left for redelivery, which sends it",
 			"order", oo.id(), "step", r.Step, "attempt", r.Attempt, "err", err)
+		u.Fail(fmt.Errorf("the request for step %s attempt %d: reading the results it carries: %w", r.Key(), r.Attempt, err))
 		return
 	}
 	o := oo.ord
 	req := s.request(o, def, r)
+	lane := o.Priority
+	if req.Compensation {
+		// An undo goes to the agent's priority lane where it has one, so
+		// that a backlog of forward work does not starve compensations
+		// (docs/agents.md, "Priority lanes"). The request still echoes the
+		// order's own priority, which the next forward step keeps.
+		lane = max(lane, sas.HighPriority)
+	}
 	req.Results = results // not signed: read from the records, never echoed
 	u.Send(outbox.Message{
-		QueueURL: s.cfg.AgentQueues.URL(def.Agent, o.Priority), Body: sas.Encode(req), Delay: wait,
+		QueueURL: s.cfg.AgentQueues.URL(def.Agent, lane), Body: sas.Encode(req), Delay: wait,
 		What: fmt.Sprintf("the request for step %s attempt %d", r.Key(), r.Attempt),
 	})
 	s.log.InfoContext(ctx, "step dispatched", "order", o.OrderID, "step", r.Step, "stepName", def.Name,
@@ -230,6 +295,9 @@ func (s *Service) request(o sas.Order, def sas.StepDef, r sas.StepRecord) sas.Ag
 		// A failed attempt is reported, not left for redelivery, and the
 		// step's retry policy applies (transient.go).
 		TransientOutcome: true, NonRetryable: def.NonRetryableFor(undo),
+		// A late pick-up is reported, so the deadline counts from it
+		// (started.go).
+		StartedOutcome: true,
 		// The order's trace, a span of its own per attempt: a re-send of
 		// the same attempt carries the same context.
 		Trace: sas.ChildTrace(o.Trace, fmt.Sprintf("%s %s %d", sas.KindAgentRequest, sas.IdempotencyKey(o.OrderID, r.Step, r.Generation, undo), r.Attempt)),

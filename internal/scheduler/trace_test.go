@@ -31,7 +31,7 @@ func TestSubmittersTraceReachesEveryRequest(t *testing.T) {
 	f.deliver(in) // redelivered: the live request again, the same context
 	require.Equal(t, req.Trace, f.request().Trace)
 
-	f.clock.Advance(stepTimeout)
+	f.clock.Advance(leaseTime)
 	f.rescue("o-tr", 0)
 	f.deliver(retryMsg("o-tr", 0, 1))
 	again := f.request()

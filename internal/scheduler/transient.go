@@ -75,18 +75,35 @@ func (s *Service) transientOn(ctx context.Context, u *outbox.Unit, o order, rep 
 		wait := max(cur.DueAt.Sub(now)-s.cfg.PickupTimeout, 0)
 		return nil, s.reattempt(ctx, u, o, cur, def, wait, now)
 
-	case cur.Attempt == rep.Attempt+1 && cur.ProcessState == running && live(cur, now):
-		// A redelivery after the next attempt was claimed: its request may
-		// not have gone out. Sent again (whoever holds it: the request
-		// carries the holder), still delayed to the end of its wait.
-		wait := max(cur.CompleteBy.Sub(now)-s.timeout(def), 0)
-		s.dispatchAfter(ctx, u, o, def, cur, wait)
+	case cur.Attempt == rep.Attempt+1 && cur.ProcessState == running && cur.LockedBy != "":
+		// The next attempt is claimed. On a redelivery its request may not
+		// have gone out: sent again (resend; whoever holds it: the request
+		// carries the holder), still delayed to the end of its wait. A
+		// twin of the reply sends nothing.
+		if s.resend(ctx, cur, now) {
+			// The claim's deadline was the end of its wait plus the lease;
+			// a supervisor's wait since moved it, and kept it as
+			// WaitingSince.
+			due := cur.CompleteBy
+			if !cur.WaitingSince.IsZero() {
+				due = cur.WaitingSince
+			}
+			wait := max(due.Sub(s.leaseEnd(def, 0, now)), 0)
+			s.dispatchAfter(ctx, u, o, def, cur, wait)
+		}
 		return nil, nil
 
 	case cur.Attempt == rep.Attempt && cur.ProcessState == failed && cur.Owing():
 		// A redelivery after the give-up: its effects again (the alert has
 		// the same id; the compensation is idempotent).
 		return nil, s.gaveUp(ctx, u, o, cur, now)
+
+	case !undo && cur.Attempt == rep.Attempt+1 && cur.ProcessState == sas.Compensating && s.resend(ctx, cur, now):
+		// A redelivery after the give-up's compensation claimed the step's
+		// own undo: its first delivery may have died before sending it
+		// (found by the simulator, seed 6106).
+		s.dispatch(ctx, u, o, def, cur)
+		return nil, nil
 	}
 	s.log.InfoContext(ctx, "stale transient reply", "order", rep.OrderID, "step", rep.Step,
 		"attempt", rep.Attempt, "lockedBy", rep.LockedBy, "state", cur.ProcessState, "currentAttempt", cur.Attempt, "currentHolder", cur.LockedBy)
@@ -202,15 +219,22 @@ func (s *Service) attemptFailed(ctx context.Context, u *outbox.Unit, o order, re
 // it then (a failure counted, as for any stranded step).
 func (s *Service) reattempt(ctx context.Context, u *outbox.Unit, o order, r sas.StepRecord, def sas.StepDef, wait time.Duration, now time.Time) error {
 	cp := *s.claimParams(o, r, r.ProcessState, now)
-	cp.CompleteBy = now.Add(wait + s.timeout(def))
+	cp.CompleteBy = s.leaseEnd(def, wait, now)
 	claimed, err := s.cfg.Store.Claim(ctx, cp)
 	if own, ok := sas.OwnClaim(err, cp); ok {
 		claimed, err = own, nil
 	}
 	if errors.Is(err, sas.ErrLostRace) {
-		// A retry (the supervisor's, after a crash of ours) claimed it:
-		// that one sends the request.
+		// A retry (the supervisor's, after a crash of ours), or an earlier
+		// delivery of this very reply, claimed it: that one sends the
+		// request. A redelivery sends it again while no pick-up was
+		// reported, as the earlier delivery's send may fail after this
+		// one's acknowledgement (resend).
 		s.log.InfoContext(ctx, "next attempt claimed elsewhere", "order", o.id(), "step", r.Step, "err", err)
+		if re := (*sas.RaceError)(nil); errors.As(err, &re) && re.Current != nil && re.Current.Attempt == r.Attempt+1 &&
+			s.resend(ctx, *re.Current, now) {
+			s.dispatchAfter(ctx, u, o, def, *re.Current, wait)
+		}
 		return nil
 	}
 	if err != nil {

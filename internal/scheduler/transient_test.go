@@ -86,11 +86,18 @@ func TestTransientOutcomeCountsAFailureAndRetriesAfterTheInterval(t *testing.T) 
 	require.True(t, undo.Compensation)
 	require.Contains(t, statusList(f.statuses()), "failed/charge#2003")
 
-	// A redelivery of the last transient reply repeats nothing harmful:
-	// the step moved on.
+	// A redelivery of the last transient reply re-sends the undo its first
+	// delivery claimed (it may have died before sending it) while no
+	// pick-up was reported, and repeats nothing else: no second alert.
 	f.deliver(transient(req, sas.ErrorCircuitOpen, "circuit open"))
-	require.Empty(t, f.requests())
+	again := f.request()
+	require.Equal(t, sas.TraceID(undo.Trace), sas.TraceID(again.Trace), "the order's trace")
+	again.Trace = undo.Trace // a span of the reply's, not the claim's
+	require.Equal(t, undo, again, "the same undo, the same attempt")
 	require.Len(t, f.alerts.all(), 1)
+	f.started("o-t", 0)
+	f.deliver(transient(req, sas.ErrorCircuitOpen, "circuit open"))
+	require.Empty(t, f.requests(), "its pick-up reported: nothing re-sent")
 }
 
 // An undo has its own retry policy, which rides out an outage where the

@@ -45,6 +45,13 @@ type Origin struct {
 	Source    Source
 	SenderID  string // SQS attribute SenderId; "" when unknown
 	MessageID string
+	// Redelivered: SQS delivers this message again (its
+	// ApproximateReceiveCount is over 1, or it is a renewed copy): an
+	// earlier delivery may have stopped between its write and its sends,
+	// so the request of a step it claimed is sent again if no pick-up was
+	// reported (resend). A different message about the same order (a
+	// duplicate intake, a second reply) is not a redelivery.
+	Redelivered bool
 }
 
 // accepts reports whether a message of kind k may come from src: intake

@@ -132,7 +132,7 @@ func TestRetryAndCompensateOnlyFromTheControlQueue(t *testing.T) {
 	f.runForward("o-done", "payment", 1) // settled: a compensate would undo it
 	f.deliver(intake("o-held", "payment", f.replyURL))
 	held := f.request()
-	f.clock.Advance(stepTimeout + 1)
+	f.clock.Advance(leaseTime + 1)
 	f.rescue("o-held", 0) // Pending: a retry would claim it
 	f.statuses()
 	doneBefore, heldBefore := f.view("o-done").Steps, f.view("o-held").Steps

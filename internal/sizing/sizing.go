@@ -33,6 +33,12 @@ const (
 	// function's timeout, so that a message is not handed out again while
 	// throttled retries of its batch may still run.
 	LambdaVisibilityFactor = 6
+	// QueueRetention is the message retention of the queues the functions
+	// consume (SQS's default). For an agent's queue it is a request's
+	// delivery horizon: a request not picked up by then can no longer be,
+	// and only then does the supervisor re-drive a step whose pick-up was
+	// never reported (docs/protocol.md, "Deadlines start at pick-up").
+	QueueRetention = 4 * 24 * time.Hour
 )
 
 // AgentTimeout is how long an agent's run of a request may go on, and the

@@ -89,12 +89,21 @@ type Config struct {
 	// sent").
 	CompensateRecheck time.Duration
 
-	// BacklogQueueURLs are the queues that may hold a held step's request or
-	// reply; while one holds a message, a step past its deadline waits, up to
-	// its wait limit (docs/protocol.md, "Waiting is not executing").
+	// BacklogQueueURLs are the agent and scheduler queues, whose depth a
+	// run reads once, when a held step is due, for its report (Backlog).
+	// No decision reads it: SQS's depths are approximate, and a step whose
+	// pick-up was not reported waits whatever they say (docs/protocol.md,
+	// "Deadlines start at pick-up").
 	BacklogQueueURLs []string
-	// WaitLimit is the wait limit of a step whose definition sets none.
+	// WaitLimit is no longer read (the wait limit gave way to the delivery
+	// horizon, docs/decisions.md): kept so that a configuration that sets
+	// it still loads.
 	WaitLimit time.Duration
+	// DeliveryHorizon is how long after an unstarted attempt's first
+	// passed deadline its request may still be delivered: the agent
+	// queues' message retention (default sizing.QueueRetention, which the
+	// construct deploys). Past it the step is re-driven as lost.
+	DeliveryHorizon time.Duration
 	// Workflows are the deployed workflows; a due step's limits come from its
 	// order's own version (docs/workflows.md, "Versions"), Steps being the
 	// fallback when that cannot be read.
@@ -134,6 +143,7 @@ func (c Config) withDefaults() Config {
 	c.OwedRetry = cmp.Or(c.OwedRetry, DefaultOwedRetry)
 	c.CompensateRecheck = cmp.Or(c.CompensateRecheck, DefaultCompensateRecheck)
 	c.WaitLimit = cmp.Or(c.WaitLimit, DefaultWaitLimit)
+	c.DeliveryHorizon = cmp.Or(c.DeliveryHorizon, sizing.QueueRetention)
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}

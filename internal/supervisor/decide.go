@@ -14,7 +14,7 @@ const (
 	skip   action = iota // not due (a stale index entry, or a state the supervisor does not own)
 	rescue               // hand back for another attempt after a backoff
 	giveUp               // Error or CompensationFailed, alert an operator
-	wait                 // extend a held lease: its request may still wait in a busy queue
+	wait                 // extend a held lease: its request may still be queued
 )
 
 func (a action) String() string {
@@ -36,6 +36,7 @@ type decision struct {
 	Failures int           // the FailureCount the write leaves
 	Backoff  time.Duration // rescue only: the retry message's delay
 	Until    time.Time     // wait only: the lease's new deadline
+	Lost     bool          // rescue only: a request lost before pick-up, no failure counted
 	Reason   string        // for the history, LastError, the retry message and the alert
 }
 
@@ -47,7 +48,10 @@ type policy struct {
 	Undo          sas.RetryPolicy // an undo's, for a step that sets none
 	PickupTimeout time.Duration
 	WaitLimit     time.Duration
-	Steps         map[string]sas.StepLimits
+	// Horizon is how long after its first passed deadline an unstarted
+	// attempt's request may still be delivered (Config.DeliveryHorizon).
+	Horizon time.Duration
+	Steps   map[string]sas.StepLimits
 }
 
 // limits are a step's limits, the defaults filled in: def's when its
@@ -89,19 +93,22 @@ func retry(l sas.StepLimits, undo bool) sas.RetryPolicy {
 }
 
 // decide is the supervisor's only judgement (docs/pattern.md §2: "failed or stuck?",
-// "retry or give up?"; docs/protocol.md, "Waiting is not executing": "waiting
-// or failed?"). It is a pure function of the record as the index showed it,
-// the time, and backlog: the messages the agent and scheduler queues held
-// when the run read them, or -1 when unknown. The write that follows is
-// fenced on that view, so a decision made on a stale view loses the race
-// instead of doing harm.
+// "retry or give up?"; docs/protocol.md, "Deadlines start at pick-up":
+// "queued or failed?"). It is a pure function of the record as the index
+// showed it and the time. The write that follows is fenced on that view, so
+// a decision made on a stale view loses the race instead of doing harm.
 //
-// A held step past its deadline while the queues hold messages may never
-// have started: its request may still wait behind others, or its reply
-// behind other replies. It is waited on, not failed, up to its wait limit
-// beyond the first deadline that passed. With the queues empty, neither
-// its request nor its reply is anywhere: the attempt failed.
-func (p policy) decide(rec sas.StepRecord, lim sas.StepLimits, now time.Time, backlog int) decision {
+// A held step past its deadline whose pick-up was never reported
+// (StartedAt zero) has not started: its request waits in the agent queue
+// (an agent picking it up late reports so first, and so does every
+// redelivery). It is not a failure and its request is not sent again: the
+// deadline moves to the request's delivery horizon (the queue's retention
+// from the first deadline that passed, a bound on when it was sent plus the
+// retention), and only past that, when the request can no longer be
+// delivered, is the step re-driven as lost, still without a failure
+// counted. A step whose pick-up was reported and whose deadline passed
+// failed: its agent died or overran.
+func (p policy) decide(rec sas.StepRecord, lim sas.StepLimits, now time.Time) decision {
 	if !sas.Due(rec, now) {
 		return decision{Action: skip}
 	}
@@ -126,13 +133,14 @@ func (p policy) decide(rec sas.StepRecord, lim sas.StepLimits, now time.Time, ba
 			Reason:   fmt.Sprintf("%s; the step's overall limit of %s since the order was submitted has passed (giving up)", why, lim.TotalLimit),
 		}
 	}
-	if rec.ProcessState.Leased() && rec.LockedBy != "" && backlog > 0 {
+	if rec.ProcessState.Leased() && rec.LockedBy != "" && rec.StartedAt.IsZero() {
 		since := rec.WaitingSince
 		if since.IsZero() {
 			since = rec.DueAt
 		}
-		if now.Before(since.Add(lim.WaitLimit)) {
-			until := now.Add(lim.Timeout)
+		horizon := since.Add(p.Horizon)
+		if now.Before(horizon) {
+			until := horizon
 			if forward && lim.TotalLimit > 0 && !rec.CreatedAt.IsZero() {
 				until = minTime(until, rec.CreatedAt.Add(lim.TotalLimit))
 			}
@@ -140,11 +148,17 @@ func (p policy) decide(rec sas.StepRecord, lim sas.StepLimits, now time.Time, ba
 				Action:   wait,
 				Failures: rec.FailureCount,
 				Until:    until,
-				Reason: fmt.Sprintf("%s while the queues hold %d messages: its request or reply may still be waiting; not a failure (waiting up to %s past %s)",
-					why, backlog, lim.WaitLimit, since.UTC().Format(time.RFC3339)),
+				Reason: fmt.Sprintf("%s with no pick-up reported: its request may still be queued; not a failure, not sent again (waiting until its delivery horizon %s)",
+					why, horizon.UTC().Format(time.RFC3339)),
 			}
 		}
-		why = fmt.Sprintf("%s, and waited %s in busy queues, its wait limit", why, now.Sub(since).Round(time.Second))
+		return decision{
+			Action:   rescue,
+			Lost:     true,
+			Failures: rec.FailureCount,
+			Reason: fmt.Sprintf("%s and never reported picked up by its delivery horizon %s: the request was lost; re-driven, not a failure",
+				why, horizon.UTC().Format(time.RFC3339)),
+		}
 	}
 	// An undo (Compensating) has its own retry policy, which rides out an
 	// outage where the step fails fast (docs/workflows.md).

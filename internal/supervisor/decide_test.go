@@ -15,8 +15,12 @@ func TestDecide(t *testing.T) {
 	now := time.Date(2026, 11, 5, 10, 0, 0, 0, time.UTC)
 	p := policy{MaxFailures: 3, BaseBackoff: 5 * time.Second, MaxBackoff: 15 * time.Minute}
 	rec := func(state sas.ProcessState, lockedBy string, failures int, dueAt time.Time) sas.StepRecord {
-		return sas.StepRecord{OrderID: "o-1", Step: 0, ProcessState: state, LockedBy: lockedBy,
+		r := sas.StepRecord{OrderID: "o-1", Step: 0, ProcessState: state, LockedBy: lockedBy,
 			FailureCount: failures, Attempt: 2, DueAt: dueAt}
+		if lockedBy != "" {
+			r.StartedAt = dueAt.Add(-time.Second) // its agent reported the pick-up: a passed deadline is a failure
+		}
+		return r
 	}
 	past, future := now.Add(-time.Second), now.Add(time.Millisecond)
 	tests := []struct {
@@ -63,7 +67,7 @@ func TestDecide(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			d := tc.policy.decide(tc.rec, tc.policy.limits(tc.rec.StepName, sas.StepLimits{}, false), now, -1)
+			d := tc.policy.decide(tc.rec, tc.policy.limits(tc.rec.StepName, sas.StepLimits{}, false), now)
 			require.Equal(t, tc.action, d.Action, "action")
 			require.Equal(t, tc.failures, d.Failures, "failures")
 			// tc.backoff is the policy's wait before jitter: the rescue's
@@ -88,67 +92,68 @@ func stepPolicy(p policy, l sas.StepLimits) policy {
 	return p
 }
 
-// TestDecideWaitsWhileTheQueuesAreBusy: a held step past its deadline
-// while the agent and scheduler queues hold messages is waited on (no
-// failure) up to its wait limit beyond the first deadline that passed; with
-// the queues empty, or the backlog unknown, or past the limit, it is a
-// failure as before. A step's overall limit overrides both.
-func TestDecideWaitsWhileTheQueuesAreBusy(t *testing.T) {
+// TestDecideWaitsForAnUnstartedRequest: a held step past its deadline
+// whose pick-up was never reported may still be queued. It is waited on
+// (no failure, no second request) until its delivery horizon, the queue's
+// retention from the first deadline that passed; past it the request can no
+// longer be delivered and the step is re-driven as lost, still without a
+// failure. A reported pick-up makes a passed deadline a failure. A step's
+// overall limit overrides both.
+func TestDecideWaitsForAnUnstartedRequest(t *testing.T) {
 	t.Parallel()
 	now := time.Date(2026, 11, 5, 10, 0, 0, 0, time.UTC)
+	const horizon = 96 * time.Hour
 	p := policy{MaxFailures: 3, BaseBackoff: 5 * time.Second, MaxBackoff: 15 * time.Minute, PickupTimeout: time.Minute,
-		WaitLimit: 10 * time.Minute, Steps: map[string]sas.StepLimits{
+		Horizon: horizon, Steps: map[string]sas.StepLimits{
 			"charge": {Timeout: 30 * time.Second},
-			"ship":   {Timeout: 30 * time.Second, WaitLimit: 2 * time.Minute, TotalLimit: time.Hour},
+			"ship":   {Timeout: 30 * time.Second, TotalLimit: time.Hour},
 		}}
 	rec := func(step string, state sas.ProcessState, lockedBy string, dueAt, waitingSince time.Time) sas.StepRecord {
 		return sas.StepRecord{OrderID: "o-1", StepName: step, ProcessState: state, LockedBy: lockedBy, Attempt: 1,
-			DueAt: dueAt, CompleteBy: dueAt, WaitingSince: waitingSince, CreatedAt: now.Add(-5 * time.Minute)}
+			DueAt: dueAt, CompleteBy: dueAt, WaitingSince: waitingSince, CreatedAt: now.Add(-5 * time.Minute), FailureCount: 1}
 	}
+	started := func(r sas.StepRecord) sas.StepRecord { r.StartedAt = r.DueAt.Add(-30 * time.Second); return r }
 	past := now.Add(-time.Second)
 	tests := []struct {
-		name    string
-		rec     sas.StepRecord
-		backlog int
-		action  action
-		until   time.Time
-		reason  string
+		name     string
+		rec      sas.StepRecord
+		action   action
+		failures int
+		until    time.Time
+		reason   string
 	}{
-		{"busy queues: wait one step timeout", rec("charge", sas.Processing, "s1", past, time.Time{}), 40, wait, now.Add(30 * time.Second), "while the queues hold 40 messages"},
-		{"empty queues: a failure", rec("charge", sas.Processing, "s1", past, time.Time{}), 0, rescue, time.Time{}, "failure 1 of 3"},
-		{"backlog unknown: a failure", rec("charge", sas.Processing, "s1", past, time.Time{}), -1, rescue, time.Time{}, "failure 1 of 3"},
-		{"within the default wait limit", rec("charge", sas.Processing, "s1", past, now.Add(-9*time.Minute)), 1, wait, now.Add(30 * time.Second), "waiting up to 10m0s"},
-		{"past the default wait limit", rec("charge", sas.Processing, "s1", past, now.Add(-10*time.Minute)), 1, rescue, time.Time{}, "waited 10m0s in busy queues, its wait limit (failure 1 of 3"},
-		{"the step's own wait limit", rec("ship", sas.Processing, "s1", past, now.Add(-2*time.Minute)), 1, rescue, time.Time{}, "waited 2m0s in busy queues"},
-		{"an undo waits too", rec("charge", sas.Compensating, "s1", past, time.Time{}), 3, wait, now.Add(30 * time.Second), "undo attempt 1"},
-		{"an unheld step never waits", rec("charge", sas.Pending, "", past, time.Time{}), 3, rescue, time.Time{}, "not claimed by its pick-up deadline"},
-		{"an unknown step extends by the pick-up timeout", rec("mystery", sas.Processing, "s1", past, time.Time{}), 3, wait, now.Add(time.Minute), "waiting up to 10m0s"},
+		{"no pick-up reported: wait to the horizon", rec("charge", sas.Processing, "s1", past, time.Time{}), wait, 1, past.Add(horizon), "no pick-up reported: its request may still be queued"},
+		{"waited already: the horizon counts from the first deadline", rec("charge", sas.Processing, "s1", past, now.Add(-time.Hour)), wait, 1, now.Add(-time.Hour).Add(horizon), "delivery horizon"},
+		{"past the horizon: lost, re-driven, no failure", rec("charge", sas.Processing, "s1", past, now.Add(-horizon)), rescue, 1, time.Time{}, "the request was lost; re-driven, not a failure"},
+		{"an undo waits too", rec("charge", sas.Compensating, "s1", past, time.Time{}), wait, 1, past.Add(horizon), "undo attempt 1"},
+		{"pick-up reported: a failure", started(rec("charge", sas.Processing, "s1", past, time.Time{})), rescue, 2, time.Time{}, "failure 2 of 3"},
+		{"pick-up reported after a wait: a failure", started(rec("charge", sas.Processing, "s1", past, now.Add(-time.Hour))), rescue, 2, time.Time{}, "failure 2 of 3"},
+		{"an unheld step never waits", rec("charge", sas.Pending, "", past, time.Time{}), rescue, 2, time.Time{}, "not claimed by its pick-up deadline"},
 		{"the overall limit caps a wait", func() sas.StepRecord {
 			r := rec("ship", sas.Processing, "s1", past, time.Time{})
 			r.CreatedAt = now.Add(-time.Hour + 10*time.Second)
 			return r
-		}(), 3, wait, now.Add(10 * time.Second), ""},
-		{"past the overall limit: give up, busy or not", func() sas.StepRecord {
+		}(), wait, 1, now.Add(10 * time.Second), ""},
+		{"past the overall limit: give up, started or not", func() sas.StepRecord {
 			r := rec("ship", sas.Processing, "s1", past, time.Time{})
 			r.CreatedAt = now.Add(-time.Hour)
 			return r
-		}(), 3, giveUp, time.Time{}, "overall limit of 1h0m0s since the order was submitted has passed"},
-		{"past the overall limit while pending: give up", func() sas.StepRecord {
-			r := rec("ship", sas.Pending, "", past, time.Time{})
-			r.CreatedAt = now.Add(-2 * time.Hour)
-			return r
-		}(), 0, giveUp, time.Time{}, "overall limit"},
-		{"not due: skip", rec("charge", sas.Processing, "s1", now.Add(time.Second), time.Time{}), 40, skip, time.Time{}, ""},
+		}(), giveUp, 2, time.Time{}, "overall limit of 1h0m0s since the order was submitted has passed"},
+		{"not due: skip", rec("charge", sas.Processing, "s1", now.Add(time.Second), time.Time{}), skip, 0, time.Time{}, ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			d := p.decide(tc.rec, p.limits(tc.rec.StepName, sas.StepLimits{}, false), now, tc.backlog)
+			d := p.decide(tc.rec, p.limits(tc.rec.StepName, sas.StepLimits{}, false), now)
 			require.Equal(t, tc.action, d.Action, "action: %s", d.Reason)
 			require.Contains(t, d.Reason, tc.reason)
 			require.True(t, tc.until.Equal(d.Until), "until %s, want %s", d.Until, tc.until)
-			if d.Action == wait {
-				require.Equal(t, tc.rec.FailureCount, d.Failures, "a wait counts no failure")
+			if tc.action != skip {
+				require.Equal(t, tc.failures, d.Failures, "failures")
+			}
+			require.Equal(t, tc.action == rescue && tc.rec.StartedAt.IsZero() && tc.rec.LockedBy != "", d.Lost, "lost")
+			if d.Lost {
+				require.Zero(t, d.Backoff, "a lost request is re-driven at once")
 			}
 		})
 	}
@@ -169,13 +174,13 @@ func TestRescueBackoffIsJittered(t *testing.T) {
 		seen := map[time.Duration]int{}
 		for i := range 100 {
 			rec := sas.StepRecord{OrderID: fmt.Sprintf("o-%d", i), Step: 1, ProcessState: sas.Processing, LockedBy: "s1",
-				FailureCount: failures, Attempt: failures + 1, DueAt: now.Add(-time.Second)}
-			d := p.decide(rec, lim, now, -1)
+				FailureCount: failures, Attempt: failures + 1, DueAt: now.Add(-time.Second), StartedAt: now.Add(-time.Minute)}
+			d := p.decide(rec, lim, now)
 			require.Equal(t, rescue, d.Action)
 			require.GreaterOrEqual(t, d.Backoff, ceiling/2, "failure %d", failures+1)
 			require.LessOrEqual(t, d.Backoff, ceiling, "failure %d", failures+1)
 			require.Zero(t, d.Backoff%time.Second)
-			require.Equal(t, d.Backoff, p.decide(rec, lim, now, -1).Backoff, "the same record draws the same")
+			require.Equal(t, d.Backoff, p.decide(rec, lim, now).Backoff, "the same record draws the same")
 			pol := sas.RetryPolicy{InitialInterval: lim.BaseBackoff, MaxInterval: lim.MaxBackoff}
 			require.Equal(t, pol.Interval(failures+1, sas.JitterSeed(rec.Key(), rec.Attempt)), d.Backoff,
 				"the scheduler's draw for the same failure")

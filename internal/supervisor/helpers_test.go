@@ -215,8 +215,18 @@ func testOrder(id string, steps int) sas.Order {
 }
 
 // submitClaimed submits an order whose first step a scheduler claimed now
-// (attempt 1, CompleteBy now+stepTimeout), as the scheduler does on intake.
+// (attempt 1, CompleteBy now+stepTimeout), as the scheduler does on intake,
+// and whose agent reported the pick-up at once (CompleteBy unchanged): a
+// passed deadline is then a failure of the attempt.
 func (e *env) submitClaimed(t *testing.T, id string, steps int) {
+	t.Helper()
+	e.submitQueued(t, id, steps)
+	e.start(t, key(id, 0), sas.Processing, "sched-1", 1)
+}
+
+// submitQueued is submitClaimed without the pick-up: the first step's
+// request is, for all the supervisor knows, still queued.
+func (e *env) submitQueued(t *testing.T, id string, steps int) {
 	t.Helper()
 	now := e.clock.Now()
 	res, err := e.mem.Submit(t.Context(), sas.SubmitParams{
@@ -225,6 +235,16 @@ func (e *env) submitClaimed(t *testing.T, id string, steps int) {
 	})
 	require.NoError(t, err)
 	require.True(t, res.Created)
+}
+
+// start records the pick-up of the held attempt now, its deadline a step
+// timeout from now (the agent's started report).
+func (e *env) start(t *testing.T, k sas.StepKey, from sas.ProcessState, owner string, attempt int) sas.StepRecord {
+	t.Helper()
+	now := e.clock.Now()
+	r, err := e.mem.Start(t.Context(), sas.StartParams{Key: k, From: from, Owner: owner, Attempt: attempt, Now: now, CompleteBy: now.Add(stepTimeout)})
+	require.NoError(t, err)
+	return r
 }
 
 // submitUnclaimed submits an order nobody claims: its first step is Pending,
@@ -249,7 +269,7 @@ func (e *env) claim(t *testing.T, k sas.StepKey, from sas.ProcessState, attempt 
 	now := e.clock.Now()
 	r, err := e.mem.Claim(t.Context(), sas.ClaimParams{Key: k, From: from, Attempt: attempt, Owner: "sched-2", Now: now, CompleteBy: now.Add(stepTimeout)})
 	require.NoError(t, err)
-	return r
+	return e.start(t, k, r.ProcessState, r.LockedBy, r.Attempt)
 }
 
 func key(id string, step int) sas.StepKey { return sas.StepKey{OrderID: id, Step: step} }

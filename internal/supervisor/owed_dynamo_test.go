@@ -42,6 +42,9 @@ func TestGiveUpEffectsSurviveACrashOnDynamoDB(t *testing.T) {
 		_, err = ds.Submit(t.Context(), sas.SubmitParams{Order: testOrder(id, 1), Now: now, PickupBy: now.Add(time.Minute),
 			Claim: &sas.ClaimParams{Owner: "sched-1", CompleteBy: now.Add(stepTimeout)}})
 		require.NoError(t, err)
+		_, err = ds.Start(t.Context(), sas.StartParams{Key: key(id, 0), From: sas.Processing, Owner: "sched-1", Attempt: 1,
+			Now: now, CompleteBy: now.Add(stepTimeout)})
+		require.NoError(t, err)
 	}
 	e.clock.Set(T0.Add(stepTimeout))
 	cs.afterGiveUp.Store(true)

@@ -40,10 +40,10 @@ type Report struct {
 	Pages int `json:"pages"`
 	// DueFound counts the due records the run decided on (each once).
 	DueFound int `json:"dueFound"`
-	// Waited counts held steps past their deadline whose lease was extended
-	// without a failure because the queues held messages (docs/protocol.md,
-	// "Waiting is not executing"); Backlog is what the queues held then
-	// (-1 or 0 when not read).
+	// Waited counts held steps past their deadline whose lease was moved to
+	// their request's delivery horizon without a failure, no pick-up being
+	// reported (docs/protocol.md, "Deadlines start at pick-up"); Backlog is
+	// what the queues held then, for the record only (-1 or 0 when not read).
 	Waited  int `json:"waited"`
 	Backlog int `json:"backlog"`
 	Rescued int `json:"rescued"`

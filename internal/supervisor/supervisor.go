@@ -60,7 +60,7 @@ func New(cfg Config) (*Supervisor, error) {
 	return &Supervisor{
 		cfg: cfg,
 		policy: policy{MaxFailures: cfg.MaxFailures, BaseBackoff: cfg.BaseBackoff, MaxBackoff: cfg.MaxBackoff,
-			Undo: cfg.UndoRetry, PickupTimeout: cfg.PickupTimeout, WaitLimit: cfg.WaitLimit, Steps: cfg.Steps},
+			Undo: cfg.UndoRetry, PickupTimeout: cfg.PickupTimeout, WaitLimit: cfg.WaitLimit, Horizon: cfg.DeliveryHorizon, Steps: cfg.Steps},
 		defs: sas.NewDefinitions(cfg.Workflows, cfg.Store),
 	}, nil
 }
@@ -359,15 +359,14 @@ func (r *sweep) act(rec sas.StepRecord, out *effects) {
 		}
 		return
 	}
-	backlog := -1
 	if seen.ProcessState.Leased() && seen.LockedBy != "" && sas.Due(seen, now) {
-		backlog = r.queueBacklog()
+		r.queueBacklog() // for the report only: no decision reads it
 	}
 	lim, ok := r.stepLimits(seen)
 	if !ok {
 		return // its own limits unread: judged by a later sweep, not by the deployed ones
 	}
-	d := r.s.policy.decide(seen, lim, now, backlog)
+	d := r.s.policy.decide(seen, lim, now)
 	if d.Action == skip {
 		return
 	}
@@ -377,8 +376,8 @@ func (r *sweep) act(rec sas.StepRecord, out *effects) {
 
 	switch d.Action {
 	case wait:
-		// No failure, no message: the request (or reply) already in the
-		// queues is the one live request for the step.
+		// No failure, no message: the request already in the queue is
+		// the one live request for the step.
 		got, err := cfg.Store.Wait(r.ctx, sas.WaitParams{
 			Key: key, From: state, Owner: rec.LockedBy, Attempt: rec.Attempt, DueAt: rec.DueAt,
 			WaitingSince: rec.WaitingSince, Now: now, Until: d.Until, Actor: cfg.Actor, Reason: d.Reason,
@@ -397,7 +396,7 @@ func (r *sweep) act(rec sas.StepRecord, out *effects) {
 		// has PickupTimeout to claim the step before a sweep re-drives it.
 		got, err := cfg.Store.Rescue(r.ctx, sas.RescueParams{
 			Key: key, From: state, Attempt: rec.Attempt, Now: now,
-			PickupBy: now.Add(d.Backoff + cfg.PickupTimeout), Actor: cfg.Actor, Reason: d.Reason,
+			PickupBy: now.Add(d.Backoff + cfg.PickupTimeout), Actor: cfg.Actor, Reason: d.Reason, Lost: d.Lost,
 		})
 		if own, ok := sas.OwnWrite(err, cfg.Actor, now, sas.RescueTarget(state), rec.Attempt); ok {
 			got, err = own, nil // committed; its retry lost to it (docs/protocol.md, "Ambiguous commits")

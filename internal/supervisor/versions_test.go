@@ -115,7 +115,8 @@ func TestLimitsUnreadableForNowLeaveTheStepToALaterSweep(t *testing.T) {
 }
 
 // submitOn stores wf and submits order id of two steps on it, its first
-// step claimed.
+// step claimed and its pick-up reported (a started attempt, which the
+// supervisor judges at its deadline).
 func submitOn(t *testing.T, e *env, id string, wf sas.Workflow) {
 	t.Helper()
 	require.NoError(t, e.mem.PutDefinition(t.Context(), wf))
@@ -125,4 +126,5 @@ func submitOn(t *testing.T, e *env, id string, wf sas.Workflow) {
 	_, err := e.mem.Submit(t.Context(), sas.SubmitParams{Order: o, Now: now, PickupBy: now.Add(time.Minute),
 		Claim: &sas.ClaimParams{Owner: "sched-1", CompleteBy: now.Add(stepTimeout)}})
 	require.NoError(t, err)
+	e.start(t, key(id, 0), sas.Processing, "sched-1", 1)
 }

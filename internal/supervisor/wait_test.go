@@ -48,90 +48,89 @@ func (e *env) drain(t *testing.T, url string) {
 	}
 }
 
-// TestAPassedDeadlineInABusyQueueIsNotAFailure: while the agent queue
-// holds requests, a held step past its deadline may never have started.
-// The supervisor extends its lease (no failure, no second request), again
-// and again, until the queues are empty (then it is a failure as before).
-func TestAPassedDeadlineInABusyQueueIsNotAFailure(t *testing.T) {
+// TestAnUnstartedStepWaitsUntilItsRequestCannotBeDelivered: a held step
+// past its deadline whose agent never reported a pick-up may still be
+// queued, however empty or busy the queues look. The supervisor moves its
+// deadline to the request's delivery horizon in one write (no failure, no
+// second request), and only past the horizon re-drives it as lost, still
+// without a failure: one retry, for a request that can no longer arrive.
+func TestAnUnstartedStepWaitsUntilItsRequestCannotBeDelivered(t *testing.T) {
 	t.Parallel()
-	e, agentURL := busyEnv(t, 10*time.Minute)
+	e, _ := busyEnv(t, 10*time.Minute)
+	e.cfg.DeliveryHorizon = 4 * time.Hour
 	s := e.supervisor(t)
-	e.submitClaimed(t, "o-wait", 1)
-	e.backlog(t, agentURL, 40)
+	e.submitQueued(t, "o-wait", 1)
 
 	first := T0.Add(stepTimeout)
-	for i := 1; i <= 5; i++ {
-		e.clock.Set(e.step(t, "o-wait", 0).DueAt.Add(time.Second))
-		rep := runOnce(t, s)
-		require.Equal(t, 1, rep.Waited, "round %d", i)
-		require.Equal(t, 40, rep.Backlog)
-		require.Zero(t, rep.Rescued)
-		require.Empty(t, e.queue.take(t), "a wait sends nothing: the request in the queue is the step's one live request")
-		r := e.step(t, "o-wait", 0)
-		require.Equal(t, sas.Processing, r.ProcessState)
-		require.Equal(t, "sched-1", r.LockedBy, "same holder")
-		require.Equal(t, 1, r.Attempt, "same attempt: its reply is still accepted")
-		require.Zero(t, r.FailureCount, "waiting is not a failure")
-		require.Equal(t, e.clock.Now().Add(stepTimeout), r.DueAt, "extended by one step timeout")
-		require.Equal(t, first, r.WaitingSince)
-		require.Len(t, r.History, 3, "submitted+claimed, and one entry for the first wait only")
-	}
-	require.Empty(t, e.alerts.Alerts())
-
-	// The queues are empty: the request is nowhere, the attempt failed.
-	e.drain(t, agentURL)
-	e.clock.Set(e.step(t, "o-wait", 0).DueAt.Add(time.Second))
+	e.clock.Set(first.Add(time.Second))
 	rep := runOnce(t, s)
-	require.Equal(t, 1, rep.Rescued)
-	require.Zero(t, rep.Waited)
+	require.Equal(t, 1, rep.Waited)
+	require.Zero(t, rep.Rescued)
+	require.Zero(t, rep.Backlog, "the queues are empty, and the step still waits: no depth decides")
+	require.Empty(t, e.queue.take(t), "a wait sends nothing: the request in the queue is the step's one live request")
 	r := e.step(t, "o-wait", 0)
+	require.Equal(t, sas.Processing, r.ProcessState)
+	require.Equal(t, "sched-1", r.LockedBy, "same holder")
+	require.Equal(t, 1, r.Attempt, "same attempt: its pick-up report and reply are still accepted")
+	require.Zero(t, r.FailureCount, "waiting is not a failure")
+	require.Equal(t, first.Add(4*time.Hour), r.DueAt, "one write, to the delivery horizon")
+	require.Equal(t, first, r.WaitingSince)
+	require.Len(t, r.History, 3, "submitted+claimed, and one entry for the wait")
+
+	// Nothing is due before the horizon: the sweeps do nothing.
+	e.clock.Set(first.Add(4*time.Hour - time.Second))
+	rep = runOnce(t, s)
+	require.Zero(t, rep.Waited+rep.Rescued)
+
+	// Past the horizon the request can no longer be delivered: lost.
+	e.clock.Set(first.Add(4*time.Hour + time.Second))
+	rep = runOnce(t, s)
+	require.Equal(t, 1, rep.Rescued)
+	r = e.step(t, "o-wait", 0)
 	require.Equal(t, sas.Pending, r.ProcessState)
-	require.Equal(t, 1, r.FailureCount)
+	require.Zero(t, r.FailureCount, "a lost request is not a failure of the step")
+	require.Contains(t, r.LastError, "the request was lost")
 	require.True(t, r.WaitingSince.IsZero())
 	sent := e.queue.take(t)
 	require.Len(t, sent, 1, "one retry")
 	require.Equal(t, sas.KindRetry, sent[0].Kind)
+	require.Empty(t, e.alerts.Alerts())
 }
 
-// TestWaitingIsBoundedByTheWaitLimit: a request that waits longer than its
-// step's wait limit beyond the first deadline that passed is a failure, even
-// with the queues busy. Over the whole wait the supervisor sends nothing, and
-// then exactly one retry: a rescue never adds a request to a busy backlog
-// before the limit.
-func TestWaitingIsBoundedByTheWaitLimit(t *testing.T) {
+// TestAReportedPickUpMakesAPassedDeadlineAFailure: once the agent reported
+// the pick-up (late, after a wait), the attempt runs on the step's timeout
+// from then, and a deadline that passes is a failure, counted.
+func TestAReportedPickUpMakesAPassedDeadlineAFailure(t *testing.T) {
 	t.Parallel()
-	e, agentURL := busyEnv(t, 2*time.Minute)
+	e, _ := busyEnv(t, 10*time.Minute)
 	s := e.supervisor(t)
-	e.submitClaimed(t, "o-limit", 1)
-	e.backlog(t, agentURL, 3)
+	e.submitQueued(t, "o-late", 1)
+	e.clock.Set(T0.Add(stepTimeout + time.Second))
+	require.Equal(t, 1, runOnce(t, s).Waited)
 
-	waits := 0
-	for {
-		e.clock.Set(e.step(t, "o-limit", 0).DueAt.Add(time.Second))
-		rep := runOnce(t, s)
-		if rep.Waited == 0 {
-			require.Equal(t, 1, rep.Rescued)
-			break
-		}
-		waits++
-		require.Empty(t, e.queue.take(t))
-		require.LessOrEqual(t, waits, 4, "2 minutes of waiting at 31 s a round: at most 4 waits")
-	}
-	require.Equal(t, 4, waits)
-	r := e.step(t, "o-limit", 0)
-	require.Equal(t, 1, r.FailureCount)
-	require.Contains(t, r.LastError, "in busy queues, its wait limit")
-	require.Len(t, e.queue.take(t), 1)
+	// Picked up an hour later: the agent reports it, the deadline follows.
+	e.clock.Set(T0.Add(time.Hour))
+	got := e.start(t, key("o-late", 0), sas.Processing, "sched-1", 1)
+	require.Equal(t, T0.Add(time.Hour+stepTimeout), got.DueAt)
+	require.Equal(t, T0.Add(time.Hour), got.StartedAt)
+	e.clock.Set(got.DueAt.Add(time.Second))
+	rep := runOnce(t, s)
+	require.Equal(t, 1, rep.Rescued)
+	require.Zero(t, rep.Waited)
+	r := e.step(t, "o-late", 0)
+	require.Equal(t, 1, r.FailureCount, "a started attempt that overran failed")
+	require.True(t, r.StartedAt.IsZero(), "the rescue ends the lease and its pick-up")
 }
 
-// TestTheQueueDepthIsReadOncePerRunAndOnlyWhenNeeded: a run with nothing
-// held and due reads no depth; a run with many reads it once.
+// TestTheQueueDepthIsReadOncePerRunAndOnlyWhenNeeded: the depth is read for
+// the report only: a run with nothing held and due reads none; a run with
+// many reads it once, and waits whatever it says.
 func TestTheQueueDepthIsReadOncePerRunAndOnlyWhenNeeded(t *testing.T) {
 	t.Parallel()
 	e, agentURL := busyEnv(t, 10*time.Minute)
 	s := e.supervisor(t)
 	for _, id := range []string{"o-a", "o-b", "o-c"} {
-		e.submitClaimed(t, id, 1)
+		e.submitQueued(t, id, 1)
 	}
 	e.backlog(t, agentURL, 1)
 	runOnce(t, s)
@@ -140,24 +139,25 @@ func TestTheQueueDepthIsReadOncePerRunAndOnlyWhenNeeded(t *testing.T) {
 	e.clock.Set(T0.Add(stepTimeout + time.Second))
 	rep := runOnce(t, s)
 	require.Equal(t, 3, rep.Waited)
+	require.Equal(t, 1, rep.Backlog)
 	require.Equal(t, 2, e.queue.depthReads, "one read per watched queue for the run, not one per step")
 }
 
-// TestAFailedDepthReadFallsBackToRescue: when the depth cannot be read the
-// run reports the error and treats a passed deadline as before.
-func TestAFailedDepthReadFallsBackToRescue(t *testing.T) {
+// TestAFailedDepthReadChangesNoDecision: a depth that cannot be read is an
+// error of the run's report, and the unstarted step waits all the same.
+func TestAFailedDepthReadChangesNoDecision(t *testing.T) {
 	t.Parallel()
 	e, agentURL := busyEnv(t, 10*time.Minute)
 	s := e.supervisor(t)
-	e.submitClaimed(t, "o-blind", 1)
+	e.submitQueued(t, "o-blind", 1)
 	e.backlog(t, agentURL, 5)
 	e.queue.depthFault = errors.New("throttled")
 	e.clock.Set(T0.Add(stepTimeout + time.Second))
 	rep, err := s.RunOnce(t.Context())
 	require.ErrorContains(t, err, "throttled")
 	require.Equal(t, 1, rep.Errors)
-	require.Equal(t, 1, rep.Rescued)
-	require.Zero(t, rep.Waited)
+	require.Equal(t, 1, rep.Waited)
+	require.Zero(t, rep.Rescued)
 }
 
 // TestBacklogQueuesNeedADepthReader: a queue that cannot read its depth is

@@ -42,6 +42,20 @@ func Invoke(ctx context.Context, h poller.SQSHandler, bodies ...string) (events.
 	return h(ctx, ev)
 }
 
+// Redeliver is Invoke with every record marked as SQS marks a message it
+// delivers again after its visibility timeout (ApproximateReceiveCount 2):
+// what a scheduler or agent that died while handling a message leaves
+// behind (docs/protocol.md, "Deadlines start at pick-up": a held step's
+// request is sent again only on a redelivery of the message that caused it).
+func Redeliver(ctx context.Context, h poller.SQSHandler, bodies ...string) (events.SQSEventResponse, error) {
+	ev := events.SQSEvent{}
+	for i, b := range bodies {
+		ev.Records = append(ev.Records, events.SQSMessage{MessageId: fmt.Sprintf("hand-%d", i), Body: b, EventSource: "aws:sqs",
+			Attributes: map[string]string{"ApproximateReceiveCount": "2"}})
+	}
+	return h(ctx, ev)
+}
+
 // ByKind wraps a scheduler's handler for messages handed to it directly
 // (Invoke) rather than received by a poller: each record without a source
 // is given the queue its kind belongs to (an intake the intake queue, a

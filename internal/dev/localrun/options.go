@@ -27,8 +27,8 @@ type Options struct {
 	SupervisorEvery time.Duration // default 1s
 	BaseBackoff     time.Duration // supervisor's first retry delay; default 1s
 	MaxReceiveCount int           // before a message goes to its DLQ; default 5
-	// WaitLimit is how long past its deadline a held step may wait while
-	// the queues are busy before the supervisor counts a failure; default 2m.
+	// WaitLimit is passed on as SAS_WAIT_LIMIT would be, and no longer used
+	// (docs/protocol.md, "Deadlines start at pick-up"); default 2m.
 	WaitLimit  time.Duration
 	Visibility time.Duration // of the work queues; default 10s
 	BatchSize  int           // per poll; default 10

@@ -43,6 +43,17 @@ type receive struct {
 // may hold duplicates, handled in its order), that t's current stop sent
 // it.
 func (t *task) handedOff(body string) {
+	// A renewal's copy is its message's body with the renewal's fields:
+	// the message it renews, when the batch holds it, is that one, not
+	// another of the same attempt (a started report, a reply, before it).
+	if own, n := unrenewed(body); own != "" {
+		for _, x := range t.received {
+			if was, m := unrenewed(x.m.body); x.r.handedOffAt == 0 && was == own && m+1 == n {
+				x.r.handedOffAt = t.stops
+				return
+			}
+		}
+	}
 	k := stepAttempt(body)
 	for _, x := range t.received {
 		if x.r.handedOffAt == 0 && stepAttempt(x.m.body) == k {
@@ -50,6 +61,25 @@ func (t *task) handedOff(body string) {
 			return
 		}
 	}
+}
+
+// unrenewed is body without the scheduler's renewal fields, canonical ("" when
+// body is not a JSON object), and its renewal count (0 for none).
+func unrenewed(body string) (string, int) {
+	var m map[string]json.RawMessage
+	if json.Unmarshal([]byte(body), &m) != nil {
+		return "", 0
+	}
+	var n int
+	_ = json.Unmarshal(m["sasRenewals"], &n)
+	delete(m, "sasRenewals")
+	delete(m, "sasRenewalSig")
+	delete(m, "sasSender")
+	b, err := json.Marshal(m)
+	if err != nil {
+		return "", 0
+	}
+	return string(b), n
 }
 
 // stepAttempt is what a body is about: its order, step and attempt.
@@ -329,13 +359,17 @@ func stripVersion(body string) string {
 // handOff reports whether m hands a received message on: a scheduler's
 // renewal (a copy carrying sasRenewals), an agent's hand-back of a request
 // (retry{requeue}), or an agent's reply, which disposes of the request it
-// answers (one whose reply fails is left for redelivery).
+// answers (one whose reply fails is left for redelivery). A started report
+// (issue 31) is no hand-off: the agent goes on to run the request, which
+// it still holds.
 func handOff(m sas.OutboundMessage) bool {
 	var h struct {
-		Renewals *int     `json:"sasRenewals"`
-		Kind     sas.Kind `json:"kind"`
-		Requeue  bool     `json:"requeue"`
+		Renewals *int        `json:"sasRenewals"`
+		Kind     sas.Kind    `json:"kind"`
+		Requeue  bool        `json:"requeue"`
+		Outcome  sas.Outcome `json:"outcome"`
 	}
 	return json.Unmarshal([]byte(m.Body), &h) == nil &&
-		(h.Renewals != nil || h.Kind == sas.KindRetry && h.Requeue || h.Kind == sas.KindAgentReply)
+		(h.Renewals != nil || h.Kind == sas.KindRetry && h.Requeue ||
+			h.Kind == sas.KindAgentReply && h.Outcome != sas.OutcomeStarted)
 }

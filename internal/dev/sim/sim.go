@@ -53,6 +53,11 @@ type Config struct {
 	// Cancels: the submitter (on the intake queue) or an operator (sasctl
 	// cancel) cancels an order or two while they run (cancel.go).
 	Cancels bool
+	// Burst is how many more orders are submitted at the start, and
+	// ServiceTime an agent's virtual time per request: a backlog that
+	// outlasts the pick-up allowance (goodput.go).
+	Burst       int
+	ServiceTime time.Duration
 	// Rejections: the remote's refusals of a step are business rejections
 	// (agent.Reject) rather than failures. Also on in a third of the seeds
 	// whatever ForSeed drew (Config.rejecting, results.go).
@@ -99,7 +104,7 @@ const (
 // ForSeed draws a run's configuration from its seed.
 func ForSeed(seed int64) Config {
 	r := rand.New(rand.NewPCG(uint64(seed), 0xc0f))
-	return Config{
+	cfg := Config{
 		Seed:          seed,
 		Orders:        1 + r.IntN(3),
 		LateOrders:    r.IntN(2),
@@ -113,11 +118,13 @@ func ForSeed(seed int64) Config {
 		MaxEvents:     20000,
 		Forge:         r.IntN(4) == 0,
 		Faults:        Swarm(seed),
-		// Drawn last, so that every draw before it is the one a seed made
-		// before cancellations (issue 28 §4): a seed without them replays
-		// as it did.
-		Cancels: r.IntN(3) == 0,
 	}
+	cfg.Burst, cfg.ServiceTime = drawBurst(r) // the draws above are as before bursts
+	// Drawn last, so that every draw before it is the one a seed made
+	// before cancellations (issue 28 §4): a seed without them replays as it
+	// did.
+	cfg.Cancels = r.IntN(3) == 0
+	return cfg
 }
 
 // Result is what a run found.
@@ -182,7 +189,7 @@ func Run(cfg Config) (res Result) {
 			Virtual: w.clock.Now().Sub(start), Orders: len(w.orders), Calls: w.remote.calls, Alerts: len(w.alerts),
 			DeadLettered: w.deadLettered}
 	}()
-	for range cfg.Orders {
+	for range cfg.Orders + cfg.Burst {
 		w.submit()
 	}
 	for ; ; w.events++ {

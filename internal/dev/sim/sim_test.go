@@ -61,6 +61,9 @@ func TestChecksCatchPlantedBugs(t *testing.T) {
 		sim.SabotageSkipUndo:   "effect not undone",
 		// Issue 19: a reported failure left uncounted is waited on.
 		sim.SabotageIgnoreTransient: "failure taken for a wait",
+		// Issue 31: a step whose request is still queued rescued at its
+		// deadline (a second request into the backlog, a failure counted).
+		sim.SabotageRescueUnstarted: "failed by waiting",
 		// Issue 27: a read that misses the newest result; a store that
 		// forgets a failure was a business rejection.
 		sim.SabotageStaleResults:   "results seen",

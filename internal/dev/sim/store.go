@@ -46,7 +46,9 @@ func write[T any](ctx context.Context, s *store, name string, keys []sas.StepKey
 	if c.fault == faultAmbiguous && committed {
 		s.w.tracef("  %s committed; its response is lost and the retry answers", name)
 		res, err = do()
-		if err == nil && name != "Submit" { // a second Submit of the same order is a no-op by contract
+		// A second Submit of the same order, and a second Start of the same
+		// pick-up (its deadline moves only later), are no-ops by contract.
+		if err == nil && name != "Submit" && name != "Start" {
 			// A write that succeeds twice is not fenced: the second must lose.
 			s.w.violate("unfenced write", "%s %v succeeded twice in a row on the same parameters", name, keys)
 		}
@@ -138,6 +140,10 @@ func (s *store) Wait(ctx context.Context, p sas.WaitParams) (sas.StepRecord, err
 	return write(ctx, s, "Wait", []sas.StepKey{p.Key}, func() (sas.StepRecord, error) { return s.mem.Wait(ctx, p) })
 }
 
+func (s *store) Start(ctx context.Context, p sas.StartParams) (sas.StepRecord, error) {
+	return write(ctx, s, "Start", []sas.StepKey{p.Key}, func() (sas.StepRecord, error) { return s.mem.Start(ctx, p) })
+}
+
 func (s *store) Heartbeat(ctx context.Context, p sas.HeartbeatParams) (sas.StepRecord, error) {
 	return write(ctx, s, "Heartbeat", []sas.StepKey{p.Key}, func() (sas.StepRecord, error) { return s.mem.Heartbeat(ctx, p) })
 }
@@ -168,7 +174,8 @@ func (s *store) FindDue(ctx context.Context, p sas.FindDueParams) (sas.FindDueRe
 	if stop(ctx, opRead, "FindDue %s", p.State).fault == faultUnavailable {
 		return sas.FindDueResult{}, errUnavailable
 	}
-	return s.mem.FindDue(ctx, p)
+	res, err := s.mem.FindDue(ctx, p)
+	return s.w.sabotageStarted(res), err
 }
 
 func (s *store) FindOwed(ctx context.Context, p sas.FindOwedParams) (sas.FindDueResult, error) {
@@ -233,6 +240,7 @@ func (w *World) wrote(ctx context.Context, name string, before, after []sas.Step
 		if name == "Wait" && w.reported[reportedAttempt{a.Key(), a.Attempt}] {
 			w.violate("failure taken for a wait", "%v attempt %d was waited on after its agent's transient outcome was handled", a.Key(), a.Attempt)
 		}
+		w.checkWaited(name, b, a) // issue 31: goodput.go
 		// A step that became held at a new attempt owes its request; a
 		// rescue owes its retry message.
 		t := taskOf(ctx)

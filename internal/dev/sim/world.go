@@ -92,6 +92,7 @@ type World struct {
 	// requested holds, for each attempt of a step, the number of the last
 	// message that carried its agent request (by any task).
 	requested            map[reportedAttempt]int
+	picked               map[pickedAttempt]bool  // goodput.go
 	defs                 map[string]sas.Workflow // by version
 	v1, v2               sas.Workflow
 	deployed             bool
@@ -413,6 +414,12 @@ func (w *World) ended(t *task) {
 					continue
 				}
 			}
+			if o.kind == owesRequest && w.picked[pickedAttempt{o.key, o.attempt}] {
+				// Another delivery's send of the same request was picked
+				// up: the attempt started, and its request is not re-sent
+				// (issue 31, goodput.go).
+				continue
+			}
 			w.violate("lost work", "task %d (%s) ended normally without sending %s", t.id, t.name, o)
 		}
 	}
@@ -447,6 +454,7 @@ func (w *World) deliver(q *queue, msgs []*message) {
 	if len(in) == 0 {
 		return
 	}
+	w.serve(q, in) // goodput.go
 	var handle func(context.Context, events.SQSEvent) (events.SQSEventResponse, error)
 	var name string
 	timeout := sizing.SchedulerTimeout
@@ -467,12 +475,13 @@ func (w *World) deliver(q *queue, msgs []*message) {
 			return // the whole batch comes back after its visibility timeout
 		}
 		receipts := sqsevent.Done(in, resp)
-		taskOf(ctx).after = func() {
+		t := taskOf(ctx)
+		t.after = func() {
 			for _, r := range receipts {
 				q.delete(r)
 			}
 			if q.consumer == "scheduler" {
-				w.noteReported(in, receipts)
+				w.noteReported(t, in, receipts)
 			}
 		}
 	})
@@ -485,6 +494,17 @@ func (w *World) deliver(q *queue, msgs []*message) {
 	}
 }
 
+// renewed reports whether t handed on (renewed) the message it received
+// under receipt.
+func (t *task) renewed(receipt string) bool {
+	for _, x := range t.received {
+		if x.r.receipt == receipt {
+			return x.r.handedOffAt > 0
+		}
+	}
+	return false
+}
+
 // reportedAttempt is one attempt of one step.
 type reportedAttempt struct {
 	key     sas.StepKey
@@ -492,10 +512,12 @@ type reportedAttempt struct {
 }
 
 // noteReported records the transient outcomes a scheduler handled: the
-// messages of in it acknowledged.
-func (w *World) noteReported(in []sas.InboundMessage, receipts []string) {
+// messages of in that t acknowledged, except those it renewed (a renewal
+// hands the message on unread: its copy is still to be handled, and until
+// then the attempt may be waited on as any unreported one).
+func (w *World) noteReported(t *task, in []sas.InboundMessage, receipts []string) {
 	for _, m := range in {
-		if !slices.Contains(receipts, m.Receipt) {
+		if !slices.Contains(receipts, m.Receipt) || t.renewed(m.Receipt) {
 			continue
 		}
 		var rep sas.AgentReply

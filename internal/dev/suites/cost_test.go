@@ -280,13 +280,17 @@ func TestCostPerOrder(t *testing.T) {
 	})
 
 	// An order whose request waited in the agent queue past its step's
-	// deadline (docs/protocol.md, "Waiting is not executing"): a sweep finds
-	// the step due while the queue still holds the request and extends the
-	// lease. That wait is the order's only extra cost: one UpdateItem, 1
+	// deadline (docs/protocol.md, "Deadlines start at pick-up"): a sweep
+	// finds the step due with no pick-up reported and moves the lease to
+	// the request's delivery horizon. That wait is the order's only extra
+	// cost: one UpdateItem, 1
 	// write unit on the table and 2 on the index (its sort key moves: a
 	// delete and a put), so 7 + 3 = 10 write units; still no read. The
 	// sweep's own queries and queue-depth reads are per sweep, shared by
-	// every step it finds, and counted apart.
+	// every step it finds, and counted apart. (The agent here picks the
+	// request up on time by its own clock, so it reports nothing; a late
+	// pick-up's report costs one SendMessage, one receive and one
+	// UpdateItem more: docs/cost.md.)
 	t.Run("waited", func(t *testing.T) {
 		r := newCostRun(t, false)
 		limits, err := r.sys.Registry.Limits()
@@ -294,7 +298,7 @@ func TestCostPerOrder(t *testing.T) {
 		sup, err := supervisor.New(supervisor.Config{
 			Store: r.sys.Store, Queue: r.sys.Queue, Alerter: alerts.NewRecorder(), ControlQueueURL: r.sys.Config.ControlQueueURL,
 			BacklogQueueURLs: assembly.BacklogQueues(r.sys.Config), Steps: limits,
-			Clock:  aheadClock{by: r.sys.Config.StepTimeout + time.Second}, // as if the deadline had passed
+			Clock:  aheadClock{by: r.sys.Config.PickupTimeout + r.sys.Config.StepTimeout + time.Second}, // as if the deadline had passed
 			Logger: r.sys.Opts.Logger, Metrics: io.Discard,
 		})
 		require.NoError(t, err)
@@ -303,7 +307,7 @@ func TestCostPerOrder(t *testing.T) {
 			before := r.counter.Snapshot()
 			rep, err := sup.RunOnce(r.ctx)
 			require.NoError(t, err)
-			require.Equal(t, 1, rep.Waited, "the step's request is still in the agent queue: wait, do not rescue")
+			require.Equal(t, 1, rep.Waited, "no pick-up reported: wait, do not rescue")
 			require.Zero(t, rep.Rescued)
 			sweep = r.counter.Snapshot().Sub(before)
 		})

@@ -572,6 +572,34 @@ func itDeliver(ctx context.Context, t *testing.T, h poller.SQSHandler, bodies ..
 	require.Empty(t, resp.BatchItemFailures, "records reported for redelivery")
 }
 
+// itRedeliver invokes a handler with bodies as one event of redelivered
+// records (localrun.Redeliver) and requires every record acknowledged.
+func itRedeliver(ctx context.Context, t *testing.T, h poller.SQSHandler, bodies ...string) {
+	t.Helper()
+	resp, err := localrun.Redeliver(ctx, h, bodies...)
+	require.NoError(t, err)
+	require.NotNil(t, resp.BatchItemFailures, "a nil batchItemFailures list")
+	require.Empty(t, resp.BatchItemFailures, "records reported for redelivery")
+}
+
+// pickedUp records what an agent's "started" report would (the
+// scheduler's Start write): the held attempt of id's first step was
+// picked up now and must finish within d. The tests whose agent takes a
+// request and dies or hangs use it: past that deadline the supervisor
+// counts a failure, where a step whose pick-up was never reported waits
+// for its request's delivery horizon (docs/protocol.md, "Deadlines start
+// at pick-up").
+func (s *itSystem) pickedUp(ctx context.Context, t *testing.T, id string, d time.Duration) {
+	t.Helper()
+	v, err := s.Store.GetOrder(ctx, id)
+	require.NoError(t, err)
+	r := v.Steps[0]
+	now := time.Now().UTC()
+	_, err = s.Store.Start(ctx, sas.StartParams{Key: r.Key(), From: r.ProcessState, Owner: r.LockedBy, Attempt: r.Attempt,
+		Now: now, CompleteBy: now.Add(d)})
+	require.NoError(t, err)
+}
+
 // itKindOf reads a message's kind.
 func itKindOf(t *testing.T, body string) sas.Kind {
 	t.Helper()

@@ -125,13 +125,8 @@ func itLiveOptions() localrun.Options {
 		BaseBackoff:     itBackoff,
 		MaxFailures:     2,
 		Supervisors:     2,
-		// The scenarios share one system, and one of them keeps a hung
-		// request in the agent queue: the queues are never empty, so a held
-		// step past its deadline waits this long before it counts a failure
-		// (docs/protocol.md, "Waiting is not executing").
-		WaitLimit:     2 * itStepTimeout,
-		Shards:        itShards,
-		PollerWorkers: 2,
+		Shards:          itShards,
+		PollerWorkers:   2,
 		// The scenarios share the agents' breakers: one scenario's hangs
 		// must not open them for another's calls.
 		Breaker: sdk.BreakerConfig{FailureThreshold: 1000},
@@ -389,8 +384,12 @@ func itLive(t *testing.T) {
 	})
 
 	scenario("a scheduler that dies between claim and dispatch", func(t *testing.T) {
-		// The claimed step's request was never sent, but the shared queues
-		// are busy: the supervisor waits up to the wait limit, then rescues.
+		// The claimed step's request was never sent. The scheduler died
+		// before acknowledging the intake, so SQS delivers it again, and
+		// the redelivery finds the order and sends the live step's request
+		// (docs/protocol.md, "Deadlines start at pick-up": the supervisor
+		// never re-sends a request that may still be queued, the redelivery
+		// of the message that caused it does).
 		ctx := itCtx(t, 90*time.Second)
 		sys.watch(t, "dead-after-claim", "dead-before-claim", "dead-before-ack")
 		now := time.Now().UTC()
@@ -399,38 +398,41 @@ func itLive(t *testing.T) {
 				ReplyTo: sys.StatusQueueURL, Steps: []string{"charge"}}
 		}
 		// As a scheduler would have written it before dying: the order and
-		// its first step claimed, but no agent request ever sent.
+		// its first step claimed, but no agent request ever sent; its
+		// deadline passes before the intake comes back.
 		res, err := sys.Store.Submit(ctx, sas.SubmitParams{Order: order("dead-after-claim"), Now: now, PickupBy: now.Add(time.Minute),
-			Claim: &sas.ClaimParams{Owner: "dead-scheduler", CompleteBy: now.Add(itStepTimeout)}})
+			Claim: &sas.ClaimParams{Owner: "dead-scheduler", CompleteBy: now.Add(time.Second)}})
 		require.NoError(t, err)
 		require.True(t, res.Created)
 		// Or the step is ready but nobody ever picks it up.
 		_, err = sys.Store.Submit(ctx, sas.SubmitParams{Order: order("dead-before-claim"), Now: now, PickupBy: now.Add(time.Second)})
 		require.NoError(t, err)
-		// Or it died between the write and the acknowledgement: the same
-		// intake message comes back, finds the order, and sends the
-		// request of the live step again.
+		// Or it died between the write and the acknowledgement, within
+		// the step's deadline.
 		_, err = sys.Store.Submit(ctx, sas.SubmitParams{Order: order("dead-before-ack"), Now: now, PickupBy: now.Add(time.Minute),
 			Claim: &sas.ClaimParams{Owner: "dead-scheduler", CompleteBy: now.Add(time.Minute)}})
 		require.NoError(t, err)
-		submit(ctx, t, itIntake("dead-before-ack", "payment", sys.StatusQueueURL))
+		for _, id := range []string{"dead-after-claim", "dead-before-ack"} {
+			body := sas.Encode(itIntake(id, "payment", sys.StatusQueueURL))
+			itRedeliver(ctx, t, sys.ByKind(sys.Schedulers[0].Handle), body)
+		}
 
-		for _, id := range []string{"dead-after-claim", "dead-before-claim"} {
+		v := sys.requireFinal(ctx, t, "dead-before-claim", sas.Processed)
+		r := v.Steps[0]
+		require.Equal(t, 1, r.FailureCount, "found by the supervisor once")
+		require.Equal(t, 1, itHistoryBy(r, "supervisor-", sas.Pending))
+		require.Equal(t, 1, itHistoryBy(r, "scheduler-", sas.Processing), "claimed by a live scheduler once")
+		// No "received": the dead scheduler never posted it.
+		itRequireStatus(ctx, t, sys, "dead-before-claim", true, "step-done:charge", "processed")
+		for _, id := range []string{"dead-after-claim", "dead-before-ack"} {
 			v := sys.requireFinal(ctx, t, id, sas.Processed)
 			r := v.Steps[0]
-			require.Equal(t, 1, r.FailureCount, "%s: found by the supervisor once", id)
-			require.Equal(t, 1, itHistoryBy(r, "supervisor-", sas.Pending), id)
-			require.Equal(t, 1, itHistoryBy(r, "scheduler-", sas.Processing), "%s: claimed by a live scheduler once", id)
-			// No "received": the dead scheduler never posted it.
-			itRequireStatus(ctx, t, sys, id, true, "step-done:charge", "processed")
+			require.Zero(t, r.FailureCount, "%s: the redelivered intake re-sent the live step's request: no failure", id)
+			require.Zero(t, itHistoryBy(r, "supervisor-", sas.Pending), "%s: no rescue", id)
+			require.Equal(t, 1, r.Attempt, id)
+			require.Equal(t, "dead-scheduler", r.History[len(r.History)-1].Actor, "%s: completed under the dead scheduler's claim", id)
+			itRequireStatus(ctx, t, sys, id, true, "received", "step-done:charge", "processed")
 		}
-		v := sys.requireFinal(ctx, t, "dead-before-ack", sas.Processed)
-		r := v.Steps[0]
-		require.Zero(t, r.FailureCount, "the redelivered intake re-sent the live step's request: no rescue")
-		require.Equal(t, 1, r.Attempt)
-		require.Equal(t, "dead-scheduler", r.History[len(r.History)-1].Actor, "completed under the dead scheduler's claim")
-		itRequireStatus(ctx, t, sys, "dead-before-ack", true,
-			"received", "step-done:charge", "processed")
 	})
 
 	scenario("bad intake messages are rejected alone", func(t *testing.T) {
@@ -464,6 +466,9 @@ func itBadIntake(t *testing.T, sys *itSystem) {
 		Claim: &sas.ClaimParams{Owner: "dead-owner", CompleteBy: now.Add(itStepTimeout)},
 	})
 	require.NoError(t, err)
+	// Its agent reported the pick-up, then died: past the deadline the
+	// supervisor counts a failure and re-drives it.
+	sys.pickedUp(ctx, t, "bad-target", itStepTimeout)
 	sys.watch(t, "good-1", "good-2", "good-3", "good-4", "good-5", "bad-target")
 
 	type bad struct {
@@ -539,8 +544,7 @@ func itBadIntake(t *testing.T, sys *itSystem) {
 	sys.requireFinal(ctx, t, "good-5", sas.Processed)
 
 	// The step the forged messages aimed at was finished the honest way:
-	// rescued after its deadline (and the wait limit, while the shared
-	// queues were busy), called, done; never by "dead-owner".
+	// rescued after its deadline, called, done; never by "dead-owner".
 	v := sys.requireFinal(ctx, t, "bad-target", sas.Processed)
 	require.Equal(t, 1, v.Steps[0].FailureCount)
 	require.Zero(t, itHistoryBy(v.Steps[0], "dead-owner", sas.Processed), "a forged reply completed the step")
@@ -731,8 +735,12 @@ func itHandDriven(t *testing.T) {
 		sys.watch(t, id)
 		require.NoError(t, sys.Submit(ctx, itIntake(id, "payment", sys.StatusQueueURL)))
 		body := sys.recvN(ctx, t, sys.Config.IntakeQueueURL, id, 1)[0]
+		// The intake twice in one batch: one request (a duplicate that is
+		// not a redelivery sends nothing again, docs/protocol.md,
+		// "Deadlines start at pick-up"), which the agent is handed twice.
 		itDeliver(ctx, t, sch0, body, body)
-		itDeliver(ctx, t, ag0, sys.recvN(ctx, t, sys.Config.AgentQueueURL, id, 2)...)
+		req := sys.recvN(ctx, t, sys.Config.AgentQueueURL, id, 1)[0]
+		itDeliver(ctx, t, ag0, req, req)
 		replies := sys.recvN(ctx, t, sys.Config.SchedulerQueueURL, id, 2)
 		// The same reply twice, but for what the agent measured of each run
 		// (queuedMs, ranMs: informational, outside the signature).
@@ -806,8 +814,10 @@ func itExpiry(t *testing.T) {
 		sys.watch(t, id)
 		require.NoError(t, sys.Submit(ctx, itIntake(id, "payment", sys.StatusQueueURL)))
 		itDeliver(ctx, t, sch0, sys.recvN(ctx, t, sys.Config.IntakeQueueURL, id, 1)...)
-		// The agent that took the request dies: the request is gone.
+		// The agent that took the request reports its pick-up and dies: the
+		// request is gone.
 		sys.recvN(ctx, t, sys.Config.AgentQueueURL, id, 1)
+		sys.pickedUp(ctx, t, id, time.Second)
 		sweepUntil(ctx, t, id)
 		retry := sys.recvN(ctx, t, sys.Config.ControlQueueURL, id, 1)[0]
 		require.Equal(t, sas.KindRetry, itKindOf(t, retry))
@@ -844,8 +854,9 @@ func itExpiry(t *testing.T) {
 		require.NoError(t, json.Unmarshal([]byte(reqBody), &req1))
 		require.Equal(t, 1, req1.Attempt)
 
-		// Attempt 1's agent hangs past the deadline; the supervisor takes
-		// the step back.
+		// Attempt 1's agent reports its pick-up and hangs past the
+		// deadline; the supervisor takes the step back.
+		sys.pickedUp(ctx, t, id, time.Second)
 		sweepUntil(ctx, t, id)
 		staleDone := sas.Encode(sas.AgentReply{
 			V: sas.MessageVersion, Kind: sas.KindAgentReply, OrderID: id, Step: 0, Attempt: 1, LockedBy: req1.LockedBy,
@@ -964,13 +975,21 @@ func itSupervisors(t *testing.T) {
 	ctx := itCtx(t, 60*time.Second)
 	sys.watch(t, ids...)
 
-	// Steps whose schedulers claimed them and died, their deadlines long past.
+	// Steps whose agents picked them up, reported so, and died: their
+	// deadlines, counted from the pick-up, long past. (A held step whose
+	// pick-up was never reported is not a failure: its request may still
+	// be queued, docs/protocol.md, "Deadlines start at pick-up".)
 	past := time.Now().UTC().Add(-time.Minute)
 	for _, id := range ids {
 		_, err := sys.Store.Submit(ctx, sas.SubmitParams{
 			Order: sas.Order{OrderID: id, Workflow: "payment", Payload: json.RawMessage(`{"amount":1}`), Steps: []string{"charge"}},
 			Now:   past, PickupBy: past.Add(time.Second),
 			Claim: &sas.ClaimParams{Owner: "dead-scheduler", CompleteBy: past.Add(itStepTimeout)},
+		})
+		require.NoError(t, err)
+		_, err = sys.Store.Start(ctx, sas.StartParams{
+			Key: sas.StepKey{OrderID: id}, From: sas.Processing, Owner: "dead-scheduler", Attempt: 1,
+			Now: past.Add(time.Second), CompleteBy: past.Add(time.Second + itStepTimeout),
 		})
 		require.NoError(t, err)
 	}

@@ -386,8 +386,9 @@ func (m *machine) writes() map[string]func(*rapid.T) op {
 		"rescue": func(t *rapid.T) op {
 			k := m.key(t, sas.Pending, sas.Processing, sas.Compensating)
 			r := m.seen(t, k)
-			p := sas.RescueParams{Key: k, From: r.ProcessState, Attempt: r.Attempt, Now: m.now, PickupBy: m.deadline(t, "pickupBy"), Actor: "sup", Reason: "deadline passed"}
-			return op{name: "Rescue", desc: fmt.Sprintf("%s from=%s attempt=%d", k, p.From, p.Attempt), orders: []string{k.OrderID},
+			p := sas.RescueParams{Key: k, From: r.ProcessState, Attempt: r.Attempt, Now: m.now, PickupBy: m.deadline(t, "pickupBy"), Actor: "sup", Reason: "deadline passed",
+				Lost: rapid.IntRange(0, 3).Draw(t, "lost") == 0}
+			return op{name: "Rescue", desc: fmt.Sprintf("%s from=%s attempt=%d lost=%v", k, p.From, p.Attempt, p.Lost), orders: []string{k.OrderID},
 				apply: func(s sas.StateStore, _ int) (any, error) {
 					return one(func() (sas.StepRecord, error) { return s.Rescue(ctx, p) })
 				}}
@@ -412,6 +413,15 @@ func (m *machine) writes() map[string]func(*rapid.T) op {
 			return op{name: "Wait", desc: fmt.Sprintf("%s from=%s owner=%s attempt=%d waitingSince=%v", k, p.From, p.Owner, p.Attempt, !p.WaitingSince.IsZero()), orders: []string{k.OrderID},
 				apply: func(s sas.StateStore, _ int) (any, error) {
 					return one(func() (sas.StepRecord, error) { return s.Wait(ctx, p) })
+				}}
+		},
+		"start": func(t *rapid.T) op {
+			k := m.key(t, sas.Processing, sas.Compensating)
+			r := m.seen(t, k)
+			p := sas.StartParams{Key: k, From: r.ProcessState, Owner: r.LockedBy, Attempt: r.Attempt, Now: m.now, CompleteBy: m.deadline(t, "completeBy")}
+			return op{name: "Start", desc: fmt.Sprintf("%s from=%s owner=%s attempt=%d", k, p.From, p.Owner, p.Attempt), orders: []string{k.OrderID},
+				apply: func(s sas.StateStore, _ int) (any, error) {
+					return one(func() (sas.StepRecord, error) { return s.Start(ctx, p) })
 				}}
 		},
 		"heartbeat": func(t *rapid.T) op {

@@ -70,7 +70,15 @@ func testGuardsMatchTheDomain(t *testing.T, h Harness) {
 		gp := func(k sas.StepKey, seen int) sas.GiveUpParams {
 			return sas.GiveUpParams{Key: k, From: from, Attempt: seen, Now: now, Actor: "sup"}
 		}
+		lp := func(k sas.StepKey, seen int) sas.RescueParams {
+			p := rp(k, seen)
+			p.Lost = true
+			return p
+		}
 		ops = append(ops,
+			apply{"rescue-lost-" + string(from),
+				func(k sas.StepKey, seen int) (sas.StepRecord, error) { return f.Store.Rescue(ctx, lp(k, seen)) },
+				func(r sas.StepRecord, seen int) (sas.StepRecord, error) { return sas.Rescue(r, lp(r.Key(), seen)) }},
 			apply{"rescue-" + string(from),
 				func(k sas.StepKey, seen int) (sas.StepRecord, error) { return f.Store.Rescue(ctx, rp(k, seen)) },
 				func(r sas.StepRecord, seen int) (sas.StepRecord, error) { return sas.Rescue(r, rp(r.Key(), seen)) }},
@@ -90,6 +98,19 @@ func testGuardsMatchTheDomain(t *testing.T, h Harness) {
 			ops = append(ops, apply{fmt.Sprintf("wait-%s-waited=%v", from, !ws.IsZero()),
 				func(k sas.StepKey, seen int) (sas.StepRecord, error) { return f.Store.Wait(ctx, wp(k, seen)) },
 				func(r sas.StepRecord, seen int) (sas.StepRecord, error) { return sas.Wait(r, wp(r.Key(), seen)) }})
+		}
+	}
+	for _, from := range []sas.ProcessState{sas.Processing, sas.Compensating} {
+		for _, by := range []time.Duration{time.Minute, 2 * time.Minute} {
+			// A started record's deadline is a minute on (not passed) or
+			// passed: a report moving it to a minute on is a no-op for the
+			// first, a write for the second; two minutes on writes both.
+			sp := func(k sas.StepKey, seen int) sas.StartParams {
+				return sas.StartParams{Key: k, From: from, Owner: "w", Attempt: seen, Now: now, CompleteBy: now.Add(by)}
+			}
+			ops = append(ops, apply{fmt.Sprintf("start-%s-%s", from, by),
+				func(k sas.StepKey, seen int) (sas.StepRecord, error) { return f.Store.Start(ctx, sp(k, seen)) },
+				func(r sas.StepRecord, seen int) (sas.StepRecord, error) { return sas.Start(r, sp(r.Key(), seen)) }})
 		}
 	}
 	for _, owner := range []string{"w", ""} {
@@ -158,9 +179,9 @@ func testGuardsMatchTheDomain(t *testing.T, h Harness) {
 				if holder != "" && !st.Leased() {
 					continue // only leased states carry a holder
 				}
-				for _, flag := range []string{"", "owing", "noted", "waited", "cancelled"} {
-					if (flag == "owing" && !sas.MayOwe(st)) || (flag == "waited" && holder == "") {
-						continue // only a give-up's states owe; only a held lease waits
+				for _, flag := range []string{"", "owing", "noted", "waited", "started", "cancelled"} {
+					if (flag == "owing" && !sas.MayOwe(st)) || ((flag == "waited" || flag == "started") && holder == "") {
+						continue // only a give-up's states owe; only a held lease waits or starts
 					}
 					for _, seen := range []int{3, 2} {
 						for _, passed := range []bool{true, false} {
@@ -184,6 +205,8 @@ func testGuardsMatchTheDomain(t *testing.T, h Harness) {
 								r.UndoOwed = true
 							case "waited":
 								r.WaitingSince = waitedSince
+							case "started":
+								r.StartedAt = now.Add(-time.Minute)
 							case "cancelled":
 								r.Cancelled = true
 							}
@@ -222,10 +245,11 @@ func testGuardsMatchTheDomain(t *testing.T, h Harness) {
 				errs <- fmt.Sprintf("%s: domain lost the race, store %v", c.desc, gerr)
 			case werr == nil && (want.ProcessState != got.ProcessState || want.Attempt != got.Attempt || want.LockedBy != got.LockedBy ||
 				want.UndoOwed != got.UndoOwed || want.Owing() != got.Owing() || want.Generation != got.Generation ||
-				!want.WaitingSince.Equal(got.WaitingSince) || want.Cancelled != got.Cancelled):
-				errs <- fmt.Sprintf("%s: domain %s/%d/%q undoOwed=%v owing=%v gen=%d waiting=%v cancelled=%v, store %s/%d/%q undoOwed=%v owing=%v gen=%d waiting=%v cancelled=%v", c.desc,
-					want.ProcessState, want.Attempt, want.LockedBy, want.UndoOwed, want.Owing(), want.Generation, want.WaitingSince, want.Cancelled,
-					got.ProcessState, got.Attempt, got.LockedBy, got.UndoOwed, got.Owing(), got.Generation, got.WaitingSince, got.Cancelled)
+				!want.WaitingSince.Equal(got.WaitingSince) || !want.StartedAt.Equal(got.StartedAt) ||
+				!want.CompleteBy.Equal(got.CompleteBy) || want.FailureCount != got.FailureCount || want.Cancelled != got.Cancelled):
+				errs <- fmt.Sprintf("%s: domain %s/%d/%q undoOwed=%v owing=%v gen=%d waiting=%v started=%v completeBy=%v failures=%d cancelled=%v, store %s/%d/%q undoOwed=%v owing=%v gen=%d waiting=%v started=%v completeBy=%v failures=%d cancelled=%v", c.desc,
+					want.ProcessState, want.Attempt, want.LockedBy, want.UndoOwed, want.Owing(), want.Generation, want.WaitingSince, want.StartedAt, want.CompleteBy, want.FailureCount, want.Cancelled,
+					got.ProcessState, got.Attempt, got.LockedBy, got.UndoOwed, got.Owing(), got.Generation, got.WaitingSince, got.StartedAt, got.CompleteBy, got.FailureCount, got.Cancelled)
 			}
 		}()
 	}

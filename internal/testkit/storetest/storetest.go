@@ -76,6 +76,7 @@ func Run(t *testing.T, h Harness) {
 		{"CompletionRecordsTheResult", testResults},
 		{"FailureWithAnEffectIsNoRefusal", testFailedWithEffect},
 		{"WaitExtendsWithoutAFailure", testWaitExtendsWithoutAFailure},
+		{"StartRecordsThePickUp", testStartRecordsThePickUp},
 		{"HeartbeatMovesTheDeadlineOfTheHolder", testHeartbeat},
 		{"RacingSupervisors", testRacingSupervisors},
 		{"StrandedPendingRedriven", testStranded},

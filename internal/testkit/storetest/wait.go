@@ -12,7 +12,7 @@ import (
 
 // testWaitExtendsWithoutAFailure: the supervisor lets a held lease's
 // deadline pass while the agent queue still holds requests (docs/protocol.md,
-// "Waiting is not executing"). The wait keeps holder, attempt and failure
+// "Deadlines start at pick-up"). The wait keeps holder, attempt and failure
 // count, moves the index entry to the new deadline, records WaitingSince and
 // one history entry on the attempt's first wait only, and is visible to the
 // next sweep from the index alone. Of racing supervisors that saw the same
