@@ -299,3 +299,34 @@ func TestRedeliveredRetryOfATurnedAwayStepGoesOn(t *testing.T) {
 	ss := f.statuses()
 	require.Equal(t, sas.StatusCancelled, ss[len(ss)-1].Status)
 }
+
+// The success of a cancelled step completes it and claims its undo; the
+// undo's send fails (its handler dies before it goes out). The success's
+// redelivery finds the step Compensating at the next attempt and sends
+// the undo again, since nothing else would (deadlines start at pick-up:
+// the supervisor does not re-send a request that may be queued; the
+// simulator's seed 47). A different message about it sends nothing.
+func TestRedeliveredSuccessOfACancelledStepResendsItsUndo(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	req := f.runForward("o-rs", "order", 1)
+	f.operatorCancel("o-rs")
+	f.failNextSends(f.agentURL, 1)
+	require.Len(t, f.handle(f.event(done(req))), 1, "the undo's send failed: the success is redelivered")
+	require.Equal(t, sas.Compensating, f.step("o-rs", 1).ProcessState, "its undo claimed")
+	require.Empty(t, f.requests())
+
+	f.clock.Advance(time.Second) // later than the claim: not a retry of this very write (sas.OwnWrite)
+	require.Empty(t, f.handle(f.duplicate(done(req))), "a twin of the success")
+	require.Empty(t, f.requests(), "a different message sends nothing")
+
+	f.deliver(done(req)) // the redelivery
+	undo := f.request()
+	require.True(t, undo.Compensation)
+	require.Equal(t, 1, undo.Step)
+	f.deliver(done(undo))
+	f.deliver(done(f.request()))
+	require.Equal(t, sas.Cancelled, f.view("o-rs").State())
+	ss := f.statuses()
+	require.Equal(t, sas.StatusCancelled, ss[len(ss)-1].Status)
+}

@@ -296,6 +296,16 @@ func (s *Service) refused(ctx context.Context, u *outbox.Unit, o order, rep sas.
 			return s.afterCancel(ctx, u, o, now)
 		}
 	}
+	if cur.Cancelled && !rep.Compensation && rep.Outcome == sas.OutcomeDone && cur.Attempt == rep.Attempt+1 &&
+		cur.ProcessState == sas.Compensating && s.resend(ctx, cur, now) {
+		// This success's own delivery completed the cancelled step and
+		// claimed its undo (cancelledDone: the newest step to undo is its
+		// own), and may have died before sending it: its redelivery sends it
+		// again, as for a failure's (the simulator's seed 47).
+		s.log.InfoContext(ctx, "redelivered success of a cancelled step: re-sending its undo", "order", rep.OrderID, "step", rep.Step, "attempt", cur.Attempt)
+		s.dispatch(ctx, u, o, o.wf.Steps[cur.Step], cur)
+		return nil
+	}
 	switch classify(cur, rep) {
 	case replyDoneAgain:
 		s.log.InfoContext(ctx, "duplicate reply: step already done", "order", rep.OrderID, "step", rep.Step, "attempt", rep.Attempt, "compensation", rep.Compensation)
