@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -72,9 +73,12 @@ func (p CancelParams) Check() error {
 	return nil
 }
 
+// markReason starts the reason of a cancel's history entry.
+const markReason = "cancel requested by "
+
 // CancelReason is the history entry's reason of a cancel.
 func (p CancelParams) CancelReason() string {
-	reason := "cancel requested by " + p.Actor
+	reason := markReason + p.Actor
 	if p.Reason != "" {
 		reason += ": " + p.Reason
 	}
@@ -110,6 +114,12 @@ func CancelStep(r StepRecord, p CancelParams) (StepRecord, error) {
 	r.LastError = p.CancelReason()
 	r.FailedBy, r.Refused = p.Actor, false
 	return move(r, Error, p.Actor, p.CancelReason(), p.Now), nil
+}
+
+// isMark reports whether h is a cancel's mark of a step in flight
+// (CancelStep from Processing): no transition of state, attempt or holder.
+func (h HistoryEntry) isMark() bool {
+	return h.From == Processing && h.To == Processing && strings.HasPrefix(h.Reason, markReason)
 }
 
 // ErrNotRunning: a cancel of an order that is not running (it ended, or

@@ -308,25 +308,98 @@ func TestRedeliveredRetryOfATurnedAwayStepGoesOn(t *testing.T) {
 // simulator's seed 47). A different message about it sends nothing.
 func TestRedeliveredSuccessOfACancelledStepResendsItsUndo(t *testing.T) {
 	t.Parallel()
+	for _, signed := range []bool{true, false} {
+		t.Run(fmt.Sprintf("signed=%v", signed), func(t *testing.T) {
+			t.Parallel()
+			f := newFixture(t)
+			req := f.runForward("o-rs", "order", 1)
+			if !signed {
+				// An agent that does not sign: its reply's leg is read from
+				// the record (seed 2981), Compensating on the redelivery.
+				req.Sig = ""
+			}
+			f.operatorCancel("o-rs")
+			f.failNextSends(f.agentURL, 1)
+			require.Len(t, f.handle(f.event(done(req))), 1, "the undo's send failed: the success is redelivered")
+			require.Equal(t, sas.Compensating, f.step("o-rs", 1).ProcessState, "its undo claimed")
+			require.Empty(t, f.requests())
+
+			f.clock.Advance(time.Second) // later than the claim: not a retry of this very write (sas.OwnWrite)
+			require.Empty(t, f.handle(f.duplicate(done(req))), "a twin of the success")
+			require.Empty(t, f.requests(), "a different message sends nothing")
+
+			f.deliver(done(req)) // the redelivery
+			undo := f.request()
+			require.True(t, undo.Compensation)
+			require.Equal(t, 1, undo.Step)
+			f.deliver(done(undo))
+			f.deliver(done(f.request()))
+			require.Equal(t, sas.Cancelled, f.view("o-rs").State())
+			ss := f.statuses()
+			require.Equal(t, sas.StatusCancelled, ss[len(ss)-1].Status)
+		})
+	}
+}
+
+// completeThenMarked makes the first completion that claims a successor
+// commit, the submitter's cancel mark that successor right after, and the
+// completion's answer be lost: the SDK's retry is refused against the
+// written record (an ambiguous commit).
+type completeThenMarked struct {
+	sas.StateStore
+	done bool
+}
+
+func (s *completeThenMarked) Complete(ctx context.Context, p sas.CompleteParams) ([]sas.StepRecord, error) {
+	if s.done || p.Next == nil {
+		return s.StateStore.Complete(ctx, p)
+	}
+	s.done = true
+	recs, err := s.StateStore.Complete(ctx, p)
+	if err != nil {
+		return recs, err
+	}
+	succ := recs[len(recs)-1]
+	if _, err := s.StateStore.Cancel(ctx, sas.CancelParams{Key: succ.Key(), From: sas.Processing, Attempt: succ.Attempt,
+		Now: p.Now, Actor: "submitter:AROAOWNER", Reason: "changed my mind"}); err != nil {
+		return nil, err
+	}
+	cur, err := s.StateStore.GetStep(ctx, p.Key)
+	if err != nil {
+		return nil, err
+	}
+	return nil, &sas.RaceError{Op: "Complete", Key: p.Key, Current: &cur}
+}
+
+// A completion that claimed its successor commits, a cancel marks the
+// successor, and the completion's answer is lost (the simulator's seed
+// 383). The claim is the scheduler's own write although a mark came after
+// it (the mark changes no state, attempt or holder): the successor's
+// request goes out, the step settles, and the order is undone and ends
+// Cancelled, where the request was never sent and the order waited for the
+// request's delivery horizon.
+func TestAnAmbiguousCompletionThenACancelStillSendsTheSuccessor(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
-	req := f.runForward("o-rs", "order", 1)
-	f.operatorCancel("o-rs")
-	f.failNextSends(f.agentURL, 1)
-	require.Len(t, f.handle(f.event(done(req))), 1, "the undo's send failed: the success is redelivered")
-	require.Equal(t, sas.Compensating, f.step("o-rs", 1).ProcessState, "its undo claimed")
-	require.Empty(t, f.requests())
+	st := &completeThenMarked{StateStore: f.calls}
+	f.h = schedulerHandler(f.newServiceConfig(owner, mustDefault(t), sas.AgentQueues{Default: f.agentURL},
+		func(c *scheduler.Config) { c.Store = st }))
+	req := f.runForward("o-am", "order", 0)
+	f.deliver(done(req))
+	require.True(t, st.done)
+	charge := f.step("o-am", 1)
+	require.True(t, charge.Cancelled)
+	require.Equal(t, sas.Processing, charge.ProcessState)
+	next := f.request()
+	require.Equal(t, 1, next.Step, "the successor's request goes out")
+	require.False(t, next.Compensation)
 
-	f.clock.Advance(time.Second) // later than the claim: not a retry of this very write (sas.OwnWrite)
-	require.Empty(t, f.handle(f.duplicate(done(req))), "a twin of the success")
-	require.Empty(t, f.requests(), "a different message sends nothing")
-
-	f.deliver(done(req)) // the redelivery
-	undo := f.request()
-	require.True(t, undo.Compensation)
-	require.Equal(t, 1, undo.Step)
-	f.deliver(done(undo))
-	f.deliver(done(f.request()))
-	require.Equal(t, sas.Cancelled, f.view("o-rs").State())
-	ss := f.statuses()
-	require.Equal(t, sas.StatusCancelled, ss[len(ss)-1].Status)
+	f.deliver(done(next))
+	for _, step := range []int{1, 0} {
+		undo := f.request()
+		require.True(t, undo.Compensation)
+		require.Equal(t, step, undo.Step)
+		f.deliver(done(undo))
+	}
+	require.Equal(t, sas.Cancelled, f.view("o-am").State())
 }

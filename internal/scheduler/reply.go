@@ -296,12 +296,14 @@ func (s *Service) refused(ctx context.Context, u *outbox.Unit, o order, rep sas.
 			return s.afterCancel(ctx, u, o, now)
 		}
 	}
-	if cur.Cancelled && !rep.Compensation && rep.Outcome == sas.OutcomeDone && cur.Attempt == rep.Attempt+1 &&
+	if cur.Cancelled && (!rep.Compensation || rep.Sig == "") && rep.Outcome == sas.OutcomeDone && cur.Attempt == rep.Attempt+1 &&
 		cur.ProcessState == sas.Compensating && s.resend(ctx, cur, now) {
 		// This success's own delivery completed the cancelled step and
 		// claimed its undo (cancelledDone: the newest step to undo is its
 		// own), and may have died before sending it: its redelivery sends it
-		// again, as for a failure's (the simulator's seed 47).
+		// again, as for a failure's (the simulator's seeds 47 and, from an
+		// agent that does not sign, 2981: an unsigned reply's leg is read
+		// from the record, trustReply, Compensating by now).
 		s.log.InfoContext(ctx, "redelivered success of a cancelled step: re-sending its undo", "order", rep.OrderID, "step", rep.Step, "attempt", cur.Attempt)
 		s.dispatch(ctx, u, o, o.wf.Steps[cur.Step], cur)
 		return nil
