@@ -2,10 +2,8 @@ package console_test
 
 import (
 	"context"
-	"io"
 	"net/http"
 	"net/url"
-	"strings"
 	"testing"
 	"time"
 
@@ -28,16 +26,8 @@ func TestTheConsoleCancelsWithADryRunAndRefusesACompensateInFlight(t *testing.T)
 	require.Contains(t, page, `action="/actions/cancel"`)
 	token := tokenRE.FindStringSubmatch(page)[1]
 	send := func(action string, form url.Values) (int, string) {
-		form.Set("csrf", token)
-		req, _ := http.NewRequest(http.MethodPost, ts.URL+"/actions/"+action, strings.NewReader(form.Encode()))
-		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-		req.Header.Set("Origin", ts.URL)
-		c := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-		resp, err := c.Do(withSecret(req))
-		require.NoError(t, err)
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
+		resp, body := postAction(t, ts.URL, token, action, form)
+		return resp.StatusCode, body
 	}
 
 	code, body := send("compensate", url.Values{"id": {"o-1"}})

@@ -82,19 +82,7 @@ func TestRedriveShowsEachMessageAndMovesNoForgedControlMessage(t *testing.T) {
 	require.Empty(t, res.Failed)
 
 	csrf := tokenRE.FindStringSubmatch(get(t, ts.URL+"/"))[1]
-	post := func(form url.Values) (*http.Response, string) {
-		form.Set("csrf", csrf)
-		req, _ := http.NewRequest(http.MethodPost, ts.URL+"/actions/redrive", strings.NewReader(form.Encode()))
-		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-		req.Header.Set("Origin", ts.URL)
-		c := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-		resp, err := c.Do(withSecret(req))
-		require.NoError(t, err)
-		defer resp.Body.Close()
-		b, err := io.ReadAll(resp.Body)
-		require.NoError(t, err)
-		return resp, string(b)
-	}
+	post := func(form url.Values) (*http.Response, string) { return postAction(t, ts.URL, csrf, "redrive", form) }
 	depth := func(u string) int {
 		d, err := q.Depth(ctx, u)
 		require.NoError(t, err)
