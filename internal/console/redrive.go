@@ -47,6 +47,43 @@ func (s *Server) redriveRefusal(ref QueueRef, m sas.InboundMessage) string {
 	return fmt.Sprintf("sent by %s, neither the supervisor nor a known operator (SAS_SUPERVISOR_SENDER_ID, SAS_CONTROL_SENDERS): not moved; read it, then delete it yourself", m.SenderID)
 }
 
+// redriveAs is the queue a dead letter of ref is redriven as (a
+// sas.Redrive through the control queue, so that the scheduler takes it
+// for a redelivery: docs/console.md, "Redriving a dead-letter queue"), or
+// "" for one that goes back to its own queue (an agent's).
+func (s *Server) redriveAs(ref QueueRef) string {
+	if s.cfg.App.ControlQueueURL == "" {
+		return ""
+	}
+	switch {
+	case ref.URL == s.cfg.App.IntakeQueueURL:
+		return sas.RedriveIntake
+	case ref.URL == s.cfg.App.ControlQueueURL:
+		return sas.RedriveControl
+	case ref.Name == "scheduler":
+		return sas.RedriveScheduler
+	}
+	return ""
+}
+
+// moveBack is where a redrive sends dead letter m of ref, and what: a
+// sas.Redrive carrying it to the control queue for the queues the scheduler
+// reads; the message as it is, to its own queue, for an agent's (an agent
+// reports a late pick-up whatever its receive count) and for a dead letter
+// too large to carry.
+func (s *Server) moveBack(ref QueueRef, m sas.InboundMessage) (url, body string) {
+	q := s.redriveAs(ref)
+	if q == "" {
+		return ref.URL, m.Body
+	}
+	b := sas.Encode(sas.Redrive{V: sas.MessageVersion, Kind: sas.KindRedrive, Queue: q, Body: m.Body,
+		MessageID: m.MessageID, Sender: m.SenderID, Actor: s.cfg.App.Actor})
+	if len(b) > sas.MaxRedriveBytes {
+		return ref.URL, m.Body
+	}
+	return s.cfg.App.ControlQueueURL, b
+}
+
 // describe is what a dry run shows of one message: its kind, order and
 // step as the body claims them, its sender, its receives, and its body,
 // cut.
@@ -136,8 +173,12 @@ func (s *Server) redrive(w http.ResponseWriter, r *http.Request, name string, co
 			t.Refuse = s.redriveRefusal(*ref, m)
 			targets = append(targets, t)
 		}
-		note := fmt.Sprintf("%d message(s) in %s (%d in flight elsewhere), %d shown below; each would move back to %s unless refused",
-			d.Visible, dlq, d.InFlight, len(msgs), ref.URL)
+		back := "move back to " + ref.URL
+		if s.redriveAs(*ref) != "" {
+			back = "go back to the scheduler through " + s.cfg.App.ControlQueueURL + ", as a redelivery of itself"
+		}
+		note := fmt.Sprintf("%d message(s) in %s (%d in flight elsewhere), %d shown below; each would %s unless refused",
+			d.Visible, dlq, d.InFlight, len(msgs), back)
 		s.plan(w, "redrive", Filter{}, url.Values{"queue": {name}}, targets, note)
 		return
 	}
@@ -161,7 +202,8 @@ func (s *Server) redrive(w http.ResponseWriter, r *http.Request, name string, co
 					done("message "+m.MessageID, errors.New("refused: "+why))
 					continue
 				}
-				res, err := s.cfg.Queues.Send(ctx, sas.SendParams{QueueURL: ref2.URL, Messages: []sas.OutboundMessage{{ID: "m", Body: m.Body}}})
+				to, body := s.moveBack(ref2, m)
+				res, err := s.cfg.Queues.Send(ctx, sas.SendParams{QueueURL: to, Messages: []sas.OutboundMessage{{ID: "m", Body: body}}})
 				if err == nil && len(res.Failed) > 0 {
 					err = fmt.Errorf("%s: %s", res.Failed[0].Code, res.Failed[0].Message)
 				}

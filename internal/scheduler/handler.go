@@ -56,6 +56,8 @@ func (s *Service) handleMessage(ctx context.Context, u *outbox.Unit, from Origin
 			return refuseSource(from, h.Kind)
 		}
 		return s.completion(ctx, u, from, body)
+	case sas.KindRedrive:
+		return s.redriven(ctx, u, from, body) // redrive.go
 	case sas.KindAgentReply, sas.KindRetry, sas.KindCompensate, sas.KindCancel:
 	default:
 		return drop(herr, "kind %q is not a message for the scheduler", h.Kind)

@@ -405,7 +405,7 @@ func sourceARN(body string) string {
 			return schedulerARN
 		}
 		return controlARN
-	case sas.KindCompensate:
+	case sas.KindCompensate, sas.KindRedrive:
 		return controlARN
 	}
 	return schedulerARN

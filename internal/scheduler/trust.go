@@ -77,6 +77,8 @@ func accepts(src Source, k sas.Kind, requeue bool) bool {
 		// The token is the completer's right; the queues that take it
 		// name who may send one (docs/trust.md, "Completion tokens").
 		return src == FromIntake || src == FromControl
+	case sas.KindRedrive:
+		return src == FromControl
 	}
 	return false
 }

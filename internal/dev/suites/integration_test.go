@@ -391,7 +391,7 @@ func itLive(t *testing.T) {
 		// never re-sends a request that may still be queued, the redelivery
 		// of the message that caused it does).
 		ctx := itCtx(t, 90*time.Second)
-		sys.watch(t, "dead-after-claim", "dead-before-claim", "dead-before-ack")
+		sys.watch(t, "dead-after-claim", "dead-before-claim", "dead-before-ack", "dead-lettered")
 		now := time.Now().UTC()
 		order := func(id string) sas.Order {
 			return sas.Order{OrderID: id, Workflow: "payment", Payload: json.RawMessage(`{"amount":42,"currency":"EUR"}`),
@@ -416,6 +416,15 @@ func itLive(t *testing.T) {
 			body := sas.Encode(itIntake(id, "payment", sys.StatusQueueURL))
 			itRedeliver(ctx, t, sys.ByKind(sys.Schedulers[0].Handle), body)
 		}
+		// Or its intake failed until it reached the dead-letter queue, and
+		// an operator redrives it: through the control queue, as a
+		// redelivery (docs/protocol.md, "Redrives").
+		_, err = sys.Store.Submit(ctx, sas.SubmitParams{Order: order("dead-lettered"), Now: now, PickupBy: now.Add(time.Minute),
+			Claim: &sas.ClaimParams{Owner: "dead-scheduler", CompleteBy: now.Add(time.Second)}})
+		require.NoError(t, err)
+		rd := sas.Encode(sas.Redrive{V: sas.MessageVersion, Kind: sas.KindRedrive, Queue: sas.RedriveIntake,
+			Body: sas.Encode(itIntake("dead-lettered", "payment", sys.StatusQueueURL)), MessageID: "dead-letter-1", Actor: "operator:test"})
+		require.NoError(t, sys.SendRaw(ctx, sys.Config.ControlQueueURL, sas.OutboundMessage{ID: "rd", Body: rd}))
 
 		v := sys.requireFinal(ctx, t, "dead-before-claim", sas.Processed)
 		r := v.Steps[0]
@@ -424,7 +433,7 @@ func itLive(t *testing.T) {
 		require.Equal(t, 1, itHistoryBy(r, "scheduler-", sas.Processing), "claimed by a live scheduler once")
 		// No "received": the dead scheduler never posted it.
 		itRequireStatus(ctx, t, sys, "dead-before-claim", true, "step-done:charge", "processed")
-		for _, id := range []string{"dead-after-claim", "dead-before-ack"} {
+		for _, id := range []string{"dead-after-claim", "dead-before-ack", "dead-lettered"} {
 			v := sys.requireFinal(ctx, t, id, sas.Processed)
 			r := v.Steps[0]
 			require.Zero(t, r.FailureCount, "%s: the redelivered intake re-sent the live step's request: no failure", id)

@@ -124,6 +124,7 @@ func TestDocumentedMessageFields(t *testing.T) {
 		sas.KindAgentReply: reflect.TypeOf(sas.AgentReply{}), sas.KindRetry: reflect.TypeOf(sas.Retry{}),
 		sas.KindCompensate: reflect.TypeOf(sas.Compensate{}), sas.KindStatus: reflect.TypeOf(sas.Status{}),
 		sas.KindCancel: reflect.TypeOf(sas.Cancel{}), sas.KindComplete: reflect.TypeOf(sas.Completion{}),
+		sas.KindRedrive: reflect.TypeOf(sas.Redrive{}),
 	}
 	seen := map[sas.Kind]bool{}
 	for _, m := range regexp.MustCompile("(?m)^\\| `([a-z.]+)` \\| `sas\\.([A-Za-z]+)` \\| (.*) \\|$").FindAllStringSubmatch(table, -1) {
