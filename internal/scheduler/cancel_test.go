@@ -165,8 +165,14 @@ func TestCancelIsIdempotent(t *testing.T) {
 	require.Equal(t, 1, transitionsFor(f.step("o-id", 1), "cancel requested"))
 	f.deliver(done(req))
 	undo := f.request()
-	f.deliver(done(req)) // a duplicate of the success: the compensation is not started twice
+	f.clock.Advance(time.Second)
+	require.Empty(t, f.handle(f.duplicate(done(req)))) // a twin of the success: the compensation is not started twice
 	require.Empty(t, f.requests())
+	f.deliver(done(req)) // the success's redelivery: its undo sent again (it may not have gone out), not claimed again
+	again := f.request()
+	require.Equal(t, undo.Attempt, again.Attempt)
+	require.True(t, again.Compensation)
+	require.Equal(t, 1, transitions(f.step("o-id", 1), sas.Compensating))
 	f.deliver(done(undo))
 	f.deliver(done(f.request()))
 	require.Equal(t, sas.Cancelled, f.view("o-id").State())
