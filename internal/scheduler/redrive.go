@@ -29,15 +29,23 @@ func (s *Service) redriven(ctx context.Context, u *outbox.Unit, from Origin, bod
 	if err := m.Check(); err != nil {
 		return drop(err, "redrive message")
 	}
+	// A dead letter may be a copy the scheduler renewed (renew.go): its
+	// renewal fields come off as a delivery's would, and its first sender
+	// is the one the scheduler signed, the copy's own being the scheduler.
+	was, dead := s.renewals(m.Body)
+	sender := m.Sender
+	if was.sender != "" {
+		sender = was.sender
+	}
 	// The dead letter's own id, which a rejection echoes to its sender.
-	inner := Origin{Source: FromControl, SenderID: m.Sender, MessageID: cmp.Or(m.MessageID, from.MessageID), Redelivered: true}
+	inner := Origin{Source: FromControl, SenderID: sender, MessageID: cmp.Or(m.MessageID, from.MessageID), Redelivered: true}
 	switch m.Queue {
 	case sas.RedriveIntake:
 		inner.Source = FromIntake
 	case sas.RedriveScheduler:
 		inner.Source = FromAgents
 	}
-	if m.Queue == sas.RedriveControl && m.Sender == "" {
+	if m.Queue == sas.RedriveControl && sender == "" {
 		// A control message's sender is its authority (the actor of a
 		// compensate): the redriving operator's, when the dead letter's
 		// is not known.
@@ -45,5 +53,5 @@ func (s *Service) redriven(ctx context.Context, u *outbox.Unit, from Origin, bod
 	}
 	s.log.InfoContext(ctx, "redriven dead letter", "queue", m.Queue, "deadLetter", m.MessageID,
 		"sender", m.Sender, "redrivenBy", from.SenderID, "declaredActor", m.Actor)
-	return s.handleMessage(ctx, u, inner, []byte(m.Body))
+	return s.handleMessage(ctx, u, inner, []byte(dead))
 }

@@ -110,6 +110,9 @@ type message struct {
 	// poison: it went to its dead-letter queue with no handler of its last
 	// receives finished (lastHandlersCut).
 	poison bool
+	// redriven: the operator moved it back from its dead-letter queue
+	// (redrive.go).
+	redriven bool
 }
 
 func (q *queue) visible(now time.Time) []*message {

@@ -137,6 +137,8 @@ type Result struct {
 	Virtual time.Duration
 	// What the run did, for the sweep's figures.
 	Orders, Calls, Alerts, DeadLettered int
+	// Redriven counts the dead letters the operator moved back (redrive.go).
+	Redriven int
 }
 
 // Failed reports whether the run broke an invariant.
@@ -187,7 +189,7 @@ func Run(cfg Config) (res Result) {
 		w.cleanup()
 		res = Result{Config: cfg, Events: w.events, Violations: w.violations, Trace: w.trace,
 			Virtual: w.clock.Now().Sub(start), Orders: len(w.orders), Calls: w.remote.calls, Alerts: len(w.alerts),
-			DeadLettered: w.deadLettered}
+			DeadLettered: w.deadLettered, Redriven: w.redriven}
 	}()
 	for range cfg.Orders + cfg.Burst {
 		w.submit()
@@ -233,6 +235,9 @@ func (w *World) calm() {
 	}
 	if q, msgs := w.visible(); q != nil {
 		w.deliver(q, msgs)
+		return
+	}
+	if w.redriveDeadLetters() { // redrive.go
 		return
 	}
 	w.idle()

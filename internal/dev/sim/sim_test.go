@@ -199,3 +199,34 @@ func TestChoicesAreExercised(t *testing.T) {
 	require.Positive(t, atSubmit, "no seed of 60 skipped a first step at submission")
 	require.Positive(t, failed, "no seed of 60 failed a step by its condition")
 }
+
+// The operator's redrive (issue 31): under a fault mix that sends messages
+// to their dead-letter queues (deaths, failed sends, clock jumps past the
+// visibility), every seed's poison messages are redriven once the run is
+// calm, and their orders then finish like any other ("no progress" holds
+// them). With the console's old redrive planted (a dead letter sent back
+// to its own queue, a new message the scheduler takes for a duplicate),
+// some seed's order waits on a request nobody re-sends.
+func TestARedriveFinishesWhatItsDeadLetterHeld(t *testing.T) {
+	t.Parallel()
+	mix, err := sim.ParseFaults(sim.DefaultFaults, "death=0.25,send=0.5,jump=0.3")
+	require.NoError(t, err)
+	redriven, caught := 0, 0
+	for seed := int64(1); seed <= 40; seed++ {
+		cfg := sim.ForSeed(seed)
+		cfg.Faults = mix
+		res := sim.Run(cfg)
+		require.False(t, res.Failed(), res.Summary(40))
+		if res.Redriven > 0 {
+			redriven++
+		}
+		cfg.Sabotage = sim.SabotageRedriveAsNew
+		for _, v := range sim.Run(cfg).Violations {
+			if v.Rule == "no progress" {
+				caught++
+			}
+		}
+	}
+	require.Positive(t, redriven, "no seed of 40 redrove a dead letter")
+	require.Positive(t, caught, "%s: no seed of 40 broke %q", sim.SabotageRedriveAsNew, "no progress")
+}

@@ -11,7 +11,11 @@ import (
 type SweepResult struct {
 	Seeds, Failed, Events int
 	Orders, Calls, Alerts int
-	Elapsed               time.Duration
+	// DeadLettered and Redriven count the dead letters, and those the
+	// operator moved back (redrive.go); RedrivenSeeds the seeds that
+	// redrove any.
+	DeadLettered, Redriven, RedrivenSeeds int
+	Elapsed                               time.Duration
 	// ByRule counts the failed seeds by the first rule each broke.
 	ByRule   map[string]int
 	Failures []Result // the first few
@@ -35,6 +39,11 @@ func Sweep(from int64, n int, configure func(Config) Config, out io.Writer, trac
 		s.Orders += r.Orders
 		s.Calls += r.Calls
 		s.Alerts += r.Alerts
+		s.DeadLettered += r.DeadLettered
+		s.Redriven += r.Redriven
+		if r.Redriven > 0 {
+			s.RedrivenSeeds++
+		}
 		if r.Failed() {
 			s.Failed++
 			s.ByRule[r.Violations[0].Rule]++
@@ -53,8 +62,8 @@ func Sweep(from int64, n int, configure func(Config) Config, out io.Writer, trac
 // String is the sweep's one-line account.
 func (s SweepResult) String() string {
 	rate := float64(s.Seeds) / s.Elapsed.Seconds()
-	line := fmt.Sprintf("%d seeds, %d failed, in %s (%.0f seeds/s): %d events, %d orders, %d remote calls, %d alerts",
-		s.Seeds, s.Failed, s.Elapsed.Round(time.Millisecond), rate, s.Events, s.Orders, s.Calls, s.Alerts)
+	line := fmt.Sprintf("%d seeds, %d failed, in %s (%.0f seeds/s): %d events, %d orders, %d remote calls, %d alerts, %d dead letters (%d redriven, in %d seeds)",
+		s.Seeds, s.Failed, s.Elapsed.Round(time.Millisecond), rate, s.Events, s.Orders, s.Calls, s.Alerts, s.DeadLettered, s.Redriven, s.RedrivenSeeds)
 	rules := make([]string, 0, len(s.ByRule))
 	for r := range s.ByRule {
 		rules = append(rules, r)

@@ -112,6 +112,7 @@ type World struct {
 	forged       int
 	discard      *slog.Logger
 	deadLettered int
+	redriven     int
 	// poisoned: the orders a message of which went to a dead-letter queue
 	// as a poison message does (lastHandlersCut, renewedOut). The queue's
 	// alarm tells an operator, who redrives it: an order never stored (its
