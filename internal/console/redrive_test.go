@@ -176,21 +176,13 @@ func TestRedriveCarriesTheSchedulersDeadLettersAsRedeliveries(t *testing.T) {
 	}
 	csrf := tokenRE.FindStringSubmatch(get(t, ts.URL+"/"))[1]
 	redrive := func(name string, confirm bool) string {
-		form := url.Values{"queue": {name}, "csrf": {csrf}}
+		form := url.Values{"queue": {name}}
 		if confirm {
 			form.Set("confirm", "1")
 		}
-		req, _ := http.NewRequest(http.MethodPost, ts.URL+"/actions/redrive", strings.NewReader(form.Encode()))
-		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-		req.Header.Set("Origin", ts.URL)
-		c := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-		resp, err := c.Do(withSecret(req))
-		require.NoError(t, err)
-		defer resp.Body.Close()
-		b, err := io.ReadAll(resp.Body)
-		require.NoError(t, err)
+		resp, body := postAction(t, ts.URL, csrf, "redrive", form)
 		if !confirm {
-			return string(b)
+			return body
 		}
 		require.Equal(t, http.StatusSeeOther, resp.StatusCode)
 		job := resp.Header.Get("Location")
