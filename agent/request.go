@@ -73,8 +73,9 @@ type Request struct {
 // DecodeResult decodes the result of the step named step into v (with
 // encoding/json): what that step's Func returned, recorded when it
 // completed (docs/workflows.md, "Results"). A step sees the results of the
-// steps before it, and an undo its own step's too, so a cancellation can
-// name the booking its step made:
+// steps it follows (every step before it in a straight line; its
+// ancestors in a workflow with branches), and an undo its own step's too,
+// so a cancellation can name the booking its step made:
 //
 //	var booking struct{ ID string `json:"bookingId"` }
 //	if err := req.DecodeResult("reserve-flight", &booking); err != nil {

@@ -249,6 +249,7 @@ type rawStep struct {
 		MaximumInterval    json.RawMessage `json:"maximumInterval"`
 		NonRetryableErrors []string        `json:"nonRetryableErrors"`
 	} `json:"undoRetry"`
+	After    []string `json:"after"`
 	Callback *struct {
 		Timeout   json.RawMessage `json:"timeout"`
 		Heartbeat json.RawMessage `json:"heartbeat"`
@@ -263,7 +264,7 @@ type durField struct {
 }
 
 func (r rawStep) step(sp string) (Step, string, error) {
-	s := Step{Name: r.Name, Agent: r.Agent, Action: r.Action, Undo: r.Undo, When: r.When}
+	s := Step{Name: r.Name, Agent: r.Agent, Action: r.Action, Undo: r.Undo, After: r.After, When: r.When}
 	durations := []durField{
 		{"timeout", r.Timeout, &s.Timeout},
 		{"waitLimit", r.WaitLimit, &s.WaitLimit},
@@ -310,7 +311,7 @@ func (r rawStep) step(sp string) (Step, string, error) {
 // stepFields are the fields a step object may have, by where they are:
 // "" is the step, "retry" its retry policy, "retry.backoff" its backoff.
 var stepFields = map[string][]string{
-	"": {"name", "agent", "action", "undo", "timeout", "waitLimit", "totalLimit", "retry", "undoRetry", "callback", "when"},
+	"": {"name", "agent", "action", "undo", "timeout", "waitLimit", "totalLimit", "retry", "undoRetry", "after", "callback", "when"},
 	"retry": {"maximumAttempts", "initialInterval", "backoffCoefficient", "maximumInterval", "nonRetryableErrors", "tries",
 		"failureThreshold", "attempts", "backoff"},
 	"retry.backoff": {"base", "max"},

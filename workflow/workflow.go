@@ -42,14 +42,23 @@ const (
 	MaxNonRetryableErrors = 10
 	// MaxSteps bounds the steps of one workflow.
 	MaxSteps = 50
+	// MaxJoin bounds the steps one step may follow (Step.After): the
+	// branches one join waits for.
+	MaxJoin = 10
+	// MaxFork bounds the steps that may follow one step: the branches one
+	// step starts.
+	MaxFork = 10
 	// MaxCallbackTimeout bounds how long a callback step waits for its
 	// completion: a year.
 	MaxCallbackTimeout = 365 * 24 * time.Hour
 )
 
-// Workflow is an ordered list of steps, run one after the other. When a
-// step fails for good, the steps before it that have an Undo are undone,
-// newest first.
+// Workflow is a list of steps. Each step follows the one before it, or the
+// steps its After names: steps whose predecessors are all done run at
+// once, in parallel branches, and a step that follows several waits for
+// every one of them (a join). When a step fails for good, nothing new
+// starts, the steps already running settle, and every step that took
+// effect, in every branch, is undone (those with an Undo), newest first.
 type Workflow struct {
 	// Name is what an order's "workflow" field names: 1-64 characters of
 	// A-Z a-z 0-9 . _ -.
@@ -94,6 +103,14 @@ type Step struct {
 	// 10s doubling to 5m) where Retry's default fails fast. Retry does not
 	// apply to the undo, except its Tries.
 	UndoRetry *UndoRetry `json:"undoRetry,omitempty"`
+	// After names the steps of the workflow this step follows: it starts
+	// once every one of them is done, and sees their results and those of
+	// the steps they follow. Nil: the step before it (the first step
+	// follows none and starts with the order). At most MaxJoin names, no
+	// cycle; at most MaxFork steps may follow one step. Steps that follow
+	// the same step run in parallel branches (docs/workflows.md, "Branches
+	// in parallel").
+	After []string `json:"after,omitempty"`
 	// When, if set, is the step's condition (docs/workflows.md,
 	// "Choices"): a Common Expression Language (CEL) expression over
 	// payload (the order's payload), results (the results of the steps
@@ -333,6 +350,7 @@ func validate(file string, ws []Workflow) error {
 		if len(w.Steps) == 0 || len(w.Steps) > MaxSteps {
 			bad(wp+".steps", "must have 1 to %d steps, not %d", MaxSteps, len(w.Steps))
 		}
+		validateGraph(wp, w, bad)
 		names := map[string]int{}
 		for j, s := range w.Steps {
 			sp := fmt.Sprintf("%s.steps[%d]", wp, j)
@@ -357,6 +375,11 @@ func validateStep(sp string, s Step, bad func(path, format string, args ...any))
 	if !namePattern.MatchString(s.Name) {
 		bad(sp+".name", "%q: must be 1-64 characters of A-Z a-z 0-9 . _ -", s.Name)
 	}
+	if s.When != "" {
+		if _, err := condition.Compile(s.When); err != nil {
+			bad(sp+".when", "step %q: the condition %s", s.Name, err)
+		}
+	}
 	if s.Callback != nil {
 		validateCallback(sp, s, bad)
 		return
@@ -375,11 +398,6 @@ func validateStep(sp string, s Step, bad func(path, format string, args ...any))
 	}
 	if s.WaitLimit < 0 {
 		bad(sp+".waitLimit", "%s: must not be negative", s.WaitLimit.D())
-	}
-	if s.When != "" {
-		if _, err := condition.Compile(s.When); err != nil {
-			bad(sp+".when", "step %q: the condition %s", s.Name, err)
-		}
 	}
 	if s.TotalLimit < 0 || (s.TotalLimit > 0 && s.TotalLimit < s.Timeout) {
 		bad(sp+".totalLimit", "%s: must be 0 (no overall limit) or at least the timeout %s", s.TotalLimit.D(), s.Timeout.D())

@@ -434,6 +434,30 @@ func TestTheOrderPageShowsWhoCompensated(t *testing.T) {
 	require.Contains(t, page, `<td class="reason">compensation claimed, requested by sender:AROAOPERATOR:alice: customer &lt;cancelled&gt;</td>`)
 }
 
+// TestTheOrderPageShowsEachBranch: an order with branches lists every step
+// with its state and the steps it follows.
+func TestTheOrderPageShowsEachBranch(t *testing.T) {
+	ts, st := fast(t, false)
+	ctx := context.Background()
+	_, err := st.Submit(ctx, sas.SubmitParams{Order: sas.Order{OrderID: "o-br", Workflow: "trip", Steps: []string{"quote", "flight", "hotel", "pay"},
+		After: [][]int{{}, {0}, {0}, {1, 2}}},
+		Now: t0, PickupBy: t0.Add(time.Minute), Claim: &sas.ClaimParams{Owner: "s", CompleteBy: t0.Add(time.Minute)}})
+	require.NoError(t, err)
+	next := func(step int) sas.ClaimParams {
+		return sas.ClaimParams{Key: sas.StepKey{OrderID: "o-br", Step: step}, Owner: "s", Now: t0.Add(time.Second), CompleteBy: t0.Add(time.Minute)}
+	}
+	n1 := next(1)
+	_, err = st.Complete(ctx, sas.CompleteParams{Key: sas.StepKey{OrderID: "o-br"}, Owner: "s", Attempt: 1, Now: t0.Add(time.Second),
+		Next: &n1, More: []sas.ClaimParams{next(2)}})
+	require.NoError(t, err)
+
+	page := get(t, ts.URL+"/orders/o-br")
+	require.Contains(t, page, `id="order-state">Processing<`)
+	require.Contains(t, page, `<b>1 · flight</b> <span class="pill st-processing">Processing</span> <span class="follows">after quote</span>`)
+	require.Contains(t, page, `<b>2 · hotel</b> <span class="pill st-processing">Processing</span> <span class="follows">after quote</span>`)
+	require.Contains(t, page, `<span class="follows">after flight, hotel</span>`)
+}
+
 // A skipped step is shown as such on its order's page, with why (its
 // condition), and the order as Processed (issue 27 §3).
 func TestTheOrderPageShowsASkippedStep(t *testing.T) {

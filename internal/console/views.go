@@ -291,6 +291,9 @@ type StepView struct {
 	Waited bool // the supervisor saw it wait in a busy queue
 	// PausedAgent is the paused agent the step waits for, if any.
 	PausedAgent string
+	// Follows names the steps it follows, in an order whose workflow has
+	// branches (sas.Order.After); empty in a straight line.
+	Follows []string
 }
 
 // UndoView is one undo of the chain.
@@ -372,12 +375,21 @@ func (s *Server) order(w http.ResponseWriter, r *http.Request) {
 		if st.ProcessState == sas.Processing && !claimed.IsZero() {
 			sv.InFlight = now.Sub(claimed)
 		}
+		if v.Order.After != nil {
+			sv.Follows = v.Follows(st.Step)
+		}
 		steps = append(steps, sv)
 	}
-	// The undo chain: undos run newest step first; shown in that order.
+	// The undo chain: undos run newest step first (in a graph, newest
+	// completion first: sas.NewestFirst); shown in that order.
 	var undos []UndoView
-	for i := len(v.Steps) - 1; i >= 0; i-- {
-		st := v.Steps[i]
+	chain := slices.Clone(v.Steps)
+	if v.Order.After != nil {
+		sas.NewestFirst(chain)
+	} else {
+		slices.Reverse(chain)
+	}
+	for _, st := range chain {
 		switch st.ProcessState {
 		case sas.Compensating, sas.Compensated, sas.CompensationFailed:
 			u := UndoView{Step: st.Step, Name: st.StepName, State: st.ProcessState, Key: sas.IdempotencyKey(v.Order.OrderID, st.Step, st.Generation, true)}
@@ -389,7 +401,6 @@ func (s *Server) order(w http.ResponseWriter, r *http.Request) {
 			undos = append(undos, u)
 		}
 	}
-	slices.SortStableFunc(undos, func(a, b UndoView) int { return b.Step - a.Step })
 	payload := string(v.Order.Payload)
 	size := len(payload)
 	cut := size > payloadCut

@@ -52,6 +52,7 @@ const (
 	attrVersion     = "Version"
 	attrTrace       = "Trace" // the order's trace context (sas.Order.Trace)
 	attrSubmitter   = "Submitter"
+	attrAfter       = "After" // the order's graph (sas.Order.After), JSON; absent for a straight line
 	attrDefinition  = "Definition"
 )
 
@@ -197,6 +198,10 @@ func orderItem(o sas.Order) map[string]av {
 	if o.Trace != "" {
 		it[attrTrace] = s(o.Trace)
 	}
+	if o.After != nil {
+		b, _ := json.Marshal(o.After) // cannot fail: ints only
+		it[attrAfter] = s(string(b))
+	}
 	return it
 }
 
@@ -331,6 +336,11 @@ func decodeOrder(it map[string]av) (sas.Order, string, error) {
 	}
 	if p := d.str(attrPayload); p != "" {
 		o.Payload = json.RawMessage(p)
+	}
+	if a := d.str(attrAfter); a != "" {
+		if err := json.Unmarshal([]byte(a), &o.After); err != nil && d.err == nil {
+			d.err = fmt.Errorf("decoding order %s: its graph: %w", o.OrderID, err)
+		}
 	}
 	if l, ok := it[attrSteps].(*types.AttributeValueMemberL); ok {
 		for _, e := range l.Value {

@@ -207,25 +207,33 @@ func (st *Store) Complete(ctx context.Context, p sas.CompleteParams) ([]sas.Step
 	}
 	u.remove(attrLockedBy, attrCompleteBy, attrWaitingSince, attrStartedAt, attrIdxPK, attrIdxSK)
 	u.touch(p.Now, sas.HistoryEntry{At: p.Now, Step: p.Key.Step, Actor: p.Owner, From: running, To: done, Attempt: p.Attempt, Reason: "completed", Run: p.Run})
-	if p.Next == nil && len(p.Skip) == 0 {
+	if p.Next == nil && len(p.Siblings) == 0 && len(p.Skip) == 0 {
 		r, err := st.update(ctx, "completing", p.Key, u)
 		if err != nil {
 			return nil, err
 		}
 		return []sas.StepRecord{r}, nil
 	}
-	// One transaction: the completion, the next claim, the skips (in the
-	// order the returned records take, and the memory store checks them).
+	// One transaction: the step, the steps it claims (a successor, or the
+	// branches it starts), the skips, and a ConditionCheck per sibling as
+	// read (a graph's fence, sas.CompleteParams.Siblings), in the order the
+	// returned records take and the memory store checks them.
 	items := []types.TransactWriteItem{{Update: asTransactUpdate(u.input(st.cfg.StateTable, p.Key))}}
-	keys, ops := []sas.StepKey{p.Key}, []string{"completing"}
-	if p.Next != nil {
-		items = append(items, types.TransactWriteItem{Update: asTransactUpdate(st.claimExpr(*p.Next).input(st.cfg.StateTable, p.Next.Key))})
-		keys, ops = append(keys, p.Next.Key), append(ops, "claiming next")
+	ops, keys := []string{"completing"}, []sas.StepKey{p.Key}
+	for _, n := range p.Claims() {
+		items = append(items, types.TransactWriteItem{Update: asTransactUpdate(st.claimExpr(n).input(st.cfg.StateTable, n.Key))})
+		ops, keys = append(ops, "claiming next"), append(keys, n.Key)
 	}
 	for _, k := range p.Skip {
 		sk := sas.StepKey{OrderID: p.Key.OrderID, Step: k.Step}
 		items = append(items, types.TransactWriteItem{Update: asTransactUpdate(st.skipExpr(p.Key.OrderID, k, p.Owner, p.Now).input(st.cfg.StateTable, sk))})
-		keys, ops = append(keys, sk), append(ops, "skipping")
+		ops, keys = append(ops, "skipping"), append(keys, sk)
+	}
+	written := len(keys)
+	for _, sib := range p.Siblings {
+		k := sas.StepKey{OrderID: p.Key.OrderID, Step: sib.Step}
+		items = append(items, st.stillInState(k, sib.State))
+		ops, keys = append(ops, "completing"), append(keys, k)
 	}
 	_, err := st.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
 	if err != nil {
@@ -241,7 +249,7 @@ func (st *Store) Complete(ctx context.Context, p sas.CompleteParams) ([]sas.Step
 	// A transaction returns no items, and a record rebuilt from what the
 	// write set loses what it did not set (a chained undo went out without
 	// its generation: issue 16, hole 1). Read them back, consistently.
-	recs, err := st.readBack(ctx, keys...)
+	recs, err := st.readBack(ctx, keys[:written]...)
 	if err != nil {
 		return nil, fmt.Errorf("completing step %s (written): %w", p.Key, err)
 	}

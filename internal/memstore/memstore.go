@@ -142,13 +142,15 @@ func (s *Store) Complete(_ context.Context, p sas.CompleteParams) ([]sas.StepRec
 		return nil, fmt.Errorf("completing step %s: %w", p.Key, err)
 	}
 	out := []sas.StepRecord{done}
-	if p.Next != nil {
-		nk := p.Next.Key
+	// In DynamoDB's order: the step, its claims, its skips, then the
+	// siblings' fence; nothing is written unless all hold.
+	for _, n := range p.Claims() {
+		nk := n.Key
 		nxt, ok := s.steps[nk]
 		if !ok {
 			return nil, fmt.Errorf("claiming next step %s: %w", nk, sas.ErrNotFound)
 		}
-		claimed, err := sas.Claim(nxt, *p.Next)
+		claimed, err := sas.Claim(nxt, n)
 		if err != nil {
 			return nil, fmt.Errorf("claiming next step %s: %w", nk, err)
 		}
@@ -165,6 +167,12 @@ func (s *Store) Complete(_ context.Context, p sas.CompleteParams) ([]sas.StepRec
 			return nil, fmt.Errorf("skipping step %s: %w", sk, err)
 		}
 		out = append(out, skipped)
+	}
+	if err := sas.CheckSiblingsOf(p, func(step int) (sas.StepRecord, bool) {
+		r, ok := s.steps[sas.StepKey{OrderID: p.Key.OrderID, Step: step}]
+		return r, ok
+	}); err != nil {
+		return nil, fmt.Errorf("completing step %s: %w", p.Key, err)
 	}
 	// Every fence held: the one write is made.
 	for i := range out {
@@ -426,6 +434,13 @@ func cloneRecord(r sas.StepRecord) sas.StepRecord {
 
 func cloneOrder(o sas.Order) sas.Order {
 	o.Steps = append([]string(nil), o.Steps...)
+	if o.After != nil {
+		after := make([][]int, len(o.After))
+		for i, a := range o.After {
+			after[i] = append([]int{}, a...)
+		}
+		o.After = after
+	}
 	o.Payload = append([]byte(nil), o.Payload...)
 	if len(o.Payload) == 0 {
 		o.Payload = nil

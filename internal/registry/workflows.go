@@ -76,6 +76,7 @@ func FromDefinitions(defs []workflow.Workflow) (sas.Registry, error) {
 					Coefficient: u.BackoffCoefficient, MaxInterval: u.MaximumInterval.D()}
 				def.UndoNonRetryable = u.NonRetryableErrors
 			}
+			def.After = after(d, j)
 			if c := s.Callback; c != nil {
 				def.Callback = &sas.Callback{Timeout: c.Timeout.D(), Heartbeat: c.Heartbeat.D()}
 			}
@@ -107,4 +108,24 @@ func Load(path string, stepTimeout time.Duration) (sas.Registry, error) {
 		return Default(stepTimeout)
 	}
 	return FromDefinitions(f.Workflows)
+}
+
+// after is the sas form of step j's After: the indices of the steps it
+// follows, or nil when it follows the step before it (the default, written
+// or not), so that a definition that spells the default out keeps the
+// version of one that does not.
+func after(d workflow.Workflow, j int) []int {
+	names := d.Steps[j].After
+	if names == nil || (j > 0 && len(names) == 1 && names[0] == d.Steps[j-1].Name) || (j == 0 && len(names) == 0) {
+		return nil
+	}
+	out := make([]int, 0, len(names))
+	for _, n := range names {
+		for k, s := range d.Steps {
+			if s.Name == n {
+				out = append(out, k)
+			}
+		}
+	}
+	return out
 }

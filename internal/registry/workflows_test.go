@@ -70,6 +70,39 @@ func TestLoadRefusesABadFileAtStartUp(t *testing.T) {
 	require.Contains(t, err.Error(), path+": workflows[0].steps[0].timeout: -1s: must be more than 0")
 }
 
+// A step's After becomes the indices of the steps it follows; one that
+// names the step before it (the default, spelt out) means and versions the
+// same as one that names none, so every definition that loaded before
+// branches loads unchanged.
+func TestAfterBecomesTheGraph(t *testing.T) {
+	t.Parallel()
+	step := func(name string, after ...string) workflow.Step {
+		return workflow.Step{Name: name, Agent: "x", Action: "POST /" + name, Undo: "POST /un" + name, Timeout: workflow.Duration(time.Second), After: after}
+	}
+	line := workflow.Workflow{Name: "line", Steps: []workflow.Step{step("a"), step("b"), step("c")}}
+	spelt := workflow.Workflow{Name: "line", Steps: []workflow.Step{step("a"), step("b", "a"), step("c", "b")}}
+	r1, err := registry.FromDefinitions([]workflow.Workflow{line})
+	require.NoError(t, err)
+	r2, err := registry.FromDefinitions([]workflow.Workflow{spelt})
+	require.NoError(t, err)
+	require.False(t, r2["line"].Graph())
+	require.Equal(t, r1["line"].Version(), r2["line"].Version(), "the default spelt out is the same version")
+
+	diamond := workflow.Workflow{Name: "d", Steps: []workflow.Step{step("a"), step("b", "a"), step("c", "a"), step("d", "c", "b")}}
+	r, err := registry.FromDefinitions([]workflow.Workflow{diamond})
+	require.NoError(t, err)
+	w := r["d"]
+	require.True(t, w.Graph())
+	require.Equal(t, [][]int{{}, {0}, {0}, {2, 1}}, w.After())
+	require.Equal(t, []int{1, 2}, w.Succs(0))
+	require.Equal(t, []int{0, 1, 2}, w.Ancestors(3))
+	require.NotEqual(t, r1["line"].Version(), w.Version())
+	back, err := sas.DecodeWorkflow(sas.EncodeWorkflow(w))
+	require.NoError(t, err)
+	require.Equal(t, w, back, "a stored definition keeps its graph")
+	require.Equal(t, w.Version(), back.Version())
+}
+
 // The public package states the longest callback wait the domain takes.
 func TestMaxCallbackTimeoutAgrees(t *testing.T) {
 	require.Equal(t, sas.MaxCallbackTimeout, workflow.MaxCallbackTimeout)

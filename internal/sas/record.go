@@ -137,6 +137,11 @@ type Order struct {
 	ReplyTo  string
 	Priority int
 	Steps    []string // step names in workflow order
+	// After is the workflow's graph, each step's predecessors by index
+	// (Workflow.After), so that the order's view knows its branches
+	// without its definition: nil for a workflow that is not a graph (each
+	// step follows the one before it). Not part of ContentHash.
+	After [][]int
 	// Version is the version of the workflow definition the order runs on
 	// (Workflow.Version; docs/workflows.md, "Versions"). "" for an order
 	// submitted before versions: it runs on the registered definition.
@@ -279,12 +284,15 @@ func (v OrderView) Settled() bool {
 	// undo is on its way).
 	failed := false
 	for i, r := range v.Steps {
-		if r.ProcessState == Pending && i > 0 && v.Steps[i-1].ProcessState == Processed {
+		if v.Order.After == nil && r.ProcessState == Pending && i > 0 && v.Steps[i-1].ProcessState == Processed {
 			return false
 		}
 		if r.ProcessState == Error {
 			failed = true
 		}
+	}
+	if v.Order.After != nil && !v.graphSettled() {
+		return false
 	}
 	if failed {
 		for _, r := range v.Steps {
@@ -332,6 +340,9 @@ func (v OrderView) State() ProcessState {
 		if r.ProcessState == Processed && r.Step < lowestUndone {
 			owed = true
 		}
+	}
+	if v.Order.After != nil {
+		owed = v.owedInGraph()
 	}
 	// A business rejection (a step's Rejected) ends the order Rejected
 	// where it would end Compensated, or Error with only rejected steps in

@@ -57,6 +57,24 @@ func checkSkips(skips []Skip, after int, next *ClaimParams) error {
 	return nil
 }
 
+// checkGraphSkips is checkSkips for a completion in a graph: the skips are
+// the steps the completion made ready whose conditions are false, in any
+// order but each once and none the completed step; a failed one is the
+// only one, with no claim beside it (nothing new starts after a failure).
+func checkGraphSkips(skips []Skip, done int, next *ClaimParams) error {
+	seen := map[int]bool{done: true}
+	for _, k := range skips {
+		switch {
+		case k.Step < 0 || seen[k.Step]:
+			return &ValidationError{Field: "skip", Reason: fmt.Sprintf("step %d is no step, the completed one, or repeated", k.Step)}
+		case k.Failed && (len(skips) != 1 || next != nil):
+			return &ValidationError{Field: "skip", Reason: fmt.Sprintf("step %d failed its condition: nothing is skipped or claimed beside it", k.Step)}
+		}
+		seen[k.Step] = true
+	}
+	return nil
+}
+
 // SkipStep settles a step that was never claimed (Pending at attempt 0,
 // no holder) without running it: Skipped, or Error when k.Failed. The
 // fence is a claim's: a step after the one running has never been claimed.

@@ -159,34 +159,88 @@ type CompleteParams struct {
 	// that no successor of a cancelled step is ever claimed
 	// (docs/protocol.md, "Cancellation").
 	Cancelled bool
-	// Skip settles, in the same write, the steps after Key that the order
-	// passes over without running them (their conditions: skip.go), in
-	// order, all before Next. A forward completion only.
+	// More, with Next, claims further steps in the same write: the
+	// branches a step starts when several follow it (graph.go).
+	More []ClaimParams
+	// Siblings, when set, fence the write on other steps of the order as
+	// the completer read them (as ClaimParams.Siblings): a step of a graph
+	// that completes while other branches are in flight is written only if
+	// none of them moved, so that a join is never missed by two branches
+	// that complete at once, and nothing starts after a branch failed.
+	Siblings []StepSeen
+	// Skip settles, in the same write, the steps that the order passes
+	// over without running them (their conditions: skip.go). In a straight
+	// line they are the steps after Key, in order, all before Next; in a
+	// graph (Graph), any steps of the order the completion made ready. A
+	// forward completion only.
 	Skip []Skip
+	// Graph says the completion is in a workflow with branches: its skips
+	// need not be the steps after Key in line (checkGraphSkips).
+	Graph bool
+}
+
+// Claims are the claims a completion makes with it: Next, then More.
+func (p CompleteParams) Claims() []ClaimParams {
+	if p.Next == nil {
+		return nil
+	}
+	return append([]ClaimParams{*p.Next}, p.More...)
 }
 
 // Check rejects a Next no record could take, or one that is the step
 // being completed (one write cannot move a record twice).
 func (p CompleteParams) Check() error {
+	if p.Next == nil && len(p.More) > 0 {
+		return &ValidationError{Field: "more", Reason: "further claims need a next"}
+	}
 	if len(p.Skip) > 0 && p.Compensation {
 		return &ValidationError{Field: "skip", Reason: "an undo's completion skips nothing"}
 	}
-	if err := checkSkips(p.Skip, p.Key.Step, p.Next); err != nil {
+	check := checkSkips
+	if p.Graph {
+		check = checkGraphSkips
+	}
+	if err := check(p.Skip, p.Key.Step, p.Next); err != nil {
 		return err
 	}
-	if p.Next == nil {
-		return nil
-	}
-	if p.Next.Key == p.Key {
-		return &ValidationError{Field: "next", Reason: fmt.Sprintf("step %s cannot claim itself as its next", p.Key)}
-	}
-	if p.Cancelled {
+	if p.Cancelled && len(p.Claims()) > 0 {
 		return &ValidationError{Field: "next", Reason: "a cancelled step's completion claims no successor"}
 	}
-	if len(p.Next.Siblings) > 0 {
-		return &ValidationError{Field: "next", Reason: "a next claim takes no siblings (they fence a Claim alone)"}
+	seen := map[StepKey]bool{p.Key: true}
+	for _, n := range p.Claims() {
+		if n.Key == p.Key {
+			return &ValidationError{Field: "next", Reason: fmt.Sprintf("step %s cannot claim itself as its next", p.Key)}
+		}
+		if seen[n.Key] {
+			return &ValidationError{Field: "next", Reason: fmt.Sprintf("step %s: a completion claims each step once", n.Key)}
+		}
+		seen[n.Key] = true
+		if len(n.Siblings) > 0 {
+			return &ValidationError{Field: "next", Reason: "a next claim takes no siblings (they fence a Claim alone)"}
+		}
+		if err := n.Check(); err != nil {
+			return err
+		}
 	}
-	return p.Next.Check()
+	for _, sib := range p.Siblings {
+		k := StepKey{OrderID: p.Key.OrderID, Step: sib.Step}
+		if seen[k] || sib.State == "" {
+			return &ValidationError{Field: "siblings", Reason: fmt.Sprintf("step %d is the completed or a claimed step, repeated, or has no state", sib.Step)}
+		}
+		seen[k] = true
+	}
+	for _, k := range p.Skip {
+		if seen[StepKey{OrderID: p.Key.OrderID, Step: k.Step}] {
+			return &ValidationError{Field: "skip", Reason: fmt.Sprintf("step %d is skipped and also completed, claimed or fenced", k.Step)}
+		}
+	}
+	return nil
+}
+
+// CheckSiblingsOf is a completion's fence on the order's other steps
+// (CompleteParams.Siblings), as CheckSiblings is a claim's.
+func CheckSiblingsOf(p CompleteParams, steps func(step int) (StepRecord, bool)) error {
+	return CheckSiblings(ClaimParams{Key: p.Key, Siblings: p.Siblings}, steps)
 }
 
 // Leg returns the leased state a completion or failure requires, and the
@@ -646,8 +700,8 @@ func NewRecords(o Order, now, pickupBy time.Time, shards int, lease *ClaimParams
 	for i, name := range o.Steps {
 		k := StepKey{OrderID: o.OrderID, Step: i}
 		r := StepRecord{OrderID: o.OrderID, Step: i, StepName: name, Shard: ShardFor(k, shards), CreatedAt: now}
-		if i == first {
-			r.DueAt = pickupBy
+		if i == first || (i < len(o.After) && len(o.After[i]) == 0) {
+			r.DueAt = pickupBy // starts with the order: the first step to run, or another that follows none (graph.go)
 		}
 		r = move(r, Pending, "submit", "submitted", now)
 		if i < len(skip) {

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 )
@@ -38,6 +39,9 @@ type versionedStep struct {
 	// The undo's own retry policy, omitted when the step sets none, so
 	// that a definition without one keeps its version.
 	UndoRetry *versionedRetry `json:"undoRetry,omitempty"`
+	// The steps it follows (issue 27), omitted for the step before it, so
+	// that a straight line keeps its version.
+	After *[]int `json:"after,omitempty"`
 	// The step's condition (issue 27), omitted when unset.
 	When string `json:"when,omitempty"`
 	// A callback step's wait (issue 28), omitted for every other step so
@@ -80,6 +84,10 @@ func EncodeWorkflow(w Workflow) []byte {
 			v.Steps[i].UndoRetry = &versionedRetry{MaxAttempts: u.MaxAttempts, InitialMs: u.InitialInterval.Milliseconds(),
 				MaxMs: u.MaxInterval.Milliseconds(), Coefficient: u.Coefficient, NonRetryable: s.UndoNonRetryable}
 		}
+		if s.After != nil {
+			after := slices.Clone(s.After)
+			v.Steps[i].After = &after
+		}
 		if c := s.Callback; c != nil {
 			v.Steps[i].Callback = &versionedCallback{TimeoutMs: c.Timeout.Milliseconds(), HeartbeatMs: c.Heartbeat.Milliseconds()}
 		}
@@ -107,6 +115,9 @@ func DecodeWorkflow(b []byte) (Workflow, error) {
 			w.Steps[i].UndoRetry = RetryPolicy{MaxAttempts: u.MaxAttempts, InitialInterval: ms(u.InitialMs),
 				MaxInterval: ms(u.MaxMs), Coefficient: u.Coefficient}
 			w.Steps[i].UndoNonRetryable = u.NonRetryable
+		}
+		if a := s.After; a != nil {
+			w.Steps[i].After = append([]int{}, *a...)
 		}
 		if c := s.Callback; c != nil {
 			w.Steps[i].Callback = &Callback{Timeout: ms(c.TimeoutMs), Heartbeat: ms(c.HeartbeatMs)}

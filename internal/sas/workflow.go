@@ -49,6 +49,10 @@ type StepDef struct {
 	// UndoNonRetryable names the errors that end the undo at once
 	// (CompensationFailed); the step's NonRetryable do not apply to it.
 	UndoNonRetryable []string
+	// After are the steps this one follows, by index (graph.go): it starts
+	// once every one of them is Processed. Nil: the step before it (none
+	// for the first step), which is how a straight line is written.
+	After []int
 	// Callback, when set, makes the step one the outside world completes:
 	// it has no agent, no action and no undo, and waits up to
 	// Callback.Timeout for a completion (callback.go).
@@ -95,7 +99,8 @@ func (s StepDef) NonRetryableFor(undo bool) []string {
 	return s.NonRetryable
 }
 
-// Workflow is an ordered list of steps. Workflow logic lives with the
+// Workflow is a list of steps, each following the one before it or the
+// steps it names (StepDef.After; graph.go). Workflow logic lives with the
 // scheduler; the supervisor never looks at it.
 type Workflow struct {
 	Name  string
@@ -146,6 +151,9 @@ func NewRegistry(ws ...Workflow) (Registry, error) {
 			if s.TotalLimit > 0 && s.TotalLimit < s.Timeout {
 				return nil, &ValidationError{Field: "workflow", Reason: fmt.Sprintf("%s step %s: total limit %s is shorter than one attempt's %s", w.Name, s.Name, s.TotalLimit, s.Timeout)}
 			}
+		}
+		if err := w.checkGraph(); err != nil {
+			return nil, err
 		}
 		r[w.Name] = w
 	}

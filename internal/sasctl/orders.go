@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -79,17 +80,26 @@ func (a *App) show(ctx context.Context, args []string) error {
 		fmt.Fprintf(a.Out, "payload %s\n", v.Order.Payload)
 	}
 	tw := tabwriter.NewWriter(a.Out, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "\nSTEP\tNAME\tSTATE\tATTEMPT\tFAILURES\tLOCKED BY\tCOMPLETE BY\tLAST ERROR")
+	graph := v.Order.After != nil // branches: each step's predecessors in a column of their own
+	head := "\nSTEP\tNAME\tSTATE\tATTEMPT\tFAILURES\tLOCKED BY\tCOMPLETE BY\tLAST ERROR"
+	if graph {
+		head = "\nSTEP\tNAME\tAFTER\tSTATE\tATTEMPT\tFAILURES\tLOCKED BY\tCOMPLETE BY\tLAST ERROR"
+	}
+	fmt.Fprintln(tw, head)
 	for _, r := range v.Steps {
 		state := string(r.ProcessState)
 		if r.Rejected {
 			state += " (rejected)" // a business outcome, not an incident
 		}
+		name := r.StepName
+		if graph {
+			name += "\t" + dash(strings.Join(v.Follows(r.Step), ","))
+		}
 		why := r.LastError
 		if r.ProcessState == sas.Skipped {
 			why = r.LastHistoryReason() // its condition, false (docs/workflows.md, "Choices")
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%d\t%s\t%s\t%s\n", r.Step, r.StepName, state, r.Attempt, r.FailureCount,
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%d\t%s\t%s\t%s\n", r.Step, name, state, r.Attempt, r.FailureCount,
 			dash(r.LockedBy), deadline(r.CompleteBy, now), dash(why))
 	}
 	tw.Flush()

@@ -240,6 +240,32 @@ func TestShowResultsAndARejection(t *testing.T) {
 	require.Contains(t, out, "results:\n  reserve\t{\"reservation\":\"R-42\"}")
 }
 
+// An order with branches shows each step's state beside the steps it
+// follows; a straight line shows no such column.
+func TestShowBranches(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	ctx := context.Background()
+	_, err := f.store.Submit(ctx, sas.SubmitParams{Order: sas.Order{OrderID: "o-b", Workflow: "trip", Steps: []string{"quote", "flight", "hotel", "pay"},
+		After: [][]int{{}, {0}, {0}, {1, 2}}},
+		Now: t0, PickupBy: t0.Add(time.Minute), Claim: &sas.ClaimParams{Owner: "s", CompleteBy: t0.Add(30 * time.Second)}})
+	require.NoError(t, err)
+	next := func(step int) sas.ClaimParams {
+		return sas.ClaimParams{Key: sas.StepKey{OrderID: "o-b", Step: step}, Owner: "s", Now: t0.Add(time.Second), CompleteBy: t0.Add(time.Minute)}
+	}
+	n1 := next(1)
+	_, err = f.store.Complete(ctx, sas.CompleteParams{Key: sas.StepKey{OrderID: "o-b"}, Owner: "s", Attempt: 1, Now: t0.Add(time.Second),
+		Next: &n1, More: []sas.ClaimParams{next(2)}})
+	require.NoError(t, err)
+	require.NoError(t, f.app.Run(ctx, []string{"show", "o-b"}))
+	out := f.out.String()
+	require.Regexp(t, `STEP\s+NAME\s+AFTER\s+STATE`, out)
+	require.Regexp(t, `1\s+flight\s+quote\s+Processing`, out)
+	require.Regexp(t, `2\s+hotel\s+quote\s+Processing`, out)
+	require.Regexp(t, `3\s+pay\s+flight,hotel\s+Pending`, out)
+	require.Regexp(t, `0\s+quote\s+-\s+Processed`, out)
+}
+
 // A skipped step shows as Skipped with its condition, and its order as
 // Processed.
 func TestShowASkippedStep(t *testing.T) {

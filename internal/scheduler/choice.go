@@ -45,23 +45,37 @@ func (c choice) failed() (sas.Skip, bool) {
 func nextToRun(o order, from int, results sas.Results) choice {
 	c := choice{next: -1}
 	for i := from; i < o.n(); i++ {
-		def := o.wf.Steps[i]
-		if def.When == "" {
+		run, k := judge(o, i, results)
+		if run {
 			c.next = i
 			return c
 		}
-		holds, why := evaluate(o, def, results)
-		switch {
-		case why != "":
-			c.skips = append(c.skips, sas.Skip{Step: i, Failed: true, Reason: why})
-			return c
-		case holds:
-			c.next = i
+		c.skips = append(c.skips, k)
+		if k.Failed {
 			return c
 		}
-		c.skips = append(c.skips, sas.Skip{Step: i, Reason: sas.BoundReason(fmt.Sprintf("skipped: its condition %s is false", def.When))})
 	}
 	return c
+}
+
+// judge decides whether step i runs, given the results its condition sees:
+// it runs (no condition, or one that holds), or k says how it is passed
+// over (Skipped, or Failed when its condition could not be evaluated).
+// nextToRun asks it along a straight line, planInGraph for each step a
+// completion makes ready in a graph.
+func judge(o order, i int, results sas.Results) (run bool, k sas.Skip) {
+	def := o.wf.Steps[i]
+	if def.When == "" {
+		return true, sas.Skip{}
+	}
+	holds, why := evaluate(o, def, results)
+	switch {
+	case why != "":
+		return false, sas.Skip{Step: i, Failed: true, Reason: why}
+	case holds:
+		return true, sas.Skip{}
+	}
+	return false, sas.Skip{Step: i, Reason: sas.BoundReason(fmt.Sprintf("skipped: its condition %s is false", def.When))}
 }
 
 // evaluate is the step's condition on the order: whether it holds, or why

@@ -42,7 +42,7 @@ func undoable(r sas.StepRecord, def sas.StepDef, explicit bool) bool {
 // still has to undo. Undos run newest first; a step whose effect was noted
 // late (UndoOwed) is taken whenever it is found, even above the undos done.
 func nextUndo(o order, except int) (sas.StepRecord, bool) {
-	for i := o.n() - 1; i >= 0; i-- {
+	for _, i := range undoOrder(o) {
 		if r, ok := o.step(i); ok && i != except && undoable(r, o.wf.Steps[i], true) {
 			return r, true
 		}
@@ -140,7 +140,7 @@ func (s *Service) compensateFrom(ctx context.Context, u *outbox.Unit, o order, e
 		}
 	}
 	var cand *sas.StepRecord
-	for i := o.n() - 1; i >= 0; i-- {
+	for _, i := range undoOrder(o) {
 		if r, ok := o.step(i); ok && undoable(r, o.wf.Steps[i], explicit) {
 			cand = &r
 			break

@@ -37,7 +37,7 @@ func (s *Service) intake(ctx context.Context, u *outbox.Unit, body []byte, from 
 	now := s.cfg.Clock.Now()
 	o := sas.Order{
 		OrderID: in.OrderID, Workflow: in.Workflow, Payload: in.Payload,
-		ReplyTo: in.ReplyTo, Priority: in.Priority, Steps: w.StepNames(), Submitter: submitter,
+		ReplyTo: in.ReplyTo, Priority: in.Priority, Steps: w.StepNames(), After: w.After(), Submitter: submitter,
 		Version: s.defs.Registered(in.Workflow),
 		// The submitter's trace, or one started here: every message about
 		// the order carries it (docs/observability.md).
@@ -95,6 +95,9 @@ func (s *Service) intake(ctx context.Context, u *outbox.Unit, body []byte, from 
 			return fmt.Errorf("submitting order %s: the store returned no first step", in.OrderID)
 		}
 		s.dispatch(ctx, u, ord, w.Steps[0], first)
+		if err := s.startRoots(ctx, u, ord, now); err != nil {
+			return err
+		}
 		s.log.InfoContext(ctx, "order submitted", "order", o.OrderID, "workflow", o.Workflow, "steps", len(o.Steps))
 		s.emitOrder(ctx, metrics.OrdersSubmitted, o.OrderID, o.Workflow, now)
 	} else {
@@ -105,6 +108,13 @@ func (s *Service) intake(ctx context.Context, u *outbox.Unit, body []byte, from 
 		ctx = msgctx.WithTrace(ctx, o.Trace)
 		s.log.InfoContext(ctx, "duplicate intake: order exists", "order", o.OrderID)
 		s.redispatchLive(ctx, u, ord, now)
+		if redelivered(ctx) {
+			// The first delivery may have stopped before it claimed every
+			// step that starts with the order (graph.go).
+			if err := s.startRoots(ctx, u, ord, now); err != nil {
+				return err
+			}
+		}
 		if err := s.resubmitted(ctx, u, ord, now); err != nil {
 			return err
 		}
@@ -124,6 +134,9 @@ func (s *Service) intake(ctx context.Context, u *outbox.Unit, body []byte, from 
 // duplicate intake (another message for the same order) sends nothing.
 func (s *Service) redispatchLive(ctx context.Context, u *outbox.Unit, o order, now time.Time) {
 	for _, r := range o.steps {
+		if r.Step < o.n() && o.wf.Graph() && len(o.wf.Preds(r.Step)) > 0 {
+			continue // in a graph, only the steps that start with the order are the intake's (the others, their completions')
+		}
 		if s.resend(ctx, r, now) && r.Step < o.n() {
 			s.dispatch(ctx, u, o, o.wf.Steps[r.Step], r)
 		}

@@ -157,6 +157,10 @@ func (s *Service) applyReply(ctx context.Context, u *outbox.Unit, o order, rep s
 		return s.afterFailed(ctx, u, o, failed, undo, now)
 	}
 
+	if !undo && o.wf.Graph() {
+		// Which steps start now depends on the other branches (graph.go).
+		return s.doneInGraph(ctx, u, o, rep, now)
+	}
 	var next *sas.ClaimParams
 	if undo {
 		// Which undo follows depends on the other steps' records.
@@ -251,7 +255,7 @@ func (s *Service) replyOrder(ctx context.Context, rep sas.AgentReply) (order, er
 		return order{}, fmt.Errorf("reply for order %s: %w", rep.OrderID, err)
 	}
 	return order{
-		ord: sas.Order{OrderID: rep.OrderID, Workflow: w.Name, Payload: rep.Payload, ReplyTo: rep.ReplyTo, Steps: w.StepNames(),
+		ord: sas.Order{OrderID: rep.OrderID, Workflow: w.Name, Payload: rep.Payload, ReplyTo: rep.ReplyTo, Steps: w.StepNames(), After: w.After(),
 			Priority: rep.Priority, Version: rep.Version, Trace: rep.Trace},
 		wf: w,
 	}, nil
@@ -362,13 +366,24 @@ func (s *Service) refused(ctx context.Context, u *outbox.Unit, o order, rep sas.
 // claimed its step's undo in the same handling (conditionFailed): like a
 // failure's, its redelivery sends that undo again while no pick-up was
 // reported (the simulator's seed 59, choices beside deadlines from
-// pick-up). It reads the order only for such a reply.
+// pick-up); in a graph, any forward success (see below). It reads the order
+// only for a straight line's reply whose next step has a condition.
 // A read that fails is returned, for the message to be redelivered: the
 // message is the undo's only trigger left (the simulator's seed 3987, a
 // store outage at that read).
 func (s *Service) doneFailedItsSuccessor(ctx context.Context, o *order, rep sas.AgentReply) (bool, error) {
 	// Not fenced on the reply's leg, as for a failure: an unsigned reply's
 	// is read from the record (trustReply), Compensating by now.
+	if rep.Outcome == sas.OutcomeDone && o.wf.Graph() {
+		// In a graph, the completion of a step while another branch had
+		// failed starts the compensation once the order settled
+		// (undoOnceSettled), whose first undo may be this step's own (the
+		// simulator's seed 851, the undo never sent when its delivery
+		// failed; seed 7551, the same with an unsigned reply, whose leg
+		// reads as the undo's). Read nothing: a redelivery sends that undo
+		// again.
+		return true, nil
+	}
 	if rep.Outcome != sas.OutcomeDone || rep.Step+1 >= o.n() || o.wf.Steps[rep.Step+1].When == "" {
 		return false, nil
 	}
@@ -488,9 +503,10 @@ func (s *Service) stepDone(ctx context.Context, u *outbox.Unit, o order, rep sas
 	}
 	s.post(ctx, u, o.ord, sas.Status{Status: sas.StatusStepDone, Step: o.wf.Steps[rep.Step].Name, Sequence: SeqStepDone(rep.Step, rep.Attempt)}, now)
 	// What its completion skipped (choice.go); the order is processed by
-	// its last step, or by one after which every step was skipped.
-	s.postSkipped(ctx, u, o, skippedAfter(o, rep.Step), now)
-	if ranAfter(o, rep.Step) < 0 {
+	// its last step, or by one after which every step was skipped (in a
+	// graph: once every step is Processed or Skipped).
+	s.postSkipped(ctx, u, o, skippedBy(o, rep.Step), now)
+	if o.allDone(rep.Step) {
 		s.log.InfoContext(ctx, "order processed", "order", o.id())
 		st := sas.Status{Status: sas.StatusProcessed, Sequence: SeqProcessed(n)}
 		// What the steps returned: from the records read or written here,
@@ -514,6 +530,9 @@ func (s *Service) duplicateDone(ctx context.Context, u *outbox.Unit, o order, re
 			return err
 		}
 		return s.afterUndone(ctx, u, o, rep, nil, now)
+	}
+	if o.wf.Graph() {
+		return s.duplicateDoneInGraph(ctx, u, o, rep, now)
 	}
 	if rep.Step+1 < o.n() && o.wf.Steps[rep.Step+1].When != "" {
 		// The completion may have skipped steps (choice.go): which one it
@@ -559,7 +578,7 @@ func (s *Service) afterUndone(ctx context.Context, u *outbox.Unit, o order, rep 
 	if err := s.read(ctx, &o); err != nil {
 		return err
 	}
-	for i := o.n() - 1; i >= 0; i-- {
+	for _, i := range undoOrder(o) {
 		r, ok := o.step(i)
 		if !ok || i == rep.Step {
 			continue
@@ -613,7 +632,7 @@ func (s *Service) afterFailed(ctx context.Context, u *outbox.Unit, o order, r sa
 		return nil
 	}
 	if o.steps == nil {
-		if !undoBelow(o.wf, r.Step) && o.wf.Steps[r.Step].Undo == "" {
+		if !o.wf.Graph() && !undoBelow(o.wf, r.Step) && o.wf.Steps[r.Step].Undo == "" {
 			s.log.InfoContext(ctx, "nothing to compensate", "order", o.id())
 			tell()
 			switch {

@@ -27,6 +27,23 @@ import (
 // reads the order into o when o holds neither the records nor the results
 // it needs.
 func (s *Service) resultsFor(ctx context.Context, o *order, step int, undo bool) (sas.Results, error) {
+	if o.wf.Graph() {
+		// A step of a graph sees its ancestors' results (an undo its own
+		// too; the processed status, step n, every step's).
+		if o.steps == nil {
+			if err := s.read(ctx, o); err != nil {
+				return nil, fmt.Errorf("reading the results for step %d: %w", step, err)
+			}
+		}
+		if step >= o.n() {
+			return sas.ResultsBefore(o.steps, step), nil
+		}
+		which := o.wf.Ancestors(step)
+		if undo {
+			which = append(which, step)
+		}
+		return sas.ResultsOf(o.steps, which), nil
+	}
 	end := step
 	if undo {
 		end = step + 1
@@ -82,7 +99,11 @@ func (s *Service) boundResult(ctx context.Context, o *order, rep *sas.AgentReply
 			return "", err
 		}
 	}
-	all := sas.ResultsBefore(o.steps, rep.Step)
+	end := rep.Step
+	if o.wf.Graph() {
+		end = o.n() // every result recorded so far, whatever its branch
+	}
+	all := sas.ResultsBefore(o.steps, end)
 	if len(res) > 0 {
 		if all == nil {
 			all = sas.Results{}

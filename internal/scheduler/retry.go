@@ -74,7 +74,7 @@ func (s *Service) retry(ctx context.Context, u *outbox.Unit, m sas.Retry) error 
 		// The supervisor only hands back steps that were ready; a retry for
 		// a step still waiting on its predecessor would run the workflow out
 		// of order, whoever sent it.
-		if prev, ok := o.step(m.Step - 1); ok && prev.ProcessState != sas.Processed {
+		if prev, ok := o.waitsOn(m.Step); ok {
 			return drop(nil, "step %d of order %s waits for step %d, which is %s", m.Step, m.OrderID, prev.Step, prev.ProcessState)
 		}
 		from = sas.Pending

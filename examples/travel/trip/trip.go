@@ -57,5 +57,25 @@ func Workflow() workflow.Workflow {
 	}}
 }
 
-// Workflows are the example deployment's workflows: the trip alone.
-func Workflows() []workflow.Workflow { return []workflow.Workflow{Workflow()} }
+// ParallelName names the trip whose holds run at once.
+const ParallelName = "trip-parallel"
+
+// Parallel is the trip with its three holds at once: flight, hotel and car
+// start with the order (hotel and car follow no step), and the card is
+// charged once all three are held, with every booking id in its request
+// (docs/workflows.md, "Branches in parallel"). When a hold is refused,
+// nothing new starts, the holds still running finish, and every hold made
+// is released, newest first. Its steps are the trip's, with the same
+// limits.
+func Parallel() workflow.Workflow {
+	w := Workflow()
+	w.Name = ParallelName
+	w.Steps[1].After = []string{}                   // hotel: with the order
+	w.Steps[2].After = []string{}                   // car: with the order
+	w.Steps[3].After = []string{Flight, Hotel, Car} // pay: once all three are held
+	return w
+}
+
+// Workflows are the example deployment's workflows: the trip, its holds
+// one after the other, and the same trip with its holds at once.
+func Workflows() []workflow.Workflow { return []workflow.Workflow{Workflow(), Parallel()} }

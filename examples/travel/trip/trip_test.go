@@ -205,3 +205,39 @@ func TestARefusedReleaseNeedsAnOperator(t *testing.T) {
 	require.Equal(t, 1, w.suppliers.Airline.Held())
 	require.Zero(t, w.suppliers.Cars.Held())
 }
+
+// The holds at once: flight, hotel and car are asked for together, and
+// the card is charged once all three are held, with every booking id.
+func TestAParallelTripIsBooked(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	res := w.env.Run(trip.ParallelName, "trip-p1", adasTrip())
+
+	require.Equal(t, sastest.StatusProcessed, res.Status)
+	require.Equal(t, 420, w.bank.Balance())
+	var paid payments.Paid
+	require.NoError(t, res.Decode(trip.Pay, &paid))
+	require.ElementsMatch(t, []string{"airline-1", "hotels-1", "cars-1"}, paid.Itinerary, "the payment saw all three holds")
+}
+
+// Three branches, the hotel's refused (full): the flight and the car, held
+// at the same time, are released by their booking ids once they are known,
+// the refused hotel by its key; the card is never charged, and nobody is
+// paged.
+func TestAParallelTripWithAFullHotelReleasesTheOtherBranches(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	p := adasTrip()
+	p.Hotel = booking.FullHotel
+	res := w.env.Run(trip.ParallelName, "trip-p2", p)
+
+	require.Equal(t, sastest.StatusRejected, res.Status)
+	require.Empty(t, res.Alerts)
+	require.ElementsMatch(t, []string{trip.Flight, trip.Hotel, trip.Car}, res.Undone, "every branch undone")
+	require.Equal(t, []string{"airline-1"}, w.suppliers.Airline.Cancelled())
+	require.Equal(t, []string{"cars-1"}, w.suppliers.Cars.Cancelled())
+	pay, _ := res.Step(trip.Pay)
+	require.Equal(t, sastest.StatePending, pay.State)
+	require.Zero(t, pay.Attempts, "the join never passed")
+	w.requireNothingHeld(t)
+}

@@ -64,6 +64,21 @@ func withChoices(w sas.Workflow, seed int64) sas.Workflow {
 	return sas.Workflow{Name: w.Name, Steps: steps}
 }
 
+// branchChoices gives the graph's steps that follow another their
+// conditions for the seed (a step that starts with the order takes none:
+// docs/workflows.md, "Choices in branches"): charge false for a third of
+// the amounts and failing at run time for a fifth of the others, hold
+// false for a quarter, ship whenever charge ran, else for half the
+// amounts. A skipped branch counts as settled for the join.
+func branchChoices(w sas.Workflow, seed int64) sas.Workflow {
+	x := splitmix(uint64(seed) ^ 0x27)
+	steps := append([]sas.StepDef(nil), w.Steps...)
+	steps[1].When = fmt.Sprintf("payload.amount %% 3 != %d && (payload.amount %% 5 != %d || payload.voucher)", x%3, (x>>8)%5)
+	steps[2].When = fmt.Sprintf("payload.amount %% 4 != %d", (x>>12)%4)
+	steps[3].When = fmt.Sprintf("has(results.%s) || payload.amount %% 2 == %d", steps[1].Name, (x>>16)%2)
+	return sas.Workflow{Name: w.Name, Steps: steps}
+}
+
 // checkCalledCondition is "skipped called", at the call: a step's do is
 // called only when its condition holds on what the request carries.
 func (w *World) checkCalledCondition(req agent.Request) {
@@ -109,10 +124,11 @@ func (w *World) checkConditions(v sas.OrderView) {
 			w.violate("condition misjudged", "order %s step %d (%s) is %s but has no condition", v.Order.OrderID, i, r.StepName, r.ProcessState)
 			continue
 		}
-		holds, err := judge(v, def, i, sas.ResultsBefore(v.Steps, i))
+		seen := v.ResultsFor(i, false) // the steps before it; in a graph, those it follows
+		holds, err := judge(v, def, i, seen)
 		if (r.ProcessState == sas.Skipped && (holds || err != nil)) || (byCondition && err == nil) {
 			w.violate("condition misjudged", "order %s step %d (%s) is %s, but its condition %s is %s on the results before it (%s)",
-				v.Order.OrderID, i, r.StepName, r.ProcessState, def.Steps[i].When, verdict(holds, err), showResults(sas.ResultsBefore(v.Steps, i)))
+				v.Order.OrderID, i, r.StepName, r.ProcessState, def.Steps[i].When, verdict(holds, err), showResults(seen))
 		}
 	}
 }
@@ -159,6 +175,9 @@ func runSkipped(p sas.CompleteParams) sas.CompleteParams {
 	next := sas.ClaimParams{Owner: p.Owner, Now: p.Now, CompleteBy: p.Now.Add(stepTimeout)}
 	if p.Next != nil {
 		next = *p.Next
+		if p.Graph {
+			p.More = append(p.More, next) // a graph's claims all stay
+		}
 	}
 	next.Key, next.From, next.Attempt = sas.StepKey{OrderID: p.Key.OrderID, Step: p.Skip[0].Step}, sas.Pending, 0
 	p.Next, p.Skip = &next, nil

@@ -47,6 +47,9 @@ func (r *remote) call(ctx context.Context, service string, req agent.Request) (a
 	r.calls++
 	r.w.checkAction(req)
 	r.w.checkResults(req)
+	if req.Undo {
+		r.w.checkSettledBeforeUndo(req)
+	}
 	r.w.checkCalledCondition(req)
 	if ctx.Err() != nil {
 		return nil, ctx.Err()

@@ -90,11 +90,7 @@ func (w *World) checkResults(req agent.Request) {
 	if err != nil {
 		return // "unknown order" says so
 	}
-	end := req.StepIndex
-	if req.Undo {
-		end++
-	}
-	want := sas.ResultsBefore(v.Steps, end)
+	want := v.ResultsFor(req.StepIndex, req.Undo) // in a graph, the steps it follows transitively
 	if !sameResults(want, req.Results) {
 		w.violate("results seen", "order %s step %d (%s, undo %v) was called with results %s; the store records %s for the steps it follows",
 			req.OrderID, req.StepIndex, req.Step, req.Undo, showResults(req.Results), showResults(want))

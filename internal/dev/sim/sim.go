@@ -62,6 +62,9 @@ type Config struct {
 	// (agent.Reject) rather than failures. Also on in a third of the seeds
 	// whatever ForSeed drew (Config.rejecting, results.go).
 	Rejections bool
+	// Branches: the workflow is a graph (branches.go). Also on in a third
+	// of the seeds whatever ForSeed drew (Config.branching).
+	Branches bool
 	// Choices: the trip's steps have conditions (choices.go). Also on in
 	// half the seeds whatever ForSeed drew (Config.choosing).
 	Choices bool

@@ -2,6 +2,7 @@ package sim_test
 
 import (
 	"os"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -75,6 +76,10 @@ func TestChecksCatchPlantedBugs(t *testing.T) {
 		sim.SabotageOneAlertID: "two events under one id",
 		// Issue 28 §4: a cancel the store answers and forgets.
 		sim.SabotageForgetCancel: "cancel ignored",
+		// Issue 27 §2: a join taken for ready while a branch runs; a
+		// compensation that starts while a branch runs.
+		sim.SabotageEarlyJoin: "join passed early",
+		sim.SabotageUndoEarly: "undo before settled",
 		// Issue 27 §3: a completion that runs a step it should skip.
 		sim.SabotageRunSkipped: "skipped called",
 	} {
@@ -175,6 +180,37 @@ func TestParseFaults(t *testing.T) {
 	require.Equal(t, 3.0, f.Duplicate)
 }
 
+// holdUndone is a trace line of the remote undoing a graph's hold (step 2),
+// whatever its generation.
+var holdUndone = regexp.MustCompile(`remote: o\d+:2(:g\d+)? undone`)
+
+// Branches are exercised, not only allowed: among the first seeds, graphs
+// run both branches at once (a call of hold while charge is held), and
+// compensated graph orders have both branches undone.
+func TestBranchesAreExercised(t *testing.T) {
+	t.Parallel()
+	parallel, undone := 0, 0
+	for seed := int64(1); seed <= 60; seed++ {
+		cfg := sim.ForSeed(seed)
+		cfg.Branches = true
+		res := sim.Run(cfg)
+		require.False(t, res.Failed(), res.Summary(40))
+		claims := map[string]int{} // by event: the claims a completion made
+		for _, l := range res.Trace {
+			if event, rest, ok := strings.Cut(l, "]"); ok && strings.Contains(rest, "Complete: ") && strings.Contains(rest, "Pending a0 -> Processing") {
+				if claims[event]++; claims[event] == 2 {
+					parallel++ // one completion started two branches
+				}
+			}
+			if holdUndone.MatchString(l) {
+				undone++
+			}
+		}
+	}
+	require.Positive(t, parallel, "no completion of 60 seeds started two branches in one write")
+	require.Positive(t, undone, "no seed of 60 undid a second branch")
+}
+
 // Choices are exercised, not only allowed: among the first seeds, steps are
 // skipped (at submission and after a step) and steps fail by a condition
 // that cannot be evaluated.
@@ -198,6 +234,33 @@ func TestChoicesAreExercised(t *testing.T) {
 	require.Positive(t, skipped, "no seed of 60 skipped a step after another")
 	require.Positive(t, atSubmit, "no seed of 60 skipped a first step at submission")
 	require.Positive(t, failed, "no seed of 60 failed a step by its condition")
+}
+
+// Choices in branches are exercised: among the first seeds with a graph
+// and conditions, a completion skips a branch, one fails a step by its
+// condition, and orders still end Processed.
+func TestChoicesInBranchesAreExercised(t *testing.T) {
+	t.Parallel()
+	skipped, failed, processed := 0, 0, 0
+	for seed := int64(1); seed <= 60; seed++ {
+		cfg := sim.ForSeed(seed)
+		cfg.Branches, cfg.Choices = true, true
+		res := sim.Run(cfg)
+		require.False(t, res.Failed(), res.Summary(40))
+		for _, l := range res.Trace {
+			switch {
+			case strings.Contains(l, "Complete: ") && strings.Contains(l, "-> Skipped"):
+				skipped++
+			case strings.Contains(l, "Complete: ") && strings.Contains(l, "Pending a0 -> Error a0"):
+				failed++
+			case strings.Contains(l, "to status: status o") && strings.HasSuffix(l, " processed"):
+				processed++
+			}
+		}
+	}
+	require.Positive(t, skipped, "no completion of 60 graph seeds skipped a branch")
+	require.Positive(t, failed, "no completion of 60 graph seeds failed a step by its condition")
+	require.Positive(t, processed, "no order of 60 graph seeds with conditions was processed")
 }
 
 // The operator's redrive (issue 31): under a fault mix that sends messages

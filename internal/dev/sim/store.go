@@ -76,6 +76,9 @@ func (s *store) Submit(ctx context.Context, p sas.SubmitParams) (sas.SubmitResul
 }
 
 func (s *store) Claim(ctx context.Context, p sas.ClaimParams) (sas.StepRecord, error) {
+	if s.w.cfg.Sabotage == SabotageUndoEarly {
+		p.Siblings = nil // the fence believes the sabotaged read (branches.go)
+	}
 	return write(ctx, s, "Claim", []sas.StepKey{p.Key}, func() (sas.StepRecord, error) { return s.mem.Claim(ctx, p) })
 }
 
@@ -84,8 +87,8 @@ func (s *store) Complete(ctx context.Context, p sas.CompleteParams) ([]sas.StepR
 		p = runSkipped(p)
 	}
 	keys := []sas.StepKey{p.Key}
-	if p.Next != nil {
-		keys = append(keys, p.Next.Key)
+	for _, n := range p.Claims() {
+		keys = append(keys, n.Key)
 	}
 	for _, k := range p.Skip {
 		keys = append(keys, sas.StepKey{OrderID: p.Key.OrderID, Step: k.Step})
@@ -200,6 +203,9 @@ func (s *store) GetOrder(ctx context.Context, id string) (sas.OrderView, error) 
 	if err == nil && s.w.cfg.Sabotage == SabotageStaleResults {
 		v = staleResults(v)
 	}
+	if err == nil {
+		v = s.w.inFlightShownDone(v)
+	}
 	return v, err
 }
 
@@ -230,6 +236,9 @@ func (w *World) wrote(ctx context.Context, name string, before, after []sas.Step
 	for i := range after {
 		b, a := before[i], after[i]
 		if a.ProcessState != b.ProcessState || a.Attempt != b.Attempt {
+			if b.ProcessState == sas.Pending && a.ProcessState == sas.Processing {
+				w.checkJoin(a)
+			}
 			if b.ProcessState != a.ProcessState && !sas.Legal(b.ProcessState, a.ProcessState) {
 				w.violate("illegal transition", "%s moved %v from %q to %q", name, a.Key(), b.ProcessState, a.ProcessState)
 			}

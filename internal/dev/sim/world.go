@@ -177,7 +177,13 @@ func newWorld(cfg Config) *World {
 	w.status = w.newQueue("status", "", 0)
 	w.control = w.newQueue("control", "scheduler", schedulerVisible)
 	w.v1 = tripWorkflow()
-	if cfg.choosing() {
+	switch {
+	case cfg.branching():
+		w.v1 = tripBranches()
+		if cfg.choosing() {
+			w.v1 = branchChoices(w.v1, cfg.Seed)
+		}
+	case cfg.choosing():
 		w.v1 = withChoices(w.v1, cfg.Seed)
 	}
 	w.v2 = variant(w.v1, cfg.Variant)
@@ -288,7 +294,10 @@ type agentClock struct{ w *World }
 func (c agentClock) Now() time.Time { return c.w.clock.Now() }
 
 func (c agentClock) Sleep(ctx context.Context, d time.Duration) error {
-	stop(ctx, opOther, "sleep %s", d)
+	// The length is the SDK's jitter, drawn outside the seed, and nothing
+	// here depends on it: the trace leaves it out, so that a seed replays
+	// to the same trace (seed 1234, once it ran branches).
+	stop(ctx, opOther, "sleep")
 	return ctx.Err()
 }
 

@@ -118,7 +118,11 @@ type costRun struct {
 // together (the default linger of 50 ms does the same unless a call of the
 // batch ends more than 50 ms after the first, which a loaded test machine
 // could make happen and the count would then not be exact).
-func newCostRun(t *testing.T, batched bool) *costRun {
+func newCostRun(t *testing.T, batched bool) *costRun { return newCostRunOf(t, batched, nil) }
+
+// newCostRunOf is newCostRun running the workflows of reg (nil: the
+// reference ones).
+func newCostRunOf(t *testing.T, batched bool, reg sas.Registry) *costRun {
 	t.Helper()
 	emulator.Require(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -127,14 +131,14 @@ func newCostRun(t *testing.T, batched bool) *costRun {
 	// needs them to price a transactional put's index write.
 	counter := awscount.New("IdxPK", "IdxSK")
 	// One instance per actor: three pollers, driven by hand, never Run.
-	sys, err := localrun.Start(ctx, localrun.Options{Counter: counter, Instances: 1, BatchSize: 10})
+	sys, err := localrun.Start(ctx, localrun.Options{Counter: counter, Instances: 1, BatchSize: 10, Workflows: reg})
 	require.NoError(t, err)
 	t.Cleanup(sys.Close)
 	r := &costRun{t: t, ctx: ctx, sys: sys, counter: counter, invocations: map[string]int{}, receives: map[string]int{}}
 	if batched {
 		client, err := sdk.NewHTTPClient(sdk.HTTPConfig{AttemptTimeout: time.Second, Backoff: 50 * time.Millisecond, MaxBackoff: time.Second})
 		require.NoError(t, err)
-		built := assembly.System{Config: sys.Config, Parts: assembly.Parts{Queue: sys.Queue, Logger: sys.Opts.Logger}}
+		built := assembly.System{Config: sys.Config, Parts: assembly.Parts{Queue: sys.Queue, Logger: sys.Opts.Logger, Workflows: sys.Registry}}
 		ag, err := built.BuiltinAgent(builtinagent.Deps{Client: client, AllowHTTP: true}, assembly.Hosting{ReplyLinger: time.Minute})
 		require.NoError(t, err)
 		r.poller("agent-0").Handler = ag.Handle

@@ -294,6 +294,14 @@ func (m *machine) writes() map[string]func(*rapid.T) op {
 			for i := 0; i < n; i++ {
 				o.Steps = append(o.Steps, fmt.Sprintf("step%d", i))
 			}
+			if n > 1 && rapid.Bool().Draw(t, "graph") {
+				// Branches: every later step follows the first (the graph
+				// the order records, sas.Order.After).
+				o.After = [][]int{{}}
+				for i := 1; i < n; i++ {
+					o.After = append(o.After, []int{0})
+				}
+			}
 			p := sas.SubmitParams{Order: o, Now: m.now, PickupBy: m.deadline(t, "pickupBy")}
 			if rapid.Bool().Draw(t, "claimFirst") {
 				p.Claim = &sas.ClaimParams{Owner: owner(t, "owner"), CompleteBy: m.deadline(t, "completeBy")}
@@ -337,7 +345,22 @@ func (m *machine) writes() map[string]func(*rapid.T) op {
 			p.Cancelled = rapid.IntRange(0, 3).Draw(t, "knowsCancel") == 3
 			desc := fmt.Sprintf("%s owner=%s attempt=%d compensation=%v result=%s cancelled=%v", k, p.Owner, p.Attempt, p.Compensation, p.Result, p.Cancelled)
 			orders := []string{k.OrderID}
-			if !p.Compensation {
+			switch {
+			case !p.Compensation && rapid.IntRange(0, 3).Draw(t, "graph") == 3:
+				// Choices in a graph: skips of any steps of the order (those
+				// the completion made ready, wherever they stand), a lone
+				// one now and then failed by its condition.
+				p.Graph = true
+				for i := 0; i < m.steps[k.OrderID]; i++ {
+					if i != k.Step && rapid.IntRange(0, 2).Draw(t, "graphSkip") == 2 {
+						p.Skip = append(p.Skip, sas.Skip{Step: i, Reason: fmt.Sprintf("skipped %d", i)})
+					}
+				}
+				if len(p.Skip) == 1 && rapid.Bool().Draw(t, "skipFailed") {
+					p.Skip[0].Failed = true
+				}
+				desc += fmt.Sprintf(" graph skip=%v", p.Skip)
+			case !p.Compensation:
 				// Choices: the steps after it that its order passes over,
 				// the last one now and then failed by its condition.
 				last := k.Step + rapid.IntRange(0, 2).Draw(t, "skips")
@@ -363,6 +386,33 @@ func (m *machine) writes() map[string]func(*rapid.T) op {
 				p.Next = &sas.ClaimParams{Key: nk, From: nr.ProcessState, Attempt: nr.Attempt, Owner: owner(t, "nextOwner"), Now: m.now, CompleteBy: m.deadline(t, "nextCompleteBy")}
 				desc += fmt.Sprintf(" next=%s from=%s attempt=%d", nk, nr.ProcessState, nr.Attempt)
 				orders = append(orders, nk.OrderID)
+				if mk := (sas.StepKey{OrderID: k.OrderID, Step: k.Step + 2}); !p.Compensation && mk.Step < m.steps[k.OrderID] && rapid.Bool().Draw(t, "withMore") {
+					// A second branch started by the same completion.
+					mr := m.seen(t, mk)
+					p.More = []sas.ClaimParams{{Key: mk, From: mr.ProcessState, Attempt: mr.Attempt, Owner: owner(t, "moreOwner"), Now: m.now, CompleteBy: m.deadline(t, "moreCompleteBy")}}
+					desc += fmt.Sprintf(" more=%s from=%s attempt=%d", mk, mr.ProcessState, mr.Attempt)
+				}
+			}
+			if rapid.IntRange(0, 3).Draw(t, "withSiblings") == 3 {
+				// A graph's fence: the other steps mostly as they are, now
+				// and then one seen in another state.
+				claimed := map[int]bool{k.Step: true}
+				for _, c := range p.Claims() {
+					if c.Key.OrderID == k.OrderID {
+						claimed[c.Key.Step] = true
+					}
+				}
+				for i := 0; i < m.steps[k.OrderID]; i++ {
+					if claimed[i] {
+						continue
+					}
+					seen := m.cur(sas.StepKey{OrderID: k.OrderID, Step: i}).ProcessState
+					if seen == "" || rapid.IntRange(0, 4).Draw(t, "siblingStale") == 4 {
+						seen = rapid.SampledFrom([]sas.ProcessState{sas.Pending, sas.Processing, sas.Processed, sas.Error}).Draw(t, "siblingSeen")
+					}
+					p.Siblings = append(p.Siblings, sas.StepSeen{Step: i, State: seen})
+				}
+				desc += fmt.Sprintf(" siblings=%v", p.Siblings)
 			}
 			return op{name: "Complete", desc: desc, orders: orders,
 				apply: func(s sas.StateStore, _ int) (any, error) { return s.Complete(ctx, p) }}

@@ -118,6 +118,10 @@ func Run(t *testing.T, h Harness) {
 		// an order's cancellation (cancel.go)
 		{"CancelMarksTheStepInFlight", testCancelMarksTheStepInFlight},
 		{"CancelTurnsAwayAReadyStep", testCancelTurnsAwayAReadyStep},
+		// branches in parallel (branches.go)
+		{"CompleteStartsBranches", testCompleteStartsBranches},
+		{"CompleteFencedOnSiblings", testCompleteFencedOnSiblings},
+		{"CompleteInAGraphSkipsAndClaims", testCompleteInAGraphSkipsAndClaims},
 
 		// choices: the steps an order passes over (skip.go)
 		{"CompleteSkipsInItsWrite", testCompleteSkips},
