@@ -155,10 +155,26 @@ func CancelTarget(v OrderView) (StepRecord, error) {
 			return r, nil
 		}
 	}
+	var flying []StepRecord
 	for _, r := range v.Steps {
 		if r.InFlight() {
-			return r, nil
+			flying = append(flying, r)
 		}
+	}
+	switch {
+	case len(flying) == 1:
+		return flying[0], nil
+	case len(flying) > 1:
+		// Branches in flight at once (docs/workflows.md, "Branches"): a
+		// cancel marks one step, and the others' completions would go on
+		// to claim what follows them. Not supported yet: refused, so that
+		// nothing is half cancelled.
+		var names []string
+		for _, r := range flying {
+			names = append(names, fmt.Sprintf("%d (%s)", r.Step, r.StepName))
+		}
+		return StepRecord{}, fmt.Errorf("cannot cancel order %s: %d branches are in flight at once (steps %s), and cancelling an order with more than one branch in flight is not supported yet: cancel it again when one is left, or compensate it once it settles: %w",
+			id, len(flying), strings.Join(names, ", "), ErrNotRunning)
 	}
 	why := ""
 	switch st := v.State(); st {

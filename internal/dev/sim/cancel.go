@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
+	"time"
 
 	"github.com/sas-go/sas/internal/sas"
 )
@@ -90,10 +92,30 @@ func (w *World) checkCancelled() {
 			w.violate("cancel ignored", "order %s was cancelled and ended %s (%s)", id, st, steps(v))
 			continue
 		}
+		// No step started after the cancel landed: no forward claim later
+		// than the mark. (By time, not by position: in a workflow with
+		// branches, a step after the marked one may be a branch that ran,
+		// or was skipped, before the cancel.)
 		marked := slices.IndexFunc(v.Steps, func(r sas.StepRecord) bool { return r.Cancelled })
-		for _, r := range v.Steps[marked+1:] {
-			if r.Attempt > 0 || r.ProcessState != sas.Pending {
-				w.violate("started after its cancel", "order %s was cancelled at step %d and step %d started (%s)", id, marked, r.Step, steps(v))
+		if marked < 0 {
+			continue
+		}
+		var at time.Time
+		for _, h := range v.Steps[marked].History {
+			if strings.HasPrefix(h.Reason, "cancel requested by ") {
+				at = h.At
+				break
+			}
+		}
+		for _, r := range v.Steps {
+			if r.Step == marked {
+				continue // the marked step itself is let to settle (its retries included)
+			}
+			for _, h := range r.History {
+				if h.From == sas.Pending && h.To == sas.Processing && !at.IsZero() && h.At.After(at) {
+					w.violate("started after its cancel", "order %s was cancelled at step %d at %s and step %d started at %s (%s)",
+						id, marked, at.Format(time.RFC3339Nano), r.Step, h.At.Format(time.RFC3339Nano), steps(v))
+				}
 			}
 		}
 	}
