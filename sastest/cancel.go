@@ -8,15 +8,16 @@ import (
 )
 
 // StatusCancelled: the order was cancelled while it ran (Env.CancelWhen):
-// no step after the one in flight started, that step settled, and
+// no step that had not started started, the steps in flight settled, and
 // whatever took effect was undone; no operator was alerted.
 const StatusCancelled Status = "cancelled"
 
 // CancelWhen cancels the order orderID mid-run, as its submitter would:
 // when the agent is about to run the step called step (forward, its first
 // run), the kit sends the order's cancel to the intake queue, and the run
-// goes on. That step is in flight then: it is let to settle (its Func
-// runs and its outcome counts), no later step starts, and what took
+// goes on. That step is in flight then, and so may be others, in
+// branches that run at once: each is let to settle (its Func runs and its
+// outcome counts), no step that had not started starts, and what took
 // effect is undone, newest first. Run returns StatusCancelled.
 // Call it before Run; a step that no workflow has fails the test.
 func (e *Env) CancelWhen(orderID, step string) {

@@ -264,16 +264,22 @@ func (s *Server) pause(w http.ResponseWriter, r *http.Request, action, agent str
 }
 
 // cancelTarget is a cancel's row of the dry run: what it would do to the
-// order, or why it is refused (sasctl's rule, sas.CancelTarget).
+// order, or why it is refused (sasctl's rule, sas.CancelTargets). Of
+// several branches in flight the row names the first and says how many
+// the cancel marks.
 func cancelTarget(v sas.OrderView) Target {
 	t := Target{Order: v.Order.OrderID, Step: -1, Detail: string(v.State())}
-	r, err := sas.CancelTarget(v)
+	targets, err := sas.CancelTargets(v)
 	if err != nil {
 		t.Refuse = err.Error()
 		return t
 	}
+	r := targets[0]
 	t.Step, t.Name = r.Step, r.StepName
-	if r.ProcessState == sas.Processing {
+	switch flying := sas.Unmarked(targets); {
+	case len(flying) > 1:
+		t.Detail = fmt.Sprintf("%d steps in flight at once: the cancel marks each and takes effect when they have settled", len(flying))
+	case r.ProcessState == sas.Processing:
 		t.Detail = fmt.Sprintf("in flight (attempt %d): the cancel takes effect when it settles", r.Attempt)
 	}
 	return t

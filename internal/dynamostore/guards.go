@@ -89,6 +89,16 @@ func notCancelled(u *updateExpr) {
 	u.cond("attribute_not_exists(#cx) OR #cx = :nocx", "#cx", attrCancelled, ":nocx", boolean(false))
 }
 
+// markSeen is a sibling's fence on the cancel's mark as read
+// (sas.StepSeen.Cancelled): still marked, or still not.
+func markSeen(u *updateExpr, cancelled bool) {
+	if !cancelled {
+		notCancelled(u)
+		return
+	}
+	u.cond("#cx = :cx", "#cx", attrCancelled, ":cx", boolean(true))
+}
+
 // cancellable is sas.CancelStep's fence: the state and attempt seen, no
 // holder for a Pending step, and no mark yet on a Processing one (a marked
 // one is returned as it is, without a write).

@@ -232,7 +232,7 @@ func (st *Store) Complete(ctx context.Context, p sas.CompleteParams) ([]sas.Step
 	written := len(keys)
 	for _, sib := range p.Siblings {
 		k := sas.StepKey{OrderID: p.Key.OrderID, Step: sib.Step}
-		items = append(items, st.stillInState(k, sib.State))
+		items = append(items, st.stillAsSeen(k, sib))
 		ops, keys = append(ops, "completing"), append(keys, k)
 	}
 	_, err := st.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})

@@ -137,44 +137,29 @@ func (v OrderView) Cancelled() bool {
 	return false
 }
 
-// CancelTarget is the step a cancel of the order lands on: the step in
-// flight (Processing) or ready to be claimed (Pending with a pick-up
-// deadline). An order cancelled already returns its marked step, so a
-// repeated cancel repeats its effects. An order that is not running is
-// refused (ErrNotRunning) with the reason: a completed order is not
-// cancelled (an operator's compensate undoes it), nor is a failed one
-// (it waits for an operator's resubmit or compensate) or one whose undo
-// runs already.
-func CancelTarget(v OrderView) (StepRecord, error) {
+// CancelTargets are the steps a cancel of the order lands on: every step
+// in flight (Processing) or ready to be claimed (Pending with a pick-up
+// deadline), several when branches run at once (docs/workflows.md,
+// "Branches in parallel"), each marked in a write of its own; and, once
+// the order is cancelled, its marked steps too, so that a repeated cancel
+// repeats its effects and marks what a first one did not reach. An order
+// that is not running is refused (ErrNotRunning) with the reason: a
+// completed order is not cancelled (an operator's compensate undoes it),
+// nor is a failed one (it waits for an operator's resubmit or compensate)
+// or one whose undo runs already.
+func CancelTargets(v OrderView) ([]StepRecord, error) {
 	id := v.Order.OrderID
 	if len(v.Steps) == 0 {
-		return StepRecord{}, fmt.Errorf("order %s: %w", id, ErrNotFound)
+		return nil, fmt.Errorf("order %s: %w", id, ErrNotFound)
 	}
+	var out []StepRecord
 	for _, r := range v.Steps {
-		if r.Cancelled {
-			return r, nil
+		if r.InFlight() || r.Cancelled {
+			out = append(out, r)
 		}
 	}
-	var flying []StepRecord
-	for _, r := range v.Steps {
-		if r.InFlight() {
-			flying = append(flying, r)
-		}
-	}
-	switch {
-	case len(flying) == 1:
-		return flying[0], nil
-	case len(flying) > 1:
-		// Branches in flight at once (docs/workflows.md, "Branches"): a
-		// cancel marks one step, and the others' completions would go on
-		// to claim what follows them. Not supported yet: refused, so that
-		// nothing is half cancelled.
-		var names []string
-		for _, r := range flying {
-			names = append(names, fmt.Sprintf("%d (%s)", r.Step, r.StepName))
-		}
-		return StepRecord{}, fmt.Errorf("cannot cancel order %s: %d branches are in flight at once (steps %s), and cancelling an order with more than one branch in flight is not supported yet: cancel it again when one is left, or compensate it once it settles: %w",
-			id, len(flying), strings.Join(names, ", "), ErrNotRunning)
+	if len(out) > 0 {
+		return out, nil
 	}
 	why := ""
 	switch st := v.State(); st {
@@ -187,7 +172,19 @@ func CancelTarget(v OrderView) (StepRecord, error) {
 	default:
 		why = fmt.Sprintf("it ended %s", st)
 	}
-	return StepRecord{}, fmt.Errorf("cannot cancel order %s: %s: %w", id, why, ErrNotRunning)
+	return nil, fmt.Errorf("cannot cancel order %s: %s: %w", id, why, ErrNotRunning)
+}
+
+// Unmarked are the targets a cancel still has to mark: those in flight
+// without the mark.
+func Unmarked(targets []StepRecord) []StepRecord {
+	var out []StepRecord
+	for _, r := range targets {
+		if r.InFlight() && !r.Cancelled {
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 // cancelSettled reports whether a cancelled order has nothing left to

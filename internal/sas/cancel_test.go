@@ -8,10 +8,12 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// A cancel of an order with two branches in flight is refused, with the
-// reason, rather than marking one step while the other's completion goes
-// on to claim what follows it; with one left it lands on that one.
-func TestCancelRefusesTwoBranchesInFlight(t *testing.T) {
+// A cancel of an order with two branches in flight lands on both (each
+// is marked, so that neither starts what follows it nor gets a next
+// attempt), and on neither step that has settled or waits for them; once
+// the order is cancelled its marks are targets too, the unmarked step in
+// flight still to be marked.
+func TestCancelLandsOnEveryBranchInFlight(t *testing.T) {
 	t.Parallel()
 	at := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
 	step := func(i int, st ProcessState) StepRecord {
@@ -22,12 +24,33 @@ func TestCancelRefusesTwoBranchesInFlight(t *testing.T) {
 		return r
 	}
 	v := OrderView{Order: Order{OrderID: "o-b"}, Steps: []StepRecord{step(0, Processed), step(1, Processing), step(2, Processing), step(3, Pending)}}
-	_, err := CancelTarget(v)
-	require.ErrorIs(t, err, ErrNotRunning)
-	require.Contains(t, err.Error(), "2 branches are in flight at once (steps 1 (s1), 2 (s2))")
-
-	v.Steps[2] = step(2, Processed)
-	r, err := CancelTarget(v)
+	got, err := CancelTargets(v)
 	require.NoError(t, err)
-	require.Equal(t, 1, r.Step)
+	require.Equal(t, []int{1, 2}, steps(got))
+	require.Equal(t, []int{1, 2}, steps(Unmarked(got)))
+
+	v.Steps[1].Cancelled = true
+	got, err = CancelTargets(v)
+	require.NoError(t, err)
+	require.Equal(t, []int{1, 2}, steps(got))
+	require.Equal(t, []int{2}, steps(Unmarked(got)), "the mark a first cancel made is not made again")
+
+	v.Steps[1], v.Steps[2] = step(1, Processed), step(2, Processed)
+	v.Steps[1].Cancelled = true
+	got, err = CancelTargets(v)
+	require.NoError(t, err, "a cancelled order's cancel repeats its effects")
+	require.Equal(t, []int{1}, steps(got))
+	require.Empty(t, Unmarked(got))
+
+	v.Steps[1].Cancelled = false
+	_, err = CancelTargets(v)
+	require.ErrorIs(t, err, ErrNotRunning, "nothing in flight, nothing cancelled: refused")
+}
+
+func steps(rs []StepRecord) []int {
+	out := []int{}
+	for _, r := range rs {
+		out = append(out, r.Step)
+	}
+	return out
 }

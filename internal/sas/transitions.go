@@ -57,6 +57,17 @@ func (p ClaimParams) ClaimReason(to ProcessState) string {
 type StepSeen struct {
 	Step  int
 	State ProcessState
+	// Cancelled is whether the step carried a cancel's mark as read. A
+	// mark moves no state, so a fence on the state alone would miss it: a
+	// graph's completion, planned before a cancel marked a sibling in
+	// flight, would go on to claim what follows (docs/protocol.md,
+	// "Cancellation").
+	Cancelled bool
+}
+
+// SeenOf is step r as a writer read it, for a fence.
+func SeenOf(r StepRecord) StepSeen {
+	return StepSeen{Step: r.Step, State: r.ProcessState, Cancelled: r.Cancelled}
 }
 
 // Target returns the state a claim requires and the state it leaves.
@@ -88,14 +99,14 @@ func (p ClaimParams) validate() error {
 }
 
 // CheckSiblings is the siblings' fence of a claim: each still in the state
-// its claimer read. steps are the order's records by step number.
+// its claimer read, with or without a cancel's mark as read. steps are the order's records by step number.
 func CheckSiblings(p ClaimParams, steps func(step int) (StepRecord, bool)) error {
 	for _, sib := range p.Siblings {
 		r, ok := steps(sib.Step)
 		if !ok {
 			return fmt.Errorf("step %d of order %s: %w", sib.Step, p.Key.OrderID, ErrNotFound)
 		}
-		if r.ProcessState != sib.State {
+		if r.ProcessState != sib.State || r.Cancelled != sib.Cancelled {
 			return race("claim", r)
 		}
 	}

@@ -57,63 +57,71 @@ func (a *App) CancelPlan(ctx context.Context, orderID string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	r, err := sas.CancelTarget(v)
+	targets, err := sas.CancelTargets(v)
 	if err != nil {
 		return "", err
 	}
-	return cancelSays(v, r, false), nil
+	if v.Cancelled() {
+		return cancelSays(v, firstMarked(targets), false), nil
+	}
+	says := make([]string, len(targets))
+	for i, r := range targets {
+		says[i] = cancelSays(v, r, false)
+	}
+	return strings.Join(says, "; "), nil
+}
+
+// firstMarked is the first of a cancelled order's targets that carries the
+// mark.
+func firstMarked(targets []sas.StepRecord) sas.StepRecord {
+	for _, r := range targets {
+		if r.Cancelled {
+			return r
+		}
+	}
+	return targets[0]
 }
 
 // CancelOrder cancels an order as `sasctl cancel` does, and returns what
-// happened, in words: a step in flight is marked (the fenced write) and
-// the cancel takes effect when it settles; a step waiting to be claimed
-// is turned away by the scheduler. Either way the scheduler is told, on
-// the control queue: it turns the step away and undoes what took effect,
-// or ends a waiting callback step's wait at once. An order that is not running is refused
-// (sas.ErrNotRunning) with the reason.
+// happened, in words: each step in flight is marked (a fenced write each;
+// several when branches run at once) and the cancel takes effect when they
+// settle; a step waiting to be claimed is turned away by the scheduler.
+// Either way the scheduler is told, on the control queue: it marks what
+// moved meanwhile, turns the waiting steps away and undoes what took
+// effect, or ends a waiting callback step's wait at once. An order that is
+// not running is refused (sas.ErrNotRunning) with the reason.
 func (a *App) CancelOrder(ctx context.Context, orderID, reason string) (string, error) {
 	v, err := a.Store.GetOrder(ctx, orderID)
 	if err != nil {
 		return "", err
 	}
-	r, err := sas.CancelTarget(v)
+	targets, err := sas.CancelTargets(v)
 	if err != nil {
 		return "", err
 	}
-	if r.Cancelled && v.State() == sas.Cancelled {
+	if v.State() == sas.Cancelled {
 		return fmt.Sprintf("order %s was cancelled already: it ended Cancelled", orderID), nil
 	}
-	if !r.Cancelled && r.ProcessState == sas.Pending {
-		// A step waiting to be claimed is turned away by the scheduler, in
-		// the write that also starts the undos: written here, a lost
-		// message would leave the order marked and nothing undone.
-		if err := a.sendCancel(ctx, orderID, reason); err != nil {
-			return "", fmt.Errorf("the cancel was not sent (nothing changed; run the command again): %w", err)
+	var marked, waiting []sas.StepRecord
+	for _, r := range sas.Unmarked(targets) {
+		if r.ProcessState == sas.Pending {
+			// A step waiting to be claimed is turned away by the
+			// scheduler, in the write that also starts the undos: written
+			// here, a lost message would leave the order marked and
+			// nothing undone.
+			waiting = append(waiting, r)
+			continue
 		}
-		return fmt.Sprintf("asked the scheduler to cancel %s: step %d (%s) waits to be claimed; the scheduler turns it away when it reads the request "+
-			"(or, if a claim took the step first, lets it settle), then undoes what took effect (`sasctl show %s` follows it)",
-			orderID, r.Step, r.StepName, orderID), nil
-	}
-	if !r.Cancelled {
 		now := a.now()
 		p := sas.CancelParams{Key: r.Key(), From: r.ProcessState, Attempt: r.Attempt, Now: now, Actor: a.Actor, Reason: reason}
-		marked, err := a.Store.Cancel(ctx, p)
-		to := p.From
-		if to == sas.Pending {
-			to = sas.Error
-		}
-		if own, ok := sas.OwnWrite(err, a.Actor, now, to, p.Attempt); ok {
-			marked, err = own, nil // committed; the SDK's retry lost to it
+		m, err := a.Store.Cancel(ctx, p)
+		if own, ok := sas.OwnWrite(err, a.Actor, now, p.From, p.Attempt); ok {
+			m, err = own, nil // committed; the SDK's retry lost to it
 		}
 		if err != nil {
-			return "", fmt.Errorf("the step moved while the cancel was written (run the command again to see where it is): %w", err)
+			return "", fmt.Errorf("step %d moved while the cancel was written (run the command again to see where it is): %w", r.Step, err)
 		}
-		for i := range v.Steps {
-			if v.Steps[i].Step == marked.Step {
-				v.Steps[i] = marked
-			}
-		}
-		r = marked
+		marked = append(marked, m)
 	}
 	// The scheduler is told of a mark too. A step in flight is found
 	// marked when its reply comes (or the supervisor hands it back), but a
@@ -122,9 +130,53 @@ func (a *App) CancelOrder(ctx context.Context, orderID, reason string) (string, 
 	// to its timeout. A step turned away already has its undos started
 	// again (idempotent).
 	if err := a.sendCancel(ctx, orderID, reason); err != nil {
-		return "", fmt.Errorf("the cancel is recorded but the scheduler was not told (run the command again): %w", err)
+		if len(marked) > 0 {
+			return "", fmt.Errorf("the cancel is recorded but the scheduler was not told (run the command again): %w", err)
+		}
+		return "", fmt.Errorf("the cancel was not sent (nothing changed; run the command again): %w", err)
 	}
-	return cancelSays(v, r, true), nil
+	return cancelDone(v, targets, marked, waiting), nil
+}
+
+// cancelDone is what CancelOrder did: the steps it marked, those it left
+// the scheduler to turn away, or, with neither, the order's marks as they
+// were.
+func cancelDone(v sas.OrderView, targets, marked, waiting []sas.StepRecord) string {
+	id := v.Order.OrderID
+	var b strings.Builder
+	switch {
+	case len(marked) == 1:
+		b.WriteString(cancelSays(v, marked[0], true))
+	case len(marked) > 1:
+		fmt.Fprintf(&b, "cancel recorded for %s: steps %s are in flight at once; it will take effect when they have settled: "+
+			"no later step starts, and what took effect is undone, newest first; the order then ends Cancelled", id, stepList(marked))
+	case len(waiting) == 0:
+		return cancelSays(v, firstMarked(targets), true) // marked already: the scheduler told again
+	}
+	if len(waiting) == 0 {
+		return b.String()
+	}
+	if b.Len() == 0 {
+		fmt.Fprintf(&b, "asked the scheduler to cancel %s: ", id)
+	} else {
+		b.WriteString("; and ")
+	}
+	which := "step " + stepList(waiting) + " waits"
+	if len(waiting) > 1 {
+		which = "steps " + stepList(waiting) + " wait"
+	}
+	fmt.Fprintf(&b, "%s to be claimed; the scheduler turns it away when it reads the request "+
+		"(or, if a claim took the step first, lets it settle), then undoes what took effect (`sasctl show %s` follows it)", which, id)
+	return b.String()
+}
+
+// stepList names steps as "1 (reserve), 2 (charge)".
+func stepList(rs []sas.StepRecord) string {
+	names := make([]string, len(rs))
+	for i, r := range rs {
+		names[i] = fmt.Sprintf("%d (%s)", r.Step, r.StepName)
+	}
+	return strings.Join(names, ", ")
 }
 
 // sendCancel sends the scheduler a cancel of the order on the control queue.

@@ -76,3 +76,42 @@ func TestCancelOfAReadyStepAndOfAFinishedOrder(t *testing.T) {
 	require.Contains(t, f.out.String(), "REFUSED: cannot cancel order o-failed: a step failed and waits for an operator")
 	require.ErrorIs(t, f.app.Run(ctx, []string{"cancel", "o-missing"}), sas.ErrNotFound)
 }
+
+// An order with two branches in flight: the dry run names both, and the
+// cancel marks both (a fenced write each) and tells the scheduler.
+func TestCancelMarksEveryBranchInFlight(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	ctx := context.Background()
+	o := sas.Order{OrderID: "o-br", Workflow: "trip", Steps: []string{"quote", "flight", "hotel", "pay"}, After: [][]int{{}, {0}, {0}, {1, 2}}}
+	_, err := f.store.Submit(ctx, sas.SubmitParams{Order: o, Now: t0, PickupBy: t0.Add(time.Minute),
+		Claim: &sas.ClaimParams{Owner: "s", CompleteBy: t0.Add(2 * time.Hour)}})
+	require.NoError(t, err)
+	claim := func(step int) sas.ClaimParams {
+		return sas.ClaimParams{Key: sas.StepKey{OrderID: "o-br", Step: step}, Owner: "s", Now: t0, CompleteBy: t0.Add(2 * time.Hour)}
+	}
+	next := claim(1)
+	_, err = f.store.Complete(ctx, sas.CompleteParams{Key: sas.StepKey{OrderID: "o-br"}, Owner: "s", Attempt: 1, Now: t0, Graph: true,
+		Next: &next, More: []sas.ClaimParams{claim(2)}})
+	require.NoError(t, err)
+
+	require.NoError(t, f.app.Run(ctx, []string{"cancel", "o-br", "-dry-run"}))
+	require.Contains(t, f.out.String(), "would cancel o-br: step 1 (flight) is in flight (attempt 1): the cancel would be recorded and take effect when that step settles; "+
+		"step 2 (hotel) is in flight (attempt 1)")
+
+	f.out.Reset()
+	require.NoError(t, f.app.Run(ctx, []string{"cancel", "o-br"}))
+	require.Contains(t, f.out.String(), "cancel recorded for o-br: steps 1 (flight), 2 (hotel) are in flight at once; it will take effect when they have settled")
+	v, err := f.store.GetOrder(ctx, "o-br")
+	require.NoError(t, err)
+	for _, i := range []int{1, 2} {
+		require.True(t, v.Steps[i].Cancelled, "step %d marked", i)
+		require.Equal(t, sas.Processing, v.Steps[i].ProcessState)
+	}
+	require.False(t, v.Steps[3].Cancelled)
+	require.Len(t, f.receive(t, f.schq), 1, "the scheduler is told")
+
+	f.out.Reset()
+	require.NoError(t, f.app.Run(ctx, []string{"cancel", "o-br"}))
+	require.Contains(t, f.out.String(), "cancel recorded for o-br: step 1 (flight) is in flight (attempt 1)", "a repeat marks nothing again and says where the cancel stands")
+}

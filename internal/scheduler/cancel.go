@@ -14,16 +14,18 @@ import (
 	"github.com/sas-go/sas/internal/sas"
 )
 
-// Cancellation (docs/protocol.md, "Cancellation"). A cancel lands on the
-// order's step in flight or ready (sas.CancelTarget) as one fenced write
-// (sas.CancelStep): a step ready to be claimed is turned away at once (to
-// Error, marked); a step in flight is marked and let to settle. Its
-// holder's completion is refused by the mark, so the reply that settles
-// it finds out, completes the step without a successor (cancelledDone),
-// and the compensation undoes what took effect, newest first. Its failure
-// or transient outcome fails it (no next attempt), and the compensation
-// follows as for any failure. Nobody is paged; the submitter gets
-// "cancelled" when nothing is left to undo.
+// Cancellation (docs/protocol.md, "Cancellation"). A cancel lands on each
+// of the order's steps in flight or ready (sas.CancelTargets: several when
+// branches run at once), one fenced write each (sas.CancelStep): a step
+// ready to be claimed is turned away at once (to Error, marked); a step in
+// flight is marked and let to settle. Its holder's completion is refused
+// by the mark, so the reply that settles it finds out and completes the
+// step without a successor (cancelledDone); its failure or transient
+// outcome fails it (no next attempt). A completion of a branch planned
+// before a mark is fenced on it (sas.StepSeen) and claims nothing. When
+// the last step in flight has settled, the compensation undoes what took
+// effect, newest first, as after a branch's failure. Nobody is paged; the
+// submitter gets "cancelled" when nothing is left to undo.
 
 // Cancel handles a cancel from an order's submitter (intake queue) or an
 // operator (control queue), sending its effects at once.
@@ -78,7 +80,7 @@ func (s *Service) cancel(ctx context.Context, u *outbox.Unit, from Origin, m sas
 	now := s.cfg.Clock.Now()
 	s.log.InfoContext(ctx, "cancel requested", "order", m.OrderID, "requestedBy", who, "declaredActor", m.Actor, "reason", m.Reason)
 	for tries := 1; ; tries++ {
-		target, err := sas.CancelTarget(sas.OrderView{Order: o.ord, Steps: o.steps})
+		targets, err := sas.CancelTargets(sas.OrderView{Order: o.ord, Steps: o.steps})
 		if errors.Is(err, sas.ErrNotRunning) {
 			s.log.InfoContext(ctx, "cancel refused", "order", m.OrderID, "reason", err.Error())
 			s.post(ctx, u, o.ord, sas.Status{Status: sas.StatusCancelRefused, Reason: err.Error(), Sequence: SeqCancelRefused(o.n())}, now)
@@ -87,30 +89,51 @@ func (s *Service) cancel(ctx context.Context, u *outbox.Unit, from Origin, m sas
 		if err != nil {
 			return err
 		}
-		if target.Cancelled {
-			break // marked already: repeat the effects
+		moved, err := s.mark(ctx, &o, sas.Unmarked(targets), who, m.Reason, now)
+		if err != nil {
+			return err
 		}
-		p := sas.CancelParams{Key: target.Key(), From: target.ProcessState, Attempt: target.Attempt, Now: now, Actor: who, Reason: m.Reason}
-		marked, err := s.cfg.Store.Cancel(ctx, p)
-		if own, ok := sas.OwnWrite(err, who, now, cancelTo(p.From), p.Attempt); ok {
-			marked, err = own, nil // committed; its retry lost to it
+		if !moved {
+			break // every step in flight is marked (a repeat finds them so): its effects
 		}
-		if err == nil {
-			o.put(marked)
-			s.log.InfoContext(ctx, "cancel recorded", "order", m.OrderID, "step", marked.Step, "state", marked.ProcessState, "attempt", marked.Attempt)
-			break
+		if tries == 3 {
+			return fmt.Errorf("cancelling order %s: its steps kept moving while they were marked", m.OrderID)
 		}
-		if !errors.Is(err, sas.ErrLostRace) || tries == 3 {
-			return fmt.Errorf("cancelling order %s at step %s: %w", m.OrderID, target.Key(), err)
-		}
-		// The step moved between the read and the write (it completed and
-		// its successor was claimed, or a claim took it): read and land
-		// again.
+		// A step moved between the read and its mark (it completed and
+		// claimed what follows, or a claim took it): read and mark again.
 		if err := s.read(ctx, &o); err != nil {
 			return err
 		}
 	}
 	return s.afterCancel(ctx, u, o, now)
+}
+
+// mark marks each of the order's steps in flight that a cancel lands on
+// (sas.CancelStep, one fenced write each), so that none of them starts a
+// step after it or gets a next attempt. Of several branches in flight, the
+// first mark is the cancel's moment: a sibling's completion planned before
+// it is fenced on the marks as read (sas.StepSeen) and plans again, finding
+// the order cancelled, so it claims nothing. It reports whether a step
+// moved before its mark (the caller reads the order and marks again).
+func (s *Service) mark(ctx context.Context, o *order, targets []sas.StepRecord, who, reason string, now time.Time) (bool, error) {
+	moved := false
+	for _, target := range targets {
+		p := sas.CancelParams{Key: target.Key(), From: target.ProcessState, Attempt: target.Attempt, Now: now, Actor: who, Reason: reason}
+		marked, err := s.cfg.Store.Cancel(ctx, p)
+		if own, ok := sas.OwnWrite(err, who, now, cancelTo(p.From), p.Attempt); ok {
+			marked, err = own, nil // committed; its retry lost to it
+		}
+		if errors.Is(err, sas.ErrLostRace) {
+			moved = true
+			continue
+		}
+		if err != nil {
+			return false, fmt.Errorf("cancelling order %s at step %s: %w", o.id(), target.Key(), err)
+		}
+		o.put(marked)
+		s.log.InfoContext(ctx, "cancel recorded", "order", o.id(), "step", marked.Step, "state", marked.ProcessState, "attempt", marked.Attempt)
+	}
+	return moved, nil
 }
 
 // cancelTo is the state a cancel leaves a step in (sas.CancelStep).
@@ -136,20 +159,20 @@ func (s *Service) afterCancel(ctx context.Context, u *outbox.Unit, o order, now 
 			return err
 		}
 	}
+	// What the cancel ends at once first (each goes on here when done):
+	// a marked callback step's wait, a marked step handed back ready.
 	for _, r := range o.steps {
 		switch {
-		case r.ProcessState == sas.Processing && o.wf.Steps[r.Step].Outside():
+		case r.ProcessState == sas.Processing && r.Cancelled && o.wf.Steps[r.Step].Outside():
 			return s.endWait(ctx, u, o, r, now)
-		case r.ProcessState == sas.Processing:
-			s.log.InfoContext(ctx, "cancelled order waits for its step in flight to settle", "order", o.id(), "step", r.Step,
-				"stepName", o.wf.Steps[r.Step].Name, "attempt", r.Attempt)
-			return nil
 		case r.ProcessState == sas.Pending && r.Cancelled && r.LockedBy == "":
 			return s.turnAway(ctx, u, o, r, now)
 		}
 	}
-	_, err := s.startCompensation(ctx, u, o, false, now)
-	return err
+	// Then the steps in flight settle (several branches, each on its own
+	// reply or at its deadline), and the last to settle starts the undos:
+	// the branches' rule.
+	return s.undoIfSettled(ctx, u, o, now)
 }
 
 // endWait ends the wait of a cancelled order's callback step. No agent
@@ -158,8 +181,8 @@ func (s *Service) afterCancel(ctx context.Context, u *outbox.Unit, o order, now 
 // the holder's own failure write ends it (Processing → Error, fenced on
 // holder and attempt; the mark kept), so its token completes nothing after
 // (a late completion is logged and changes nothing, callback.go), and the
-// cancellation goes on as after any failure of a marked step: no page,
-// what took effect undone, the submitter told.
+// cancellation goes on (afterCancel) as after any failure of a marked
+// step: no page, what took effect undone, the submitter told.
 func (s *Service) endWait(ctx context.Context, u *outbox.Unit, o order, r sas.StepRecord, now time.Time) error {
 	failed, err := s.cfg.Store.Fail(ctx, sas.FailParams{
 		Key: r.Key(), Owner: r.LockedBy, Attempt: r.Attempt, Now: now,
@@ -180,7 +203,7 @@ func (s *Service) endWait(ctx context.Context, u *outbox.Unit, o order, r sas.St
 	s.log.InfoContext(ctx, "cancelled order's callback step: its wait ends", "order", o.id(), "step", r.Step, "attempt", r.Attempt)
 	s.emitStep(ctx, o, r.Step, false, now, metrics.StepsFailed)
 	o.put(failed)
-	return s.afterFailed(ctx, u, o, failed, false, now)
+	return s.afterCancel(ctx, u, o, now) // another branch's wait, then the undos (no page: the step is marked)
 }
 
 // turnAway moves a marked step that is ready to be claimed to Error (the

@@ -178,7 +178,7 @@ func (s *Service) claimUndo(ctx context.Context, u *outbox.Unit, o order, r sas.
 	// resubmit against a compensation").
 	for _, sib := range o.steps {
 		if sib.Step != r.Step {
-			cp.Siblings = append(cp.Siblings, sas.StepSeen{Step: sib.Step, State: sib.ProcessState})
+			cp.Siblings = append(cp.Siblings, sas.SeenOf(sib))
 		}
 	}
 	claimed, err := s.cfg.Store.Claim(ctx, cp)

@@ -142,6 +142,9 @@ type Result struct {
 	Orders, Calls, Alerts, DeadLettered int
 	// Redriven counts the dead letters the operator moved back (redrive.go).
 	Redriven int
+	// CancelsWhileBranching counts the cancels that landed while two steps
+	// or more of their order were in flight (cancel.go).
+	CancelsWhileBranching int
 }
 
 // Failed reports whether the run broke an invariant.
@@ -192,7 +195,7 @@ func Run(cfg Config) (res Result) {
 		w.cleanup()
 		res = Result{Config: cfg, Events: w.events, Violations: w.violations, Trace: w.trace,
 			Virtual: w.clock.Now().Sub(start), Orders: len(w.orders), Calls: w.remote.calls, Alerts: len(w.alerts),
-			DeadLettered: w.deadLettered, Redriven: w.redriven}
+			DeadLettered: w.deadLettered, Redriven: w.redriven, CancelsWhileBranching: w.cancelsWhileBranching}
 	}()
 	for range cfg.Orders + cfg.Burst {
 		w.submit()

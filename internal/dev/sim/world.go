@@ -108,6 +108,13 @@ type World struct {
 	compensateAsked map[string]bool
 	// cancelAccepted: the orders whose cancel the store accepted (cancel.go).
 	cancelAccepted map[string]bool
+	// unstartedAtCancel: for each cancelled order, the steps never claimed
+	// when the store accepted its first mark, the moment the cancel landed
+	// (cancel.go, checkCancelled).
+	unstartedAtCancel map[string][]int
+	// cancelsWhileBranching counts the cancels that landed while two
+	// steps or more of their order were in flight (Result).
+	cancelsWhileBranching int
 	// forged counts the forged messages put on the scheduler queue.
 	forged       int
 	discard      *slog.Logger
@@ -171,6 +178,7 @@ func newWorld(cfg Config) *World {
 	}
 	w.compensateAsked = map[string]bool{}
 	w.cancelAccepted = map[string]bool{}
+	w.unstartedAtCancel = map[string][]int{}
 
 	w.intake = w.newQueue("intake", "scheduler", schedulerVisible)
 	w.sched = w.newQueue("scheduler", "scheduler", schedulerVisible)

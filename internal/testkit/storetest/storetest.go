@@ -121,6 +121,7 @@ func Run(t *testing.T, h Harness) {
 		// branches in parallel (branches.go)
 		{"CompleteStartsBranches", testCompleteStartsBranches},
 		{"CompleteFencedOnSiblings", testCompleteFencedOnSiblings},
+		{"SiblingsFenceSeesACancelsMark", testSiblingsFenceSeesACancelsMark},
 		{"CompleteInAGraphSkipsAndClaims", testCompleteInAGraphSkipsAndClaims},
 
 		// choices: the steps an order passes over (skip.go)
