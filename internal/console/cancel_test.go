@@ -51,3 +51,33 @@ func TestTheConsoleCancelsWithADryRunAndRefusesACompensateInFlight(t *testing.T)
 	}, 10*time.Second, 10*time.Millisecond, "the job runs the cancel")
 	require.Equal(t, "cancel requested by operator:test: customer called", r.History[len(r.History)-1].Reason)
 }
+
+// An order with two branches in flight: the dry run says the cancel
+// marks each, and the confirmed cancel does.
+func TestTheConsoleCancelsEveryBranchInFlight(t *testing.T) {
+	ts, st := fast(t, false)
+	ctx := context.Background()
+	o := sas.Order{OrderID: "o-br", Workflow: "trip", Steps: []string{"quote", "flight", "hotel", "pay"}, After: [][]int{{}, {0}, {0}, {1, 2}}}
+	_, err := st.Submit(ctx, sas.SubmitParams{Order: o, Now: t0, PickupBy: t0.Add(time.Minute),
+		Claim: &sas.ClaimParams{Owner: "s", CompleteBy: t0.Add(time.Hour)}})
+	require.NoError(t, err)
+	claim := func(step int) sas.ClaimParams {
+		return sas.ClaimParams{Key: sas.StepKey{OrderID: "o-br", Step: step}, Owner: "s", Now: t0, CompleteBy: t0.Add(time.Hour)}
+	}
+	next := claim(1)
+	_, err = st.Complete(ctx, sas.CompleteParams{Key: sas.StepKey{OrderID: "o-br"}, Owner: "s", Attempt: 1, Now: t0, Graph: true,
+		Next: &next, More: []sas.ClaimParams{claim(2)}})
+	require.NoError(t, err)
+	token := tokenRE.FindStringSubmatch(get(t, ts.URL+"/orders/o-br"))[1]
+
+	resp, body := postAction(t, ts.URL, token, "cancel", url.Values{"id": {"o-br"}})
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Contains(t, body, "2 steps in flight at once: the cancel marks each and takes effect when they have settled")
+
+	resp, _ = postAction(t, ts.URL, token, "cancel", url.Values{"id": {"o-br"}, "confirm": {"1"}})
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
+	require.Eventually(t, func() bool {
+		v, err := st.GetOrder(ctx, "o-br")
+		return err == nil && v.Steps[1].Cancelled && v.Steps[2].Cancelled
+	}, 10*time.Second, 10*time.Millisecond, "the job marks both branches")
+}
