@@ -117,7 +117,19 @@ func (s *Service) compensateFrom(ctx context.Context, u *outbox.Unit, o order, e
 	}
 	compensated := false
 	for _, r := range o.steps {
-		if !explicit && inFlight(r) {
+		if explicit && inFlight(r) {
+			// An operator's compensate is refused while a step could still
+			// take effect (compensate checks it on its first read). Here a
+			// plan made again after its claim lost (startCompensation)
+			// finds one: an operator's resubmit landed between the read and
+			// the claim. The resubmit wins, as its own fence makes it win
+			// when it comes second (docs/protocol.md, "A resubmit against a
+			// compensation"); claimed, the undo would run beside the
+			// resubmitted step's claim (the simulator's seed 5890).
+			return sas.StepKey{}, drop(nil, "cannot compensate order %s: step %d (%s) is %s again (resubmitted meanwhile) and could still take effect; compensate it once it has settled",
+				ord.OrderID, r.Step, o.wf.Steps[r.Step].Name, r.ProcessState)
+		}
+		if inFlight(r) {
 			// An operator resubmitted a failed step since the failure that
 			// asked for this compensation: the order runs on, and that
 			// failure no longer stands (as an explicit compensate, an
