@@ -35,16 +35,18 @@ test-unit: ## tests that need no emulator (fast)
 	cd examples/expense && $(GO) test -count=1 ./...
 	cd examples/expense-choice && $(GO) test -count=1 ./...
 	cd examples/cancellation && $(GO) test -count=1 ./...
+	cd examples/cron && $(GO) test -count=1 .
 
 # Each example is a Go module of its own, which ./... here does not reach.
 # Its test target builds the bootstraps its CDK synth test needs (the
 # example's agents, and the SAS ones with `make build`) before testing.
-test-examples: ## the examples' tests (examples/travel, examples/greet, the README's tutorial, examples/expense (a callback step), examples/expense-choice (a choice) and examples/cancellation (a cancel mid-run), each its own module), travel's CDK synth included
+test-examples: ## the examples' tests (examples/travel, examples/greet, the README's tutorial, examples/expense (a callback step), examples/expense-choice (a choice), examples/cancellation (a cancel mid-run) and examples/cron (a schedule), each its own module), travel's and cron's CDK synth included
 	$(MAKE) -C examples/travel test
 	cd examples/greet && $(GO) vet ./... && $(GO) test -count=1 ./...
 	cd examples/expense && $(GO) vet ./... && $(GO) test -count=1 ./...
 	cd examples/expense-choice && $(GO) vet ./... && $(GO) test -count=1 ./...
 	cd examples/cancellation && $(GO) vet ./... && $(GO) test -count=1 ./...
+	cd examples/cron && $(GO) vet ./... && $(SYNTH_ENV) $(GO) test -count=1 ./...
 
 # staticcheck is pinned; the module proxy here serves v0.7.0 (2026.1).
 STATICCHECK := $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.7.0
@@ -59,6 +61,7 @@ vet: ## go vet, gofmt and staticcheck (pinned)
 	cd examples/expense && $(GO) vet ./... && $(STATICCHECK) ./...
 	cd examples/expense-choice && $(GO) vet ./... && $(STATICCHECK) ./...
 	cd examples/cancellation && $(GO) vet ./... && $(STATICCHECK) ./...
+	cd examples/cron && $(GO) vet ./... && $(STATICCHECK) ./...
 
 # The dev server (docs/dev.md): the example's workflows and agents when
 # examples/travel is there, else the reference workflows with the built-in
@@ -180,9 +183,10 @@ test-infra: ## CDK assertion tests (the app and the sascdk construct) and cfn-li
 # built-in HTTP agent three times (two with a priority lane) and the
 # workflow file naming them, through the app's own context keys.
 MULTI_AGENT_ARGS := -c workflowsFile=../workflow/testdata/travel.json \
-	-c agents='{"airline":{"url":"https://airline.example.com","concurrency":5,"priorityConcurrency":2},"hotels":{"url":"https://hotels.example.com"},"payments":{"url":"https://payments.example.com","priorityConcurrency":2}}'
+	-c agents='{"airline":{"url":"https://airline.example.com","concurrency":5,"priorityConcurrency":2},"hotels":{"url":"https://hotels.example.com"},"payments":{"url":"https://payments.example.com","priorityConcurrency":2}}' \
+	-c schedules='[{"name":"nightly","expression":"cron(0 2 * * ? *)","timeZone":"Europe/Paris","flexibleWindowMinutes":15,"workflow":"trip","payload":{"amount":1},"overlap":"skip"},{"name":"hourly","expression":"rate(1 hour)","workflow":"trip"}]'
 
-lint-infra: synth ## go vet the CDK app and construct, and cfn-lint the default, a multi-agent and a nested-agent-stacks template (pinned, own venv)
+lint-infra: synth ## go vet the CDK app and construct, and cfn-lint the default, a multi-agent (with schedules) and a nested-agent-stacks template (pinned, own venv)
 	cd infra && $(GO) vet ./... && out=$$(gofmt -l *.go sascdk) && if [ -n "$$out" ]; then echo "gofmt needed: $$out"; exit 1; fi
 	cd infra && $(SYNTH_ENV) npx --no-install cdk synth --quiet --no-notices --output cdk.out/multi -c arch=$(ARCH) $(MULTI_AGENT_ARGS)
 	cd infra && $(SYNTH_ENV) npx --no-install cdk synth --quiet --no-notices --output cdk.out/nested -c arch=$(ARCH) -c nestedAgentStacks=true $(MULTI_AGENT_ARGS)

@@ -237,11 +237,15 @@ func TestDeployAndRun(t *testing.T) {
 	}
 	t.Logf("sent %d orders to the intake queue (%s is scripted to hang on its first %d calls)", len(orders), hungOrder, hungCalls)
 
-	// The ghost order: a scheduler wrote it, its first step claimed, and
-	// died before sending the agent request (the write and the send are
-	// two steps). Nothing is in any queue for it: only the scheduled
-	// supervisor, finding its deadline passed with the queues empty, can
-	// hand the step back.
+	// The ghost order: its first step claimed, its request picked up by
+	// an agent that reported the pick-up (the scheduler's Start write, as
+	// the agent's started report makes it) and died. Nothing is in any
+	// queue for it: only the scheduled supervisor, finding the deadline
+	// counted from the pick-up passed, can hand the step back. (A claim
+	// whose pick-up was never reported is not a failure: its request may
+	// still be queued, and it waits for its delivery horizon, or for the
+	// redelivery of the message that made it: docs/protocol.md,
+	// "Deadlines start at pick-up".)
 	ghostOrder := "e2e-" + run + "-ghost"
 	ghostAt := time.Now().UTC()
 	if _, err := store.Submit(ctx, sas.SubmitParams{
@@ -250,6 +254,10 @@ func TestDeployAndRun(t *testing.T) {
 		Claim: &sas.ClaimParams{Owner: "scheduler-that-died", Now: ghostAt, CompleteBy: ghostAt.Add(stepTimeout)},
 	}); err != nil {
 		t.Fatalf("writing the ghost order: %v", err)
+	}
+	if _, err := store.Start(ctx, sas.StartParams{Key: sas.StepKey{OrderID: ghostOrder}, From: sas.Processing,
+		Owner: "scheduler-that-died", Attempt: 1, Now: ghostAt, CompleteBy: ghostAt.Add(stepTimeout)}); err != nil {
+		t.Fatalf("recording the ghost's pick-up: %v", err)
 	}
 	orders = append(orders, order{ghostOrder, "payment", 1})
 

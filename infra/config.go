@@ -58,6 +58,9 @@ const (
 	// ctxStackName names the stack (default StackID), so that two
 	// deployments of this app can share an account (the e2e suite's).
 	ctxStackName = "stackName"
+	// ctxSchedules lists the deployment's schedules as JSON (see
+	// contextSchedule; docs/schedules.md).
+	ctxSchedules = "schedules"
 )
 
 // defaultDistDir is where `make build` puts the bootstraps, seen from infra/.
@@ -172,6 +175,9 @@ func propsFrom(node constructs.Node, getenv func(string) string) (sascdk.Props, 
 	if err != nil {
 		return sascdk.Props{}, err
 	}
+	if p.Schedules, err = schedulesFromContext(raw(ctxSchedules)); err != nil {
+		return sascdk.Props{}, err
+	}
 	paymentsAuth := auth(get(ctxPaymentsAuthSecret), get(ctxPaymentsAuthHeader), get(ctxPaymentsAuthKMSKey))
 	switch payments := get(ctxPaymentsURL); {
 	case agents != nil && (payments != "" || paymentsAuth != nil):
@@ -235,6 +241,56 @@ func agentsFromContext(v any) ([]sascdk.Agent, error) {
 		a.PriorityConcurrency = c.PriorityConcurrency
 		a.Auth = auth(c.AuthSecret, c.AuthHeader, c.AuthKMSKey)
 		out = append(out, a)
+	}
+	return out, nil
+}
+
+// contextSchedule is one schedule of the schedules context value, the
+// fields of sascdk.Schedule: [{"name": "nightly", "expression": "cron(0 2 *
+// * ? *)", "timeZone": "Europe/Paris", "flexibleWindowMinutes": 15,
+// "workflow": "trip", "payload": {…}, "overlap": "skip"}].
+type contextSchedule struct {
+	Name                  string          `json:"name"`
+	Expression            string          `json:"expression"`
+	TimeZone              string          `json:"timeZone"`
+	FlexibleWindowMinutes int             `json:"flexibleWindowMinutes"`
+	Workflow              string          `json:"workflow"`
+	Payload               json.RawMessage `json:"payload"`
+	Overlap               string          `json:"overlap"`
+	Disabled              bool            `json:"disabled"`
+}
+
+// schedulesFromContext reads the schedules key: a JSON string (from -c) or
+// a list (from cdk.json). Nil when unset; checked with the rest by
+// Validate.
+func schedulesFromContext(v any) ([]sascdk.Schedule, error) {
+	var text []byte
+	switch v := v.(type) {
+	case nil:
+		return nil, nil
+	case string:
+		if strings.TrimSpace(v) == "" {
+			return nil, nil
+		}
+		text = []byte(v)
+	default:
+		b, err := json.Marshal(v)
+		if err != nil {
+			return nil, fmt.Errorf("context %s: %w", ctxSchedules, err)
+		}
+		text = b
+	}
+	var list []contextSchedule
+	dec := json.NewDecoder(bytes.NewReader(text))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&list); err != nil {
+		return nil, fmt.Errorf(`context %s: want [{"name": "nightly", "expression": "cron(0 2 * * ? *)", "workflow": "…"}]: %w`, ctxSchedules, err)
+	}
+	out := make([]sascdk.Schedule, 0, len(list))
+	for _, c := range list {
+		out = append(out, sascdk.Schedule{Name: c.Name, Expression: c.Expression, TimeZone: c.TimeZone,
+			FlexibleWindow: time.Duration(c.FlexibleWindowMinutes) * time.Minute, Workflow: c.Workflow, Payload: c.Payload,
+			Overlap: c.Overlap, Disabled: c.Disabled})
 	}
 	return out, nil
 }

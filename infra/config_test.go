@@ -1,9 +1,11 @@
 package main
 
 import (
+	"encoding/json"
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 
@@ -160,5 +162,33 @@ func TestAgentsFromContext(t *testing.T) {
 	_, err := PropsFromContext(app.Node())
 	if want := `travel.json: workflows[0].steps[0].agent: "airline" is not an agent of this deployment (agents: payments)`; err == nil || !strings.Contains(err.Error(), want) {
 		t.Errorf("PropsFromContext = %v, want %q", err, want)
+	}
+}
+
+// The schedules key: a JSON string from -c, or a list from cdk.json, each
+// a sascdk.Schedule, checked with the rest.
+func TestSchedulesFromContext(t *testing.T) {
+	list := `[{"name": "nightly", "expression": "cron(0 2 * * ? *)", "timeZone": "Europe/Paris", "flexibleWindowMinutes": 15, "workflow": "payment", "payload": {"amount": 1}, "overlap": "skip"}]`
+	var fromJSON []any
+	if err := json.Unmarshal([]byte(list), &fromJSON); err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range []any{list, fromJSON} {
+		app := awscdk.NewApp(&awscdk.AppProps{Context: &map[string]any{"paymentsUrl": "https://p.example.test", "schedules": v}})
+		p, err := propsFrom(app.Node(), func(string) string { return "" })
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := []sascdk.Schedule{{Name: "nightly", Expression: "cron(0 2 * * ? *)", TimeZone: "Europe/Paris", FlexibleWindow: 15 * time.Minute,
+			Workflow: "payment", Payload: json.RawMessage(`{"amount":1}`), Overlap: "skip"}}
+		if len(p.Schedules) != 1 || p.Schedules[0].Name != want[0].Name || p.Schedules[0].FlexibleWindow != want[0].FlexibleWindow ||
+			p.Schedules[0].Overlap != "skip" || p.Schedules[0].TimeZone != want[0].TimeZone {
+			t.Errorf("%T: schedules %+v, want %+v", v, p.Schedules, want)
+		}
+	}
+	app := awscdk.NewApp(&awscdk.AppProps{Context: &map[string]any{"paymentsUrl": "https://p.example.test",
+		"schedules": `[{"name": "nightly", "expression": "cron(0 2 * * ? *)", "workflow": "nope"}]`}})
+	if _, err := propsFrom(app.Node(), func(string) string { return "" }); err == nil || !strings.Contains(err.Error(), `workflow "nope"`) {
+		t.Errorf("a schedule of no workflow: %v", err)
 	}
 }

@@ -61,6 +61,8 @@ type Options struct {
 	// then fails the test. The timeouts of the workflow's callback steps
 	// are added to it.
 	Timeout time.Duration
+	// Schedules are the deployment's schedules, fired by FireSchedule.
+	Schedules []Schedule
 	// Logs receives the scheduler's, supervisor's and agents' logs. Nil:
 	// they are kept, and written to the test's log if the test fails.
 	Logs io.Writer
@@ -132,6 +134,9 @@ type Env struct {
 	answers map[string]Answer
 	waiting map[sas.StepKey]*waiter
 	signer  *sas.Signer
+
+	// schedules are Options.Schedules by name (schedule.go).
+	schedules map[string]Schedule
 }
 
 // actor is a handler and the queues it takes, as an event source mapping
@@ -246,6 +251,7 @@ func NewWith(t testing.TB, opts Options, defs []workflow.Workflow, agents ...*ag
 			// As deployed by default: the SDK's agents echo the signature.
 			RequireSignedReplies: true,
 			MaxFailures:          opts.MaxFailures, PickupTimeout: opts.PickupTimeout, WaitLimit: opts.WaitLimit,
+			Schedules: e.scheduleConfigs(opts.Schedules),
 		},
 		Parts: assembly.Parts{
 			Store: e.store, Queue: e.queue, Alerter: alerts.NewMulti(alerts.NewLog(log), e.alert), Workflows: reg,

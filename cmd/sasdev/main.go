@@ -93,6 +93,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.Payload, "payload", "", "payload of the sample order in the printed commands (default: the "+SamplePayloadFile+" beside the workflows file, {\"amount\":42} for the reference workflows, else {})")
 	fs.StringVar(&o.ConsoleAddr, "console", webconsole.DefaultAddr, "where the web console listens (loopback; another free port when the default is taken); \"\" for none")
 	fs.DurationVar(&o.SupervisorEvery, "supervisor-every", 10*time.Second, "how often the supervisor sweeps (1m when deployed)")
+	fs.StringVar(&o.Schedules, "schedules", "", "a schedules file (docs/schedules.md): its runs are sent to the intake as EventBridge Scheduler sends them when deployed")
 	fs.Usage = func() {
 		fmt.Fprint(stderr, "usage: sasdev [flags]   (docs/dev.md)\n\n")
 		fs.PrintDefaults()

@@ -33,7 +33,7 @@ import (
 // simulator). It starts its own emulators (the test hides the ones `make
 // test` started), prints the export lines, shows a line per order as it
 // settles (one submitted with sasctl's code, one that fails and is
-// compensated, one refused), and on SIGINT stops every process it started
+// compensated, one refused, one a schedule's run), and on SIGINT stops every process it started
 // and exits 0.
 func TestDevServer(t *testing.T) {
 	emulator.Require(t) // the convention for tests that need the rig; the server starts its own
@@ -44,7 +44,7 @@ func TestDevServer(t *testing.T) {
 	require.NoError(t, err, "go build: %s", out)
 
 	cmd := exec.Command(bin, "-workflows", "testdata/workflows.json", "-agent", "echo=./testdata/echoagent",
-		"-dir", filepath.Join(dir, "dev"), "-supervisor-every", "2s")
+		"-dir", filepath.Join(dir, "dev"), "-supervisor-every", "2s", "-schedules", "testdata/schedules.json")
 	cmd.Env = withoutEndpoints(os.Environ())
 	stdout, stderr := &lines{}, &lines{}
 	stdoutPipe, err := cmd.StdoutPipe()
@@ -152,6 +152,12 @@ func TestDevServer(t *testing.T) {
 		require.NotContains(t, l, "t-smuggled", "no order from the scheduler queue")
 		require.NotRegexp(t, `t-ok .*Compensat`, l, "nothing undone")
 	}
+
+	// The schedule's run, sent a minute after the start as EventBridge
+	// Scheduler would, under its derived order id (docs/schedules.md).
+	run := stderr.waitFor(t, regexp.MustCompile(`^sasdev: schedule: sent run every-minute-\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$`), 2*time.Minute, exited)
+	id := run[strings.LastIndex(run, " ")+1:]
+	stdout.waitFor(t, regexp.MustCompile(`  `+regexp.QuoteMeta(id)+`  hello  Processed  2 steps in `), time.Minute, exited)
 
 	// Every process it started: the emulators and the agent program.
 	var pids []int

@@ -56,6 +56,7 @@ type options struct {
 	Name            string
 	Payload         string
 	SupervisorEvery time.Duration
+	Schedules       string // a schedules file (docs/schedules.md); "": none
 	ConsoleAddr     string // "" : no console
 
 	agentsFound bool // Agents are the example's directories, not flags
@@ -297,6 +298,10 @@ func (s *server) start(ctx context.Context) error {
 			return err
 		}
 	}
+	scheds, err := s.loadSchedules() // schedules.go
+	if err != nil {
+		return err
+	}
 	cfg, err := config.Load(s.getenv)
 	if err != nil {
 		return err
@@ -307,6 +312,7 @@ func (s *server) start(ctx context.Context) error {
 	if err := s.startActors(ctx, cfg); err != nil {
 		return err
 	}
+	s.startSchedules(ctx, scheds, cfg.IntakeQueueURL)
 	return s.startConsole(ctx, cfg)
 }
 

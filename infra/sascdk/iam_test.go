@@ -92,12 +92,14 @@ func checkStatement(t *testing.T, where string, st map[string]any) {
 			t.Errorf("%s: wildcard action %q", where, a)
 		}
 	}
-	if isCompleterGrant(st) {
-		return // the intake queue's grant to the named completers (Props.CompleterRoleARNs)
+	if isCompleterGrant(st) || isScheduleGrant(st) {
+		return // the intake queue's grants to the named completers (Props.CompleterRoleARNs) and to the schedules' roles
 	}
 	if _, isTrust := st["Principal"]; isTrust {
-		// A trust policy: who may assume the role, no resources.
-		if !reflect.DeepEqual(actions, []string{"sts:AssumeRole"}) || ref(st["Principal"]) != `{"Service":"lambda.amazonaws.com"}` {
+		// A trust policy: who may assume the role, no resources: Lambda,
+		// or EventBridge Scheduler for this account's schedules alone
+		// (isScheduleTrust).
+		if !reflect.DeepEqual(actions, []string{"sts:AssumeRole"}) || (ref(st["Principal"]) != `{"Service":"lambda.amazonaws.com"}` && !isScheduleTrust(st)) {
 			t.Errorf("%s: unexpected resource-policy grant %v", where, st)
 		}
 		return

@@ -82,6 +82,10 @@ type Props struct {
 	// (SAS_REQUIRE_SIGNED_REPLIES=false). Default false: such replies are
 	// dropped, and every agent built with the SDK signs (docs/trust.md).
 	AllowUnsignedReplies bool
+	// Schedules are the deployment's schedules (docs/schedules.md): each
+	// an EventBridge Scheduler schedule whose runs are orders sent to the
+	// intake queue by a role of the schedule's own.
+	Schedules []Schedule
 	// RemovalPolicy applies to the tables, queues, topic and log groups.
 	// Default RETAIN (with table deletion protection) so that deleting the
 	// stack never deletes orders; test stacks set DESTROY.

@@ -66,8 +66,10 @@ type SAS struct {
 	topic                awssns.Topic
 	alertKey             awskms.Key
 	bus                  awsevents.EventBus
-	busName              *string
-	eventBusARN          *string
+	// scheduleRole is each schedule's role, by schedule name (schedules.go).
+	scheduleRole map[string]awsiam.Role
+	busName      *string
+	eventBusARN  *string
 	// signingKey is the scheduler's key for its agent requests, readable
 	// by the scheduler's role alone.
 	signingKey       awssecretsmanager.Secret
@@ -141,9 +143,11 @@ func New(scope constructs.Construct, id string, props *Props) (*SAS, error) {
 	s.queues()
 	s.tables()
 	s.alerting()
+	s.scheduleRoles()
 	s.functions()
 	s.eventSources()
 	s.schedule()
+	s.schedules()
 	s.permissions()
 	s.alarms()
 	s.dashboard()

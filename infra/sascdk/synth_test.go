@@ -156,6 +156,7 @@ func synthesizeApp() fixtures {
 		AlertEmail:           "ops@example.test",
 		AllowUnsignedReplies: true,
 		XRayTracing:          true,
+		Schedules:            variantSchedules,
 	})
 	f.two = build("SasStackTwo", twoAgentProps(fixtureDist))
 	f.five = build("SasStackFive", fiveAgentProps(fixtureDist))

@@ -90,6 +90,9 @@ func (p Props) resolve() (resolved, error) {
 		errs = append(errs, wfErr)
 	}
 	errs = append(errs, p.validateAgents(r.workflows, wfErr == nil)...)
+	if wfErr == nil {
+		errs = append(errs, p.validateSchedules(r.workflows)...)
+	}
 	if err := errors.Join(errs...); err != nil {
 		return resolved{}, err
 	}

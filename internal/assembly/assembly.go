@@ -120,6 +120,7 @@ func (s System) scheduler(owner string, key []byte, signer *sas.Signer) (*schedu
 		UndoRetry:      s.UndoRetry,
 		OwedRetry:      s.OwedRetry,
 		ReplyToAllowed: s.Config.ReplyToAllowed,
+		Schedules:      s.Config.Schedules,
 		Logger:         s.Logger,
 		Metrics:        s.Metrics,
 	})

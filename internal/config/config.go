@@ -71,6 +71,11 @@ type Config struct {
 	// deployment's agents, queues and limits in its "deployment" section
 	// (workflow.Deployment, read by Load). Checked at start-up.
 	WorkflowsFile string
+	// Schedules is SAS_SCHEDULES, a JSON object from schedule name to
+	// what the scheduler knows of it, {"nightly": {"overlap": "skip",
+	// "senders": ["AROA…"]}}: the deployment's schedules, whose runs the
+	// intake takes (docs/schedules.md). The CDK construct writes it.
+	Schedules map[string]sas.ScheduleConfig
 }
 
 // Getenv is os.Getenv; tests pass a map's lookup.
@@ -122,6 +127,9 @@ func Load(getenv Getenv) (Config, error) {
 				return c, fmt.Errorf("SAS_AGENT_QUEUES: agent %q needs a \"url\"", name)
 			}
 		}
+	}
+	if err := c.readSchedules(getenv("SAS_SCHEDULES")); err != nil {
+		return c, err
 	}
 	switch v := strings.TrimSpace(getenv("SAS_REQUIRE_SIGNED_REPLIES")); v {
 	case "false", "0":
@@ -336,4 +344,25 @@ func durVar(getenv Getenv, name string, def time.Duration) (time.Duration, error
 		return 0, fmt.Errorf("%s=%q: want a positive Go duration such as 30s", name, v)
 	}
 	return d, nil
+}
+
+// readSchedules reads SAS_SCHEDULES.
+func (c *Config) readSchedules(v string) error {
+	if v = strings.TrimSpace(v); v == "" {
+		return nil
+	}
+	dec := json.NewDecoder(strings.NewReader(v))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&c.Schedules); err != nil {
+		return fmt.Errorf("SAS_SCHEDULES: want a JSON object such as {\"nightly\": {\"overlap\": \"skip\"}}: %w", err)
+	}
+	for name, sc := range c.Schedules {
+		switch {
+		case !sas.ValidScheduleName(name):
+			return fmt.Errorf("SAS_SCHEDULES: %q is not a schedule name (1-64 characters of A-Z a-z 0-9 _ -)", name)
+		case !sc.Overlap.Valid():
+			return fmt.Errorf("SAS_SCHEDULES: schedule %s: overlap %q: want allow or skip", name, sc.Overlap)
+		}
+	}
+	return nil
 }

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/sas-go/sas/internal/sas"
 )
 
 func env(m map[string]string) Getenv { return func(k string) string { return m[k] } }
@@ -165,4 +167,21 @@ func TestAccountWideEntryAllowsNothingInACodeBuiltConfig(t *testing.T) {
 	require.True(t, c.ReplyToAllowed("https://sqs.eu-west-1.amazonaws.com/111122223333/tenant-a"), "the named prefix still allows its queues")
 	c.SQSEndpoint = "http://127.0.0.1:4566"
 	require.False(t, c.ReplyToAllowed("http://127.0.0.1:4566/111122223333/anything"), "nor at the emulator")
+}
+
+func TestLoadSchedules(t *testing.T) {
+	t.Parallel()
+	c, err := Load(env(map[string]string{"SAS_SCHEDULES": `{"nightly": {"overlap": "skip", "senders": ["AROASCHED"]}, "hourly": {}}`}))
+	require.NoError(t, err)
+	require.Equal(t, map[string]sas.ScheduleConfig{"nightly": {Overlap: sas.OverlapSkip, Senders: []string{"AROASCHED"}}, "hourly": {}}, c.Schedules)
+	for v, want := range map[string]string{
+		`{"nightly": {"overlap": "buffer"}}`: `overlap "buffer": want allow or skip`,
+		`{"night ly": {}}`:                   `"night ly" is not a schedule name`,
+		`{"nightly": {"cron": "x"}}`:         `unknown field "cron"`,
+		`[]`:                                 "want a JSON object",
+	} {
+		_, err := Load(env(map[string]string{"SAS_SCHEDULES": v}))
+		require.ErrorContains(t, err, "SAS_SCHEDULES", v)
+		require.ErrorContains(t, err, want, v)
+	}
 }

@@ -110,3 +110,18 @@ func cancellable(u *updateExpr, from sas.ProcessState, attempt int) {
 	}
 	notCancelled(u)
 }
+
+// runningIs is an exclusive run's fence (sas.RunClaim): the schedule's
+// running order is still the one read, or, read as none, there is none.
+func runningIs(u *updateExpr, prev string) {
+	if prev == "" {
+		u.cond("attribute_not_exists(#running)", "#running", attrRunning)
+		return
+	}
+	u.cond("#running = :prev", "#running", attrRunning, ":prev", s(prev))
+}
+
+// notLastSkipped fences a skip's count: the same run is counted once.
+func notLastSkipped(u *updateExpr, orderID string) {
+	u.cond("attribute_not_exists(#ls) OR #ls <> :this", "#ls", attrLastSkipped, ":this", s(orderID))
+}

@@ -81,6 +81,9 @@ func (st *Store) Submit(ctx context.Context, p sas.SubmitParams) (sas.SubmitResu
 	}
 	o.CreatedAt = p.Now
 	recs, err := sas.NewRecords(o, p.Now, p.PickupBy, st.cfg.Shards, p.Claim, p.Skip...)
+	if err == nil {
+		err = p.Run.Check(o.OrderID)
+	}
 	if err != nil {
 		return sas.SubmitResult{}, fmt.Errorf("submitting order %s: %w", o.OrderID, err)
 	}
@@ -100,9 +103,13 @@ func (st *Store) Submit(ctx context.Context, p sas.SubmitParams) (sas.SubmitResu
 			ConditionExpression: aws.String(absent),
 		}})
 	}
+	orderItems := len(items)
+	if p.Run != nil {
+		items = append(items, st.runStart(o.OrderID, p.Run))
+	}
 	_, err = st.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
 	if err == nil {
-		return sas.SubmitResult{Created: true, View: written(items)}, nil
+		return sas.SubmitResult{Created: true, View: written(items[:orderItems])}, nil
 	}
 	i, item, notMadeErr, ok := cancelled(err, 0)
 	if !ok {
@@ -118,6 +125,9 @@ func (st *Store) Submit(ctx context.Context, p sas.SubmitParams) (sas.SubmitResu
 			return sas.SubmitResult{}, fmt.Errorf("submitting order %s (already there): %w", o.OrderID, gerr)
 		}
 		return sas.SubmitResult{Created: false, View: view}, nil
+	}
+	if i == orderItems {
+		return sas.SubmitResult{}, fmt.Errorf("submitting order %s: schedule %s has started another run than %q: %w", o.OrderID, p.Run.Schedule, p.Run.Prev, sas.ErrLostRace)
 	}
 	if i > 0 {
 		// The step records are put only with the order: one without it

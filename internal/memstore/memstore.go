@@ -33,6 +33,7 @@ type Store struct {
 	byID   map[string][]sas.StepKey
 	defs   map[string][]byte // "name#version" → sas.EncodeWorkflow
 	pauses map[string]sas.AgentPause
+	scheds map[string]sas.ScheduleState
 }
 
 var _ sas.StateStore = (*Store)(nil)
@@ -50,6 +51,7 @@ func New(cfg Config) *Store {
 		byID:   map[string][]sas.StepKey{},
 		defs:   map[string][]byte{},
 		pauses: map[string]sas.AgentPause{},
+		scheds: map[string]sas.ScheduleState{},
 	}
 }
 
@@ -62,6 +64,9 @@ func (s *Store) Submit(_ context.Context, p sas.SubmitParams) (sas.SubmitResult,
 		return sas.SubmitResult{}, &sas.ValidationError{Field: "orderId", Reason: "empty"}
 	}
 	recs, err := sas.NewRecords(o, p.Now, p.PickupBy, s.shards, p.Claim, p.Skip...)
+	if err == nil {
+		err = p.Run.Check(o.OrderID)
+	}
 	if err != nil {
 		return sas.SubmitResult{}, fmt.Errorf("submitting order %s: %w", o.OrderID, err)
 	}
@@ -72,6 +77,9 @@ func (s *Store) Submit(_ context.Context, p sas.SubmitParams) (sas.SubmitResult,
 			return sas.SubmitResult{}, fmt.Errorf("submitting order %s: %w", o.OrderID, sas.ErrOrderConflict)
 		}
 		return sas.SubmitResult{Created: false, View: s.viewLocked(o.OrderID)}, nil
+	}
+	if err := s.startRunLocked(o.OrderID, p.Run); err != nil {
+		return sas.SubmitResult{}, fmt.Errorf("submitting order %s: %w", o.OrderID, err)
 	}
 	o.CreatedAt = ms(p.Now)
 	s.orders[o.OrderID] = cloneOrder(o)

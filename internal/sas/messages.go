@@ -9,6 +9,8 @@ import (
 	"regexp"
 	"strings"
 	"time"
+
+	"github.com/sas-go/sas/internal/sizing"
 )
 
 // MessageVersion is the version of every message this build writes and the
@@ -47,6 +49,12 @@ type Intake struct {
 	// has one: the order's work joins that trace. Without it (or with one
 	// that is not valid) the scheduler starts a trace for the order.
 	Trace string `json:"trace,omitempty"`
+	// Schedule and ScheduledAt make the order a run of a schedule of the
+	// deployment, scheduled for that time (RFC 3339): the order id is
+	// then RunOrderID's, given or left out (schedule.go,
+	// docs/schedules.md).
+	Schedule    string `json:"schedule,omitempty"`
+	ScheduledAt string `json:"scheduledAt,omitempty"`
 }
 
 // AgentRequest asks an agent to run one attempt of one step.
@@ -351,7 +359,7 @@ func ValidOrderID(id string) bool { return orderIDPattern.MatchString(id) }
 const (
 	// MaxPayloadBytes bounds the payload as it appears in the intake message.
 	// Messages carry it compacted and unescaped, never larger.
-	MaxPayloadBytes = 64 << 10
+	MaxPayloadBytes = sizing.MaxPayloadBytes
 	// MaxReplyToBytes bounds the replyTo URL, which the allow-list may match
 	// by prefix. An SQS queue URL is under 200 bytes.
 	MaxReplyToBytes = 1 << 10
@@ -396,6 +404,11 @@ func ParseIntake(body []byte, rules IntakeRules) (Intake, error) {
 		return in, &ValidationError{Field: "v", Reason: fmt.Sprintf("unsupported message version %d (this deployment reads %d)", in.V, MessageVersion)}
 	case in.Kind != "" && in.Kind != KindIntake:
 		return in, &ValidationError{Field: "kind", Reason: fmt.Sprintf("%q is not an intake message", in.Kind)}
+	}
+	if err := in.checkRun(); err != nil {
+		return in, err
+	}
+	switch {
 	case in.OrderID == "":
 		return in, &ValidationError{Field: "orderId", Reason: "required"}
 	case !ValidOrderID(in.OrderID):

@@ -53,6 +53,7 @@ type StateStore interface {
 	OwedStore       // a give-up's owed effects (owed.go)
 	DefinitionStore // the workflow definitions orders run on (versions.go)
 	CancelStore     // an order's cancellation (cancel.go)
+	ScheduleStore   // the schedules' runs (schedule.go)
 }
 
 // SubmitParams creates an order. PickupBy is when a scheduler must have
@@ -67,6 +68,9 @@ type SubmitParams struct {
 	// Skip are the first steps, settled at submission without running
 	// (their conditions: skip.go); Claim then takes the step after them.
 	Skip []Skip
+	// Run, for a schedule's run, records it in the schedule's state in
+	// the same write (schedule.go).
+	Run *RunClaim
 }
 
 // SubmitResult reports whether this call created the order.

@@ -63,6 +63,7 @@ const Usage = `usage: sasctl [-outputs FILE [-stack NAME] | -stack NAME] <comman
   pause      AGENT                     stop consuming the agent's queues; its steps wait, unjudged
   resume     AGENT                     end the pause; the time paused does not count against the steps
   pauses                               list the agents' pauses
+  schedules  -file FILE                the schedules FILE declares: last run (its state), runs, skips, next run
   console    [-addr 127.0.0.1:8089] [-read-only] [-remote -host NAME -tls-cert F -tls-key F]   the web console (docs/console.md)
 
   Without a deployment:
@@ -102,7 +103,8 @@ func (a *App) Run(ctx context.Context, args []string) error {
 		"submit": a.submit, "show": a.show, "list": a.list, "resubmit": a.resubmit,
 		"compensate": a.compensate, "watch": a.watch, "cancel": a.cancel,
 		"pause": a.pause, "resume": a.pause, "pauses": a.pauses,
-		"complete": a.complete(sas.OutcomeDone), "fail": a.complete(sas.OutcomeFailed), "heartbeat": a.complete(sas.OutcomeHeartbeat),
+		"schedules": a.schedulesCmd,
+		"complete":  a.complete(sas.OutcomeDone), "fail": a.complete(sas.OutcomeFailed), "heartbeat": a.complete(sas.OutcomeHeartbeat),
 	}
 	cmd, ok := cmds[args[0]]
 	if args[0] == "resume" {

@@ -69,6 +69,11 @@ type Config struct {
 	// OwedRetry is when the supervisor re-sends what a scheduler's give-up
 	// owes, should the scheduler not get it out (default DefaultOwedRetry).
 	OwedRetry time.Duration
+	// Schedules are the deployment's schedules by name, whose runs the
+	// intake takes (schedule.go, docs/schedules.md). An intake naming a
+	// schedule not listed is rejected, and so is an intake without one
+	// whose order id is a listed schedule's run's.
+	Schedules map[string]sas.ScheduleConfig
 	// ReplyToAllowed tells the queues a submitter may name as replyTo; nil
 	// allows none.
 	ReplyToAllowed func(url string) bool

@@ -80,6 +80,8 @@ type faultyStore struct {
 	mu     sync.Mutex
 	fail   map[string]error
 	panics map[string]bool
+	// beforeSubmit, when set, runs before each submission (schedule_test.go).
+	beforeSubmit func(sas.SubmitParams)
 }
 
 func (s *faultyStore) fault(id string) error {

@@ -30,6 +30,27 @@ func (s *Service) intake(ctx context.Context, u *outbox.Unit, body []byte, from 
 	if err != nil {
 		return s.reject(ctx, u, in, messageID, err)
 	}
+	for decisions := 1; ; decisions++ {
+		run, err := s.decideRun(ctx, in, submitter)
+		switch {
+		case errors.Is(err, sas.ErrInvalid):
+			return s.reject(ctx, u, in, messageID, err)
+		case err != nil:
+			return err
+		case run.skip != "":
+			return s.skipRun(ctx, in, run.skip)
+		}
+		err = s.submit(ctx, u, in, messageID, submitter, run.claim)
+		if run.claim == nil || !run.claim.Exclusive || !errors.Is(err, sas.ErrLostRace) || decisions == maxRunDecisions {
+			return err
+		}
+		// Another run of the schedule started since the read: decide again.
+	}
+}
+
+// submit writes the order of an intake, and, for a schedule's run, its
+// schedule's state with it (run).
+func (s *Service) submit(ctx context.Context, u *outbox.Unit, in sas.Intake, messageID, submitter string, run *sas.RunClaim) error {
 	w := s.cfg.Workflows[in.Workflow]
 	if err := s.storeDefinition(ctx, w); err != nil {
 		return err
@@ -50,7 +71,7 @@ func (s *Service) intake(ctx context.Context, u *outbox.Unit, body []byte, from 
 	if w.Steps[0].When != "" {
 		first = nextToRun(order{ord: o, wf: w}, 0, nil)
 	}
-	sp := sas.SubmitParams{Order: o, Now: now, PickupBy: now.Add(s.cfg.PickupTimeout), Skip: first.skips}
+	sp := sas.SubmitParams{Order: o, Now: now, PickupBy: now.Add(s.cfg.PickupTimeout), Skip: first.skips, Run: run}
 	if first.next >= 0 {
 		// Created already claimed: one transaction instead of submit + claim
 		// on the hot path, and no window in which the first step is unowned.

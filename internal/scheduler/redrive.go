@@ -19,7 +19,7 @@ import (
 // intake is checked as any intake, a reply's echo under the scheduler's
 // signature, a retry or compensate as from the control queue).
 func (s *Service) redriven(ctx context.Context, u *outbox.Unit, from Origin, body []byte) error {
-	if from.Source != FromControl {
+	if !accepts(from.Source, sas.KindRedrive, false) {
 		return refuseSource(from, sas.KindRedrive)
 	}
 	var m sas.Redrive

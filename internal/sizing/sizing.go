@@ -1,6 +1,8 @@
-// Package sizing holds the timing rules of a deployment that more than one
-// place applies: the functions' timeouts and the settings of the queues they
-// consume. The CDK construct (infra/sascdk) deploys with them, and the test
+// Package sizing holds the rules of a deployment that more than one place
+// applies: the functions' timeouts and the settings of the queues they
+// consume, and the few limits of what a deployment declares (a payload's
+// size, a schedule's name and overlap policy) that the construct checks at
+// synth time and the scheduler at run time. The CDK construct (infra/sascdk) deploys with them, and the test
 // kit (sastest), the dev server (cmd/sasdev) and the simulator
 // (internal/dev/sim) create their queues with them, so a change to a formula is
 // made here, once.
@@ -8,7 +10,10 @@
 // It imports nothing but the standard library: the infra module imports it.
 package sizing
 
-import "time"
+import (
+	"regexp"
+	"time"
+)
 
 const (
 	// SchedulerTimeout is the scheduler function's timeout. It does a
@@ -60,3 +65,22 @@ func LambdaVisibility(functionTimeout time.Duration) time.Duration {
 // function consumes: the intake, scheduler and control queues
 // (LambdaVisibility of SchedulerTimeout).
 const SchedulerVisibility = LambdaVisibilityFactor * SchedulerTimeout
+
+// MaxPayloadBytes bounds an order's payload as it appears in the intake
+// message (docs/intake.md): the scheduler refuses a larger one, and the
+// construct a schedule whose payload is larger.
+const MaxPayloadBytes = 64 << 10
+
+// A schedule's overlap policies (docs/schedules.md): what a run does that
+// falls due while the schedule's previous run is still in flight.
+const (
+	OverlapAllow = "allow" // start every run (the default)
+	OverlapSkip  = "skip"  // skip a run while the previous one has not settled
+)
+
+var scheduleNamePattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+
+// ValidScheduleName reports whether name is a legal schedule name: 1–64
+// characters of A-Z a-z 0-9 _ -, which is also a legal EventBridge Scheduler
+// schedule name, and leaves a run's order id under 128 characters.
+func ValidScheduleName(name string) bool { return scheduleNamePattern.MatchString(name) }

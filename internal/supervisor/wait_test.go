@@ -32,22 +32,6 @@ func (e *env) backlog(t *testing.T, url string, n int) {
 	}
 }
 
-// drain receives and deletes everything in a queue.
-func (e *env) drain(t *testing.T, url string) {
-	t.Helper()
-	for {
-		msgs, err := e.mq.Receive(t.Context(), sas.ReceiveParams{QueueURL: url, Max: 10, Visibility: time.Minute})
-		require.NoError(t, err)
-		if len(msgs) == 0 {
-			return
-		}
-		for _, m := range msgs {
-			_, err := e.mq.Delete(t.Context(), sas.DeleteParams{QueueURL: url, Receipts: []string{m.Receipt}})
-			require.NoError(t, err)
-		}
-	}
-}
-
 // TestAnUnstartedStepWaitsUntilItsRequestCannotBeDelivered: a held step
 // past its deadline whose agent never reported a pick-up may still be
 // queued, however empty or busy the queues look. The supervisor moves its

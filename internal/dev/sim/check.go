@@ -35,7 +35,7 @@ func (w *World) settled() bool {
 // poisonedAway: order id was never stored, its intake being in the
 // dead-letter queue as a poison message (World.poisoned).
 func (w *World) poisonedAway(id string, err error) bool {
-	return w.poisoned[id] && errors.Is(err, sas.ErrNotFound)
+	return (w.poisoned[id] || w.skippedRun(id)) && errors.Is(err, sas.ErrNotFound)
 }
 
 // final reports whether nothing will move an order on its own: no step
@@ -124,6 +124,7 @@ func (w *World) final() {
 	w.checkCancelled()
 	w.checkOneEventPerID()
 	w.checkForged()
+	w.checkRuns()
 	for _, q := range w.queues {
 		if q.dlq == nil {
 			continue

@@ -337,6 +337,9 @@ func (w *World) chaos() {
 	if w.submitsLeft > 0 {
 		add(0.1, func() { w.submitsLeft--; w.submit() })
 	}
+	if w.sch.left > 0 {
+		add(0.6, w.trigger)
+	}
 	if w.cfg.Forge && len(w.orders) > 0 {
 		add(0.15, w.forge)
 	}

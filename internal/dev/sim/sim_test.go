@@ -82,6 +82,10 @@ func TestChecksCatchPlantedBugs(t *testing.T) {
 		sim.SabotageUndoEarly: "undo before settled",
 		// Issue 27 §3: a completion that runs a step it should skip.
 		sim.SabotageRunSkipped: "skipped called",
+		// Issue 28 §3: a run's copies made two orders; a run over one
+		// in flight under the policy skip.
+		sim.SabotageRunTwice: "run started twice",
+		sim.SabotageOverlap:  "skip not respected",
 	} {
 		found := 0
 		for seed := int64(1); seed <= 200 && found == 0; seed++ {
@@ -261,6 +265,27 @@ func TestChoicesInBranchesAreExercised(t *testing.T) {
 	require.Positive(t, skipped, "no completion of 60 graph seeds skipped a branch")
 	require.Positive(t, failed, "no completion of 60 graph seeds failed a step by its condition")
 	require.Positive(t, processed, "no order of 60 graph seeds with conditions was processed")
+}
+
+// Schedules are exercised, not only allowed: among the first seeds, a
+// schedule fires, copies of one run race, and the policy skip skips runs.
+func TestSchedulesAreExercised(t *testing.T) {
+	t.Parallel()
+	fired, skipped := 0, 0
+	for seed := int64(1); seed <= 30; seed++ {
+		res := sim.Run(sim.ForSeed(seed))
+		require.False(t, res.Failed(), res.Summary(40))
+		for _, l := range res.Trace {
+			if strings.Contains(l, "schedule tick fires") {
+				fired++
+			}
+			if strings.Contains(l, "SkipRun:") {
+				skipped++
+			}
+		}
+	}
+	require.Positive(t, fired, "no seed of 30 fired a schedule")
+	require.Positive(t, skipped, "no seed of 30 skipped a run")
 }
 
 // The operator's redrive (issue 31): under a fault mix that sends messages

@@ -68,6 +68,13 @@ func (s *store) snapshot(keys []sas.StepKey) []sas.StepRecord {
 }
 
 func (s *store) Submit(ctx context.Context, p sas.SubmitParams) (sas.SubmitResult, error) {
+	if p.Run != nil {
+		return s.submitRun(ctx, p) // schedules.go
+	}
+	return s.submit(ctx, p)
+}
+
+func (s *store) submit(ctx context.Context, p sas.SubmitParams) (sas.SubmitResult, error) {
 	keys := make([]sas.StepKey, len(p.Order.Steps))
 	for i := range keys {
 		keys[i] = sas.StepKey{OrderID: p.Order.OrderID, Step: i}

@@ -128,6 +128,8 @@ type World struct {
 	poisoned map[string]bool
 	// storeDownUntil ends the store's outage (Faults.Outage).
 	storeDownUntil time.Time
+	// sch is the deployment's schedule, if it has one (schedules.go).
+	sch schedWorld
 }
 
 // Violation is an invariant the run broke.
@@ -179,6 +181,7 @@ func newWorld(cfg Config) *World {
 	w.compensateAsked = map[string]bool{}
 	w.cancelAccepted = map[string]bool{}
 	w.unstartedAtCancel = map[string][]int{}
+	w.initSchedules()
 
 	w.intake = w.newQueue("intake", "scheduler", schedulerVisible)
 	w.sched = w.newQueue("scheduler", "scheduler", schedulerVisible)
@@ -271,6 +274,7 @@ func (w *World) system(reg sas.Registry) assembly.System {
 			AgentQueues: aq, AllowedReplyQueues: []string{w.status.url},
 			RequireSignedReplies: w.signedOnly(),
 			MaxFailures:          supervisorMaxFailures, StepTimeout: stepTimeout, PickupTimeout: pickupTimeout, WaitLimit: waitLimit,
+			Schedules: w.schedules(),
 		},
 		Parts: assembly.Parts{
 			Store: w.st, Queue: queues{w}, Alerter: alerter{w}, Workflows: reg, Clock: w.clock,
@@ -557,6 +561,13 @@ func (w *World) sweep(i int) {
 func (w *World) operate(args ...string) {
 	if args[0] == "compensate" {
 		w.compensateAsked[args[1]] = true
+	}
+	if args[0] == "resubmit" {
+		for id := range w.sch.runs {
+			if args[1] == id || args[1] == "-all" {
+				w.sch.touched[id] = true // it may run again beside a later run
+			}
+		}
 	}
 	w.tracef("operator: sasctl %s", strings.Join(args, " "))
 	w.start("operator", 0, func(ctx context.Context) { _ = w.operator.Run(ctx, args) })

@@ -82,6 +82,9 @@ func (m *machine) actions() map[string]func(*rapid.T) {
 	for name, build := range writes {
 		acts[name] = func(t *rapid.T) { m.do(t, build(t), false) }
 	}
+	for name, build := range m.scheduleReads() {
+		acts[name] = func(t *rapid.T) { m.do(t, build(t), false) }
+	}
 	for name, build := range m.reads() {
 		acts[name] = func(t *rapid.T) { m.do(t, build(t), false) }
 	}
@@ -283,6 +286,14 @@ func owner(t *rapid.T, label string) string { return rapid.SampledFrom(owners).D
 func one(f func() (sas.StepRecord, error)) (any, error) { return f() }
 
 func (m *machine) writes() map[string]func(*rapid.T) op {
+	w := m.baseWrites()
+	for name, build := range m.scheduleWrites() { // schedule_test.go
+		w[name] = build
+	}
+	return w
+}
+
+func (m *machine) baseWrites() map[string]func(*rapid.T) op {
 	return map[string]func(*rapid.T) op{
 		"submit": func(t *rapid.T) op {
 			id := rapid.SampledFrom(ids).Draw(t, "order")

@@ -127,6 +127,11 @@ func Run(t *testing.T, h Harness) {
 		// choices: the steps an order passes over (skip.go)
 		{"CompleteSkipsInItsWrite", testCompleteSkips},
 		{"SubmitSkipsTheFirstSteps", testSubmitSkips},
+
+		// schedules' runs (schedule.go)
+		{"RunsRecordTheirSchedule", testRunsRecordTheirSchedule},
+		{"ExclusiveRunIsFenced", testExclusiveRunIsFenced},
+		{"SkipRunCountsOnce", testSkipRunCountsOnce},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
