@@ -26,7 +26,7 @@ func TestTheConsoleCancelsWithADryRunAndRefusesACompensateInFlight(t *testing.T)
 	require.Contains(t, page, `action="/actions/cancel"`)
 	token := tokenRE.FindStringSubmatch(page)[1]
 	send := func(action string, form url.Values) (int, string) {
-		resp, body := postAction(t, ts.URL, token, action, form)
+		resp, body := postAction(t, ts.URL, action, token, form)
 		return resp.StatusCode, body
 	}
 
@@ -70,11 +70,11 @@ func TestTheConsoleCancelsEveryBranchInFlight(t *testing.T) {
 	require.NoError(t, err)
 	token := tokenRE.FindStringSubmatch(get(t, ts.URL+"/orders/o-br"))[1]
 
-	resp, body := postAction(t, ts.URL, token, "cancel", url.Values{"id": {"o-br"}})
+	resp, body := postAction(t, ts.URL, "cancel", token, url.Values{"id": {"o-br"}})
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 	require.Contains(t, body, "2 steps in flight at once: the cancel marks each and takes effect when they have settled")
 
-	resp, _ = postAction(t, ts.URL, token, "cancel", url.Values{"id": {"o-br"}, "confirm": {"1"}})
+	resp, _ = postAction(t, ts.URL, "cancel", token, url.Values{"id": {"o-br"}, "confirm": {"1"}})
 	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
 	require.Eventually(t, func() bool {
 		v, err := st.GetOrder(ctx, "o-br")

@@ -61,24 +61,6 @@ func withSecret(req *http.Request) *http.Request {
 	return req
 }
 
-// postAction posts form to the console's action, with the page's csrf
-// token, as its form does, and returns the response (a redirect not
-// followed) and its body.
-func postAction(t *testing.T, base, csrf, action string, form url.Values) (*http.Response, string) {
-	t.Helper()
-	form.Set("csrf", csrf)
-	req, _ := http.NewRequest(http.MethodPost, base+"/actions/"+action, strings.NewReader(form.Encode()))
-	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	req.Header.Set("Origin", base)
-	c := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	resp, err := c.Do(withSecret(req))
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	require.NoError(t, err)
-	return resp, string(b)
-}
-
 func get(t *testing.T, u string) string {
 	t.Helper()
 	req, _ := http.NewRequest(http.MethodGet, u, nil)

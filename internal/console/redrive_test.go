@@ -82,7 +82,7 @@ func TestRedriveShowsEachMessageAndMovesNoForgedControlMessage(t *testing.T) {
 	require.Empty(t, res.Failed)
 
 	csrf := tokenRE.FindStringSubmatch(get(t, ts.URL+"/"))[1]
-	post := func(form url.Values) (*http.Response, string) { return postAction(t, ts.URL, csrf, "redrive", form) }
+	post := func(form url.Values) (*http.Response, string) { return postAction(t, ts.URL, "redrive", csrf, form) }
 	depth := func(u string) int {
 		d, err := q.Depth(ctx, u)
 		require.NoError(t, err)
@@ -180,9 +180,9 @@ func TestRedriveCarriesTheSchedulersDeadLettersAsRedeliveries(t *testing.T) {
 		if confirm {
 			form.Set("confirm", "1")
 		}
-		resp, body := postAction(t, ts.URL, csrf, "redrive", form)
+		resp, b := postAction(t, ts.URL, "redrive", csrf, form)
 		if !confirm {
-			return body
+			return b
 		}
 		require.Equal(t, http.StatusSeeOther, resp.StatusCode)
 		job := resp.Header.Get("Location")
@@ -225,4 +225,22 @@ func TestRedriveCarriesTheSchedulersDeadLettersAsRedeliveries(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, back, 1)
 	require.Equal(t, bodies[agent], back[0].Body, "an agent's dead letter goes back as it is")
+}
+
+// postAction posts form, with the console's CSRF token, to an action of the
+// console at base, following no redirect, and returns the response and its
+// body.
+func postAction(t *testing.T, base, action, csrf string, form url.Values) (*http.Response, string) {
+	t.Helper()
+	form.Set("csrf", csrf)
+	req, _ := http.NewRequest(http.MethodPost, base+"/actions/"+action, strings.NewReader(form.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Origin", base)
+	c := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := c.Do(withSecret(req))
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return resp, string(b)
 }

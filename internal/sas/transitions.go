@@ -170,6 +170,10 @@ type CompleteParams struct {
 	// that no successor of a cancelled step is ever claimed
 	// (docs/protocol.md, "Cancellation").
 	Cancelled bool
+	// By is who completed the step from outside (a callback step's
+	// completer: the queue's word for the sender and what it says it is),
+	// recorded in the history entry's reason; "" for an agent's reply.
+	By string
 	// More, with Next, claims further steps in the same write: the
 	// branches a step starts when several follow it (graph.go).
 	More []ClaimParams
@@ -275,7 +279,7 @@ func Complete(r StepRecord, p CompleteParams) (StepRecord, error) {
 	if !p.Compensation {
 		r.Result = p.Result
 	}
-	return timed(move(r, done, p.Owner, "completed", p.Now), p.Run), nil
+	return timed(move(r, done, p.Owner, p.CompletedReason(), p.Now), p.Run), nil
 }
 
 // heldBy is the holder's fence: the state, a holder (an undo the supervisor
@@ -732,4 +736,13 @@ func NewRecords(o Order, now, pickupBy time.Time, shards int, lease *ClaimParams
 		out[i] = r
 	}
 	return out, nil
+}
+
+// CompletedReason is the history entry's reason of a completion (both
+// stores write it).
+func (p CompleteParams) CompletedReason() string {
+	if p.By == "" {
+		return "completed"
+	}
+	return BoundReason("completed by " + p.By)
 }
