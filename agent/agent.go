@@ -206,7 +206,17 @@ func (a *Agent) lookup(req Request) (Func, *httpcall.Breaker, error) {
 	if st.undo == nil {
 		return nil, nil, permanentf(nil, "agent %q: step %q has no undo, so its compensation cannot be served", a.name, req.Step)
 	}
-	return st.undo, a.breakerFor(st.dependency), nil
+	// An undo has its dependency's breaker of its own: one step's
+	// failures (a forward call's) never refuse another step's undo.
+	return st.undo, a.breakerFor(undoBreakerOf(a.name, st.dependency)), nil
+}
+
+// undoBreakerOf names the breaker the undos of a dependency share.
+func undoBreakerOf(agentName, dependency string) string {
+	if dependency == "" {
+		dependency = "agent:" + agentName
+	}
+	return dependency + " (undos)"
 }
 
 func (a *Agent) stepNames() string {
@@ -343,9 +353,12 @@ func (r *runner) call(ctx context.Context, req Request, fn Func, brk *httpcall.B
 	}
 	res, err := fn(ctx, req)
 	var pe *permanentError
-	// A Permanent error is the service answering; a failure, or a
-	// context that ended during the run (a hang), is not.
-	brk.Report(ticket, err != nil && !errors.As(err, &pe), r.clock.Now())
+	var ra *retryAfterError
+	// A Permanent error is the service answering, and so is a step's own
+	// RetryAfter (a poll told "not yet"): neither is a failure of the
+	// dependency. A failure, or a context that ended during the run (a
+	// hang), is.
+	brk.Report(ticket, err != nil && !errors.As(err, &pe) && !errors.As(err, &ra), r.clock.Now())
 	return res, err
 }
 

@@ -146,7 +146,7 @@ func (h *httpStep) run(ctx context.Context, req Request) (any, error) {
 	}
 	call := HTTPCall{
 		Endpoint: h.base, Method: act.Method, Path: act.Path, Body: body, IdempotencyKey: req.IdempotencyKey,
-		Header: http.Header{"Content-Type": {"application/json"}, "Accept": {"application/json"}},
+		Header: http.Header{"Content-Type": {"application/json"}, "Accept": {"application/json"}}, Undo: req.Undo,
 	}
 	for n := 0; ; n++ {
 		res, err := h.client.Do(ctx, call)

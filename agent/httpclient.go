@@ -74,6 +74,10 @@ type HTTPCall struct {
 	// IdempotencyKey is sent as the Idempotency-Key header on every try:
 	// usually the Request's. Required.
 	IdempotencyKey string
+	// Undo: the call undoes a step (usually the Request's Undo). Undos
+	// have their endpoint's breaker of their own, so that failures of the
+	// forward calls never refuse an undo.
+	Undo bool
 }
 
 // HTTPResponse is what a call got: the last answer's status and body. On
@@ -119,7 +123,7 @@ func NewHTTPClient(o HTTPConfig) (*HTTPClient, error) {
 		o.AttemptTimeout = DefaultAttemptTimeout
 	}
 	cfg := httpcall.Config{
-		MaxAttempts: o.Tries, BaseBackoff: o.Backoff, MaxBackoff: o.MaxBackoff,
+		MaxTries: o.Tries, BaseBackoff: o.Backoff, MaxBackoff: o.MaxBackoff,
 		AttemptTimeout: o.AttemptTimeout, SafetyMargin: o.SafetyMargin, MaxResponseBytes: o.MaxResponseBytes,
 		Breaker: httpcall.BreakerConfig{
 			FailureThreshold: o.Breaker.FailureThreshold, FailureRate: o.Breaker.FailureRate,
@@ -185,12 +189,12 @@ func callRequest(call HTTPCall, deadline time.Time) httpcall.Request {
 	}
 	return httpcall.Request{
 		Endpoint: call.Endpoint, Method: call.Method, Path: call.Path, Body: call.Body,
-		IdempotencyKey: call.IdempotencyKey, Deadline: deadline, Header: h,
+		IdempotencyKey: call.IdempotencyKey, Deadline: deadline, Header: h, Undo: call.Undo,
 	}
 }
 
 func responseOf(r httpcall.Result) HTTPResponse {
-	return HTTPResponse{Status: r.Status, Body: r.Body, Truncated: r.Truncated, Tries: r.Attempts}
+	return HTTPResponse{Status: r.Status, Body: r.Body, Truncated: r.Truncated, Tries: r.Tries}
 }
 
 // doError marks the caller's permanent classes as permanent; the others

@@ -28,6 +28,13 @@ type Answer struct {
 	// waits, before its answer: what keeps a step with a heartbeat timeout
 	// alive.
 	Heartbeat time.Duration
+	// Cancel, instead of completing the step, cancels its order After the
+	// step started waiting, as the order's submitter would (a cancel on
+	// the intake queue): the wait ends at once, not at the step's timeout,
+	// the token completes nothing after, whatever took effect is undone,
+	// and the order ends StatusCancelled with no alert. Not with Result or
+	// Fail.
+	Cancel bool
 }
 
 // Answer makes the kit answer the callback step named step, in every
@@ -52,6 +59,9 @@ func (e *Env) Answer(step string, a Answer) {
 	}
 	if a.After < 0 || a.Heartbeat < 0 {
 		e.t.Fatalf("sastest: Answer(%q): negative After or Heartbeat", step)
+	}
+	if a.Cancel && (a.Result != nil || a.Fail != "") {
+		e.t.Fatalf("sastest: Answer(%q): Cancel cancels the order; it sends no Result or Fail", step)
 	}
 	e.answers[step] = a
 }
@@ -101,25 +111,18 @@ func (e *Env) answer(v sas.OrderView) (next time.Time, sent bool) {
 			continue
 		}
 		tok := scheduler.Token(e.signer, r)
-		if at := w.since.Add(a.After); !now.Before(at) {
-			m := sas.Completion{V: sas.MessageVersion, Kind: sas.KindComplete, Token: tok, Outcome: sas.OutcomeDone, Actor: "sastest"}
-			if a.Fail != "" {
-				m.Outcome, m.Reason, m.Rejected = sas.OutcomeFailed, a.Fail, a.Reject
-			} else if a.Result != nil {
-				b, err := json.Marshal(a.Result)
-				if err != nil {
-					e.t.Fatalf("sastest: answering %s: encoding the result: %v", r.StepName, err)
-				}
-				m.Result = b
-			}
-			if err := m.Check(); err != nil {
-				e.t.Fatalf("sastest: answering %s: %v", r.StepName, err)
-			}
-			e.send(e.intakeURL, sas.Encode(m))
+		switch at := w.since.Add(a.After); {
+		case now.Before(at):
+			later(at)
+		case a.Cancel:
+			e.send(e.intakeURL, sas.Encode(sas.Cancel{V: sas.MessageVersion, Kind: sas.KindCancel, OrderID: r.OrderID,
+				Reason: "cancelled by the test while " + r.StepName + " waited (sastest.Answer.Cancel)"}))
 			w.answered, sent = true, true
 			continue
-		} else {
-			later(at)
+		default:
+			e.send(e.intakeURL, sas.Encode(e.completion(r.StepName, tok, a)))
+			w.answered, sent = true, true
+			continue
 		}
 		if a.Heartbeat > 0 {
 			if beat := w.lastBeat.Add(a.Heartbeat); !now.Before(beat) {
@@ -132,6 +135,25 @@ func (e *Env) answer(v sas.OrderView) (next time.Time, sent bool) {
 		}
 	}
 	return next, sent
+}
+
+// completion is the kit's answer a to the waiting step called step.
+func (e *Env) completion(step, tok string, a Answer) sas.Completion {
+	e.t.Helper()
+	m := sas.Completion{V: sas.MessageVersion, Kind: sas.KindComplete, Token: tok, Outcome: sas.OutcomeDone, Actor: "sastest"}
+	if a.Fail != "" {
+		m.Outcome, m.Reason, m.Rejected = sas.OutcomeFailed, a.Fail, a.Reject
+	} else if a.Result != nil {
+		b, err := json.Marshal(a.Result)
+		if err != nil {
+			e.t.Fatalf("sastest: answering %s: encoding the result: %v", step, err)
+		}
+		m.Result = b
+	}
+	if err := m.Check(); err != nil {
+		e.t.Fatalf("sastest: answering %s: %v", step, err)
+	}
+	return m
 }
 
 // nextDue is the earliest deadline of the order's records: the supervisor

@@ -68,3 +68,27 @@ func TestAnUnansweredCallbackStepIsGivenUp(t *testing.T) {
 	require.Equal(t, sastest.StatusRejected, res.Status)
 	require.Empty(t, *paidBy)
 }
+
+// Cancelled two hours into a three-day wait: the wait ends then, not at
+// its timeout; the charge is refunded, the shipment never starts, the
+// order ends cancelled, and the only alert is the waiting notification.
+func TestCancelWhileACallbackStepWaits(t *testing.T) {
+	t.Parallel()
+	flow := []workflow.Workflow{{Name: "approved-charge", Steps: []workflow.Step{
+		{Name: "charge", Agent: "payments", Action: "charge", Undo: "refund", Timeout: workflow.Duration(10 * time.Second)},
+		{Name: "approve", Callback: &workflow.Callback{Timeout: workflow.Duration(72 * time.Hour)}},
+		{Name: "ship", Agent: "payments", Action: "ship", Timeout: workflow.Duration(10 * time.Second)},
+	}}}
+	pay := agent.New("payments").Step("charge", ok, ok).Step("ship", ok, nil)
+	env := sastest.New(t, flow, pay)
+	env.Answer("approve", sastest.Answer{After: 2 * time.Hour, Cancel: true})
+	res := env.Run("approved-charge", "c-1", nil)
+	require.Equal(t, sastest.StatusCancelled, res.Status)
+	require.GreaterOrEqual(t, res.Took, 2*time.Hour)
+	require.Less(t, res.Took, 3*time.Hour, "the wait ended at the cancel, not at its 72-hour timeout")
+	require.Equal(t, []string{"charge"}, res.Undone)
+	require.Equal(t, sastest.StateError, res.Steps[1].State, "the wait ended")
+	require.Equal(t, sastest.StatePending, res.Steps[2].State, "ship never started")
+	require.Len(t, res.Alerts, 1, "the waiting notification only: a cancel pages nobody")
+	require.Equal(t, "cancelled/approve", res.Statuses[len(res.Statuses)-1])
+}

@@ -66,13 +66,24 @@
 // # What a Result says
 //
 // Status is how the order ended (StatusProcessed, StatusCompensated,
-// StatusFailed, StatusCompensationFailed, or StatusRejected when a step
-// was refused with agent.Reject); Results what each step returned (Decode
+// StatusFailed, StatusCompensationFailed, StatusRejected when a step
+// was refused with agent.Reject, or StatusCancelled when the test cancelled
+// the order mid-run with CancelWhen or Answer.Cancel); Results what each step returned (Decode
 // reads one); Steps the final state of each step; Undone the steps
 // that were undone, in the order they were (newest first); Statuses what the
 // submitter's replyTo queue received; Alerts what an operator was told; and
 // Calls every run of a step's Func (or undo), in order. Assert on outcomes:
 // the fake clock's timings are the kit's, not AWS's.
+//
+// # Acting mid-run and aiming faults
+//
+// CancelWhen cancels an order when a step of it is about to run, as its
+// submitter would: the step settles, no later step starts, and what took
+// effect is undone. An Answer with Cancel cancels an order while its
+// callback step waits: the wait ends at once, not at its timeout.
+// FailOrder injects a failure into one order's step
+// alone (Fail's hits every order), and Clear removes a step's injected
+// failures, so the orders after run it again.
 //
 // A mistake in what the test gives the kit (a workflow it does not have, a
 // step no workflow has, a step's agent missing) fails the test at once, with

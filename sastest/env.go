@@ -121,6 +121,8 @@ type Env struct {
 
 	mu       sync.Mutex // the agents' Middleware writes what follows
 	faults   map[fault]error
+	aimed    map[aimedFault]error // FailOrder's (cancel.go)
+	cancels  map[attemptKey]bool  // CancelWhen's, until sent (cancel.go)
 	attempts map[attemptKey][]int // the scheduler attempts seen, in order
 	calls    []call
 	// sent, when set (by this package's tests), sees every message sent
@@ -364,10 +366,12 @@ func (e *Env) inject(fn, step string, undo bool, attempt int, err error) {
 		e.t.Fatalf("sastest: %s(%q): no workflow has a step of that name (steps: %s)", fn, step, strings.Join(slices.Compact(steps), ", "))
 	case undo && !hasUndo:
 		e.t.Fatalf("sastest: %s(%q): the step has no undo in its workflow, so it is never undone", fn, step)
-	case attempt < 1:
+	case attempt < 1 && fn != "Clear" && fn != "CancelWhen":
 		e.t.Fatalf("sastest: %s(%q, %d): attempts count from 1", fn, step, attempt)
-	case err == nil:
+	case err == nil && fn != "Clear" && fn != "CancelWhen":
 		e.t.Fatalf("sastest: %s(%q, %d): the error is nil, which would be a success", fn, step, attempt)
+	case err == nil:
+		return // a step that exists: checked only
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -386,8 +390,9 @@ func (e *Env) middleware(next agent.Func) agent.Func {
 			e.attempts[k] = append(seen, req.Attempt)
 			n = len(seen) + 1
 		}
-		err, injected := e.faults[fault{step: req.Step, undo: req.Undo, attempt: n}]
+		err, injected := e.injected(req, n)
 		e.mu.Unlock()
+		e.cancelBefore(ctx, req)
 
 		var res any
 		if !injected {

@@ -53,7 +53,7 @@ const (
 type Result struct {
 	OrderID string
 	// Status is StatusProcessed, StatusCompensated, StatusFailed,
-	// StatusCompensationFailed or StatusRejected.
+	// StatusCompensationFailed, StatusRejected or StatusCancelled.
 	Status Status
 	// Results are what the steps returned, by step name, as the scheduler
 	// recorded them (compacted JSON; a step that returned nothing has no
@@ -168,6 +168,8 @@ func (e *Env) result(v sas.OrderView, statuses []sas.Status, took time.Duration)
 		res.Status = StatusCompensationFailed
 	case sas.Rejected:
 		res.Status = StatusRejected
+	case sas.Cancelled:
+		res.Status = StatusCancelled
 	default:
 		e.t.Fatalf("sastest: order %s is stuck (%s): nothing is left to deliver and no step is due, but it did not end: %s", id, st, describe(v))
 	}

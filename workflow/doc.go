@@ -21,7 +21,7 @@
 //	         "undo": "POST /reservations/cancel", "timeout": "30s"},
 //	        {"name": "charge", "agent": "payments", "action": "POST /payments",
 //	         "undo": "POST /refunds", "timeout": "30s", "waitLimit": "10m",
-//	         "retry": {"failureThreshold": 5, "backoff": {"base": "2s", "max": "1m"}}},
+//	         "retry": {"maximumAttempts": 5, "initialInterval": "2s", "maximumInterval": "1m"}},
 //	        {"name": "ship", "agent": "shipping", "action": "POST /shipments", "timeout": "1m"}
 //	      ]
 //	    }

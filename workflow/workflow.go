@@ -19,10 +19,22 @@ const (
 	// MaxBackoff bounds a retry delay: the supervisor's retry message is
 	// delayed by SQS, which delays a message by at most 15 minutes.
 	MaxBackoff = 15 * time.Minute
-	// MaxFailureThreshold bounds a step's failure threshold.
-	MaxFailureThreshold = 100
-	// MaxAttempts bounds a step's tries within one attempt (Retry.Tries).
-	MaxAttempts = 20
+	// MaxMaximumAttempts bounds Retry.MaximumAttempts: a step's attempts
+	// (the scheduler's), the first included.
+	MaxMaximumAttempts = 100
+	// MaxTries bounds Retry.Tries: the agent's calls within one attempt.
+	MaxTries = 20
+
+	// MaxFailureThreshold is MaxMaximumAttempts' older name.
+	//
+	// Deprecated: use MaxMaximumAttempts (an attempt is the scheduler's;
+	// docs/workflows.md, "Retries: one word per idea").
+	MaxFailureThreshold = MaxMaximumAttempts
+	// MaxAttempts is MaxTries' older name: it bounds tries, not attempts.
+	//
+	// Deprecated: use MaxTries (docs/workflows.md, "Retries: one word per
+	// idea").
+	MaxAttempts = MaxTries
 	// MaxBackoffCoefficient bounds Retry.BackoffCoefficient.
 	MaxBackoffCoefficient = 10
 	// MaxNonRetryableErrors bounds Retry.NonRetryableErrors (their names
@@ -201,15 +213,23 @@ type Retry struct {
 	// Tries is how many times the agent runs the step's call within one
 	// attempt, with jittered backoff between tries, while the step's
 	// timeout allows (agent.Request.Tries). Zero: the agent's default (3).
-	// At most MaxAttempts.
+	// At most MaxTries.
 	Tries int `json:"tries,omitempty"`
 
 	// FailureThreshold is MaximumAttempts' older name.
+	//
+	// Deprecated: use MaximumAttempts. A definition that sets it loads
+	// and means what it did.
 	FailureThreshold int `json:"failureThreshold,omitempty"`
-	// Attempts is Tries' older name.
+	// Attempts is Tries' older name: it counts tries, not attempts.
+	//
+	// Deprecated: use Tries. A definition that sets it loads and means
+	// what it did.
 	Attempts int `json:"attempts,omitempty"`
 	// Backoff holds InitialInterval and MaximumInterval under their older
 	// names.
+	//
+	// Deprecated: use InitialInterval and MaximumInterval.
 	Backoff *Backoff `json:"backoff,omitempty"`
 }
 
@@ -414,8 +434,8 @@ func validateStep(sp string, s Step, bad func(path, format string, args ...any))
 	}
 	if u := s.UndoRetry; u != nil {
 		up := sp + ".undoRetry"
-		if t := u.MaximumAttempts; t < 0 || t > MaxFailureThreshold {
-			bad(up+".maximumAttempts", "%d: must be between 1 and %d (0: the deployment's)", t, MaxFailureThreshold)
+		if t := u.MaximumAttempts; t < 0 || t > MaxMaximumAttempts {
+			bad(up+".maximumAttempts", "%d: must be between 1 and %d (0: the deployment's)", t, MaxMaximumAttempts)
 		}
 		validateIntervals(up, u.InitialInterval, u.MaximumInterval, u.BackoffCoefficient, u.NonRetryableErrors, bad)
 		if strings.TrimSpace(s.Undo) == "" {
@@ -426,17 +446,17 @@ func validateStep(sp string, s Step, bad func(path, format string, args ...any))
 		return
 	}
 	r := s.Retry
-	if t := r.FailureThreshold; t < 0 || t > MaxFailureThreshold {
-		bad(sp+".retry.failureThreshold", "%d: must be between 1 and %d (0: the deployment's)", t, MaxFailureThreshold)
+	if t := r.FailureThreshold; t < 0 || t > MaxMaximumAttempts {
+		bad(sp+".retry.failureThreshold", "%d: must be between 1 and %d (0: the deployment's)", t, MaxMaximumAttempts)
 	}
-	if t := r.MaximumAttempts; t < 0 || t > MaxFailureThreshold {
-		bad(sp+".retry.maximumAttempts", "%d: must be between 1 and %d (0: the deployment's)", t, MaxFailureThreshold)
+	if t := r.MaximumAttempts; t < 0 || t > MaxMaximumAttempts {
+		bad(sp+".retry.maximumAttempts", "%d: must be between 1 and %d (0: the deployment's)", t, MaxMaximumAttempts)
 	}
-	if a := r.Attempts; a < 0 || a > MaxAttempts {
-		bad(sp+".retry.attempts", "%d: must be between 1 and %d (0: the agent's)", a, MaxAttempts)
+	if a := r.Attempts; a < 0 || a > MaxTries {
+		bad(sp+".retry.attempts", "%d: must be between 1 and %d (0: the agent's)", a, MaxTries)
 	}
-	if a := r.Tries; a < 0 || a > MaxAttempts {
-		bad(sp+".retry.tries", "%d: must be between 1 and %d (0: the agent's)", a, MaxAttempts)
+	if a := r.Tries; a < 0 || a > MaxTries {
+		bad(sp+".retry.tries", "%d: must be between 1 and %d (0: the agent's)", a, MaxTries)
 	}
 	validateIntervals(sp+".retry", r.InitialInterval, r.MaximumInterval, r.BackoffCoefficient, r.NonRetryableErrors, bad)
 	conflict := func(older, newer string, a, b any, set bool) {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sas-go/sas/internal/sas"
+	"github.com/sas-go/sas/internal/sasctl"
 )
 
 // maxTargets bounds what one bulk action selects.
@@ -102,7 +103,7 @@ func (s *Server) action(w http.ResponseWriter, r *http.Request) {
 	switch a := r.PathValue("action"); a {
 	case "pause", "resume":
 		s.pause(w, r, a, form.Get("agent"))
-	case "resubmit", "compensate":
+	case "resubmit", "compensate", "cancel":
 		targets, f, err := s.targets(r.Context(), a, form)
 		if err != nil {
 			s.fail(w, http.StatusBadRequest, err)
@@ -176,7 +177,11 @@ func (s *Server) targets(ctx context.Context, action string, form url.Values) ([
 				out = append(out, Target{Order: v.Order.OrderID, Step: -1, Refuse: "no step in Error"})
 			}
 		case "compensate":
-			out = append(out, Target{Order: v.Order.OrderID, Step: -1, Detail: string(v.State())})
+			// The scheduler drops a compensate while a step is in flight:
+			// the dry run says so, and nothing is sent (sasctl's rule).
+			out = append(out, Target{Order: v.Order.OrderID, Step: -1, Detail: string(v.State()), Refuse: sasctl.InFlight(v)})
+		case "cancel":
+			out = append(out, cancelTarget(v))
 		}
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].Order < out[j].Order })
@@ -229,6 +234,10 @@ func (s *Server) runTargets(w http.ResponseWriter, r *http.Request, action strin
 				done(fmt.Sprintf("%s step %d (%s)", t.Order, t.Step, t.Name), s.cfg.App.ResubmitStep(ctx, t.rec))
 			case "compensate":
 				done(t.Order, s.cfg.App.CompensateOrder(ctx, t.Order, reason))
+			case "cancel":
+				said, err := s.cfg.App.CancelOrder(ctx, t.Order, reason)
+				s.cfg.Logger.Info("console: cancel", "order", t.Order, "actor", s.cfg.App.Actor, "said", said, "err", err)
+				done(t.Order, err)
 			}
 		}
 	})
@@ -254,4 +263,26 @@ func (s *Server) pause(w http.ResponseWriter, r *http.Request, action, agent str
 	}
 	s.cfg.Logger.Info("console: "+action+"d agent", "agent", agent, "actor", s.cfg.App.Actor, "mappings", changed)
 	http.Redirect(w, r, "/#agents", http.StatusSeeOther)
+}
+
+// cancelTarget is a cancel's row of the dry run: what it would do to the
+// order, or why it is refused (sasctl's rule, sas.CancelTargets). Of
+// several branches in flight the row names the first and says how many
+// the cancel marks.
+func cancelTarget(v sas.OrderView) Target {
+	t := Target{Order: v.Order.OrderID, Step: -1, Detail: string(v.State())}
+	targets, err := sas.CancelTargets(v)
+	if err != nil {
+		t.Refuse = err.Error()
+		return t
+	}
+	r := targets[0]
+	t.Step, t.Name = r.Step, r.StepName
+	switch flying := sas.Unmarked(targets); {
+	case len(flying) > 1:
+		t.Detail = fmt.Sprintf("%d steps in flight at once: the cancel marks each and takes effect when they have settled", len(flying))
+	case r.ProcessState == sas.Processing:
+		t.Detail = fmt.Sprintf("in flight (attempt %d): the cancel takes effect when it settles", r.Attempt)
+	}
+	return t
 }

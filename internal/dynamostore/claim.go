@@ -21,7 +21,7 @@ func (st *Store) claimWithSiblings(ctx context.Context, p sas.ClaimParams) (sas.
 	keys := []sas.StepKey{p.Key}
 	for _, sib := range p.Siblings {
 		k := sas.StepKey{OrderID: p.Key.OrderID, Step: sib.Step}
-		items = append(items, st.stillInState(k, sib.State))
+		items = append(items, st.stillAsSeen(k, sib))
 		keys = append(keys, k)
 	}
 	_, err := st.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
@@ -48,11 +48,25 @@ func (st *Store) claimWithSiblings(ctx context.Context, p sas.ClaimParams) (sas.
 }
 
 // stillInState is the transaction item that checks step k is still in the
-// state its writer read (the inState guard): a claim's or a resubmit's
-// siblings.
+// state its writer read (the inState guard): a resubmit's siblings.
 func (st *Store) stillInState(k sas.StepKey, state sas.ProcessState) types.TransactWriteItem {
 	c := newUpdate()
 	inState(&c, state)
+	return st.check(k, c)
+}
+
+// stillAsSeen is the transaction item that checks step k is still as its
+// writer read it (sas.StepSeen: the state, and the cancel's mark or its
+// absence): a claim's or a completion's siblings (sas.CheckSiblings).
+func (st *Store) stillAsSeen(k sas.StepKey, seen sas.StepSeen) types.TransactWriteItem {
+	c := newUpdate()
+	inState(&c, seen.State)
+	markSeen(&c, seen.Cancelled)
+	return st.check(k, c)
+}
+
+// check is the transaction item that checks step k against c's condition.
+func (st *Store) check(k sas.StepKey, c updateExpr) types.TransactWriteItem {
 	return types.TransactWriteItem{ConditionCheck: &types.ConditionCheck{
 		TableName:                           &st.cfg.StateTable,
 		Key:                                 stepKey(k),

@@ -97,6 +97,35 @@ func owing(u *updateExpr, state sas.ProcessState, attempt int) {
 		":state", s(string(state)), ":attempt", ni(attempt), ":owed", s(owedPrefix))
 }
 
+// notCancelled is a forward completion's fence beside held: the step
+// carries no cancel's mark (sas.Complete refuses a marked step unless its
+// holder knows of the cancel).
+func notCancelled(u *updateExpr) {
+	u.cond("attribute_not_exists(#cx) OR #cx = :nocx", "#cx", attrCancelled, ":nocx", boolean(false))
+}
+
+// markSeen is a sibling's fence on the cancel's mark as read
+// (sas.StepSeen.Cancelled): still marked, or still not.
+func markSeen(u *updateExpr, cancelled bool) {
+	if !cancelled {
+		notCancelled(u)
+		return
+	}
+	u.cond("#cx = :cx", "#cx", attrCancelled, ":cx", boolean(true))
+}
+
+// cancellable is sas.CancelStep's fence: the state and attempt seen, no
+// holder for a Pending step, and no mark yet on a Processing one (a marked
+// one is returned as it is, without a write).
+func cancellable(u *updateExpr, from sas.ProcessState, attempt int) {
+	u.cond("#st = :from AND #at = :seen", "#st", attrState, "#at", attrAttempt, ":from", s(string(from)), ":seen", ni(attempt))
+	if from == sas.Pending {
+		u.cond("attribute_not_exists(#lb)", "#lb", attrLockedBy)
+		return
+	}
+	notCancelled(u)
+}
+
 // runningIs is an exclusive run's fence (sas.RunClaim): the schedule's
 // running order is still the one read, or, read as none, there is none.
 func runningIs(u *updateExpr, prev string) {

@@ -33,8 +33,9 @@ const (
 	attrRefused    = "Refused"
 	attrUndoOwed   = "UndoOwed"
 	attrGeneration = "Generation"
-	attrRejected   = "Rejected" // sas.StepRecord.Rejected
-	attrResult     = "Result"   // the step's result, compacted JSON (S)
+	attrRejected   = "Rejected"  // sas.StepRecord.Rejected
+	attrCancelled  = "Cancelled" // sas.StepRecord.Cancelled
+	attrResult     = "Result"    // the step's result, compacted JSON (S)
 	// WaitingSince: see sas.StepRecord. Projected into the index, with
 	// CreatedAt, because the supervisor decides from the index alone.
 	attrWaitingSince = "WaitingSince"
@@ -147,6 +148,9 @@ func stepItem(r sas.StepRecord) map[string]av {
 	}
 	if r.Rejected {
 		it[attrRejected] = &types.AttributeValueMemberBOOL{Value: true}
+	}
+	if r.Cancelled {
+		it[attrCancelled] = &types.AttributeValueMemberBOOL{Value: true}
 	}
 	if len(r.Result) > 0 {
 		it[attrResult] = s(string(r.Result))
@@ -283,6 +287,7 @@ func decodeStep(it map[string]av) (sas.StepRecord, error) {
 		WaitingSince: d.time(attrWaitingSince),
 		StartedAt:    d.time(attrStartedAt),
 		Rejected:     d.flag(attrRejected),
+		Cancelled:    d.flag(attrCancelled),
 	}
 	if res := d.str(attrResult); res != "" {
 		r.Result = json.RawMessage(res)

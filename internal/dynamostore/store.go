@@ -208,6 +208,9 @@ func (st *Store) Complete(ctx context.Context, p sas.CompleteParams) ([]sas.Step
 	if p.Elapsed {
 		elapsed(&u, p.Now)
 	}
+	if !p.Compensation && !p.Cancelled {
+		notCancelled(&u)
+	}
 	u.set(attrState, s(string(done)))
 	switch {
 	case !p.Compensation && len(p.Result) > 0:
@@ -242,7 +245,7 @@ func (st *Store) Complete(ctx context.Context, p sas.CompleteParams) ([]sas.Step
 	written := len(keys)
 	for _, sib := range p.Siblings {
 		k := sas.StepKey{OrderID: p.Key.OrderID, Step: sib.Step}
-		items = append(items, st.stillInState(k, sib.State))
+		items = append(items, st.stillAsSeen(k, sib))
 		ops, keys = append(ops, "completing"), append(keys, k)
 	}
 	_, err := st.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})

@@ -22,7 +22,7 @@ import (
 // tries, so one failing Call opens the breaker.
 func breakerConfig(clock *fakeClock) httpcall.Config {
 	cfg := testConfig(clock)
-	cfg.MaxAttempts = 3
+	cfg.MaxTries = 3
 	cfg.Breaker = httpcall.BreakerConfig{FailureThreshold: 3, OpenFor: 30 * time.Second}
 	return cfg
 }
@@ -34,7 +34,7 @@ func openBreaker(t *testing.T, c *httpcall.Caller, svc *service, clock *fakeCloc
 	before := len(svc.Requests())
 	res, err := c.Call(context.Background(), newRequest(svc.URL(), clock))
 	require.ErrorIs(t, err, httpcall.ErrTransient)
-	require.Equal(t, 3, res.Attempts)
+	require.Equal(t, 3, res.Tries)
 	require.Len(t, svc.Requests(), before+3)
 	require.Equal(t, httpcall.BreakerOpen, c.BreakerState(svc.URL()))
 }
@@ -58,7 +58,7 @@ func TestBreakerLifecycle(t *testing.T) {
 	res, err := c.Call(context.Background(), req)
 	require.ErrorIs(t, err, httpcall.ErrCircuitOpen)
 	assert.Equal(t, httpcall.ErrTransient, classOf(t, err))
-	assert.Zero(t, res.Attempts)
+	assert.Zero(t, res.Tries)
 	assert.Len(t, svc.Requests(), sent)
 	assert.Len(t, clock.Sleeps(), sleepsBefore)
 
@@ -75,7 +75,7 @@ func TestBreakerLifecycle(t *testing.T) {
 	res, err = c.Call(context.Background(), req)
 	require.ErrorIs(t, err, httpcall.ErrCircuitOpen, "after the probe failed the next try was rejected")
 	assert.Equal(t, httpcall.ErrTransient, classOf(t, err))
-	assert.Equal(t, 1, res.Attempts, "exactly one probe")
+	assert.Equal(t, 1, res.Tries, "exactly one probe")
 	assert.Equal(t, 503, res.Status)
 	assert.Equal(t, httpcall.BreakerOpen, c.BreakerState(svc.URL()))
 
@@ -84,14 +84,14 @@ func TestBreakerLifecycle(t *testing.T) {
 	svc.SetScript(reply{Status: 200, Body: "ok"})
 	res, err = c.Call(context.Background(), newRequest(svc.URL(), clock))
 	require.NoError(t, err)
-	assert.Equal(t, 1, res.Attempts)
+	assert.Equal(t, 1, res.Tries)
 	assert.Equal(t, httpcall.BreakerClosed, c.BreakerState(svc.URL()))
 
 	// Closed again: failures are counted from zero.
 	svc.SetScript(reply{Status: 503}, reply{Status: 503}, reply{Status: 200})
 	res, err = c.Call(context.Background(), newRequest(svc.URL(), clock))
 	require.NoError(t, err)
-	assert.Equal(t, 3, res.Attempts)
+	assert.Equal(t, 3, res.Tries)
 	assert.Equal(t, httpcall.BreakerClosed, c.BreakerState(svc.URL()))
 }
 
@@ -100,7 +100,7 @@ func TestBreakerRejectsWithoutRequestWhenOutOfTries(t *testing.T) {
 	svc := newService(t, reply{Status: 503})
 	clock := newFakeClock()
 	cfg := breakerConfig(clock)
-	cfg.MaxAttempts = 1
+	cfg.MaxTries = 1
 	c := newCaller(t, cfg)
 	for range 3 {
 		_, err := c.Call(context.Background(), newRequest(svc.URL(), clock))
@@ -113,7 +113,7 @@ func TestBreakerRejectsWithoutRequestWhenOutOfTries(t *testing.T) {
 
 	require.ErrorIs(t, err, httpcall.ErrCircuitOpen)
 	assert.Equal(t, httpcall.ErrTransient, classOf(t, err))
-	assert.Zero(t, res.Attempts)
+	assert.Zero(t, res.Tries)
 	assert.Len(t, svc.Requests(), 3)
 	assert.Empty(t, clock.Sleeps())
 }
@@ -139,7 +139,7 @@ func TestBreakerOpenFailsTheCallAtOnce(t *testing.T) {
 
 	require.ErrorIs(t, err, httpcall.ErrCircuitOpen)
 	assert.Equal(t, httpcall.ErrTransient, classOf(t, err))
-	assert.Zero(t, res.Attempts)
+	assert.Zero(t, res.Tries)
 	assert.Len(t, svc.Requests(), sent, "nothing sent")
 	assert.Len(t, clock.Sleeps(), sleepsBefore, "no wait for the breaker to half-open")
 	assert.Equal(t, start, clock.Now())
@@ -153,7 +153,7 @@ func TestBreakerOpeningMidCallEndsIt(t *testing.T) {
 	svc := newService(t, reply{Status: 503})
 	clock := newFakeClock()
 	cfg := breakerConfig(clock)
-	cfg.MaxAttempts = 10
+	cfg.MaxTries = 10
 	c := newCaller(t, cfg)
 	start := clock.Now()
 
@@ -163,7 +163,7 @@ func TestBreakerOpeningMidCallEndsIt(t *testing.T) {
 	assert.Equal(t, httpcall.ErrTransient, classOf(t, err))
 	assert.ErrorContains(t, err, "after 3 tries")
 	assert.ErrorContains(t, err, "HTTP 503", "the last failure is kept")
-	assert.Equal(t, 3, res.Attempts, "the threshold's tries, then the refusal")
+	assert.Equal(t, 3, res.Tries, "the threshold's tries, then the refusal")
 	assert.Len(t, svc.Requests(), 3)
 	// Two backoffs between the three tries (50ms, 100ms), none after.
 	assert.Equal(t, []time.Duration{50 * time.Millisecond, 100 * time.Millisecond}, clock.Sleeps())
@@ -181,7 +181,7 @@ func TestBreakerIsPerEndpoint(t *testing.T) {
 	res, err := c.Call(context.Background(), newRequest(good.URL(), clock))
 
 	require.NoError(t, err)
-	assert.Equal(t, 1, res.Attempts)
+	assert.Equal(t, 1, res.Tries)
 	assert.Equal(t, httpcall.BreakerClosed, c.BreakerState(good.URL()))
 	assert.Equal(t, httpcall.BreakerOpen, c.BreakerState(bad.URL()))
 	assert.Equal(t, httpcall.BreakerOpen, c.BreakerState(bad.URL()+"/"), "a trailing slash names the same endpoint")
@@ -233,13 +233,13 @@ func TestBreakerHalfOpenAdmitsOneProbe(t *testing.T) {
 	res, err := c.Call(context.Background(), newRequest(svc.URL(), clock))
 	require.ErrorIs(t, err, httpcall.ErrCircuitOpen)
 	assert.Equal(t, httpcall.ErrTransient, classOf(t, err))
-	assert.Zero(t, res.Attempts)
+	assert.Zero(t, res.Tries)
 	assert.Equal(t, httpcall.BreakerHalfOpen, c.BreakerState(svc.URL()))
 
 	close(release)
 	p := <-probe
 	require.NoError(t, p.err)
-	assert.Equal(t, 1, p.res.Attempts)
+	assert.Equal(t, 1, p.res.Tries)
 	assert.Len(t, svc.Requests(), sent+1)
 	assert.Equal(t, httpcall.BreakerClosed, c.BreakerState(svc.URL()))
 }
@@ -301,7 +301,7 @@ func TestConcurrentCallsShareOneCaller(t *testing.T) {
 	for i := range calls {
 		key := fmt.Sprintf("order-%d/step-0", i)
 		require.NoError(t, errs[i], key)
-		assert.Equal(t, 2, results[i].Attempts, key)
+		assert.Equal(t, 2, results[i].Tries, key)
 		assert.Equal(t, key, string(results[i].Body))
 		assert.Equal(t, 2, perKey[key], key)
 	}
@@ -327,7 +327,7 @@ func TestConcurrentCallsOpenTheBreaker(t *testing.T) {
 			req := newRequest(svc.URL(), clock)
 			req.Deadline = clock.Now().Add(10 * time.Second) // shorter than OpenFor
 			res, err := c.Call(context.Background(), req)
-			attempts.Add(int64(res.Attempts))
+			attempts.Add(int64(res.Tries))
 			if !errors.Is(err, httpcall.ErrTransient) && !errors.Is(err, httpcall.ErrDeadline) {
 				t.Errorf("unexpected outcome: %v", err)
 			}

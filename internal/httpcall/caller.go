@@ -78,7 +78,11 @@ func (c *Caller) Call(ctx context.Context, r Request) (Result, error) {
 	}
 
 	stop := r.Deadline.Add(-c.cfg.SafetyMargin)
-	br := c.breakers.get(breakerKey(r.Endpoint))
+	key := breakerKey(r.Endpoint)
+	if r.Undo {
+		key += undoBreaker
+	}
+	br := c.breakers.get(key)
 	var res Result
 	var last error // why the previous try failed
 	for n := 0; ; n++ {
@@ -102,7 +106,7 @@ func (c *Caller) Call(ctx context.Context, r Request) (Result, error) {
 			// wait"). The same rule as the SDK's own breaker.
 			return res, circuitOpen(op, sas.Redact(r.Endpoint), n, last)
 		}
-		res.Attempts++
+		res.Tries++
 		out := c.try(ctx, stop, r, target)
 		br.report(t, out.health, c.cfg.Clock.Now())
 		if out.status != 0 {
@@ -122,7 +126,7 @@ func (c *Caller) Call(ctx context.Context, r Request) (Result, error) {
 		}
 		floor := out.retryAfter // the least the next wait may be
 
-		if n+1 >= c.cfg.MaxAttempts {
+		if n+1 >= c.cfg.MaxTries {
 			return res, fmt.Errorf("calling %s: %w after %d tries: %w", op, ErrTransient, n+1, last)
 		}
 		wait := max(fullJitter(backoffCeiling(c.cfg.BaseBackoff, c.cfg.MaxBackoff, n), c.cfg.Rand()), floor)
@@ -290,6 +294,9 @@ func transientStatus(code int) bool {
 
 // breakerKey makes "http://svc/" and "http://svc" share a breaker.
 func breakerKey(endpoint string) string { return strings.TrimRight(endpoint, "/") }
+
+// undoBreaker marks the key of an endpoint's undo breaker (Request.Undo).
+const undoBreaker = " (undos)"
 
 // BreakerState reports the state of endpoint's breaker as a try now would
 // find it (open past its period reads half-open). Endpoints never called read

@@ -153,7 +153,7 @@ func TestCallOutcomes(t *testing.T) {
 			clock := newFakeClock()
 			cfg := testConfig(clock)
 			if tc.maxAttempts != 0 {
-				cfg.MaxAttempts = tc.maxAttempts
+				cfg.MaxTries = tc.maxAttempts
 			}
 			c := newCaller(t, cfg)
 			req := newRequest(svc.URL(), clock)
@@ -161,7 +161,7 @@ func TestCallOutcomes(t *testing.T) {
 			res, err := c.Call(context.Background(), req)
 
 			require.Equal(t, tc.want, classOf(t, err), "error: %v", err)
-			assert.Equal(t, tc.wantAttempts, res.Attempts)
+			assert.Equal(t, tc.wantAttempts, res.Tries)
 			assert.Equal(t, tc.wantStatus, res.Status)
 			if tc.wantBody != "" {
 				assert.Equal(t, tc.wantBody, string(res.Body))
@@ -219,7 +219,7 @@ func TestDeadlineTooCloseMakesNoRequest(t *testing.T) {
 
 			require.ErrorIs(t, err, httpcall.ErrDeadline)
 			classOf(t, err)
-			assert.Zero(t, res.Attempts)
+			assert.Zero(t, res.Tries)
 			assert.Empty(t, svc.Requests())
 			assert.Empty(t, clock.Sleeps())
 		})
@@ -250,7 +250,7 @@ func TestHangStopsAtDeadlineLessMargin(t *testing.T) {
 
 	require.ErrorIs(t, err, httpcall.ErrDeadline)
 	classOf(t, err)
-	assert.Equal(t, 1, res.Attempts, "one try, cut at the deadline")
+	assert.Equal(t, 1, res.Tries, "one try, cut at the deadline")
 	assert.Len(t, svc.Requests(), 1)
 	assert.False(t, ended.Before(stop), "returned %s before Deadline-margin", stop.Sub(ended))
 	assert.Less(t, ended.Sub(stop), 3*time.Second, "returned long after Deadline-margin")
@@ -279,9 +279,9 @@ func TestHangWithAttemptTimeoutRetriesUntilDeadline(t *testing.T) {
 	// what matters is that a timed-out try was retried and the deadline held.
 	require.ErrorIs(t, err, httpcall.ErrDeadline)
 	classOf(t, err)
-	assert.GreaterOrEqual(t, res.Attempts, 2, "a try that timed out is retried")
-	assert.LessOrEqual(t, res.Attempts, 3)
-	assert.Len(t, svc.Requests(), res.Attempts)
+	assert.GreaterOrEqual(t, res.Tries, 2, "a try that timed out is retried")
+	assert.LessOrEqual(t, res.Tries, 3)
+	assert.Len(t, svc.Requests(), res.Tries)
 	assert.False(t, ended.Before(stop))
 	assert.Less(t, ended.Sub(stop), 3*time.Second)
 }
@@ -320,7 +320,7 @@ func TestCallerContextEnding(t *testing.T) {
 
 			require.ErrorIs(t, err, context.Canceled)
 			assert.Equal(t, tc.want, classOf(t, err))
-			assert.Equal(t, 1, res.Attempts)
+			assert.Equal(t, 1, res.Tries)
 			assert.Equal(t, httpcall.BreakerClosed, c.BreakerState(svc.URL()), "says nothing about the service")
 		})
 	}
@@ -343,7 +343,7 @@ func TestCallerContextEnding(t *testing.T) {
 		var se *httpcall.StatusError
 		require.ErrorAs(t, err, &se, "the last failure is kept")
 		assert.Equal(t, 503, se.Status)
-		assert.Equal(t, 1, res.Attempts)
+		assert.Equal(t, 1, res.Tries)
 	})
 }
 
@@ -356,13 +356,13 @@ func TestNetworkErrorsAreTransient(t *testing.T) {
 		svc.srv.Close()
 		clock := newFakeClock()
 		cfg := testConfig(clock)
-		cfg.MaxAttempts = 3
+		cfg.MaxTries = 3
 		c := newCaller(t, cfg)
 
 		res, err := c.Call(context.Background(), newRequest(url, clock))
 
 		assert.Equal(t, httpcall.ErrTransient, classOf(t, err))
-		assert.Equal(t, 3, res.Attempts)
+		assert.Equal(t, 3, res.Tries)
 		assert.Zero(t, res.Status)
 		assert.Len(t, clock.Sleeps(), 2)
 	})
@@ -385,7 +385,7 @@ func TestNetworkErrorsAreTransient(t *testing.T) {
 		res, err := c.Call(context.Background(), newRequest(svc.URL(), clock))
 
 		require.NoError(t, err)
-		assert.Equal(t, 2, res.Attempts)
+		assert.Equal(t, 2, res.Tries)
 		assert.Equal(t, "ok", string(res.Body))
 		for _, s := range svc.Requests() {
 			assert.Equal(t, testKey, s.Key)
@@ -408,7 +408,7 @@ func TestResponseLargerThanLimitIsATruncatedSuccess(t *testing.T) {
 	res, err := c.Call(context.Background(), newRequest(svc.URL(), clock))
 
 	require.NoError(t, err)
-	assert.Equal(t, 1, res.Attempts)
+	assert.Equal(t, 1, res.Tries)
 	assert.Equal(t, 201, res.Status)
 	assert.Len(t, res.Body, 100)
 	assert.True(t, res.Truncated)
@@ -480,7 +480,7 @@ func TestInvalidRequestsSendNothing(t *testing.T) {
 			var ve *sas.ValidationError
 			require.ErrorAs(t, err, &ve)
 			assert.Equal(t, tc.field, ve.Field)
-			assert.Zero(t, res.Attempts)
+			assert.Zero(t, res.Tries)
 			assert.Empty(t, svc.Requests())
 		})
 	}
@@ -507,7 +507,7 @@ func TestNewValidatesConfig(t *testing.T) {
 		cfg   httpcall.Config
 		field string
 	}{
-		{"negative attempts", httpcall.Config{MaxAttempts: -1}, "MaxAttempts"},
+		{"negative attempts", httpcall.Config{MaxTries: -1}, "MaxTries"},
 		{"negative base", httpcall.Config{BaseBackoff: -1}, "BaseBackoff"},
 		{"negative max", httpcall.Config{MaxBackoff: -1}, "MaxBackoff"},
 		{"max below base", httpcall.Config{BaseBackoff: time.Second, MaxBackoff: time.Millisecond}, "MaxBackoff"},
@@ -567,7 +567,7 @@ func TestBackoffNeverCrossesDeadline(t *testing.T) {
 		cfg.BaseBackoff = base
 		cfg.MaxBackoff = base * time.Duration(1+rng.IntN(64))
 		cfg.SafetyMargin = time.Duration(1+rng.IntN(3000)) * time.Millisecond
-		cfg.MaxAttempts = 1 + rng.IntN(15)
+		cfg.MaxTries = 1 + rng.IntN(15)
 		cfg.Rand = rng.Float64
 		c := newCaller(t, cfg)
 
@@ -583,26 +583,26 @@ func TestBackoffNeverCrossesDeadline(t *testing.T) {
 		res, err := c.Call(context.Background(), req)
 
 		msg := fmt.Sprintf("seed %d: base %s max %s margin %s attempts %d budget %s retry-after %s: %v",
-			seed, cfg.BaseBackoff, cfg.MaxBackoff, cfg.SafetyMargin, cfg.MaxAttempts, req.Deadline.Sub(clocktest.T0), floor, err)
+			seed, cfg.BaseBackoff, cfg.MaxBackoff, cfg.SafetyMargin, cfg.MaxTries, req.Deadline.Sub(clocktest.T0), floor, err)
 
 		class := classOf(t, err)
 		require.Contains(t, []error{httpcall.ErrDeadline, httpcall.ErrTransient}, class, msg)
-		require.LessOrEqual(t, res.Attempts, cfg.MaxAttempts, msg)
+		require.LessOrEqual(t, res.Tries, cfg.MaxTries, msg)
 		if class == httpcall.ErrTransient {
-			require.Equal(t, cfg.MaxAttempts, res.Attempts, msg)
+			require.Equal(t, cfg.MaxTries, res.Tries, msg)
 		}
 		if !clocktest.T0.Before(stop) {
-			require.Zero(t, res.Attempts, msg)
+			require.Zero(t, res.Tries, msg)
 		}
 		for i, s := range clock.SleepRecords() {
 			require.True(t, s.At.Add(s.D).Before(stop), "sleep %d of %s at %s crosses %s; %s", i, s.D, s.At, stop, msg)
 			require.Less(t, s.D, max(cfg.MaxBackoff, floor+time.Nanosecond), "sleep %d; %s", i, msg)
 			require.GreaterOrEqual(t, s.D, floor, "sleep %d below Retry-After; %s", i, msg)
 		}
-		require.True(t, clock.Now().Before(stop) || res.Attempts == 0, msg)
+		require.True(t, clock.Now().Before(stop) || res.Tries == 0, msg)
 		// A try near the deadline gets a real timer as short as the fake time
 		// left, so under load it may be cut before it reaches the service.
-		sent += res.Attempts
+		sent += res.Tries
 		require.LessOrEqual(t, len(svc.Requests()), sent, "more requests than tries; %s", msg)
 	}
 }
@@ -626,12 +626,12 @@ func TestConflictKinds(t *testing.T) {
 			svc := newService(t, tc.reply)
 			clock := newFakeClock()
 			cfg := testConfig(clock)
-			cfg.MaxAttempts = 3
+			cfg.MaxTries = 3
 			c := newCaller(t, cfg)
 			res, err := c.Call(context.Background(), newRequest(svc.URL(), clock))
 			require.Equal(t, tc.want, classOf(t, err), "error: %v", err)
 			assert.Equal(t, tc.inUse, errors.Is(err, httpcall.ErrKeyInUse), "error: %v", err)
-			assert.Equal(t, tc.wantTries, res.Attempts)
+			assert.Equal(t, tc.wantTries, res.Tries)
 			assert.Contains(t, err.Error(), tc.wantInBody)
 		})
 	}

@@ -13,7 +13,7 @@ import (
 
 // Defaults for zero Config fields.
 const (
-	DefaultMaxAttempts      = 5
+	DefaultMaxTries         = 5
 	DefaultBaseBackoff      = 100 * time.Millisecond
 	DefaultMaxBackoff       = 5 * time.Second
 	DefaultSafetyMargin     = time.Second
@@ -27,9 +27,9 @@ const (
 // Config configures a Caller. Zero fields take the defaults above; New
 // rejects negative or inconsistent values.
 type Config struct {
-	// MaxAttempts bounds the tries of one Call. A try an open breaker
+	// MaxTries bounds the tries of one Call. A try an open breaker
 	// rejects ends the Call at once (ErrTransient, ErrCircuitOpen).
-	MaxAttempts int
+	MaxTries int
 	// BaseBackoff and MaxBackoff shape the wait before retry n (n from 0):
 	// uniform in [0, min(MaxBackoff, BaseBackoff·2^n)).
 	BaseBackoff time.Duration
@@ -64,7 +64,7 @@ type Config struct {
 
 // withDefaults fills in the zero fields.
 func (c Config) withDefaults() Config {
-	c.MaxAttempts = cmp.Or(c.MaxAttempts, DefaultMaxAttempts)
+	c.MaxTries = cmp.Or(c.MaxTries, DefaultMaxTries)
 	c.BaseBackoff = cmp.Or(c.BaseBackoff, DefaultBaseBackoff)
 	c.MaxBackoff = cmp.Or(c.MaxBackoff, max(DefaultMaxBackoff, c.BaseBackoff))
 	c.SafetyMargin = cmp.Or(c.SafetyMargin, DefaultSafetyMargin)
@@ -103,7 +103,7 @@ func (c Config) validate() error {
 		name     string
 		negative bool
 	}{
-		{"MaxAttempts", c.MaxAttempts < 0},
+		{"MaxTries", c.MaxTries < 0},
 		{"BaseBackoff", c.BaseBackoff < 0},
 		{"MaxBackoff", c.MaxBackoff < 0},
 		{"AttemptTimeout", c.AttemptTimeout < 0},

@@ -23,7 +23,7 @@ var (
 	// §2). A *StatusError in the chain carries the status and a body excerpt
 	// for the reason.
 	ErrPermanent = errors.New("permanent failure")
-	// ErrTransient: every try allowed by MaxAttempts failed in a way a later try
+	// ErrTransient: every try allowed by MaxTries failed in a way a later try
 	// might not, or the caller's own context ended. The last cause is wrapped.
 	ErrTransient = errors.New("transient failure")
 	// ErrDeadline: the step's deadline (less the safety margin) arrived, or the

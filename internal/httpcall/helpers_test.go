@@ -145,7 +145,7 @@ func (s *service) SetHandler(h func(w http.ResponseWriter, r *http.Request, n in
 // ceiling, and a breaker that stays out of the way unless a test tunes it.
 func testConfig(clock *fakeClock) httpcall.Config {
 	return httpcall.Config{
-		MaxAttempts:  5,
+		MaxTries:     5,
 		BaseBackoff:  100 * time.Millisecond,
 		MaxBackoff:   2 * time.Second,
 		SafetyMargin: time.Second,

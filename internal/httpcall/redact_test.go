@@ -26,7 +26,7 @@ func TestErrorsNameNoCredentials(t *testing.T) {
 	} {
 		clock := newFakeClock()
 		cfg := testConfig(clock)
-		cfg.MaxAttempts = 1
+		cfg.MaxTries = 1
 		_, err := newCaller(t, cfg).Call(context.Background(), newRequest(endpoint, clock))
 		require.Error(t, err, name)
 		require.NotContains(t, err.Error(), "s3cret", name)

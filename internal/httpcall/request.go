@@ -31,6 +31,10 @@ type Request struct {
 	// Header holds extra headers (Content-Type, auth). An Idempotency-Key in
 	// it must equal IdempotencyKey.
 	Header http.Header
+	// Undo: the call undoes a step. It goes through its endpoint's undo
+	// breaker, apart from the forward calls', so that their failures
+	// never refuse an undo (issue 28 §5).
+	Undo bool
 }
 
 // Result is what a Call got. On error it still tells how many tries were
@@ -42,12 +46,12 @@ type Result struct {
 	// Truncated: a 2xx body longer than Config.MaxResponseBytes, of which
 	// Body holds the start.
 	Truncated bool
-	// Attempts counts the tries handed to the HTTP client. A try cut short by
+	// Tries counts the tries handed to the HTTP client. A try cut short by
 	// the deadline may not have reached the service; one that reached it may
 	// have been sent twice by the transport itself (Go replays a request with
 	// an Idempotency-Key on a keep-alive connection that was found dead),
 	// which the key makes harmless. Tries rejected by the breaker do not count.
-	Attempts int
+	Tries int
 }
 
 // target joins Endpoint and Path with exactly one slash, keeping any path in

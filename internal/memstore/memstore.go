@@ -427,7 +427,7 @@ func decodeCursor(c string, into *map[int]indexEntry) error {
 func projected(r sas.StepRecord) sas.StepRecord {
 	r.History = nil
 	r.FailedBy, r.Refused, r.UndoOwed, r.Generation = "", false, false, 0
-	r.Rejected, r.Result = false, nil
+	r.Rejected, r.Result, r.Cancelled = false, nil, false
 	return r
 }
 

@@ -9,7 +9,8 @@ import (
 // committed, whose response was lost, and whose retry (the AWS SDK retries
 // on its own) failed its condition against the very write it made. The
 // refusal's current record then shows our own transition as its newest
-// history entry: made by actor at now, to state to, at attempt. A caller
+// history entry (but a cancel's mark after it): made by actor at now, to
+// state to, at attempt. A caller
 // that gets ok carries on as if its write had succeeded, with the record
 // returned; otherwise the race was lost to someone else (docs/protocol.md,
 // "Ambiguous commits").
@@ -19,14 +20,24 @@ func OwnWrite(err error, actor string, now time.Time, to ProcessState, attempt i
 		return StepRecord{}, false
 	}
 	cur := *re.Current
-	if cur.ProcessState != to || cur.Attempt != attempt || len(cur.History) == 0 {
+	if cur.ProcessState != to || cur.Attempt != attempt {
 		return StepRecord{}, false
 	}
-	last := cur.History[len(cur.History)-1]
-	if last.Actor != actor || last.To != to || last.Attempt != attempt || last.At.UnixMilli() != now.UnixMilli() {
-		return StepRecord{}, false
+	// A cancel's mark on a step in flight may follow our write: it moves
+	// no state, attempt or holder, so the write is still ours (the
+	// simulator's seed 383: a completion's successor claim, marked before
+	// the completion's retry, was taken for another's and its request
+	// never sent).
+	for i := len(cur.History) - 1; i >= 0; i-- {
+		h := cur.History[i]
+		if h.Actor == actor && h.To == to && h.Attempt == attempt && h.At.UnixMilli() == now.UnixMilli() {
+			return cur, true
+		}
+		if !h.isMark() {
+			break
+		}
 	}
-	return cur, true
+	return StepRecord{}, false
 }
 
 // OwnClaim is OwnWrite for a claim: the current record is the claim p would

@@ -52,6 +52,7 @@ type StateStore interface {
 
 	OwedStore       // a give-up's owed effects (owed.go)
 	DefinitionStore // the workflow definitions orders run on (versions.go)
+	CancelStore     // an order's cancellation (cancel.go)
 	ScheduleStore   // the schedules' runs (schedule.go)
 }
 

@@ -70,6 +70,10 @@ type StepRecord struct {
 	// agent reported (agent.Reject): the order ends Rejected once what
 	// took effect is undone, and no operator is alerted.
 	Rejected bool
+	// Cancelled is set on the step an order's cancel landed on
+	// (CancelStep): the order ends Cancelled once the step settled and
+	// what took effect is undone, and no operator is alerted.
+	Cancelled bool
 
 	// Result is what the step returned when it completed (compacted JSON,
 	// at most MaxResultBytes; nil for none): carried to the requests of
@@ -260,6 +264,11 @@ func (v OrderView) Settled() bool {
 	if len(v.Steps) == 0 {
 		return false
 	}
+	if v.Cancelled() {
+		// No successor is claimed after a cancelled step, and what is
+		// undone is claimed by the write that settles the step.
+		return v.cancelSettled()
+	}
 	for _, r := range v.Steps {
 		switch r.ProcessState {
 		case Processing, Compensating:
@@ -308,7 +317,10 @@ func (v OrderView) Settled() bool {
 // running wins; then a step in flight; an order whose every step is done (or
 // skipped) is Processed; one that failed and has its completed work undone is
 // Compensated; one that failed with nothing (yet) undone is Error; one whose
-// only failure is a business rejection is Rejected instead of either.
+// only failure is a business rejection is Rejected instead of either; a
+// cancelled one is Cancelled once nothing of it runs (between its step's
+// settling and the claim of its first undo, made by the same message, it
+// reads Cancelled already, as a failed one reads Error).
 func (v OrderView) State() ProcessState {
 	n := map[ProcessState]int{}
 	lowestUndone := -1 // the earliest Compensated step
@@ -349,6 +361,10 @@ func (v OrderView) State() ProcessState {
 		return Compensating
 	case n[Processing] > 0:
 		return Processing
+	case v.Cancelled() && v.cancelSettled():
+		return Cancelled
+	case v.Cancelled():
+		return Processing // a step ready to be claimed: the cancel turns it away
 	case n[Processed]+n[Skipped] == len(v.Steps):
 		return Processed // every step ran or was skipped (its condition was false)
 	case n[Compensated] > 0 && !owed && rejected && !othersFailed:

@@ -30,6 +30,9 @@ func CanResubmit(v OrderView, step int) error {
 	if err := resubmitOwing(*rec); err != nil {
 		return err
 	}
+	if v.Cancelled() {
+		return &ValidationError{Field: "step", Reason: fmt.Sprintf("step %s cannot be resubmitted: order %s was cancelled", k, k.OrderID)}
+	}
 	for _, r := range v.Steps {
 		switch r.ProcessState {
 		case Compensating, Compensated, CompensationFailed:

@@ -44,9 +44,9 @@ var States = []ProcessState{Pending, Processing, Processed, Error, Compensating,
 const Rejected ProcessState = "Rejected"
 
 // OrderStates lists every state OrderView.State returns: a step's but
-// Skipped (an order whose steps all ran or were skipped is Processed), and
-// Rejected.
-var OrderStates = append(stepOnly(States, Skipped), Rejected)
+// Skipped (an order whose steps all ran or were skipped is Processed),
+// Rejected and Cancelled (cancel.go).
+var OrderStates = append(stepOnly(States, Skipped), Rejected, Cancelled)
 
 // stepOnly is states without the ones only a step can be in.
 func stepOnly(states []ProcessState, only ...ProcessState) []ProcessState {

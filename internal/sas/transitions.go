@@ -57,6 +57,17 @@ func (p ClaimParams) ClaimReason(to ProcessState) string {
 type StepSeen struct {
 	Step  int
 	State ProcessState
+	// Cancelled is whether the step carried a cancel's mark as read. A
+	// mark moves no state, so a fence on the state alone would miss it: a
+	// graph's completion, planned before a cancel marked a sibling in
+	// flight, would go on to claim what follows (docs/protocol.md,
+	// "Cancellation").
+	Cancelled bool
+}
+
+// SeenOf is step r as a writer read it, for a fence.
+func SeenOf(r StepRecord) StepSeen {
+	return StepSeen{Step: r.Step, State: r.ProcessState, Cancelled: r.Cancelled}
 }
 
 // Target returns the state a claim requires and the state it leaves.
@@ -88,14 +99,14 @@ func (p ClaimParams) validate() error {
 }
 
 // CheckSiblings is the siblings' fence of a claim: each still in the state
-// its claimer read. steps are the order's records by step number.
+// its claimer read, with or without a cancel's mark as read. steps are the order's records by step number.
 func CheckSiblings(p ClaimParams, steps func(step int) (StepRecord, bool)) error {
 	for _, sib := range p.Siblings {
 		r, ok := steps(sib.Step)
 		if !ok {
 			return fmt.Errorf("step %d of order %s: %w", sib.Step, p.Key.OrderID, ErrNotFound)
 		}
-		if r.ProcessState != sib.State {
+		if r.ProcessState != sib.State || r.Cancelled != sib.Cancelled {
 			return race("claim", r)
 		}
 	}
@@ -153,6 +164,12 @@ type CompleteParams struct {
 	// for none), recorded on a forward step's record. An undo's result is
 	// not recorded: the record keeps its step's.
 	Result json.RawMessage
+	// Cancelled: the holder knows its order was cancelled (the step's
+	// Cancelled mark): the step completes without claiming a successor.
+	// Without it, a forward completion of a marked step is refused, so
+	// that no successor of a cancelled step is ever claimed
+	// (docs/protocol.md, "Cancellation").
+	Cancelled bool
 	// By is who completed the step from outside (a callback step's
 	// completer: the queue's word for the sender and what it says it is),
 	// recorded in the history entry's reason; "" for an agent's reply.
@@ -205,6 +222,9 @@ func (p CompleteParams) Check() error {
 	if err := check(p.Skip, p.Key.Step, p.Next); err != nil {
 		return err
 	}
+	if p.Cancelled && len(p.Claims()) > 0 {
+		return &ValidationError{Field: "next", Reason: "a cancelled step's completion claims no successor"}
+	}
 	seen := map[StepKey]bool{p.Key: true}
 	for _, n := range p.Claims() {
 		if n.Key == p.Key {
@@ -256,7 +276,7 @@ func Leg(compensation bool) (running, done, failed ProcessState) {
 // step away: the work is done and the attempt is still the current one.
 func Complete(r StepRecord, p CompleteParams) (StepRecord, error) {
 	running, done, _ := Leg(p.Compensation)
-	if !heldBy(r, running, p.Owner, p.Attempt) || (p.Elapsed && DueOf(r).After(p.Now)) {
+	if !heldBy(r, running, p.Owner, p.Attempt) || (p.Elapsed && DueOf(r).After(p.Now)) || (!p.Compensation && r.Cancelled && !p.Cancelled) {
 		return r, race("complete", r)
 	}
 	r = unlease(r)
@@ -425,6 +445,10 @@ func Resubmit(r StepRecord, p ResubmitParams) (StepRecord, error) {
 	}
 	if err := resubmitOwing(r); err != nil {
 		return r, err
+	}
+	if r.Cancelled {
+		// Its order was cancelled: it never starts again (cancel.go).
+		return r, &ValidationError{Field: "step", Reason: fmt.Sprintf("step %s cannot be resubmitted: its order was cancelled", r.Key())}
 	}
 	if !p.PickupBy.After(p.Now) {
 		return r, &ValidationError{Field: "pickupBy", Reason: "the pick-up deadline must be after now"}

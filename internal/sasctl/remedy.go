@@ -143,9 +143,12 @@ func (a *App) compensate(ctx context.Context, args []string) error {
 		return fmt.Errorf("compensate needs one order id: %w", ErrUsage)
 	}
 	if err := a.CompensateOrder(ctx, pos[0], *reason); err != nil {
+		if errors.Is(err, ErrInFlight) {
+			fmt.Fprintf(a.Out, "REFUSED: %v\n", err)
+		}
 		return err
 	}
-	fmt.Fprintf(a.Out, "asked the scheduler to compensate %s\n", pos[0])
+	fmt.Fprintf(a.Out, "asked the scheduler to compensate %s: no step of it is in flight, so the undos start when it reads the request (`sasctl show %s` follows them)\n", pos[0], pos[0])
 	return nil
 }
 
@@ -168,9 +171,19 @@ func (a *App) ResubmitStep(ctx context.Context, r sas.StepRecord) error {
 
 // CompensateOrder asks the scheduler, on the control queue, to compensate
 // an order, as `sasctl compensate` does.
+//
+// An order with a step in flight is refused (ErrInFlight) rather than
+// sent: the scheduler drops a compensate while a step could still take
+// effect, and saying "asked" then would be saying it worked when nothing
+// happened. Cancel it instead: the cancel is recorded and takes effect
+// when the step settles.
 func (a *App) CompensateOrder(ctx context.Context, orderID, reason string) error {
-	if _, err := a.Store.GetOrder(ctx, orderID); err != nil {
+	v, err := a.Store.GetOrder(ctx, orderID)
+	if err != nil {
 		return fmt.Errorf("compensate %s: %w", orderID, err)
+	}
+	if why := InFlight(v); why != "" {
+		return fmt.Errorf("compensate %s: %s: %w", orderID, why, ErrInFlight)
 	}
 	if a.ControlQueueURL == "" {
 		return errors.New("compensate: SAS_CONTROL_QUEUE_URL is not set")
@@ -180,4 +193,20 @@ func (a *App) CompensateOrder(ctx context.Context, orderID, reason string) error
 		return fmt.Errorf("compensate %s: %w", orderID, err)
 	}
 	return nil
+}
+
+// ErrInFlight: a compensate of an order with a step in flight is refused
+// (the scheduler would drop it); `sasctl cancel` is what takes effect.
+var ErrInFlight = errors.New("the scheduler would drop a compensate now; `sasctl cancel` records the request and takes effect when the step settles")
+
+// InFlight names the order's step that could still take effect (held, or
+// ready to be claimed), as the scheduler's compensate checks it; "" when
+// none.
+func InFlight(v sas.OrderView) string {
+	for _, r := range v.Steps {
+		if r.InFlight() {
+			return fmt.Sprintf("step %d (%s) is %s and could still take effect", r.Step, r.StepName, r.ProcessState)
+		}
+	}
+	return ""
 }

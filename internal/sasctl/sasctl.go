@@ -54,7 +54,8 @@ const Usage = `usage: sasctl [-outputs FILE [-stack NAME] | -stack NAME] <comman
   list       STATE [-limit N]          (Pending, Processing, Error, Compensating, CompensationFailed)
   resubmit   ORDER_ID [-step N]        send a failed step round again
   resubmit   -all [-dry-run] [-limit N] every step in Error
-  compensate ORDER_ID [-reason TEXT]   undo the order's completed steps, newest first
+  compensate ORDER_ID [-reason TEXT]   undo the order's completed steps, newest first (refused while a step is in flight)
+  cancel     ORDER_ID [-reason TEXT] [-dry-run]   stop a running order: no later step starts, the step in flight settles, what took effect is undone
   complete   TOKEN [-result JSON]      complete a waiting callback step (its token from the waiting status)
   complete   -order ID -step N [...]   the same, named by order and step (an operator's: no token needed)
   fail       TOKEN [-reason TEXT] [-reject]   fail it (compensated; -reject: a business rejection, nobody paged)
@@ -101,7 +102,7 @@ func (a *App) Run(ctx context.Context, args []string) error {
 	}
 	cmds := map[string]func(context.Context, []string) error{
 		"submit": a.submit, "show": a.show, "list": a.list, "resubmit": a.resubmit,
-		"compensate": a.compensate, "watch": a.watch,
+		"compensate": a.compensate, "watch": a.watch, "cancel": a.cancel,
 		"pause": a.pause, "resume": a.pause, "pauses": a.pauses,
 		"schedules": a.schedulesCmd,
 		"complete":  a.complete(sas.OutcomeDone), "fail": a.complete(sas.OutcomeFailed), "heartbeat": a.complete(sas.OutcomeHeartbeat),

@@ -204,6 +204,46 @@ func TestCallbackHeartbeatMovesTheDeadlineWithinTheTimeout(t *testing.T) {
 
 var _ = events.SQSEvent{}
 
+// A cancel while a callback step waits (no agent; it may wait days):
+// nothing is in flight that could settle it, so the wait ends at once
+// instead of at its timeout; what took effect is undone, the order ends
+// Cancelled, nobody is paged; the token then completes nothing.
+func TestCancelEndsACallbackStepsWaitAtOnce(t *testing.T) {
+	t.Parallel()
+	f, h := callbackFixture(t, 0)
+	tok := f.waitFor(h, "o-cw")
+	f.alerts.alerts = nil // the waiting notification
+
+	f.calls.take()
+	f.from(h, intakeARN, sas.Encode(sas.Cancel{V: sas.MessageVersion, Kind: sas.KindCancel, OrderID: "o-cw", Reason: "changed my mind"}))
+	calls, _ := f.calls.take()
+	require.Equal(t, map[string]int{"GetOrder": 1, "Cancel": 1, "Fail": 1, "Claim": 1}, calls,
+		"the order read, the mark, the end of the wait, the undo's claim: no wait for the timeout")
+	r := f.step("o-cw", 1)
+	require.Equal(t, sas.Error, r.ProcessState, "the wait ended")
+	require.True(t, r.Cancelled)
+	undo := f.request()
+	require.True(t, undo.Compensation)
+	require.Equal(t, 0, undo.Step, "the charge is refunded")
+	f.from(h, schedulerARN, done(undo))
+	require.Empty(t, f.requests())
+
+	// The token completes nothing now.
+	f.from(h, intakeARN, completion(tok, sas.OutcomeDone, `{"approvedBy":"alice"}`, ""))
+	f.from(h, intakeARN, completion(tok, sas.OutcomeHeartbeat, "", ""))
+	f.from(h, controlARN, completion(tok, sas.OutcomeFailed, "", "rejected, too late"))
+	require.Empty(t, f.requests())
+	v := f.view("o-cw")
+	require.Equal(t, []sas.ProcessState{sas.Compensated, sas.Error, sas.Pending}, f.states("o-cw"))
+	require.Empty(t, v.Steps[1].Result, "the late approval is not recorded as the step's result")
+	require.Equal(t, 0, v.Steps[2].Attempt, "ship never started")
+	require.Equal(t, sas.Cancelled, v.State())
+	require.Empty(t, f.alerts.all(), "a cancel pages nobody")
+	ss := f.statuses()
+	require.Equal(t, sas.StatusCancelled, ss[len(ss)-1].Status)
+	require.Equal(t, "approve", ss[len(ss)-1].Step)
+}
+
 // An operator's completion names the waiting attempt instead of carrying its
 // token (the console's approvals, `sasctl complete -order`): believed from
 // the control queue alone, and held to the same fence as a token.

@@ -191,3 +191,32 @@ func TestNoConditionsNoRead(t *testing.T) {
 	calls, _ := f.calls.take()
 	require.Equal(t, map[string]int{"Complete": 1}, calls)
 }
+
+// A cancel of an order that passed over a step: the skipped step never ran
+// and is never undone; the ones that ran are, newest first, and the order
+// ends Cancelled with the skip kept.
+func TestCancelNeverUndoesASkippedStep(t *testing.T) {
+	t.Parallel()
+	f := choiceFixture(t)
+	f.deliver(tripIntake("o-cs", `{"needsCar": false}`, f.replyURL))
+	f.deliver(doneWith(f.request(), `{"hours": 9}`))
+	ins := f.request()
+	require.Equal(t, "insurance", ins.StepName, "the car is skipped")
+
+	f.operatorCancel("o-cs")
+	f.deliver(done(ins)) // the insurance settles after the cancel
+	for _, want := range []string{"insurance", "flight"} {
+		undo := f.request()
+		require.True(t, undo.Compensation)
+		require.Equal(t, want, undo.StepName, "newest first, the car passed over")
+		f.deliver(done(undo))
+	}
+	require.Empty(t, f.requests())
+	v := f.view("o-cs")
+	require.Equal(t, []sas.ProcessState{sas.Compensated, sas.Skipped, sas.Compensated, sas.Pending}, f.states("o-cs"))
+	require.Zero(t, v.Steps[1].Attempt, "the skipped step was never claimed, not even for an undo")
+	require.Equal(t, sas.Cancelled, v.State())
+	ss := f.statuses()
+	require.Equal(t, sas.StatusCancelled, ss[len(ss)-1].Status)
+	require.Equal(t, "insurance", ss[len(ss)-1].Step)
+}

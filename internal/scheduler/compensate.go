@@ -52,9 +52,7 @@ func nextUndo(o order, except int) (sas.StepRecord, bool) {
 
 // inFlight reports whether a forward step could still take effect: held,
 // or ready for a scheduler to claim.
-func inFlight(r sas.StepRecord) bool {
-	return r.ProcessState == sas.Processing || (r.ProcessState == sas.Pending && !r.DueAt.IsZero())
-}
+func inFlight(r sas.StepRecord) bool { return r.InFlight() }
 
 // startCompensation starts undoing an order, newest step first. It is
 // idempotent: an undo already running is only re-dispatched while its lease
@@ -94,6 +92,9 @@ func callsForCompensation(o order) bool {
 		case sas.Error, sas.Compensating, sas.Compensated:
 			return true
 		}
+		if r.Cancelled {
+			return true // cancelled: what took effect is undone (cancel.go)
+		}
 	}
 	return false
 }
@@ -116,7 +117,19 @@ func (s *Service) compensateFrom(ctx context.Context, u *outbox.Unit, o order, e
 	}
 	compensated := false
 	for _, r := range o.steps {
-		if !explicit && inFlight(r) {
+		if explicit && inFlight(r) {
+			// An operator's compensate is refused while a step could still
+			// take effect (compensate checks it on its first read). Here a
+			// plan made again after its claim lost (startCompensation)
+			// finds one: an operator's resubmit landed between the read and
+			// the claim. The resubmit wins, as its own fence makes it win
+			// when it comes second (docs/protocol.md, "A resubmit against a
+			// compensation"); claimed, the undo would run beside the
+			// resubmitted step's claim (the simulator's seed 5890).
+			return sas.StepKey{}, drop(nil, "cannot compensate order %s: step %d (%s) is %s again (resubmitted meanwhile) and could still take effect; compensate it once it has settled",
+				ord.OrderID, r.Step, o.wf.Steps[r.Step].Name, r.ProcessState)
+		}
+		if inFlight(r) {
 			// An operator resubmitted a failed step since the failure that
 			// asked for this compensation: the order runs on, and that
 			// failure no longer stands (as an explicit compensate, an
@@ -146,7 +159,7 @@ func (s *Service) compensateFrom(ctx context.Context, u *outbox.Unit, o order, e
 		}
 	}
 	if cand == nil {
-		if end := ending(o); compensated || end.Status == sas.StatusRejected {
+		if end := ending(o); compensated || end.Status == sas.StatusRejected || end.Status == sas.StatusCancelled {
 			s.post(ctx, u, ord, end, now)
 			return sas.StepKey{}, nil
 		}
@@ -177,7 +190,7 @@ func (s *Service) claimUndo(ctx context.Context, u *outbox.Unit, o order, r sas.
 	// resubmit against a compensation").
 	for _, sib := range o.steps {
 		if sib.Step != r.Step {
-			cp.Siblings = append(cp.Siblings, sas.StepSeen{Step: sib.Step, State: sib.ProcessState})
+			cp.Siblings = append(cp.Siblings, sas.SeenOf(sib))
 		}
 	}
 	claimed, err := s.cfg.Store.Claim(ctx, cp)
@@ -303,7 +316,7 @@ func (s *Service) tellBeforeClaim(ctx context.Context, o order, r sas.StepRecord
 	case slices.Contains(r.Owes, sas.EffectAlert):
 		owed := r.OwedAlert(r.GivenUpBy())
 		a = &owed
-	case r.ProcessState == sas.Error && r.Refused && !r.Rejected, r.ProcessState == sas.CompensationFailed:
+	case r.ProcessState == sas.Error && r.Refused && !r.Rejected && !r.Cancelled, r.ProcessState == sas.CompensationFailed:
 		// (A business rejection pages nobody: it was never alerted.)
 		// Its alert went out from the reply that failed it, or not (the
 		// reply's redelivery no longer finds it after this claim): the same
@@ -316,7 +329,7 @@ func (s *Service) tellBeforeClaim(ctx context.Context, o order, r sas.StepRecord
 			return fmt.Errorf("alerting about step %s before compensating it: %w", r.Key(), err)
 		}
 	}
-	if tell && r.ProcessState == sas.Error && !r.Rejected { // a rejection is told when its order ends (ending)
+	if tell && r.ProcessState == sas.Error && !r.Rejected && !r.Cancelled { // a rejection or a cancel is told when its order ends (ending)
 		return s.postNow(ctx, o.ord, sas.Status{Status: sas.StatusFailed, Step: o.wf.Steps[r.Step].Name,
 			Sequence: SeqFailed(r.Step, r.Attempt), Reason: r.LastError}, now)
 	}

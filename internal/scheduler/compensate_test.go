@@ -6,7 +6,10 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/sas-go/sas/internal/registry"
 	"github.com/sas-go/sas/internal/sas"
+	"github.com/sas-go/sas/internal/scheduler"
+	"github.com/sas-go/sas/workflow"
 )
 
 // undoAll completes every undo request as it comes and returns the steps
@@ -283,4 +286,42 @@ func TestFailureWithoutReplyTo(t *testing.T) {
 	require.Empty(t, f.statuses())
 	require.Empty(t, f.statusesAt(f.otherURL))
 	require.Equal(t, []sas.ProcessState{sas.Compensating}, f.states("o-nr"), "the refused charge's undo runs")
+}
+
+// An operator's compensate whose undo claim loses to a resubmit made
+// between its read and its claim plans again, finds the resubmitted step
+// ready, and claims nothing: the resubmit wins, and the step runs on
+// alone (the simulator's seed 5890: the undo was claimed on the second
+// plan, and the step's retry claimed it beside the undo).
+func TestACompensateThatLosesToAResubmitClaimsNothing(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	reg, err := registry.FromDefinitions([]workflow.Workflow{{Name: "ro", Steps: []workflow.Step{
+		{Name: "reserve", Agent: "x", Action: "POST /reserve", Undo: "POST /release", Timeout: workflow.Duration(stepTimeout)},
+		{Name: "charge", Agent: "x", Action: "POST /charge", Timeout: workflow.Duration(stepTimeout)}, // no undo: the plan undoes reserve
+	}}})
+	require.NoError(t, err)
+	f.svc = f.newServiceWith(owner, reg, sas.AgentQueues{Default: f.agentURL})
+	f.h = schedulerHandler(f.svc)
+	req := f.runForward("o-rs", "ro", 1) // reserve done, charge in flight
+	_, err = f.mem.Fail(f.ctx, sas.FailParams{Key: sas.StepKey{OrderID: "o-rs", Step: 1}, Owner: req.LockedBy, Attempt: req.Attempt,
+		Now: f.clock.Now(), Reason: "card declined"}) // failed; its compensation not started (its handler died)
+	require.NoError(t, err)
+
+	rs := &raceStore{StateStore: f.calls}
+	rs.hook = func() { f.resubmit("o-rs", 1) }
+	racing := f.newServiceConfig("scheduler-3", reg, sas.AgentQueues{Default: f.agentURL}, func(c *scheduler.Config) { c.Store = rs })
+	err = racing.Compensate(f.ctx, sas.Compensate{V: sas.MessageVersion, Kind: sas.KindCompensate, OrderID: "o-rs", Actor: "operator"})
+	var dropped *scheduler.DropError
+	require.ErrorAs(t, err, &dropped, "refused, with the reason")
+	require.Contains(t, err.Error(), "step 1 (charge) is Pending again (resubmitted meanwhile)")
+	require.Empty(t, f.requests(), "no undo is sent")
+	require.Equal(t, sas.Processed, f.step("o-rs", 0).ProcessState, "reserve is not being undone")
+
+	f.deliver(retryMsg("o-rs", 1, f.step("o-rs", 1).Attempt))
+	charge := f.request()
+	require.False(t, charge.Compensation)
+	require.Equal(t, 1, charge.Step, "the resubmitted step runs")
+	f.deliver(done(charge))
+	require.Equal(t, sas.Processed, f.view("o-rs").State())
 }

@@ -20,10 +20,11 @@ import (
 // In a graph, a forward step's done reply reads the order, then writes in
 // one transaction: the step Processed, the claims of the steps it makes
 // ready (every step they follow Processed), and a fence on every other
-// step in flight as read. Two branches that complete at once cannot both
-// miss their join (the second write finds the first's step moved and plans
+// step in flight as read (its state, and a cancel's mark or its absence:
+// sas.StepSeen). Two branches that complete at once cannot both miss
+// their join (the second write finds the first's step moved and plans
 // again), and no step starts after a branch failed (the failure moved a
-// step the fence holds). When a step of the order has failed, the reply
+// step the fence holds) or a cancel marked one (cancel.go). When a step of the order has failed, the reply
 // only records its step: nothing new starts, and once no step is in flight
 // the compensation starts (undoOnceSettled).
 
@@ -58,7 +59,7 @@ func (s *Service) doneInGraph(ctx context.Context, u *outbox.Unit, o order, rep 
 			}
 			for _, r := range o.steps {
 				if r.Step != rep.Step && inFlight(r) {
-					p.Siblings = append(p.Siblings, sas.StepSeen{Step: r.Step, State: r.ProcessState})
+					p.Siblings = append(p.Siblings, sas.SeenOf(r))
 				}
 			}
 		}
@@ -248,7 +249,7 @@ func skippedBy(o order, step int) []sas.Skip {
 // undoOnceSettled is "let the steps in flight settle, then undo": the one
 // place that decides when a failed order's compensation starts while other
 // steps may still be running (a branch of a graph; a cancellation's steps
-// in flight). It reads the order after the caller's write, so that of the
+// in flight, whose last to settle starts it through afterCancel). It reads the order after the caller's write, so that of the
 // steps that settle at once the last to write sees every other settled: if
 // a forward step is still in flight (held, or ready for a claim), nothing
 // is undone yet and that step's outcome calls this again; else the
@@ -260,10 +261,16 @@ func (s *Service) undoOnceSettled(ctx context.Context, u *outbox.Unit, o order, 
 	if err := s.read(ctx, &o); err != nil {
 		return err
 	}
+	return s.undoIfSettled(ctx, u, o, now)
+}
+
+// undoIfSettled is undoOnceSettled on the order as o holds it, read after
+// the caller's last write.
+func (s *Service) undoIfSettled(ctx context.Context, u *outbox.Unit, o order, now time.Time) error {
 	for _, r := range o.steps {
 		if inFlight(r) {
-			s.log.InfoContext(ctx, "order failed; a step in flight settles before anything is undone", "order", o.id(),
-				"step", r.Step, "state", r.ProcessState)
+			s.log.InfoContext(ctx, "a step in flight settles before anything is undone", "order", o.id(),
+				"step", r.Step, "stepName", o.wf.Steps[r.Step].Name, "state", r.ProcessState, "attempt", r.Attempt)
 			return nil
 		}
 	}

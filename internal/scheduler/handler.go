@@ -33,8 +33,12 @@ func (s *Service) handleMessage(ctx context.Context, u *outbox.Unit, from Origin
 		// The keys read before are kept: a rotation waits, nothing stops.
 		s.log.WarnContext(ctx, "signing keys not re-read", "err", err)
 	}
+	h, herr := sas.DecodeHeader(body)
 	if from.Source == FromIntake {
-		if h, err := sas.DecodeHeader(body); err == nil && h.Kind == sas.KindComplete {
+		switch {
+		case herr == nil && h.Kind == sas.KindCancel:
+			return s.cancelMessage(ctx, u, from, body) // the submitter cancels its own order
+		case herr == nil && h.Kind == sas.KindComplete:
 			// The outside world completing a waiting step: its token,
 			// not the queue, says which (callback.go).
 			return s.completion(ctx, u, from, body)
@@ -44,7 +48,6 @@ func (s *Service) handleMessage(ctx context.Context, u *outbox.Unit, from Origin
 		// ParseIntake reports the header's problems too, with a reason.
 		return s.intake(ctx, u, body, from)
 	}
-	h, herr := sas.DecodeHeader(body)
 	switch h.Kind {
 	case "", sas.KindIntake:
 		return refuseSource(from, h.Kind) // nothing is created, nobody is told
@@ -55,7 +58,7 @@ func (s *Service) handleMessage(ctx context.Context, u *outbox.Unit, from Origin
 		return s.completion(ctx, u, from, body)
 	case sas.KindRedrive:
 		return s.redriven(ctx, u, from, body) // redrive.go
-	case sas.KindAgentReply, sas.KindRetry, sas.KindCompensate:
+	case sas.KindAgentReply, sas.KindRetry, sas.KindCompensate, sas.KindCancel:
 	default:
 		return drop(herr, "kind %q is not a message for the scheduler", h.Kind)
 	}
@@ -73,6 +76,8 @@ func (s *Service) handleMessage(ctx context.Context, u *outbox.Unit, from Origin
 		}
 		ctx = msgctx.WithTrace(ctx, m.Trace)
 		return s.reply(ctx, u, m)
+	case sas.KindCancel:
+		return s.cancelMessage(ctx, u, from, body)
 	case sas.KindRetry:
 		var m sas.Retry
 		if err := json.Unmarshal(body, &m); err != nil {

@@ -208,6 +208,11 @@ func (s *countingStore) NoteEffect(ctx context.Context, p sas.NoteEffectParams) 
 	return s.StateStore.NoteEffect(ctx, p)
 }
 
+func (s *countingStore) Cancel(ctx context.Context, p sas.CancelParams) (sas.StepRecord, error) {
+	s.count("Cancel")
+	return s.StateStore.Cancel(ctx, p)
+}
+
 func (s *countingStore) GetStep(ctx context.Context, k sas.StepKey) (sas.StepRecord, error) {
 	s.count("GetStep")
 	return s.StateStore.GetStep(ctx, k)

@@ -294,6 +294,33 @@ func (s *Service) refused(ctx context.Context, u *outbox.Unit, o order, rep sas.
 	}
 	cur := *re.Current
 	o.put(cur) // as the store has it now (a duplicate's successor needs its result)
+	if cur.Cancelled && !rep.Compensation && rep.Outcome == sas.OutcomeDone && cur.Attempt == rep.Attempt {
+		switch {
+		case heldFor(cur, rep):
+			// Refused by the cancel's mark: the step settled, and its
+			// order was cancelled meanwhile (cancel.go).
+			return s.cancelledDone(ctx, u, o, rep, now)
+		case cur.ProcessState == sas.Processed:
+			// A duplicate of that success: its first delivery may have
+			// stopped before the compensation started.
+			if err := s.read(ctx, &o); err != nil {
+				return err
+			}
+			return s.afterCancel(ctx, u, o, now)
+		}
+	}
+	if cur.Cancelled && (!rep.Compensation || rep.Sig == "") && rep.Outcome == sas.OutcomeDone && cur.Attempt == rep.Attempt+1 &&
+		cur.ProcessState == sas.Compensating && s.resend(ctx, cur, now) {
+		// This success's own delivery completed the cancelled step and
+		// claimed its undo (cancelledDone: the newest step to undo is its
+		// own), and may have died before sending it: its redelivery sends it
+		// again, as for a failure's (the simulator's seeds 47 and, from an
+		// agent that does not sign, 2981: an unsigned reply's leg is read
+		// from the record, trustReply, Compensating by now).
+		s.log.InfoContext(ctx, "redelivered success of a cancelled step: re-sending its undo", "order", rep.OrderID, "step", rep.Step, "attempt", cur.Attempt)
+		s.dispatch(ctx, u, o, o.wf.Steps[cur.Step], cur)
+		return nil
+	}
 	switch classify(cur, rep) {
 	case replyDoneAgain:
 		s.log.InfoContext(ctx, "duplicate reply: step already done", "order", rep.OrderID, "step", rep.Step, "attempt", rep.Attempt, "compensation", rep.Compensation)
@@ -599,8 +626,8 @@ func (s *Service) afterUndone(ctx context.Context, u *outbox.Unit, o order, rep 
 func (s *Service) afterFailed(ctx context.Context, u *outbox.Unit, o order, r sas.StepRecord, undo bool, now time.Time) error {
 	reason := r.LastError
 	tell := func() {
-		if r.Rejected && !undo {
-			return // a business outcome: no operator is paged; its order's end tells the submitter
+		if (r.Rejected || r.Cancelled) && !undo {
+			return // a business outcome or a cancelled order: no operator is paged; its order's end tells the submitter
 		}
 		s.alert(u, o, r, sas.AlertID(r.Key(), r.ProcessState, r.Attempt), reason, now)
 		st := sas.Status{Status: sas.StatusFailed, Step: o.wf.Steps[r.Step].Name, Sequence: SeqFailed(r.Step, r.Attempt), Reason: reason}
@@ -617,7 +644,10 @@ func (s *Service) afterFailed(ctx context.Context, u *outbox.Unit, o order, r sa
 		if !o.wf.Graph() && !undoBelow(o.wf, r.Step) && o.wf.Steps[r.Step].Undo == "" {
 			s.log.InfoContext(ctx, "nothing to compensate", "order", o.id())
 			tell()
-			if r.Rejected {
+			switch {
+			case r.Cancelled: // o holds no steps: the status is built from r
+				s.post(ctx, u, o.ord, cancelledAt(o, r.Step), now)
+			case r.Rejected:
 				s.rejectedAlone(ctx, u, o, r, now)
 			}
 			return nil

@@ -117,6 +117,9 @@ func (s *Service) boundResult(ctx context.Context, o *order, rep *sas.AgentReply
 // that had nothing to undo): rejected, naming the step and its reason, when
 // its failure was a business rejection (sas.Rejected); else compensated.
 func ending(o order) sas.Status {
+	if end, ok := cancelEnding(o); ok {
+		return end
+	}
 	if v := (sas.OrderView{Steps: o.steps}); v.State() == sas.Rejected {
 		for _, r := range o.steps {
 			if r.Rejected {

@@ -71,6 +71,10 @@ func (s *Service) retry(ctx context.Context, u *outbox.Unit, m sas.Retry) error 
 	}
 	var from sas.ProcessState
 	switch {
+	case rec.ProcessState == sas.Pending && rec.LockedBy == "" && rec.Cancelled:
+		// Its order was cancelled while it ran, and the supervisor handed
+		// it back: it never starts again (cancel.go).
+		return s.turnAway(ctx, u, o, rec, now)
 	case rec.ProcessState == sas.Pending && rec.LockedBy == "":
 		// The supervisor only hands back steps that were ready; a retry for
 		// a step still waiting on its predecessor would run the workflow out
@@ -120,6 +124,15 @@ func (s *Service) retryLost(ctx context.Context, u *outbox.Unit, o order, cur sa
 		s.log.InfoContext(ctx, "redelivered retry: re-sending the request", "order", m.OrderID, "step", m.Step, "attempt", cur.Attempt, "holder", cur.LockedBy)
 		s.dispatch(ctx, u, o, o.wf.Steps[m.Step], cur)
 		return nil
+	}
+	if cur.Cancelled && cur.ProcessState == sas.Error && cur.Attempt == m.Attempt {
+		// A redelivery of the retry that turned the step away, whose
+		// handler stopped before the compensation's claim (a crash, a
+		// timeout): nothing else would start it, so the cancellation goes
+		// on from here (idempotent: a claim made already is re-sent or
+		// lost to, an order undone already is told again).
+		s.log.InfoContext(ctx, "redelivered retry of a turned-away step: the cancellation goes on", "order", m.OrderID, "step", m.Step, "attempt", m.Attempt)
+		return s.afterCancel(ctx, u, o, now)
 	}
 	s.log.InfoContext(ctx, "retry lost the race", "order", m.OrderID, "step", m.Step, "attempt", m.Attempt,
 		"state", cur.ProcessState, "currentAttempt", cur.Attempt, "holder", cur.LockedBy)

@@ -114,8 +114,12 @@ func (s *Service) knownSchedule(name string) bool {
 // or failed with a step in Error whose own undo a compensation is still to
 // run (undoable: the step that failed, when it may have taken effect), which
 // OrderView.Settled reads as settled in the moment between the failure and
-// the claim of that undo (the simulator's seed 9501). A compensation that
-// stopped at a failed undo is settled: it waits for an operator.
+// the claim of that undo (the simulator's seed 9501); or cancelled with a
+// step still to undo, which OrderView.Settled reads as settled between the
+// step's settling (cancelledDone's Complete) and the claim of the first
+// undo (make sim after merging schedules beside cancellation: a skip run
+// started beside the cancelled run's undo). A compensation that stopped at
+// a failed undo is settled: it waits for an operator.
 func (s *Service) runInFlight(ctx context.Context, v sas.OrderView) (bool, error) {
 	if !v.Settled() {
 		return true, nil
@@ -129,8 +133,9 @@ func (s *Service) runInFlight(ctx context.Context, v sas.OrderView) (bool, error
 	if err != nil {
 		return false, err
 	}
+	cancelled := v.Cancelled()
 	for _, r := range v.Steps {
-		if r.ProcessState == sas.Error && r.Step < len(w.Steps) && undoable(r, w.Steps[r.Step], false) {
+		if (r.ProcessState == sas.Error || cancelled) && r.Step < len(w.Steps) && undoable(r, w.Steps[r.Step], false) {
 			return true, nil
 		}
 	}

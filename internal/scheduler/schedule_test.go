@@ -204,3 +204,33 @@ func TestAFailedRunAwaitingItsUndoIsInFlight(t *testing.T) {
 	f.sentBy("AROASCHED:a", runIntake("nightly", 2))
 	f.requireNoOrder(runID("nightly", 2))
 }
+
+// A cancelled run whose step settled and still waits for its undo is in
+// flight: the order reads settled between the step's completion (no
+// successor: the cancel's mark) and the claim of its undo, and a run then
+// would overlap the undo (make sim, after schedules met cancellation).
+// Once the undo is done, the next run starts.
+func TestACancelledRunAwaitingItsUndoIsInFlight(t *testing.T) {
+	t.Parallel()
+	f := scheduleFixture(t)
+	f.sentBy("AROASCHED:a", runIntake("nightly", 1))
+	req := f.request()
+	key := sas.StepKey{OrderID: req.OrderID}
+	_, err := f.mem.Cancel(f.ctx, sas.CancelParams{Key: key, From: sas.Processing, Attempt: req.Attempt, Now: f.clock.Now(), Actor: "operator"})
+	require.NoError(t, err)
+	// The marked step's success, written alone: the scheduler that made it
+	// has not yet claimed its undo.
+	_, err = f.mem.Complete(f.ctx, sas.CompleteParams{Key: key, Owner: req.LockedBy, Attempt: req.Attempt, Now: f.clock.Now(), Cancelled: true})
+	require.NoError(t, err)
+	require.True(t, f.view(req.OrderID).Settled(), "the moment the order reads settled")
+	f.sentBy("AROASCHED:a", runIntake("nightly", 2))
+	f.requireNoOrder(runID("nightly", 2))
+
+	f.operatorCancel(req.OrderID) // the cancel's redelivery: the undo goes out
+	undo := f.request()
+	require.True(t, undo.Compensation)
+	f.deliver(done(undo))
+	require.Equal(t, sas.Cancelled, f.view(req.OrderID).State())
+	f.sentBy("AROASCHED:a", runIntake("nightly", 3))
+	require.Len(t, f.requests(), 1, "the next run starts once the cancelled one is undone")
+}

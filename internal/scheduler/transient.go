@@ -56,8 +56,16 @@ func (s *Service) transientOn(ctx context.Context, u *outbox.Unit, o order, rep 
 	running, _, failed := sas.Leg(undo)
 	def := o.wf.Steps[rep.Step]
 	switch {
+	case !undo && cur.Cancelled && heldFor(cur, rep):
+		return s.cancelledTransient(ctx, u, o, rep, cur, now) // no next attempt (cancel.go)
+
 	case cur.Attempt == rep.Attempt && cur.ProcessState == running && cur.LockedBy == rep.LockedBy:
 		return s.attemptFailed(ctx, u, o, rep, cur, now)
+
+	case !undo && cur.Cancelled && cur.Attempt == rep.Attempt && cur.LockedBy == "" && cur.ProcessState == sas.Pending:
+		// Handed back after its order was cancelled: turned away, never
+		// claimed again.
+		return nil, s.turnAway(ctx, u, o, cur, now)
 
 	case cur.Attempt == rep.Attempt && cur.LockedBy == "" && cur.ProcessState == sas.RescueTarget(running):
 		// A redelivery of a reply whose hand-back was written but whose
@@ -147,8 +155,13 @@ func (s *Service) attemptFailed(ctx context.Context, u *outbox.Unit, o order, re
 	pol := def.RetryFor(rep.Compensation, s.cfg.Retry, s.cfg.UndoRetry)
 	failures := cur.FailureCount + 1
 	why := transientWhy(rep)
-	if failures >= pol.MaxAttempts {
+	limit := totalDeadline(def, cur, rep.Compensation)
+	if failures >= pol.MaxAttempts || (!limit.IsZero() && !now.Before(limit)) {
 		reason := fmt.Sprintf("attempt %d failed: %s (failure %d of %d: giving up)", rep.Attempt, why, failures, pol.MaxAttempts)
+		if failures < pol.MaxAttempts {
+			reason = fmt.Sprintf("attempt %d failed: %s (failure %d of %d; the step's overall limit of %s since the order was submitted has passed: giving up)",
+				rep.Attempt, why, failures, pol.MaxAttempts, def.TotalLimit)
+		}
 		p := sas.GiveUpParams{Key: cur.Key(), From: cur.ProcessState, Attempt: cur.Attempt, Now: now, Actor: s.cfg.Owner,
 			Reason: reason, OwedAt: now.Add(s.cfg.OwedRetry), Holder: rep.LockedBy, Run: rep.Timing()}
 		got, err := s.cfg.Store.GiveUp(ctx, p)
@@ -171,6 +184,12 @@ func (s *Service) attemptFailed(ctx context.Context, u *outbox.Unit, o order, re
 		// The service said when: never sooner (rounded up to the second
 		// an SQS delay counts in, within its longest delay).
 		wait = min((ra+time.Second-1)/time.Second*time.Second, sas.DefaultMaxInterval)
+	}
+	if !limit.IsZero() && now.Add(wait).After(limit) {
+		// The next attempt starts by the step's overall limit at the
+		// latest (as the supervisor's hand-back waits no longer): a step
+		// ends at most one attempt's timeout past it.
+		wait = limit.Sub(now)
 	}
 	reason := fmt.Sprintf("attempt %d failed: %s (failure %d of %d: next attempt in %s)", rep.Attempt, why, failures, pol.MaxAttempts, wait)
 	p := sas.RescueParams{Key: cur.Key(), From: cur.ProcessState, Attempt: cur.Attempt, Now: now,
@@ -290,4 +309,16 @@ func transientWhy(rep sas.AgentReply) string {
 		why = rep.ErrorType + ": " + why
 	}
 	return why
+}
+
+// totalDeadline is when a forward step's overall limit (StepDef.TotalLimit,
+// counted from the order's submission, which created the record) passes:
+// the scheduler gives a transient step up at it, as the supervisor does
+// (docs/workflows.md, "Retry policy"). Zero for an undo, a step without
+// one, or a record without its creation time.
+func totalDeadline(def sas.StepDef, r sas.StepRecord, undo bool) time.Time {
+	if undo || def.TotalLimit <= 0 || r.CreatedAt.IsZero() {
+		return time.Time{}
+	}
+	return r.CreatedAt.Add(def.TotalLimit)
 }

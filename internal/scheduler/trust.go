@@ -71,6 +71,8 @@ func accepts(src Source, k sas.Kind, requeue bool) bool {
 		return src == FromControl
 	case sas.KindCompensate:
 		return src == FromControl
+	case sas.KindCancel:
+		return src == FromControl || src == FromIntake // an operator's, or the order's submitter's
 	case sas.KindComplete:
 		// The token is the completer's right; the queues that take it
 		// name who may send one (docs/trust.md, "Completion tokens").

@@ -16,7 +16,7 @@ import (
 
 // Defaults and limits of Config.
 const (
-	DefaultMaxFailures   = 3
+	DefaultMaxFailures   = sas.DefaultMaxAttempts // one default, written once (docs/workflows.md, "Retries: one word per idea")
 	DefaultPickupTimeout = time.Minute
 	DefaultBaseBackoff   = 5 * time.Second
 	DefaultMaxBackoff    = MaxDelay

@@ -53,7 +53,7 @@ type JudgeRules struct {
 
 func (r JudgeRules) withDefaults() JudgeRules {
 	if r.RetryBudget == 0 {
-		r.RetryBudget = httpcall.DefaultMaxAttempts
+		r.RetryBudget = httpcall.DefaultMaxTries
 	}
 	if r.Slack == 0 {
 		r.Slack = time.Second

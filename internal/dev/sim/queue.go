@@ -36,6 +36,12 @@ type receive struct {
 	receipt     string
 	outrun      bool
 	handedOffAt int
+	// renewTried: the scheduler tried to renew this receive's message
+	// (its copy's send went out or failed). It renews each record of a
+	// batch once, in the batch's order, so a copy is matched to the first
+	// record of its body not yet tried: two records of one body (an
+	// agent's two replies to a duplicated request) are told apart.
+	renewTried bool
 }
 
 // handedOff notes, on the message t received that body hands on (the
@@ -46,13 +52,9 @@ func (t *task) handedOff(body string) {
 	// A renewal's copy is its message's body with the renewal's fields:
 	// the message it renews, when the batch holds it, is that one, not
 	// another of the same attempt (a started report, a reply, before it).
-	if own, n := unrenewed(body); own != "" {
-		for _, x := range t.received {
-			if was, m := unrenewed(x.m.body); x.r.handedOffAt == 0 && was == own && m+1 == n {
-				x.r.handedOffAt = t.stops
-				return
-			}
-		}
+	if x, ok := t.renewing(body); ok {
+		x.r.handedOffAt = t.stops
+		return
 	}
 	k := stepAttempt(body)
 	for _, x := range t.received {
@@ -61,6 +63,36 @@ func (t *task) handedOff(body string) {
 			return
 		}
 	}
+}
+
+// sendFailed notes a send of msgs that failed: the task is excused what
+// it owed, a hand-off among them failed, and a renewal's copy among them
+// was tried (its record is handled as it is, Handler.renew), so the next
+// copy of the same body renews the batch's next record of it.
+func (t *task) sendFailed(msgs []sas.OutboundMessage) {
+	t.excused = true
+	t.handOffFailed = t.handOffFailed || slices.ContainsFunc(msgs, handOff)
+	for _, m := range msgs {
+		t.renewing(m.Body)
+	}
+}
+
+// renewing is the message t received that body, a renewal's copy, renews:
+// the first record of the same body, one renewal fewer, whose renewal was
+// not tried yet (see receive.renewTried), now marked tried. ok is false
+// when body is no renewal's copy of a message t holds.
+func (t *task) renewing(body string) (received, bool) {
+	own, n := unrenewed(body)
+	if own == "" || n == 0 {
+		return received{}, false
+	}
+	for _, x := range t.received {
+		if was, m := unrenewed(x.m.body); !x.r.renewTried && was == own && m+1 == n {
+			x.r.renewTried = true
+			return x, true
+		}
+	}
+	return received{}, false
 }
 
 // unrenewed is body without the scheduler's renewal fields, canonical ("" when
@@ -187,8 +219,7 @@ func (qs queues) Send(ctx context.Context, p sas.SendParams) (sas.SendResult, er
 	}
 	if c.fault == faultFail {
 		if t := taskOf(ctx); t != nil {
-			t.excused = true
-			t.handOffFailed = t.handOffFailed || slices.ContainsFunc(p.Messages, handOff)
+			t.sendFailed(p.Messages)
 		}
 		return sas.SendResult{}, errors.New("sim: the send failed (injected)")
 	}

@@ -50,6 +50,9 @@ type Config struct {
 	// an operator puts messages on the scheduler queue (docs/trust.md): an
 	// intake, a compensate, a reply whose echo is rewritten.
 	Forge bool
+	// Cancels: the submitter (on the intake queue) or an operator (sasctl
+	// cancel) cancels an order or two while they run (cancel.go).
+	Cancels bool
 	// Burst is how many more orders are submitted at the start, and
 	// ServiceTime an agent's virtual time per request: a backlog that
 	// outlasts the pick-up allowance (goodput.go).
@@ -77,7 +80,7 @@ type Config struct {
 	Faults Faults
 	// Sabotage plants a known bug in the world (SabotageLoseAlerts,
 	// SabotageSkipUndo, SabotageIgnoreTransient, SabotageLoseSuccessor,
-	// SabotageOneAlertID):
+	// SabotageOneAlertID, SabotageForgetCancel):
 	// the simulator's own tests use it to show that the checks catch what
 	// they are for.
 	Sabotage string
@@ -102,6 +105,10 @@ const (
 	// events share an id (issue 29, N5's class, at its widest: the sweep
 	// seldom makes two events of one step at one state).
 	SabotageOneAlertID = "one-alert-id"
+	// SabotageForgetCancel: the store answers a cancel of a step in flight
+	// as made and writes nothing, so the order runs on to its end (issue
+	// 28 §4: a cancelled order ends with nothing standing).
+	SabotageForgetCancel = "forget-cancel"
 )
 
 // ForSeed draws a run's configuration from its seed.
@@ -122,7 +129,11 @@ func ForSeed(seed int64) Config {
 		Forge:         r.IntN(4) == 0,
 		Faults:        Swarm(seed),
 	}
-	cfg.Burst, cfg.ServiceTime = drawBurst(r) // drawn last: the draws above are as before
+	cfg.Burst, cfg.ServiceTime = drawBurst(r) // the draws above are as before bursts
+	// Drawn last, so that every draw before it is the one a seed made
+	// before cancellations (issue 28 §4): a seed without them replays as it
+	// did.
+	cfg.Cancels = r.IntN(3) == 0
 	return cfg
 }
 
@@ -138,6 +149,9 @@ type Result struct {
 	Orders, Calls, Alerts, DeadLettered int
 	// Redriven counts the dead letters the operator moved back (redrive.go).
 	Redriven int
+	// CancelsWhileBranching counts the cancels that landed while two steps
+	// or more of their order were in flight (cancel.go).
+	CancelsWhileBranching int
 }
 
 // Failed reports whether the run broke an invariant.
@@ -188,7 +202,7 @@ func Run(cfg Config) (res Result) {
 		w.cleanup()
 		res = Result{Config: cfg, Events: w.events, Violations: w.violations, Trace: w.trace,
 			Virtual: w.clock.Now().Sub(start), Orders: len(w.orders), Calls: w.remote.calls, Alerts: len(w.alerts),
-			DeadLettered: w.deadLettered, Redriven: w.redriven}
+			DeadLettered: w.deadLettered, Redriven: w.redriven, CancelsWhileBranching: w.cancelsWhileBranching}
 	}()
 	for range cfg.Orders + cfg.Burst {
 		w.submit()
@@ -341,6 +355,9 @@ func (w *World) chaos() {
 	}
 	if w.cb != nil && len(w.cb.tokens) > 0 {
 		add(0.5, w.outside) // callbacks.go
+	}
+	if w.cfg.Cancels && w.cancelsLeft > 0 && len(w.orders) > 0 {
+		add(0.2, w.cancelEvent)
 	}
 	if w.cfg.Deploy && !w.deployed {
 		add(0.05, func() {

@@ -74,6 +74,8 @@ var plantedBugs = map[string]string{
 	sim.SabotageLoseSuccessor: "lost work",
 	// Issue 29, N5: two events of an order under one alert id.
 	sim.SabotageOneAlertID: "two events under one id",
+	// Issue 28 §4: a cancel the store answers and forgets.
+	sim.SabotageForgetCancel: "cancel ignored",
 	// Issue 27 §2: a join taken for ready while a branch runs; a
 	// compensation that starts while a branch runs.
 	sim.SabotageEarlyJoin: "join passed early",

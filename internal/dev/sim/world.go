@@ -103,8 +103,18 @@ type World struct {
 	faults               bool
 	calmSince            time.Time
 	opsLeft, submitsLeft int
+	cancelsLeft          int // cancels still to send (Config.Cancels)
 	// compensateAsked: the orders an operator asked to compensate.
 	compensateAsked map[string]bool
+	// cancelAccepted: the orders whose cancel the store accepted (cancel.go).
+	cancelAccepted map[string]bool
+	// unstartedAtCancel: for each cancelled order, the steps never claimed
+	// when the store accepted its first mark, the moment the cancel landed
+	// (cancel.go, checkCancelled).
+	unstartedAtCancel map[string][]int
+	// cancelsWhileBranching counts the cancels that landed while two
+	// steps or more of their order were in flight (Result).
+	cancelsWhileBranching int
 	// forged counts the forged messages put on the scheduler queue.
 	forged       int
 	discard      *slog.Logger
@@ -171,6 +181,11 @@ func newWorld(cfg Config) *World {
 	w.remote = newRemote(w)
 	w.opsLeft, w.submitsLeft = cfg.Operator, cfg.LateOrders
 	w.compensateAsked, w.startAt = map[string]bool{}, map[string]time.Time{}
+	if cfg.Cancels {
+		w.cancelsLeft = 2
+	}
+	w.cancelAccepted = map[string]bool{}
+	w.unstartedAtCancel = map[string][]int{}
 	w.initSchedules()
 
 	w.intake = w.newQueue("intake", "scheduler", schedulerVisible)

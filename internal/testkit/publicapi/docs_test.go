@@ -104,7 +104,7 @@ func TestDocumentedStatuses(t *testing.T) {
 		documented = append(documented, m[1])
 	}
 	code := []string{sas.StatusReceived, sas.StatusRejected, sas.StatusStepDone, sas.StatusProcessed, sas.StatusFailed, sas.StatusCompensated,
-		sas.StatusWaiting, sas.StatusStepSkipped}
+		sas.StatusCancelled, sas.StatusCancelRefused, sas.StatusWaiting, sas.StatusStepSkipped}
 	sort.Strings(documented)
 	sort.Strings(code)
 	require.Equal(t, code, documented)
@@ -123,7 +123,8 @@ func TestDocumentedMessageFields(t *testing.T) {
 		sas.KindIntake: reflect.TypeOf(sas.Intake{}), sas.KindAgentRequest: reflect.TypeOf(sas.AgentRequest{}),
 		sas.KindAgentReply: reflect.TypeOf(sas.AgentReply{}), sas.KindRetry: reflect.TypeOf(sas.Retry{}),
 		sas.KindCompensate: reflect.TypeOf(sas.Compensate{}), sas.KindStatus: reflect.TypeOf(sas.Status{}),
-		sas.KindComplete: reflect.TypeOf(sas.Completion{}), sas.KindRedrive: reflect.TypeOf(sas.Redrive{}),
+		sas.KindCancel: reflect.TypeOf(sas.Cancel{}), sas.KindComplete: reflect.TypeOf(sas.Completion{}),
+		sas.KindRedrive: reflect.TypeOf(sas.Redrive{}),
 	}
 	seen := map[sas.Kind]bool{}
 	for _, m := range regexp.MustCompile("(?m)^\\| `([a-z.]+)` \\| `sas\\.([A-Za-z]+)` \\| (.*) \\|$").FindAllStringSubmatch(table, -1) {
@@ -186,7 +187,7 @@ func TestDocumentedRetryLayers(t *testing.T) {
 	b, err := os.ReadFile(filepath.Join(root(t), "docs", "agents.md"))
 	require.NoError(t, err)
 	doc := string(b)
-	require.Contains(t, doc, fmt.Sprintf("agent.HTTPConfig.Tries, default %d", httpcall.DefaultMaxAttempts))
+	require.Contains(t, doc, fmt.Sprintf("agent.HTTPConfig.Tries, default %d", httpcall.DefaultMaxTries))
 	require.Contains(t, doc, fmt.Sprintf("agent.Tries, default %d", agent.DefaultTries))
 	require.Contains(t, doc, fmt.Sprintf("maximumAttempts, default %d", sas.DefaultMaxAttempts))
 	require.Contains(t, doc, fmt.Sprintf("`MaxDeliveries` (%d)", agenthost.DefaultMaxDeliveries))

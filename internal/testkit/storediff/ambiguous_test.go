@@ -79,6 +79,10 @@ func (a Ambiguous) PutDefinition(ctx context.Context, w sas.Workflow) error {
 	return err
 }
 
+func (a Ambiguous) Cancel(ctx context.Context, p sas.CancelParams) (sas.StepRecord, error) {
+	return again(func() (sas.StepRecord, error) { return a.StateStore.Cancel(ctx, p) })
+}
+
 func (a Ambiguous) SkipRun(ctx context.Context, p sas.SkipRunParams) (sas.ScheduleState, error) {
 	return again(func() (sas.ScheduleState, error) { return a.StateStore.SkipRun(ctx, p) })
 }

@@ -354,7 +354,9 @@ func (m *machine) baseWrites() map[string]func(*rapid.T) op {
 			}
 			// Now and then the end of a wait step: fenced on its deadline too.
 			p.Elapsed = !p.Compensation && rapid.IntRange(0, 3).Draw(t, "elapsed") == 3
-			desc := fmt.Sprintf("%s owner=%s attempt=%d compensation=%v result=%s elapsed=%v", k, p.Owner, p.Attempt, p.Compensation, p.Result, p.Elapsed)
+			// Now and then a holder that knows its order was cancelled.
+			p.Cancelled = rapid.IntRange(0, 3).Draw(t, "knowsCancel") == 3
+			desc := fmt.Sprintf("%s owner=%s attempt=%d compensation=%v result=%s elapsed=%v cancelled=%v", k, p.Owner, p.Attempt, p.Compensation, p.Result, p.Elapsed, p.Cancelled)
 			orders := []string{k.OrderID}
 			switch {
 			case !p.Compensation && rapid.IntRange(0, 3).Draw(t, "graph") == 3:
@@ -524,6 +526,19 @@ func (m *machine) baseWrites() map[string]func(*rapid.T) op {
 			return op{name: "Settle", desc: fmt.Sprintf("%s state=%s attempt=%d recheck=%v", k, p.State, p.Attempt, !p.Recheck.IsZero()), orders: []string{k.OrderID},
 				apply: func(s sas.StateStore, _ int) (any, error) {
 					return one(func() (sas.StepRecord, error) { return s.Settle(ctx, p) })
+				}}
+		},
+		"cancel": func(t *rapid.T) op {
+			k := m.key(t, sas.Pending, sas.Processing)
+			r := m.seen(t, k)
+			from := r.ProcessState
+			if from != sas.Pending && from != sas.Processing {
+				from = rapid.SampledFrom([]sas.ProcessState{sas.Pending, sas.Processing}).Draw(t, "cancelFrom")
+			}
+			p := sas.CancelParams{Key: k, From: from, Attempt: r.Attempt, Now: m.now, Actor: "submitter:s", Reason: "changed my mind"}
+			return op{name: "Cancel", desc: fmt.Sprintf("%s from=%s attempt=%d", k, p.From, p.Attempt), orders: []string{k.OrderID},
+				apply: func(s sas.StateStore, _ int) (any, error) {
+					return one(func() (sas.StepRecord, error) { return s.Cancel(ctx, p) })
 				}}
 		},
 		"putDefinition": func(t *rapid.T) op {

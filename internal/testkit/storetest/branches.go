@@ -127,6 +127,44 @@ func testCompleteFencedOnSiblings(t *testing.T, h Harness) {
 	require.Equal(t, won, processed)
 }
 
+// testSiblingsFenceSeesACancelsMark: a cancel's mark moves no state, yet
+// a completion (or a claim) fenced on a sibling as read, unmarked, loses
+// once the sibling is marked: the branch that completes after a cancel
+// marked its sibling claims nothing (docs/protocol.md, "Cancellation").
+// Fenced on the mark as read, it is made.
+func testSiblingsFenceSeesACancelsMark(t *testing.T, h Harness) {
+	s := h.New(t).Store
+	o := order("o-sibcx", 3)
+	o.After = [][]int{{}, {}, {0}}
+	_, err := s.Submit(ctx, sas.SubmitParams{Order: o, Now: T0, PickupBy: at(time.Minute)})
+	require.NoError(t, err)
+	claim(t, s, key("o-sibcx", 0), 0, "a", T0, at(time.Minute))
+	claim(t, s, key("o-sibcx", 1), 0, "b", T0, at(time.Minute))
+	seen := get(t, s, "o-sibcx").Steps[1]
+	_, err = s.Cancel(ctx, sas.CancelParams{Key: key("o-sibcx", 1), From: sas.Processing, Attempt: 1, Now: at(time.Second), Actor: "submitter:app"})
+	require.NoError(t, err)
+
+	next := sas.ClaimParams{Key: key("o-sibcx", 2), Owner: "a", Now: at(2 * time.Second), CompleteBy: at(time.Minute)}
+	_, err = s.Complete(ctx, sas.CompleteParams{Key: key("o-sibcx", 0), Owner: "a", Attempt: 1, Now: at(2 * time.Second), Graph: true,
+		Next: &next, Siblings: []sas.StepSeen{sas.SeenOf(seen)}})
+	re := requireRace(t, err)
+	require.Equal(t, key("o-sibcx", 1), re.Key, "lost to the marked sibling")
+	require.NotNil(t, re.Current)
+	require.True(t, re.Current.Cancelled)
+	v := get(t, s, "o-sibcx")
+	require.Equal(t, sas.Processing, v.Steps[0].ProcessState, "nothing written")
+	require.Equal(t, sas.Pending, v.Steps[2].ProcessState, "nothing claimed")
+	_, err = s.Claim(ctx, sas.ClaimParams{Key: key("o-sibcx", 2), Owner: "a", Now: at(2 * time.Second), CompleteBy: at(time.Minute),
+		Siblings: []sas.StepSeen{sas.SeenOf(seen)}})
+	require.ErrorIs(t, err, sas.ErrLostRace, "a claim's fence sees the mark too")
+
+	marked := v.Steps[1]
+	recs, err := s.Complete(ctx, sas.CompleteParams{Key: key("o-sibcx", 0), Owner: "a", Attempt: 1, Now: at(3 * time.Second), Graph: true,
+		Siblings: []sas.StepSeen{sas.SeenOf(marked)}})
+	require.NoError(t, err, "fenced on the mark as read")
+	require.Equal(t, sas.Processed, recs[0].ProcessState)
+}
+
 // testCompleteInAGraphSkipsAndClaims: a completion in a graph (Graph)
 // claims the branches that run and skips those whose conditions are false,
 // wherever they stand in the order (not only the steps after it in line),

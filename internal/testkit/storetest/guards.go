@@ -157,6 +157,26 @@ func testGuardsMatchTheDomain(t *testing.T, h Harness) {
 			func(k sas.StepKey, seen int) (sas.StepRecord, error) { return f.Store.Settle(ctx, sp(k, seen)) },
 			func(r sas.StepRecord, seen int) (sas.StepRecord, error) { return sas.Settle(r, sp(r.Key(), seen)) }})
 	}
+	for _, from := range []sas.ProcessState{sas.Processing, sas.Pending} {
+		xp := func(k sas.StepKey, seen int) sas.CancelParams {
+			return sas.CancelParams{Key: k, From: from, Attempt: seen, Now: now, Actor: "submitter:s", Reason: "changed my mind"}
+		}
+		ops = append(ops, apply{"cancel-" + string(from),
+			func(k sas.StepKey, seen int) (sas.StepRecord, error) { return f.Store.Cancel(ctx, xp(k, seen)) },
+			func(r sas.StepRecord, seen int) (sas.StepRecord, error) { return sas.CancelStep(r, xp(r.Key(), seen)) }})
+	}
+	cxp := func(k sas.StepKey, seen int) sas.CompleteParams {
+		return sas.CompleteParams{Key: k, Owner: "w", Attempt: seen, Now: now, Cancelled: true}
+	}
+	ops = append(ops, apply{"complete-knowing-the-cancel",
+		func(k sas.StepKey, seen int) (sas.StepRecord, error) {
+			rs, err := f.Store.Complete(ctx, cxp(k, seen))
+			if err != nil {
+				return sas.StepRecord{}, err
+			}
+			return rs[0], nil
+		},
+		func(r sas.StepRecord, seen int) (sas.StepRecord, error) { return sas.Complete(r, cxp(r.Key(), seen)) }})
 
 	type combo struct {
 		op   int
@@ -173,7 +193,7 @@ func testGuardsMatchTheDomain(t *testing.T, h Harness) {
 				if holder != "" && !st.Leased() {
 					continue // only leased states carry a holder
 				}
-				for _, flag := range []string{"", "owing", "noted", "waited", "started"} {
+				for _, flag := range []string{"", "owing", "noted", "waited", "started", "cancelled"} {
 					if (flag == "owing" && !sas.MayOwe(st)) || ((flag == "waited" || flag == "started") && holder == "") {
 						continue // only a give-up's states owe; only a held lease waits or starts
 					}
@@ -201,6 +221,8 @@ func testGuardsMatchTheDomain(t *testing.T, h Harness) {
 								r.WaitingSince = waitedSince
 							case "started":
 								r.StartedAt = now.Add(-time.Minute)
+							case "cancelled":
+								r.Cancelled = true
 							}
 							r.Shard = sas.ShardFor(r.Key(), f.Shards)
 							i++
@@ -238,10 +260,10 @@ func testGuardsMatchTheDomain(t *testing.T, h Harness) {
 			case werr == nil && (want.ProcessState != got.ProcessState || want.Attempt != got.Attempt || want.LockedBy != got.LockedBy ||
 				want.UndoOwed != got.UndoOwed || want.Owing() != got.Owing() || want.Generation != got.Generation ||
 				!want.WaitingSince.Equal(got.WaitingSince) || !want.StartedAt.Equal(got.StartedAt) ||
-				!want.CompleteBy.Equal(got.CompleteBy) || want.FailureCount != got.FailureCount):
-				errs <- fmt.Sprintf("%s: domain %s/%d/%q undoOwed=%v owing=%v gen=%d waiting=%v started=%v completeBy=%v failures=%d, store %s/%d/%q undoOwed=%v owing=%v gen=%d waiting=%v started=%v completeBy=%v failures=%d", c.desc,
-					want.ProcessState, want.Attempt, want.LockedBy, want.UndoOwed, want.Owing(), want.Generation, want.WaitingSince, want.StartedAt, want.CompleteBy, want.FailureCount,
-					got.ProcessState, got.Attempt, got.LockedBy, got.UndoOwed, got.Owing(), got.Generation, got.WaitingSince, got.StartedAt, got.CompleteBy, got.FailureCount)
+				!want.CompleteBy.Equal(got.CompleteBy) || want.FailureCount != got.FailureCount || want.Cancelled != got.Cancelled):
+				errs <- fmt.Sprintf("%s: domain %s/%d/%q undoOwed=%v owing=%v gen=%d waiting=%v started=%v completeBy=%v failures=%d cancelled=%v, store %s/%d/%q undoOwed=%v owing=%v gen=%d waiting=%v started=%v completeBy=%v failures=%d cancelled=%v", c.desc,
+					want.ProcessState, want.Attempt, want.LockedBy, want.UndoOwed, want.Owing(), want.Generation, want.WaitingSince, want.StartedAt, want.CompleteBy, want.FailureCount, want.Cancelled,
+					got.ProcessState, got.Attempt, got.LockedBy, got.UndoOwed, got.Owing(), got.Generation, got.WaitingSince, got.StartedAt, got.CompleteBy, got.FailureCount, got.Cancelled)
 			}
 		}()
 	}

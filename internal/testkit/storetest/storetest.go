@@ -116,9 +116,13 @@ func Run(t *testing.T, h Harness) {
 		// each transition's guard stated once (guards.go)
 		{"GuardsMatchTheDomain", testGuardsMatchTheDomain},
 
+		// an order's cancellation (cancel.go)
+		{"CancelMarksTheStepInFlight", testCancelMarksTheStepInFlight},
+		{"CancelTurnsAwayAReadyStep", testCancelTurnsAwayAReadyStep},
 		// branches in parallel (branches.go)
 		{"CompleteStartsBranches", testCompleteStartsBranches},
 		{"CompleteFencedOnSiblings", testCompleteFencedOnSiblings},
+		{"SiblingsFenceSeesACancelsMark", testSiblingsFenceSeesACancelsMark},
 		{"CompleteInAGraphSkipsAndClaims", testCompleteInAGraphSkipsAndClaims},
 
 		// choices: the steps an order passes over (skip.go)

@@ -1,0 +1,109 @@
+package scheduler_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/sas-go/sas/internal/registry"
+	"github.com/sas-go/sas/internal/sas"
+	"github.com/sas-go/sas/internal/scheduler"
+	"github.com/sas-go/sas/workflow"
+)
+
+// A cancel while three branches are in flight marks each (one read, one
+// fenced write per branch), sends nothing, and lets each settle: one
+// succeeds, one reports a transient failure (no next attempt: it fails),
+// the last succeeds. The join never starts. Once the last has settled,
+// every step that took effect, or may have, in every branch is undone,
+// newest first; the order ends Cancelled, the submitter is told, nobody
+// is paged.
+func TestCancelWithBranchesInFlightLetsEachSettleThenUndoesEveryBranch(t *testing.T) {
+	t.Parallel()
+	f := graphFixture(t)
+	f.deliver(intake("o-bx", "trip", f.replyURL))
+	f.deliver(done(f.request()))
+	reqs := byStep(f.requests())
+	require.Len(t, reqs, 3)
+	f.calls.take()
+
+	f.operatorCancel("o-bx")
+	calls, _ := f.calls.take()
+	require.Equal(t, map[string]int{"GetOrder": 1, "Cancel": 3}, calls, "one read, one mark per branch in flight")
+	require.Empty(t, f.requests(), "nothing is sent while the branches settle")
+	for _, i := range []int{1, 2, 3} {
+		r := f.step("o-bx", i)
+		require.True(t, r.Cancelled, "step %d marked", i)
+		require.Equal(t, sas.Processing, r.ProcessState, "step %d keeps running", i)
+	}
+
+	f.clock.Advance(time.Second)
+	f.deliver(done(reqs["car"]))
+	require.Empty(t, f.requests(), "no undo while flight and hotel are in flight")
+	require.Equal(t, sas.Processed, f.step("o-bx", 3).ProcessState)
+	f.clock.Advance(time.Second)
+	f.deliver(transient(reqs["hotel"], "Timeout", "no answer"))
+	require.Empty(t, f.requests(), "no next attempt of a marked branch, and no undo while flight is in flight")
+	require.Equal(t, sas.Error, f.step("o-bx", 2).ProcessState)
+	require.Equal(t, 1, f.step("o-bx", 2).Attempt)
+	f.clock.Advance(time.Second)
+	f.deliver(done(reqs["flight"]))
+
+	require.Equal(t, []int{1, 2, 3, 0}, f.undoAll(), "newest first (flight, hotel, car, quote): every branch, the failed one included")
+	v := f.view("o-bx")
+	require.Equal(t, sas.Cancelled, v.State())
+	require.True(t, v.Settled())
+	require.Equal(t, 0, v.Steps[4].Attempt, "pay never started")
+	require.Empty(t, f.alerts.all(), "a cancel pages nobody, a branch's failure after it included")
+	ss := f.statuses()
+	require.Equal(t, sas.StatusCancelled, ss[len(ss)-1].Status)
+	for _, s := range ss {
+		require.NotEqual(t, sas.StatusFailed, s.Status)
+	}
+}
+
+// A branch's completion planned before a cancel's first mark landed on its
+// sibling (the cancel's delivery died before it marked this branch too):
+// the mark moves no state, but the completion is fenced on its sibling as
+// read, mark included (sas.StepSeen), so its write loses, it plans again,
+// finds the order cancelled, and claims nothing: the step after it never
+// starts. The sibling settles and the order ends Cancelled.
+func TestABranchCompletingAcrossACancelsMarkClaimsNothing(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	step := func(name string, after ...string) workflow.Step {
+		return workflow.Step{Name: name, Agent: "x", Action: "POST /" + name, Timeout: workflow.Duration(stepTimeout), After: after}
+	}
+	reg, err := registry.FromDefinitions([]workflow.Workflow{{Name: "fork", Steps: []workflow.Step{
+		step("a"), step("b", "a"), step("c", "a"), step("d", "b"), // d follows b alone
+	}}})
+	require.NoError(t, err)
+	f.svc = f.newServiceWith(owner, reg, sas.AgentQueues{Default: f.agentURL})
+	f.h = schedulerHandler(f.svc)
+	f.deliver(intake("o-bm", "fork", f.replyURL))
+	f.deliver(done(f.request()))
+	reqs := byStep(f.requests())
+
+	rs := &raceStore{StateStore: f.calls}
+	rs.hook = func() {
+		c := f.step("o-bm", 2)
+		_, err := f.mem.Cancel(f.ctx, sas.CancelParams{Key: c.Key(), From: sas.Processing, Attempt: c.Attempt, Now: f.clock.Now(), Actor: "submitter:app"})
+		require.NoError(t, err)
+	}
+	racing := f.newServiceConfig("scheduler-3", reg, sas.AgentQueues{Default: f.agentURL}, func(c *scheduler.Config) { c.Store = rs })
+	require.NoError(t, racing.Reply(f.ctx, signedReply(reqs["b"], sas.OutcomeDone, "")))
+	require.Empty(t, f.requests(), "the step after the branch is not started")
+	require.Equal(t, sas.Processed, f.step("o-bm", 1).ProcessState, "the branch is recorded")
+	require.Equal(t, 0, f.step("o-bm", 3).Attempt, "d never claimed")
+
+	f.deliver(done(reqs["c"]))
+	require.Empty(t, f.requests(), "nothing to undo (no step has an undo)")
+	v := f.view("o-bm")
+	require.Equal(t, sas.Cancelled, v.State())
+	require.True(t, v.Settled())
+	require.Equal(t, 0, v.Steps[3].Attempt)
+	ss := f.statuses()
+	require.Equal(t, sas.StatusCancelled, ss[len(ss)-1].Status)
+	require.Equal(t, "c", ss[len(ss)-1].Step)
+}
