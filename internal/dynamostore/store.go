@@ -420,7 +420,11 @@ func (st *Store) Heartbeat(ctx context.Context, p sas.HeartbeatParams) (sas.Step
 	}
 	u := newUpdate()
 	held(&u, sas.Processing, p.Owner, p.Attempt)
-	later(&u, p.Until)
+	if p.Seen.IsZero() {
+		later(&u, p.Until)
+	} else {
+		u.cond("#cb = :seen", "#cb", attrCompleteBy, ":seen", ms(p.Seen))
+	}
 	u.set(attrCompleteBy, ms(p.Until))
 	u.set(attrIdxSK, ms(p.Until))
 	u.set(attrUpdatedAt, ms(p.Now))

@@ -224,6 +224,11 @@ type HeartbeatParams struct {
 	Attempt int
 	Now     time.Time
 	Until   time.Time // the new deadline: after Now
+	// Seen, when set, fences the write on the deadline being Seen instead
+	// of on Until being later: a wait step's arming (its due time, taken
+	// from the order, may come before the claim's lease), written once
+	// from the lease its holder read.
+	Seen time.Time
 }
 
 // Check rejects parameters no record could take (ErrInvalid).
@@ -245,7 +250,11 @@ func Heartbeat(r StepRecord, p HeartbeatParams) (StepRecord, error) {
 		return r, err
 	}
 	// Compared as stored: a store keeps times to the millisecond.
-	if !heldBy(r, Processing, p.Owner, p.Attempt) || !p.Until.Truncate(time.Millisecond).After(r.CompleteBy) {
+	fenced := p.Until.Truncate(time.Millisecond).After(r.CompleteBy)
+	if !p.Seen.IsZero() {
+		fenced = r.CompleteBy.Equal(p.Seen.Truncate(time.Millisecond))
+	}
+	if !heldBy(r, Processing, p.Owner, p.Attempt) || !fenced {
 		return r, race("heartbeat", r)
 	}
 	r.CompleteBy, r.DueAt, r.UpdatedAt = p.Until, p.Until, p.Now

@@ -62,7 +62,7 @@ func (s *Service) timer(ctx context.Context, u *outbox.Unit, o order, def sas.St
 		// The due time taken from the order becomes the lease: one
 		// fenced write, the holder's (a time already past: the lease
 		// ends at once, and the wait with it).
-		armed, err := s.cfg.Store.Heartbeat(ctx, sas.HeartbeatParams{Key: r.Key(), Owner: r.LockedBy, Attempt: r.Attempt, Now: now, Until: target})
+		armed, err := s.cfg.Store.Heartbeat(ctx, sas.HeartbeatParams{Key: r.Key(), Owner: r.LockedBy, Attempt: r.Attempt, Now: now, Until: target, Seen: r.CompleteBy})
 		if errors.Is(err, sas.ErrLostRace) {
 			s.log.InfoContext(ctx, "wait step not armed: it moved meanwhile", "order", o.id(), "step", r.Step, "attempt", r.Attempt)
 			return nil

@@ -57,6 +57,19 @@ func testHeartbeat(t *testing.T, h Harness) {
 	requireRace(t, err)
 	require.Equal(t, now.Add(time.Hour), get(t, s, "o-hb").Steps[0].CompleteBy, "a deadline never moves back")
 
+	// Seen (a wait step's arming): fenced on the deadline read instead,
+	// so it may move the deadline earlier, once; from a deadline no
+	// longer there it loses.
+	armed := now.Add(10 * time.Minute)
+	_, err = s.Heartbeat(ctx, sas.HeartbeatParams{Key: k, Owner: "cb", Attempt: 1, Now: now, Until: armed, Seen: now.Add(time.Hour)})
+	require.NoError(t, err)
+	require.Equal(t, armed, get(t, s, "o-hb").Steps[0].CompleteBy, "armed earlier than the lease")
+	_, err = s.Heartbeat(ctx, sas.HeartbeatParams{Key: k, Owner: "cb", Attempt: 1, Now: now, Until: now.Add(5 * time.Minute), Seen: now.Add(time.Hour)})
+	requireRace(t, err)
+	require.Equal(t, armed, get(t, s, "o-hb").Steps[0].CompleteBy)
+	_, err = s.Heartbeat(ctx, sas.HeartbeatParams{Key: k, Owner: "cb", Attempt: 1, Now: now, Until: now.Add(time.Hour), Seen: armed})
+	require.NoError(t, err)
+
 	// Fenced: another holder or attempt loses and changes nothing.
 	_, err = s.Heartbeat(ctx, sas.HeartbeatParams{Key: k, Owner: "other", Attempt: 1, Now: now, Until: now.Add(2 * time.Hour)})
 	requireRace(t, err)
