@@ -244,7 +244,7 @@ CHAOS_ORDERS ?= $(ORDERS)
 CHAOS_TIMEOUT ?= 60m
 CHAOS_MIN_PROCESSED ?= 0.90
 chaos: ## chaos soak: every fault kind at once (ORDERS=10000 works); fails on any lost order, double effect, illegal transition, alert or compensation mismatch, or unexplained failure
-	$(GO) run ./cmd/sasrun -orders $(CHAOS_ORDERS) -multi 0.3 -transient 0.2 -permanent 0.02 -hang 0.05 -lost 0.02 -lost-mode drop \
+	$(GO) run ./cmd/sasrun -orders $(CHAOS_ORDERS) -multi 0.3 -branches 0.2 -transient 0.2 -permanent 0.02 -hang 0.05 -lost 0.02 -lost-mode drop \
 		-kill-every 3s -duplicate 0.02 -kill-before-send 0.01 -supervisors 3 -clock-skew 300ms \
 		-min-processed $(CHAOS_MIN_PROCESSED) -timeout $(CHAOS_TIMEOUT)
 

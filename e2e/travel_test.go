@@ -52,6 +52,12 @@ const (
 type trip struct {
 	id      string
 	payload string
+	// workflow is "trip" (a straight line) unless it says trip-parallel:
+	// flight, hotel and car at once, then pay after the three. Its steps
+	// then settle in an order no test can fix: the undos are held to
+	// "newest completion first" as the history shows the completions, and
+	// the statuses are compared as a set.
+	workflow string
 	// want
 	state    sas.ProcessState
 	statuses []string          // "status" or "status/step", in seq order
@@ -64,7 +70,9 @@ type trip struct {
 // construct sascdk with the trip workflow and the example's two Go agents)
 // to the same MiniStack and books trips through it: one booked, one
 // refused by a full hotel (the flight released), one declined at payment
-// (the car, the hotel and the flight released, newest first). It checks
+// (the car, the hotel and the flight released, newest first), and one of
+// trip-parallel whose hotel, one of three branches, is refused (the flight
+// and the car released, pay never run). It checks
 // the state store and the statuses on a replyTo queue the deploy allows.
 func TestTravelExample(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), travelOverall)
@@ -122,6 +130,9 @@ func TestTravelExample(t *testing.T) {
 	if err := c.synth(ctx, map[string]string{
 		"arch":               lambdaArch,
 		"allowedReplyQueues": replyARN,
+		// trip-approval's wait, short enough to see one time out within
+		// the test (the supervisor's schedule sweeps every minute).
+		"approvalTimeout": approvalTimeout.String(),
 	}); err != nil {
 		t.Fatalf("cdk synth of examples/travel/cdk: %v", err)
 	}
@@ -176,10 +187,24 @@ func TestTravelExample(t *testing.T) {
 		steps:    map[string]string{"flight": "Compensated", "hotel": "Compensated", "car": "Compensated", "pay": "Compensated"},
 		undone:   []string{"pay", "car", "hotel", "flight"},
 		reason:   map[string]string{"pay": "card declined"},
+	}, {
+		// Three branches at once, the third refused (issue 27's black-box
+		// check): the other two branches' effects are undone, and pay never
+		// runs.
+		id: "travel-" + run + "-parallel-full-hotel", payload: payload("full", 420), workflow: "trip-parallel",
+		state:    sas.Rejected,
+		statuses: []string{"received", "step-done/flight", "step-done/car", "rejected/hotel"},
+		steps:    map[string]string{"flight": "Compensated", "hotel": "Compensated", "car": "Compensated", "pay": "Pending"},
+		undone:   []string{"flight", "hotel", "car"},
+		reason:   map[string]string{"hotel": "sold out"},
 	}}
 	var entries []sqstypes.SendMessageBatchRequestEntry
 	for i, tr := range trips {
-		body := fmt.Sprintf(`{"v":1,"orderId":%q,"workflow":"trip","payload":%s,"replyTo":%q}`, tr.id, tr.payload, replyTo)
+		wf := tr.workflow
+		if wf == "" {
+			wf = "trip"
+		}
+		body := fmt.Sprintf(`{"v":1,"orderId":%q,"workflow":%q,"payload":%s,"replyTo":%q}`, tr.id, wf, tr.payload, replyTo)
 		entries = append(entries, sqstypes.SendMessageBatchRequestEntry{Id: aws.String(fmt.Sprint(i)), MessageBody: aws.String(body)})
 	}
 	sent := time.Now()
@@ -288,6 +313,11 @@ func TestTravelExample(t *testing.T) {
 		checkTrip(t, tr, vs[tr.id], statuses[tr.id])
 	}
 
+	// --- approvals: a person completes a waiting step; forged tokens change nothing; a wait times out ---
+	approvals(t, ctx, approvalEnv{sqs: sqsc, store: store, intake: out("IntakeQueueUrl"), replyTo: replyTo, run: run,
+		read: func() map[string]map[int64]sas.Status { readReplies(); return statuses }})
+	mark("approvals", sent)
+
 	// Nothing went to a dead-letter queue.
 	dlqs := map[string]string{"intake DLQ": out("IntakeDLQUrl"), "scheduler DLQ": out("SchedulerDLQUrl"), "control DLQ": out("ControlDLQUrl")}
 	var agentDLQs map[string]struct {
@@ -336,7 +366,10 @@ func checkTrip(t *testing.T, tr trip, v *sas.OrderView, got map[int64]sas.Status
 	}
 	undoneAt := map[string]time.Time{}  // step → when it reached Compensated
 	undoStart := map[string]time.Time{} // step → when its undo was claimed
+	settledAt := map[string]time.Time{} // step → when it reached Processed or Error
+	index := map[string]int{}
 	for _, s := range v.Steps {
+		index[s.StepName] = s.Step
 		if want := tr.steps[s.StepName]; string(s.ProcessState) != want {
 			t.Errorf("%s: step %s is %s, want %s (last error %q)", tr.id, s.StepName, s.ProcessState, want, s.LastError)
 		}
@@ -352,6 +385,10 @@ func checkTrip(t *testing.T, tr trip, v *sas.OrderView, got map[int64]sas.Status
 				undoStart[s.StepName] = h.At
 			case sas.Compensated:
 				undoneAt[s.StepName] = h.At
+			case sas.Processed, sas.Error:
+				if h.From == sas.Processing {
+					settledAt[s.StepName] = h.At
+				}
 			}
 		}
 	}
@@ -360,8 +397,21 @@ func checkTrip(t *testing.T, tr trip, v *sas.OrderView, got map[int64]sas.Status
 		undone = append(undone, name)
 	}
 	sort.Slice(undone, func(i, j int) bool { return undoneAt[undone[i]].Before(undoneAt[undone[j]]) })
-	if !slices.Equal(undone, tr.undone) && (len(undone) > 0 || len(tr.undone) > 0) {
-		t.Errorf("%s: undone %v (in the order they reached Compensated), want %v", tr.id, undone, tr.undone)
+	want := tr.undone
+	if tr.workflow != "" {
+		// Branches: newest completion first (docs/protocol.md), a tie to
+		// the higher step, of the steps the test says are undone.
+		want = slices.Clone(tr.undone)
+		sort.Slice(want, func(i, j int) bool {
+			a, b := settledAt[want[i]], settledAt[want[j]]
+			if a.Equal(b) {
+				return index[want[i]] > index[want[j]]
+			}
+			return a.After(b)
+		})
+	}
+	if !slices.Equal(undone, want) && (len(undone) > 0 || len(want) > 0) {
+		t.Errorf("%s: undone %v (in the order they reached Compensated), want %v", tr.id, undone, want)
 	}
 	// One undo at a time: each starts once the one before it is done.
 	for i := 1; i < len(undone); i++ {
@@ -371,8 +421,12 @@ func checkTrip(t *testing.T, tr trip, v *sas.OrderView, got map[int64]sas.Status
 				undoStart[cur].Format(time.StampMilli), prev, undoneAt[prev].Format(time.StampMilli))
 		}
 	}
-	if seq := statusSequence(got); !slices.Equal(seq, tr.statuses) {
-		t.Errorf("%s: statuses on the reply queue %v, want %v", tr.id, seq, tr.statuses)
+	seq, wantSeq := statusSequence(got), tr.statuses
+	if tr.workflow != "" {
+		seq, wantSeq = slices.Sorted(slices.Values(seq)), slices.Sorted(slices.Values(wantSeq))
+	}
+	if !slices.Equal(seq, wantSeq) {
+		t.Errorf("%s: statuses on the reply queue %v, want %v", tr.id, statusSequence(got), tr.statuses)
 	}
 }
 

@@ -189,7 +189,7 @@ func serveConsole(ctx context.Context, args []string, cfg config.Config, store *
 	}
 	srv, err := console.New(console.Config{
 		Store: store, Queues: queue, App: app, QueueRefs: console.QueueRefsOf(cfg, reg),
-		Agents: console.AgentsOf(reg, cfg), StepAgents: reg.StepAgents(), Workflows: sortedNames(reg), ReadOnly: *readOnly,
+		Agents: console.AgentsOf(reg, cfg), StepAgents: reg.StepAgents(), Registry: reg, Workflows: sortedNames(reg), ReadOnly: *readOnly,
 		Hosts: hosts, ControlSenders: senders,
 	})
 	if err != nil {

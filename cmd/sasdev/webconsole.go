@@ -34,7 +34,7 @@ func (s *server) startConsole(ctx context.Context, cfg config.Config) error {
 	app := &sasctl.App{Store: s.store, Queue: s.queue, IntakeQueueURL: cfg.IntakeQueueURL, ControlQueueURL: cfg.ControlQueueURL,
 		PickupTimeout: cfg.PickupTimeout, Actor: "operator:sasdev (unverified)", Out: io.Discard}
 	srv, err := webconsole.New(webconsole.Config{Store: s.store, Queues: s.queue, App: app,
-		QueueRefs: webconsole.QueueRefsOf(cfg, s.reg), Agents: webconsole.AgentsOf(s.reg, cfg), StepAgents: s.reg.StepAgents(),
+		QueueRefs: webconsole.QueueRefsOf(cfg, s.reg), Agents: webconsole.AgentsOf(s.reg, cfg), StepAgents: s.reg.StepAgents(), Registry: s.reg,
 		Workflows: slices.Sorted(maps.Keys(s.reg)), Logger: logger})
 	if err != nil {
 		return err

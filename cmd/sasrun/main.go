@@ -30,6 +30,7 @@ func main() {
 	opts := localrun.DemoOptions{}
 	flag.IntVar(&opts.Orders, "orders", 300, "orders to submit")
 	flag.Float64Var(&opts.MultiStep, "multi", 0.3, "share of orders on the three-step workflow")
+	flag.Float64Var(&opts.Branches, "branches", 0, "share of orders on the three-step workflow's split form: its first two steps as branches at once, the third their join")
 	flag.DurationVar(&opts.Timeout, "timeout", 4*time.Minute, "give up waiting after this long")
 	flag.Float64Var(&opts.TransientRate, "transient", 0.10, "share of remote calls that fail transiently (503/429)")
 	flag.Float64Var(&opts.PermanentRate, "permanent", 0.01, "share of remote calls refused for good (402)")

@@ -115,6 +115,8 @@ func (s *Server) action(w http.ResponseWriter, r *http.Request) {
 		s.runTargets(w, r, a, targets, form.Get("reason"))
 	case "redrive":
 		s.redrive(w, r, form.Get("queue"), confirm)
+	case "approve", "reject":
+		s.decide(w, r, a, confirm) // waiting.go
 	default:
 		s.fail(w, http.StatusNotFound, fmt.Errorf("no action %q", a))
 	}

@@ -61,7 +61,7 @@ func startSystem(t *testing.T) *system {
 		PickupTimeout: sys.Config.PickupTimeout, Actor: "operator:browser-test", Out: io.Discard}
 	srv, err := console.New(console.Config{
 		Store: sys.Store, Queues: sys.Queue, App: app, QueueRefs: console.QueueRefsOf(sys.Config, sys.Registry),
-		Agents: console.AgentsOf(sys.Registry, sys.Config), StepAgents: sys.Registry.StepAgents(), Workflows: []string{registry.Order, registry.Payment, notify},
+		Agents: console.AgentsOf(sys.Registry, sys.Config), StepAgents: sys.Registry.StepAgents(), Registry: sys.Registry, Workflows: []string{registry.Order, registry.Payment, notify, expense, split},
 		Refresh: time.Second,
 	})
 	require.NoError(t, err)
@@ -70,6 +70,13 @@ func startSystem(t *testing.T) *system {
 	go func() { _ = console.Serve(ctx, l, srv) }()
 	return &system{System: sys, url: strings.TrimSuffix(console.URL(l), "/"), login: srv.LoginURL(console.URL(l)), secret: srv.AccessToken()}
 }
+
+// split is the order workflow with its first two steps as branches.
+const split = "split"
+
+// expense is a workflow whose first step waits for a person (the Waiting
+// page's approvals).
+const expense = "expense"
 
 // notify is a second single-step workflow, a copy of payment, so that a
 // filter by workflow has an order in Error to leave out.
@@ -92,7 +99,18 @@ func consoleWorkflows(t *testing.T) sas.Registry {
 	}
 	other := pay
 	other.Name = notify
-	out, err := sas.NewRegistry(reg[registry.Order], pay, other)
+	// expense waits for a person's approval (a callback step), then pays.
+	exp := sas.Workflow{Name: expense, Steps: []sas.StepDef{
+		{Name: "approve", Callback: &sas.Callback{Timeout: time.Hour}},
+		pay.Steps[0],
+	}}
+	// split runs the order workflow's reserve and charge at once, then
+	// ships after both (branches in parallel).
+	ord := reg[registry.Order]
+	split := sas.Workflow{Name: split, Steps: slices.Clone(ord.Steps)}
+	split.Steps[1].After = []int{}
+	split.Steps[2].After = []int{0, 1}
+	out, err := sas.NewRegistry(reg[registry.Order], pay, other, exp, split)
 	require.NoError(t, err)
 	return out
 }
@@ -192,6 +210,31 @@ func TestConsoleInABrowser(t *testing.T) {
 		b.Shot(t, "order")
 	})
 
+	t.Run("an order with branches shows which step follows which", func(t *testing.T) {
+		s.submit(t, "split-1", split, `{"amount":12}`)
+		s.settle(t, sas.Processed, "split-1")
+		b.Run(t, chromedp.Navigate(s.url+"/orders/split-1"), chromedp.WaitVisible("#steps", chromedp.ByQuery))
+		var heads []string
+		b.Run(t, chromedp.Evaluate(`[...document.querySelectorAll('#steps li.step .head')].map(e => e.textContent.replace(/\s+/g, ' ').trim())`, &heads))
+		require.Len(t, heads, 3)
+		require.NotContains(t, heads[0], "after", "reserve starts with the order")
+		require.NotContains(t, heads[1], "after", "charge starts with the order too: a branch")
+		require.Contains(t, heads[2], "after reserve, charge", "ship joins the two branches")
+		v, err := s.Store.GetOrder(context.Background(), "split-1")
+		require.NoError(t, err)
+		at := func(i int, to sas.ProcessState) time.Time {
+			for _, h := range v.Steps[i].History {
+				if h.To == to {
+					return h.At
+				}
+			}
+			t.Fatalf("step %d never reached %s", i, to)
+			return time.Time{}
+		}
+		require.True(t, at(1, sas.Processing).Before(at(0, sas.Processed)), "charge was claimed before reserve finished: the branches ran at once")
+		b.Shot(t, "order-branches")
+	})
+
 	t.Run("a payload holding a script renders as text and runs nothing", func(t *testing.T) {
 		b.Run(t, chromedp.Navigate(s.url+"/orders/xss-1"), chromedp.WaitVisible("#payload", chromedp.ByQuery))
 		var payload string
@@ -271,6 +314,64 @@ func TestConsoleInABrowser(t *testing.T) {
 		require.Equal(t, http.StatusUnauthorized, resp.StatusCode, "no secret")
 	})
 
+	t.Run("a person approves one waiting step and rejects another", func(t *testing.T) {
+		ctx := context.Background()
+		s.submit(t, "exp-1", expense, `{"amount":120,"by":"ana"}`)
+		s.submit(t, "exp-2", expense, `{"amount":9000,"by":"bo"}`)
+		for _, id := range []string{"exp-1", "exp-2"} {
+			s.waitStep(t, id, 0, sas.Processing)
+		}
+		b.Run(t, chromedp.Navigate(s.url+"/waiting"), chromedp.WaitVisible("#waiting", chromedp.ByQuery))
+		b.WaitText(t, "#waiting", "exp-2")
+		var listed []string
+		b.Run(t, chromedp.Evaluate(`[...document.querySelectorAll('#waiting tr[data-order]')].map(r => r.dataset.order)`, &listed))
+		slices.Sort(listed)
+		require.Equal(t, []string{"exp-1", "exp-2"}, listed, "the two callback steps, and no agent's step in flight")
+		b.Shot(t, "waiting")
+
+		// Approve exp-1 with a result: a confirmation first, then the job.
+		b.Run(t, submitForm(`#waiting tr[data-order="exp-1"] form.approve`), chromedp.WaitVisible("#confirm", chromedp.ByQuery))
+		v, err := s.Store.GetOrder(ctx, "exp-1")
+		require.NoError(t, err)
+		require.Equal(t, sas.Processing, v.Steps[0].ProcessState, "the confirmation page changes nothing")
+		b.Run(t, chromedp.SetValue("#result", `{"approvedBy":"ana's manager"}`, chromedp.ByQuery))
+		b.Shot(t, "approve-confirm")
+		b.Run(t, submitForm("#confirm"), chromedp.WaitVisible("#job-status", chromedp.ByQuery))
+		b.WaitText(t, "#job-status", "1 of 1 done, 0 failed")
+		s.settle(t, sas.Processed, "exp-1")
+		v, err = s.Store.GetOrder(ctx, "exp-1")
+		require.NoError(t, err)
+		require.JSONEq(t, `{"approvedBy":"ana's manager"}`, string(v.Steps[0].Result), "the approval's result is the step's")
+		h := v.Steps[0].History
+		require.Contains(t, h[len(h)-1].Reason, "(says operator:browser-test)", "the history names the approver")
+
+		// Reject exp-2: a reason is asked for; the order ends Rejected.
+		b.Run(t, chromedp.Navigate(s.url+"/waiting"), chromedp.WaitVisible(`#waiting tr[data-order="exp-2"] form.reject`, chromedp.ByQuery))
+		b.Run(t, submitForm(`#waiting tr[data-order="exp-2"] form.reject`), chromedp.WaitVisible("#reason", chromedp.ByQuery))
+		b.Run(t, chromedp.SetValue("#reason", "over the travel budget", chromedp.ByQuery))
+		b.Run(t, submitForm("#confirm"), chromedp.WaitVisible("#job-status", chromedp.ByQuery))
+		b.WaitText(t, "#job-status", "1 of 1 done, 0 failed")
+		s.settle(t, sas.Rejected, "exp-2")
+		v, err = s.Store.GetOrder(ctx, "exp-2")
+		require.NoError(t, err)
+		require.Contains(t, v.Steps[0].LastError, "over the travel budget")
+		require.Contains(t, v.Steps[0].LastError, "operator:browser-test", "the rejection names who rejected it")
+		require.Equal(t, sas.Pending, v.Steps[1].ProcessState, "the payment never ran")
+
+		// Nothing waits now; a confirmation page opened for a step that no
+		// longer waits says so, and sends nothing.
+		b.Run(t, chromedp.Navigate(s.url+"/waiting"), chromedp.WaitVisible("#waiting", chromedp.ByQuery))
+		b.WaitText(t, "#waiting", "nothing waits for people")
+		b.Shot(t, "waiting-empty")
+		r := v.Steps[0]
+		b.Run(t, chromedp.Navigate(s.url+"/"), chromedp.WaitVisible("#agent-pauses form", chromedp.ByQuery)) // a page with the CSRF token
+		b.Run(t, chromedp.Evaluate(fmt.Sprintf(`(() => { const f = document.createElement('form'); f.method = 'post'; f.action = '/actions/approve';
+			for (const [k, v] of Object.entries({csrf: document.querySelector('input[name=csrf]')?.value || '', order: 'exp-2', step: '0', attempt: '%d', holder: 'gone'})) {
+				const i = document.createElement('input'); i.type = 'hidden'; i.name = k; i.value = v; f.appendChild(i) }
+			document.body.appendChild(f); f.requestSubmit() })()`, r.Attempt), nil))
+		b.WaitText(t, "#not-waiting", "no longer waits")
+	})
+
 	t.Run("pausing an agent shows its requests waiting", func(t *testing.T) {
 		b.Run(t, chromedp.Navigate(s.url+"/"), chromedp.WaitVisible(`#agent-pauses tr[data-agent="payments"] form`, chromedp.ByQuery))
 		b.Run(t, submitForm(`#agent-pauses tr[data-agent="payments"] form`))
@@ -297,6 +398,20 @@ func TestConsoleInABrowser(t *testing.T) {
 		b.WaitText(t, `#agent-pauses tr[data-agent="payments"]`, "running")
 		s.settle(t, sas.Processed, "paused-1", "paused-2")
 	})
+}
+
+// waitStep waits until step i of the order is in the given state.
+func (s *system) waitStep(t *testing.T, id string, i int, state sas.ProcessState) {
+	t.Helper()
+	deadline := time.Now().Add(3 * time.Minute)
+	for {
+		v, err := s.Store.GetOrder(context.Background(), id)
+		if err == nil && len(v.Steps) > i && v.Steps[i].ProcessState == state {
+			return
+		}
+		require.True(t, time.Now().Before(deadline), "step %d of order %s never reached %s (%v)", i, id, state, err)
+		time.Sleep(200 * time.Millisecond)
+	}
 }
 
 // waitPollersPaused waits until every agent poller has skipped a poll for

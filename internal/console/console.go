@@ -1,7 +1,8 @@
 // Package console is the operator's web console (docs/console.md): plain
 // server-rendered HTML over the deployment's tables and queues, read with
 // the operator's own credentials, and the operator's actions (resubmit,
-// compensate, redrive a dead-letter queue, pause an agent) with a dry run,
+// compensate, redrive a dead-letter queue, pause an agent, approve or
+// reject a step that waits for people) with a dry run,
 // a confirmation, progress and a list of failures. It applies the rules of
 // package sasctl, and sends what it asks of the scheduler to the control
 // queue (docs/trust.md). `sasctl console` serves it; `make dev` starts it.
@@ -74,6 +75,9 @@ type Config struct {
 	// StepAgents names each step's agents (sas.Registry.StepAgents), so an
 	// order's page shows which of its steps wait for a paused agent.
 	StepAgents map[string][]string
+	// Registry is the deployment's workflows: with it the Waiting page
+	// lists the callback steps that wait for people (optional).
+	Registry sas.Registry
 	// Workflows lists the workflow names for the filters (optional).
 	Workflows []string
 	ReadOnly  bool
@@ -158,6 +162,7 @@ func New(cfg Config) (*Server, error) {
 	s.mux.HandleFunc("GET /orders/{id}", s.order)
 	s.mux.HandleFunc("GET /order", s.order) // ?id=: the ids a path cannot carry (orderHref)
 	s.mux.HandleFunc("GET /jobs/{id}", s.job)
+	s.mux.HandleFunc("GET /waiting", s.waiting)
 	s.mux.HandleFunc("POST /actions/{action}", s.action)
 	return s, nil
 }
@@ -229,6 +234,7 @@ func (s *Server) parse() error {
 		"stateCSS": stateCSS,
 		"bytes":    humanBytes,
 		"add":      func(a, b int) int { return a + b },
+		"list":     func(v ...string) []string { return v },
 		"pct": func(a, b int) int {
 			if b == 0 {
 				return 100
@@ -237,7 +243,7 @@ func (s *Server) parse() error {
 		},
 	}
 	s.pages = map[string]*template.Template{}
-	for _, page := range []string{"overview", "orders", "order", "plan", "job", "error"} {
+	for _, page := range []string{"overview", "orders", "order", "plan", "job", "error", "waiting", "decide"} {
 		t, err := template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/"+page+".html")
 		if err != nil {
 			return fmt.Errorf("console: parsing %s: %w", page, err)

@@ -82,7 +82,7 @@ func TestRedriveShowsEachMessageAndMovesNoForgedControlMessage(t *testing.T) {
 	require.Empty(t, res.Failed)
 
 	csrf := tokenRE.FindStringSubmatch(get(t, ts.URL+"/"))[1]
-	post := func(form url.Values) (*http.Response, string) { return postRedrive(t, ts.URL, csrf, form) }
+	post := func(form url.Values) (*http.Response, string) { return postAction(t, ts.URL, "redrive", csrf, form) }
 	depth := func(u string) int {
 		d, err := q.Depth(ctx, u)
 		require.NoError(t, err)
@@ -180,7 +180,7 @@ func TestRedriveCarriesTheSchedulersDeadLettersAsRedeliveries(t *testing.T) {
 		if confirm {
 			form.Set("confirm", "1")
 		}
-		resp, b := postRedrive(t, ts.URL, csrf, form)
+		resp, b := postAction(t, ts.URL, "redrive", csrf, form)
 		if !confirm {
 			return b
 		}
@@ -227,13 +227,13 @@ func TestRedriveCarriesTheSchedulersDeadLettersAsRedeliveries(t *testing.T) {
 	require.Equal(t, bodies[agent], back[0].Body, "an agent's dead letter goes back as it is")
 }
 
-// postRedrive posts form, with the console's CSRF token, to the redrive
-// action of the console at base, following no redirect, and returns the
-// response and its body.
-func postRedrive(t *testing.T, base, csrf string, form url.Values) (*http.Response, string) {
+// postAction posts form, with the console's CSRF token, to an action of the
+// console at base, following no redirect, and returns the response and its
+// body.
+func postAction(t *testing.T, base, action, csrf string, form url.Values) (*http.Response, string) {
 	t.Helper()
 	form.Set("csrf", csrf)
-	req, _ := http.NewRequest(http.MethodPost, base+"/actions/redrive", strings.NewReader(form.Encode()))
+	req, _ := http.NewRequest(http.MethodPost, base+"/actions/"+action, strings.NewReader(form.Encode()))
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	req.Header.Set("Origin", base)
 	c := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}

@@ -213,7 +213,7 @@ func (st *Store) Complete(ctx context.Context, p sas.CompleteParams) ([]sas.Step
 		u.remove(attrResult) // as sas.Complete: the completion's result, none
 	}
 	u.remove(attrLockedBy, attrCompleteBy, attrWaitingSince, attrStartedAt, attrIdxPK, attrIdxSK)
-	u.touch(p.Now, sas.HistoryEntry{At: p.Now, Step: p.Key.Step, Actor: p.Owner, From: running, To: done, Attempt: p.Attempt, Reason: "completed", Run: p.Run})
+	u.touch(p.Now, sas.HistoryEntry{At: p.Now, Step: p.Key.Step, Actor: p.Owner, From: running, To: done, Attempt: p.Attempt, Reason: p.CompletedReason(), Run: p.Run})
 	if p.Next == nil && len(p.Siblings) == 0 && len(p.Skip) == 0 {
 		r, err := st.update(ctx, "completing", p.Key, u)
 		if err != nil {

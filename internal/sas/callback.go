@@ -140,9 +140,15 @@ const (
 // reply's; Rejected, on a failure, makes it a business rejection (the
 // order ends Rejected, nobody is paged) rather than a give-up.
 type Completion struct {
-	V        int             `json:"v"`
-	Kind     Kind            `json:"kind"`
-	Token    string          `json:"token"`
+	V    int  `json:"v"`
+	Kind Kind `json:"kind"`
+	// Token names the step, and is the completer's right to complete it.
+	Token string `json:"token,omitempty"`
+	// Step names the step instead, without a token: an operator's
+	// completion (sasctl, the console's approvals), believed from the
+	// control queue alone, whose policy admits the operators and the
+	// supervisor (docs/trust.md, "Completion tokens").
+	Step     *WaitingStep    `json:"step,omitempty"`
 	Outcome  Outcome         `json:"outcome"`
 	Result   json.RawMessage `json:"result,omitempty"`
 	Reason   string          `json:"reason,omitempty"`
@@ -159,8 +165,12 @@ type Completion struct {
 // Check rejects a completion no step could take, with a readable reason.
 func (c Completion) Check() error {
 	switch {
-	case c.Token == "":
-		return &ValidationError{Field: "token", Reason: "required: the token the waiting status handed out"}
+	case c.Token == "" && c.Step == nil:
+		return &ValidationError{Field: "token", Reason: "required: the token the waiting status handed out (or, from the control queue, the step)"}
+	case c.Token != "" && c.Step != nil:
+		return &ValidationError{Field: "step", Reason: "a completion names its step by its token or by step, not both"}
+	case c.Step != nil && !c.Step.valid():
+		return &ValidationError{Field: "step", Reason: "wants orderId, step, attempt (1 or more) and holder, the waiting attempt's lease"}
 	case c.Outcome != OutcomeDone && c.Outcome != OutcomeFailed && c.Outcome != OutcomeHeartbeat:
 		return &ValidationError{Field: "outcome", Reason: fmt.Sprintf("%q is none of %q, %q, %q", c.Outcome, OutcomeDone, OutcomeFailed, OutcomeHeartbeat)}
 	case c.Outcome != OutcomeDone && len(c.Result) > 0:
@@ -173,6 +183,33 @@ func (c Completion) Check() error {
 		return &ValidationError{Field: "rejected", Reason: "only a failure is a rejection"}
 	}
 	return nil
+}
+
+// WaitingStep names one waiting attempt of a callback step as the state
+// store shows it (an operator's completion, Completion.Step): the fields a
+// token binds, read from the step's record instead of signed. It completes
+// that attempt and no other, as a token does.
+type WaitingStep struct {
+	OrderID    string `json:"orderId"`
+	Step       int    `json:"step"`
+	Attempt    int    `json:"attempt"`
+	Generation int    `json:"generation,omitempty"`
+	Holder     string `json:"holder"`
+}
+
+func (w WaitingStep) valid() bool {
+	return ValidOrderID(w.OrderID) && w.Step >= 0 && w.Attempt >= 1 && w.Holder != "" && w.Generation >= 0
+}
+
+// WaitingStepOf names the waiting attempt a step's record shows.
+func WaitingStepOf(r StepRecord) WaitingStep {
+	return WaitingStep{OrderID: r.OrderID, Step: r.Step, Attempt: r.Attempt, Generation: r.Generation, Holder: r.LockedBy}
+}
+
+// Token is what w binds, as a token would (IssuedAt aside, which the
+// step's record gives).
+func (w WaitingStep) Token() Token {
+	return Token{OrderID: w.OrderID, Step: w.Step, Attempt: w.Attempt, Generation: w.Generation, Holder: w.Holder}
 }
 
 // StatusWaiting: a callback step waits for its completion; the status

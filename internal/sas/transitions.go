@@ -153,6 +153,10 @@ type CompleteParams struct {
 	// for none), recorded on a forward step's record. An undo's result is
 	// not recorded: the record keeps its step's.
 	Result json.RawMessage
+	// By is who completed the step from outside (a callback step's
+	// completer: the queue's word for the sender and what it says it is),
+	// recorded in the history entry's reason; "" for an agent's reply.
+	By string
 	// More, with Next, claims further steps in the same write: the
 	// branches a step starts when several follow it (graph.go).
 	More []ClaimParams
@@ -255,7 +259,7 @@ func Complete(r StepRecord, p CompleteParams) (StepRecord, error) {
 	if !p.Compensation {
 		r.Result = p.Result
 	}
-	return timed(move(r, done, p.Owner, "completed", p.Now), p.Run), nil
+	return timed(move(r, done, p.Owner, p.CompletedReason(), p.Now), p.Run), nil
 }
 
 // heldBy is the holder's fence: the state, a holder (an undo the supervisor
@@ -708,4 +712,13 @@ func NewRecords(o Order, now, pickupBy time.Time, shards int, lease *ClaimParams
 		out[i] = r
 	}
 	return out, nil
+}
+
+// CompletedReason is the history entry's reason of a completion (both
+// stores write it).
+func (p CompleteParams) CompletedReason() string {
+	if p.By == "" {
+		return "completed"
+	}
+	return BoundReason("completed by " + p.By)
 }

@@ -10,21 +10,21 @@ import (
 
 // complete sends a completion of a waiting callback step (docs/protocol.md,
 // "Callback steps") to the control queue: `complete` with a result, `fail`
-// with a reason (-reject: a business rejection), `heartbeat`. It reads the
-// step the token names first and sends nothing when that step does not
-// wait for it, saying why: the scheduler would change nothing, and the
-// command must not print success for a message that does nothing. The
-// token's signature is the scheduler's to check (sasctl has no key).
+// with a reason (-reject: a business rejection), `heartbeat`. The step is
+// named by its token, or, as an operator may, by -order and -step (the
+// attempt waiting now, read from the store: a completion the control queue
+// alone believes, docs/trust.md). It reads the step first and sends nothing
+// when that step does not wait, saying why: the scheduler would change
+// nothing, and the command must not print success for a message that does
+// nothing. The token's signature is the scheduler's to check (sasctl has no
+// key).
 func (a *App) complete(outcome sas.Outcome) func(context.Context, []string) error {
 	return func(ctx context.Context, args []string) error {
-		name := string(outcome)
-		if outcome == sas.OutcomeDone {
-			name = "complete"
-		} else if outcome == sas.OutcomeFailed {
-			name = "fail"
-		}
+		name := completionName(outcome)
 		fs := a.flags(name)
 		token := fs.String("token", "", "the token the step's waiting status handed out")
+		order := fs.String("order", "", "instead of a token: the order whose waiting step to complete (an operator's completion)")
+		step := fs.Int("step", -1, "with -order: the waiting step's index")
 		result := fs.String("result", "", "complete: the step's result, JSON")
 		reason := fs.String("reason", "", "fail: why")
 		reject := fs.Bool("reject", false, "fail: a business rejection (the order ends Rejected, nobody is paged)")
@@ -32,7 +32,7 @@ func (a *App) complete(outcome sas.Outcome) func(context.Context, []string) erro
 		if err != nil {
 			return err
 		}
-		if len(pos) == 1 && *token == "" {
+		if len(pos) == 1 && *token == "" && *order == "" {
 			*token = pos[0]
 		} else if len(pos) > 0 {
 			return fmt.Errorf("%s takes the token alone: %w", name, ErrUsage)
@@ -41,29 +41,75 @@ func (a *App) complete(outcome sas.Outcome) func(context.Context, []string) erro
 		if *result != "" {
 			m.Result = json.RawMessage(*result)
 		}
-		if err := m.Check(); err != nil {
-			return fmt.Errorf("%s: %w", name, err)
+		switch {
+		case *order != "" && *token != "":
+			return fmt.Errorf("%s: give the token or -order and -step, not both: %w", name, ErrUsage)
+		case *order != "" && *step < 0:
+			return fmt.Errorf("%s: -order needs -step, the waiting step's index: %w", name, ErrUsage)
+		case *order != "":
+			r, err := a.Store.GetStep(ctx, sas.StepKey{OrderID: *order, Step: *step})
+			if err != nil {
+				return fmt.Errorf("%s: reading step %d of order %s: %w", name, *step, *order, err)
+			}
+			if r.ProcessState != sas.Processing {
+				return fmt.Errorf("%s: step %d (%s) of order %s is %s at attempt %d, not waiting for this completion: nothing sent",
+					name, r.Step, r.StepName, r.OrderID, r.ProcessState, r.Attempt)
+			}
+			w := sas.WaitingStepOf(r)
+			m.Step = &w
 		}
-		t, err := sas.PeekToken(*token)
+		r, err := a.SendCompletion(ctx, m)
 		if err != nil {
-			return fmt.Errorf("%s: %w", name, err)
+			return err
 		}
-		r, err := a.Store.GetStep(ctx, sas.StepKey{OrderID: t.OrderID, Step: t.Step})
-		if err != nil {
-			return fmt.Errorf("%s: reading step %d of order %s: %w", name, t.Step, t.OrderID, err)
-		}
-		if r.ProcessState != sas.Processing || r.Attempt != t.Attempt || r.LockedBy != t.Holder || !a.now().Before(r.CompleteBy) {
-			return fmt.Errorf("%s: step %d (%s) of order %s is %s at attempt %d, not waiting for this token (attempt %d): nothing sent",
-				name, t.Step, r.StepName, t.OrderID, r.ProcessState, r.Attempt, t.Attempt)
-		}
-		if a.ControlQueueURL == "" {
-			return fmt.Errorf("%s: SAS_CONTROL_QUEUE_URL is not set", name)
-		}
-		if err := a.send(ctx, a.ControlQueueURL, sas.Encode(m)); err != nil {
-			return fmt.Errorf("%s: %w", name, err)
-		}
-		fmt.Fprintf(a.Out, "sent %s for step %d (%s) of order %s: the scheduler applies it if the token checks out and the step still waits (sasctl show %s)\n",
-			outcome, t.Step, r.StepName, t.OrderID, t.OrderID)
+		fmt.Fprintf(a.Out, "sent %s for step %d (%s) of order %s: the scheduler applies it if the step still waits (sasctl show %s)\n",
+			outcome, r.Step, r.StepName, r.OrderID, r.OrderID)
 		return nil
 	}
+}
+
+func completionName(outcome sas.Outcome) string {
+	switch outcome {
+	case sas.OutcomeDone:
+		return "complete"
+	case sas.OutcomeFailed:
+		return "fail"
+	}
+	return string(outcome)
+}
+
+// SendCompletion checks a completion (by token or by step) against the step
+// it names, as the store shows it, and sends it to the control queue when
+// that step waits for it; otherwise it sends nothing and says why. It
+// returns the step's record as read. The console's approvals send theirs
+// with it.
+func (a *App) SendCompletion(ctx context.Context, m sas.Completion) (sas.StepRecord, error) {
+	name := completionName(m.Outcome)
+	if err := m.Check(); err != nil {
+		return sas.StepRecord{}, fmt.Errorf("%s: %w", name, err)
+	}
+	var t sas.Token
+	if m.Step != nil {
+		t = m.Step.Token()
+	} else {
+		var err error
+		if t, err = sas.PeekToken(m.Token); err != nil {
+			return sas.StepRecord{}, fmt.Errorf("%s: %w", name, err)
+		}
+	}
+	r, err := a.Store.GetStep(ctx, sas.StepKey{OrderID: t.OrderID, Step: t.Step})
+	if err != nil {
+		return r, fmt.Errorf("%s: reading step %d of order %s: %w", name, t.Step, t.OrderID, err)
+	}
+	if r.ProcessState != sas.Processing || r.Attempt != t.Attempt || r.LockedBy != t.Holder || r.Generation != t.Generation || !a.now().Before(r.CompleteBy) {
+		return r, fmt.Errorf("%s: step %d (%s) of order %s is %s at attempt %d, not waiting for this completion (attempt %d): nothing sent",
+			name, t.Step, r.StepName, t.OrderID, r.ProcessState, r.Attempt, t.Attempt)
+	}
+	if a.ControlQueueURL == "" {
+		return r, fmt.Errorf("%s: SAS_CONTROL_QUEUE_URL is not set", name)
+	}
+	if err := a.send(ctx, a.ControlQueueURL, sas.Encode(m)); err != nil {
+		return r, fmt.Errorf("%s: %w", name, err)
+	}
+	return r, nil
 }

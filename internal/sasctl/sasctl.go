@@ -56,6 +56,7 @@ const Usage = `usage: sasctl [-outputs FILE [-stack NAME] | -stack NAME] <comman
   resubmit   -all [-dry-run] [-limit N] every step in Error
   compensate ORDER_ID [-reason TEXT]   undo the order's completed steps, newest first
   complete   TOKEN [-result JSON]      complete a waiting callback step (its token from the waiting status)
+  complete   -order ID -step N [...]   the same, named by order and step (an operator's: no token needed)
   fail       TOKEN [-reason TEXT] [-reject]   fail it (compensated; -reject: a business rejection, nobody paged)
   heartbeat  TOKEN                     move a waiting step's heartbeat deadline on
   watch      [-interval 2s] [-count N] live counts per state and the oldest stuck step

@@ -63,10 +63,9 @@ func (s *Service) completion(ctx context.Context, u *outbox.Unit, from Origin, b
 	if err := m.Check(); err != nil {
 		return drop(err, "completion")
 	}
-	t, err := s.signer.OpenToken(m.Token)
+	t, err := s.completionToken(ctx, from, m)
 	if err != nil {
-		s.log.WarnContext(ctx, "completion refused: its token does not check out", "sender", from.SenderID, "err", err)
-		return drop(err, "completion from %s", from.Source)
+		return err
 	}
 	o, err := s.load(ctx, t.OrderID)
 	if err != nil {
@@ -75,6 +74,9 @@ func (s *Service) completion(ctx context.Context, u *outbox.Unit, from Origin, b
 	rec, ok := o.step(t.Step)
 	if !ok || !o.wf.Steps[t.Step].Outside() {
 		return drop(nil, "completion for order %s step %d: not a callback step", t.OrderID, t.Step)
+	}
+	if m.Step != nil && rec.Attempt == t.Attempt {
+		t.IssuedAt = rec.ClaimedAt() // what the token would say: a heartbeat's bound
 	}
 	def := o.wf.Steps[t.Step]
 	now := s.cfg.Clock.Now()
@@ -107,12 +109,35 @@ func (s *Service) completion(ctx context.Context, u *outbox.Unit, from Origin, b
 		o.steps = nil // its effects read the order after the write, as any failure's
 	}
 	log.InfoContext(ctx, "completion of a waiting step", "again", again)
+	ctx = context.WithValue(ctx, completerKey{}, who) // the history entry says who
 	return s.applyReply(ctx, u, o, sas.AgentReply{
 		V: sas.MessageVersion, Kind: sas.KindAgentReply, OrderID: t.OrderID, Step: t.Step, Attempt: t.Attempt,
 		LockedBy: t.Holder, Outcome: m.Outcome, Result: m.Result, Reason: reason, Rejected: m.Rejected,
 		Workflow: o.ord.Workflow, Version: o.ord.Version, Payload: o.ord.Payload, ReplyTo: o.ord.ReplyTo,
 		Priority: o.ord.Priority, StepName: def.Name, Generation: t.Generation, Trace: o.ord.Trace,
 	})
+}
+
+// completionToken is what a completion names: the step its token binds, once
+// the token checks out, or, for an operator's completion (Completion.Step),
+// the attempt it names, believed from the control queue alone, whose policy
+// admits the operators and the supervisor (docs/trust.md, "Completion
+// tokens"). Either way the attempt named must be the one waiting, so a
+// named completion is held to the same fence as a token.
+func (s *Service) completionToken(ctx context.Context, from Origin, m sas.Completion) (sas.Token, error) {
+	if m.Step != nil {
+		if from.Source != FromControl {
+			s.log.WarnContext(ctx, "completion refused: it names its step without a token, which only the control queue may", "sender", from.SenderID, "source", from.Source)
+			return sas.Token{}, drop(nil, "completion from %s names its step without a token: only the control queue's senders (operators) may", from.Source)
+		}
+		return m.Step.Token(), nil
+	}
+	t, err := s.signer.OpenToken(m.Token)
+	if err != nil {
+		s.log.WarnContext(ctx, "completion refused: its token does not check out", "sender", from.SenderID, "err", err)
+		return sas.Token{}, drop(err, "completion from %s", from.Source)
+	}
+	return t, nil
 }
 
 // heartbeat moves a waiting step's deadline on by its heartbeat interval,
@@ -143,4 +168,13 @@ func (s *Service) heartbeat(ctx context.Context, log *slog.Logger, def sas.StepD
 	}
 	log.InfoContext(ctx, "heartbeat: the step's deadline moves on", "until", until)
 	return nil
+}
+
+type completerKey struct{}
+
+// completerOf is who completed a callback step from outside, as the
+// completion's history entry records it ("" for an agent's reply).
+func completerOf(ctx context.Context) string {
+	who, _ := ctx.Value(completerKey{}).(string)
+	return who
 }

@@ -203,3 +203,63 @@ func TestCallbackHeartbeatMovesTheDeadlineWithinTheTimeout(t *testing.T) {
 }
 
 var _ = events.SQSEvent{}
+
+// An operator's completion names the waiting attempt instead of carrying its
+// token (the console's approvals, `sasctl complete -order`): believed from
+// the control queue alone, and held to the same fence as a token.
+func TestAnOperatorCompletesAWaitingStepByName(t *testing.T) {
+	t.Parallel()
+	f, h := callbackFixture(t, 0)
+	f.waitFor(h, "o-op")
+	f.waitFor(h, "o-other")
+	rec := f.step("o-op", 1)
+	named := func(w sas.WaitingStep, outcome sas.Outcome, result string) string {
+		m := sas.Completion{V: 1, Kind: sas.KindComplete, Step: &w, Outcome: outcome, Actor: "console:alice"}
+		if result != "" {
+			m.Result = json.RawMessage(result)
+		}
+		return sas.Encode(m)
+	}
+	w := sas.WaitingStepOf(rec)
+
+	// From the intake queue (applications, completers) a named completion
+	// is no right to anything: a token is.
+	f.from(h, intakeARN, named(w, sas.OutcomeDone, `{"ok":true}`))
+	require.Equal(t, sas.Processing, f.step("o-op", 1).ProcessState, "only the control queue believes a completion without a token")
+
+	// Another attempt, holder or generation than the waiting one's (a page
+	// read before the step was re-run): nothing.
+	for name, bad := range map[string]sas.WaitingStep{
+		"another attempt":    {OrderID: w.OrderID, Step: 1, Attempt: w.Attempt + 1, Holder: w.Holder},
+		"another holder":     {OrderID: w.OrderID, Step: 1, Attempt: w.Attempt, Holder: "someone-else"},
+		"another generation": {OrderID: w.OrderID, Step: 1, Attempt: w.Attempt, Generation: w.Generation + 1, Holder: w.Holder},
+	} {
+		f.from(h, controlARN, named(bad, sas.OutcomeDone, ""))
+		require.Equal(t, sas.Processing, f.step("o-op", 1).ProcessState, name)
+		require.Equal(t, sas.Processing, f.step("o-other", 1).ProcessState, name)
+	}
+	require.Empty(t, f.requests())
+
+	// The operator's approval completes it, once, with its result; the
+	// history says who.
+	f.from(h, controlARN, named(w, sas.OutcomeDone, `{"approvedBy":"alice"}`))
+	req := f.request()
+	require.Equal(t, "ship", req.StepName)
+	require.JSONEq(t, `{"approvedBy":"alice"}`, string(req.Results["approve"]))
+	done := f.view("o-op").Steps[1].History
+	require.Equal(t, "completed by sender:AROAEXAMPLE:approver (says console:alice)", done[len(done)-1].Reason, "the history names the completer")
+	f.from(h, controlARN, named(w, sas.OutcomeFailed, ""))
+	require.Equal(t, []sas.ProcessState{sas.Processed, sas.Processed, sas.Processing}, f.states("o-op"), "a late rejection changes nothing")
+	f.requests()
+
+	// A named rejection of the other order: Error, Rejected, its charge undone.
+	ow := sas.WaitingStepOf(f.step("o-other", 1))
+	m := sas.Completion{V: 1, Kind: sas.KindComplete, Step: &ow, Outcome: sas.OutcomeFailed, Reason: "over budget", Rejected: true, Actor: "console:bob"}
+	f.from(h, controlARN, sas.Encode(m))
+	r := f.step("o-other", 1)
+	require.Equal(t, sas.Error, r.ProcessState)
+	require.True(t, r.Rejected)
+	require.Contains(t, r.LastError, "over budget")
+	require.Contains(t, r.LastError, "console:bob", "the reason records who rejected it")
+	require.True(t, f.request().Compensation)
+}

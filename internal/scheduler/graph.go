@@ -43,7 +43,7 @@ func (s *Service) doneInGraph(ctx context.Context, u *outbox.Unit, o order, rep 
 		}
 		failing := callsForCompensation(o)
 		p := sas.CompleteParams{Key: key, Owner: rep.LockedBy, Attempt: rep.Attempt, Now: now, Result: rep.Result, Graph: true,
-			Run: rep.Timing()} // for people (the console), never read back
+			Run: rep.Timing(), By: completerOf(ctx)} // for people (the console), never read back
 		var ready []int
 		if !failing {
 			ready, p.Skip = planInGraph(o, rep.Step, rep.Result)

@@ -194,6 +194,7 @@ func (s *Service) applyReply(ctx context.Context, u *outbox.Unit, o order, rep s
 	p := sas.CompleteParams{
 		Key: key, Owner: rep.LockedBy, Attempt: rep.Attempt, Now: now, Compensation: undo, Next: next,
 		Run: rep.Timing(), // for people (the console), never read back
+		By:  completerOf(ctx),
 	}
 	if !undo {
 		p.Result = rep.Result // recorded with the step, within its bounds (boundResult)

@@ -244,3 +244,44 @@ func TestJudgeCountsARejectionApart(t *testing.T) {
 	require.Equal(t, 1.0, got.ProcessedShare())
 	require.True(t, got.OK(), "%v", got.Problems())
 }
+
+// With branches the undos go newest completion first, whatever the step
+// index (docs/protocol.md, "Branches"): a split order whose charge (step 1)
+// completed before its reservation (step 0) undoes the reservation first.
+func TestJudgeCompensationWithBranchesIsNewestCompletionFirst(t *testing.T) {
+	t.Parallel()
+	line, err := registry.Default(8 * time.Second)
+	require.NoError(t, err)
+	ord := line[registry.Order]
+	split := sas.Workflow{Name: "split", Steps: append([]sas.StepDef(nil), ord.Steps...)}
+	split.Steps[1].After = []int{}
+	split.Steps[2].After = []int{0, 1}
+	graph, err := sas.NewRegistry(split)
+	require.NoError(t, err)
+	run := func(reg sas.Registry, wf, id string, firstUndone int) []string {
+		v := compensatedOrder(id, false)
+		v.Order.Workflow = wf
+		v.Steps[0].History[1].At = at(2.5) // reserve completes after charge (at 2)
+		v.Steps[2].History[0].At, v.Steps[2].History[1].At = at(2.6), at(3)
+		second := 1 - firstUndone
+		effects := []remotesim.Effect{
+			{Key: sas.IdempotencyKey(id, 0, 0, false), OrderID: id, At: at(1)},
+			{Key: sas.IdempotencyKey(id, 1, 0, false), OrderID: id, At: at(2)},
+			{Key: sas.IdempotencyKey(id, firstUndone, 0, true), OrderID: id, At: at(4.5)},
+			{Key: sas.IdempotencyKey(id, second, 0, true), OrderID: id, At: at(5.5)},
+		}
+		return judge.Judge(judge.Evidence{
+			IDs: []string{id}, Views: map[string]sas.OrderView{id: v}, Registry: reg, Effects: effects,
+			Calls:  map[string][]remotesim.Call{sas.IdempotencyKey(id, 2, 0, false): {{Fault: remotesim.FaultPermanent}}},
+			Alerts: []sas.Alert{{OrderID: id, Step: 2, State: sas.Error, Attempts: 1}},
+		}, judge.JudgeRules{}).Compensation
+	}
+	require.Empty(t, run(graph, "split", "b-1", 0), "the reservation, completed last, undone first")
+	got := run(graph, "split", "b-2", 1)
+	require.Len(t, got, 1, "the charge undone first, though it completed first")
+	require.Contains(t, got[0], "step 1 was undone before step 0")
+	// In a straight line the same undo order is wrong: the step index rules.
+	got = run(line, registry.Order, "b-3", 0)
+	require.Len(t, got, 1)
+	require.Contains(t, got[0], "step 0 was undone before step 1")
+}

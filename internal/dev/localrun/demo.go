@@ -14,14 +14,19 @@ import (
 
 	"github.com/sas-go/sas/internal/dev/judge"
 	"github.com/sas-go/sas/internal/dev/remotesim"
+	"github.com/sas-go/sas/internal/registry"
 	"github.com/sas-go/sas/internal/sas"
 	"github.com/sas-go/sas/internal/testkit/awscount"
 )
 
 // DemoOptions shape `make run` and `make chaos`.
 type DemoOptions struct {
-	Orders                                           int
-	MultiStep                                        float64
+	Orders    int
+	MultiStep float64
+	// Branches is the share of orders on the split workflow: the
+	// three-step one with its first two steps as branches run at once, the
+	// third their join (SplitWorkflow). Drawn after MultiStep's.
+	Branches                                         float64
 	Timeout                                          time.Duration
 	TransientRate, PermanentRate, HangRate, LostRate float64
 	// LostMode is how responses are lost (remotesim.LostError by default:
@@ -153,13 +158,14 @@ func Demo(ctx context.Context, o DemoOptions, out io.Writer) (Summary, error) {
 	sys, err := Start(ctx, Options{
 		// Long enough that a healthy step never expires on a busy laptop, short
 		// enough that a hung call is rescued within the run.
-		StepTimeout: 8 * time.Second, PickupTimeout: cmp.Or(o.PickupTimeout, 10*time.Second), SupervisorEvery: time.Second,
+		StepTimeout: demoStepTimeout, PickupTimeout: cmp.Or(o.PickupTimeout, 10*time.Second), SupervisorEvery: time.Second,
 		Supervisors: o.Supervisors, ClockSkew: o.ClockSkew, Instances: 2, Faults: faults, Seed: o.Seed,
 		// 2 × 10 concurrent agent batches: the deployed event source's cap
 		// (infra/), so a hung call holds back what it would in AWS, no more.
 		AgentWorkers: 10,
 		KillEvery:    o.KillEvery, DuplicateRate: o.DuplicateRate, KillBeforeSendRate: o.KillBeforeSendRate,
 		Counter: counter, Logger: slog.New(slog.NewTextHandler(demoLog(), nil)),
+		Workflows: demoWorkflows(o),
 	})
 	if err != nil {
 		return sum, err
@@ -189,10 +195,7 @@ func Demo(ctx context.Context, o DemoOptions, out io.Writer) (Summary, error) {
 	var msgs []sas.OutboundMessage
 	runID := sys.Opts.Name
 	for i := range ids {
-		wf := "payment"
-		if rng.Float64() < o.MultiStep {
-			wf = "order"
-		}
+		wf := o.workflow(rng)
 		ids[i] = fmt.Sprintf("%s-%05d", runID, i)
 		ours[ids[i]] = true
 		in := sas.Intake{OrderID: ids[i], Workflow: wf, ReplyTo: sys.StatusQueueURL,
@@ -211,7 +214,8 @@ func Demo(ctx context.Context, o DemoOptions, out io.Writer) (Summary, error) {
 		}
 	}
 	sum.Submitted = len(ids)
-	fmt.Fprintf(out, "submitted %d orders (%.0f%% on the three-step workflow) and %d bad messages in batches of 10\n\n", len(ids), 100*o.MultiStep, len(badInputs("")))
+	fmt.Fprintf(out, "submitted %d orders (%.0f%% on the three-step workflow, %.0f%% on its split form with two branches) and %d bad messages in batches of 10\n\n",
+		len(ids), 100*o.MultiStep, 100*o.Branches, len(badInputs("")))
 
 	rejected := map[string]bool{}
 	final := map[string]string{}
@@ -377,4 +381,45 @@ func demoLog() io.Writer {
 		}
 	}
 	return io.Discard
+}
+
+// demoStepTimeout is the runs' step timeout: long enough that a healthy
+// step never expires on a busy laptop, short enough that a hung call is
+// rescued within the run.
+const demoStepTimeout = 8 * time.Second
+
+// SplitWorkflow is the three-step order workflow with its first two steps,
+// reserve and charge, as branches that start with the order, and ship their
+// join (docs/workflows.md, "Branches in parallel").
+const SplitWorkflow = "split"
+
+// demoWorkflows are the reference workflows, and the split one when the
+// run draws orders for it (nil: the reference workflows alone).
+func demoWorkflows(o DemoOptions) sas.Registry {
+	if o.Branches <= 0 {
+		return nil
+	}
+	ord := registry.OrderWorkflow(demoStepTimeout)
+	split := sas.Workflow{Name: SplitWorkflow, Steps: slices.Clone(ord.Steps)}
+	split.Steps[1].After = []int{}
+	split.Steps[2].After = []int{0, 1}
+	reg, err := sas.NewRegistry(registry.PaymentWorkflow(demoStepTimeout), ord, split)
+	if err != nil {
+		panic(err) // fixed definitions: a test catches it
+	}
+	return reg
+}
+
+// workflow draws an order's workflow: the three-step one at MultiStep, the
+// split one at Branches, else the single-step one. With no branches it
+// draws as it always did, so a seed's run is unchanged.
+func (o DemoOptions) workflow(rng *rand.Rand) string {
+	r := rng.Float64()
+	switch {
+	case r < o.MultiStep:
+		return "order"
+	case r < o.MultiStep+o.Branches:
+		return SplitWorkflow
+	}
+	return "payment"
 }

@@ -18,10 +18,7 @@ func warmup(ctx context.Context, sys *System, o DemoOptions, rng *rand.Rand, out
 	ids := make([]string, o.Warmup)
 	var msgs []sas.OutboundMessage
 	for i := range ids {
-		wf := "payment"
-		if rng.Float64() < o.MultiStep {
-			wf = "order"
-		}
+		wf := o.workflow(rng)
 		ids[i] = fmt.Sprintf("%s-w%05d", sys.Opts.Name, i)
 		in := sas.Intake{OrderID: ids[i], Workflow: wf, Payload: []byte(fmt.Sprintf(`{"amount":%d,"currency":"EUR"}`, 5+rng.IntN(500)))}
 		msgs = append(msgs, sas.OutboundMessage{ID: fmt.Sprintf("w%d", i), Body: sas.Encode(in)})

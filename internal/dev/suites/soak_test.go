@@ -13,7 +13,8 @@ import (
 )
 
 // TestSoak is the small chaos soak (`make chaos` is the large one): a few
-// hundred single- and three-step orders on the emulators with every fault
+// hundred single- and three-step orders, a fifth of them with two branches
+// at once and a join (localrun.SplitWorkflow), on the emulators with every fault
 // kind at once — transient errors, permanent refusals, hangs, dropped
 // responses, instances killed mid-batch, duplicate deliveries, schedulers
 // killed between their write and their send, three supervisors with skewed
@@ -29,7 +30,7 @@ func TestSoak(t *testing.T) {
 	defer cancel()
 	var out bytes.Buffer
 	sum, err := localrun.Demo(ctx, localrun.DemoOptions{
-		Orders: 200, MultiStep: 0.4, Timeout: 100 * time.Second, Seed: 7,
+		Orders: 200, MultiStep: 0.3, Branches: 0.2, Timeout: 100 * time.Second, Seed: 7,
 		TransientRate: 0.1, PermanentRate: 0.02, HangRate: 0.03, LostRate: 0.02, LostMode: remotesim.LostDrop,
 		KillEvery: 4 * time.Second, DuplicateRate: 0.03, KillBeforeSendRate: 0.02,
 		Supervisors: 3, ClockSkew: 300 * time.Millisecond, Quiet: true,

@@ -63,9 +63,12 @@ func testHeartbeat(t *testing.T, h Harness) {
 	_, err = s.Heartbeat(ctx, sas.HeartbeatParams{Key: k, Owner: "cb", Attempt: 2, Now: now, Until: now.Add(2 * time.Hour)})
 	requireRace(t, err)
 	// Completed: a late heartbeat loses.
-	_, err = s.Complete(ctx, sas.CompleteParams{Key: k, Owner: "cb", Attempt: 1, Now: now})
+	// Completed from outside: the history entry names who completed it.
+	_, err = s.Complete(ctx, sas.CompleteParams{Key: k, Owner: "cb", Attempt: 1, Now: now, By: "sender:AROAEXAMPLE (says alice)"})
 	require.NoError(t, err)
 	_, err = s.Heartbeat(ctx, sas.HeartbeatParams{Key: k, Owner: "cb", Attempt: 1, Now: now, Until: now.Add(2 * time.Hour)})
 	requireRace(t, err)
-	require.Equal(t, sas.Processed, get(t, s, "o-hb").Steps[0].ProcessState)
+	r = get(t, s, "o-hb").Steps[0]
+	require.Equal(t, sas.Processed, r.ProcessState)
+	require.Equal(t, "completed by sender:AROAEXAMPLE (says alice)", r.History[len(r.History)-1].Reason)
 }
