@@ -82,6 +82,8 @@ type faultyStore struct {
 	panics map[string]bool
 	// beforeSubmit, when set, runs before each submission (schedule_test.go).
 	beforeSubmit func(sas.SubmitParams)
+	// beforeGetSchedule, when set, runs before each read of a schedule.
+	beforeGetSchedule func()
 }
 
 func (s *faultyStore) fault(id string) error {

@@ -68,6 +68,13 @@ func (s *Service) decideRun(ctx context.Context, in sas.Intake, submitter string
 		return runDecision{}, fmt.Errorf("reading schedule %s: %w", in.Schedule, err)
 	}
 	switch {
+	case st.Running == in.OrderID:
+		// This run started between the read above and this one (another
+		// copy of its trigger submitted it): this copy is that run, not a
+		// run over it, so the submission's duplicate path answers it
+		// (simulator seed 4168: skipped as "in flight", the copy left the
+		// run's request unsent behind a first copy that died).
+		return runDecision{}, nil
 	case st.LastSkipped == in.OrderID:
 		return runDecision{skip: "it was skipped already"}, nil
 	case !st.LastRunAt.IsZero() && at.Before(st.LastRunAt):

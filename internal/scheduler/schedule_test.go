@@ -179,6 +179,38 @@ func TestRunsAreTheSchedulesOwn(t *testing.T) {
 	f.view(runID("weekly", 1))
 }
 
+func (s *faultyStore) GetSchedule(ctx context.Context, name string) (sas.ScheduleState, error) {
+	if hook := s.beforeGetSchedule; hook != nil {
+		hook()
+	}
+	return s.StateStore.GetSchedule(ctx, name)
+}
+
+// Two copies of one trigger under skip, the second reading "no order"
+// just before the first submits the run: the second then reads the
+// schedule's running order as its own run, which is that run, not one in
+// flight over it (the simulator's seed 4168: it was recorded skipped, and
+// the run's request, which its first copy died before sending, never went).
+func TestACopyThatSeesItsOwnRunStartedIsThatRun(t *testing.T) {
+	t.Parallel()
+	f := scheduleFixture(t)
+	f.store.beforeGetSchedule = func() {
+		f.store.beforeGetSchedule = nil
+		f.sentBy("AROASCHED:a", runIntake("nightly", 2)) // the first copy, whole
+	}
+	f.sentBy("AROASCHED:b", runIntake("nightly", 2)) // the second: read no order first
+	st, err := f.mem.GetSchedule(f.ctx, "nightly")
+	require.NoError(t, err)
+	require.Equal(t, runID("nightly", 2), st.Running)
+	require.Zero(t, st.Skipped, "the run is not skipped by a copy of itself")
+	require.Empty(t, st.LastSkipped)
+	reqs := f.requests()
+	require.NotEmpty(t, reqs)
+	for _, r := range reqs {
+		require.Equal(t, 1, r.Attempt)
+	}
+}
+
 func (s *faultyStore) Submit(ctx context.Context, p sas.SubmitParams) (sas.SubmitResult, error) {
 	if hook := s.beforeSubmit; hook != nil {
 		hook(p)
