@@ -422,6 +422,11 @@ func (w *World) checkCallbackWrite(ctx context.Context, name string, first bool,
 	if c.completed[at]++; c.completed[at] > 1 {
 		w.violate("completed twice", "%s completed %v attempt %d a second time", name, at.key, at.attempt)
 	}
+	if name == "Fail" && b.Cancelled {
+		// A cancel ends a marked step's wait itself, with no token
+		// (docs/protocol.md, "Cancellation"): nothing else would.
+		return
+	}
 	if t := taskOf(ctx); t != nil && !w.carriesToken(t, at, b.LockedBy) {
 		w.violate("token misused", "%s (%s) completed %v attempt %d (%s), and no message it received carries that attempt's token",
 			name, t.name, at.key, at.attempt, a.ProcessState)
