@@ -130,6 +130,9 @@ func TestTravelExample(t *testing.T) {
 	if err := c.synth(ctx, map[string]string{
 		"arch":               lambdaArch,
 		"allowedReplyQueues": replyARN,
+		// trip-approval's wait, short enough to see one time out within
+		// the test (the supervisor's schedule sweeps every minute).
+		"approvalTimeout": approvalTimeout.String(),
 	}); err != nil {
 		t.Fatalf("cdk synth of examples/travel/cdk: %v", err)
 	}
@@ -309,6 +312,11 @@ func TestTravelExample(t *testing.T) {
 	for _, tr := range trips {
 		checkTrip(t, tr, vs[tr.id], statuses[tr.id])
 	}
+
+	// --- approvals: a person completes a waiting step; forged tokens change nothing; a wait times out ---
+	approvals(t, ctx, approvalEnv{sqs: sqsc, store: store, intake: out("IntakeQueueUrl"), replyTo: replyTo, run: run,
+		read: func() map[string]map[int64]sas.Status { readReplies(); return statuses }})
+	mark("approvals", sent)
 
 	// Nothing went to a dead-letter queue.
 	dlqs := map[string]string{"intake DLQ": out("IntakeDLQUrl"), "scheduler DLQ": out("SchedulerDLQUrl"), "control DLQ": out("ControlDLQUrl")}

@@ -76,4 +76,18 @@ func TestWriteRoundTrips(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, defs, back)
 	require.Error(t, workflow.Write(&buf), "no workflows is not a file")
+
+	// A callback step is written without the agent, action and timeout it
+	// does not have (the schema refuses them on one), and reads back.
+	cb := []workflow.Workflow{{Name: "expense", Steps: []workflow.Step{
+		{Name: "approve", Callback: &workflow.Callback{Timeout: workflow.Duration(72 * time.Hour)}},
+		{Name: "pay", Agent: "payments", Action: "POST /payments", Timeout: workflow.Duration(time.Minute)},
+	}}}
+	buf.Reset()
+	require.NoError(t, workflow.Write(&buf, cb...))
+	require.NotContains(t, buf.String(), `"agent": ""`)
+	require.NotContains(t, buf.String(), `"timeout": "0s"`)
+	back, err = workflow.Parse("written.json", buf.Bytes())
+	require.NoError(t, err)
+	require.Equal(t, cb, back)
 }

@@ -65,16 +65,16 @@ type Step struct {
 	// step by its name.
 	Name string `json:"name"`
 	// Agent names the agent that runs the step (same characters as Name).
-	Agent string `json:"agent"`
+	Agent string `json:"agent,omitempty"`
 	// Action is what the agent does, in the agent's terms: for the
 	// built-in HTTP agent, "METHOD /path" under its base URL.
-	Action string `json:"action"`
+	Action string `json:"action,omitempty"`
 	// Undo is what undoes the step, in the same terms; empty when nothing
 	// needs undoing (typically the last step).
 	Undo string `json:"undo,omitempty"`
 	// Timeout is one attempt's execution limit, counted from when an agent
 	// starts it: more than zero, at most MaxStepTimeout.
-	Timeout Duration `json:"timeout"`
+	Timeout Duration `json:"timeout,omitempty"`
 	// WaitLimit is checked and kept so that a definition that sets it
 	// loads, and no longer used: an attempt whose request was never
 	// picked up waits until it can no longer be delivered, and is never

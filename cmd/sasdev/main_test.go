@@ -77,10 +77,12 @@ func TestDevServer(t *testing.T) {
 		}
 	})
 
-	stderr.waitFor(t, regexp.MustCompile(`^sasdev: ready`), 2*time.Minute, exited)
+	// Bounds, not timings: the agent's build and the emulators' cold JVMs
+	// have taken over 3 minutes together at a load average of 20.
+	stderr.waitFor(t, regexp.MustCompile(`^sasdev: ready`), 8*time.Minute, exited)
 	// stdout is another pipe, read by another goroutine: wait for its last
 	// printed line too before reading the export lines above it.
-	stdout.waitFor(t, regexp.MustCompile(`^aws sqs receive-message `), time.Minute, exited)
+	stdout.waitFor(t, regexp.MustCompile(`^aws sqs receive-message `), 3*time.Minute, exited)
 	exports := map[string]string{}
 	for _, l := range stdout.all() {
 		if kv, ok := strings.CutPrefix(l, "export "); ok {
@@ -110,14 +112,14 @@ func TestDevServer(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, res.Failed)
 
-	stdout.waitFor(t, regexp.MustCompile(`  t-ok  hello  Processed  2 steps in `), time.Minute, exited)
-	stdout.waitFor(t, regexp.MustCompile(`  t-fail  hello  Compensated  in .*: charge Compensated, greet Error \(asked to fail\)$`), time.Minute, exited)
-	stdout.waitFor(t, regexp.MustCompile(`  t-nope  rejected: .*"nope" is not a registered workflow`), time.Minute, exited)
+	stdout.waitFor(t, regexp.MustCompile(`  t-ok  hello  Processed  2 steps in `), 3*time.Minute, exited)
+	stdout.waitFor(t, regexp.MustCompile(`  t-fail  hello  Compensated  in .*: charge Compensated, greet Error \(asked to fail\)$`), 3*time.Minute, exited)
+	stdout.waitFor(t, regexp.MustCompile(`  t-nope  rejected: .*"nope" is not a registered workflow`), 3*time.Minute, exited)
 
 	// The console is up on loopback and shows the orders (docs/console.md).
 	// Its URL carries its per-launch secret; without it, nothing.
 	consoleRE := regexp.MustCompile(`^# console: (http://127\.0\.0\.1:\d+/)\?token=([0-9a-f]+)$`)
-	m := consoleRE.FindStringSubmatch(stdout.waitFor(t, consoleRE, time.Minute, exited))
+	m := consoleRE.FindStringSubmatch(stdout.waitFor(t, consoleRE, 3*time.Minute, exited))
 	resp, err := http.Get(m[1] + "orders?workflow=hello")
 	require.NoError(t, err)
 	resp.Body.Close()
@@ -155,9 +157,9 @@ func TestDevServer(t *testing.T) {
 
 	// The schedule's run, sent a minute after the start as EventBridge
 	// Scheduler would, under its derived order id (docs/schedules.md).
-	run := stderr.waitFor(t, regexp.MustCompile(`^sasdev: schedule: sent run every-minute-\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$`), 2*time.Minute, exited)
+	run := stderr.waitFor(t, regexp.MustCompile(`^sasdev: schedule: sent run every-minute-\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$`), 4*time.Minute, exited)
 	id := run[strings.LastIndex(run, " ")+1:]
-	stdout.waitFor(t, regexp.MustCompile(`  `+regexp.QuoteMeta(id)+`  hello  Processed  2 steps in `), time.Minute, exited)
+	stdout.waitFor(t, regexp.MustCompile(`  `+regexp.QuoteMeta(id)+`  hello  Processed  2 steps in `), 3*time.Minute, exited)
 
 	// Every process it started: the emulators and the agent program.
 	var pids []int

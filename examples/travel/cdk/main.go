@@ -15,12 +15,14 @@
 package main
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"log"
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/constructs-go/constructs/v10"
@@ -39,6 +41,7 @@ const (
 	ctxDistDir            = "distDir"
 	ctxAgentsDir          = "agentsDir"
 	ctxAllowedReplyQueues = "allowedReplyQueues"
+	ctxApprovalTimeout    = "approvalTimeout"
 
 	defaultDistDir   = "../../../dist"
 	defaultAgentsDir = "../dist"
@@ -54,6 +57,11 @@ type Config struct {
 	AgentsDir string
 	// AllowedReplyQueueARNs are the queues a submitter may name as replyTo.
 	AllowedReplyQueueARNs []string
+	// ApprovalTimeout is how long trip-approval waits for its manager
+	// (-c approvalTimeout=45s; default trip.ApprovalTimeout).
+	ApprovalTimeout time.Duration
+	// invalid says what in the context could not be read.
+	invalid error
 }
 
 // ConfigFromContext reads the configuration from CDK context.
@@ -67,6 +75,13 @@ func ConfigFromContext(node constructs.Node) Config {
 		return def
 	}
 	cfg := Config{Arch: get(ctxArch, sascdk.ArchARM64), DistDir: get(ctxDistDir, defaultDistDir), AgentsDir: get(ctxAgentsDir, defaultAgentsDir)}
+	if v := get(ctxApprovalTimeout, ""); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			cfg.invalid = fmt.Errorf("-c %s=%s: want a positive duration such as 45s or 24h", ctxApprovalTimeout, v)
+		}
+		cfg.ApprovalTimeout = d
+	}
 	for _, arn := range strings.Split(get(ctxAllowedReplyQueues, ""), ",") {
 		if arn = strings.TrimSpace(arn); arn != "" {
 			cfg.AllowedReplyQueueARNs = append(cfg.AllowedReplyQueueARNs, arn)
@@ -85,6 +100,9 @@ func (c Config) goarch() string {
 
 // agentDir is the directory of an agent's bootstrap.
 func (c Config) agentDir(name string) string { return filepath.Join(c.AgentsDir, c.goarch(), name) }
+
+// Invalid says what in the context could not be read; nil when all could.
+func (c Config) Invalid() error { return c.invalid }
 
 // Missing returns an error naming the bootstraps that are not built, with
 // how to build them; nil when all are there.
@@ -113,7 +131,7 @@ func (c Config) Props() sascdk.Props {
 	return sascdk.Props{
 		DistDir:   c.DistDir,
 		Arch:      c.Arch,
-		Workflows: trip.Workflows(),
+		Workflows: trip.WorkflowsApprovedWithin(cmp.Or(c.ApprovalTimeout, trip.ApprovalTimeout)),
 		Agents: []sascdk.Agent{
 			// At most five holds at once reach the suppliers, two charges
 			// the bank.
@@ -141,6 +159,9 @@ func main() {
 	defer jsii.Close()
 	app := awscdk.NewApp(nil)
 	cfg := ConfigFromContext(app.Node())
+	if err := cfg.Invalid(); err != nil {
+		log.Fatal(err)
+	}
 	if err := cfg.Missing(); err != nil {
 		log.Fatal(err)
 	}

@@ -3,7 +3,9 @@ package main
 import (
 	"encoding/json"
 	"os"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
@@ -115,4 +117,32 @@ func refersTo(v any, id string) bool {
 		return att[0] == id
 	}
 	return false
+}
+
+// -c approvalTimeout sets how long trip-approval waits for its manager; a
+// value that is not a positive duration is refused with why.
+func TestApprovalTimeoutFromContext(t *testing.T) {
+	for v, want := range map[string]time.Duration{"": trip.ApprovalTimeout, "45s": 45 * time.Second} {
+		ctx := map[string]any{}
+		if v != "" {
+			ctx[ctxApprovalTimeout] = v
+		}
+		app := awscdk.NewApp(&awscdk.AppProps{Context: &ctx, Outdir: jsii.String(t.TempDir())})
+		cfg := ConfigFromContext(app.Node())
+		if err := cfg.Invalid(); err != nil {
+			t.Fatalf("%q: %v", v, err)
+		}
+		ws := cfg.Props().Workflows
+		got := ws[len(ws)-1]
+		if got.Name != trip.ApprovalName || time.Duration(got.Steps[3].Callback.Timeout) != want {
+			t.Errorf("%q: %s's approval waits %s, want %s", v, got.Name, time.Duration(got.Steps[3].Callback.Timeout), want)
+		}
+	}
+	for _, bad := range []string{"soon", "-5s", "0s"} {
+		ctx := map[string]any{ctxApprovalTimeout: bad}
+		app := awscdk.NewApp(&awscdk.AppProps{Context: &ctx, Outdir: jsii.String(t.TempDir())})
+		if err := ConfigFromContext(app.Node()).Invalid(); err == nil || !strings.Contains(err.Error(), "approvalTimeout="+bad) {
+			t.Errorf("%q: %v, want a refusal naming it", bad, err)
+		}
+	}
 }

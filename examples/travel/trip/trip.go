@@ -76,6 +76,38 @@ func Parallel() workflow.Workflow {
 	return w
 }
 
+// ApprovalName names the trip a manager approves.
+const ApprovalName = "trip-approval"
+
+// Approve is the approval step's name: a callback step, completed from
+// outside with the token its waiting status hands out.
+const Approve = "approve"
+
+// ApprovalTimeout is how long a manager has to approve a trip by default.
+const ApprovalTimeout = 24 * time.Hour
+
+// Approval is the trip a manager approves before the card is charged: the
+// seat, the room and the car are held, then the trip waits for a person (a callback step: the
+// token goes out in the order's waiting status and an alert; the manager
+// completes it with sasctl, the console's Waiting page or package
+// completion), then the card is charged. Rejected, or not approved within
+// timeout, the holds are released (docs/workflows.md, "Callback steps").
+func Approval(timeout time.Duration) workflow.Workflow {
+	w := Workflow()
+	return workflow.Workflow{Name: ApprovalName, Steps: []workflow.Step{
+		w.Steps[0], w.Steps[1], w.Steps[2],
+		{Name: Approve, Callback: &workflow.Callback{Timeout: workflow.Duration(timeout)}},
+		w.Steps[3],
+	}}
+}
+
 // Workflows are the example deployment's workflows: the trip, its holds
-// one after the other, and the same trip with its holds at once.
-func Workflows() []workflow.Workflow { return []workflow.Workflow{Workflow(), Parallel()} }
+// one after the other, the same trip with its holds at once, and the trip
+// a manager approves within ApprovalTimeout.
+func Workflows() []workflow.Workflow { return WorkflowsApprovedWithin(ApprovalTimeout) }
+
+// WorkflowsApprovedWithin are Workflows with another approval timeout (the
+// deploy-and-run test's, short enough to see one pass).
+func WorkflowsApprovedWithin(timeout time.Duration) []workflow.Workflow {
+	return []workflow.Workflow{Workflow(), Parallel(), Approval(timeout)}
+}

@@ -2,7 +2,9 @@ package trip_test
 
 import (
 	"errors"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -240,4 +242,57 @@ func TestAParallelTripWithAFullHotelReleasesTheOtherBranches(t *testing.T) {
 	require.Equal(t, sastest.StatePending, pay.State)
 	require.Zero(t, pay.Attempts, "the join never passed")
 	w.requireNothingHeld(t)
+}
+
+// A manager approves the trip an hour after the holds are made: the card is
+// charged and the trip is booked, with the approval's result among the
+// results the payment sees.
+func TestAnApprovedTripIsBooked(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	w.env.Answer(trip.Approve, sastest.Answer{After: time.Hour, Result: map[string]string{"approvedBy": "Grace"}})
+	res := w.env.Run(trip.ApprovalName, "trip-1", adasTrip())
+
+	require.Equal(t, sastest.StatusProcessed, res.Status)
+	require.Equal(t, []string{"received", "step-done/flight", "step-done/hotel", "step-done/car", "waiting/approve", "step-done/approve", "step-done/pay", "processed"}, res.Statuses)
+	require.Equal(t, 420, w.bank.Balance())
+	var approval map[string]string
+	require.NoError(t, res.Decode(trip.Approve, &approval))
+	require.Equal(t, "Grace", approval["approvedBy"])
+}
+
+// Rejected by the manager, or not approved within the timeout: the holds
+// are released and the card never charged. A rejection is a business answer
+// (nobody paged); a timeout is a give-up (an operator is told).
+func TestAnUnapprovedTripReleasesTheHolds(t *testing.T) {
+	t.Parallel()
+	for name, c := range map[string]struct {
+		answer *sastest.Answer
+		status sastest.Status
+		alerts int
+	}{
+		"rejected":  {&sastest.Answer{After: time.Hour, Fail: "over the travel budget", Reject: true}, sastest.StatusRejected, 0},
+		"timed out": {nil, sastest.StatusCompensated, 1},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			w := newWorld(t)
+			if c.answer != nil {
+				w.env.Answer(trip.Approve, *c.answer)
+			}
+			res := w.env.Run(trip.ApprovalName, "trip-1", adasTrip())
+			require.Equal(t, c.status, res.Status)
+			pages := 0 // the alerts that page: a give-up's (the waiting notice tells people the token)
+			for _, a := range res.Alerts {
+				if strings.Contains(a, ": Error: ") {
+					pages++
+				}
+			}
+			require.Equal(t, c.alerts, pages)
+			require.Equal(t, []string{trip.Car, trip.Hotel, trip.Flight}, res.Undone, "the holds released, newest first; the approval has nothing to undo")
+			pay, _ := res.Step(trip.Pay)
+			require.Zero(t, pay.Attempts, "the card is never charged")
+			w.requireNothingHeld(t)
+		})
+	}
 }

@@ -30,8 +30,9 @@ type Options struct {
 	// io.Discard to silence them.
 	Log io.Writer
 	// ReadyTimeout bounds how long Start waits for each emulator to answer
-	// its first API call. Default: 2 minutes (a cold JVM on a busy 2-core
-	// machine has taken 30s).
+	// its first API call. Default: 5 minutes (a cold JVM on a busy 2-core
+	// machine has taken 30s, and over 2 minutes at a load average of 20:
+	// slow is not broken).
 	ReadyTimeout time.Duration
 	// IgnoreEnvironment makes Start run its own emulators even when the
 	// environment already names endpoints.
@@ -80,7 +81,7 @@ func (o Options) withDefaults() (Options, error) {
 		o.Log = os.Stderr
 	}
 	if o.ReadyTimeout <= 0 {
-		o.ReadyTimeout = 2 * time.Minute
+		o.ReadyTimeout = 5 * time.Minute
 	}
 	if o.StopGrace <= 0 {
 		o.StopGrace = 10 * time.Second
