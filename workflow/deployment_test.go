@@ -77,10 +77,12 @@ func TestWriteRoundTrips(t *testing.T) {
 	require.Equal(t, defs, back)
 	require.Error(t, workflow.Write(&buf), "no workflows is not a file")
 
-	// A callback step is written without the agent, action and timeout it
-	// does not have (the schema refuses them on one), and reads back.
+	// A callback step, and a wait step, is written without the agent,
+	// action and timeout it does not have (the schema refuses them on
+	// one), and reads back.
 	cb := []workflow.Workflow{{Name: "expense", Steps: []workflow.Step{
 		{Name: "approve", Callback: &workflow.Callback{Timeout: workflow.Duration(72 * time.Hour)}},
+		{Name: "cool-off", Wait: &workflow.Wait{For: workflow.Duration(24 * time.Hour)}}, // a wait step alike
 		{Name: "pay", Agent: "payments", Action: "POST /payments", Timeout: workflow.Duration(time.Minute)},
 	}}}
 	buf.Reset()

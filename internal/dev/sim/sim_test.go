@@ -287,7 +287,7 @@ func TestWaitsAreExercised(t *testing.T) {
 	t.Parallel()
 	lines := traces(t, func(*sim.Config) {})
 	require.True(t, slices.ContainsFunc(lines, waitEnded), "no seed of 60 ended a wait")
-	require.True(t, slices.ContainsFunc(lines, func(l string) bool { return strings.Contains(l, "after its start time") }),
+	require.True(t, slices.ContainsFunc(lines, func(l string) bool { return strings.Contains(l, "after its order's start time") }),
 		"no order of 60 seeds started later")
 }
 

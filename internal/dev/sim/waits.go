@@ -41,10 +41,17 @@ func (w *World) startLater(n int) (time.Time, bool) {
 }
 
 // checkStart is "started early", at a write that claimed a forward step
-// (b to a).
+// (b to a) for the first time. A step claimed before (b's attempt above
+// 0) was resubmitted by an operator (a step failed by its condition at
+// submission: seeds 3584, 4834, 4996), whose word starts the order: its
+// claims are not judged from then on.
 func (w *World) checkStart(name string, b, a sas.StepRecord) {
 	at, ok := w.startAt[a.OrderID]
 	if !ok || b.ProcessState != sas.Pending || a.ProcessState != sas.Processing {
+		return
+	}
+	if b.Attempt != 0 {
+		delete(w.startAt, a.OrderID)
 		return
 	}
 	now := w.clock.Now()
@@ -52,9 +59,7 @@ func (w *World) checkStart(name string, b, a sas.StepRecord) {
 		w.violate("started early", "%s claimed %v of an order that starts at %s, at %s", name, a.Key(), at.Sub(start), now.Sub(start))
 		return
 	}
-	if a.Attempt == 1 && a.Step == 0 {
-		w.tracef("  order %s started %s after its start time", a.OrderID, now.Sub(at))
-	}
+	w.tracef("  step %v started %s after its order's start time", a.Key(), now.Sub(at))
 }
 
 // earlyStart is SabotageStartEarly on a submission.
