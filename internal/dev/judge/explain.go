@@ -180,11 +180,11 @@ func compensationProblems(id string, v sas.OrderView, wf sas.Workflow, effects m
 			undos = append(undos, undone{i, und[0].At, notedLate(v.Steps[i])})
 		}
 	}
-	if graph(wf) {
+	if wf.Graph() {
 		// Branches: newest completion first, whatever the branch
 		// (docs/protocol.md, "Branches"): the undos in the order their
 		// steps completed, then held to the same rule as a line's.
-		done := func(i int) time.Time { return completedAt(v.Steps[undos[i].step]) }
+		done := func(i int) time.Time { return sas.CompletedAt(v.Steps[undos[i].step]) }
 		sort.SliceStable(undos, func(a, b int) bool {
 			if ta, tb := done(a), done(b); !ta.Equal(tb) {
 				return ta.Before(tb)
@@ -205,29 +205,6 @@ func compensationProblems(id string, v sas.OrderView, wf sas.Workflow, effects m
 		out = append(out, fmt.Sprintf("%s: step %d was undone before step %d (want newest first)", id, undos[k-1].step, undos[k].step))
 	}
 	return out
-}
-
-// graph reports whether the workflow has branches (a step that names the
-// steps it follows).
-func graph(wf sas.Workflow) bool {
-	for _, d := range wf.Steps {
-		if d.After != nil {
-			return true
-		}
-	}
-	return false
-}
-
-// completedAt is when the step last moved from Processing to Processed or
-// Error: its completion, which orders a compensation with branches.
-func completedAt(r sas.StepRecord) time.Time {
-	var at time.Time
-	for _, h := range r.History {
-		if h.From == sas.Processing && (h.To == sas.Processed || h.To == sas.Error) {
-			at = h.At
-		}
-	}
-	return at
 }
 
 // notedLate reports whether a late success noted that the step's effect may
