@@ -41,13 +41,15 @@ func (a *App) complete(outcome sas.Outcome) func(context.Context, []string) erro
 		if *result != "" {
 			m.Result = json.RawMessage(*result)
 		}
+		var r sas.StepRecord
 		switch {
 		case *order != "" && *token != "":
 			return fmt.Errorf("%s: give the token or -order and -step, not both: %w", name, ErrUsage)
 		case *order != "" && *step < 0:
 			return fmt.Errorf("%s: -order needs -step, the waiting step's index: %w", name, ErrUsage)
 		case *order != "":
-			r, err := a.Store.GetStep(ctx, sas.StepKey{OrderID: *order, Step: *step})
+			var err error
+			r, err = a.Store.GetStep(ctx, sas.StepKey{OrderID: *order, Step: *step})
 			if err != nil {
 				return fmt.Errorf("%s: reading step %d of order %s: %w", name, *step, *order, err)
 			}
@@ -57,10 +59,13 @@ func (a *App) complete(outcome sas.Outcome) func(context.Context, []string) erro
 			}
 			w := sas.WaitingStepOf(r)
 			m.Step = &w
-		}
-		r, err := a.SendCompletion(ctx, m)
-		if err != nil {
-			return err
+			if err := a.sendCompletion(ctx, m, r); err != nil { // the step as just read: no second read
+				return err
+			}
+		default:
+			if r, err = a.SendCompletion(ctx, m); err != nil {
+				return err
+			}
 		}
 		fmt.Fprintf(a.Out, "sent %s for step %d (%s) of order %s: the scheduler applies it if the step still waits (sasctl show %s)\n",
 			outcome, r.Step, r.StepName, r.OrderID, r.OrderID)
@@ -85,31 +90,51 @@ func completionName(outcome sas.Outcome) string {
 // with it.
 func (a *App) SendCompletion(ctx context.Context, m sas.Completion) (sas.StepRecord, error) {
 	name := completionName(m.Outcome)
-	if err := m.Check(); err != nil {
-		return sas.StepRecord{}, fmt.Errorf("%s: %w", name, err)
-	}
-	var t sas.Token
-	if m.Step != nil {
-		t = m.Step.Token()
-	} else {
-		var err error
-		if t, err = sas.PeekToken(m.Token); err != nil {
-			return sas.StepRecord{}, fmt.Errorf("%s: %w", name, err)
-		}
+	t, err := completionTarget(m)
+	if err != nil {
+		return sas.StepRecord{}, err
 	}
 	r, err := a.Store.GetStep(ctx, sas.StepKey{OrderID: t.OrderID, Step: t.Step})
 	if err != nil {
 		return r, fmt.Errorf("%s: reading step %d of order %s: %w", name, t.Step, t.OrderID, err)
 	}
+	return r, a.sendCompletion(ctx, m, r)
+}
+
+// sendCompletion sends m when r, the step m names as read, waits for it;
+// otherwise it sends nothing and says why.
+func (a *App) sendCompletion(ctx context.Context, m sas.Completion, r sas.StepRecord) error {
+	name := completionName(m.Outcome)
+	t, err := completionTarget(m)
+	if err != nil {
+		return err
+	}
 	if r.ProcessState != sas.Processing || r.Attempt != t.Attempt || r.LockedBy != t.Holder || r.Generation != t.Generation || !a.now().Before(r.CompleteBy) {
-		return r, fmt.Errorf("%s: step %d (%s) of order %s is %s at attempt %d, not waiting for this completion (attempt %d): nothing sent",
+		return fmt.Errorf("%s: step %d (%s) of order %s is %s at attempt %d, not waiting for this completion (attempt %d): nothing sent",
 			name, t.Step, r.StepName, t.OrderID, r.ProcessState, r.Attempt, t.Attempt)
 	}
 	if a.ControlQueueURL == "" {
-		return r, fmt.Errorf("%s: SAS_CONTROL_QUEUE_URL is not set", name)
+		return fmt.Errorf("%s: SAS_CONTROL_QUEUE_URL is not set", name)
 	}
 	if err := a.send(ctx, a.ControlQueueURL, sas.Encode(m)); err != nil {
-		return r, fmt.Errorf("%s: %w", name, err)
+		return fmt.Errorf("%s: %w", name, err)
 	}
-	return r, nil
+	return nil
+}
+
+// completionTarget checks m and returns what it names: its step's fields,
+// or its token's as the token says (the scheduler checks its MAC).
+func completionTarget(m sas.Completion) (sas.Token, error) {
+	name := completionName(m.Outcome)
+	if err := m.Check(); err != nil {
+		return sas.Token{}, fmt.Errorf("%s: %w", name, err)
+	}
+	if m.Step != nil {
+		return m.Step.Token(), nil
+	}
+	t, err := sas.PeekToken(m.Token)
+	if err != nil {
+		return sas.Token{}, fmt.Errorf("%s: %w", name, err)
+	}
+	return t, nil
 }
