@@ -65,6 +65,15 @@ type Request struct {
 	// nothing has no entry. See DecodeResult.
 	Results map[string]json.RawMessage
 
+	// Item, in a fan-out step (docs/workflows.md, "Fan-out over a list"),
+	// is the element of the step's list this request runs the step for, as
+	// JSON; nil in every other step. Each element is a request of its own,
+	// with its own IdempotencyKey (the step's and ":i<Index>") and its own
+	// undo, which sees its element and its own result. See DecodeItem.
+	Item json.RawMessage
+	// Index is Item's position in the list, from 0; 0 when Item is nil.
+	Index int
+
 	// nonRetryable: the names of the errors the step's retry policy does
 	// not retry (agent.Named).
 	nonRetryable []string
@@ -144,6 +153,27 @@ func (r Request) DecodePayload(v any) error {
 	return nil
 }
 
+// DecodeItem decodes the element a fan-out step runs for (Item) into v
+// (with encoding/json):
+//
+//	var line struct{ SKU string `json:"sku"`; Qty int `json:"qty"` }
+//	if err := req.DecodeItem(&line); err != nil {
+//		return nil, err
+//	}
+//
+// A request with no element (the step is no fan-out), or an element that
+// does not decode into v, is a permanent failure naming the step, since
+// running again cannot change it.
+func (r Request) DecodeItem(v any) error {
+	if r.Item == nil {
+		return Permanent(fmt.Errorf("order %s, step %s: no element: the step is not a fan-out (forEach)", r.OrderID, r.Step))
+	}
+	if err := json.Unmarshal(r.Item, v); err != nil {
+		return Permanent(fmt.Errorf("order %s, step %s: reading element %d: %w", r.OrderID, r.Step, r.Index, err))
+	}
+	return nil
+}
+
 // Func runs one step (or its undo) for one order and returns its result.
 //
 // The result is reported to the scheduler, which records it with the step
@@ -168,10 +198,14 @@ type Func func(ctx context.Context, req Request) (result any, err error)
 // requestOf is the SDK's view of a decoded agent.request, run until
 // deadline.
 func requestOf(r sas.AgentRequest, deadline time.Time) Request {
+	step, index := r.Step, 0
+	if sas.IsElement(r.Step) {
+		step, index = sas.ElementOf(r.Step)
+	}
 	return Request{
-		OrderID: r.OrderID, Workflow: r.Workflow, Version: r.Version, Step: r.StepName, StepIndex: r.Step, Attempt: r.Attempt,
+		OrderID: r.OrderID, Workflow: r.Workflow, Version: r.Version, Step: r.StepName, StepIndex: step, Attempt: r.Attempt,
 		IdempotencyKey: r.IdempotencyKey, Payload: r.Payload, Undo: r.Compensation, Action: r.Action,
 		Priority: r.Priority, Deadline: deadline, Tries: r.Tries, nonRetryable: r.NonRetryable,
-		Results: r.Results,
+		Results: r.Results, Item: r.Item, Index: index,
 	}
 }

@@ -78,10 +78,14 @@ func (a *Agent) Run(ctx context.Context, req Request) Outcome {
 	ctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
 	r := &runner{a: a, clock: systemClock{}, sleep: httpcall.Sleep, log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	step := req.StepIndex
+	if req.Item != nil {
+		step = sas.ElementStep(req.StepIndex, req.Index)
+	}
 	res, err := r.Run(ctx, sas.AgentRequest{
-		OrderID: req.OrderID, Workflow: req.Workflow, Version: req.Version, StepName: req.Step, Step: req.StepIndex, Attempt: req.Attempt,
+		OrderID: req.OrderID, Workflow: req.Workflow, Version: req.Version, StepName: req.Step, Step: step, Attempt: req.Attempt,
 		IdempotencyKey: req.IdempotencyKey, Payload: req.Payload, Compensation: req.Undo, Action: req.Action,
-		Priority: req.Priority, Tries: req.Tries, Agent: a.name, Results: req.Results,
+		Priority: req.Priority, Tries: req.Tries, Agent: a.name, Results: req.Results, Item: req.Item,
 	})
 	var pe *agenthost.PermanentError
 	var re *agenthost.RedeliveryError

@@ -258,6 +258,7 @@ type rawStep struct {
 		For   json.RawMessage `json:"for"`
 		Until string          `json:"until"`
 	} `json:"wait"`
+	ForEach *ForEach `json:"forEach"`
 }
 
 // durField is one duration of a step, as written and where it goes.
@@ -268,7 +269,7 @@ type durField struct {
 }
 
 func (r rawStep) step(sp string) (Step, string, error) {
-	s := Step{Name: r.Name, Agent: r.Agent, Action: r.Action, Undo: r.Undo, After: r.After, When: r.When}
+	s := Step{Name: r.Name, Agent: r.Agent, Action: r.Action, Undo: r.Undo, After: r.After, When: r.When, ForEach: r.ForEach}
 	durations := []durField{
 		{"timeout", r.Timeout, &s.Timeout},
 		{"waitLimit", r.WaitLimit, &s.WaitLimit},
@@ -319,13 +320,14 @@ func (r rawStep) step(sp string) (Step, string, error) {
 // stepFields are the fields a step object may have, by where they are:
 // "" is the step, "retry" its retry policy, "retry.backoff" its backoff.
 var stepFields = map[string][]string{
-	"": {"name", "agent", "action", "undo", "timeout", "waitLimit", "totalLimit", "retry", "undoRetry", "after", "callback", "wait", "when"},
+	"": {"name", "agent", "action", "undo", "timeout", "waitLimit", "totalLimit", "retry", "undoRetry", "after", "callback", "wait", "when", "forEach"},
 	"retry": {"maximumAttempts", "initialInterval", "backoffCoefficient", "maximumInterval", "nonRetryableErrors", "tries",
 		"failureThreshold", "attempts", "backoff"},
 	"retry.backoff": {"base", "max"},
 	"undoRetry":     {"maximumAttempts", "initialInterval", "backoffCoefficient", "maximumInterval", "nonRetryableErrors"},
 	"callback":      {"timeout", "heartbeat"},
 	"wait":          {"for", "until"},
+	"forEach":       {"items", "concurrency"},
 }
 
 // unknownIn is the path, within a step, of the unknown field name: the
@@ -339,12 +341,13 @@ func unknownIn(step json.RawMessage, name string) string {
 		objects["undoRetry"] = top["undoRetry"]
 		objects["callback"] = top["callback"]
 		objects["wait"] = top["wait"]
+		objects["forEach"] = top["forEach"]
 		var retry map[string]json.RawMessage
 		if json.Unmarshal(top["retry"], &retry) == nil {
 			objects["retry.backoff"] = retry["backoff"]
 		}
 	}
-	for _, where := range []string{"", "retry", "retry.backoff", "undoRetry", "callback", "wait"} {
+	for _, where := range []string{"", "retry", "retry.backoff", "undoRetry", "callback", "wait", "forEach"} {
 		var fields map[string]json.RawMessage
 		if json.Unmarshal(objects[where], &fields) != nil {
 			continue

@@ -54,6 +54,17 @@ const (
 	// MaxWait bounds how long a wait step waits: a year, as Lambda durable
 	// functions allow.
 	MaxWait = 365 * 24 * time.Hour
+	// MaxForEach bounds the elements of a fan-out step's list: a longer
+	// list fails the step when it starts (docs/workflows.md, "Fan-out over
+	// a list").
+	MaxForEach = 1000
+	// MaxConcurrency bounds ForEach.Concurrency: the elements one fan-out
+	// step runs at once. Starting the step claims that many elements in one
+	// write (docs/decisions.md, "Fan-out elements are records of their
+	// own").
+	MaxConcurrency = 50
+	// DefaultConcurrency is ForEach.Concurrency when it is 0.
+	DefaultConcurrency = 10
 )
 
 // Workflow is a list of steps. Each step follows the one before it, or the
@@ -140,6 +151,41 @@ type Step struct {
 	// from the order, then the next step starts. Nothing polls while it
 	// waits, and it never ends early.
 	Wait *Wait `json:"wait,omitempty"`
+	// ForEach, when set, makes the step a fan-out (docs/workflows.md,
+	// "Fan-out over a list"): Step Functions' Map state. The step runs once
+	// per element of a list taken from the order, at most
+	// ForEach.Concurrency at once, each element a request of its own to the
+	// step's agent (agent.Request.Item, Index) with its own idempotency key,
+	// attempts, deadline and undo. The step's result is the list of the
+	// elements' results, in the list's order. An element that fails for
+	// good fails the step: no further element starts, and every element
+	// that took effect is undone with the rest of the order. Only a step an
+	// agent runs may fan out.
+	ForEach *ForEach `json:"forEach,omitempty"`
+}
+
+// ForEach is what a fan-out step runs over, and how many at once.
+type ForEach struct {
+	// Items is the list, as a CEL expression over payload, results and
+	// order (as When's), checked when the definition loads: a field path
+	// such as payload.lineItems is such an expression. It is evaluated when
+	// the step starts: a value that is not a list, or a list of more than
+	// MaxForEach elements, fails the step for good, as a condition that
+	// cannot be evaluated does. An empty list completes the step at once,
+	// its result [].
+	Items string `json:"items"`
+	// Concurrency is how many elements run at once: 1 to MaxConcurrency.
+	// Zero: DefaultConcurrency.
+	Concurrency int `json:"concurrency,omitempty"`
+}
+
+// Limit is how many elements run at once: Concurrency, or
+// DefaultConcurrency when it is 0.
+func (f ForEach) Limit() int {
+	if f.Concurrency == 0 {
+		return DefaultConcurrency
+	}
+	return f.Concurrency
 }
 
 // Wait is how long a wait step waits: exactly one of For and Until.
@@ -404,6 +450,17 @@ func validateStep(sp string, s Step, bad func(path, format string, args ...any))
 	if s.When != "" {
 		if _, err := condition.Compile(s.When); err != nil {
 			bad(sp+".when", "step %q: the condition %s", s.Name, err)
+		}
+	}
+	if f := s.ForEach; f != nil {
+		if _, err := condition.CompileList(f.Items); err != nil {
+			bad(sp+".forEach.items", "step %q: the list %s", s.Name, err)
+		}
+		if f.Concurrency < 0 || f.Concurrency > MaxConcurrency {
+			bad(sp+".forEach.concurrency", "%d: must be between 1 and %d (0: %d)", f.Concurrency, MaxConcurrency, DefaultConcurrency)
+		}
+		if s.Wait != nil || s.Callback != nil {
+			bad(sp+".forEach", "only a step an agent runs may fan out, not a wait or callback step")
 		}
 	}
 	if s.Wait != nil {

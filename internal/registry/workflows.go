@@ -83,6 +83,9 @@ func FromDefinitions(defs []workflow.Workflow) (sas.Registry, error) {
 			if w := s.Wait; w != nil {
 				def.Timer = &sas.Timer{For: w.For.D(), Until: w.Until}
 			}
+			if f := s.ForEach; f != nil {
+				def.ForEach = &sas.ForEach{Items: f.Items, Concurrency: f.Concurrency}
+			}
 			ws[i].Steps[j] = def
 		}
 	}

@@ -107,3 +107,22 @@ func TestAfterBecomesTheGraph(t *testing.T) {
 func TestMaxCallbackTimeoutAgrees(t *testing.T) {
 	require.Equal(t, sas.MaxCallbackTimeout, workflow.MaxCallbackTimeout)
 }
+
+// The public package states the fan-out limits the domain takes, and a
+// fan-out's element keys stay past every step's.
+func TestForEachLimitsAgree(t *testing.T) {
+	require.Equal(t, sas.MaxForEach, workflow.MaxForEach)
+	require.Equal(t, sas.MaxConcurrency, workflow.MaxConcurrency)
+	require.Equal(t, sas.DefaultConcurrency, workflow.DefaultConcurrency)
+	require.Less(t, workflow.MaxSteps, sas.ElementBase)
+	require.Less(t, workflow.MaxForEach, sas.ElementBase)
+}
+
+// A fan-out reaches the registry, which refuses it while no scheduler of
+// this build runs elements (sas.ErrForEachNotRun): a deployment never runs
+// a fan-out step as one plain request.
+func TestAFanOutIsNotRunAsOnePlainStep(t *testing.T) {
+	_, err := registry.FromDefinitions([]workflow.Workflow{{Name: "order", Steps: []workflow.Step{{Name: "reserve", Agent: "stock",
+		Action: "POST /holds", Timeout: workflow.Duration(time.Second), ForEach: &workflow.ForEach{Items: "payload.lines"}}}}})
+	require.ErrorContains(t, err, "order step reserve: fan-out (forEach) is checked but not run by this build")
+}

@@ -137,6 +137,11 @@ type AgentRequest struct {
 	// none returned anything, and from an older scheduler. Not echoed in
 	// the reply, and so not signed.
 	Results Results `json:"results,omitempty"`
+	// Item, on a request for an element of a fan-out (Step an ElementStep
+	// key), is that element of the step's list, as JSON (fanout.go);
+	// absent on every other request. Not echoed in the reply: the reply's
+	// step names the element.
+	Item json.RawMessage `json:"item,omitempty"`
 	// Trace is the order's trace context, a W3C traceparent (trace.go):
 	// optional, absent in a message from a build before traces.
 	Trace string `json:"trace,omitempty"`
@@ -343,8 +348,16 @@ type Status struct {
 // "<order>:<step>", with ":g<generation>" after an operator resubmitted a
 // refused step (a new generation, so a stored refusal is not replayed) and
 // ":undo" for its undo (docs/protocol.md, "Idempotency keys").
+//
+// An element of a fan-out (step an ElementStep key) has its step's key and
+// ":i<index>": "<order>:<step>:i<index>", then its generation and ":undo"
+// as a step's.
 func IdempotencyKey(orderID string, step, generation int, compensation bool) string {
 	k := fmt.Sprintf("%s:%d", orderID, step)
+	if IsElement(step) {
+		s, i := ElementOf(step)
+		k = fmt.Sprintf("%s:%d:i%d", orderID, s, i)
+	}
 	if generation > 0 {
 		k += fmt.Sprintf(":g%d", generation)
 	}

@@ -49,6 +49,15 @@ type versionedStep struct {
 	Callback *versionedCallback `json:"callback,omitempty"`
 	// A wait step's wait (issue 28 §2), omitted for every other step.
 	Timer *versionedTimer `json:"timer,omitempty"`
+	// A fan-out's list and window (issue 27 §4), omitted for every other
+	// step.
+	ForEach *versionedForEach `json:"forEach,omitempty"`
+}
+
+// versionedForEach is a fan-out in a versionedStep.
+type versionedForEach struct {
+	Items       string `json:"items"`
+	Concurrency int    `json:"concurrency,omitempty"`
 }
 
 // versionedTimer is a wait step's wait in a versionedStep.
@@ -102,6 +111,9 @@ func EncodeWorkflow(w Workflow) []byte {
 		if t := s.Timer; t != nil {
 			v.Steps[i].Timer = &versionedTimer{ForMs: t.For.Milliseconds(), Until: t.Until}
 		}
+		if f := s.ForEach; f != nil {
+			v.Steps[i].ForEach = &versionedForEach{Items: f.Items, Concurrency: f.Concurrency}
+		}
 	}
 	b, _ := json.Marshal(v) // cannot fail: strings and numbers only
 	return b
@@ -135,6 +147,9 @@ func DecodeWorkflow(b []byte) (Workflow, error) {
 		}
 		if t := s.Timer; t != nil {
 			w.Steps[i].Timer = &Timer{For: ms(t.ForMs), Until: t.Until}
+		}
+		if f := s.ForEach; f != nil {
+			w.Steps[i].ForEach = &ForEach{Items: f.Items, Concurrency: f.Concurrency}
 		}
 	}
 	if w.Name == "" || len(w.Steps) == 0 {

@@ -63,6 +63,10 @@ type StepDef struct {
 	// When is the step's condition (a CEL expression: skip.go,
 	// internal/condition); "" when it always runs.
 	When string
+	// ForEach, when set, makes the step a fan-out: it runs once per
+	// element of a list, each element a record and a request of its own
+	// (fanout.go).
+	ForEach *ForEach
 }
 
 // Retry is the step's retry policy, the deployment's defaults (d) filled in
@@ -143,6 +147,11 @@ func NewRegistry(ws ...Workflow) (Registry, error) {
 				}
 			} else if s.Name == "" || s.Agent == "" || s.Timeout <= 0 {
 				return nil, &ValidationError{Field: "workflow", Reason: fmt.Sprintf("%s: every step needs a name, an agent and a timeout", w.Name)}
+			}
+			if f := s.ForEach; f != nil {
+				if err := s.checkForEach(); err != nil {
+					return nil, &ValidationError{Field: "workflow", Reason: fmt.Sprintf("%s step %s: %v", w.Name, s.Name, err)}
+				}
 			}
 			if s.WaitLimit < 0 || s.TotalLimit < 0 {
 				return nil, &ValidationError{Field: "workflow", Reason: fmt.Sprintf("%s step %s: negative wait or total limit", w.Name, s.Name)}
