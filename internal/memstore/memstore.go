@@ -437,6 +437,7 @@ func cloneRecord(r sas.StepRecord) sas.StepRecord {
 	if r.Result != nil {
 		r.Result = append(json.RawMessage(nil), r.Result...)
 	}
+	r.Item = cloneItem(r.Item)
 	return r
 }
 

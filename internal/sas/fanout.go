@@ -41,6 +41,10 @@ const (
 // its cost limit passed. A permanent failure, as a condition's.
 const ErrorForEachItems = "ForEachItems"
 
+// Item is one element of a fan-out's list, or one element's result, as
+// compacted JSON.
+type Item = json.RawMessage
+
 // ForEach makes a step a fan-out: Items is a CEL list expression over
 // payload, results and order (internal/condition), Concurrency the elements
 // run at once (0: DefaultConcurrency).
@@ -137,22 +141,18 @@ func ElementResults(results []json.RawMessage) (json.RawMessage, string) {
 	return append(out, ']'), ""
 }
 
-// ErrForEachNotRun is what NewRegistry says of a fan-out step until the
-// scheduler runs elements: the definition is checked (package workflow,
-// the schema, sasctl) and its elements' keys, requests and results are
-// defined here, but no scheduler of this build starts an element, and a
-// fan-out run as one plain request would be a silent wrong answer.
+// ErrForEachNotRun is what a deployment's registry (internal/registry)
+// says of a fan-out step until the scheduler runs every part of one: the
+// definition is checked (package workflow, the schema, sasctl), and the
+// scheduler runs a fan-out's happy path on the in-memory store, but not
+// yet its failure, compensation, rescue or cancellation, nor on DynamoDB.
 var ErrForEachNotRun = fmt.Errorf("fan-out (forEach) is checked but not run by this build: its scheduler part is not built yet (docs/workflows.md, \"Fan-out over a list\")")
 
 // checkForEach rejects a fan-out no scheduler could run: one on a step no
-// agent runs, a list that does not compile, a window out of bounds; and,
-// until the scheduler runs elements, every fan-out (ErrForEachNotRun).
+// agent runs, a list that does not compile, a window out of bounds.
 func (s StepDef) checkForEach() error {
 	if s.Callback != nil || s.Timer != nil {
 		return fmt.Errorf("only a step an agent runs may fan out, not a wait or callback step")
 	}
-	if err := s.ForEach.check(); err != nil {
-		return err
-	}
-	return ErrForEachNotRun
+	return s.ForEach.check()
 }

@@ -113,14 +113,12 @@ func TestVersionCarriesTheFanOut(t *testing.T) {
 	require.Equal(t, u, back)
 }
 
-// Until the scheduler runs elements, a registry refuses a fan-out, saying
-// so: run as one plain request, it would be a silent wrong answer. A
-// fan-out no scheduler could run is refused for what it is.
+// A fan-out no scheduler could run is refused for what it is.
 func TestRegistryRefusesAFanOutItCannotRun(t *testing.T) {
 	t.Parallel()
 	step := sas.StepDef{Name: "reserve", Agent: "stock", Action: "hold", Timeout: time.Second, ForEach: &sas.ForEach{Items: "payload.lines"}}
 	_, err := sas.NewRegistry(sas.Workflow{Name: "order", Steps: []sas.StepDef{step}})
-	require.ErrorContains(t, err, "not run by this build")
+	require.NoError(t, err)
 	for f, want := range map[sas.ForEach]string{
 		{Items: "1 + 2"}: "not a list",
 		{Items: "payload.lines", Concurrency: 51}: "concurrency 51",
@@ -130,4 +128,9 @@ func TestRegistryRefusesAFanOutItCannotRun(t *testing.T) {
 		_, err := sas.NewRegistry(sas.Workflow{Name: "order", Steps: []sas.StepDef{s}})
 		require.ErrorContains(t, err, want)
 	}
+	s := step
+	s.Agent, s.Action, s.Timeout = "", "", 0
+	s.Callback = &sas.Callback{Timeout: time.Hour}
+	_, err = sas.NewRegistry(sas.Workflow{Name: "order", Steps: []sas.StepDef{s}})
+	require.ErrorContains(t, err, "only a step an agent runs may fan out")
 }

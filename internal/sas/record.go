@@ -80,6 +80,14 @@ type StepRecord struct {
 	// the steps after it and of its own undo (docs/protocol.md, "Results").
 	Result json.RawMessage
 
+	// The fan-out's counters (fanout.go), on a fan-out step's record once
+	// it started: how many elements its list has and how many completed.
+	// Zero on every other record.
+	ForEachCount, ForEachDone int
+	// Item is an element record's element of its step's list (compacted
+	// JSON), carried in its requests; nil on a step's record.
+	Item json.RawMessage
+
 	// What a give-up still owes (docs/decisions.md, "A give-up's effects
 	// are owed until sent"): set by GiveUp in the same write, cleared by
 	// Settle once every effect went out, or by the compensation claim that

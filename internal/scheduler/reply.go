@@ -94,6 +94,9 @@ func (s *Service) reply(ctx context.Context, u *outbox.Unit, rep sas.AgentReply)
 	if err != nil {
 		return err
 	}
+	if sas.IsElement(rep.Step) {
+		return s.elementReply(ctx, u, o, rep) // fanout.go
+	}
 	if rep.Step < o.n() && o.wf.Steps[rep.Step].Agentless() {
 		// No agent runs a callback step: only its token completes it
 		// (callback.go), never a reply, signed or not; nor a wait step,

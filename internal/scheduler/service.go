@@ -248,7 +248,19 @@ func (s *Service) dispatchAfter(ctx context.Context, u *outbox.Unit, oo order, d
 		}
 		return
 	}
-	results, err := s.resultsFor(ctx, &oo, r.Step, r.ProcessState == sas.Compensating)
+	if def.ForEach != nil && !sas.IsElement(r.Step) {
+		// No request of its own: its elements' (fanout.go).
+		if err := s.dispatchFanOut(ctx, u, oo, def, r); err != nil {
+			s.log.ErrorContext(ctx, "fan-out not started; the message is left for redelivery, which starts it", "order", oo.id(), "step", r.Step, "err", err)
+			u.Fail(fmt.Errorf("starting the fan-out of step %s attempt %d: %w", r.Key(), r.Attempt, err))
+		}
+		return
+	}
+	step, undo := r.Step, r.ProcessState == sas.Compensating
+	if sas.IsElement(r.Step) {
+		step = sas.StepOf(r.Step) // an element sees what its step sees
+	}
+	results, err := s.resultsFor(ctx, &oo, step, undo)
 	if err != nil {
 		s.log.ErrorContext(ctx, "request not sent: the results it carries could not be read; the message is left for redelivery, which sends it",
 			"order", oo.id(), "step", r.Step, "attempt", r.Attempt, "err", err)
@@ -266,6 +278,7 @@ func (s *Service) dispatchAfter(ctx context.Context, u *outbox.Unit, oo order, d
 		lane = max(lane, sas.HighPriority)
 	}
 	req.Results = results // not signed: read from the records, never echoed
+	req.Item = r.Item     // an element's (fanout.go); not echoed either
 	u.Send(outbox.Message{
 		QueueURL: s.cfg.AgentQueues.URL(def.Agent, lane), Body: sas.Encode(req), Delay: wait,
 		What: fmt.Sprintf("the request for step %s attempt %d", r.Key(), r.Attempt),

@@ -1,0 +1,262 @@
+package scheduler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/sas-go/sas/internal/condition"
+	"github.com/sas-go/sas/internal/outbox"
+	"github.com/sas-go/sas/internal/sas"
+)
+
+// Fan-out over a list (docs/workflows.md, "Fan-out over a list";
+// docs/decisions.md, "Fan-out elements are records of their own"). The
+// fan-out step is claimed as any step; instead of a request, its claim's
+// dispatch evaluates the list and starts the fan-out (startFanOut): the
+// step records the count and the first window of elements is claimed in
+// the same write, each element a record and a request of its own. An
+// element's done reply completes it, counts it on the step and claims the
+// element one window further, in one write (elementReply); the reply that
+// counts the last element completes the step with the elements' results
+// in index order, as the agent's reply of a plain step would
+// (finishFanOut), so its successors are claimed as any completion's.
+//
+// Built so far: that happy path, an empty list, a list that cannot be
+// evaluated (a permanent failure of the step, as a condition's), and
+// duplicate or stale element replies. Not built yet: an element's failure,
+// transient outcome or late pick-up, the undo of elements, their rescue by
+// the supervisor, cancellation; nor the DynamoDB store's part. Until they
+// are, a deployment refuses a fan-out (sas.ErrForEachNotRun).
+
+// fanOutStore is the store's fan-out port, or an error naming its absence.
+func (s *Service) fanOutStore() (sas.FanOutStore, error) {
+	fs, ok := s.cfg.Store.(sas.FanOutStore)
+	if !ok {
+		return nil, fmt.Errorf("the state store %T keeps no fan-out elements", s.cfg.Store)
+	}
+	return fs, nil
+}
+
+// forEachItems evaluates the list of fan-out step def of o: its elements,
+// or the reason it fails the step. It reads the results the step sees.
+func (s *Service) forEachItems(ctx context.Context, o *order, step int, def sas.StepDef) ([]sas.Item, string, error) {
+	results, err := s.resultsFor(ctx, o, step, false)
+	if err != nil {
+		return nil, "", err
+	}
+	items, why := def.ForEach.Eval(condition.Input{Payload: o.ord.Payload, Results: results, OrderID: o.id(), Workflow: o.ord.Workflow})
+	return items, why, nil
+}
+
+// settleStep turns an outcome the scheduler reached for fan-out step r
+// itself (its list, its last element) into the reply its agent would have
+// sent, applied as any.
+func (s *Service) settleStep(ctx context.Context, u *outbox.Unit, o order, def sas.StepDef, r sas.StepRecord, rep sas.AgentReply) error {
+	rep.V, rep.Kind, rep.OrderID, rep.Step, rep.Attempt, rep.LockedBy = sas.MessageVersion, sas.KindAgentReply, o.id(), r.Step, r.Attempt, r.LockedBy
+	rep.Workflow, rep.Version, rep.Payload, rep.ReplyTo = o.ord.Workflow, o.ord.Version, o.ord.Payload, o.ord.ReplyTo
+	rep.Priority, rep.StepName, rep.Generation, rep.Trace = o.ord.Priority, def.Name, r.Generation, o.ord.Trace
+	if rep.Outcome == sas.OutcomeFailed || rep.Compensation {
+		o.steps = nil // its effects read the order after the write, as any failure's and undo's
+	}
+	return s.apply(ctx, u, o, rep, false)
+}
+
+// dispatchFanOut is the dispatch of claimed fan-out step r: its start, or
+// its undo, which is its elements'. A fan-out that never started (its list
+// could not be evaluated) has no element to undo: its undo is done at once.
+func (s *Service) dispatchFanOut(ctx context.Context, u *outbox.Unit, o order, def sas.StepDef, r sas.StepRecord) error {
+	switch {
+	case r.ProcessState == sas.Processing:
+		return s.startFanOut(ctx, u, o, def, r)
+	case r.ProcessState == sas.Compensating && r.ForEachCount == 0:
+		return s.settleStep(ctx, u, o, def, r, sas.AgentReply{Outcome: sas.OutcomeDone, Compensation: true})
+	}
+	return drop(nil, "order %s step %d: the undo of a fan-out's elements is not built yet", o.id(), r.Step)
+}
+
+// startFanOut starts claimed fan-out step r.
+func (s *Service) startFanOut(ctx context.Context, u *outbox.Unit, o order, def sas.StepDef, r sas.StepRecord) error {
+	fs, err := s.fanOutStore()
+	if err != nil {
+		return err
+	}
+	items, why, err := s.forEachItems(ctx, &o, r.Step, def)
+	if err != nil {
+		return err
+	}
+	switch {
+	case why != "":
+		// As a condition that cannot be evaluated: for good, nothing ran.
+		return s.settleStep(ctx, u, o, def, r, sas.AgentReply{Outcome: sas.OutcomeFailed, Reason: why, ErrorType: sas.ErrorForEachItems})
+	case len(items) == 0:
+		return s.settleStep(ctx, u, o, def, r, sas.AgentReply{Outcome: sas.OutcomeDone, Result: []byte("[]")})
+	}
+	now := s.cfg.Clock.Now()
+	p := sas.StartFanOutParams{Key: r.Key(), Owner: r.LockedBy, Attempt: r.Attempt, Now: now, Count: len(items)}
+	for i := range min(def.ForEach.Window(), len(items)) {
+		p.Claims = append(p.Claims, sas.ElementClaim{Index: i, Item: items[i], CompleteBy: s.leaseEnd(def, 0, now)})
+	}
+	recs, err := fs.StartFanOut(ctx, p)
+	var re *sas.RaceError
+	switch {
+	case errors.As(err, &re) && re.Current != nil && re.Current.Key() == r.Key() && re.Current.ForEachCount > 0 &&
+		re.Current.Attempt == r.Attempt && re.Current.ProcessState == sas.Processing:
+		// Started by this claim's earlier delivery, which may have died
+		// before its requests: those of the elements not picked up go again.
+		return s.resendElements(ctx, u, o, def, r.Key())
+	case err != nil:
+		return fmt.Errorf("starting the fan-out of step %s: %w", r.Key(), err)
+	}
+	s.log.InfoContext(ctx, "fan-out started", "order", o.id(), "step", r.Step, "elements", len(items), "window", len(p.Claims))
+	for _, e := range recs[1:] {
+		s.dispatch(ctx, u, o, def, e)
+	}
+	return nil
+}
+
+// resendElements sends again the requests of step key's elements held and
+// not picked up.
+func (s *Service) resendElements(ctx context.Context, u *outbox.Unit, o order, def sas.StepDef, key sas.StepKey) error {
+	fs, err := s.fanOutStore()
+	if err != nil {
+		return err
+	}
+	now := s.cfg.Clock.Now()
+	cursor := ""
+	for {
+		page, err := fs.ListElements(ctx, sas.ListElementsParams{Key: key, Cursor: cursor})
+		if err != nil {
+			return fmt.Errorf("reading the elements of step %s: %w", key, err)
+		}
+		for _, e := range page.Records {
+			if e.ProcessState == sas.Processing && s.resend(ctx, e, now) {
+				s.dispatch(ctx, u, o, def, e)
+			}
+		}
+		if cursor = page.NextCursor; cursor == "" {
+			return nil
+		}
+	}
+}
+
+// elementReply handles a trusted reply for an element of a fan-out.
+func (s *Service) elementReply(ctx context.Context, u *outbox.Unit, o order, rep sas.AgentReply) error {
+	step, index := sas.ElementOf(rep.Step)
+	if step >= o.n() || o.wf.Steps[step].Name != rep.StepName || o.wf.Steps[step].ForEach == nil {
+		return drop(nil, "reply for order %s: element %d of step %d of workflow %q, which is not the fan-out %q", rep.OrderID, index, step, o.wf.Name, rep.StepName)
+	}
+	def := o.wf.Steps[step]
+	if rep.Compensation || rep.Outcome != sas.OutcomeDone {
+		// Not built yet (see above): recorded nowhere, so the element's
+		// deadline stands.
+		s.log.ErrorContext(ctx, "element outcome not handled yet: only a forward success is", "order", rep.OrderID, "step", step,
+			"element", index, "outcome", rep.Outcome, "compensation", rep.Compensation)
+		return drop(nil, "reply for order %s element %d of step %d: a fan-out element's %s outcome is not handled yet", rep.OrderID, index, step, rep.Outcome)
+	}
+	fs, err := s.fanOutStore()
+	if err != nil {
+		return err
+	}
+	result, err := sas.CompactResult(rep.Result)
+	if err != nil || len(result) > sas.MaxResultBytes {
+		return drop(err, "reply for order %s element %d of step %d: a result that is not JSON or over %d bytes is not handled yet", rep.OrderID, index, step, sas.MaxResultBytes)
+	}
+	items, why, err := s.forEachItems(ctx, &o, step, def)
+	if err != nil {
+		return err
+	}
+	if why != "" || index >= len(items) {
+		// The list was evaluated when the step started: the same inputs
+		// give the same list.
+		return drop(nil, "reply for order %s element %d of step %d: its list no longer has it (%s)", rep.OrderID, index, step, why)
+	}
+	now := s.cfg.Clock.Now()
+	p := sas.CompleteElementParams{Key: sas.StepKey{OrderID: rep.OrderID, Step: rep.Step}, Owner: rep.LockedBy, Attempt: rep.Attempt,
+		Now: now, Result: result, Run: rep.Timing()}
+	if next := index + def.ForEach.Window(); next < len(items) {
+		p.Next = &sas.ElementClaim{Index: next, Item: items[next], CompleteBy: s.leaseEnd(def, 0, now)}
+	}
+	recs, err := fs.CompleteElement(ctx, p)
+	if err != nil {
+		return s.elementRefused(ctx, u, o, def, rep, p, err)
+	}
+	s.log.InfoContext(ctx, "element done", "order", rep.OrderID, "step", step, "element", index, "done", recs[1].ForEachDone, "of", recs[1].ForEachCount)
+	if p.Next != nil {
+		s.dispatch(ctx, u, o, def, recs[2])
+	}
+	if recs[1].ForEachDone == recs[1].ForEachCount {
+		return s.finishFanOut(ctx, u, o, def, recs[1])
+	}
+	return nil
+}
+
+// elementRefused sorts out an element's done reply whose write was refused:
+// a duplicate repeats what its first delivery may not have finished (the
+// next element's request, the step's completion); anything else is stale.
+func (s *Service) elementRefused(ctx context.Context, u *outbox.Unit, o order, def sas.StepDef, rep sas.AgentReply, p sas.CompleteElementParams, err error) error {
+	var re *sas.RaceError
+	switch {
+	case errors.Is(err, sas.ErrNotFound):
+		return drop(err, "reply for order %s element %d", rep.OrderID, rep.Step)
+	case !errors.As(err, &re):
+		return fmt.Errorf("recording the reply of element %s attempt %d: %w", p.Key, rep.Attempt, err)
+	case re.Current == nil || re.Key != p.Key || classify(*re.Current, rep) != replyDoneAgain:
+		s.log.InfoContext(ctx, "stale element reply ignored", "order", rep.OrderID, "element", rep.Step, "attempt", rep.Attempt)
+		return nil
+	}
+	s.log.InfoContext(ctx, "duplicate reply: element already done", "order", rep.OrderID, "element", rep.Step, "attempt", rep.Attempt)
+	if n := p.Next; n != nil {
+		next, err := s.cfg.Store.GetStep(ctx, sas.StepKey{OrderID: rep.OrderID, Step: sas.ElementStep(sas.StepOf(rep.Step), n.Index)})
+		switch {
+		case err == nil && next.ProcessState == sas.Processing && s.resend(ctx, next, s.cfg.Clock.Now()):
+			s.dispatch(ctx, u, o, def, next)
+		case err != nil && !errors.Is(err, sas.ErrNotFound):
+			return fmt.Errorf("reading the element after %s: %w", p.Key, err)
+		}
+	}
+	step, err := s.cfg.Store.GetStep(ctx, sas.StepKey{OrderID: rep.OrderID, Step: sas.StepOf(rep.Step)})
+	if err != nil {
+		return fmt.Errorf("reading the fan-out of element %s: %w", p.Key, err)
+	}
+	if step.ProcessState == sas.Processing && step.ForEachCount > 0 && step.ForEachDone == step.ForEachCount {
+		return s.finishFanOut(ctx, u, o, def, step)
+	}
+	return nil
+}
+
+// finishFanOut completes fan-out step r, all of whose elements are done,
+// with their results in index order, as its agent's reply would: a list
+// over its bound fails it (ResultTooLarge: its elements took effect).
+func (s *Service) finishFanOut(ctx context.Context, u *outbox.Unit, o order, def sas.StepDef, r sas.StepRecord) error {
+	fs, err := s.fanOutStore()
+	if err != nil {
+		return err
+	}
+	results := make([]sas.Item, 0, r.ForEachCount)
+	cursor := ""
+	for {
+		page, err := fs.ListElements(ctx, sas.ListElementsParams{Key: r.Key(), Cursor: cursor})
+		if err != nil {
+			return fmt.Errorf("reading the elements of step %s: %w", r.Key(), err)
+		}
+		for _, e := range page.Records {
+			if _, i := sas.ElementOf(e.Step); i != len(results) || e.ProcessState != sas.Processed {
+				return fmt.Errorf("fan-out %s counted done has element %d %s at position %d", r.Key(), i, e.ProcessState, len(results))
+			}
+			results = append(results, e.Result)
+		}
+		if cursor = page.NextCursor; cursor == "" {
+			break
+		}
+	}
+	if len(results) != r.ForEachCount {
+		return fmt.Errorf("fan-out %s counted done has %d elements of %d", r.Key(), len(results), r.ForEachCount)
+	}
+	list, why := sas.ElementResults(results)
+	if why != "" {
+		return s.settleStep(ctx, u, o, def, r, sas.AgentReply{Outcome: sas.OutcomeFailed, Reason: why, ErrorType: sas.ErrorResultTooLarge})
+	}
+	s.log.InfoContext(ctx, "fan-out done", "order", o.id(), "step", r.Step, "elements", r.ForEachCount)
+	return s.settleStep(ctx, u, o, def, r, sas.AgentReply{Outcome: sas.OutcomeDone, Result: list})
+}
