@@ -90,28 +90,42 @@ func Compile(expr string) (*Condition, error) {
 }
 
 func compile(expr string) (*Condition, error) {
+	prg, err := program(expr, "condition", "bool", func(t *cel.Type) bool {
+		return t.IsExactType(cel.BoolType) || t.IsExactType(cel.DynType)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &Condition{expr: expr, prg: prg}, nil
+}
+
+// program parses and type-checks expr, an expression of the kind what
+// (named in its errors: "condition", "time expression"), whose type must
+// pass typed (else it "is of type T, not " + want), and plans it under the
+// cost limit. Every kind of expression compiles through it.
+func program(expr, what, want string, typed func(*cel.Type) bool) (cel.Program, error) {
 	switch {
 	case strings.TrimSpace(expr) == "":
-		return nil, errors.New("the condition is empty")
+		return nil, fmt.Errorf("the %s is empty", what)
 	case len(expr) > MaxLength:
-		return nil, fmt.Errorf("the condition has %d bytes, more than %d", len(expr), MaxLength)
+		return nil, fmt.Errorf("the %s has %d bytes, more than %d", what, len(expr), MaxLength)
 	}
 	e, err := env()
 	if err != nil {
-		return nil, fmt.Errorf("building the condition environment: %w", err)
+		return nil, fmt.Errorf("building the expression environment: %w", err)
 	}
 	ast, iss := e.Compile(expr)
 	if iss.Err() != nil {
 		return nil, fmt.Errorf("does not compile: %s", oneLine(iss.Err().Error()))
 	}
-	if t := ast.OutputType(); !t.IsExactType(cel.BoolType) && !t.IsExactType(cel.DynType) {
-		return nil, fmt.Errorf("is of type %s, not bool", t)
+	if t := ast.OutputType(); !typed(t) {
+		return nil, fmt.Errorf("is of type %s, not %s", t, want)
 	}
 	prg, err := e.Program(ast, cel.CostLimit(MaxCost))
 	if err != nil {
 		return nil, fmt.Errorf("cannot be planned: %s", oneLine(err.Error()))
 	}
-	return &Condition{expr: expr, prg: prg}, nil
+	return prg, nil
 }
 
 // oneLine folds CEL's multi-line messages (the expression, a caret) into

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
-	"strings"
 	"sync"
 
 	"github.com/google/cel-go/cel"
@@ -48,26 +47,11 @@ func CompileList(expr string) (*List, error) {
 }
 
 func compileList(expr string) (*List, error) {
-	switch {
-	case strings.TrimSpace(expr) == "":
-		return nil, errors.New("the list expression is empty")
-	case len(expr) > MaxLength:
-		return nil, fmt.Errorf("the list expression has %d bytes, more than %d", len(expr), MaxLength)
-	}
-	e, err := env()
+	prg, err := program(expr, "list expression", "a list", func(t *cel.Type) bool {
+		return t.Kind() == cel.ListType(cel.DynType).Kind() || t.IsExactType(cel.DynType)
+	})
 	if err != nil {
-		return nil, fmt.Errorf("building the expression environment: %w", err)
-	}
-	ast, iss := e.Compile(expr)
-	if iss.Err() != nil {
-		return nil, fmt.Errorf("does not compile: %s", oneLine(iss.Err().Error()))
-	}
-	if t := ast.OutputType(); t.Kind() != cel.ListType(cel.DynType).Kind() && !t.IsExactType(cel.DynType) {
-		return nil, fmt.Errorf("is of type %s, not a list", t)
-	}
-	prg, err := e.Program(ast, cel.CostLimit(MaxCost))
-	if err != nil {
-		return nil, fmt.Errorf("cannot be planned: %s", oneLine(err.Error()))
+		return nil, err
 	}
 	return &List{expr: expr, prg: prg}, nil
 }

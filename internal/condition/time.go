@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"strings"
 	"sync"
 	"time"
 
@@ -46,30 +45,16 @@ func CompileTime(expr string) (*Time, error) {
 }
 
 func compileTime(expr string) (*Time, error) {
-	switch {
-	case strings.TrimSpace(expr) == "":
-		return nil, errors.New("the time expression is empty")
-	case len(expr) > MaxLength:
-		return nil, fmt.Errorf("the time expression has %d bytes, more than %d", len(expr), MaxLength)
-	}
-	e, err := env()
+	prg, err := program(expr, "time expression", "a time (a string in RFC 3339, a timestamp or seconds since the epoch)", func(t *cel.Type) bool {
+		for _, want := range []*cel.Type{cel.StringType, cel.TimestampType, cel.IntType, cel.DoubleType, cel.DynType} {
+			if t.IsExactType(want) {
+				return true
+			}
+		}
+		return false
+	})
 	if err != nil {
-		return nil, fmt.Errorf("building the expression environment: %w", err)
-	}
-	ast, iss := e.Compile(expr)
-	if iss.Err() != nil {
-		return nil, fmt.Errorf("does not compile: %s", oneLine(iss.Err().Error()))
-	}
-	ok := false
-	for _, want := range []*cel.Type{cel.StringType, cel.TimestampType, cel.IntType, cel.DoubleType, cel.DynType} {
-		ok = ok || ast.OutputType().IsExactType(want)
-	}
-	if !ok {
-		return nil, fmt.Errorf("is of type %s, not a time (a string in RFC 3339, a timestamp or seconds since the epoch)", ast.OutputType())
-	}
-	prg, err := e.Program(ast, cel.CostLimit(MaxCost))
-	if err != nil {
-		return nil, fmt.Errorf("cannot be planned: %s", oneLine(err.Error()))
+		return nil, err
 	}
 	return &Time{expr: expr, prg: prg}, nil
 }

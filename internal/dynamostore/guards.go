@@ -140,3 +140,17 @@ func runningIs(u *updateExpr, prev string) {
 func notLastSkipped(u *updateExpr, orderID string) {
 	u.cond("attribute_not_exists(#ls) OR #ls <> :this", "#ls", attrLastSkipped, ":this", s(orderID))
 }
+
+// fanOutNotStarted is sas.StartFanOut's fence beside held: the step has no
+// count yet (fanout.go).
+func fanOutNotStarted(u *updateExpr) {
+	u.cond("attribute_not_exists(#fc)", "#fc", attrForEachCount)
+}
+
+// countsElement is sas.CountElement's fence: the step is a running fan-out,
+// not marked by a cancel, with elements left to count.
+func countsElement(u *updateExpr) {
+	inState(u, sas.Processing)
+	notCancelled(u)
+	u.cond("#fd < #fc", "#fd", attrForEachDone, "#fc", attrForEachCount)
+}

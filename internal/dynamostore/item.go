@@ -36,6 +36,11 @@ const (
 	attrRejected   = "Rejected"  // sas.StepRecord.Rejected
 	attrCancelled  = "Cancelled" // sas.StepRecord.Cancelled
 	attrResult     = "Result"    // the step's result, compacted JSON (S)
+	// A fan-out's counters on its step's record, and an element's item
+	// (sas.StepRecord.ForEachCount, ForEachDone, Item; fanout.go).
+	attrForEachCount = "ForEachCount"
+	attrForEachDone  = "ForEachDone"
+	attrItem         = "Item" // compacted JSON (S)
 	// WaitingSince: see sas.StepRecord. Projected into the index, with
 	// CreatedAt, because the supervisor decides from the index alone.
 	attrWaitingSince = "WaitingSince"
@@ -154,6 +159,12 @@ func stepItem(r sas.StepRecord) map[string]av {
 	}
 	if len(r.Result) > 0 {
 		it[attrResult] = s(string(r.Result))
+	}
+	if r.ForEachCount != 0 {
+		it[attrForEachCount], it[attrForEachDone] = ni(r.ForEachCount), ni(r.ForEachDone)
+	}
+	if r.Item != nil {
+		it[attrItem] = s(string(r.Item))
 	}
 	if !r.WaitingSince.IsZero() {
 		it[attrWaitingSince] = ms(r.WaitingSince)
@@ -291,6 +302,10 @@ func decodeStep(it map[string]av) (sas.StepRecord, error) {
 	}
 	if res := d.str(attrResult); res != "" {
 		r.Result = json.RawMessage(res)
+	}
+	r.ForEachCount, r.ForEachDone = int(d.num(attrForEachCount)), int(d.num(attrForEachDone))
+	if item := d.str(attrItem); item != "" {
+		r.Item = json.RawMessage(item)
 	}
 	switch r.ProcessState {
 	case sas.Pending, sas.Processing, sas.Compensating:

@@ -56,16 +56,17 @@ func (st *Store) GetOrder(ctx context.Context, orderID string) (sas.OrderView, e
 	return v, nil
 }
 
-// readSteps reads an order's step records, consistently, in step order.
+// readSteps reads an order's step records, consistently, in step order:
+// the keys below sas.ElementBase, never a fan-out's elements (fanout.go).
 func (st *Store) readSteps(ctx context.Context, orderID string) ([]sas.StepRecord, error) {
 	var out []sas.StepRecord
 	var start map[string]av
 	for {
 		q, err := st.db.Query(ctx, &dynamodb.QueryInput{
 			TableName:                 &st.cfg.StateTable,
-			KeyConditionExpression:    aws.String("#id = :id"),
-			ExpressionAttributeNames:  map[string]string{"#id": attrOrderID},
-			ExpressionAttributeValues: map[string]av{":id": s(orderID)},
+			KeyConditionExpression:    aws.String("#id = :id AND #step < :elements"),
+			ExpressionAttributeNames:  map[string]string{"#id": attrOrderID, "#step": attrStep},
+			ExpressionAttributeValues: map[string]av{":id": s(orderID), ":elements": ni(sas.ElementBase)},
 			ConsistentRead:            aws.Bool(true),
 			ExclusiveStartKey:         start,
 		})

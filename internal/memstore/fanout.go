@@ -34,7 +34,7 @@ func (s *Store) StartFanOut(_ context.Context, p sas.StartFanOutParams) ([]sas.S
 	}
 	out := []sas.StepRecord{started}
 	for _, c := range p.Claims {
-		e := sas.NewElement(p.Key.OrderID, cur, c, p.Owner, p.Now, s.shards)
+		e := sas.NewElement(p.Key, p.StepName, p.Generation, c, p.Owner, p.Now, s.shards)
 		if prev, ok := s.steps[e.Key()]; ok {
 			return nil, fmt.Errorf("claiming element %s: %w", e.Key(), &sas.RaceError{Op: "claim element", Key: e.Key(), Current: &prev})
 		}
@@ -70,7 +70,7 @@ func (s *Store) CompleteElement(_ context.Context, p sas.CompleteElementParams) 
 	}
 	out := []sas.StepRecord{done, counted}
 	if n := p.Next; n != nil {
-		e := sas.NewElement(p.Key.OrderID, step, *n, p.Owner, p.Now, s.shards)
+		e := sas.NewElement(stepKey, p.StepName, p.Generation, *n, p.Owner, p.Now, s.shards)
 		if prev, ok := s.steps[e.Key()]; ok {
 			return nil, fmt.Errorf("claiming element %s: %w", e.Key(), &sas.RaceError{Op: "claim element", Key: e.Key(), Current: &prev})
 		}

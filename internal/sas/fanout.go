@@ -143,9 +143,10 @@ func ElementResults(results []json.RawMessage) (json.RawMessage, string) {
 
 // ErrForEachNotRun is what a deployment's registry (internal/registry)
 // says of a fan-out step until the scheduler runs every part of one: the
-// definition is checked (package workflow, the schema, sasctl), and the
-// scheduler runs a fan-out's happy path on the in-memory store, but not
-// yet its failure, compensation, rescue or cancellation, nor on DynamoDB.
+// definition is checked (package workflow, the schema, sasctl), both stores
+// keep elements, and the scheduler runs a fan-out's happy path, but not yet
+// an element's failure, the undo of elements, their rescue by the
+// supervisor or cancellation.
 var ErrForEachNotRun = fmt.Errorf("fan-out (forEach) is checked but not run by this build: its scheduler part is not built yet (docs/workflows.md, \"Fan-out over a list\")")
 
 // checkForEach rejects a fan-out no scheduler could run: one on a step no

@@ -8,9 +8,10 @@ import (
 )
 
 // FanOutStore holds a fan-out's element records (fanout.go). It is its own
-// port while fan-out is built: the stores that implement it are the
-// in-memory one and (to come) DynamoDB's; the scheduler asks a store for it
-// and fails a fan-out, named, on one that has not.
+// port while fan-out is built: the in-memory store and DynamoDB's implement
+// it, the wrappers around them (the simulator's, the tests') not yet; the
+// scheduler asks its store for it and fails a fan-out, named, on one that
+// has not.
 type FanOutStore interface {
 	// StartFanOut records a claimed fan-out step's count and claims its
 	// first elements, in one write (StartFanOutParams).
@@ -43,6 +44,9 @@ type StartFanOutParams struct {
 	Now     time.Time
 	Count   int
 	Claims  []ElementClaim
+	// StepName and Generation are the step's, which its elements take.
+	StepName   string
+	Generation int
 }
 
 // Check rejects parameters no fan-out could take.
@@ -76,11 +80,11 @@ func StartFanOut(r StepRecord, p StartFanOutParams) (StepRecord, error) {
 	return move(r, Processing, p.Owner, fmt.Sprintf("fan-out over %d elements", p.Count), p.Now), nil
 }
 
-// NewElement is the record of a claimed element of step of order, as
-// StartFanOut and CompleteElement create it.
-func NewElement(orderID string, step StepRecord, c ElementClaim, owner string, now time.Time, shards int) StepRecord {
-	r := StepRecord{OrderID: orderID, Step: ElementStep(step.Step, c.Index), StepName: step.StepName, ProcessState: Pending,
-		Generation: step.Generation, CreatedAt: now, UpdatedAt: now, Item: c.Item}
+// NewElement is the record of a claimed element of step (named name, at
+// generation), as StartFanOut and CompleteElement create it.
+func NewElement(step StepKey, name string, generation int, c ElementClaim, owner string, now time.Time, shards int) StepRecord {
+	r := StepRecord{OrderID: step.OrderID, Step: ElementStep(step.Step, c.Index), StepName: name, ProcessState: Pending,
+		Generation: generation, CreatedAt: now, UpdatedAt: now, Item: c.Item}
 	r.Shard = ShardFor(r.Key(), shards)
 	r.Attempt = 1
 	r.LockedBy, r.CompleteBy, r.DueAt = owner, c.CompleteBy, c.CompleteBy
@@ -100,6 +104,9 @@ type CompleteElementParams struct {
 	Result  json.RawMessage
 	Run     RunTiming
 	Next    *ElementClaim
+	// StepName and Generation are the step's, which Next takes.
+	StepName   string
+	Generation int
 }
 
 // Check rejects parameters no element could take.

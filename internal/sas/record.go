@@ -427,6 +427,11 @@ func (r StepRecord) Indexed() (at time.Time, ok bool) {
 	case Pending:
 		return r.DueAt, !r.DueAt.IsZero()
 	case Processing, Compensating:
+		if r.ProcessState == Processing && r.ForEachCount > 0 {
+			// A running fan-out: its elements carry the deadlines and are
+			// indexed each (fanout.go).
+			return time.Time{}, false
+		}
 		return r.DueAt, true
 	case Error, CompensationFailed:
 		return r.UpdatedAt, true

@@ -26,8 +26,8 @@ import (
 // evaluated (a permanent failure of the step, as a condition's), and
 // duplicate or stale element replies. Not built yet: an element's failure,
 // transient outcome or late pick-up, the undo of elements, their rescue by
-// the supervisor, cancellation; nor the DynamoDB store's part. Until they
-// are, a deployment refuses a fan-out (sas.ErrForEachNotRun).
+// the supervisor, cancellation. Until they are, a deployment refuses a
+// fan-out (sas.ErrForEachNotRun).
 
 // fanOutStore is the store's fan-out port, or an error naming its absence.
 func (s *Service) fanOutStore() (sas.FanOutStore, error) {
@@ -93,7 +93,7 @@ func (s *Service) startFanOut(ctx context.Context, u *outbox.Unit, o order, def 
 		return s.settleStep(ctx, u, o, def, r, sas.AgentReply{Outcome: sas.OutcomeDone, Result: []byte("[]")})
 	}
 	now := s.cfg.Clock.Now()
-	p := sas.StartFanOutParams{Key: r.Key(), Owner: r.LockedBy, Attempt: r.Attempt, Now: now, Count: len(items)}
+	p := sas.StartFanOutParams{Key: r.Key(), Owner: r.LockedBy, Attempt: r.Attempt, Now: now, Count: len(items), StepName: def.Name, Generation: r.Generation}
 	for i := range min(def.ForEach.Window(), len(items)) {
 		p.Claims = append(p.Claims, sas.ElementClaim{Index: i, Item: items[i], CompleteBy: s.leaseEnd(def, 0, now)})
 	}
@@ -173,7 +173,7 @@ func (s *Service) elementReply(ctx context.Context, u *outbox.Unit, o order, rep
 	}
 	now := s.cfg.Clock.Now()
 	p := sas.CompleteElementParams{Key: sas.StepKey{OrderID: rep.OrderID, Step: rep.Step}, Owner: rep.LockedBy, Attempt: rep.Attempt,
-		Now: now, Result: result, Run: rep.Timing()}
+		Now: now, Result: result, Run: rep.Timing(), StepName: def.Name, Generation: rep.Generation}
 	if next := index + def.ForEach.Window(); next < len(items) {
 		p.Next = &sas.ElementClaim{Index: next, Item: items[next], CompleteBy: s.leaseEnd(def, 0, now)}
 	}

@@ -125,6 +125,10 @@ func Run(t *testing.T, h Harness) {
 		{"SiblingsFenceSeesACancelsMark", testSiblingsFenceSeesACancelsMark},
 		{"CompleteInAGraphSkipsAndClaims", testCompleteInAGraphSkipsAndClaims},
 
+		// fan-out over a list (fanout.go)
+		{"FanOutWindow", testFanOutWindow},
+		{"FanOutCountsNoMoreThanItsElements", testFanOutCountsNoMoreThanItsElements},
+
 		// choices: the steps an order passes over (skip.go)
 		{"CompleteSkipsInItsWrite", testCompleteSkips},
 		{"SubmitSkipsTheFirstSteps", testSubmitSkips},
