@@ -34,7 +34,7 @@ func TestLoadDeploymentSection(t *testing.T) {
 	require.Equal(t, map[string]sas.AgentQueue{
 		"payments": {URL: "https://sqs.eu-west-1.amazonaws.com/111122223333/s-payments", PriorityURL: "https://sqs.eu-west-1.amazonaws.com/111122223333/s-payments-lane",
 			RepliesURL: "https://sqs.eu-west-1.amazonaws.com/111122223333/s-payments-replies"},
-		"mail":     {URL: "http://127.0.0.1:9324/000000000000/mail"},
+		"mail": {URL: "http://127.0.0.1:9324/000000000000/mail"},
 	}, c.AgentQueues.ByAgent)
 	require.Equal(t, 5, c.MaxFailures)
 	require.Equal(t, 4, c.IndexShards)
