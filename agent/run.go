@@ -11,6 +11,7 @@ import (
 	"github.com/sas-go/sas/internal/agenthost"
 	"github.com/sas-go/sas/internal/httpcall"
 	"github.com/sas-go/sas/internal/sas"
+	"github.com/sas-go/sas/internal/sizing"
 )
 
 // Status is what the handler would do with a request's run: Outcome.Status.
@@ -53,8 +54,8 @@ type Outcome struct {
 }
 
 // DefaultRunDeadline is the time Run gives a request that has no Deadline,
-// under a context without one.
-const DefaultRunDeadline = 30 * time.Second
+// under a context without one: the deployment's default step timeout.
+const DefaultRunDeadline = sizing.DefaultStepTimeout
 
 // Run runs req through a as the handler does, with no queue: the same
 // lookup of the step (or its undo), in-process retries, classification of
