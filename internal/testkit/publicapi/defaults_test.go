@@ -44,15 +44,7 @@ var homeDefaults = []struct {
 func TestDefaultsHaveOneHome(t *testing.T) {
 	t.Parallel()
 	r := root(t)
-	byName, byEnv := map[string]int64{}, map[string]int64{}
-	for _, d := range homeDefaults {
-		for _, n := range d.names {
-			byName[n], byName["Default"+n] = d.value, d.value
-		}
-		if d.env != "" {
-			byEnv[d.env] = d.value
-		}
-	}
+	byName, byEnv := homeDefaultsByName()
 	home := filepath.Join(r, "internal", "sizing")
 	dirs, _ := goDirs(t, r)
 	var again []string
@@ -92,7 +84,15 @@ func f(o *Options) {
 `
 	f := filepath.Join(t.TempDir(), "p.go")
 	require.NoError(t, os.WriteFile(f, []byte(src), 0o600))
-	byName, byEnv := map[string]int64{}, map[string]int64{}
+	byName, byEnv := homeDefaultsByName()
+	got := defaultsWrittenAgain(t, filepath.Dir(f), f, byName, byEnv)
+	require.Len(t, got, 6, "%q", got)
+}
+
+// homeDefaultsByName maps each name of a home default (and Default and the
+// name), and each default's variable, to the home's value.
+func homeDefaultsByName() (byName, byEnv map[string]int64) {
+	byName, byEnv = map[string]int64{}, map[string]int64{}
 	for _, d := range homeDefaults {
 		for _, n := range d.names {
 			byName[n], byName["Default"+n] = d.value, d.value
@@ -101,8 +101,7 @@ func f(o *Options) {
 			byEnv[d.env] = d.value
 		}
 	}
-	got := defaultsWrittenAgain(t, filepath.Dir(f), f, byName, byEnv)
-	require.Len(t, got, 6, "%q", got)
+	return byName, byEnv
 }
 
 // defaultsWrittenAgain lists where file f writes a home default's value as
