@@ -658,14 +658,19 @@ func (s *Service) afterFailed(ctx context.Context, u *outbox.Unit, o order, r sa
 			return err
 		}
 	}
+	return s.compensateThenTell(ctx, u, o, r.Key(), now, func() error { tell(); return nil })
+}
+
+// compensateThenTell starts the compensation of o, whose step failed (a
+// failure or a give-up), and then runs tell, which delivers what the failure
+// owes (its alert and failed status), unless the compensation began with
+// failed's own undo: that claim delivered them first (tellBeforeClaim).
+func (s *Service) compensateThenTell(ctx context.Context, u *outbox.Unit, o order, failed sas.StepKey, now time.Time, tell func() error) error {
 	claimed, err := s.startCompensation(ctx, u, o, false, now)
-	if err != nil {
+	if err != nil || claimed == failed {
 		return err
 	}
-	if claimed != r.Key() {
-		tell()
-	}
-	return nil
+	return tell()
 }
 
 // undoBelow reports whether a step before step has an Undo: only then can a

@@ -269,22 +269,17 @@ func (s *Service) gaveUp(ctx context.Context, u *outbox.Unit, o order, rec sas.S
 	// (tellBeforeClaim) and clears what is owed; otherwise they are sent
 	// here, after it (should this handler die first, the supervisor's sweep
 	// of owed effects sends them).
-	claimed, err := s.startCompensation(ctx, u, o, false, now)
-	if err != nil {
-		return err
-	}
-	if claimed == rec.Key() {
+	return s.compensateThenTell(ctx, u, o, rec.Key(), now, func() error {
+		if err := s.cfg.Alerter.Alert(ctx, rec.OwedAlert("scheduler")); err != nil {
+			return fmt.Errorf("alerting about step %s: %w", rec.Key(), err)
+		}
+		if err := s.postNow(ctx, o.ord, sas.Status{Status: sas.StatusFailed, Step: o.wf.Steps[rec.Step].Name,
+			Sequence: SeqFailed(rec.Step, rec.Attempt), Reason: rec.LastError}, now); err != nil {
+			return err
+		}
+		s.settle(ctx, rec)
 		return nil
-	}
-	if err := s.cfg.Alerter.Alert(ctx, rec.OwedAlert("scheduler")); err != nil {
-		return fmt.Errorf("alerting about step %s: %w", rec.Key(), err)
-	}
-	if err := s.postNow(ctx, o.ord, sas.Status{Status: sas.StatusFailed, Step: o.wf.Steps[rec.Step].Name,
-		Sequence: SeqFailed(rec.Step, rec.Attempt), Reason: rec.LastError}, now); err != nil {
-		return err
-	}
-	s.settle(ctx, rec)
-	return nil
+	})
 }
 
 // settle clears what rec's give-up owed, all of it having gone out. A
