@@ -92,6 +92,10 @@ var plantedBugs = map[string]string{
 	sim.SabotageCompleteTwice:   "completed twice",
 	sim.SabotageTokenAnyOrder:   "token misused",
 	sim.SabotageCompleteGivenUp: "given up reversed",
+	// Issue 28 §1, §7: an agent's done answer taken for its callback
+	// step's completion; a completion by name believed from the intake.
+	sim.SabotageAgentCompletes:  "token misused",
+	sim.SabotageNamedFromIntake: "token misused",
 	// Issue 28 §2: a wait step whose lease is shorter than its wait; an
 	// order that starts later whose pick-up deadline is shorter.
 	sim.SabotageTimerEarly: "timer fired early",
