@@ -74,6 +74,8 @@ type trip struct {
 // trip-parallel whose hotel, one of three branches, is refused (the flight
 // and the car released, pay never run). It checks
 // the state store and the statuses on a replyTo queue the deploy allows.
+// Then the approvals (approvals) and a cancel while a step is in flight
+// (cancelInFlight).
 func TestTravelExample(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), travelOverall)
 	defer cancel()
@@ -317,6 +319,12 @@ func TestTravelExample(t *testing.T) {
 	approvals(t, ctx, approvalEnv{sqs: sqsc, store: store, intake: out("IntakeQueueUrl"), replyTo: replyTo, run: run,
 		read: func() map[string]map[int64]sas.Status { readReplies(); return statuses }})
 	mark("approvals", sent)
+
+	// --- cancellation: a trip cancelled by its submitter while a step runs ---
+	step = time.Now()
+	cancelInFlight(t, ctx, approvalEnv{sqs: sqsc, store: store, intake: out("IntakeQueueUrl"), replyTo: replyTo, run: run,
+		read: func() map[string]map[int64]sas.Status { readReplies(); return statuses }})
+	mark("cancel in flight", step)
 
 	// Nothing went to a dead-letter queue.
 	dlqs := map[string]string{"intake DLQ": out("IntakeDLQUrl"), "scheduler DLQ": out("SchedulerDLQUrl"), "control DLQ": out("ControlDLQUrl")}

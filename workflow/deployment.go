@@ -25,13 +25,17 @@ type Deployment struct {
 }
 
 // AgentQueues names one agent's request queue and, when it has one, its
-// priority lane. Each is a queue URL, or a queue name, which the functions
-// resolve against the scheduler queue's URL (same account, region and
-// endpoint): the construct writes names, which it knows at synth, where
-// the URLs are known only once deployed.
+// priority lane and its reply queue. Each is a queue URL, or a queue name,
+// which the functions resolve against the scheduler queue's URL (same
+// account, region and endpoint): the construct writes names, which it
+// knows at synth, where the URLs are known only once deployed.
 type AgentQueues struct {
 	Queue         string `json:"queue"`
 	PriorityQueue string `json:"priorityQueue,omitempty"`
+	// Replies is the agent's own reply queue (docs/trust.md, "A reply
+	// queue per agent"): the scheduler reads a message from it as from
+	// this agent alone. Absent: the agent replies on the scheduler queue.
+	Replies string `json:"replies,omitempty"`
 }
 
 // Limits are a deployment's limits, each the file's form of one
@@ -75,7 +79,7 @@ func (d Deployment) Validate(file string) error {
 		if !namePattern.MatchString(n) {
 			bad(ap, "agent name %q: must be 1-64 characters of A-Z a-z 0-9 . _ -", n)
 		}
-		for _, q := range []struct{ field, v string }{{"queue", a.Queue}, {"priorityQueue", a.PriorityQueue}} {
+		for _, q := range []struct{ field, v string }{{"queue", a.Queue}, {"priorityQueue", a.PriorityQueue}, {"replies", a.Replies}} {
 			switch {
 			case q.v == "" && q.field == "queue":
 				bad(ap+".queue", "required: a queue URL or a queue name")
@@ -84,7 +88,7 @@ func (d Deployment) Validate(file string) error {
 				bad(ap+"."+q.field, "%q: want a queue URL (https://sqs.<region>.amazonaws.com/<account>/<name>) or a queue name of 1-80 characters of A-Z a-z 0-9 - _", q.v)
 			default:
 				if other, dup := queues[q.v]; dup {
-					bad(ap+"."+q.field, "%q is also %s: every agent queue and lane is its own", q.v, other)
+					bad(ap+"."+q.field, "%q is also %s: every agent queue, lane and reply queue is its own", q.v, other)
 				}
 				queues[q.v] = ap + "." + q.field
 			}

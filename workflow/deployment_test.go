@@ -17,7 +17,7 @@ func TestParseFileWithDeployment(t *testing.T) {
 	f, err := workflow.LoadFile("testdata/deployment.json")
 	require.NoError(t, err)
 	require.Len(t, f.Workflows, 1)
-	require.Equal(t, workflow.AgentQueues{Queue: "Greet-1a2b3c-shop", PriorityQueue: "Greet-1a2b3c-shop-lane"}, f.Deployment.Agents["shop"])
+	require.Equal(t, workflow.AgentQueues{Queue: "Greet-1a2b3c-shop", PriorityQueue: "Greet-1a2b3c-shop-lane", Replies: "Greet-1a2b3c-shop-replies"}, f.Deployment.Agents["shop"])
 	require.Equal(t, 30*time.Second, f.Deployment.Limits.StepTimeout.D())
 
 	// Only a deployment: the functions' reference workflows run.
@@ -35,6 +35,7 @@ var deploymentBad = []struct{ name, body, err string }{
 	{"bad queue", `{"deployment": {"agents": {"a": {"queue": "a b"}}}}`, `d.json: deployment.agents.a.queue: "a b": want a queue URL`},
 	{"bad agent", `{"deployment": {"agents": {"a/b": {"queue": "q"}}}}`, `d.json: deployment.agents.a/b: agent name "a/b"`},
 	{"unknown field", `{"deployment": {"agent": {}}}`, `d.json: deployment.agent: unknown field "agent"`},
+	{"bad replies", `{"deployment": {"agents": {"a": {"queue": "q", "replies": "r s"}}}}`, `d.json: deployment.agents.a.replies: "r s": want a queue URL`},
 	{"bad limit", `{"deployment": {"limits": {"maxFailures": -1}}}`, "d.json: deployment.limits.maxFailures: -1: want 1 to 100"},
 	{"neither", `{}`, "d.json: workflows: required"},
 }

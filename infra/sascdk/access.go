@@ -1,8 +1,6 @@
 package sascdk
 
 import (
-	"strings"
-
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsevents"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
@@ -30,6 +28,30 @@ func (s *SAS) agentQueueARNs() []*string {
 	return out
 }
 
+// everyAgentQueueARN is agentQueueARNs and, without nested agent stacks
+// (whose prefix covers them), replyQueueARNs.
+func (s *SAS) everyAgentQueueARN() []*string {
+	if s.p.NestedAgentStacks {
+		return s.agentQueueARNs()
+	}
+	return append(s.agentQueueARNs(), s.replyQueueARNs()...)
+}
+
+// replyQueueARNs lists every agent's reply queue; with nested agent
+// stacks, the one ARN of the deployment's prefix and the replies' suffix.
+func (s *SAS) replyQueueARNs() []*string {
+	if s.p.NestedAgentStacks {
+		return []*string{awscdk.Stack_Of(s).FormatArn(&awscdk.ArnComponents{
+			Service: jsii.String("sqs"), Resource: jsii.String(s.names.prefix + "*" + repliesSuffix), ArnFormat: awscdk.ArnFormat_NO_RESOURCE_NAME,
+		})}
+	}
+	var out []*string
+	for _, a := range s.agents {
+		out = append(out, a.Replies.QueueArn())
+	}
+	return out
+}
+
 // permissions writes every function's policy by hand: named actions on named
 // resources, nothing from the grant* helpers (they add actions we do not use).
 func (s *SAS) permissions() {
@@ -47,11 +69,11 @@ func (s *SAS) permissions() {
 	allow(s.scheduler.role, []string{"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem",
 		"dynamodb:ConditionCheckItem", "dynamodb:Query"}, tables...)
 	allow(s.scheduler.role, []string{"dynamodb:Query"}, stateIndexARN)
-	allow(s.scheduler.role, consume, s.intake.QueueArn(), s.schedulerQ.QueueArn(), s.controlQ.QueueArn())
+	allow(s.scheduler.role, consume, append(s.replyQueueARNs(), s.intake.QueueArn(), s.schedulerQ.QueueArn(), s.controlQ.QueueArn())...)
 	// Besides the agents' queues: the queues it reads, since a message on
 	// its last receives before the DLQ is renewed by a fresh copy sent to
 	// the queue it came from (internal/scheduler/renew.go).
-	allow(s.scheduler.role, []string{"sqs:SendMessage"}, append(s.agentQueueARNs(), s.schedulerQ.QueueArn(), s.intake.QueueArn(), s.controlQ.QueueArn())...)
+	allow(s.scheduler.role, []string{"sqs:SendMessage"}, append(s.everyAgentQueueARN(), s.schedulerQ.QueueArn(), s.intake.QueueArn(), s.controlQ.QueueArn())...)
 	if len(s.p.AllowedReplyQueueARNs) > 0 {
 		allow(s.scheduler.role, []string{"sqs:SendMessage"}, *jsii.Strings(s.p.AllowedReplyQueueARNs...)...)
 	}
@@ -59,7 +81,7 @@ func (s *SAS) permissions() {
 	allow(s.scheduler.role, []string{"events:PutEvents"}, s.eventBusARN)
 	allow(s.scheduler.role, []string{"secretsmanager:GetSecretValue"}, s.signingKey.SecretArn())
 
-	// Each agent: its own queues in, the scheduler queue out, its own logs;
+	// Each agent: its own queues in, its own reply queue out, its own logs;
 	// no state store, no other agent's queue. A built-in agent with an auth
 	// header also reads that secret, and no other role does.
 	for i, a := range s.agents {
@@ -79,7 +101,7 @@ func (s *SAS) permissions() {
 		}
 		allow(a.Role, []string{"logs:CreateLogStream", "logs:PutLogEvents"}, a.Logs.LogGroupArn())
 		allow(a.Role, consume, own...)
-		allow(a.Role, []string{"sqs:SendMessage"}, s.schedulerQ.QueueArn())
+		allow(a.Role, []string{"sqs:SendMessage"}, a.Replies.QueueArn())
 	}
 
 	// Supervisor: reads due records from the index, fences them in the table.
@@ -88,7 +110,7 @@ func (s *SAS) permissions() {
 	allow(s.super.role, []string{"sqs:SendMessage"}, s.controlQ.QueueArn())
 	// The backlog check: queue depth only (ApproximateNumberOfMessages and
 	// friends), on the queues a held step's request or reply sits in.
-	allow(s.super.role, []string{"sqs:GetQueueAttributes"}, append(s.agentQueueARNs(), s.schedulerQ.QueueArn())...)
+	allow(s.super.role, []string{"sqs:GetQueueAttributes"}, append(s.everyAgentQueueARN(), s.schedulerQ.QueueArn())...)
 	allow(s.super.role, []string{"sns:Publish"}, s.topic.TopicArn())
 	allow(s.super.role, []string{"events:PutEvents"}, s.eventBusARN)
 	// No cloudwatch:PutMetricData: the supervisor publishes its metrics as
@@ -170,17 +192,13 @@ func (s *SAS) resourcePolicies() {
 		return out
 	}
 	denyAllBut := func(sid string, actions []string, resource *string, principals []*string) awsiam.PolicyStatement {
-		op := "ArnNotEquals"
-		if s.p.NestedAgentStacks && sid == "OnlyAgentsSend" {
-			op = "ArnNotLike" // the agent role path's wildcard
-		}
 		return awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 			Sid:        jsii.String(sid),
 			Effect:     awsiam.Effect_DENY,
 			Principals: &[]awsiam.IPrincipal{awsiam.NewAnyPrincipal()},
 			Actions:    jsii.Strings(actions...),
 			Resources:  &[]*string{resource},
-			Conditions: &map[string]any{op: map[string]any{"aws:PrincipalArn": principals}},
+			Conditions: &map[string]any{"ArnNotEquals": map[string]any{"aws:PrincipalArn": principals}},
 		})
 	}
 	deployers := s.deployers()
@@ -231,22 +249,9 @@ func (s *SAS) resourcePolicies() {
 	// scheduler's renewed copies of their messages.
 	control := append(roleARNs(s.super.role, s.scheduler.role), operators...)
 	fence(s.controlQ, "OnlySupervisorAndOperatorsSend", control, scheduler)
-	// The scheduler queue: the agents (replies, requeues) and the scheduler.
-	agents := roleARNs(s.scheduler.role)
-	if s.p.NestedAgentStacks {
-		// Every role under the deployment's agent path: a list of a hundred
-		// role ARNs would outgrow the queue policy, and refer into every
-		// nested stack.
-		agents = append(agents, awscdk.Stack_Of(s).FormatArn(&awscdk.ArnComponents{
-			Service: jsii.String("iam"), Region: jsii.String(""), Resource: jsii.String("role"),
-			ResourceName: jsii.String(strings.TrimPrefix(*s.agentRolePath(), "/") + "*"),
-		}))
-	} else {
-		for _, a := range s.agents {
-			agents = append(agents, a.Role.RoleArn())
-		}
-	}
-	fence(s.schedulerQ, "OnlyAgentsSend", agents, scheduler)
+	// The scheduler queue: the scheduler alone (its renewed copies and
+	// delayed messages); each agent replies on its own queue below.
+	fence(s.schedulerQ, "OnlySchedulerSends", scheduler, scheduler)
 	for _, dlq := range []awssqs.Queue{s.intakeDLQ, s.schedDLQ, s.controlDLQ} {
 		fenceDLQ(dlq)
 	}
@@ -263,6 +268,9 @@ func (s *SAS) resourcePolicies() {
 		}
 		fenceDLQ(a.DLQ)
 		fenceDLQ(a.PriorityDLQ)
+		// Its reply queue: the agent alone, and the scheduler's renewed
+		// copies; the scheduler alone consumes.
+		fence(a.Replies, "OnlyItsAgentSends", roleARNs(a.Role, s.scheduler.role), scheduler)
 	}
 	// The signing key: only the scheduler's role is granted it. No
 	// resource policy denies the others (AWS::SecretsManager::ResourcePolicy):

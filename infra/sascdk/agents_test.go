@@ -82,12 +82,12 @@ func fiveAgentProps(dist string) Props {
 
 // agentIDs are the construct ids of one agent's resources, as ref names them.
 type agentIDs struct {
-	queue, dlq, lane, laneDLQ, function, role, logs string
+	queue, dlq, lane, laneDLQ, function, role, logs, replies string
 }
 
 func idsOf(name string) agentIDs {
 	p := "Agent" + strings.NewReplacer("-", "", ".", "", "_", "").Replace(name)
-	return agentIDs{p + "Queue", p + "QueueDLQ", p + "PriorityQueue", p + "PriorityQueueDLQ", p + "Function", p + "Role", p + "Logs"}
+	return agentIDs{p + "Queue", p + "QueueDLQ", p + "PriorityQueue", p + "PriorityQueueDLQ", p + "Function", p + "Role", p + "Logs", p + "Replies"}
 }
 
 func TestAgentsShape(t *testing.T) {
@@ -100,10 +100,10 @@ func TestAgentsShape(t *testing.T) {
 			}
 		}
 		for typ, n := range map[string]int{
-			"AWS::SQS::Queue":                 6 + 2*agents + 2*lanes, // intake, scheduler, control, their DLQs; per agent a queue and DLQ; per lane the same
-			"AWS::SQS::QueuePolicy":           6 + 2*agents + 2*lanes,
+			"AWS::SQS::Queue":                 6 + 3*agents + 2*lanes, // intake, scheduler, control, their DLQs; per agent a queue and DLQ and a reply queue; per lane a queue and DLQ
+			"AWS::SQS::QueuePolicy":           6 + 3*agents + 2*lanes,
 			"AWS::Lambda::Function":           2 + agents,
-			"AWS::Lambda::EventSourceMapping": 3 + agents + lanes,
+			"AWS::Lambda::EventSourceMapping": 3 + 2*agents + lanes, // per agent its queue → it, its reply queue → the scheduler
 			"AWS::IAM::Role":                  2 + agents,
 			"AWS::Logs::LogGroup":             2 + agents,
 			"AWS::CloudWatch::Alarm":          3 + 2 + 4 + 2*agents + lanes, // DLQs, errors, stuck step, give-up rate, owed too long and not running; per agent DLQ and errors; per lane DLQ
@@ -128,7 +128,7 @@ func TestAgentsShape(t *testing.T) {
 				continue
 			}
 			timeout := fn["Timeout"].(float64)
-			check := func(queue, dlq string, concurrency int) {
+			check := func(queue, dlq string, concurrency int, consumer string) {
 				q := props(queues[queue])
 				if q == nil {
 					t.Errorf("%s: agent %s has no queue %s", name, a.Name, queue)
@@ -138,25 +138,29 @@ func TestAgentsShape(t *testing.T) {
 				if got := ref(rp["deadLetterTargetArn"]); got != dlq {
 					t.Errorf("%s: %s redrives to %q, want %q", name, queue, got, dlq)
 				}
-				if vis, _ := q["VisibilityTimeout"].(float64); vis < 6*timeout {
+				if vis, _ := q["VisibilityTimeout"].(float64); consumer == ids.function && vis < 6*timeout {
 					t.Errorf("%s: %s visibility %vs < 6 × its function's timeout %vs", name, queue, vis, timeout)
 				}
-				m := mappings[queue+"→"+ids.function]
+				m := mappings[queue+"→"+consumer]
 				if m == nil {
-					t.Errorf("%s: no event source %s → %s", name, queue, ids.function)
+					t.Errorf("%s: no event source %s → %s", name, queue, consumer)
 					return
 				}
 				sc, _ := m["ScalingConfig"].(map[string]any)
 				if got := sc["MaximumConcurrency"]; got != float64(concurrency) {
-					t.Errorf("%s: %s → %s MaximumConcurrency %v, want %d", name, queue, ids.function, got, concurrency)
+					t.Errorf("%s: %s → %s MaximumConcurrency %v, want %d", name, queue, consumer, got, concurrency)
 				}
 				if got := strs(m["FunctionResponseTypes"]); !reflect.DeepEqual(got, []string{"ReportBatchItemFailures"}) {
-					t.Errorf("%s: %s → %s FunctionResponseTypes %v", name, queue, ids.function, got)
+					t.Errorf("%s: %s → %s FunctionResponseTypes %v", name, queue, consumer, got)
 				}
 			}
-			check(ids.queue, ids.dlq, a.Concurrency)
+			check(ids.queue, ids.dlq, a.Concurrency, ids.function)
+			// Its replies: a queue of its own, read by the scheduler with a
+			// share of two, dead letters to the scheduler queue's DLQ
+			// (docs/trust.md, "A reply queue per agent").
+			check(ids.replies, "SchedulerQueueDLQ", 2, "Scheduler")
 			if a.PriorityConcurrency > 0 {
-				check(ids.lane, ids.laneDLQ, a.PriorityConcurrency)
+				check(ids.lane, ids.laneDLQ, a.PriorityConcurrency, ids.function)
 			} else if _, ok := queues[ids.lane]; ok {
 				t.Errorf("%s: agent %s has a lane it did not ask for", name, a.Name)
 			}
@@ -174,7 +178,7 @@ func TestAgentFunctions(t *testing.T) {
 	builtin := func(name, url, lane string, workflows bool) map[string]string {
 		env := map[string]string{
 			"SAS_AGENT_NAME":          name,
-			"SAS_SCHEDULER_QUEUE_URL": "SchedulerQueue",
+			"SAS_SCHEDULER_QUEUE_URL": idsOf(name).replies, // its own reply queue
 			"SAS_AGENT_QUEUE_URL":     idsOf(name).queue,
 		}
 		if url != "" {
@@ -246,13 +250,13 @@ func TestAgentQueuesReachSchedulerAndSupervisor(t *testing.T) {
 		want := map[string]workflow.AgentQueues{}
 		urls := map[string]agentQueue{}
 		for _, a := range s.props.Agents {
-			q := workflow.AgentQueues{Queue: queueNames[idsOf(a.Name).queue]}
+			q := workflow.AgentQueues{Queue: queueNames[idsOf(a.Name).queue], Replies: queueNames[idsOf(a.Name).replies]}
 			u := agentQueue{URL: idsOf(a.Name).queue}
 			if a.PriorityConcurrency > 0 {
 				q.PriorityQueue = queueNames[idsOf(a.Name).lane]
 				u.PriorityURL = idsOf(a.Name).lane
 			}
-			if q.Queue == "" || (a.PriorityConcurrency > 0) != (q.PriorityQueue != "") {
+			if q.Queue == "" || q.Replies == "" || (a.PriorityConcurrency > 0) != (q.PriorityQueue != "") {
 				t.Errorf("%s: agent %s's queues are not named: %v", name, a.Name, queueNames)
 			}
 			want[a.Name] = q
@@ -298,7 +302,7 @@ func TestPerAgentLeastPrivilege(t *testing.T) {
 				own = append(own, ids.lane)
 			}
 			sort.Strings(own)
-			queues = append(queues, own...)
+			queues = append(queues, append(own, ids.replies)...)
 			want := map[string][]string{
 				"logs:CreateLogStream":        {ids.logs},
 				"logs:PutLogEvents":           {ids.logs},
@@ -306,7 +310,7 @@ func TestPerAgentLeastPrivilege(t *testing.T) {
 				"sqs:DeleteMessage":           own,
 				"sqs:GetQueueAttributes":      own,
 				"sqs:ChangeMessageVisibility": own,
-				"sqs:SendMessage":             {"SchedulerQueue"},
+				"sqs:SendMessage":             {ids.replies}, // its own reply queue, no other
 			}
 			if a.Auth != nil { // TestAgentAuthSecretReadableByThatAgentAlone
 				want["ssm:GetParameter"] = []string{a.Auth.SecretARN}

@@ -63,9 +63,9 @@ func Example() {
 		fmt.Println("SAS_WORKFLOWS_FILE:", env["SAS_WORKFLOWS_FILE"])
 	}
 	// Output:
-	// queues: 12
+	// queues: 14
 	// functions: 4
-	// event sources: 6
+	// event sources: 8
 	// roles: 4
 	// payments has a lane: true
 	// flights has a lane: false

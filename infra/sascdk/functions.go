@@ -196,8 +196,10 @@ func (s *SAS) functions() {
 		res := s.agents[i]
 		scope := res.scope
 		env := map[string]string{
-			envAgentName:         a.Name,
-			envSchedulerQueueURL: *s.schedulerQ.QueueUrl(),
+			envAgentName: a.Name,
+			// Its replies go to its own reply queue, whatever the SDK
+			// calls it (docs/trust.md, "A reply queue per agent").
+			envSchedulerQueueURL: *res.Replies.QueueUrl(),
 			// Its own queue: a request left without an outcome gets a short
 			// visibility backoff there (docs/protocol.md, "Agent").
 			envAgentQueueURL: *res.Queue.QueueUrl(),
@@ -315,6 +317,18 @@ func (s *SAS) eventSources() {
 		if res.PriorityQueue != nil {
 			wire("FromPriorityQueue", res.Function, res.PriorityQueue, a.PriorityConcurrency)
 		}
+		// The scheduler reads the agent's replies with a mapping of its
+		// own, in the agent's scope (its nested stack, if any), capped at
+		// replyConcurrency: a flood on one agent's queue takes that share
+		// and no other agent's (docs/trust.md, "A reply queue per agent").
+		awslambda.NewEventSourceMapping(res.scope, jsii.String("SchedulerFromReplies"), &awslambda.EventSourceMappingProps{
+			Target:                  s.scheduler.Function,
+			EventSourceArn:          res.Replies.QueueArn(),
+			BatchSize:               jsii.Number(batchSize),
+			MaxBatchingWindow:       seconds(batchingWindow),
+			ReportBatchItemFailures: jsii.Bool(true),
+			MaxConcurrency:          jsii.Number(replyConcurrency),
+		})
 	}
 }
 

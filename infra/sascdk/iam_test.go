@@ -206,11 +206,11 @@ func TestLeastPrivilegePerFunction(t *testing.T) {
 			"dynamodb:UpdateItem":           tables,
 			"dynamodb:ConditionCheckItem":   tables,
 			"dynamodb:Query":                {"OrdersTable", "StateTable", index},
-			"sqs:ReceiveMessage":            {"ControlQueue", "IntakeQueue", "SchedulerQueue"},
-			"sqs:DeleteMessage":             {"ControlQueue", "IntakeQueue", "SchedulerQueue"},
-			"sqs:GetQueueAttributes":        {"ControlQueue", "IntakeQueue", "SchedulerQueue"},
-			"sqs:ChangeMessageVisibility":   {"ControlQueue", "IntakeQueue", "SchedulerQueue"},
-			"sqs:SendMessage":               {"AgentpaymentsQueue", "ControlQueue", "IntakeQueue", "SchedulerQueue"},
+			"sqs:ReceiveMessage":            {"AgentpaymentsReplies", "ControlQueue", "IntakeQueue", "SchedulerQueue"},
+			"sqs:DeleteMessage":             {"AgentpaymentsReplies", "ControlQueue", "IntakeQueue", "SchedulerQueue"},
+			"sqs:GetQueueAttributes":        {"AgentpaymentsReplies", "ControlQueue", "IntakeQueue", "SchedulerQueue"},
+			"sqs:ChangeMessageVisibility":   {"AgentpaymentsReplies", "ControlQueue", "IntakeQueue", "SchedulerQueue"},
+			"sqs:SendMessage":               {"AgentpaymentsQueue", "AgentpaymentsReplies", "ControlQueue", "IntakeQueue", "SchedulerQueue"},
 			"sns:Publish":                   {"AlertTopic"},
 			"kms:Decrypt":                   {"AlertKey"},
 			"kms:GenerateDataKey":           {"AlertKey"},
@@ -224,7 +224,7 @@ func TestLeastPrivilegePerFunction(t *testing.T) {
 			"sqs:DeleteMessage":           {"AgentpaymentsQueue"},
 			"sqs:GetQueueAttributes":      {"AgentpaymentsQueue"},
 			"sqs:ChangeMessageVisibility": {"AgentpaymentsQueue"},
-			"sqs:SendMessage":             {"SchedulerQueue"},
+			"sqs:SendMessage":             {"AgentpaymentsReplies"},
 		},
 		"SupervisorRole": {
 			"logs:CreateLogStream": {"SupervisorLogs"},
@@ -234,7 +234,7 @@ func TestLeastPrivilegePerFunction(t *testing.T) {
 			"dynamodb:UpdateItem":  {"StateTable"},
 			"sqs:SendMessage":      {"ControlQueue"},
 			// The backlog check reads the depth of these two, and no more.
-			"sqs:GetQueueAttributes": {"AgentpaymentsQueue", "SchedulerQueue"},
+			"sqs:GetQueueAttributes": {"AgentpaymentsQueue", "AgentpaymentsReplies", "SchedulerQueue"},
 			"sns:Publish":            {"AlertTopic"},
 			"kms:Decrypt":            {"AlertKey"},
 			"kms:GenerateDataKey":    {"AlertKey"},
@@ -252,7 +252,7 @@ func TestLeastPrivilegePerFunction(t *testing.T) {
 	// the backlog check needs.
 	for name, s := range map[string]*synthesized{"default": def, "variant": variant} {
 		g := s.grants(t, "SupervisorRole")
-		if got, want := g["sqs:GetQueueAttributes"], []string{"AgentpaymentsQueue", "SchedulerQueue"}; !reflect.DeepEqual(got, want) {
+		if got, want := g["sqs:GetQueueAttributes"], []string{"AgentpaymentsQueue", "AgentpaymentsReplies", "SchedulerQueue"}; !reflect.DeepEqual(got, want) {
 			t.Errorf("%s supervisor sqs:GetQueueAttributes on %v, want %v", name, got, want)
 		}
 		for a := range g {
@@ -274,7 +274,7 @@ func TestLeastPrivilegePerFunction(t *testing.T) {
 	// Reply queues: the variant's scheduler may post to exactly the listed
 	// ARNs (prefix included) besides its own two queues.
 	got := variant.grants(t, "SchedulerRole")["sqs:SendMessage"]
-	wantSend := append([]string{"AgentpaymentsQueue", "ControlQueue", "IntakeQueue", "SchedulerQueue"}, replyQueueARNs...)
+	wantSend := append([]string{"AgentpaymentsQueue", "AgentpaymentsReplies", "ControlQueue", "IntakeQueue", "SchedulerQueue"}, replyQueueARNs...)
 	sort.Strings(wantSend)
 	if !reflect.DeepEqual(got, wantSend) {
 		t.Errorf("variant scheduler SendMessage on %v, want %v", got, wantSend)

@@ -55,14 +55,18 @@ func newQueueNames(s *SAS) queueNames {
 	return queueNames{prefix: part + "-" + hex.EncodeToString(h[:])[:8] + "-"}
 }
 
-// queue is the name of an agent's queue or, with lane, its priority lane.
-// An agent name that does not fit, or has characters SQS does not allow
-// (a dot), is cut and given a hash of its own, so names stay unique.
-func (n queueNames) queue(agent string, lane bool) string {
-	suffix := ""
-	if lane {
-		suffix = "-lane"
-	}
+// Suffixes of an agent's queue names (queueNames.queue): its request
+// queue has none.
+const (
+	laneSuffix    = "-lane"
+	repliesSuffix = "-replies"
+)
+
+// queue is the name of an agent's queue with suffix: "" its request queue,
+// laneSuffix its priority lane, repliesSuffix its reply queue. An agent
+// name that does not fit, or has characters SQS does not allow (a dot), is
+// cut and given a hash of its own, so names stay unique.
+func (n queueNames) queue(agent, suffix string) string {
 	part := notQueueNameChars.ReplaceAllString(agent, "_")
 	room := maxQueueName - len(n.prefix) - len(suffix)
 	if part != agent || len(part) > room {
@@ -100,9 +104,9 @@ func (s *SAS) deploymentFile() ([]byte, error) {
 		},
 	}
 	for _, a := range s.p.Agents {
-		q := workflow.AgentQueues{Queue: s.names.queue(a.Name, false)}
+		q := workflow.AgentQueues{Queue: s.names.queue(a.Name, ""), Replies: s.names.queue(a.Name, repliesSuffix)}
 		if a.PriorityConcurrency > 0 {
-			q.PriorityQueue = s.names.queue(a.Name, true)
+			q.PriorityQueue = s.names.queue(a.Name, laneSuffix)
 		}
 		d.Agents[a.Name] = q
 	}

@@ -46,8 +46,13 @@ const (
 	maxReceiveCount = sizing.MaxReceiveCount
 	batchSize       = 10
 	batchingWindow  = time.Second
-	// schedulerConcurrency caps each of the scheduler's two event sources.
+	// schedulerConcurrency caps each of the scheduler's shared event
+	// sources (intake, scheduler and control queues).
 	schedulerConcurrency = 10
+	// replyConcurrency caps the scheduler's event source on each agent's
+	// reply queue: Lambda's least MaximumConcurrency, so that one agent's
+	// flood takes two invocations and no more.
+	replyConcurrency = 2
 )
 
 // SAS is the construct: the queues, the state store, the scheduler, the
@@ -95,9 +100,13 @@ type AgentResources struct {
 	// PriorityQueue is the priority lane and PriorityDLQ its dead-letter
 	// queue; both nil without PriorityConcurrency.
 	PriorityQueue, PriorityDLQ awssqs.Queue
-	Function                   awslambda.Function
-	Role                       awsiam.Role
-	Logs                       awslogs.LogGroup
+	// Replies takes the agent's replies, reports and requeues, and only
+	// its own (docs/trust.md, "A reply queue per agent"); its dead letters
+	// go to the scheduler queue's DLQ.
+	Replies  awssqs.Queue
+	Function awslambda.Function
+	Role     awsiam.Role
+	Logs     awslogs.LogGroup
 
 	scope constructs.Construct // Agent-<name>
 }

@@ -26,15 +26,18 @@ var sourceQueues = map[string]struct{ dlq, consumer string }{
 	"SchedulerQueue":     {"SchedulerQueueDLQ", "Scheduler"},
 	"ControlQueue":       {"ControlQueueDLQ", "Scheduler"},
 	"AgentpaymentsQueue": {"AgentpaymentsQueueDLQ", "AgentpaymentsFunction"},
+	// An agent's replies: its own queue, dead letters with the scheduler
+	// queue's (docs/trust.md, "A reply queue per agent").
+	"AgentpaymentsReplies": {"SchedulerQueueDLQ", "Scheduler"},
 }
 
 func TestResourceCounts(t *testing.T) {
 	def, _ := stacks(t)
 	for typ, n := range map[string]float64{
-		"AWS::SQS::Queue":                     8, // four queues, four DLQs
+		"AWS::SQS::Queue":                     9, // four queues, four DLQs, the agent's reply queue
 		"AWS::DynamoDB::Table":                2,
 		"AWS::Lambda::Function":               3,
-		"AWS::Lambda::EventSourceMapping":     4,
+		"AWS::Lambda::EventSourceMapping":     5,
 		"AWS::Events::Rule":                   1,
 		"AWS::SNS::Topic":                     1,
 		"AWS::CloudWatch::Alarm":              4 + 3 + 1 + 1 + 1 + 1, // DLQs, errors, stuck step, supervisor not running, give-up rate, owed too long
@@ -46,7 +49,7 @@ func TestResourceCounts(t *testing.T) {
 		"Custom::LogRetention":                0, // retention is set on our own log groups
 		"AWS::IAM::ManagedPolicy":             0,
 		"AWS::DynamoDB::GlobalTable":          0,
-		"AWS::SQS::QueuePolicy":               8, // TLS-only guards; the control and scheduler queues' sender lists
+		"AWS::SQS::QueuePolicy":               9, // TLS-only guards and fences, one per queue
 		"AWS::SecretsManager::Secret":         1, // the signing key
 		"AWS::SecretsManager::ResourcePolicy": 0, // rejected by the emulators: IAM alone (docs/trust.md)
 		"AWS::KMS::Key":                       1, // the alert topic's
@@ -369,7 +372,7 @@ func TestFunctionEnvironment(t *testing.T) {
 			"SAS_REQUIRE_SIGNED_REPLIES": "true",
 		}),
 		// No tables: the agent never touches the state store.
-		"AgentpaymentsFunction": {"SAS_SCHEDULER_QUEUE_URL": "SchedulerQueue", "SAS_AGENT_QUEUE_URL": "AgentpaymentsQueue", "SAS_AGENT_NAME": "payments", "SAS_WORKFLOWS_FILE": "workflows.json"},
+		"AgentpaymentsFunction": {"SAS_SCHEDULER_QUEUE_URL": "AgentpaymentsReplies", "SAS_AGENT_QUEUE_URL": "AgentpaymentsQueue", "SAS_AGENT_NAME": "payments", "SAS_WORKFLOWS_FILE": "workflows.json"},
 		"Supervisor": merge(tables, alerts, routing, map[string]string{
 			"SAS_SCHEDULER_QUEUE_URL": "SchedulerQueue",
 			"SAS_CONTROL_QUEUE_URL":   "ControlQueue",
@@ -415,6 +418,7 @@ func TestEventSourceMappings(t *testing.T) {
 	sort.Strings(wired)
 	if want := []string{
 		"AgentpaymentsQueue→AgentpaymentsFunction max 20",
+		"AgentpaymentsReplies→Scheduler max 2",
 		"ControlQueue→Scheduler max 10",
 		"IntakeQueue→Scheduler max 10",
 		"SchedulerQueue→Scheduler max 10",

@@ -22,10 +22,6 @@ const queueMaxMessageBytes = 256 * 1024
 // encrypted with SQS-managed keys (no KMS grants needed) and refusing plain
 // HTTP.
 func (s *SAS) queue(scope constructs.Construct, id, name string, visibility time.Duration) (awssqs.Queue, awssqs.Queue) {
-	var queueName *string
-	if name != "" {
-		queueName = jsii.String(name)
-	}
 	dlq := awssqs.NewQueue(scope, jsii.String(id+"DLQ"), &awssqs.QueueProps{
 		Encryption: awssqs.QueueEncryption_SQS_MANAGED,
 		EnforceSSL: jsii.Bool(true),
@@ -36,7 +32,16 @@ func (s *SAS) queue(scope constructs.Construct, id, name string, visibility time
 		MaxMessageSizeBytes: jsii.Number(queueMaxMessageBytes),
 		RemovalPolicy:       s.p.RemovalPolicy,
 	})
-	q := awssqs.NewQueue(scope, jsii.String(id), &awssqs.QueueProps{
+	return s.queueTo(scope, id, name, visibility, dlq), dlq
+}
+
+// queueTo creates a queue whose dead letters go to dlq.
+func (s *SAS) queueTo(scope constructs.Construct, id, name string, visibility time.Duration, dlq awssqs.Queue) awssqs.Queue {
+	var queueName *string
+	if name != "" {
+		queueName = jsii.String(name)
+	}
+	return awssqs.NewQueue(scope, jsii.String(id), &awssqs.QueueProps{
 		QueueName:         queueName,
 		Encryption:        awssqs.QueueEncryption_SQS_MANAGED,
 		EnforceSSL:        jsii.Bool(true),
@@ -52,7 +57,6 @@ func (s *SAS) queue(scope constructs.Construct, id, name string, visibility time
 		DeadLetterQueue:     &awssqs.DeadLetterQueue{Queue: dlq, MaxReceiveCount: jsii.Number(maxReceiveCount)},
 		RemovalPolicy:       s.p.RemovalPolicy,
 	})
-	return q, dlq
 }
 
 func (s *SAS) queues() {
@@ -84,10 +88,15 @@ func (s *SAS) queues() {
 		vis := sizing.LambdaVisibility(s.p.agentTimeout(a))
 		// Named, so that the deployment file can name them at synth
 		// (queueNames).
-		res.Queue, res.DLQ = s.queue(scope, "Queue", s.names.queue(a.Name, false), vis)
+		res.Queue, res.DLQ = s.queue(scope, "Queue", s.names.queue(a.Name, ""), vis)
 		if a.PriorityConcurrency > 0 {
-			res.PriorityQueue, res.PriorityDLQ = s.queue(scope, "PriorityQueue", s.names.queue(a.Name, true), vis)
+			res.PriorityQueue, res.PriorityDLQ = s.queue(scope, "PriorityQueue", s.names.queue(a.Name, laneSuffix), vis)
 		}
+		// Its replies: a queue of its own, which the scheduler reads as
+		// from this agent alone (docs/trust.md, "A reply queue per
+		// agent"); dead letters to the scheduler queue's DLQ, as replies
+		// always went.
+		res.Replies = s.queueTo(scope, "Replies", s.names.queue(a.Name, repliesSuffix), sizing.SchedulerVisibility, s.schedDLQ)
 		s.agents = append(s.agents, res)
 	}
 }

@@ -66,9 +66,15 @@ func TestWhoMaySendWhere(t *testing.T) {
 		if !reflect.DeepEqual(got, want) {
 			t.Errorf("%s: the control queue takes messages from %v, want %v", tc.name, got, want)
 		}
-		got = tc.s.senderList(t, "AWS::SQS::QueuePolicy", "PolicyDocument", "OnlyAgentsSend", queuePolicyOf("SchedulerQueue"))
+		got = tc.s.senderList(t, "AWS::SQS::QueuePolicy", "PolicyDocument", "OnlySchedulerSends", queuePolicyOf("SchedulerQueue"))
+		if want := []string{"SchedulerRole"}; !reflect.DeepEqual(got, want) {
+			t.Errorf("%s: the scheduler queue takes messages from %v, want %v (each agent replies on its own queue)", tc.name, got, want)
+		}
+		// Each agent's reply queue: that agent, and the scheduler's
+		// renewed copies (issue 29, F-13).
+		got = tc.s.senderList(t, "AWS::SQS::QueuePolicy", "PolicyDocument", "OnlyItsAgentSends", queuePolicyOf("AgentpaymentsReplies"))
 		if want := []string{"AgentpaymentsRole", "SchedulerRole"}; !reflect.DeepEqual(got, want) {
-			t.Errorf("%s: the scheduler queue takes messages from %v, want %v", tc.name, got, want)
+			t.Errorf("%s: payments' reply queue takes messages from %v, want %v", tc.name, got, want)
 		}
 	}
 
@@ -216,7 +222,7 @@ func TestAgentAuthSecretReadableByThatAgentAlone(t *testing.T) {
 		"sqs:DeleteMessage":           {"AgentpaymentsQueue"},
 		"sqs:GetQueueAttributes":      {"AgentpaymentsQueue"},
 		"sqs:ChangeMessageVisibility": {"AgentpaymentsQueue"},
-		"sqs:SendMessage":             {"SchedulerQueue"},
+		"sqs:SendMessage":             {"AgentpaymentsReplies"},
 	}
 	want := merge2(base, map[string][]string{
 		"secretsmanager:GetSecretValue": {authSecretARN},
@@ -418,12 +424,13 @@ func TestEveryQueueFenced(t *testing.T) {
 		for _, a := range s.props.Agents {
 			ids := idsOf(a.Name)
 			consumers[ids.queue] = []string{ids.role}
+			consumers[ids.replies] = []string{"SchedulerRole"}
 			if a.PriorityConcurrency > 0 {
 				consumers[ids.lane] = []string{ids.role}
 			}
 		}
 		queues := s.resources("AWS::SQS::Queue")
-		if len(queues) < 2*len(consumers) {
+		if len(queues) < 2*len(consumers)-len(s.props.Agents) { // a reply queue shares the scheduler queue's DLQ
 			t.Fatalf("%s: %d queues, want a queue and a DLQ for each of %v", name, len(queues), consumers)
 		}
 		for q := range queues {

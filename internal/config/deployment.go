@@ -55,7 +55,11 @@ func (c *Config) applyDeployment(getenv Getenv, d *workflow.Deployment) error {
 			if err != nil {
 				return fmt.Errorf("%s: %w", where("agents."+name+".priorityQueue"), err)
 			}
-			c.AgentQueues.ByAgent[name] = sas.AgentQueue{URL: url, PriorityURL: lane}
+			replies, err := c.queueURL(q.Replies)
+			if err != nil {
+				return fmt.Errorf("%s: %w", where("agents."+name+".replies"), err)
+			}
+			c.AgentQueues.ByAgent[name] = sas.AgentQueue{URL: url, PriorityURL: lane, RepliesURL: replies}
 		}
 	}
 	l := d.Limits

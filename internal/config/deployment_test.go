@@ -23,7 +23,7 @@ func writeFile(t *testing.T, body string) string {
 func TestLoadDeploymentSection(t *testing.T) {
 	t.Parallel()
 	p := writeFile(t, `{"deployment": {
-		"agents": {"payments": {"queue": "s-payments", "priorityQueue": "s-payments-lane"},
+		"agents": {"payments": {"queue": "s-payments", "priorityQueue": "s-payments-lane", "replies": "s-payments-replies"},
 		           "mail": {"queue": "http://127.0.0.1:9324/000000000000/mail"}},
 		"limits": {"maxFailures": 5, "stepTimeout": "20s", "pickupTimeout": "2m", "waitLimit": "10m", "indexShards": 4}}}`)
 	c, err := Load(env(map[string]string{
@@ -32,8 +32,9 @@ func TestLoadDeploymentSection(t *testing.T) {
 	}))
 	require.NoError(t, err)
 	require.Equal(t, map[string]sas.AgentQueue{
-		"payments": {URL: "https://sqs.eu-west-1.amazonaws.com/111122223333/s-payments", PriorityURL: "https://sqs.eu-west-1.amazonaws.com/111122223333/s-payments-lane"},
-		"mail":     {URL: "http://127.0.0.1:9324/000000000000/mail"},
+		"payments": {URL: "https://sqs.eu-west-1.amazonaws.com/111122223333/s-payments", PriorityURL: "https://sqs.eu-west-1.amazonaws.com/111122223333/s-payments-lane",
+			RepliesURL: "https://sqs.eu-west-1.amazonaws.com/111122223333/s-payments-replies"},
+		"mail": {URL: "http://127.0.0.1:9324/000000000000/mail"},
 	}, c.AgentQueues.ByAgent)
 	require.Equal(t, 5, c.MaxFailures)
 	require.Equal(t, 4, c.IndexShards)

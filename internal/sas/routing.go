@@ -12,6 +12,9 @@ import (
 type AgentQueue struct {
 	URL         string `json:"url"`
 	PriorityURL string `json:"priorityUrl,omitempty"`
+	// RepliesURL is the agent's own reply queue, "" when it replies on
+	// the scheduler queue (docs/trust.md, "A reply queue per agent").
+	RepliesURL string `json:"repliesUrl,omitempty"`
 }
 
 // AgentQueues routes a step's request to its agent's queue: ByAgent

@@ -75,6 +75,9 @@ func (s *Service) handleMessage(ctx context.Context, u *outbox.Unit, from Origin
 			return drop(err, "malformed agent reply")
 		}
 		ctx = msgctx.WithTrace(ctx, m.Trace)
+		if err := fromItsAgent(from, m.Agent, "reply"); err != nil {
+			return err
+		}
 		return s.reply(ctx, u, m)
 	case sas.KindCancel:
 		return s.cancelMessage(ctx, u, from, body)
@@ -87,7 +90,7 @@ func (s *Service) handleMessage(ctx context.Context, u *outbox.Unit, from Origin
 		if !accepts(from.Source, h.Kind, m.Requeue) {
 			return refuseSource(from, h.Kind)
 		}
-		return s.retry(ctx, u, m)
+		return s.retry(withReplyAgent(ctx, from.Agent), u, m)
 	default:
 		var m sas.Compensate
 		if err := json.Unmarshal(body, &m); err != nil {
@@ -111,6 +114,9 @@ type Handler struct {
 	// urls are the queues whose messages are renewed on their last
 	// receive, by name (renew.go).
 	urls map[string]string
+	// replies maps each agent's own reply queue, by name, to its agent
+	// (docs/trust.md, "A reply queue per agent").
+	replies map[string]string
 }
 
 // NewHandler returns the Lambda handler of a Service.
@@ -123,7 +129,15 @@ func NewHandler(svc *Service) *Handler {
 			urls[sas.QueueName(u)] = u
 		}
 	}
-	return &Handler{svc: svc, log: svc.log, intake: sas.QueueName(svc.cfg.IntakeQueueURL), control: sas.QueueName(svc.cfg.ControlQueueURL), urls: urls}
+	replies := map[string]string{}
+	for agent, q := range svc.cfg.AgentQueues.ByAgent {
+		if q.RepliesURL != "" {
+			urls[sas.QueueName(q.RepliesURL)] = q.RepliesURL // renewed into itself
+			replies[sas.QueueName(q.RepliesURL)] = agent
+		}
+	}
+	return &Handler{svc: svc, log: svc.log, intake: sas.QueueName(svc.cfg.IntakeQueueURL), control: sas.QueueName(svc.cfg.ControlQueueURL),
+		urls: urls, replies: replies}
 }
 
 // origin tells which queue a record came from by its eventSourceARN, and
@@ -136,6 +150,8 @@ func (h *Handler) origin(rec events.SQSMessage) Origin {
 		o.Source = FromIntake
 	case name == h.control:
 		o.Source = FromControl
+	default:
+		o.Agent = h.replies[name]
 	}
 	return o
 }

@@ -47,9 +47,15 @@ func (s *Service) retry(ctx context.Context, u *outbox.Unit, m sas.Retry) error 
 	}
 	now := s.cfg.Clock.Now()
 	if m.Requeue {
-		// Only a request the scheduler sent for this attempt (trust.go).
+		// Only a request the scheduler sent for this attempt (trust.go),
+		// handed back by its own agent.
 		if err := s.requeueAuthentic(o, rec, m); err != nil {
 			return err
+		}
+		if m.Step < o.n() {
+			if err := fromItsAgent(Origin{Agent: replyAgent(ctx)}, o.wf.Steps[m.Step].Agent, "requeue"); err != nil {
+				return err
+			}
 		}
 		// An agent gave up on this attempt's request without an outcome:
 		// put it back in the agent queue while the attempt is current. A

@@ -45,6 +45,11 @@ type Origin struct {
 	Source    Source
 	SenderID  string // SQS attribute SenderId; "" when unknown
 	MessageID string
+	// Agent, for a message from an agent's own reply queue, is that agent:
+	// the only one whose replies, reports and requeues it may carry
+	// (docs/trust.md, "A reply queue per agent"). "" for the scheduler
+	// queue, which any agent may reply on.
+	Agent string
 	// Redelivered: SQS delivers this message again (its
 	// ApproximateReceiveCount is over 1, or it is a renewed copy): an
 	// earlier delivery may have stopped between its write and its sends,
@@ -211,4 +216,35 @@ func (s *Service) requeueAuthentic(o order, rec sas.StepRecord, m sas.Retry) err
 		return drop(err, "requeue for order %s step %d attempt %d is not a request the scheduler sent", m.OrderID, m.Step, m.Attempt)
 	}
 	return nil
+}
+
+// fromItsAgent refuses a message from an agent's own reply queue that
+// speaks for another agent (docs/trust.md, "A reply queue per agent"): the
+// queue's policy admits that agent's role alone, so a role can answer only
+// for its own steps, even with another agent's request (and signature) in
+// hand. The agent a message names is signed, so it cannot be changed to
+// pass. A message from the scheduler queue (Agent "") is not checked.
+func fromItsAgent(from Origin, agent, what string) error {
+	if from.Agent == "" || agent == from.Agent {
+		return nil
+	}
+	return drop(nil, "%s for agent %q on agent %q's reply queue (sender %s): an agent's queue carries its own replies only", what, agent, from.Agent, from.SenderID)
+}
+
+type replyAgentKey struct{}
+
+// withReplyAgent notes in ctx the agent whose reply queue the message came
+// from ("": not an agent's own queue), for a requeue, which names no agent
+// of its own: its step's agent is checked once the order is read.
+func withReplyAgent(ctx context.Context, agent string) context.Context {
+	if agent == "" {
+		return ctx
+	}
+	return context.WithValue(ctx, replyAgentKey{}, agent)
+}
+
+// replyAgent is the agent withReplyAgent noted, or "".
+func replyAgent(ctx context.Context) string {
+	a, _ := ctx.Value(replyAgentKey{}).(string)
+	return a
 }

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/sas-go/sas/agent"
 	"github.com/sas-go/sas/examples/travel/inventory"
@@ -26,14 +27,27 @@ type Suppliers struct {
 // trip to it is refused at the hotel step, and its flight released.
 const FullHotel = "full"
 
+// SlowHotel is the hotel of the demo suppliers that takes SlowHold to
+// confirm a room: a trip to it has its hotel step in flight that long, time
+// enough to cancel the trip while the step runs (the cancel lets it settle,
+// then releases the room and the flight).
+const SlowHotel = "slow"
+
+// SlowHold is how long SlowHotel takes to confirm, well within the hotel
+// step's 30 s timeout.
+const SlowHold = 8 * time.Second
+
 // DemoSuppliers are the suppliers the example runs with, in memory: 100
 // seats on every flight, 50 rooms in every hotel but FullHotel, which has
-// none, and 20 cars of every class. Deployed, each instance of the agent's
-// function has its own: a demo, not a booking system.
+// none, and 20 cars of every class; SlowHotel answers after SlowHold.
+// Deployed, each instance of the agent's function has its own: a demo, not
+// a booking system.
 func DemoSuppliers() Suppliers {
+	hotels := inventory.New("hotels", map[string]int{FullHotel: 0}, 50)
+	hotels.SetSlow(SlowHotel, SlowHold)
 	return Suppliers{
 		Airline: inventory.New("airline", nil, 100),
-		Hotels:  inventory.New("hotels", map[string]int{FullHotel: 0}, 50),
+		Hotels:  hotels,
 		Cars:    inventory.New("cars", nil, 20),
 	}
 }
@@ -49,7 +63,7 @@ func Agent(s Suppliers, opts ...agent.Option) *agent.Agent {
 
 // hold holds the item of the payload that item picks, under the step's key.
 func hold(inv *inventory.Inventory, what string, item func(trip.Payload) string) agent.Func {
-	return func(_ context.Context, req agent.Request) (any, error) {
+	return func(ctx context.Context, req agent.Request) (any, error) {
 		var p trip.Payload
 		if err := req.DecodePayload(&p); err != nil {
 			return nil, err // permanent: it will never decode
@@ -58,7 +72,7 @@ func hold(inv *inventory.Inventory, what string, item func(trip.Payload) string)
 		if name == "" {
 			return nil, agent.Permanent(fmt.Errorf("the order names no %s", what))
 		}
-		h, err := inv.Hold(req.IdempotencyKey, name)
+		h, err := inv.HoldCtx(ctx, req.IdempotencyKey, name)
 		switch {
 		case errors.Is(err, inventory.ErrSoldOut):
 			// The supplier's answer, not an incident: the trip is rejected

@@ -16,9 +16,11 @@
 package inventory
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 )
 
 var (
@@ -46,9 +48,10 @@ type Inventory struct {
 	def       int // the stock of an item not in stock
 	answers   map[string]answer
 	released  map[string]bool
-	held      int      // holds in force
-	dropped   int      // answers still to lose (DropAnswers)
-	cancelled []string // references given back by Cancel
+	held      int                      // holds in force
+	dropped   int                      // answers still to lose (DropAnswers)
+	slow      map[string]time.Duration // how long an item's hold takes (SetSlow)
+	cancelled []string                 // references given back by Cancel
 }
 
 // answer is the stored outcome of a key's hold.
@@ -152,6 +155,36 @@ func (i *Inventory) DropAnswers(n int) {
 	i.mu.Lock()
 	defer i.mu.Unlock()
 	i.dropped = n
+}
+
+// SetSlow makes every hold of item take d before it answers (HoldCtx): a
+// supplier that is slow to confirm, so that a step holding it is in flight
+// long enough to be watched, or cancelled, while it runs.
+func (i *Inventory) SetSlow(item string, d time.Duration) {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	if i.slow == nil {
+		i.slow = map[string]time.Duration{}
+	}
+	i.slow[item] = d
+}
+
+// HoldCtx is Hold after the item's slowness (SetSlow), or ctx's error if
+// ctx ends first, with nothing held.
+func (i *Inventory) HoldCtx(ctx context.Context, key, item string) (Hold, error) {
+	i.mu.Lock()
+	d := i.slow[item]
+	i.mu.Unlock()
+	if d > 0 {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-ctx.Done():
+			return Hold{}, ctx.Err()
+		case <-t.C:
+		}
+	}
+	return i.Hold(key, item)
 }
 
 // Left is how many of item are left.

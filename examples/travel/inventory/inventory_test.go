@@ -1,7 +1,9 @@
 package inventory_test
 
 import (
+	"context"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -85,4 +87,24 @@ func TestCancelByReference(t *testing.T) {
 	_, err = inv.Hold("o-1:1", "Ritz")
 	require.NoError(t, err, "the key's stored answer")
 	require.Zero(t, inv.Held(), "a repeated hold of a cancelled booking takes nothing")
+}
+
+func TestASlowItemHoldsOnlyOnceItAnswers(t *testing.T) {
+	t.Parallel()
+	inv := inventory.New("hotels", nil, 5)
+	inv.SetSlow("slow", time.Hour)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err := inv.HoldCtx(ctx, "o-1:1", "slow")
+	require.ErrorIs(t, err, context.Canceled, "a call that ends before the answer")
+	require.Equal(t, 0, inv.Held(), "holds nothing")
+
+	inv.SetSlow("slow", time.Millisecond)
+	h, err := inv.HoldCtx(context.Background(), "o-1:1", "slow")
+	require.NoError(t, err)
+	require.Equal(t, "slow", h.Item)
+	require.Equal(t, 1, inv.Held())
+	h2, err := inv.HoldCtx(context.Background(), "o-2:1", "Ritz")
+	require.NoError(t, err, "an item not made slow answers at once")
+	require.Equal(t, "Ritz", h2.Item)
 }
