@@ -185,3 +185,31 @@ func TestAnAgentTokenStepsUndoSeesItsCompletionsResult(t *testing.T) {
 	require.True(t, undo.Compensation)
 	require.JSONEq(t, `{"paymentId":"p-9"}`, string(undo.Results["pay"]), "the undo sees the step's result")
 }
+
+// A failure from outside claims the step's own undo in its handling; when
+// that handling stops before the undo's request goes out, the failure's
+// redelivery sends it (found by the simulator, seed 2044: the late
+// completion path sent nothing, and the supervisor never re-sends a
+// request that may still be queued). A twin of the failure sends nothing.
+func TestAFailureFromOutsideRedeliveredSendsTheUndoItClaimed(t *testing.T) {
+	t.Parallel()
+	f, h := agentTokenFixture(t)
+	req := f.payRequest(h, "o-redo")
+	fail := completion(req.Token, sas.OutcomeFailed, "", "card declined")
+	ev := f.event(fail)
+	ev.Records[0].EventSourceARN = intakeARN
+	f.failNextSends(f.agentURL, 1)
+	require.Len(t, f.handleWith(h, ev), 1, "the undo's send failed: the failure is redelivered")
+	require.Equal(t, sas.Compensating, f.step("o-redo", 1).ProcessState, "its undo claimed")
+	require.Empty(t, f.requests())
+
+	f.clock.Advance(time.Second)
+	f.from(h, intakeARN, completion(req.Token, sas.OutcomeFailed, "", "declined again"))
+	require.Empty(t, f.requests(), "another message sends nothing")
+
+	require.Empty(t, f.handleWith(h, ev), "the redelivery")
+	undo := f.request()
+	require.True(t, undo.Compensation)
+	require.Equal(t, 1, undo.Step)
+	require.Equal(t, 2, undo.Attempt, "the undo the first delivery claimed")
+}
