@@ -67,6 +67,15 @@ func TestValidate(t *testing.T) {
 	if err := validProps().Validate(); err != nil {
 		t.Fatalf("valid props: %v", err)
 	}
+	// A callback step and a wait step without an agent name none.
+	waits := validProps()
+	waits.Workflows = []workflow.Workflow{{Name: "w", Steps: []workflow.Step{
+		{Name: "approve", Callback: &workflow.Callback{Timeout: workflow.Duration(time.Hour)}},
+		{Name: "cool-off", Wait: &workflow.Wait{For: workflow.Duration(time.Hour)}},
+		step("pay", "payments", 20*time.Second)}}}
+	if err := waits.Validate(); err != nil {
+		t.Fatalf("steps without an agent: %v", err)
+	}
 	dir := customDir(t)
 	with := func(f func(*Props)) Props {
 		p := validProps()
