@@ -5,8 +5,6 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
-
-	"github.com/sas-go/sas/internal/dev/sim"
 )
 
 // Agent-issued tokens and operators' completions by name are exercised
@@ -18,20 +16,7 @@ import (
 // rules hold: no run fails).
 func TestAgentTokensAndNamedCompletionsAreExercised(t *testing.T) {
 	t.Parallel()
-	counts := map[string]int{}
-	for seed := int64(1); seed <= 60; seed++ {
-		cfg := sim.ForSeed(seed)
-		cfg.Callbacks = true
-		res := sim.Run(cfg)
-		require.False(t, res.Failed(), res.Summary(60))
-		for _, l := range res.Trace {
-			for what, sign := range agentTokenSigns {
-				if sign.MatchString(l) {
-					counts[what]++
-				}
-			}
-		}
-	}
+	counts := callbackSeedsCount(t, agentTokenSigns)
 	t.Logf("agent-token and named completion events over 60 seeds: %v", counts)
 	for what := range agentTokenSigns {
 		require.Positive(t, counts[what], "no seed of 60 %s", what)

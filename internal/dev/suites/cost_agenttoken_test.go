@@ -21,18 +21,10 @@ import (
 func agentTokenWorkflow(t *testing.T) sas.Registry {
 	t.Helper()
 	const timeout = 5 * time.Second
-	r, err := registry.Default(timeout)
-	require.NoError(t, err)
-	all := []sas.Workflow{{Name: "confirmed", Steps: []sas.StepDef{
+	return besideTheReference(t, timeout, sas.Workflow{Name: "confirmed", Steps: []sas.StepDef{
 		{Name: "pay", Agent: registry.PaymentsAgent, Action: "POST /payments", Timeout: timeout, Callback: &sas.Callback{Timeout: 24 * time.Hour}},
 		{Name: "ship", Agent: registry.PaymentsAgent, Action: "POST /shipments", Timeout: timeout},
-	}}}
-	for _, x := range r {
-		all = append(all, x)
-	}
-	out, err := sas.NewRegistry(all...)
-	require.NoError(t, err)
-	return out
+	}})
 }
 
 // TestCostOfAnAgentTokenStep counts what an order with an agent-token step
