@@ -213,3 +213,31 @@ func TestAFailureFromOutsideRedeliveredSendsTheUndoItClaimed(t *testing.T) {
 	require.Equal(t, 1, undo.Step)
 	require.Equal(t, 2, undo.Attempt, "the undo the first delivery claimed")
 }
+
+// A cancel lands while the agent-token step is in flight: the step settles
+// by its completion, which claims the step's own undo (cancelledDone); when
+// that handling stops before the undo's request goes out, the completion's
+// redelivery sends it (the simulator's seed 3651).
+func TestACancelledAgentTokenStepsCompletionRedeliveredSendsItsUndo(t *testing.T) {
+	t.Parallel()
+	f, h := agentTokenFixture(t)
+	req := f.payRequest(h, "o-cx")
+	f.from(h, intakeARN, sas.Encode(sas.Cancel{V: sas.MessageVersion, Kind: sas.KindCancel, OrderID: "o-cx", Reason: "changed my mind"}))
+	require.True(t, f.step("o-cx", 1).Cancelled, "marked, let to settle")
+	require.Equal(t, sas.Processing, f.step("o-cx", 1).ProcessState)
+	require.Empty(t, f.requests())
+
+	ev := f.event(completion(req.Token, sas.OutcomeDone, `{"paymentId":"p-x"}`, ""))
+	ev.Records[0].EventSourceARN = intakeARN
+	f.failNextSends(f.agentURL, 1)
+	require.Len(t, f.handleWith(h, ev), 1, "the undo's send failed: the completion is redelivered")
+	require.Equal(t, sas.Compensating, f.step("o-cx", 1).ProcessState, "settled, and its own undo claimed")
+	require.Empty(t, f.requests())
+
+	f.clock.Advance(time.Second)
+	require.Empty(t, f.handleWith(h, ev), "the redelivery")
+	undo := f.request()
+	require.True(t, undo.Compensation)
+	require.Equal(t, 1, undo.Step)
+	require.Equal(t, 2, undo.Attempt)
+}
