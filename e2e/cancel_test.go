@@ -49,9 +49,21 @@ func cancelInFlight(t *testing.T, ctx context.Context, e approvalEnv) {
 	if _, err := e.sqs.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(e.intake), MessageBody: aws.String(cancel)}); err != nil {
 		t.Fatalf("cancel: sending the cancel: %v", err)
 	}
-	until(t, id+" cancelled, its effects undone", func() bool {
+	// Done when its submitter hears "cancelled", which the scheduler posts
+	// once nothing is left to undo. The store's view alone reads Cancelled
+	// for the moment between the hotel's completion and its undo's claim,
+	// two writes (cancelledDone, then the compensation's first claim).
+	heard := func() bool {
+		for _, st := range e.read()[id] {
+			if st.Status == sas.StatusCancelled {
+				return true
+			}
+		}
+		return false
+	}
+	until(t, id+" cancelled, its effects undone and its submitter told", func() bool {
 		v := read()
-		return v.State() == sas.Cancelled && v.Settled()
+		return heard() && v.State() == sas.Cancelled && v.Settled()
 	})
 	v := read()
 	for i, want := range []sas.ProcessState{sas.Compensated, sas.Compensated, sas.Pending, sas.Pending} {

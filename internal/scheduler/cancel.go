@@ -176,6 +176,15 @@ func (s *Service) afterCancel(ctx context.Context, u *outbox.Unit, o order, now 
 	return s.undoIfSettled(ctx, u, o, now)
 }
 
+// afterCancelReread reads the order's steps again and goes on with the
+// cancellation (afterCancel), after a write of it lost to another's.
+func (s *Service) afterCancelReread(ctx context.Context, u *outbox.Unit, o order, now time.Time) error {
+	if err := s.read(ctx, &o); err != nil {
+		return err
+	}
+	return s.afterCancel(ctx, u, o, now)
+}
+
 // endCancelledWait ends the wait of a cancelled order's callback or wait
 // step (sas.StepDef.Agentless). No agent holds it and nothing of it runs
 // that could settle it by itself, so the cancel does not wait for its
@@ -194,10 +203,14 @@ func (s *Service) endCancelledWait(ctx context.Context, u *outbox.Unit, o order,
 		failed, err = own, nil // committed; its retry lost to it
 	}
 	if errors.Is(err, sas.ErrLostRace) {
-		// A completion, or the supervisor at the deadline, moved it first:
-		// whoever did goes on (a completion finds the mark).
-		s.log.InfoContext(ctx, "cancelled callback step moved meanwhile: left to whoever moved it", "order", o.id(), "step", r.Step, "err", err)
-		return nil
+		// A completion, the supervisor at the deadline, or another
+		// handler of this cancel moved it first. Whoever did may have read
+		// this handler's own step still in flight and left the undos to
+		// it (deep sweep seed 13298), so read again and go on: if all has
+		// settled the undos start here; their claims are fenced, so two
+		// handlers that both start them start them once.
+		s.log.InfoContext(ctx, "cancelled callback step moved meanwhile: reading the order again", "order", o.id(), "step", r.Step, "err", err)
+		return s.afterCancelReread(ctx, u, o, now)
 	}
 	if err != nil {
 		return fmt.Errorf("ending the wait of cancelled step %s: %w", r.Key(), err)
@@ -218,8 +231,8 @@ func (s *Service) turnAway(ctx context.Context, u *outbox.Unit, o order, r sas.S
 		got, err = own, nil
 	}
 	if errors.Is(err, sas.ErrLostRace) {
-		s.log.InfoContext(ctx, "cancelled step moved meanwhile: left to whoever moved it", "order", o.id(), "step", r.Step, "err", err)
-		return nil
+		s.log.InfoContext(ctx, "cancelled step moved meanwhile: reading the order again", "order", o.id(), "step", r.Step, "err", err)
+		return s.afterCancelReread(ctx, u, o, now) // as endCancelledWait's
 	}
 	if err != nil {
 		return fmt.Errorf("turning away cancelled step %s: %w", r.Key(), err)

@@ -1,6 +1,8 @@
 package scheduler_test
 
 import (
+	"context"
+	"sync"
 	"testing"
 	"time"
 
@@ -106,4 +108,73 @@ func TestABranchCompletingAcrossACancelsMarkClaimsNothing(t *testing.T) {
 	ss := f.statuses()
 	require.Equal(t, sas.StatusCancelled, ss[len(ss)-1].Status)
 	require.Equal(t, "c", ss[len(ss)-1].Step)
+}
+
+// failRaceStore runs hook once, before the first Fail of step.
+type failRaceStore struct {
+	sas.StateStore
+	step int
+	once sync.Once
+	hook func()
+}
+
+func (s *failRaceStore) Fail(ctx context.Context, p sas.FailParams) (sas.StepRecord, error) {
+	if p.Key.Step == s.step {
+		s.once.Do(s.hook)
+	}
+	return s.StateStore.Fail(ctx, p)
+}
+
+// Deep sweep seed 13298: a cancel lands on a branch in flight (b, an
+// agent's) and a branch waiting for a completion (c). The cancel's handler
+// ends c's wait and, having read b in flight, leaves the undos to b's
+// settling. b's reply, handled at the same time, completes b, reads c
+// still waiting and ends its wait too, but loses that write to the
+// cancel's: it must read again and start the undos, since everything has
+// settled. It took the loss for "whoever moved it goes on", and nothing
+// undid a and b.
+func TestACancelledWaitEndedByAnotherHandlerStillStartsTheUndos(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	reg, err := registry.FromDefinitions([]workflow.Workflow{{Name: "fork-cb", Steps: []workflow.Step{
+		{Name: "a", Agent: "x", Action: "POST /a", Undo: "POST /a/undo", Timeout: workflow.Duration(stepTimeout)},
+		{Name: "b", Agent: "x", Action: "POST /b", Undo: "POST /b/undo", Timeout: workflow.Duration(stepTimeout), After: []string{"a"}},
+		{Name: "c", Callback: &workflow.Callback{Timeout: workflow.Duration(time.Hour)}, After: []string{"a"}},
+	}}})
+	require.NoError(t, err)
+	f.svc = f.newServiceWith(owner, reg, sas.AgentQueues{Default: f.agentURL})
+	f.h = schedulerHandler(f.svc)
+	f.deliver(intake("o-13298", "fork-cb", f.replyURL))
+	f.deliver(done(f.request()))
+	b := f.request()
+	require.Equal(t, "b", b.StepName)
+
+	// The cancel's marks, and its handler's end of c's wait, which the
+	// hook makes just before b's handler tries the same.
+	for _, i := range []int{1, 2} {
+		r := f.step("o-13298", i)
+		_, err := f.mem.Cancel(f.ctx, sas.CancelParams{Key: r.Key(), From: sas.Processing, Attempt: r.Attempt, Now: f.clock.Now(), Actor: "operator:alice"})
+		require.NoError(t, err)
+	}
+	rs := &failRaceStore{StateStore: f.calls, step: 2}
+	rs.hook = func() {
+		c := f.step("o-13298", 2)
+		// A moment before b's handler: a write of another's, not its own.
+		_, err := f.mem.Fail(f.ctx, sas.FailParams{Key: c.Key(), Owner: c.LockedBy, Attempt: c.Attempt, Now: f.clock.Now().Add(-time.Millisecond), Reason: "the cancel's handler ends the wait"})
+		require.NoError(t, err)
+	}
+	racing := f.newServiceConfig("scheduler-3", reg, sas.AgentQueues{Default: f.agentURL}, func(c *scheduler.Config) { c.Store = rs })
+	require.NoError(t, racing.Reply(f.ctx, signedReply(b, sas.OutcomeDone, "")))
+	require.Equal(t, sas.Compensating, f.step("o-13298", 1).ProcessState, "b settled last: its handler starts the undos")
+	require.Equal(t, sas.Error, f.step("o-13298", 2).ProcessState)
+
+	require.Equal(t, []int{1, 0}, f.undoAll(), "b's settling, the last, starts the undos: b, then a")
+	v := f.view("o-13298")
+	require.Equal(t, sas.Cancelled, v.State())
+	require.True(t, v.Settled())
+	ss := f.statuses()
+	require.Equal(t, sas.StatusCancelled, ss[len(ss)-1].Status)
+	for _, a := range f.alerts.all() {
+		require.Contains(t, a.ID, "/waiting/", "a cancel pages nobody: only people told that c waits")
+	}
 }
