@@ -82,7 +82,7 @@ func (a *Agent) Run(ctx context.Context, req Request) Outcome {
 	res, err := r.Run(ctx, sas.AgentRequest{
 		OrderID: req.OrderID, Workflow: req.Workflow, Version: req.Version, StepName: req.Step, Step: req.StepIndex, Attempt: req.Attempt,
 		IdempotencyKey: req.IdempotencyKey, Payload: req.Payload, Compensation: req.Undo, Action: req.Action,
-		Priority: req.Priority, Tries: req.Tries, Agent: a.name, Results: req.Results,
+		Priority: req.Priority, Tries: req.Tries, Agent: a.name, Results: req.Results, Token: req.Token,
 	})
 	var pe *agenthost.PermanentError
 	var re *agenthost.RedeliveryError

@@ -137,6 +137,11 @@ type AgentRequest struct {
 	// none returned anything, and from an older scheduler. Not echoed in
 	// the reply, and so not signed.
 	Results Results `json:"results,omitempty"`
+	// Token, on the request of an agent-token step (StepDef.AgentToken),
+	// is the step's completion token: the agent hands it to the outside
+	// world, whose completion with it completes the step (docs/protocol.md,
+	// "Agent-issued tokens"). Not echoed, and so not signed.
+	Token string `json:"token,omitempty"`
 	// Trace is the order's trace context, a W3C traceparent (trace.go):
 	// optional, absent in a message from a build before traces.
 	Trace string `json:"trace,omitempty"`

@@ -100,6 +100,9 @@ func (s *Service) reply(ctx context.Context, u *outbox.Unit, rep sas.AgentReply)
 		// which its due time ends (timer.go).
 		return drop(nil, "agent reply for order %s step %d: a step with no agent takes no agent reply", rep.OrderID, rep.Step)
 	}
+	if rep.Step < o.n() && o.wf.Steps[rep.Step].AgentToken() && !rep.Compensation && s.agentAnswered(ctx, rep) {
+		return nil // its completion completes it, never its agent's answer (agenttoken.go)
+	}
 	return s.applyReply(ctx, u, o, rep)
 }
 
@@ -131,7 +134,10 @@ func (s *Service) apply(ctx context.Context, u *outbox.Unit, o order, rep sas.Ag
 	}
 	// An agent that could not carry its step's result says so: a failure
 	// whose effect happened (its undo is owed).
-	effect := rep.Outcome == sas.OutcomeFailed && rep.ErrorType == sas.ErrorResultTooLarge && !undo
+	// So does an agent-token step's failure, by its agent or from
+	// outside: its agent was asked to start the work (agenttoken.go).
+	effect := rep.Outcome == sas.OutcomeFailed && !undo &&
+		(rep.ErrorType == sas.ErrorResultTooLarge || o.wf.Steps[rep.Step].AgentToken())
 	if rep.Outcome == sas.OutcomeDone && !undo {
 		// A result over its bounds fails its step, whose effect happened
 		// (results.go): as a failed reply, so that a duplicate of it is
@@ -351,10 +357,11 @@ func (s *Service) refused(ctx context.Context, u *outbox.Unit, o order, rep sas.
 			return nil
 		}
 	}
-	if rep.Outcome == sas.OutcomeDone && !rep.Compensation && lateFor(cur, rep) && !o.wf.Steps[rep.Step].Agentless() {
+	if rep.Outcome == sas.OutcomeDone && !rep.Compensation && lateFor(cur, rep) && !o.wf.Steps[rep.Step].Outside() {
 		// (A completion from outside that lost its race is late: it
-		// changes nothing, callback.go. Nothing ran that could have an
-		// effect to note.)
+		// changes nothing, callback.go. Its step is undone if it failed
+		// or was given up: an agent-token step's agent ran, and owes its
+		// undo then, agenttoken.go.)
 		return s.lateSuccess(ctx, u, o, rep, cur, now)
 	}
 	if rep.Outcome == sas.OutcomeFailed && cur.ProcessState == sas.Compensating &&
@@ -471,7 +478,7 @@ func (s *Service) lateSuccess(ctx context.Context, u *outbox.Unit, o order, rep 
 func (s *Service) claimParams(o order, r sas.StepRecord, from sas.ProcessState, now time.Time) *sas.ClaimParams {
 	return &sas.ClaimParams{
 		Key: r.Key(), From: from, Attempt: r.Attempt, Owner: s.cfg.Owner, Now: now,
-		CompleteBy: s.leaseEnd(o.wf.Steps[r.Step], 0, now),
+		CompleteBy: s.leaseEnd(o.wf.Steps[r.Step], from != sas.Pending, 0, now),
 	}
 }
 

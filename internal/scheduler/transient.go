@@ -88,7 +88,7 @@ func (s *Service) transientOn(ctx context.Context, u *outbox.Unit, o order, rep 
 			if !cur.WaitingSince.IsZero() {
 				due = cur.WaitingSince
 			}
-			wait := max(due.Sub(s.leaseEnd(def, 0, now)), 0)
+			wait := max(due.Sub(s.leaseEnd(def, undo, 0, now)), 0)
 			s.dispatchAfter(ctx, u, o, def, cur, wait)
 		}
 		return nil, nil
@@ -219,7 +219,7 @@ func (s *Service) attemptFailed(ctx context.Context, u *outbox.Unit, o order, re
 // it then (a failure counted, as for any stranded step).
 func (s *Service) reattempt(ctx context.Context, u *outbox.Unit, o order, r sas.StepRecord, def sas.StepDef, wait time.Duration, now time.Time) error {
 	cp := *s.claimParams(o, r, r.ProcessState, now)
-	cp.CompleteBy = s.leaseEnd(def, wait, now)
+	cp.CompleteBy = s.leaseEnd(def, r.ProcessState != sas.Pending, wait, now)
 	claimed, err := s.cfg.Store.Claim(ctx, cp)
 	if own, ok := sas.OwnClaim(err, cp); ok {
 		claimed, err = own, nil
