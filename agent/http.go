@@ -33,6 +33,13 @@ const (
 	maxKeyBusyBackoff = 2 * time.Second
 )
 
+// TaskTokenHeader is the header in which the HTTP agent hands a step's
+// completion token (Request.Token) to the service it calls. A header, not
+// a body field, so that the body stays the same on every attempt (each
+// attempt has a token of its own) and a service's idempotency check on
+// the body is not upset by a new token.
+const TaskTokenHeader = "X-Sas-Task-Token"
+
 // HTTP returns an agent named name whose every step is one HTTP call to the
 // service at baseURL, made with client (an *HTTPClient):
 //
@@ -45,7 +52,9 @@ const (
 //     and the step, so every retry and redelivery sends the same bytes
 //     under the same key;
 //   - headers: Idempotency-Key (the request's), Content-Type and Accept
-//     application/json;
+//     application/json, and, for a step that waits for the service to
+//     complete it (Request.Token), X-Sas-Task-Token (TaskTokenHeader):
+//     the service completes the step with it (package completion);
 //   - the result: the service's answer (JSON as it is, other text as a
 //     JSON string);
 //   - a 4xx is a permanent failure whose reason quotes the service's error
@@ -147,6 +156,9 @@ func (h *httpStep) run(ctx context.Context, req Request) (any, error) {
 	call := HTTPCall{
 		Endpoint: h.base, Method: act.Method, Path: act.Path, Body: body, IdempotencyKey: req.IdempotencyKey,
 		Header: http.Header{"Content-Type": {"application/json"}, "Accept": {"application/json"}}, Undo: req.Undo,
+	}
+	if req.Token != "" {
+		call.Header.Set(TaskTokenHeader, req.Token)
 	}
 	for n := 0; ; n++ {
 		res, err := h.client.Do(ctx, call)

@@ -74,6 +74,16 @@ type Request struct {
 	// Index is Item's position in the list, from 0; 0 when Item is nil.
 	Index int
 
+	// Token, for a step that waits for the outside world after its agent
+	// starts the work (a callback step with an agent: docs/agents.md,
+	// "Steps that hand out a token"), is the step's completion token. Hand
+	// it to the service that does the work: its completion with it
+	// (package completion, a complete message) completes the step, with
+	// its result; the Func's own result does not. Each attempt has a token
+	// of its own, and only the newest completes the step. Empty for every
+	// other step, and for an undo.
+	Token string
+
 	// nonRetryable: the names of the errors the step's retry policy does
 	// not retry (agent.Named).
 	nonRetryable []string
@@ -206,6 +216,6 @@ func requestOf(r sas.AgentRequest, deadline time.Time) Request {
 		OrderID: r.OrderID, Workflow: r.Workflow, Version: r.Version, Step: r.StepName, StepIndex: step, Attempt: r.Attempt,
 		IdempotencyKey: r.IdempotencyKey, Payload: r.Payload, Undo: r.Compensation, Action: r.Action,
 		Priority: r.Priority, Deadline: deadline, Tries: r.Tries, nonRetryable: r.NonRetryable,
-		Results: r.Results, Item: r.Item, Index: index,
+		Results: r.Results, Item: r.Item, Index: index, Token: r.Token,
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/sas-go/sas/internal/agenthost"
 	"github.com/sas-go/sas/internal/httpcall"
 	"github.com/sas-go/sas/internal/sas"
+	"github.com/sas-go/sas/internal/sizing"
 )
 
 // Status is what the handler would do with a request's run: Outcome.Status.
@@ -53,8 +54,8 @@ type Outcome struct {
 }
 
 // DefaultRunDeadline is the time Run gives a request that has no Deadline,
-// under a context without one.
-const DefaultRunDeadline = 30 * time.Second
+// under a context without one: the deployment's default step timeout.
+const DefaultRunDeadline = sizing.DefaultStepTimeout
 
 // Run runs req through a as the handler does, with no queue: the same
 // lookup of the step (or its undo), in-process retries, classification of
@@ -85,7 +86,7 @@ func (a *Agent) Run(ctx context.Context, req Request) Outcome {
 	res, err := r.Run(ctx, sas.AgentRequest{
 		OrderID: req.OrderID, Workflow: req.Workflow, Version: req.Version, StepName: req.Step, Step: step, Attempt: req.Attempt,
 		IdempotencyKey: req.IdempotencyKey, Payload: req.Payload, Compensation: req.Undo, Action: req.Action,
-		Priority: req.Priority, Tries: req.Tries, Agent: a.name, Results: req.Results, Item: req.Item,
+		Priority: req.Priority, Tries: req.Tries, Agent: a.name, Results: req.Results, Item: req.Item, Token: req.Token,
 	})
 	var pe *agenthost.PermanentError
 	var re *agenthost.RedeliveryError

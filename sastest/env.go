@@ -225,7 +225,7 @@ func NewWith(t testing.TB, opts Options, defs []workflow.Workflow, agents ...*ag
 	}
 	for _, w := range defs {
 		for _, s := range w.Steps {
-			if s.Callback == nil && s.Wait == nil && byName[s.Agent] == nil {
+			if (s.Agent != "" || s.Callback == nil && s.Wait == nil) && byName[s.Agent] == nil {
 				t.Fatalf("sastest: step %q of workflow %q names the agent %q, which is not one of the agents given (%s)",
 					s.Name, w.Name, s.Agent, agentNames(agents))
 			}

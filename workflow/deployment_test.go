@@ -85,6 +85,9 @@ func TestWriteRoundTrips(t *testing.T) {
 		{Name: "approve", Callback: &workflow.Callback{Timeout: workflow.Duration(72 * time.Hour)}},
 		{Name: "cool-off", Wait: &workflow.Wait{For: workflow.Duration(24 * time.Hour)}}, // a wait step alike
 		{Name: "pay", Agent: "payments", Action: "POST /payments", Timeout: workflow.Duration(time.Minute)},
+		// A callback step whose agent hands out its token keeps them all.
+		{Name: "confirm", Agent: "payments", Action: "POST /confirmations", Undo: "POST /refunds", Timeout: workflow.Duration(time.Minute),
+			Retry: &workflow.Retry{MaximumAttempts: 2}, Callback: &workflow.Callback{Timeout: workflow.Duration(24 * time.Hour)}},
 	}}}
 	buf.Reset()
 	require.NoError(t, workflow.Write(&buf, cb...))

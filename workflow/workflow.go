@@ -137,12 +137,18 @@ type Step struct {
 	// Empty: the step always runs.
 	When string `json:"when,omitempty"`
 	// Callback, when set, makes the step one the outside world completes
-	// (docs/workflows.md, "Callback steps"): Step Functions'
-	// .waitForTaskToken without a task. Such a step has no Agent, Action,
+	// (docs/workflows.md, "Callback steps"). Without an Agent (Step
+	// Functions' .waitForTaskToken without a task) it has no Action,
 	// Undo, Timeout, limits or retry policy: when it starts, its token goes
-	// out in a waiting status and a notification for people, and a
-	// completion with that token (package completion, `sasctl complete`)
-	// finishes it with a result, or fails or rejects it.
+	// out in a waiting status and a notification for people. With an Agent
+	// and Action (.waitForTaskToken with a task; "Agent-issued tokens"),
+	// and optionally Undo, Timeout (the agent's call, at most the
+	// callback's timeout) and Retry, its agent's request carries the token
+	// (agent.Request.Token), the agent starts the work, and its answer
+	// does not complete the step. Either way a completion with the token
+	// (package completion, `sasctl complete`) finishes it with a result,
+	// or fails or rejects it; WaitLimit and TotalLimit are refused: the
+	// callback's timeout is the step's deadline.
 	Callback *Callback `json:"callback,omitempty"`
 	// Wait, when set, makes the step a wait (docs/workflows.md, "Wait
 	// steps"): Step Functions' Wait state, Temporal's workflow.Sleep. Such
@@ -469,7 +475,10 @@ func validateStep(sp string, s Step, bad func(path, format string, args ...any))
 	}
 	if s.Callback != nil {
 		validateCallback(sp, s, bad)
-		return
+		if s.Agent == "" {
+			return
+		}
+		// An agent hands out its token: the rest is an agent step's.
 	}
 	if !namePattern.MatchString(s.Agent) {
 		bad(sp+".agent", "%q: must name an agent, 1-64 characters of A-Z a-z 0-9 . _ -", s.Agent)
@@ -539,8 +548,10 @@ func validateStep(sp string, s Step, bad func(path, format string, args ...any))
 	}
 }
 
-// validateCallback checks a callback step: its wait, and nothing that
-// only a step an agent runs has.
+// validateCallback checks a callback step: its wait, and, without an
+// agent, nothing that only a step an agent runs has; with one (its agent
+// starts the work and hands out the token), no limit that its wait's
+// deadline makes meaningless, and a call that fits in the wait.
 func validateCallback(sp string, s Step, bad func(path, format string, args ...any)) {
 	c := s.Callback
 	if c.Timeout <= 0 || c.Timeout.D() > MaxCallbackTimeout {
@@ -549,13 +560,27 @@ func validateCallback(sp string, s Step, bad func(path, format string, args ...a
 	if c.Heartbeat < 0 || c.Heartbeat > c.Timeout {
 		bad(sp+".callback.heartbeat", "%s: must be 0 (none) or at most the timeout %s", c.Heartbeat.D(), c.Timeout.D())
 	}
+	if s.Agent != "" {
+		for _, f := range []struct {
+			field string
+			set   bool
+		}{{"waitLimit", s.WaitLimit != 0}, {"totalLimit", s.TotalLimit != 0}} {
+			if f.set {
+				bad(sp+"."+f.field, "a callback step has none: its deadline is its callback.timeout, counted from its start")
+			}
+		}
+		if s.Timeout > c.Timeout {
+			bad(sp+".timeout", "%s: the agent's call must fit in the callback's wait of %s, which counts from the step's start", s.Timeout.D(), c.Timeout.D())
+		}
+		return
+	}
 	for _, f := range []struct {
 		field string
 		set   bool
-	}{{"agent", s.Agent != ""}, {"action", s.Action != ""}, {"undo", s.Undo != ""}, {"timeout", s.Timeout != 0},
+	}{{"action", s.Action != ""}, {"undo", s.Undo != ""}, {"timeout", s.Timeout != 0},
 		{"waitLimit", s.WaitLimit != 0}, {"totalLimit", s.TotalLimit != 0}, {"retry", s.Retry != nil}, {"undoRetry", s.UndoRetry != nil}} {
 		if f.set {
-			bad(sp+"."+f.field, "a callback step has none: the outside world completes it")
+			bad(sp+"."+f.field, "a callback step without an agent has none: nothing runs it, the outside world completes it")
 		}
 	}
 }

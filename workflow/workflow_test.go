@@ -63,7 +63,13 @@ var badCases = []struct {
 	{"bad backoff duration", `{"workflows": [{"name": "w", "steps": [{"name": "s", "agent": "a", "action": "x", "timeout": "1s", "retry": {"backoff": {"base": "soon"}}}]}]}`, "workflows[0].steps[0].retry.backoff.base", "not a duration", true},
 	{"unknown retry field", `{"workflows": [{"name": "w", "steps": [{"name": "s", "agent": "a", "action": "x", "timeout": "1s", "retry": {"retries": 3}}]}]}`, "workflows[0].steps[0].retry.retries", `unknown field "retries"`, true},
 	{"unknown backoff field", `{"workflows": [{"name": "w", "steps": [{"name": "s", "agent": "a", "action": "x", "timeout": "1s", "retry": {"backoff": {"min": "1s"}}}]}]}`, "workflows[0].steps[0].retry.backoff.min", `unknown field "min"`, true},
-	{"callback with an agent", `{"workflows": [{"name": "w", "steps": [{"name": "s", "agent": "a", "action": "x", "timeout": "1s", "callback": {"timeout": "72h"}}]}]}`, "workflows[0].steps[0].agent", "a callback step has none", true},
+	{"callback with an action and no agent", `{"workflows": [{"name": "w", "steps": [{"name": "s", "action": "x", "callback": {"timeout": "72h"}}]}]}`, "workflows[0].steps[0].action", "a callback step without an agent has none", true},
+	{"callback with an undo and no agent", `{"workflows": [{"name": "w", "steps": [{"name": "s", "undo": "x", "callback": {"timeout": "72h"}}]}]}`, "workflows[0].steps[0].undo", "a callback step without an agent has none", true},
+	{"callback with a retry and no agent", `{"workflows": [{"name": "w", "steps": [{"name": "s", "retry": {"maximumAttempts": 2}, "callback": {"timeout": "72h"}}]}]}`, "workflows[0].steps[0].retry", "nothing runs it", true},
+	{"callback with an agent and no action", `{"workflows": [{"name": "w", "steps": [{"name": "s", "agent": "a", "timeout": "1s", "callback": {"timeout": "72h"}}]}]}`, "workflows[0].steps[0].action", "required", true},
+	{"callback with an agent and a total limit", `{"workflows": [{"name": "w", "steps": [{"name": "s", "agent": "a", "action": "x", "timeout": "1s", "totalLimit": "1h", "callback": {"timeout": "72h"}}]}]}`, "workflows[0].steps[0].totalLimit", "its deadline is its callback.timeout", true},
+	{"callback with an agent and a wait limit", `{"workflows": [{"name": "w", "steps": [{"name": "s", "agent": "a", "action": "x", "timeout": "1s", "waitLimit": "1h", "callback": {"timeout": "72h"}}]}]}`, "workflows[0].steps[0].waitLimit", "its deadline is its callback.timeout", true},
+	{"callback's agent call longer than its wait", `{"workflows": [{"name": "w", "steps": [{"name": "s", "agent": "a", "action": "x", "timeout": "10m", "callback": {"timeout": "5m"}}]}]}`, "workflows[0].steps[0].timeout", "must fit in the callback's wait", false},
 	{"callback timeout too long", `{"workflows": [{"name": "w", "steps": [{"name": "s", "callback": {"timeout": "8761h"}}]}]}`, "workflows[0].steps[0].callback.timeout", "at most 8760h0m0s", false},
 	{"callback without a timeout", `{"workflows": [{"name": "w", "steps": [{"name": "s", "callback": {"heartbeat": "1h"}}]}]}`, "workflows[0].steps[0].callback.timeout", "more than 0", true},
 	{"callback heartbeat past its timeout", `{"workflows": [{"name": "w", "steps": [{"name": "s", "callback": {"timeout": "1h", "heartbeat": "2h"}}]}]}`, "workflows[0].steps[0].callback.heartbeat", "at most the timeout", false},
@@ -149,4 +155,21 @@ func TestCallbackStepParses(t *testing.T) {
 		{"name": "pay", "agent": "payments", "action": "POST /payments", "timeout": "30s"}]}]}`))
 	require.NoError(t, err)
 	require.Equal(t, &workflow.Callback{Timeout: workflow.Duration(720 * time.Hour), Heartbeat: workflow.Duration(24 * time.Hour)}, ws[0].Steps[0].Callback)
+}
+
+// A callback step with an agent (its agent starts the work and hands out
+// the token) takes an action, an undo, the agent's call's timeout and a
+// retry policy beside its wait.
+func TestAgentTokenStepParses(t *testing.T) {
+	t.Parallel()
+	ws, err := workflow.Parse("shop.json", []byte(`{"workflows": [{"name": "shop", "steps": [
+		{"name": "pay", "agent": "payments", "action": "POST /payments", "undo": "POST /refunds", "timeout": "30s",
+		 "retry": {"maximumAttempts": 2}, "callback": {"timeout": "24h", "heartbeat": "1h"}}]}]}`))
+	require.NoError(t, err)
+	s := ws[0].Steps[0]
+	require.Equal(t, "payments", s.Agent)
+	require.Equal(t, "POST /refunds", s.Undo)
+	require.Equal(t, workflow.Duration(30*time.Second), s.Timeout)
+	require.Equal(t, 2, s.Retry.MaximumAttempts)
+	require.Equal(t, &workflow.Callback{Timeout: workflow.Duration(24 * time.Hour), Heartbeat: workflow.Duration(time.Hour)}, s.Callback)
 }

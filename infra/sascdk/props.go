@@ -292,16 +292,16 @@ func (p Props) withDefaults() Props {
 		p.RemovalPolicy = awscdk.RemovalPolicy_RETAIN
 	}
 	if p.IndexShards == 0 {
-		p.IndexShards = 8
+		p.IndexShards = sizing.DefaultIndexShards
 	}
 	if p.MaxFailures == 0 {
-		p.MaxFailures = 3
+		p.MaxFailures = sizing.DefaultMaxAttempts
 	}
 	if p.StepTimeout == 0 {
-		p.StepTimeout = 30 * time.Second
+		p.StepTimeout = sizing.DefaultStepTimeout
 	}
 	if p.PickupTimeout == 0 {
-		p.PickupTimeout = 60 * time.Second
+		p.PickupTimeout = sizing.DefaultPickupTimeout
 	}
 	if p.StuckStepAlarmAge == 0 {
 		p.StuckStepAlarmAge = 5 * time.Minute

@@ -67,6 +67,15 @@ func TestValidate(t *testing.T) {
 	if err := validProps().Validate(); err != nil {
 		t.Fatalf("valid props: %v", err)
 	}
+	// A callback step and a wait step without an agent name none.
+	waits := validProps()
+	waits.Workflows = []workflow.Workflow{{Name: "w", Steps: []workflow.Step{
+		{Name: "approve", Callback: &workflow.Callback{Timeout: workflow.Duration(time.Hour)}},
+		{Name: "cool-off", Wait: &workflow.Wait{For: workflow.Duration(time.Hour)}},
+		step("pay", "payments", 20*time.Second)}}}
+	if err := waits.Validate(); err != nil {
+		t.Fatalf("steps without an agent: %v", err)
+	}
 	dir := customDir(t)
 	with := func(f func(*Props)) Props {
 		p := validProps()
@@ -130,6 +139,11 @@ func TestValidate(t *testing.T) {
 		"no workflows":    {with(func(p *Props) { p.Workflows = []workflow.Workflow{} }), "workflows: at least one workflow is required"},
 		"reference agent": {with(func(p *Props) { p.Agents[0].Name = "pay" }), `their steps go to the agent "payments", which is not an agent of this deployment (agents: pay)`},
 		"unknown agent":   {with(func(p *Props) { p.Workflows = trip }), `workflows[0].steps[1].agent: "flights" is not an agent of this deployment (agents: payments)`},
+		"unknown callback step's agent": {with(func(p *Props) {
+			confirm := step("confirm", "flights", time.Minute)
+			confirm.Callback = &workflow.Callback{Timeout: workflow.Duration(time.Hour)}
+			p.Workflows = []workflow.Workflow{{Name: "w", Steps: []workflow.Step{confirm}}}
+		}), `workflows[0].steps[0].agent: "flights" is not an agent of this deployment (agents: payments)`},
 		"timeout < workflow step": {with(func(p *Props) {
 			p.Workflows = []workflow.Workflow{{Name: "w", Steps: []workflow.Step{step("pay", "payments", 5*time.Minute)}}}
 			p.Agents[0].Timeout = time.Minute

@@ -228,7 +228,7 @@ func (p Props) validateAgents(ws []workflow.Workflow, checkSteps bool) []error {
 	}
 	for i, w := range ws {
 		for j, s := range w.Steps {
-			if s.Callback == nil && !names[s.Agent] { // a callback step has no agent
+			if (s.Agent != "" || s.Callback == nil && s.Wait == nil) && !names[s.Agent] { // a callback or wait step may have no agent
 				errs = append(errs, &workflow.FieldError{
 					File:   p.WorkflowsFile,
 					Path:   fmt.Sprintf("workflows[%d].steps[%d].agent", i, j),

@@ -11,6 +11,7 @@ import (
 
 	"github.com/sas-go/sas/internal/metrics"
 	"github.com/sas-go/sas/internal/sas"
+	"github.com/sas-go/sas/internal/sizing"
 )
 
 // Runner runs one attempt of one step for one agent. It returns the result
@@ -56,7 +57,7 @@ const (
 	DefaultMaxDeliveries = 3
 	// DefaultMaxReceives is the agent queues' maxReceiveCount in the CDK
 	// construct.
-	DefaultMaxReceives = 5
+	DefaultMaxReceives = sizing.MaxReceiveCount
 )
 
 // Config configures a Service.

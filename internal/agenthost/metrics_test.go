@@ -75,7 +75,7 @@ func TestAgentPublishesQueueWaitExecutionTimeAndOutcome(t *testing.T) {
 		require.Equal(t, "payment", l.root["Workflow"])
 		require.Equal(t, w.step, l.root["Step"])
 		require.Equal(t, "payments", l.root["Agent"])
-		require.Equal(t, w.orderID, l.root["orderId"])
+		require.Equal(t, w.orderID, l.root["order"])
 		got := map[string]float64{}
 		for name, unit := range l.units {
 			got[name] = l.root[name].(float64)

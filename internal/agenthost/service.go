@@ -208,11 +208,12 @@ func (s *Service) emit(log *slog.Logger, m inbound, ran run, out *outgoing) {
 	if q, ok := queued.Milliseconds(); ok {
 		ms = append(ms, metrics.Metric{Name: metrics.QueueWait, Unit: metrics.Milliseconds, Value: float64(q)})
 	}
-	props := map[string]any{"orderId": req.OrderID, "step": req.Step, "attempt": req.Attempt, "messageId": m.messageID}
+	l := metrics.Line{Time: ran.start, Dimensions: sets, Dims: dims, Metrics: ms,
+		Properties: map[string]any{"order": req.OrderID, "step": req.Step, "attempt": req.Attempt, "messageId": m.messageID}}
 	if t := sas.TraceID(req.Trace); t != "" {
-		props["traceId"] = t
+		l.Properties["traceId"] = t
 	}
-	if err := s.metrics.Emit(metrics.Line{Time: ran.start, Dimensions: sets, Dims: dims, Metrics: ms, Properties: props}); err != nil {
+	if err := s.metrics.Emit(l); err != nil {
 		log.Warn("agent: metrics line not written", "err", err.Error())
 	}
 }

@@ -12,9 +12,9 @@ import (
 )
 
 // BuiltinAttemptTimeout bounds one try of the built-in agent's HTTP calls,
-// so a hung connection costs one try and not the whole step. A setting of
-// the design, not of the deployment.
-const BuiltinAttemptTimeout = 10 * time.Second
+// so a hung connection costs one try and not the whole step: the SDK's
+// default. A setting of the design, not of the deployment.
+const BuiltinAttemptTimeout = agent.DefaultAttemptTimeout
 
 // Hosting is how an agent handler is run beyond the system's parts; the
 // zero value is the deployment's.

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sas-go/sas/internal/sas"
+	"github.com/sas-go/sas/internal/sizing"
 )
 
 // Config is everything the functions and tools read from the environment.
@@ -143,16 +144,16 @@ func Load(getenv Getenv) (Config, error) {
 	if err != nil {
 		return c, err
 	}
-	if c.IndexShards, err = intVar(getenv, "SAS_INDEX_SHARDS", 8); err != nil {
+	if c.IndexShards, err = intVar(getenv, "SAS_INDEX_SHARDS", sizing.DefaultIndexShards); err != nil {
 		return c, err
 	}
-	if c.MaxFailures, err = intVar(getenv, "SAS_MAX_FAILURES", 3); err != nil {
+	if c.MaxFailures, err = intVar(getenv, "SAS_MAX_FAILURES", sizing.DefaultMaxAttempts); err != nil {
 		return c, err
 	}
-	if c.StepTimeout, err = durVar(getenv, "SAS_STEP_TIMEOUT", 30*time.Second); err != nil {
+	if c.StepTimeout, err = durVar(getenv, "SAS_STEP_TIMEOUT", sizing.DefaultStepTimeout); err != nil {
 		return c, err
 	}
-	if c.PickupTimeout, err = durVar(getenv, "SAS_PICKUP_TIMEOUT", time.Minute); err != nil {
+	if c.PickupTimeout, err = durVar(getenv, "SAS_PICKUP_TIMEOUT", sizing.DefaultPickupTimeout); err != nil {
 		return c, err
 	}
 	if c.WaitLimit, err = durVar(getenv, "SAS_WAIT_LIMIT", 0); err != nil {

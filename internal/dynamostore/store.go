@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/sas-go/sas/internal/sas"
+	"github.com/sas-go/sas/internal/sizing"
 )
 
 // API is the part of the DynamoDB client the store uses. Tests wrap it to
@@ -59,7 +60,7 @@ func New(db API, cfg Config) (*Store, error) {
 		cfg.OrdersIndexName = DefaultOrdersIndexName
 	}
 	if cfg.Shards <= 0 {
-		cfg.Shards = 8
+		cfg.Shards = sizing.DefaultIndexShards
 	}
 	if cfg.OrdersTable == "" || cfg.StateTable == "" {
 		return nil, &sas.ValidationError{Field: "tables", Reason: "both the orders and the state table must be named"}

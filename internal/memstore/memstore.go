@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/sas-go/sas/internal/sas"
+	"github.com/sas-go/sas/internal/sizing"
 )
 
 // Config configures a Store.
@@ -41,7 +42,7 @@ var _ sas.StateStore = (*Store)(nil)
 // New returns an empty store.
 func New(cfg Config) *Store {
 	if cfg.Shards <= 0 {
-		cfg.Shards = 8
+		cfg.Shards = sizing.DefaultIndexShards
 	}
 	return &Store{
 		shards: cfg.Shards,

@@ -20,7 +20,7 @@ func TestEncodeIsEmbeddedMetricFormat(t *testing.T) {
 	sets, dims := Step("greet", "", "shop", []string{DimAgent})
 	b := Encode(Line{Time: at, Dimensions: sets, Dims: dims,
 		Metrics:    []Metric{{Name: QueueWait, Unit: Milliseconds, Value: 1500}, {Name: AgentDone, Unit: Count, Value: 1}},
-		Properties: map[string]any{"orderId": "o-1"}})
+		Properties: map[string]any{"order": "o-1"}})
 	require.Equal(t, byte('\n'), b[len(b)-1], "one line")
 	var doc map[string]any
 	require.NoError(t, json.Unmarshal(b, &doc))
@@ -33,7 +33,7 @@ func TestEncodeIsEmbeddedMetricFormat(t *testing.T) {
 	require.Equal(t, float64(1500), doc["QueueWait"])
 	require.Equal(t, "greet", doc["Workflow"])
 	require.Equal(t, "unknown", doc["Step"], "CloudWatch takes no empty dimension value")
-	require.Equal(t, "o-1", doc["orderId"], "a property, not a dimension")
+	require.Equal(t, "o-1", doc["order"], "a property, not a dimension")
 }
 
 func TestEmitterSkipsEmptyLinesAndNilWriters(t *testing.T) {

@@ -10,11 +10,13 @@ import (
 )
 
 // Steps the outside world completes (docs/protocol.md, "Callback steps").
-// A callback step has no agent: when it is claimed the scheduler sends no
-// request, it hands out a token instead (in a waiting status to the
+// A callback step without an agent: when it is claimed the scheduler sends
+// no request, it hands out a token instead (in a waiting status to the
 // submitter and an alert-like notification for people), and the step waits,
 // its lease's deadline in the deadline index, until a completion with that
-// token arrives or the supervisor gives it up at its timeout.
+// token arrives or the supervisor gives it up at its timeout. A callback
+// step with an agent (AgentToken) sends its agent the token in the request
+// instead, and waits the same way.
 
 // MaxCallbackTimeout is the longest a callback step may wait for its
 // completion (a year, as Lambda durable functions allow).
@@ -51,21 +53,32 @@ func (c Callback) check() error {
 	return nil
 }
 
-// checkCallback holds a callback step to its shape: a name, no agent,
-// action or undo (nothing runs it, so nothing undoes it), and a timeout
-// within MaxCallbackTimeout.
+// checkCallback holds a callback step to its shape: a name and a timeout
+// within MaxCallbackTimeout. Without an agent it has no action or undo
+// (nothing runs it, so nothing undoes it). With one (an agent-issued token:
+// AgentToken) the agent's call must fit in the wait.
 func (s StepDef) checkCallback() error {
 	switch {
 	case s.Name == "":
 		return errors.New("a callback step needs a name")
-	case s.Agent != "" || s.Action != "" || s.Undo != "":
-		return errors.New("a callback step has no agent, action or undo: the outside world completes it")
+	case s.Agent == "" && (s.Action != "" || s.Undo != ""):
+		return errors.New("a callback step without an agent has no action or undo: nothing would run them")
+	case s.Agent != "" && s.Callback != nil && s.Timeout > s.Callback.Timeout:
+		return fmt.Errorf("the agent's call (timeout %s) must fit in the callback's wait (%s), which counts from the step's start", s.Timeout, s.Callback.Timeout)
 	}
 	return s.Callback.check()
 }
 
-// Outside reports whether the step is completed from outside (no agent).
+// Outside reports whether the step is completed from outside: a callback
+// step, with or without an agent.
 func (s StepDef) Outside() bool { return s.Callback != nil }
+
+// AgentToken reports whether the step is a callback step whose agent
+// starts the work and hands its token on (Step Functions'
+// .waitForTaskToken with a task; docs/protocol.md, "Agent-issued
+// tokens"): its request carries the token, the agent's done answer does
+// not complete it, a completion does.
+func (s StepDef) AgentToken() bool { return s.Callback != nil && s.Agent != "" }
 
 // ErrBadToken is a completion token that does not decode or whose
 // signature does not match: guessed, forged, or cut.

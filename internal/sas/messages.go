@@ -142,6 +142,11 @@ type AgentRequest struct {
 	// absent on every other request. Not echoed in the reply: the reply's
 	// step names the element.
 	Item json.RawMessage `json:"item,omitempty"`
+	// Token, on the request of an agent-token step (StepDef.AgentToken),
+	// is the step's completion token: the agent hands it to the outside
+	// world, whose completion with it completes the step (docs/protocol.md,
+	// "Agent-issued tokens"). Not echoed, and so not signed.
+	Token string `json:"token,omitempty"`
 	// Trace is the order's trace context, a W3C traceparent (trace.go):
 	// optional, absent in a message from a build before traces.
 	Trace string `json:"trace,omitempty"`

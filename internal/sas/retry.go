@@ -5,13 +5,15 @@ import (
 	"hash/fnv"
 	"math"
 	"time"
+
+	"github.com/sas-go/sas/internal/sizing"
 )
 
 // Defaults of a RetryPolicy (docs/workflows.md, "Retry policy"). The
 // deployment may change the first three (SAS_MAX_FAILURES, and the
 // supervisor's backoff); a step's definition may change all of them.
 const (
-	DefaultMaxAttempts        = 3
+	DefaultMaxAttempts        = sizing.DefaultMaxAttempts
 	DefaultInitialInterval    = 5 * time.Second
 	DefaultMaxInterval        = 15 * time.Minute // SQS's longest delay: the wait is a message's delay
 	DefaultBackoffCoefficient = 2.0

@@ -81,9 +81,9 @@ func (s StepDef) checkTimer() error {
 	return s.Timer.check()
 }
 
-// Agentless reports whether no agent runs the step: a callback step or a
-// wait step.
-func (s StepDef) Agentless() bool { return s.Callback != nil || s.Timer != nil }
+// Agentless reports whether no agent runs the step: a callback step
+// without an agent, or a wait step.
+func (s StepDef) Agentless() bool { return (s.Callback != nil && s.Agent == "") || s.Timer != nil }
 
 // DueOf is a held wait step's due time as its record keeps it: its lease,
 // or, once a sweep found it due and moved its next look on (Wait), the

@@ -54,8 +54,10 @@ type StepDef struct {
 	// for the first step), which is how a straight line is written.
 	After []int
 	// Callback, when set, makes the step one the outside world completes:
-	// it has no agent, no action and no undo, and waits up to
-	// Callback.Timeout for a completion (callback.go).
+	// it waits up to Callback.Timeout from its claim for a completion
+	// (callback.go). Without an Agent it has no action and no undo; with
+	// one (AgentToken), its agent starts the work with the step's token
+	// in its request, Timeout bounding that call.
 	Callback *Callback
 	// Timer, when set, makes the step a wait: it has no agent, no action
 	// and no undo, and ends when its due time passes (timer.go).

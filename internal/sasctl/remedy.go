@@ -4,9 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/sas-go/sas/internal/sas"
+	"github.com/sas-go/sas/internal/sizing"
 )
 
 func (a *App) resubmit(ctx context.Context, args []string) error {
@@ -161,7 +161,7 @@ func (a *App) Refusal(ctx context.Context, r sas.StepRecord) error { return a.re
 // fenced write, then the retry on the control queue. Check Refusal first.
 func (a *App) ResubmitStep(ctx context.Context, r sas.StepRecord) error {
 	if a.PickupTimeout == 0 {
-		a.PickupTimeout = time.Minute
+		a.PickupTimeout = sizing.DefaultPickupTimeout
 	}
 	if a.Clock == nil {
 		a.Clock = sas.SystemClock{}

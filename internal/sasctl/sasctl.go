@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/sas-go/sas/internal/sas"
+	"github.com/sas-go/sas/internal/sizing"
 )
 
 // App holds what the commands need.
@@ -81,7 +82,7 @@ func (a *App) Run(ctx context.Context, args []string) error {
 		a.Clock = sas.SystemClock{}
 	}
 	if a.PickupTimeout == 0 {
-		a.PickupTimeout = time.Minute
+		a.PickupTimeout = sizing.DefaultPickupTimeout
 	}
 	if a.Actor == "" {
 		a.Actor = "operator"

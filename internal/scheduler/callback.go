@@ -93,6 +93,14 @@ func (s *Service) completion(ctx context.Context, u *outbox.Unit, from Origin, b
 	again := rec.Attempt == t.Attempt && rec.Generation == t.Generation &&
 		((rec.ProcessState == sas.Processed && m.Outcome == sas.OutcomeDone) ||
 			(rec.ProcessState == sas.Error && m.Outcome == sas.OutcomeFailed && rec.FailedBy == t.Holder))
+	// An agent-token step's completion may have claimed the step's own
+	// undo (its agent may have started the work): a failure's, a success
+	// on a cancelled step's, or one whose successor failed by its
+	// condition. Its redelivery sends that undo again, as an agent's
+	// reply's does (reply.go's refused), in case its first delivery
+	// stopped before the send (agenttoken.go).
+	again = again || (def.AgentToken() && redelivered(ctx) &&
+		rec.ProcessState == sas.Compensating && rec.Attempt == t.Attempt+1 && rec.Generation == t.Generation)
 	if !waiting && !again {
 		log.WarnContext(ctx, "late completion: the step no longer waits for it; nothing changes",
 			"state", rec.ProcessState, "currentAttempt", rec.Attempt, "deadline", rec.CompleteBy)

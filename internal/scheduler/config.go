@@ -11,12 +11,13 @@ import (
 
 	"github.com/sas-go/sas/internal/alerts"
 	"github.com/sas-go/sas/internal/sas"
+	"github.com/sas-go/sas/internal/sizing"
 )
 
 // Defaults for zero Config fields.
 const (
-	DefaultStepTimeout   = 30 * time.Second
-	DefaultPickupTimeout = time.Minute
+	DefaultStepTimeout   = sizing.DefaultStepTimeout
+	DefaultPickupTimeout = sizing.DefaultPickupTimeout
 	DefaultOwedRetry     = 30 * time.Second
 )
 

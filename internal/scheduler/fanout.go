@@ -95,7 +95,7 @@ func (s *Service) startFanOut(ctx context.Context, u *outbox.Unit, o order, def 
 	now := s.cfg.Clock.Now()
 	p := sas.StartFanOutParams{Key: r.Key(), Owner: r.LockedBy, Attempt: r.Attempt, Now: now, Count: len(items), StepName: def.Name, Generation: r.Generation}
 	for i := range min(def.ForEach.Window(), len(items)) {
-		p.Claims = append(p.Claims, sas.ElementClaim{Index: i, Item: items[i], CompleteBy: s.leaseEnd(def, 0, now)})
+		p.Claims = append(p.Claims, sas.ElementClaim{Index: i, Item: items[i], CompleteBy: s.leaseEnd(def, false, 0, now)})
 	}
 	recs, err := fs.StartFanOut(ctx, p)
 	var re *sas.RaceError
@@ -175,7 +175,7 @@ func (s *Service) elementReply(ctx context.Context, u *outbox.Unit, o order, rep
 	p := sas.CompleteElementParams{Key: sas.StepKey{OrderID: rep.OrderID, Step: rep.Step}, Owner: rep.LockedBy, Attempt: rep.Attempt,
 		Now: now, Result: result, Run: rep.Timing(), StepName: def.Name, Generation: rep.Generation}
 	if next := index + def.ForEach.Window(); next < len(items) {
-		p.Next = &sas.ElementClaim{Index: next, Item: items[next], CompleteBy: s.leaseEnd(def, 0, now)}
+		p.Next = &sas.ElementClaim{Index: next, Item: items[next], CompleteBy: s.leaseEnd(def, false, 0, now)}
 	}
 	recs, err := fs.CompleteElement(ctx, p)
 	if err != nil {

@@ -75,7 +75,7 @@ func (s *Service) handleMessage(ctx context.Context, u *outbox.Unit, from Origin
 			return drop(err, "malformed agent reply")
 		}
 		ctx = msgctx.WithTrace(ctx, m.Trace)
-		if err := fromItsAgent(from, m.Agent, "reply"); err != nil {
+		if err := fromItsAgent(from.Agent, m.Agent, "reply", from.SenderID); err != nil {
 			return err
 		}
 		return s.reply(ctx, u, m)
@@ -90,7 +90,7 @@ func (s *Service) handleMessage(ctx context.Context, u *outbox.Unit, from Origin
 		if !accepts(from.Source, h.Kind, m.Requeue) {
 			return refuseSource(from, h.Kind)
 		}
-		return s.retry(withReplyAgent(ctx, from.Agent), u, m)
+		return s.retry(ctx, u, m, from.Agent)
 	default:
 		var m sas.Compensate
 		if err := json.Unmarshal(body, &m); err != nil {

@@ -85,7 +85,7 @@ func (s *Service) submit(ctx context.Context, u *outbox.Unit, in sas.Intake, mes
 	if first.next >= 0 && !later {
 		// Created already claimed: one transaction instead of submit + claim
 		// on the hot path, and no window in which the first step is unowned.
-		sp.Claim = &sas.ClaimParams{Owner: s.cfg.Owner, Now: now, CompleteBy: s.leaseEnd(w.Steps[first.next], 0, now)}
+		sp.Claim = &sas.ClaimParams{Owner: s.cfg.Owner, Now: now, CompleteBy: s.leaseEnd(w.Steps[first.next], false, 0, now)}
 	}
 	res, err := s.cfg.Store.Submit(ctx, sp)
 	switch {

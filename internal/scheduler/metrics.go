@@ -23,13 +23,13 @@ func (s *Service) emitStep(ctx context.Context, o order, step int, undo bool, no
 	}
 	sets, dims := metrics.Step(o.ord.Workflow, metrics.StepName(stepName, undo), agent, []string{})
 	s.emit(ctx, metrics.Line{Time: now, Dimensions: sets, Dims: dims,
-		Properties: map[string]any{"orderId": o.id(), "step": step}}, names)
+		Properties: map[string]any{"order": o.id(), "step": step}}, names)
 }
 
 // emitOrder publishes an event of an order under {Workflow} and {}.
 func (s *Service) emitOrder(ctx context.Context, name, orderID, workflow string, now time.Time) {
 	s.emit(ctx, metrics.Line{Time: now, Dimensions: [][]string{{metrics.DimWorkflow}, {}},
-		Dims: map[string]string{metrics.DimWorkflow: workflow}, Properties: map[string]any{"orderId": orderID}}, []string{name})
+		Dims: map[string]string{metrics.DimWorkflow: workflow}, Properties: map[string]any{"order": orderID}}, []string{name})
 }
 
 func (s *Service) emit(ctx context.Context, l metrics.Line, names []string) {

@@ -52,7 +52,7 @@ func decodeEMF(t *testing.T, out string) []emfLine {
 			e.Values[m.Name] = root[m.Name]
 			e.Units[m.Name] = m.Unit
 		}
-		require.NotContains(t, e.Dims, "orderId", "never a dimension")
+		require.NotContains(t, e.Dims, "order", "never a dimension")
 		lines = append(lines, e)
 	}
 	return lines
@@ -93,7 +93,7 @@ func TestSchedulerPublishesStepMetrics(t *testing.T) {
 		{Dimensions: order, Dims: map[string]string{"Workflow": "order"}, Values: map[string]any{"CompensationsStarted": one}, Units: map[string]string{"CompensationsStarted": "Count"}},
 	}
 	require.Equal(t, want, decodeEMF(t, out.String()))
-	require.Contains(t, out.String(), `"orderId":"o-m"`, "the order is a property of the line")
+	require.Contains(t, out.String(), `"order":"o-m"`, "the order is a property of the line")
 }
 
 // Every log line about a message names the message (internal/msgctx),

@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/sas-go/sas/internal/sas"
+	"github.com/sas-go/sas/internal/sizing"
 )
 
 // Renewal keeps good messages out of the dead-letter queue (docs/protocol.md,
@@ -32,7 +33,7 @@ import (
 // renewed no more; one with no count is a first copy.
 const (
 	// DefaultMaxReceives is the construct's maxReceiveCount.
-	DefaultMaxReceives = 5
+	DefaultMaxReceives = sizing.MaxReceiveCount
 	// MaxRenewals bounds the fresh copies of one message.
 	MaxRenewals = 3
 	// renewalsField carries the count in a renewed body, and

@@ -103,6 +103,9 @@ func (s *Service) reply(ctx context.Context, u *outbox.Unit, rep sas.AgentReply)
 		// which its due time ends (timer.go).
 		return drop(nil, "agent reply for order %s step %d: a step with no agent takes no agent reply", rep.OrderID, rep.Step)
 	}
+	if rep.Step < o.n() && o.wf.Steps[rep.Step].AgentToken() && !rep.Compensation && s.agentAnswered(ctx, rep) {
+		return nil // its completion completes it, never its agent's answer (agenttoken.go)
+	}
 	return s.applyReply(ctx, u, o, rep)
 }
 
@@ -134,7 +137,10 @@ func (s *Service) apply(ctx context.Context, u *outbox.Unit, o order, rep sas.Ag
 	}
 	// An agent that could not carry its step's result says so: a failure
 	// whose effect happened (its undo is owed).
-	effect := rep.Outcome == sas.OutcomeFailed && rep.ErrorType == sas.ErrorResultTooLarge && !undo
+	// So does an agent-token step's failure, by its agent or from
+	// outside: its agent was asked to start the work (agenttoken.go).
+	effect := rep.Outcome == sas.OutcomeFailed && !undo &&
+		(rep.ErrorType == sas.ErrorResultTooLarge || o.wf.Steps[rep.Step].AgentToken())
 	if rep.Outcome == sas.OutcomeDone && !undo {
 		// A result over its bounds fails its step, whose effect happened
 		// (results.go): as a failed reply, so that a duplicate of it is
@@ -354,10 +360,11 @@ func (s *Service) refused(ctx context.Context, u *outbox.Unit, o order, rep sas.
 			return nil
 		}
 	}
-	if rep.Outcome == sas.OutcomeDone && !rep.Compensation && lateFor(cur, rep) && !o.wf.Steps[rep.Step].Agentless() {
+	if rep.Outcome == sas.OutcomeDone && !rep.Compensation && lateFor(cur, rep) && !o.wf.Steps[rep.Step].Outside() {
 		// (A completion from outside that lost its race is late: it
-		// changes nothing, callback.go. Nothing ran that could have an
-		// effect to note.)
+		// changes nothing, callback.go. Its step is undone if it failed
+		// or was given up: an agent-token step's agent ran, and owes its
+		// undo then, agenttoken.go.)
 		return s.lateSuccess(ctx, u, o, rep, cur, now)
 	}
 	if rep.Outcome == sas.OutcomeFailed && cur.ProcessState == sas.Compensating &&
@@ -474,7 +481,7 @@ func (s *Service) lateSuccess(ctx context.Context, u *outbox.Unit, o order, rep 
 func (s *Service) claimParams(o order, r sas.StepRecord, from sas.ProcessState, now time.Time) *sas.ClaimParams {
 	return &sas.ClaimParams{
 		Key: r.Key(), From: from, Attempt: r.Attempt, Owner: s.cfg.Owner, Now: now,
-		CompleteBy: s.leaseEnd(o.wf.Steps[r.Step], 0, now),
+		CompleteBy: s.leaseEnd(o.wf.Steps[r.Step], from != sas.Pending, 0, now),
 	}
 }
 
@@ -661,14 +668,19 @@ func (s *Service) afterFailed(ctx context.Context, u *outbox.Unit, o order, r sa
 			return err
 		}
 	}
+	return s.compensateThenTell(ctx, u, o, r.Key(), now, func() error { tell(); return nil })
+}
+
+// compensateThenTell starts the compensation of o, whose step failed (a
+// failure or a give-up), and then runs tell, which delivers what the failure
+// owes (its alert and failed status), unless the compensation began with
+// failed's own undo: that claim delivered them first (tellBeforeClaim).
+func (s *Service) compensateThenTell(ctx context.Context, u *outbox.Unit, o order, failed sas.StepKey, now time.Time, tell func() error) error {
 	claimed, err := s.startCompensation(ctx, u, o, false, now)
-	if err != nil {
+	if err != nil || claimed == failed {
 		return err
 	}
-	if claimed != r.Key() {
-		tell()
-	}
-	return nil
+	return tell()
 }
 
 // undoBelow reports whether a step before step has an Undo: only then can a

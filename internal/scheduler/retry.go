@@ -28,10 +28,12 @@ func checkRetry(m sas.Retry) error {
 // names and dispatch it. A step handed back while being undone is re-claimed
 // as an undo. A claim that loses was taken by somebody else: acknowledge.
 func (s *Service) Retry(ctx context.Context, m sas.Retry) error {
-	return s.run(ctx, func(u *outbox.Unit) error { return s.retry(ctx, u, m) })
+	return s.run(ctx, func(u *outbox.Unit) error { return s.retry(ctx, u, m, "") })
 }
 
-func (s *Service) retry(ctx context.Context, u *outbox.Unit, m sas.Retry) error {
+// retry handles m; queueAgent is the agent whose own reply queue it came
+// from, "" for any other queue (fromItsAgent).
+func (s *Service) retry(ctx context.Context, u *outbox.Unit, m sas.Retry, queueAgent string) error {
 	if err := checkRetry(m); err != nil {
 		return drop(err, "retry message")
 	}
@@ -49,13 +51,8 @@ func (s *Service) retry(ctx context.Context, u *outbox.Unit, m sas.Retry) error 
 	if m.Requeue {
 		// Only a request the scheduler sent for this attempt (trust.go),
 		// handed back by its own agent.
-		if err := s.requeueAuthentic(o, rec, m); err != nil {
+		if err := s.requeueAuthentic(o, rec, m, queueAgent); err != nil {
 			return err
-		}
-		if m.Step < o.n() {
-			if err := fromItsAgent(Origin{Agent: replyAgent(ctx)}, o.wf.Steps[m.Step].Agent, "requeue"); err != nil {
-				return err
-			}
 		}
 		// An agent gave up on this attempt's request without an outcome:
 		// put it back in the agent queue while the attempt is current. A

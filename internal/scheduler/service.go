@@ -78,7 +78,8 @@ func drop(err error, format string, args ...any) error {
 	return &DropError{Reason: fmt.Sprintf(format, args...), Err: err}
 }
 
-// timeout is a step's time limit.
+// timeout is a step's time limit: its claim's lease for a step that waits,
+// else its agent's call's (callTimeout).
 func (s *Service) timeout(d sas.StepDef) time.Duration {
 	if d.Callback != nil {
 		return d.Callback.Lease() // its claim's lease: the wait (callback.go)
@@ -86,6 +87,13 @@ func (s *Service) timeout(d sas.StepDef) time.Duration {
 	if d.Timer != nil {
 		return d.Timer.Lease() // its claim's lease: the wait (timer.go)
 	}
+	return s.callTimeout(d)
+}
+
+// callTimeout is the limit of one call of a step's agent, the request's
+// TimeoutMs: an agent-token step's agent is held to it as any agent is,
+// while the step's lease is its wait's (agenttoken.go).
+func (s *Service) callTimeout(d sas.StepDef) time.Duration {
 	if d.Timeout > 0 {
 		return d.Timeout
 	}
@@ -210,10 +218,15 @@ func redelivery(rec events.SQSMessage) bool {
 // timeout (docs/protocol.md, "Deadlines start at pick-up"). An agent that
 // picks the request up within the allowance finishes by it and reports
 // nothing; a later one reports its pick-up, which moves the deadline.
-func (s *Service) leaseEnd(def sas.StepDef, wait time.Duration, now time.Time) time.Time {
-	if def.Agentless() {
+// undo: the claim is of the step's undo, always an agent's call.
+func (s *Service) leaseEnd(def sas.StepDef, undo bool, wait time.Duration, now time.Time) time.Time {
+	switch {
+	case undo:
+		return now.Add(wait + s.cfg.PickupTimeout + s.callTimeout(def))
+	case def.Agentless(), def.AgentToken():
 		// No request to pick up: its wait (callback.go), or its due time
-		// (timer.go).
+		// (timer.go); or a wait that counts from the claim, its agent's
+		// call inside it (agenttoken.go).
 		return now.Add(wait + s.timeout(def))
 	}
 	return now.Add(wait + s.cfg.PickupTimeout + s.timeout(def))
@@ -235,7 +248,7 @@ func (s *Service) dispatch(ctx context.Context, u *outbox.Unit, o order, def sas
 // re-drive it at its request's delivery horizon: docs/protocol.md,
 // "Deadlines start at pick-up".)
 func (s *Service) dispatchAfter(ctx context.Context, u *outbox.Unit, oo order, def sas.StepDef, r sas.StepRecord, wait time.Duration) {
-	if def.Outside() {
+	if def.Agentless() && def.Outside() {
 		s.await(ctx, u, oo, def, r) // no agent: its token goes out instead (callback.go)
 		return
 	}
@@ -313,7 +326,7 @@ func (s *Service) request(o sas.Order, def sas.StepDef, r sas.StepRecord) sas.Ag
 		// time spent waiting in the agent queue is not execution
 		// (docs/protocol.md, "Agent"). Every send carries it, re-sends
 		// of a live step included.
-		TimeoutMs: s.timeout(def).Milliseconds(),
+		TimeoutMs: s.callTimeout(def).Milliseconds(),
 		// What to do, from the definition the order runs on, and what
 		// the reply echoes so that later steps stay on that definition
 		// and in the order's lane.
@@ -328,6 +341,11 @@ func (s *Service) request(o sas.Order, def sas.StepDef, r sas.StepRecord) sas.Ag
 		// The order's trace, a span of its own per attempt: a re-send of
 		// the same attempt carries the same context.
 		Trace: sas.ChildTrace(o.Trace, fmt.Sprintf("%s %s %d", sas.KindAgentRequest, sas.IdempotencyKey(o.OrderID, r.Step, r.Generation, undo), r.Attempt)),
+	}
+	if def.AgentToken() && !undo {
+		// The step's token, for the agent to hand to the outside world
+		// (agenttoken.go). Not signed: the reply does not echo it.
+		req.Token = s.signer.MintToken(tokenOf(r))
 	}
 	if undo {
 		for g := 0; g < r.Generation; g++ {

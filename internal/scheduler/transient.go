@@ -88,7 +88,7 @@ func (s *Service) transientOn(ctx context.Context, u *outbox.Unit, o order, rep 
 			if !cur.WaitingSince.IsZero() {
 				due = cur.WaitingSince
 			}
-			wait := max(due.Sub(s.leaseEnd(def, 0, now)), 0)
+			wait := max(due.Sub(s.leaseEnd(def, undo, 0, now)), 0)
 			s.dispatchAfter(ctx, u, o, def, cur, wait)
 		}
 		return nil, nil
@@ -219,7 +219,7 @@ func (s *Service) attemptFailed(ctx context.Context, u *outbox.Unit, o order, re
 // it then (a failure counted, as for any stranded step).
 func (s *Service) reattempt(ctx context.Context, u *outbox.Unit, o order, r sas.StepRecord, def sas.StepDef, wait time.Duration, now time.Time) error {
 	cp := *s.claimParams(o, r, r.ProcessState, now)
-	cp.CompleteBy = s.leaseEnd(def, wait, now)
+	cp.CompleteBy = s.leaseEnd(def, r.ProcessState != sas.Pending, wait, now)
 	claimed, err := s.cfg.Store.Claim(ctx, cp)
 	if own, ok := sas.OwnClaim(err, cp); ok {
 		claimed, err = own, nil
@@ -269,22 +269,17 @@ func (s *Service) gaveUp(ctx context.Context, u *outbox.Unit, o order, rec sas.S
 	// (tellBeforeClaim) and clears what is owed; otherwise they are sent
 	// here, after it (should this handler die first, the supervisor's sweep
 	// of owed effects sends them).
-	claimed, err := s.startCompensation(ctx, u, o, false, now)
-	if err != nil {
-		return err
-	}
-	if claimed == rec.Key() {
+	return s.compensateThenTell(ctx, u, o, rec.Key(), now, func() error {
+		if err := s.cfg.Alerter.Alert(ctx, rec.OwedAlert("scheduler")); err != nil {
+			return fmt.Errorf("alerting about step %s: %w", rec.Key(), err)
+		}
+		if err := s.postNow(ctx, o.ord, sas.Status{Status: sas.StatusFailed, Step: o.wf.Steps[rec.Step].Name,
+			Sequence: SeqFailed(rec.Step, rec.Attempt), Reason: rec.LastError}, now); err != nil {
+			return err
+		}
+		s.settle(ctx, rec)
 		return nil
-	}
-	if err := s.cfg.Alerter.Alert(ctx, rec.OwedAlert("scheduler")); err != nil {
-		return fmt.Errorf("alerting about step %s: %w", rec.Key(), err)
-	}
-	if err := s.postNow(ctx, o.ord, sas.Status{Status: sas.StatusFailed, Step: o.wf.Steps[rec.Step].Name,
-		Sequence: SeqFailed(rec.Step, rec.Attempt), Reason: rec.LastError}, now); err != nil {
-		return err
-	}
-	s.settle(ctx, rec)
-	return nil
+	})
 }
 
 // settle clears what rec's give-up owed, all of it having gone out. A

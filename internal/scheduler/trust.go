@@ -204,7 +204,10 @@ func (s *Service) traced(ctx context.Context, rep sas.AgentReply) sas.AgentReply
 // (Service.request), so every signed field is covered, the generation
 // included (issue 29, N1). A requeue for any other attempt is stale and is
 // dropped by the handler whatever its signature.
-func (s *Service) requeueAuthentic(o order, rec sas.StepRecord, m sas.Retry) error {
+//
+// From an agent's own reply queue (queueAgent), the request must also be
+// that agent's (fromItsAgent).
+func (s *Service) requeueAuthentic(o order, rec sas.StepRecord, m sas.Retry, queueAgent string) error {
 	if !rec.ProcessState.Leased() || rec.LockedBy == "" || rec.Attempt != m.Attempt {
 		return nil // not the current attempt: the handler drops it as stale
 	}
@@ -215,7 +218,7 @@ func (s *Service) requeueAuthentic(o order, rec sas.StepRecord, m sas.Retry) err
 	if err := s.signer.Verify(want.Signed(), m.Sig); err != nil {
 		return drop(err, "requeue for order %s step %d attempt %d is not a request the scheduler sent", m.OrderID, m.Step, m.Attempt)
 	}
-	return nil
+	return fromItsAgent(queueAgent, want.Agent, "requeue", "")
 }
 
 // fromItsAgent refuses a message from an agent's own reply queue that
@@ -223,28 +226,10 @@ func (s *Service) requeueAuthentic(o order, rec sas.StepRecord, m sas.Retry) err
 // queue's policy admits that agent's role alone, so a role can answer only
 // for its own steps, even with another agent's request (and signature) in
 // hand. The agent a message names is signed, so it cannot be changed to
-// pass. A message from the scheduler queue (Agent "") is not checked.
-func fromItsAgent(from Origin, agent, what string) error {
-	if from.Agent == "" || agent == from.Agent {
+// pass. A message from the scheduler queue (queueAgent "") is not checked.
+func fromItsAgent(queueAgent, agent, what, sender string) error {
+	if queueAgent == "" || agent == queueAgent {
 		return nil
 	}
-	return drop(nil, "%s for agent %q on agent %q's reply queue (sender %s): an agent's queue carries its own replies only", what, agent, from.Agent, from.SenderID)
-}
-
-type replyAgentKey struct{}
-
-// withReplyAgent notes in ctx the agent whose reply queue the message came
-// from ("": not an agent's own queue), for a requeue, which names no agent
-// of its own: its step's agent is checked once the order is read.
-func withReplyAgent(ctx context.Context, agent string) context.Context {
-	if agent == "" {
-		return ctx
-	}
-	return context.WithValue(ctx, replyAgentKey{}, agent)
-}
-
-// replyAgent is the agent withReplyAgent noted, or "".
-func replyAgent(ctx context.Context) string {
-	a, _ := ctx.Value(replyAgentKey{}).(string)
-	return a
+	return drop(nil, "%s for agent %q on agent %q's reply queue (sender %s): an agent's queue carries its own replies only", what, agent, queueAgent, sender)
 }

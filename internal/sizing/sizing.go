@@ -1,11 +1,18 @@
 // Package sizing holds the rules of a deployment that more than one place
-// applies: the functions' timeouts and the settings of the queues they
-// consume, and the few limits of what a deployment declares (a payload's
+// applies: the deployment's defaults (shards, maximum attempts, step and
+// pick-up timeouts, wait limit, maximum receives), the functions' timeouts
+// and the settings of the queues they consume, and the few limits of what a deployment declares (a payload's
 // size, a schedule's name and overlap policy) that the construct checks at
 // synth time and the scheduler at run time. The CDK construct (infra/sascdk) deploys with them, and the test
 // kit (sastest), the dev server (cmd/sasdev) and the simulator
 // (internal/dev/sim) create their queues with them, so a change to a formula is
 // made here, once.
+//
+// The defaults are written here and nowhere else: the configuration, both
+// stores, the scheduler, the supervisor, sasctl, the construct, the agent
+// runtime and the local runs take them from here, and
+// TestDefaultsHaveOneHome (internal/testkit/publicapi) fails on one of their
+// values written again as a literal.
 //
 // It imports nothing but the standard library: the infra module imports it.
 package sizing
@@ -13,6 +20,30 @@ package sizing
 import (
 	"regexp"
 	"time"
+)
+
+// The deployment's defaults: what a deployment runs with when it sets
+// nothing (docs/state-store.md, "Configuration (the same names locally and
+// in Lambda)"; docs/deploy.md, "Configuration (CDK context)").
+const (
+	// DefaultIndexShards is the write shards of the state-due index and the
+	// orders list (SAS_INDEX_SHARDS).
+	DefaultIndexShards = 8
+	// DefaultMaxAttempts is a step's attempts, the first included, when its
+	// retry policy sets none (SAS_MAX_FAILURES; docs/workflows.md,
+	// "Retries: one word per idea").
+	DefaultMaxAttempts = 3
+	// DefaultStepTimeout is a step's time limit when its definition sets none
+	// (SAS_STEP_TIMEOUT).
+	DefaultStepTimeout = 30 * time.Second
+	// DefaultPickupTimeout is how long a request may wait to be picked up
+	// before its deadline starts anyway (SAS_PICKUP_TIMEOUT; docs/protocol.md,
+	// "Deadlines start at pick-up").
+	DefaultPickupTimeout = time.Minute
+	// DefaultWaitLimit is how long, beyond its deadline, a held step may wait
+	// for a busy agent queue when its step sets none (SAS_WAIT_LIMIT, read
+	// and no longer used: docs/protocol.md, "Deadlines start at pick-up").
+	DefaultWaitLimit = 10 * time.Minute
 )
 
 const (

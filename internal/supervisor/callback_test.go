@@ -23,7 +23,7 @@ func TestACallbackStepIsGivenUpAtItsTimeout(t *testing.T) {
 	now := e.clock.Now()
 	_, err := e.mem.Submit(t.Context(), sas.SubmitParams{
 		Order: testOrder("o-cb", 2), Now: now, PickupBy: now.Add(time.Minute),
-		Claim: &sas.ClaimParams{Owner: "sched-1", CompleteBy: now.Add(timeout)},
+		Claim: &sas.ClaimParams{Owner: "sched-1", CompleteBy: now.Add(72 * time.Hour)},
 	})
 	require.NoError(t, err)
 	e.backlog(t, agentURL, 40) // busy queues do not make a callback wait longer

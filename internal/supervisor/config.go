@@ -17,7 +17,7 @@ import (
 // Defaults and limits of Config.
 const (
 	DefaultMaxFailures   = sas.DefaultMaxAttempts // one default, written once (docs/workflows.md, "Retries: one word per idea")
-	DefaultPickupTimeout = time.Minute
+	DefaultPickupTimeout = sizing.DefaultPickupTimeout
 	DefaultBaseBackoff   = 5 * time.Second
 	DefaultMaxBackoff    = MaxDelay
 	DefaultPageSize      = 100
@@ -28,7 +28,7 @@ const (
 	DefaultActor  = "supervisor"
 	// DefaultWaitLimit is how long, beyond its deadline, a held step may wait
 	// for a busy agent queue when its step sets no WaitLimit.
-	DefaultWaitLimit = 10 * time.Minute
+	DefaultWaitLimit = sizing.DefaultWaitLimit
 	// DefaultOwedRetry: a give-up's effects not sent by the run that gave
 	// up are re-sent by the first sweep at least this long after it.
 	DefaultOwedRetry = 30 * time.Second

@@ -60,10 +60,12 @@ func TestSynth(t *testing.T) {
 	for _, r := range doc.Resources {
 		count[r.Type]++
 	}
-	// The intake, scheduler and control queues and one per agent, each with its DLQ;
-	// the scheduler, the supervisor and one function per agent; event
-	// sources for the scheduler and one per agent (three for the scheduler).
-	for typ, want := range map[string]int{"AWS::SQS::Queue": 10, "AWS::Lambda::Function": 4, "AWS::Lambda::EventSourceMapping": 5} {
+	// The intake, scheduler and control queues and one per agent, each with
+	// its DLQ, and each agent's reply queue (docs/trust.md, "A reply queue
+	// per agent"); the scheduler, the supervisor and one function per
+	// agent; event sources: the scheduler's three, each agent's queue to
+	// its function, and each agent's reply queue to the scheduler.
+	for typ, want := range map[string]int{"AWS::SQS::Queue": 12, "AWS::Lambda::Function": 4, "AWS::Lambda::EventSourceMapping": 7} {
 		if count[typ] != want {
 			t.Errorf("%s: %d, want %d", typ, count[typ], want)
 		}

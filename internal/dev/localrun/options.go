@@ -8,6 +8,7 @@ import (
 	sdk "github.com/sas-go/sas/agent"
 	"github.com/sas-go/sas/internal/dev/remotesim"
 	"github.com/sas-go/sas/internal/sas"
+	"github.com/sas-go/sas/internal/sizing"
 	"github.com/sas-go/sas/internal/testkit/awscount"
 )
 
@@ -101,7 +102,7 @@ func (o *Options) defaults() {
 		o.AgentWorkers = o.PollerWorkers
 	}
 	if o.MaxFailures == 0 {
-		o.MaxFailures = 3
+		o.MaxFailures = sizing.DefaultMaxAttempts
 	}
 	if o.Shards == 0 {
 		o.Shards = 4
@@ -119,7 +120,7 @@ func (o *Options) defaults() {
 		o.BaseBackoff = time.Second
 	}
 	if o.MaxReceiveCount == 0 {
-		o.MaxReceiveCount = 5
+		o.MaxReceiveCount = sizing.MaxReceiveCount
 	}
 	if o.Visibility == 0 {
 		o.Visibility = 10 * time.Second

@@ -62,7 +62,8 @@ const (
 // draws and the other shapes').
 func (c Config) callbacking() bool {
 	switch {
-	case c.Callbacks, c.Sabotage == SabotageCompleteTwice, c.Sabotage == SabotageTokenAnyOrder, c.Sabotage == SabotageCompleteGivenUp:
+	case c.Callbacks, c.Sabotage == SabotageCompleteTwice, c.Sabotage == SabotageTokenAnyOrder, c.Sabotage == SabotageCompleteGivenUp,
+		c.Sabotage == SabotageAgentCompletes, c.Sabotage == SabotageNamedFromIntake: // agenttoken.go
 		return true
 	}
 	return splitmix(uint64(c.Seed)^0xcb28)%4 == 0
@@ -394,6 +395,9 @@ func (w *World) checkCallbackWrite(ctx context.Context, name string, first bool,
 	case !w.isCallback(a.Key()):
 		return
 	}
+	if b.ProcessState == sas.Compensating {
+		return // the undo of an agent-token step: its agent's (agenttoken.go)
+	}
 	at := callbackAttempt{key: b.Key(), attempt: b.Attempt, generation: b.Generation}
 	switch name {
 	case "GiveUp":
@@ -402,8 +406,8 @@ func (w *World) checkCallbackWrite(ctx context.Context, name string, first bool,
 		}
 		return
 	case "Heartbeat":
-		if t := taskOf(ctx); t != nil && !w.carriesToken(t, at, b.LockedBy) {
-			w.violate("token misused", "%s moved %v attempt %d's deadline, and no message it received carries that attempt's token", t.name, at.key, at.attempt)
+		if t := taskOf(ctx); t != nil && !w.carriesToken(t, at, b.LockedBy) && !w.namedBy(t, at, b.LockedBy) {
+			w.violate("token misused", "%s moved %v attempt %d's deadline, and no message it received carries that attempt's token or is an operator's naming it", t.name, at.key, at.attempt)
 		}
 		return
 	}
@@ -417,7 +421,11 @@ func (w *World) checkCallbackWrite(ctx context.Context, name string, first bool,
 		w.violate("completed twice", "%s completed %v again at attempt %d: it was %s already", name, at.key, a.Attempt, b.ProcessState)
 		return
 	}
-	w.tracef("  callback %v attempt %d: %s by a completion", at.key, at.attempt, a.ProcessState)
+	how := "a completion"
+	if w.isAgentToken(at.key) {
+		how += " (a step whose agent handed out its token)"
+	}
+	w.tracef("  callback %v attempt %d: %s by %s", at.key, at.attempt, a.ProcessState, how)
 	c := w.cbs()
 	if c.completed[at]++; c.completed[at] > 1 {
 		w.violate("completed twice", "%s completed %v attempt %d a second time", name, at.key, at.attempt)
@@ -427,8 +435,9 @@ func (w *World) checkCallbackWrite(ctx context.Context, name string, first bool,
 		// (docs/protocol.md, "Cancellation"): nothing else would.
 		return
 	}
-	if t := taskOf(ctx); t != nil && !w.carriesToken(t, at, b.LockedBy) {
-		w.violate("token misused", "%s (%s) completed %v attempt %d (%s), and no message it received carries that attempt's token",
+	if t := taskOf(ctx); t != nil && !w.carriesToken(t, at, b.LockedBy) && !w.namedBy(t, at, b.LockedBy) &&
+		!(name == "Fail" && w.agentFailed(t, at, b.LockedBy)) {
+		w.violate("token misused", "%s (%s) completed %v attempt %d (%s), and no message it received carries that attempt's token, is an operator's naming it, or its agent's failure",
 			name, t.name, at.key, at.attempt, a.ProcessState)
 	}
 }

@@ -187,16 +187,13 @@ func (w *World) checkEffects(v sas.OrderView) {
 	if state == sas.Processed {
 		for i, r := range v.Steps {
 			if i < len(def.Steps) && def.Steps[i].Agentless() {
-				continue // a wait step: nothing at the remote is its own
+				continue // a wait step, or a callback step without an agent: nothing at the remote is its own
 			}
 			if r.ProcessState == sas.Skipped {
 				if len(live[i]) > 0 {
 					w.violate("skipped called", "order %s step %d (%s) was skipped and has effects %v", id, i, r.StepName, live[i])
 				}
 				continue // never called: no effect is its own
-			}
-			if i < len(def.Steps) && def.Steps[i].Outside() {
-				continue // the outside world's: nothing at the remote (callbacks.go)
 			}
 			own := sas.IdempotencyKey(id, i, r.Generation, false)
 			if !slices.Contains(live[i], own) {

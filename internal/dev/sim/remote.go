@@ -94,6 +94,9 @@ func (r *remote) call(ctx context.Context, service string, req agent.Request) (a
 		e.done = true
 		r.w.tracef("  remote: %s done", doKey)
 	}
+	if e.done && !e.undone {
+		r.learnToken(req) // agenttoken.go
+	}
 	if c.fault == faultLost {
 		return nil, errors.New("the answer was lost (injected)")
 	}

@@ -354,7 +354,8 @@ func (w *World) chaos() {
 		add(0.15, w.forge)
 	}
 	if w.cb != nil && len(w.cb.tokens) > 0 {
-		add(0.5, w.outside) // callbacks.go
+		add(0.5, w.outside)        // callbacks.go
+		add(0.15, w.operatorNamed) // agenttoken.go
 	}
 	if w.cfg.Cancels && w.cancelsLeft > 0 && len(w.orders) > 0 {
 		add(0.2, w.cancelEvent)

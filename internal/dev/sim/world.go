@@ -204,6 +204,9 @@ func newWorld(cfg Config) *World {
 	}
 	if cfg.callbacking() {
 		w.v1 = withCallback(w.v1, cfg.Seed) // callbacks.go
+		if cfg.agentToken() {
+			w.v1 = withAgentToken(w.v1, !cfg.waiting() && !cfg.branching()) // agenttoken.go
+		}
 	}
 	if cfg.waiting() {
 		w.v1 = withWait(w.v1, cfg.Seed)
@@ -376,6 +379,7 @@ func (w *World) oldAgent(ctx context.Context, body string) bool {
 func (w *World) sent(ctx context.Context, q *queue, m *message) {
 	w.tracef("  sent %s to %s: %s", m.id, q.name, describeBody(m.body))
 	w.sentWaiting(ctx, q, m) // callbacks.go
+	w.agentCompletes(q, m)   // agenttoken.go
 	if q == w.status {
 		m.gone = true
 		return

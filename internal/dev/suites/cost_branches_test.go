@@ -19,20 +19,25 @@ import (
 func branchesWorkflow(t *testing.T) sas.Registry {
 	t.Helper()
 	const timeout = 5 * time.Second
-	r, err := registry.Default(timeout)
-	require.NoError(t, err)
-	w := sas.Workflow{Name: "branches", Steps: []sas.StepDef{
+	return besideTheReference(t, timeout, sas.Workflow{Name: "branches", Steps: []sas.StepDef{
 		{Name: "open", Agent: registry.PaymentsAgent, Action: "POST /reservations", Timeout: timeout},
 		{Name: "left", Agent: registry.PaymentsAgent, Action: "POST /payments", Timeout: timeout, After: []int{0}},
 		{Name: "right", Agent: registry.PaymentsAgent, Action: "POST /shipments", Timeout: timeout, After: []int{0}},
 		{Name: "close", Agent: registry.PaymentsAgent, Action: "POST /reservations", Timeout: timeout, After: []int{1, 2}},
-	}}
-	var out sas.Registry
+	}})
+}
+
+// besideTheReference is a registry of w and the reference workflows
+// (with step timeout timeout).
+func besideTheReference(t *testing.T, timeout time.Duration, w sas.Workflow) sas.Registry {
+	t.Helper()
+	r, err := registry.Default(timeout)
+	require.NoError(t, err)
 	all := []sas.Workflow{w}
 	for _, x := range r {
 		all = append(all, x)
 	}
-	out, err = sas.NewRegistry(all...)
+	out, err := sas.NewRegistry(all...)
 	require.NoError(t, err)
 	return out
 }

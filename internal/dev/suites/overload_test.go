@@ -23,30 +23,38 @@ import (
 // may fail for it (docs/protocol.md, "Waiting is not executing"), and the
 // rescue path must not amplify the backlog: the supervisor rescues nothing,
 // the remote sees one call per attempt, and a step gets a second attempt
-// only after a call that ran (a 300 ms call that a busy machine stretches
-// past its 2 s deadline is retried, correctly), never because its request
-// waited. On an idle machine that is one call per step.
+// only after a call that ran (a call that a busy machine stretches past its
+// step timeout is retried, correctly), never because its request waited. On
+// an idle machine that is one call per step.
 //
-// The numbers fix how deep the overload is, not how fast anything runs: one
-// agent instance runs 10 calls at a time, each takes 300 ms, so 400 orders
-// of 1 or 3 steps are ~800 calls ≈ 24 s of agent work against a 2 s step
-// timeout: the last requests wait about ten timeouts. A slower machine only
-// deepens the overload.
+// The numbers fix how deep the overload is, not how fast anything runs, and
+// the depth comes from the remote's latency, which a busy machine does not
+// shorten, rather than from the number of orders, which costs the emulators
+// (400 orders of 300 ms calls took 33 s on a quiet machine, 111-188 s at a
+// load average of 25-30, and once ran out of its 5 minutes there): one agent
+// instance runs 10 calls at a time, each takes 1 s, so 120 orders of 1 or 3
+// steps are 240 calls, at least 24 s of agent work, against a deadline of a
+// claim's 5 s pick-up allowance plus a 6 s step timeout: half the requests
+// at least wait past their deadlines, and a slower machine only deepens the
+// overload. The allowances leave a busy machine room (a scheduler 5 s late
+// to claim, a 1 s call stretched by 5 s) where the 2 s of each it had did
+// not; a call stretched further still is counted against its attempts, not
+// failed.
 func TestOverloadFailsNothingAndSendsEachRequestOnce(t *testing.T) {
 	emulator.Require(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute) // a bound, not a timing
 	defer cancel()
 	sys, err := localrun.Start(ctx, localrun.Options{
-		// A pick-up allowance far shorter than the backlog's drain: most
-		// requests are picked up late and reported (issue 31).
-		Instances: 1, StepTimeout: 2 * time.Second, AttemptTimeout: 2 * time.Second, PickupTimeout: 2 * time.Second,
-		Faults: remotesim.Faults{Profile: remotesim.Profile{LatencyBase: 300 * time.Millisecond}},
+		// A deadline far shorter than the backlog's drain: most requests
+		// are picked up late and reported (issue 31).
+		Instances: 1, StepTimeout: 6 * time.Second, AttemptTimeout: 6 * time.Second, PickupTimeout: 5 * time.Second,
+		Faults: remotesim.Faults{Profile: remotesim.Profile{LatencyBase: time.Second}},
 	})
 	require.NoError(t, err)
 	defer sys.Close()
 	defer runInBackground(ctx, sys)()
 
-	const orders = 400
+	const orders = 120
 	ids := make([]string, orders)
 	steps := map[string]int{}
 	var batch []sas.Intake

@@ -65,7 +65,8 @@ func TestLogKeysAreOneVocabulary(t *testing.T) {
 
 // logKeys finds the keys of every log call in the module's non-test code
 // (a slog.Logger's Info, Warn, Error, Debug, their Context forms, Log and
-// With, and slog's attribute constructors) with where each is first used.
+// With, and slog's attribute constructors), and of every EMF line's
+// properties (metrics.Line.Properties), with where each is first used.
 // Keys passed as variables are not seen: the code passes literals.
 func logKeys(t *testing.T, r string) map[string]string {
 	t.Helper()
@@ -99,6 +100,9 @@ func logKeys(t *testing.T, r string) map[string]string {
 			file, err := parser.ParseFile(fs, f, nil, 0)
 			require.NoError(t, err)
 			ast.Inspect(file, func(n ast.Node) bool {
+				if props(n, func(e ast.Expr) { note(fs, e) }) {
+					return true
+				}
 				c, ok := n.(*ast.CallExpr)
 				if !ok {
 					return true
@@ -124,4 +128,32 @@ func logKeys(t *testing.T, r string) map[string]string {
 		}
 	}
 	return keys
+}
+
+// props calls note on each key an EMF line's properties are given, in
+// `Properties: map[string]any{"key": …}` or `x.Properties["key"] = …`,
+// and reports whether n was one of those.
+func props(n ast.Node, note func(ast.Expr)) bool {
+	switch n := n.(type) {
+	case *ast.KeyValueExpr:
+		if id, ok := n.Key.(*ast.Ident); !ok || id.Name != "Properties" {
+			return false
+		}
+		m, ok := n.Value.(*ast.CompositeLit)
+		if !ok {
+			return false
+		}
+		for _, e := range m.Elts {
+			if kv, ok := e.(*ast.KeyValueExpr); ok {
+				note(kv.Key)
+			}
+		}
+		return true
+	case *ast.IndexExpr:
+		if sel, ok := n.X.(*ast.SelectorExpr); ok && sel.Sel.Name == "Properties" {
+			note(n.Index)
+			return true
+		}
+	}
+	return false
 }
