@@ -31,6 +31,7 @@ func (e *Env) drive(id string, deadline time.Time) (sas.OrderView, []sas.Status)
 	for {
 		e.deliverAll()
 		v, err := e.store.GetOrder(e.ctx, id)
+		v = e.definitions.Attach(e.ctx, v) // which steps have an undo: the order's state reads right
 		var wake time.Time
 		if err == nil {
 			var sent bool

@@ -112,6 +112,8 @@ type Env struct {
 	alert *alerts.Recorder
 	logs  *logtest.Buffer // nil when Options.Logs is set
 
+	definitions *sas.Definitions // the definition each order runs on (its view's Def)
+
 	intakeURL, schedulerURL, controlURL, statusURL string
 	sched                                          actor   // the scheduler, on the intake, scheduler and control queues
 	agents                                         []actor // one per agent, on its queue
@@ -192,6 +194,7 @@ func NewWith(t testing.TB, opts Options, defs []workflow.Workflow, agents ...*ag
 		faults: map[fault]error{}, attempts: map[attemptKey][]int{},
 		answers: map[string]Answer{}, waiting: map[sas.StepKey]*waiter{},
 	}
+	e.definitions = sas.NewDefinitions(reg, e.store)
 	e.queue = memqueue.New(memqueue.Options{Clock: e.clock, SendFault: func(url string, m sas.OutboundMessage) *sas.SendFailure {
 		e.mu.Lock()
 		sent := e.sent

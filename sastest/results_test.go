@@ -98,3 +98,21 @@ func TestARejectionIsNotAnIncident(t *testing.T) {
 	require.Equal(t, sastest.StatusProcessed, res.Status)
 	require.JSONEq(t, `{"approved":true}`, string(res.Results["approve"]))
 }
+
+// A step with nothing to undo before a failed step whose own undo ran: the
+// order ends Compensated, its first step Processed for good (the kit reads
+// the order with its definition; from the records alone it was stuck
+// Processing).
+func TestAStepWithoutAnUndoBeforeAFailedOne(t *testing.T) {
+	t.Parallel()
+	wfs := []workflow.Workflow{{Name: "notify-pay", Steps: []workflow.Step{
+		{Name: "notify", Agent: "mail", Action: "send", Timeout: workflow.Duration(10 * time.Second)},
+		{Name: "charge", Agent: "payments", Action: "charge", Undo: "refund", Timeout: workflow.Duration(10 * time.Second)},
+	}}}
+	env := sastest.NewWith(t, sastest.Options{}, wfs, agent.New("mail").Step("notify", ok, nil),
+		agent.New("payments").Step("charge", ok, ok))
+	env.Fail("charge", 1, agent.Permanent(errors.New("card processor said no")))
+	res := env.Run("notify-pay", "o-1", nil)
+	require.Equal(t, sastest.StatusCompensated, res.Status)
+	require.Equal(t, []string{"charge"}, res.Undone)
+}

@@ -133,7 +133,7 @@ func (s *Server) targets(ctx context.Context, action string, form url.Values) ([
 	var views []sas.OrderView
 	if ids := form["id"]; len(ids) > 0 {
 		for _, id := range ids {
-			v, err := s.cfg.Store.GetOrder(ctx, id)
+			v, err := s.getOrder(ctx, s.cfg.Store, id)
 			if err != nil {
 				return nil, f, err
 			}

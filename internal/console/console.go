@@ -114,6 +114,10 @@ type Server struct {
 	pages map[string]*template.Template
 	token string
 
+	// defs finds the definition each order runs on, so that its view
+	// knows which steps have an undo (sas.OrderView.Def).
+	defs *sas.Definitions
+
 	mu   sync.Mutex
 	jobs map[string]*Job
 	seq  int
@@ -151,7 +155,8 @@ func New(cfg Config) (*Server, error) {
 	}
 	mac := hmac.New(sha256.New, cfg.Secret)
 	mac.Write([]byte("sas console csrf v1"))
-	s := &Server{cfg: cfg, mux: http.NewServeMux(), token: hex.EncodeToString(mac.Sum(nil)), jobs: map[string]*Job{}}
+	s := &Server{cfg: cfg, mux: http.NewServeMux(), token: hex.EncodeToString(mac.Sum(nil)), jobs: map[string]*Job{},
+		defs: sas.NewDefinitions(cfg.Registry, cfg.Store)}
 	if err := s.parse(); err != nil {
 		return nil, err
 	}
@@ -343,4 +348,14 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// getOrder reads an order's view with the definition it runs on attached
+// (sas.Definitions.Attach), so that its state reads right.
+func (s *Server) getOrder(ctx context.Context, st sas.StateStore, id string) (sas.OrderView, error) {
+	v, err := st.GetOrder(ctx, id)
+	if err != nil {
+		return v, err
+	}
+	return s.defs.Attach(ctx, v), nil
 }

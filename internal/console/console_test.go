@@ -456,3 +456,34 @@ func TestTheOrderPageShowsASkippedStep(t *testing.T) {
 	require.Contains(t, page, `<span class="pill st-skipped">Skipped</span>`)
 	require.Contains(t, page, `<p class="skip-reason">skipped: its condition payload.needsCar is false`)
 }
+
+// An order whose first step has nothing to undo and whose failed second
+// step was undone reads Compensated on its page: the console reads the
+// order's stored definition, which says the first step has no undo (read
+// from the records alone, it was Processing for good).
+func TestTheOrderPageKnowsAStepWithoutAnUndo(t *testing.T) {
+	ts, st := fast(t, false)
+	ctx := context.Background()
+	def := sas.Workflow{Name: "notify-pay", Steps: []sas.StepDef{
+		{Name: "notify", Agent: "mail", Action: "send", Timeout: time.Minute},
+		{Name: "charge", Agent: "payments", Action: "charge", Undo: "refund", Timeout: time.Minute},
+	}}
+	require.NoError(t, st.PutDefinition(ctx, def))
+	id := "o-noundo"
+	_, err := st.Submit(ctx, sas.SubmitParams{Order: sas.Order{OrderID: id, Workflow: def.Name, Version: def.Version(), Steps: def.StepNames()},
+		Now: t0, PickupBy: t0.Add(time.Minute), Claim: &sas.ClaimParams{Owner: "s", Now: t0, CompleteBy: t0.Add(time.Minute)}})
+	require.NoError(t, err)
+	k1 := sas.StepKey{OrderID: id, Step: 1}
+	_, err = st.Complete(ctx, sas.CompleteParams{Key: sas.StepKey{OrderID: id}, Owner: "s", Attempt: 1, Now: t0.Add(time.Second),
+		Next: &sas.ClaimParams{Key: k1, Owner: "s", Now: t0.Add(time.Second), CompleteBy: t0.Add(time.Minute)}})
+	require.NoError(t, err)
+	_, err = st.Fail(ctx, sas.FailParams{Key: k1, Owner: "s", Attempt: 1, Now: t0.Add(2 * time.Second), Reason: "card declined"})
+	require.NoError(t, err)
+	_, err = st.Claim(ctx, sas.ClaimParams{Key: k1, From: sas.Error, Attempt: 1, Owner: "s", Now: t0.Add(3 * time.Second), CompleteBy: t0.Add(time.Minute)})
+	require.NoError(t, err)
+	_, err = st.Complete(ctx, sas.CompleteParams{Key: k1, Owner: "s", Attempt: 2, Now: t0.Add(4 * time.Second), Compensation: true})
+	require.NoError(t, err)
+
+	page := get(t, ts.URL+"/orders/"+id)
+	require.Contains(t, page, `id="order-state">Compensated<`)
+}

@@ -122,7 +122,7 @@ func (s *Server) buildOverview(ctx context.Context) Overview {
 	}
 	counts := map[[2]string]*WorkflowCount{}
 	for _, ord := range res.Orders {
-		v, err := s.cfg.Store.GetOrder(ctx, ord.OrderID)
+		v, err := s.getOrder(ctx, s.cfg.Store, ord.OrderID)
 		if err != nil {
 			continue
 		}

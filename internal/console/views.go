@@ -139,7 +139,7 @@ func (s *Server) list(ctx context.Context, f Filter, cursor string, limit int) (
 			return nil
 		}
 		seen[id] = true
-		v, err := st.GetOrder(ctx, id)
+		v, err := s.getOrder(ctx, st, id)
 		if errors.Is(err, sas.ErrNotFound) {
 			return nil
 		}
@@ -320,7 +320,7 @@ func (s *Server) order(w http.ResponseWriter, r *http.Request) {
 	if r.URL.Path == "/order" {
 		id = r.URL.Query().Get("id")
 	}
-	v, err := s.cfg.Store.GetOrder(r.Context(), id)
+	v, err := s.getOrder(r.Context(), s.cfg.Store, id)
 	if errors.Is(err, sas.ErrNotFound) {
 		s.fail(w, http.StatusNotFound, fmt.Errorf("no order %q", id))
 		return

@@ -70,7 +70,7 @@ func (s *Server) waitingSteps(ctx context.Context, cursor string) (waitingPage, 
 				continue
 			}
 			seen[r.OrderID] = true
-			v, err := s.cfg.Store.GetOrder(ctx, r.OrderID)
+			v, err := s.getOrder(ctx, s.cfg.Store, r.OrderID)
 			if errors.Is(err, sas.ErrNotFound) {
 				continue
 			}

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"hash/fnv"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -263,6 +264,49 @@ type OrderView struct {
 	Order   Order
 	Steps   []StepRecord
 	History []HistoryEntry // all steps, oldest first
+	// Def is the definition the order runs on, when whoever read the view
+	// knows it (Definitions.Attach): with it, State and Settled tell a
+	// Processed step that has no undo (it stays Processed for good) from
+	// one still owed its undo. nil: they judge from the records alone,
+	// which cannot tell the two apart.
+	Def *Workflow `json:"-"`
+}
+
+// undoOwed reports, from the definition, whether step r of an order that
+// failed or was cancelled still has its undo to come: it has an undo and
+// took effect (Processed), or may have (Error, as the scheduler's
+// compensation reads it; a step whose condition could not be evaluated
+// was never called). known is false without a definition that names the
+// step.
+func (v OrderView) undoOwed(r StepRecord) (owed, known bool) {
+	if v.Def == nil || r.Step < 0 || r.Step >= len(v.Def.Steps) {
+		return false, false
+	}
+	if v.Def.Steps[r.Step].Undo == "" {
+		return false, true
+	}
+	switch r.ProcessState {
+	case Processed:
+		return true, true
+	case Error:
+		return r.FailedBy != ByCondition || r.UndoOwed, true
+	}
+	return false, true
+}
+
+// owedByDef reports whether any step still has its undo to come (undoOwed)
+// counting Error steps or not, and whether the definition knew every step.
+func (v OrderView) owedByDef(withErrors bool) (owed, known bool) {
+	for _, r := range v.Steps {
+		o, k := v.undoOwed(r)
+		if !k {
+			return false, false
+		}
+		if o && (withErrors || r.ProcessState != Error) {
+			owed = true
+		}
+	}
+	return owed, true
 }
 
 // Settled reports whether nothing will move an order on its own any more:
@@ -274,8 +318,10 @@ func (v OrderView) Settled() bool {
 	}
 	if v.Cancelled() {
 		// No successor is claimed after a cancelled step, and what is
-		// undone is claimed by the write that settles the step.
-		return v.cancelSettled()
+		// undone is claimed by the write that settles the step: with the
+		// definition, a step still owed its undo is that claim to come.
+		owed, _ := v.owedByDef(true)
+		return v.cancelSettled() && !owed
 	}
 	for _, r := range v.Steps {
 		switch r.ProcessState {
@@ -290,7 +336,7 @@ func (v OrderView) Settled() bool {
 	// A Pending step waiting on a Processed predecessor is not settled (its
 	// claim is on its way); nor is a failed order with completed steps (their
 	// undo is on its way).
-	failed := false
+	failed, undone := false, false
 	for i, r := range v.Steps {
 		if v.Order.After == nil && r.ProcessState == Pending && i > 0 && v.Steps[i-1].ProcessState == Processed {
 			return false
@@ -298,9 +344,19 @@ func (v OrderView) Settled() bool {
 		if r.ProcessState == Error {
 			failed = true
 		}
+		undone = undone || r.ProcessState == Compensated
 	}
 	if v.Order.After != nil && !v.graphSettled() {
 		return false
+	}
+	if owed, known := v.owedByDef(false); known && (failed || undone) {
+		// With the definition, a compensation is over when no step that
+		// has an undo is left Processed, or when an undo failed (the rest
+		// waits for an operator).
+		if slices.ContainsFunc(v.Steps, func(r StepRecord) bool { return r.ProcessState == CompensationFailed }) {
+			return true
+		}
+		return !owed
 	}
 	if failed {
 		for _, r := range v.Steps {
@@ -328,7 +384,10 @@ func (v OrderView) Settled() bool {
 // only failure is a business rejection is Rejected instead of either; a
 // cancelled one is Cancelled once nothing of it runs (between its step's
 // settling and the claim of its first undo, made by the same message, it
-// reads Cancelled already, as a failed one reads Error).
+// reads Cancelled already, as a failed one reads Error, unless the view
+// carries its definition: then it reads Processing until that claim).
+// Without the definition (Def), a Processed step is judged owed its undo
+// by where it stands among the undone ones; with it, by whether it has one.
 func (v OrderView) State() ProcessState {
 	n := map[ProcessState]int{}
 	lowestUndone := -1 // the earliest Compensated step
@@ -352,6 +411,15 @@ func (v OrderView) State() ProcessState {
 	if v.Order.After != nil {
 		owed = v.owedInGraph()
 	}
+	// The definition says which steps have an undo: a Processed step
+	// without one (a wait, a step with nothing to undo) is never owed,
+	// wherever it stands; one with one always is (read with the records
+	// alone, [Processed without undo, Compensated] was Processing forever).
+	byDef, known := v.owedByDef(false)
+	if known {
+		owed = byDef
+	}
+	cancelOwed, _ := v.owedByDef(true)
 	// A business rejection (a step's Rejected) ends the order Rejected
 	// where it would end Compensated, or Error with only rejected steps in
 	// Error: no operator has anything to do.
@@ -369,7 +437,7 @@ func (v OrderView) State() ProcessState {
 		return Compensating
 	case n[Processing] > 0:
 		return Processing
-	case v.Cancelled() && v.cancelSettled():
+	case v.Cancelled() && v.cancelSettled() && !cancelOwed:
 		return Cancelled
 	case v.Cancelled():
 		return Processing // a step ready to be claimed: the cancel turns it away

@@ -2,6 +2,7 @@ package sas
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -254,5 +255,54 @@ func TestOrderState(t *testing.T) {
 	}
 	for _, tc := range tests {
 		require.Equal(t, tc.want, view(tc.steps...).State(), "%v", tc.steps)
+	}
+}
+
+// TestOrderStateWithItsDefinition: with the definition the order runs on,
+// the view tells a Processed step that has no undo (it stays so for good)
+// from one still owed its undo, in a failed order and in a cancelled one.
+func TestOrderStateWithItsDefinition(t *testing.T) {
+	t.Parallel()
+	def := func(undos ...string) *Workflow {
+		w := &Workflow{Name: "w"}
+		for i, u := range undos {
+			w.Steps = append(w.Steps, StepDef{Name: fmt.Sprint("s", i), Agent: "a", Undo: u})
+		}
+		return w
+	}
+	view := func(w *Workflow, cancelled bool, states ...ProcessState) OrderView {
+		v := OrderView{Def: w}
+		for i, s := range states {
+			v.Steps = append(v.Steps, StepRecord{Step: i, ProcessState: s, Cancelled: cancelled && i == len(states)-1})
+		}
+		return v
+	}
+	tests := []struct {
+		name      string
+		def       *Workflow
+		cancelled bool
+		steps     []ProcessState
+		want      ProcessState
+		settled   bool
+	}{
+		// The first step has nothing to undo; the second failed and its own
+		// undo ran: the order is compensated, not Processing forever.
+		{"no undo before the undone", def("", "DELETE /x"), false, []ProcessState{Processed, Compensated}, Compensated, true},
+		{"an undo still owed", def("DELETE /y", "DELETE /x"), false, []ProcessState{Processed, Compensated}, Processing, false},
+		// A failed step with nothing to undo before it: settled, Error.
+		{"a failure with nothing to undo", def("", "DELETE /x"), false, []ProcessState{Processed, Error}, Error, true},
+		// A cancel settled its step; the undo's claim comes next: not
+		// Cancelled yet.
+		{"cancelled, an undo to come", def("DELETE /y", "DELETE /x"), true, []ProcessState{Processed, Processed}, Processing, false},
+		{"cancelled, nothing to undo", def("", ""), true, []ProcessState{Processed, Processed}, Cancelled, true},
+		{"cancelled, undone", def("", "DELETE /x"), true, []ProcessState{Processed, Compensated}, Cancelled, true},
+		// Without a definition the records alone are read, as before (and
+		// disagree: settled, yet Processing).
+		{"no definition", nil, false, []ProcessState{Processed, Compensated}, Processing, true},
+	}
+	for _, tc := range tests {
+		v := view(tc.def, tc.cancelled, tc.steps...)
+		require.Equal(t, tc.want, v.State(), tc.name)
+		require.Equal(t, tc.settled, v.Settled(), tc.name)
 	}
 }

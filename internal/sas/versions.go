@@ -227,3 +227,19 @@ func (d *Definitions) Get(ctx context.Context, name, version string) (w Workflow
 	d.cache.Store(key, w)
 	return w, true, nil
 }
+
+// Attach gives the view the definition its order runs on (OrderView.Def),
+// so that its State and Settled know which steps have an undo. A definition
+// it cannot find (a workflow no longer registered, a store that fails)
+// leaves the view as it was: read from its records alone.
+func (d *Definitions) Attach(ctx context.Context, v OrderView) OrderView {
+	if d == nil || v.Order.Workflow == "" {
+		return v
+	}
+	w, _, err := d.Get(ctx, v.Order.Workflow, v.Order.Version)
+	if err != nil || len(w.Steps) != len(v.Order.Steps) {
+		return v
+	}
+	v.Def = &w
+	return v
+}

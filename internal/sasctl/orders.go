@@ -90,6 +90,9 @@ func (a *App) show(ctx context.Context, args []string) error {
 	if err != nil {
 		return fmt.Errorf("show %s: %w", pos[0], err)
 	}
+	// The order's stored definition says which steps have an undo, so its
+	// state reads right (sas.OrderView.Def).
+	v = sas.NewDefinitions(nil, a.Store).Attach(ctx, v)
 	if *asJSON {
 		enc := json.NewEncoder(a.Out)
 		enc.SetIndent("", "  ")
