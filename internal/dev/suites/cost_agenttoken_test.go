@@ -92,10 +92,13 @@ func TestCostOfAnAgentTokenStep(t *testing.T) {
 }
 
 // dynamoOf is d's DynamoDB requests.
-func dynamoOf(d awscount.Snapshot) map[string]int {
+func dynamoOf(d awscount.Snapshot) map[string]int { return requestsOf(d, "DynamoDB.") }
+
+// requestsOf is d's requests whose "Service.Operation" starts with prefix.
+func requestsOf(d awscount.Snapshot, prefix string) map[string]int {
 	out := map[string]int{}
 	for k, n := range d.Requests {
-		if strings.HasPrefix(k, "DynamoDB.") {
+		if strings.HasPrefix(k, prefix) {
 			out[k] = n
 		}
 	}
