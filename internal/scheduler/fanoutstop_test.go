@@ -225,3 +225,158 @@ func TestAnElementGivenUpAfterItsLastAttemptStopsTheFanOut(t *testing.T) {
 	require.Equal(t, sas.Compensated, f.element(id, 1).ProcessState)
 	require.Equal(t, sas.Compensated, f.view(id).Steps[1].ProcessState)
 }
+
+// elementKey is the key of element i of step 1 of order id.
+func elementKey(id string, i int) sas.StepKey {
+	return sas.StepKey{OrderID: id, Step: sas.ElementStep(1, i)}
+}
+
+// An element held past its deadline is rescued as a step is: the
+// supervisor's retry re-claims it and its request is sent again with its
+// element and key. At its last chance it is given up: the supervisor's
+// compensate names it, the fan-out stops, its element in flight settles,
+// and every element is undone, the given-up one included (it may have
+// taken effect), highest first.
+func TestAnElementPastItsDeadlineIsRescuedThenGivenUp(t *testing.T) {
+	t.Parallel()
+	f := fanOutFixture(t, 2)
+	const id = "o-rescue"
+	f.deliver(linesIntake(id, 4, f.replyURL))
+	f.deliver(doneWith(f.request(), `{"quote":"Q-1"}`))
+	reqs := f.requests()
+	require.Len(t, reqs, 2)
+	f.deliver(doneWith(reqs[0], `"a"`))
+	third := f.request()
+	require.Equal(t, 2, elementIndex(third))
+
+	// Element 1 is lost: past its deadline the supervisor rescues it.
+	f.clock.Advance(leaseTime + time.Second)
+	e := f.element(id, 1)
+	_, indexed := e.Indexed()
+	require.True(t, indexed, "an element carries its deadline in the index")
+	rescued, err := f.mem.Rescue(f.ctx, sas.RescueParams{Key: e.Key(), From: e.ProcessState, Attempt: e.Attempt, Now: f.clock.Now(),
+		PickupBy: f.clock.Now().Add(time.Minute), Actor: "supervisor-1", Reason: "deadline passed"})
+	require.NoError(t, err)
+	f.deliver(retryMsg(id, rescued.Step, rescued.Attempt))
+	again := f.request()
+	require.Equal(t, reqs[1].Step, again.Step)
+	require.Equal(t, 2, again.Attempt)
+	require.Equal(t, reqs[1].IdempotencyKey, again.IdempotencyKey)
+	require.JSONEq(t, string(reqs[1].Item), string(again.Item), "the rescued request carries its element")
+	require.Equal(t, 1, elementIndex(again), "and its element's index")
+
+	// Lost again, and given up.
+	f.clock.Advance(leaseTime + time.Second)
+	e = f.element(id, 1)
+	gu, err := f.mem.GiveUp(f.ctx, sas.GiveUpParams{Key: e.Key(), From: e.ProcessState, Attempt: e.Attempt, Now: f.clock.Now(),
+		Actor: "supervisor-1", Reason: "too many failures", OwedAt: f.clock.Now().Add(time.Minute)})
+	require.NoError(t, err)
+	f.deliver(sas.Encode(sas.Compensate{V: sas.MessageVersion, Kind: sas.KindCompensate, OrderID: id, Reason: "gave up",
+		Actor: "supervisor-1", GivenUp: &sas.GivenUp{Step: gu.Step, Attempt: gu.Attempt}}))
+	require.Empty(t, f.requests(), "element 2 is in flight: nothing is undone yet")
+	require.True(t, f.element(id, 2).Cancelled)
+	require.Equal(t, sas.Compensating, f.view(id).Steps[1].ProcessState)
+	require.Contains(t, f.view(id).Steps[1].LastError, "element 1 given up")
+
+	f.deliver(doneWith(third, `"c"`))
+	order, _ := undoAll(t, f, id)
+	require.Equal(t, []int{2, 1, 0, -1}, order, "element 3 never started")
+	_, err = f.mem.GetStep(f.ctx, elementKey(id, 3))
+	require.ErrorIs(t, err, sas.ErrNotFound)
+	ss := f.statuses()
+	require.Equal(t, sas.StatusCompensated, ss[len(ss)-1].Status)
+}
+
+// A duplicate or late reply of an element, or of an element's undo,
+// changes nothing: no request, no write, no undo twice.
+func TestDuplicateElementFailuresAndUndoRepliesChangeNothing(t *testing.T) {
+	t.Parallel()
+	f := fanOutFixture(t, 2)
+	const id = "o-dupfail"
+	f.deliver(linesIntake(id, 3, f.replyURL))
+	f.deliver(doneWith(f.request(), `{"quote":"Q-1"}`))
+	reqs := f.requests()
+	require.Len(t, reqs, 2)
+	refusal := reply(reqs[0], sas.OutcomeFailed, "out of stock")
+	f.deliver(refusal)
+	require.Empty(t, f.requests())
+	f.deliver(doneWith(reqs[1], `"b"`))
+	u1 := f.request()
+	require.Equal(t, 1, elementIndex(u1))
+	require.True(t, u1.Compensation)
+
+	// The refusal and the success again, late: nothing moves.
+	alerts := len(f.alerts.all())
+	before := []sas.StepRecord{f.view(id).Steps[1], f.element(id, 0), f.element(id, 1)}
+	require.Empty(t, f.handle(f.duplicate(refusal)))
+	require.Empty(t, f.handle(f.duplicate(doneWith(reqs[1], `"b"`))))
+	for _, r := range f.requests() {
+		// A redelivery may send the undo in flight again (no pick-up
+		// reported): the same attempt, the same key; never another.
+		require.Equal(t, u1.Step, r.Step)
+		require.Equal(t, u1.Attempt, r.Attempt)
+		require.Equal(t, u1.IdempotencyKey, r.IdempotencyKey)
+	}
+	require.Equal(t, before, []sas.StepRecord{f.view(id).Steps[1], f.element(id, 0), f.element(id, 1)}, "no record moved")
+	require.Len(t, f.alerts.all(), alerts, "the same alert id at most: %v", f.alerts.all())
+
+	undone := done(u1)
+	f.deliver(undone)
+	u0 := f.request()
+	require.Equal(t, 0, elementIndex(u0), "the refused element is undone too")
+	f.calls.take()
+	require.Empty(t, f.handle(f.duplicate(undone)))
+	for _, r := range f.requests() {
+		require.Equal(t, u0.IdempotencyKey, r.IdempotencyKey, "at most element 0's undo in flight again")
+		require.Equal(t, u0.Attempt, r.Attempt)
+	}
+	calls, _ := f.calls.take()
+	require.Zero(t, calls["Claim"], "and claims nothing: %v", calls)
+	// A forged undo reply of another attempt changes nothing either.
+	stale := u0
+	stale.Attempt++
+	require.Empty(t, f.handle(f.duplicate(done(stale))))
+	require.Equal(t, sas.Compensating, f.element(id, 0).ProcessState)
+
+	f.deliver(done(u0))
+	q := f.request()
+	require.Equal(t, "quote", q.StepName)
+	f.deliver(done(q))
+	require.Empty(t, f.requests())
+	for i := 0; i < 2; i++ {
+		require.Equal(t, 1, transitions(f.element(id, i), sas.Compensated), "element %d undone once", i)
+	}
+	_, err := f.mem.GetStep(f.ctx, elementKey(id, 2))
+	require.ErrorIs(t, err, sas.ErrNotFound, "element 2 never started")
+}
+
+// A cancel mid-fan-out marks the fan-out and its elements in flight: none
+// starts after it, those in flight settle, then what took effect is undone
+// highest first; the order ends Cancelled, nobody is paged.
+func TestACancelMidFanOut(t *testing.T) {
+	t.Parallel()
+	f := fanOutFixture(t, 3)
+	const id = "o-cxfan"
+	f.deliver(linesIntake(id, 10, f.replyURL))
+	f.deliver(doneWith(f.request(), `{"quote":"Q-1"}`))
+	held := runUntil(t, f, 4)
+	require.Len(t, held, 3, "4, 5 and 6 in flight")
+	f.operatorCancel(id)
+	require.Empty(t, f.requests(), "nothing starts, nothing is undone while elements are in flight")
+	require.True(t, f.view(id).Steps[1].Cancelled)
+	for i := 4; i < 7; i++ {
+		require.True(t, f.element(id, i).Cancelled, "element %d is marked", i)
+	}
+	f.deliver(doneWith(held[4], `{"held":"SKU-4"}`))
+	f.deliver(reply(held[5], sas.OutcomeTransient, "timeout"))
+	require.Empty(t, f.requests(), "no next attempt, no element after the cancel, no undo yet")
+	f.deliver(doneWith(held[6], `{"held":"SKU-6"}`))
+	order, _ := undoAll(t, f, id)
+	require.Equal(t, []int{6, 5, 4, 3, 2, 1, 0, -1}, order)
+	require.Equal(t, sas.Cancelled, f.view(id).State())
+	ss := f.statuses()
+	require.Equal(t, sas.StatusCancelled, ss[len(ss)-1].Status)
+	require.Empty(t, f.alerts.all(), "a cancel pages nobody")
+	_, err := f.mem.GetStep(f.ctx, elementKey(id, 7))
+	require.ErrorIs(t, err, sas.ErrNotFound)
+}

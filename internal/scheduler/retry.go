@@ -89,7 +89,8 @@ func (s *Service) retry(ctx context.Context, u *outbox.Unit, m sas.Retry, queueA
 		// The supervisor only hands back steps that were ready; a retry for
 		// a step still waiting on its predecessor would run the workflow out
 		// of order, whoever sent it.
-		if prev, ok := o.waitsOn(m.Step); ok && !sas.IsElement(m.Step) {
+		// (An element waits on nothing: its fan-out claimed it.)
+		if prev, ok := o.waitsOn(sas.StepOf(m.Step)); !sas.IsElement(m.Step) && ok {
 			return drop(nil, "step %d of order %s waits for step %d, which is %s", m.Step, m.OrderID, prev.Step, prev.ProcessState)
 		}
 		if notYet(rec, now) {
