@@ -118,11 +118,11 @@ func TestForEachLimitsAgree(t *testing.T) {
 	require.Less(t, workflow.MaxForEach, sas.ElementBase)
 }
 
-// A fan-out reaches the registry, which refuses it while no scheduler of
-// this build runs elements (sas.ErrForEachNotRun): a deployment never runs
-// a fan-out step as one plain request.
+// A fan-out reaches the registry as a fan-out, its list and window kept:
+// a deployment never runs a fan-out step as one plain request.
 func TestAFanOutIsNotRunAsOnePlainStep(t *testing.T) {
-	_, err := registry.FromDefinitions([]workflow.Workflow{{Name: "order", Steps: []workflow.Step{{Name: "reserve", Agent: "stock",
-		Action: "POST /holds", Timeout: workflow.Duration(time.Second), ForEach: &workflow.ForEach{Items: "payload.lines"}}}}})
-	require.ErrorContains(t, err, "order step reserve: fan-out (forEach) is checked but not run by this build")
+	reg, err := registry.FromDefinitions([]workflow.Workflow{{Name: "order", Steps: []workflow.Step{{Name: "reserve", Agent: "stock",
+		Action: "POST /holds", Timeout: workflow.Duration(time.Second), ForEach: &workflow.ForEach{Items: "payload.lines", Concurrency: 4}}}}})
+	require.NoError(t, err)
+	require.Equal(t, &sas.ForEach{Items: "payload.lines", Concurrency: 4}, reg["order"].Steps[0].ForEach)
 }
