@@ -130,6 +130,9 @@ func (a *App) show(ctx context.Context, args []string) error {
 			dash(r.LockedBy), deadline(r.CompleteBy, now), dash(why))
 	}
 	tw.Flush()
+	if err := a.showElements(ctx, v); err != nil {
+		return err
+	}
 	// What each step returned, as recorded: what the steps after it and
 	// its undo saw (docs/workflows.md, "Results").
 	if results := sas.ResultsBefore(v.Steps, len(v.Steps)); len(results) > 0 {
@@ -150,6 +153,41 @@ func (a *App) show(ctx context.Context, args []string) error {
 		fmt.Fprintf(tw, "  %s\tstep %d\t%s -> %s\tattempt %d\t%s\t%s\n", h.At.Format("15:04:05.000"), h.Step, from, h.To, h.Attempt, h.Actor, h.Reason)
 	}
 	return tw.Flush()
+}
+
+// showElements prints each fan-out step's elements (docs/workflows.md,
+// "Fan-out over a list"): how many are done of how many, how many are in
+// each state, then one line per element started.
+func (a *App) showElements(ctx context.Context, v sas.OrderView) error {
+	now := a.Clock.Now()
+	for _, r := range v.Steps {
+		if !IsFanOut(v, r) {
+			continue
+		}
+		elements, err := Elements(ctx, a.Store, r.Key())
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(a.Out, "\nelements of %s: %d/%d done", r.StepName, r.ForEachDone, r.ForEachCount)
+		if states := ElementStates(elements); states != "" {
+			fmt.Fprintf(a.Out, " (%s)", states)
+		}
+		fmt.Fprintln(a.Out)
+		tw := tabwriter.NewWriter(a.Out, 2, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "  INDEX\tSTATE\tATTEMPT\tCOMPLETE BY\tITEM\tRESULT OR LAST ERROR")
+		for _, e := range elements {
+			_, i := sas.ElementOf(e.Step)
+			out := string(e.Result)
+			if e.LastError != "" {
+				out = e.LastError
+			}
+			fmt.Fprintf(tw, "  %d\t%s\t%d\t%s\t%s\t%s\n", i, e.ProcessState, e.Attempt, deadline(e.CompleteBy, now), dash(string(e.Item)), dash(out))
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func dash(s string) string {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"testing"
 	"time"
 
@@ -304,4 +305,33 @@ func TestShowASkippedStep(t *testing.T) {
 	out := f.out.String()
 	require.Contains(t, out, "state Processed")
 	require.Regexp(t, `1\s+car\s+Skipped\s+0\s+0\s+-\s+-\s+skipped: its condition payload.needsCar is false`, out)
+}
+
+// A fan-out step shows how many of its elements are done of how many, how
+// many are in each state, and each element started: its item, its result.
+func TestShowAFanOutsElements(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	ctx := context.Background()
+	k := sas.StepKey{OrderID: "o-f"}
+	_, err := f.store.Submit(ctx, sas.SubmitParams{Order: sas.Order{OrderID: "o-f", Workflow: "stock", Steps: []string{"reserve"}},
+		Now: t0, PickupBy: t0.Add(time.Minute), Claim: &sas.ClaimParams{Owner: "s", CompleteBy: t0.Add(30 * time.Second)}})
+	require.NoError(t, err)
+	claim := func(i int) sas.ElementClaim {
+		return sas.ElementClaim{Index: i, Item: json.RawMessage(fmt.Sprintf(`{"sku":"s-%d"}`, i)), CompleteBy: t0.Add(time.Minute)}
+	}
+	_, err = f.store.StartFanOut(ctx, sas.StartFanOutParams{Key: k, Owner: "s", Attempt: 1, Now: t0, Count: 3,
+		Claims: []sas.ElementClaim{claim(0), claim(1)}, StepName: "reserve"})
+	require.NoError(t, err)
+	next := claim(2)
+	_, err = f.store.CompleteElement(ctx, sas.CompleteElementParams{Key: sas.StepKey{OrderID: "o-f", Step: sas.ElementStep(0, 0)}, Owner: "s",
+		Attempt: 1, Now: t0.Add(time.Second), Result: json.RawMessage(`{"hold":"H-0"}`), Next: &next, StepName: "reserve"})
+	require.NoError(t, err)
+
+	require.NoError(t, f.app.Run(ctx, []string{"show", "o-f"}))
+	out := f.out.String()
+	require.Contains(t, out, "elements of reserve: 1/3 done (Processing 2, Processed 1)")
+	require.Regexp(t, `0\s+Processed\s+1\s+-\s+\{"sku":"s-0"\}\s+\{"hold":"H-0"\}`, out)
+	require.Regexp(t, `1\s+Processing\s+1\s+08:01:00 \(59m0s ago, expired\)\s+\{"sku":"s-1"\}\s+-`, out)
+	require.Regexp(t, `2\s+Processing\s+1\s+`, out)
 }
