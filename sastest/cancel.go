@@ -93,6 +93,13 @@ func (e *Env) injected(req agent.Request, n int) (error, bool) {
 	if err, ok := e.aimed[aimedFault{order: req.OrderID, fault: f}]; ok {
 		return err, true
 	}
+	if el := elementOf(req); el > 0 {
+		at := f
+		at.element = el
+		if err, ok := e.faults[at]; ok {
+			return err, true // FailElement's
+		}
+	}
 	err, ok := e.faults[f]
 	return err, ok
 }

@@ -43,6 +43,16 @@
 // undo; every run of the Func during that attempt (in-process tries and
 // redeliveries) fails.
 //
+// # Fan-out
+//
+// A fan-out step (workflow.Step.ForEach) runs once per element of its list.
+// Its Result.Steps entry holds its result (the list of its elements'
+// results, in order) and its Elements: each one started, with its item,
+// state, attempts and result. An element's calls name it ("reserve[2]#1"),
+// its attempts are counted on their own, and its undo shows in
+// Result.Undone as "reserve[2]". Fail on a fan-out step fails that attempt
+// of every element; FailElement fails one element's.
+//
 // # Callback steps and the clock
 //
 // A callback step (workflow.Step.Callback) waits for the outside world.

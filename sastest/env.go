@@ -151,17 +151,29 @@ type actor struct {
 }
 
 // fault is where an injected failure fires: a step, or its undo, at an
-// attempt counted from 1.
+// attempt counted from 1; for FailElement, one element of a fan-out step
+// (element is its index + 1; 0 for any request of the step).
 type fault struct {
 	step    string
 	undo    bool
 	attempt int
+	element int
 }
 
-// attemptKey is one order's step, or its undo.
+// attemptKey is one order's step, or its undo; for a fan-out, one element
+// (element is its index + 1), whose attempts are counted apart.
 type attemptKey struct {
 	order, step string
 	undo        bool
+	element     int
+}
+
+// elementOf is the element field of fault and attemptKey for req.
+func elementOf(req agent.Request) int {
+	if req.Item == nil {
+		return 0
+	}
+	return req.Index + 1
 }
 
 // call is a Call of some order.
@@ -350,7 +362,25 @@ func (e *Env) FailUndo(step string, attempt int, err error) {
 	e.inject("FailUndo", step, true, attempt, err)
 }
 
+// FailElement is Fail for one element of a fan-out step (its index in the
+// list, from 0), at its own attempt counted from 1. Fail on a fan-out step
+// fails that attempt of each of its elements.
+func (e *Env) FailElement(step string, index, attempt int, err error) {
+	e.t.Helper()
+	if index < 0 {
+		e.t.Fatalf("sastest: FailElement(%q, %d): elements count from 0", step, index)
+	}
+	e.injectAt("FailElement", step, false, attempt, index+1, err)
+}
+
 func (e *Env) inject(fn, step string, undo bool, attempt int, err error) {
+	e.t.Helper()
+	e.injectAt(fn, step, undo, attempt, 0, err)
+}
+
+// injectAt is inject at one element of a fan-out step (element: its index
+// + 1), or at every request of the step (0).
+func (e *Env) injectAt(fn, step string, undo bool, attempt, element int, err error) {
 	e.t.Helper()
 	var steps []string
 	found, hasUndo := false, false
@@ -378,7 +408,7 @@ func (e *Env) inject(fn, step string, undo bool, attempt int, err error) {
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.faults[fault{step: step, undo: undo, attempt: attempt}] = err
+	e.faults[fault{step: step, undo: undo, attempt: attempt, element: element}] = err
 }
 
 // middleware is every agent handler's: it numbers the attempts, fires the
@@ -386,7 +416,7 @@ func (e *Env) inject(fn, step string, undo bool, attempt int, err error) {
 func (e *Env) middleware(next agent.Func) agent.Func {
 	return func(ctx context.Context, req agent.Request) (any, error) {
 		e.mu.Lock()
-		k := attemptKey{order: req.OrderID, step: req.Step, undo: req.Undo}
+		k := attemptKey{order: req.OrderID, step: req.Step, undo: req.Undo, element: elementOf(req)}
 		seen := e.attempts[k]
 		n := slices.Index(seen, req.Attempt) + 1
 		if n == 0 {
@@ -401,7 +431,7 @@ func (e *Env) middleware(next agent.Func) agent.Func {
 		if !injected {
 			res, err = next(ctx, req)
 		}
-		c := call{order: req.OrderID, Call: Call{Step: req.Step, Attempt: n, Undo: req.Undo}}
+		c := call{order: req.OrderID, Call: Call{Step: req.Step, Attempt: n, Undo: req.Undo, Item: req.Item, Index: req.Index}}
 		if err != nil {
 			c.Err = err.Error()
 		}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sas-go/sas/internal/sas"
+	"github.com/sas-go/sas/internal/sasctl"
 )
 
 // Status is how an order ended: Result.Status.
@@ -63,7 +64,8 @@ type Result struct {
 	// Steps are the order's steps, in workflow order.
 	Steps []Step
 	// Undone are the names of the steps that were undone, in the order
-	// their undo succeeded: newest first.
+	// their undo succeeded: newest first. A fan-out's elements are undone
+	// each on its own, named "reserve[3]": highest index first.
 	Undone []string
 	// Statuses are what the order's replyTo queue received, in sequence
 	// order: "received", "step-done/flight", "failed/hotel",
@@ -103,7 +105,30 @@ type Step struct {
 	Reason string
 	// Rejected is true when the step's failure was a business rejection.
 	Rejected bool
-	// Result is what the step returned, as recorded (nil for none).
+	// Result is what the step returned, as recorded (nil for none); a
+	// fan-out step's is the list of its elements' results, in order.
+	Result json.RawMessage
+	// Elements are a fan-out step's elements that started, in index order
+	// (nil for a step that is not a fan-out): an element not started, its
+	// fan-out stopped first, has none.
+	Elements []Element
+}
+
+// Element is where one element of a fan-out step ended (docs/workflows.md,
+// "Fan-out over a list").
+type Element struct {
+	// Index is the element's position in the list, from 0.
+	Index int
+	// Item is the element, as the agent got it (agent.Request.Item).
+	Item json.RawMessage
+	// State is the element's final state: StateProcessed, StateError,
+	// StateCompensated (its undo ran) or StateCompensationFailed.
+	State State
+	// Attempts counts the attempts at the element that reached its agent.
+	Attempts int
+	// Reason is the element's last error.
+	Reason string
+	// Result is what the element returned (nil for none).
 	Result json.RawMessage
 }
 
@@ -118,11 +143,20 @@ type Call struct {
 	// Err is the error the run returned (injected or the Func's), "" for
 	// a success.
 	Err string
+	// Item is the element of a fan-out step's list the run was for, and
+	// Index its position from 0 (agent.Request.Item and Index); nil for a
+	// step that is not a fan-out. An element's attempts are counted apart.
+	Item  json.RawMessage
+	Index int
 }
 
-// String is "flight#1", "flight#2 undo", with the error after a "→".
+// String is "flight#1", "flight#2 undo", "reserve[3]#1" for a fan-out's
+// element, with the error after a "→".
 func (c Call) String() string {
 	s := fmt.Sprintf("%s#%d", c.Step, c.Attempt)
+	if c.Item != nil {
+		s = fmt.Sprintf("%s[%d]#%d", c.Step, c.Index, c.Attempt)
+	}
 	if c.Undo {
 		s += " undo"
 	}
@@ -195,6 +229,9 @@ func (e *Env) result(v sas.OrderView, statuses []sas.Status, took time.Duration)
 			Name: name, State: State(r.ProcessState), Failures: r.FailureCount, Reason: reason,
 			Attempts: len(e.attempts[attemptKey{order: id, step: name}]), Rejected: r.Rejected, Result: r.Result,
 		})
+		if sasctl.IsFanOut(v, r) {
+			res.Steps[len(res.Steps)-1].Elements = e.elements(v, r, name, state)
+		}
 		if len(r.Result) > 0 {
 			if res.Results == nil {
 				res.Results = map[string]json.RawMessage{}
@@ -212,8 +249,12 @@ func (e *Env) result(v sas.OrderView, statuses []sas.Status, took time.Duration)
 		res.History = append(res.History, fmt.Sprintf("%s %s→%s #%d by %s: %s", name, h.From, h.To, h.Attempt, h.Actor, h.Reason))
 	}
 	for _, c := range res.Calls {
-		if c.Undo && c.Err == "" && state[c.Step] == sas.Compensated && !slices.Contains(res.Undone, c.Step) {
-			res.Undone = append(res.Undone, c.Step)
+		name := c.Step
+		if c.Item != nil {
+			name = fmt.Sprintf("%s[%d]", c.Step, c.Index) // an element: its state is under that name
+		}
+		if c.Undo && c.Err == "" && state[name] == sas.Compensated && !slices.Contains(res.Undone, name) {
+			res.Undone = append(res.Undone, name)
 		}
 	}
 	for _, s := range statuses {
@@ -235,4 +276,22 @@ func (e *Env) result(v sas.OrderView, statuses []sas.Status, took time.Duration)
 		}
 	}
 	return res
+}
+
+// elements reads fan-out step r's elements (named step in the order's
+// view), and notes each one's state in state as "step[index]". Called with
+// e.mu held.
+func (e *Env) elements(v sas.OrderView, r sas.StepRecord, step string, state map[string]sas.ProcessState) []Element {
+	recs, err := sasctl.Elements(e.ctx, e.store, r.Key())
+	if err != nil {
+		e.t.Fatalf("sastest: %v", err)
+	}
+	out := make([]Element, 0, len(recs))
+	for _, x := range recs {
+		_, i := sas.ElementOf(x.Step)
+		state[fmt.Sprintf("%s[%d]", step, i)] = x.ProcessState
+		out = append(out, Element{Index: i, Item: x.Item, State: State(x.ProcessState), Reason: x.LastError, Result: x.Result,
+			Attempts: len(e.attempts[attemptKey{order: v.Order.OrderID, step: step, element: i + 1}])})
+	}
+	return out
 }
