@@ -61,7 +61,7 @@ func startSystem(t *testing.T) *system {
 		PickupTimeout: sys.Config.PickupTimeout, Actor: "operator:browser-test", Out: io.Discard}
 	srv, err := console.New(console.Config{
 		Store: sys.Store, Queues: sys.Queue, App: app, QueueRefs: console.QueueRefsOf(sys.Config, sys.Registry),
-		Agents: console.AgentsOf(sys.Registry, sys.Config), StepAgents: sys.Registry.StepAgents(), Registry: sys.Registry, Workflows: []string{registry.Order, registry.Payment, notify, expense, split},
+		Agents: console.AgentsOf(sys.Registry, sys.Config), StepAgents: sys.Registry.StepAgents(), Registry: sys.Registry, Workflows: []string{registry.Order, registry.Payment, notify, expense, split, lines},
 		Refresh: time.Second,
 	})
 	require.NoError(t, err)
@@ -73,6 +73,9 @@ func startSystem(t *testing.T) *system {
 
 // split is the order workflow with its first two steps as branches.
 const split = "split"
+
+// lines holds each line of an order, two at a time: a fan-out.
+const lines = "lines"
 
 // expense is a workflow whose first step waits for a person (the Waiting
 // page's approvals).
@@ -110,7 +113,11 @@ func consoleWorkflows(t *testing.T) sas.Registry {
 	split := sas.Workflow{Name: split, Steps: slices.Clone(ord.Steps)}
 	split.Steps[1].After = []int{}
 	split.Steps[2].After = []int{0, 1}
-	out, err := sas.NewRegistry(reg[registry.Order], pay, other, exp, split)
+	// lines holds each of the payload's items, two at a time (a fan-out;
+	// its own step name, as agents route by step name).
+	fan := sas.Workflow{Name: lines, Steps: []sas.StepDef{{Name: "hold", Agent: registry.PaymentsAgent, Action: "POST /reservations",
+		Timeout: 5 * time.Second, ForEach: &sas.ForEach{Items: "payload.items", Concurrency: 2}}}}
+	out, err := sas.NewRegistry(reg[registry.Order], pay, other, exp, split, fan)
 	require.NoError(t, err)
 	return out
 }
@@ -233,6 +240,25 @@ func TestConsoleInABrowser(t *testing.T) {
 		}
 		require.True(t, at(1, sas.Processing).Before(at(0, sas.Processed)), "charge was claimed before reserve finished: the branches ran at once")
 		b.Shot(t, "order-branches")
+	})
+
+	t.Run("a fan-out shows its elements done of all and each element's state", func(t *testing.T) {
+		s.submit(t, "lines-1", lines, `{"items":[{"sku":"a"},{"sku":"b"},{"sku":"c"},{"sku":"d"},{"sku":"e"}]}`)
+		s.settle(t, sas.Processed, "lines-1")
+		b.Run(t, chromedp.Navigate(s.url+"/orders/lines-1"), chromedp.WaitVisible("#steps .fan-out-elements", chromedp.ByQuery))
+		var head, states string
+		var rows []string
+		b.Run(t, chromedp.Text("#steps li.step .head", &head, chromedp.ByQuery),
+			chromedp.Text("#steps .element-states", &states, chromedp.ByQuery),
+			chromedp.Evaluate(`[...document.querySelectorAll('#steps table.elements tbody tr')].map(e => [...e.cells].map(c => c.textContent.trim()).join(' '))`, &rows))
+		require.Contains(t, head, "5/5 elements done")
+		require.Equal(t, "elements started: Processed 5", strings.TrimSpace(states))
+		require.Len(t, rows, 5)
+		for i, r := range rows {
+			require.Contains(t, r, fmt.Sprintf(`%d Processed 1 {"sku":"%c"}`, i, 'a'+i))
+			require.Contains(t, r, fmt.Sprintf(`"idempotencyKey":"lines-1:0:i%d"`, i), "the remote saw the element's own key")
+		}
+		b.Shot(t, "order-fan-out")
 	})
 
 	t.Run("a payload holding a script renders as text and runs nothing", func(t *testing.T) {

@@ -487,3 +487,30 @@ func TestTheOrderPageKnowsAStepWithoutAnUndo(t *testing.T) {
 	page := get(t, ts.URL+"/orders/"+id)
 	require.Contains(t, page, `id="order-state">Compensated<`)
 }
+
+// A fan-out step's page shows its elements done of all, how many are in
+// each state, and each element started: its item, its result, its key.
+func TestTheOrderPageShowsAFanOutsElements(t *testing.T) {
+	ts, st := fast(t, false)
+	ctx := context.Background()
+	k := sas.StepKey{OrderID: "o-fan"}
+	_, err := st.Submit(ctx, sas.SubmitParams{Order: sas.Order{OrderID: "o-fan", Workflow: "stock", Steps: []string{"reserve"}},
+		Now: t0, PickupBy: t0.Add(time.Minute), Claim: &sas.ClaimParams{Owner: "s", Now: t0, CompleteBy: t0.Add(time.Minute)}})
+	require.NoError(t, err)
+	claim := func(i int) sas.ElementClaim {
+		return sas.ElementClaim{Index: i, Item: []byte(fmt.Sprintf(`{"sku":"s-%d"}`, i)), CompleteBy: t0.Add(time.Minute)}
+	}
+	_, err = st.StartFanOut(ctx, sas.StartFanOutParams{Key: k, Owner: "s", Attempt: 1, Now: t0, Count: 3,
+		Claims: []sas.ElementClaim{claim(0), claim(1)}, StepName: "reserve"})
+	require.NoError(t, err)
+	next := claim(2)
+	_, err = st.CompleteElement(ctx, sas.CompleteElementParams{Key: sas.StepKey{OrderID: "o-fan", Step: sas.ElementStep(0, 0)}, Owner: "s",
+		Attempt: 1, Now: t0.Add(time.Second), Result: []byte(`{"hold":"<H-0>"}`), Next: &next, StepName: "reserve"})
+	require.NoError(t, err)
+
+	page := get(t, ts.URL+"/orders/o-fan")
+	require.Contains(t, page, `<span class="pill fan-out" title="a fan-out: its elements done, of all">1/3 elements done</span>`)
+	require.Contains(t, page, `<p class="element-states">elements started: Processing 2, Processed 1</p>`)
+	require.Contains(t, page, `<tr data-element="0"><td>0</td><td><span class="pill st-processed">Processed</span></td><td>1</td><td class="mono">{&#34;sku&#34;:&#34;s-0&#34;}</td><td class="mono">{&#34;hold&#34;:&#34;&lt;H-0&gt;&#34;}</td><td class="mono">o-fan:0:i0</td></tr>`)
+	require.Contains(t, page, `<tr data-element="2"><td>2</td><td><span class="pill st-processing">Processing</span>`)
+}

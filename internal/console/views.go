@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/sas-go/sas/internal/sas"
+	"github.com/sas-go/sas/internal/sasctl"
 )
 
 // Row is one order in a list.
@@ -294,6 +295,24 @@ type StepView struct {
 	// Follows names the steps it follows, in an order whose workflow has
 	// branches (sas.Order.After); empty in a straight line.
 	Follows []string
+	// FanOut is a fan-out step's elements (docs/workflows.md, "Fan-out
+	// over a list"); nil for any other step.
+	FanOut *FanOutView
+}
+
+// FanOutView is a fan-out step's elements: how many are done of how many,
+// how many of those started are in each state, and each one started.
+type FanOutView struct {
+	Done, Total int
+	States      string // "Processing 2, Processed 3"
+	Elements    []ElementView
+}
+
+// ElementView is one element of a fan-out step.
+type ElementView struct {
+	sas.StepRecord
+	Index int
+	Key   string // its idempotency key (the step's and ":i<index>")
 }
 
 // UndoView is one undo of the chain.
@@ -377,6 +396,19 @@ func (s *Server) order(w http.ResponseWriter, r *http.Request) {
 		}
 		if v.Order.After != nil {
 			sv.Follows = v.Follows(st.Step)
+		}
+		if sasctl.IsFanOut(v, st) {
+			elements, err := sasctl.Elements(r.Context(), s.cfg.Store, st.Key())
+			if err != nil {
+				s.fail(w, http.StatusBadGateway, err)
+				return
+			}
+			fo := &FanOutView{Done: st.ForEachDone, Total: st.ForEachCount, States: sasctl.ElementStates(elements)}
+			for _, e := range elements {
+				_, i := sas.ElementOf(e.Step)
+				fo.Elements = append(fo.Elements, ElementView{StepRecord: e, Index: i, Key: sas.IdempotencyKey(v.Order.OrderID, e.Step, e.Generation, false)})
+			}
+			sv.FanOut = fo
 		}
 		steps = append(steps, sv)
 	}
