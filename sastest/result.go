@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/sas-go/sas/internal/sas"
-	"github.com/sas-go/sas/internal/sasctl"
 )
 
 // Status is how an order ended: Result.Status.
@@ -229,7 +228,7 @@ func (e *Env) result(v sas.OrderView, statuses []sas.Status, took time.Duration)
 			Name: name, State: State(r.ProcessState), Failures: r.FailureCount, Reason: reason,
 			Attempts: len(e.attempts[attemptKey{order: id, step: name}]), Rejected: r.Rejected, Result: r.Result,
 		})
-		if sasctl.IsFanOut(v, r) {
+		if v.IsFanOut(r) {
 			res.Steps[len(res.Steps)-1].Elements = e.elements(v, r, name, state)
 		}
 		if len(r.Result) > 0 {
@@ -282,7 +281,7 @@ func (e *Env) result(v sas.OrderView, statuses []sas.Status, took time.Duration)
 // view), and notes each one's state in state as "step[index]". Called with
 // e.mu held.
 func (e *Env) elements(v sas.OrderView, r sas.StepRecord, step string, state map[string]sas.ProcessState) []Element {
-	recs, err := sasctl.Elements(e.ctx, e.store, r.Key())
+	recs, err := sas.AllElements(e.ctx, e.store, r.Key())
 	if err != nil {
 		e.t.Fatalf("sastest: %v", err)
 	}

@@ -397,8 +397,8 @@ func (s *Server) order(w http.ResponseWriter, r *http.Request) {
 		if v.Order.After != nil {
 			sv.Follows = v.Follows(st.Step)
 		}
-		if sasctl.IsFanOut(v, st) {
-			elements, err := sasctl.Elements(r.Context(), s.cfg.Store, st.Key())
+		if v.IsFanOut(st) {
+			elements, err := sas.AllElements(r.Context(), s.cfg.Store, st.Key())
 			if err != nil {
 				s.fail(w, http.StatusBadGateway, err)
 				return

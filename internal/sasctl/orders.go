@@ -161,10 +161,10 @@ func (a *App) show(ctx context.Context, args []string) error {
 func (a *App) showElements(ctx context.Context, v sas.OrderView) error {
 	now := a.Clock.Now()
 	for _, r := range v.Steps {
-		if !IsFanOut(v, r) {
+		if !v.IsFanOut(r) {
 			continue
 		}
-		elements, err := Elements(ctx, a.Store, r.Key())
+		elements, err := sas.AllElements(ctx, a.Store, r.Key())
 		if err != nil {
 			return err
 		}
