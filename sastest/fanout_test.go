@@ -113,3 +113,24 @@ func TestAFailedElementUndoesTheOthers(t *testing.T) {
 	require.Empty(t, reserve.Elements[2].Result)
 	require.Equal(t, []string{"reserve: Error: element 2 failed: out of stock"}, res.Alerts)
 }
+
+// A cancel while a fan-out runs: the elements in flight settle, no element
+// starts after them, and every element that took effect is undone, highest
+// index first; the order ends cancelled, nobody paged.
+func TestACancelledFanOutUndoesItsElements(t *testing.T) {
+	t.Parallel()
+	var released []string
+	env := sastest.New(t, stock, warehouse(&released), agent.New("payments").Step("pay", ok, nil))
+	env.CancelWhen("o-3", "reserve") // as element 0 is about to run
+	res := env.Run("stock", "o-3", fourLines)
+
+	require.Equal(t, sastest.StatusCancelled, res.Status, "%v", res.History)
+	// Elements 0 and 1 were in flight (the first window): they settled,
+	// 2 and 3 never started, and pay never ran.
+	require.Equal(t, []string{"reserve[0]#1", "reserve[1]#1", "reserve[1]#1 undo", "reserve[0]#1 undo"}, calls(res))
+	require.Equal(t, []string{"reserve[1]", "reserve[0]"}, res.Undone)
+	require.Equal(t, []string{"H-b", "H-a"}, released)
+	reserve, _ := res.Step("reserve")
+	require.Len(t, reserve.Elements, 2, "no element started after the cancel")
+	require.Empty(t, res.Alerts)
+}
