@@ -74,8 +74,8 @@ func (s *SAS) permissions() {
 	// its last receives before the DLQ is renewed by a fresh copy sent to
 	// the queue it came from (internal/scheduler/renew.go).
 	allow(s.scheduler.role, []string{"sqs:SendMessage"}, append(s.everyAgentQueueARN(), s.schedulerQ.QueueArn(), s.intake.QueueArn(), s.controlQ.QueueArn())...)
-	if len(s.p.AllowedReplyQueueARNs) > 0 {
-		allow(s.scheduler.role, []string{"sqs:SendMessage"}, *jsii.Strings(s.p.AllowedReplyQueueARNs...)...)
+	if replies := append(append([]string(nil), s.p.AllowedReplyQueueARNs...), s.tenantReplyQueueARNs()...); len(replies) > 0 {
+		allow(s.scheduler.role, []string{"sqs:SendMessage"}, *jsii.Strings(replies...)...)
 	}
 	allow(s.scheduler.role, []string{"sns:Publish"}, s.topic.TopicArn())
 	allow(s.scheduler.role, []string{"events:PutEvents"}, s.eventBusARN)
@@ -243,6 +243,19 @@ func (s *SAS) resourcePolicies() {
 			Actions:    jsii.Strings("sqs:SendMessage"),
 			Resources:  &[]*string{s.intake.QueueArn()},
 			Conditions: &map[string]any{"ArnEquals": map[string]any{"aws:PrincipalArn": *jsii.Strings(s.p.CompleterRoleARNs...)}},
+		}))
+	}
+	if tenants := s.tenantRoleARNs(); len(tenants) > 0 {
+		// Each tenant's roles, named in the queue's own policy: the
+		// scheduler tells their orders by who sent them (docs/trust.md,
+		// "Tenants").
+		s.intake.AddToResourcePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+			Sid:        jsii.String("TenantsSend"),
+			Effect:     awsiam.Effect_ALLOW,
+			Principals: &[]awsiam.IPrincipal{awsiam.NewAnyPrincipal()},
+			Actions:    jsii.Strings("sqs:SendMessage"),
+			Resources:  &[]*string{s.intake.QueueArn()},
+			Conditions: &map[string]any{"ArnEquals": map[string]any{"aws:PrincipalArn": tenants}},
 		}))
 	}
 	// The control queue: the supervisor and the operators, and the
