@@ -335,3 +335,33 @@ func TestShowAFanOutsElements(t *testing.T) {
 	require.Regexp(t, `1\s+Processing\s+1\s+08:01:00 \(59m0s ago, expired\)\s+\{"sku":"s-1"\}\s+-`, out)
 	require.Regexp(t, `2\s+Processing\s+1\s+`, out)
 }
+
+// show reads the order's state with its stored definition: a first step
+// without an undo before a failed step that was undone is Compensated, not
+// Processing for good.
+func TestShowKnowsAStepWithoutAnUndo(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	ctx := context.Background()
+	def := sas.Workflow{Name: "notify-pay", Steps: []sas.StepDef{
+		{Name: "notify", Agent: "mail", Action: "send", Timeout: time.Minute},
+		{Name: "charge", Agent: "payments", Action: "charge", Undo: "refund", Timeout: time.Minute},
+	}}
+	require.NoError(t, f.store.PutDefinition(ctx, def))
+	id := "o-noundo"
+	_, err := f.store.Submit(ctx, sas.SubmitParams{Order: sas.Order{OrderID: id, Workflow: def.Name, Version: def.Version(), Steps: def.StepNames()},
+		Now: t0, PickupBy: t0.Add(time.Minute), Claim: &sas.ClaimParams{Owner: "s", Now: t0, CompleteBy: t0.Add(time.Minute)}})
+	require.NoError(t, err)
+	k1 := sas.StepKey{OrderID: id, Step: 1}
+	_, err = f.store.Complete(ctx, sas.CompleteParams{Key: sas.StepKey{OrderID: id}, Owner: "s", Attempt: 1, Now: t0.Add(time.Second),
+		Next: &sas.ClaimParams{Key: k1, Owner: "s", Now: t0.Add(time.Second), CompleteBy: t0.Add(time.Minute)}})
+	require.NoError(t, err)
+	_, err = f.store.Fail(ctx, sas.FailParams{Key: k1, Owner: "s", Attempt: 1, Now: t0.Add(2 * time.Second), Reason: "card declined"})
+	require.NoError(t, err)
+	_, err = f.store.Claim(ctx, sas.ClaimParams{Key: k1, From: sas.Error, Attempt: 1, Owner: "s", Now: t0.Add(3 * time.Second), CompleteBy: t0.Add(time.Minute)})
+	require.NoError(t, err)
+	_, err = f.store.Complete(ctx, sas.CompleteParams{Key: k1, Owner: "s", Attempt: 2, Now: t0.Add(4 * time.Second), Compensation: true})
+	require.NoError(t, err)
+	require.NoError(t, f.app.Run(ctx, []string{"show", id}))
+	require.Contains(t, f.out.String(), "state Compensated")
+}
