@@ -553,7 +553,8 @@ func Wait(r StepRecord, p WaitParams) (StepRecord, error) {
 		return r, &ValidationError{Field: "dueAt", Reason: "the deadline seen has not passed"}
 	}
 	if r.ProcessState != p.From || r.LockedBy != p.Owner || r.Attempt != p.Attempt ||
-		!r.DueAt.Equal(p.DueAt) || !r.WaitingSince.Equal(p.WaitingSince) {
+		!r.DueAt.Equal(p.DueAt) || !r.WaitingSince.Equal(p.WaitingSince) ||
+		(r.ProcessState == Processing && r.ForEachCount > 0) { // a running fan-out has no deadline: its elements do
 		return r, race("wait", r)
 	}
 	first := r.WaitingSince.IsZero()
