@@ -276,7 +276,7 @@ func Leg(compensation bool) (running, done, failed ProcessState) {
 // step away: the work is done and the attempt is still the current one.
 func Complete(r StepRecord, p CompleteParams) (StepRecord, error) {
 	running, done, _ := Leg(p.Compensation)
-	if !heldBy(r, running, p.Owner, p.Attempt) || (p.Elapsed && DueOf(r).After(p.Now)) || (!p.Compensation && r.Cancelled && !p.Cancelled) {
+	if !heldBy(r, running, p.Owner, p.Attempt) || (p.Elapsed && (DueOf(r).IsZero() || DueOf(r).After(p.Now))) || (!p.Compensation && r.Cancelled && !p.Cancelled) {
 		return r, race("complete", r)
 	}
 	r = unlease(r)
