@@ -487,3 +487,25 @@ func TestAnElementsUndoRetriesThenFailsTheFanOutsUndo(t *testing.T) {
 	}
 	require.True(t, undoAlert, "an operator is paged: %v", f.alerts.all())
 }
+
+// An element's late pick-up is recorded as a step's: its deadline counts
+// from the pick-up, and the fan-out goes on.
+func TestAnElementsLatePickUpIsRecorded(t *testing.T) {
+	t.Parallel()
+	f := fanOutFixture(t, 1)
+	const id = "o-started"
+	f.deliver(linesIntake(id, 2, f.replyURL))
+	f.deliver(doneWith(f.request(), `{"quote":"Q-1"}`))
+	r := f.request()
+	before := f.element(id, 0)
+	require.True(t, before.StartedAt.IsZero())
+	f.clock.Advance(time.Minute)
+	f.deliver(reply(r, sas.OutcomeStarted, ""))
+	after := f.element(id, 0)
+	require.Equal(t, f.clock.Now(), after.StartedAt, "the pick-up is recorded on the element")
+	require.True(t, after.CompleteBy.After(before.CompleteBy), "its deadline counts from the pick-up")
+	require.Empty(t, f.requests())
+	f.deliver(doneWith(r, `"a"`))
+	f.deliver(doneWith(f.request(), `"b"`))
+	require.Equal(t, "ship", f.request().StepName)
+}
