@@ -84,6 +84,8 @@ func FromDefinitions(defs []workflow.Workflow) (sas.Registry, error) {
 				def.Timer = &sas.Timer{For: w.For.D(), Until: w.Until}
 			}
 			if f := s.ForEach; f != nil {
+				// Run an element at a time by the scheduler (docs/decisions.md,
+				// "Fan-out elements are records of their own").
 				def.ForEach = &sas.ForEach{Items: f.Items, Concurrency: f.Concurrency}
 			}
 			ws[i].Steps[j] = def

@@ -118,11 +118,13 @@ func TestForEachLimitsAgree(t *testing.T) {
 	require.Less(t, workflow.MaxForEach, sas.ElementBase)
 }
 
-// A fan-out reaches the registry as a fan-out, its list and window kept:
-// a deployment never runs a fan-out step as one plain request.
-func TestAFanOutIsNotRunAsOnePlainStep(t *testing.T) {
+// A fan-out reaches the registry as one: its list and window, which the
+// scheduler runs an element at a time, never as one plain request.
+func TestAFanOutIsRegisteredAsOne(t *testing.T) {
 	reg, err := registry.FromDefinitions([]workflow.Workflow{{Name: "order", Steps: []workflow.Step{{Name: "reserve", Agent: "stock",
 		Action: "POST /holds", Timeout: workflow.Duration(time.Second), ForEach: &workflow.ForEach{Items: "payload.lines", Concurrency: 4}}}}})
 	require.NoError(t, err)
-	require.Equal(t, &sas.ForEach{Items: "payload.lines", Concurrency: 4}, reg["order"].Steps[0].ForEach)
+	w, ok := reg["order"]
+	require.True(t, ok)
+	require.Equal(t, &sas.ForEach{Items: "payload.lines", Concurrency: 4}, w.Steps[0].ForEach)
 }
