@@ -243,6 +243,7 @@ func (s *Service) elementRefused(ctx context.Context, u *outbox.Unit, o order, d
 func (s *Service) fanOutDoneAgain(ctx context.Context, u *outbox.Unit, o order, r sas.StepRecord) error {
 	rep := sas.AgentReply{V: sas.MessageVersion, Kind: sas.KindAgentReply, OrderID: o.id(), Step: r.Step, StepName: r.StepName,
 		Attempt: r.Attempt, Generation: r.Generation, Outcome: sas.OutcomeDone}
+	o.steps = nil // read before the fan-out's result was written: a request re-sent carries it (the simulator's seed 462)
 	return s.duplicateDone(ctx, u, o, rep, s.cfg.Clock.Now())
 }
 

@@ -303,5 +303,7 @@ func TestARedeliveryAfterAFanOutsCompletionSendsTheNextRequest(t *testing.T) {
 		require.Empty(t, f.handle(f.event(last)))
 		ship := f.request()
 		require.Equal(t, 2, ship.Step, "n=%d: its redelivery sends ship's request", n)
+		want := map[int]string{0: `[]`, 2: `[0,1]`}[n]
+		require.JSONEq(t, want, string(ship.Results["reserve"]), "n=%d: with the fan-out's results (the simulator's seed 462)", n)
 	}
 }
