@@ -75,6 +75,10 @@ type Config struct {
 	// Waits: the trip waits between two steps (waits.go). Also on in a
 	// third of the seeds whatever ForSeed drew (Config.waiting).
 	Waits bool
+	// FanOut: the trip's shipment runs once per line of the order
+	// (fanout.go). Also on in a quarter of the seeds whatever ForSeed drew
+	// (Config.fanning).
+	FanOut bool
 	// Faults is the run's fault mix (faults.go): Swarm's draw for the
 	// seed, or DefaultFaults.
 	Faults Faults
