@@ -67,6 +67,7 @@ func (st *Store) CompleteElement(ctx context.Context, p sas.CompleteElementParam
 	}
 	u := newUpdate()
 	held(&u, sas.Processing, p.Owner, p.Attempt)
+	notCancelled(&u) // a marked element settles alone (sas.CompleteElement)
 	u.set(attrState, s(string(sas.Processed)))
 	if len(p.Result) > 0 {
 		u.set(attrResult, s(string(p.Result)))

@@ -127,9 +127,11 @@ func (p CompleteElementParams) Check() error {
 }
 
 // CompleteElement is the element's part: fenced on its holder and attempt,
-// Processing → Processed with its result.
+// Processing → Processed with its result. An element marked (its fan-out
+// stopped or its order cancelled: CancelStep) is refused: it settles alone,
+// by Complete with Cancelled, and counts nothing.
 func CompleteElement(r StepRecord, p CompleteElementParams) (StepRecord, error) {
-	if !heldBy(r, Processing, p.Owner, p.Attempt) {
+	if !heldBy(r, Processing, p.Owner, p.Attempt) || r.Cancelled {
 		return r, race("complete element", r)
 	}
 	r = unlease(r)

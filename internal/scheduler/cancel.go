@@ -105,6 +105,20 @@ func (s *Service) cancel(ctx context.Context, u *outbox.Unit, from Origin, m sas
 			return err
 		}
 	}
+	fanOuts := false
+	for _, r := range o.steps {
+		if r.ProcessState == sas.Processing && r.ForEachCount > 0 && r.Cancelled {
+			// A running fan-out: its elements in flight are marked as
+			// its step is, and it settles once they have (fanoutstop.go).
+			fanOuts = true
+			if err := s.fanOutSettled(ctx, u, o, r.Key(), now); err != nil {
+				return err
+			}
+		}
+	}
+	if fanOuts {
+		o.steps = nil // read again: a fan-out settled may have moved the order on
+	}
 	return s.afterCancel(ctx, u, o, now)
 }
 
@@ -237,6 +251,9 @@ func (s *Service) turnAway(ctx context.Context, u *outbox.Unit, o order, r sas.S
 	if err != nil {
 		return fmt.Errorf("turning away cancelled step %s: %w", r.Key(), err)
 	}
+	if sas.IsElement(got.Step) {
+		return s.fanOutSettled(ctx, u, o, fanOutKey(got.OrderID, got.Step), now) // fanoutstop.go
+	}
 	o.put(got)
 	return s.afterCancel(ctx, u, o, now)
 }
@@ -289,6 +306,9 @@ func (s *Service) cancelledTransient(ctx context.Context, u *outbox.Unit, o orde
 		return nil, fmt.Errorf("failing cancelled step %s: %w", cur.Key(), err)
 	}
 	s.emitStep(ctx, o, rep.Step, false, now, metrics.StepsFailed)
+	if sas.IsElement(failed.Step) {
+		return nil, s.fanOutSettled(ctx, u, o, fanOutKey(failed.OrderID, failed.Step), now) // fanoutstop.go
+	}
 	return nil, s.afterFailed(ctx, u, o, failed, false, now)
 }
 

@@ -129,6 +129,13 @@ func (s *Service) compensateFrom(ctx context.Context, u *outbox.Unit, o order, e
 			return sas.StepKey{}, drop(nil, "cannot compensate order %s: step %d (%s) is %s again (resubmitted meanwhile) and could still take effect; compensate it once it has settled",
 				ord.OrderID, r.Step, o.wf.Steps[r.Step].Name, r.ProcessState)
 		}
+		if inFlight(r) && r.ProcessState == sas.Processing && r.ForEachCount > 0 && !r.Cancelled {
+			// A fan-out running beside the failure (a branch of a graph):
+			// its window stops as after an element's failure, and its
+			// elements in flight settle; its own failure plans again
+			// (fanoutstop.go).
+			return sas.StepKey{}, s.stopFanOut(ctx, u, o, r.Key(), "stopped: another step of the order failed", false, now)
+		}
 		if inFlight(r) {
 			// An operator resubmitted a failed step since the failure that
 			// asked for this compensation: the order runs on, and that
@@ -247,6 +254,9 @@ func (s *Service) compensate(ctx context.Context, u *outbox.Unit, m sas.Compensa
 	// step, and it completed, undoes nothing (issue 29, N2; the
 	// simulator's seed 8401).
 	explicit := m.GivenUp == nil
+	if !explicit && sas.IsElement(m.GivenUp.Step) {
+		return s.elementGivenUp(ctx, u, o, *m.GivenUp, now) // fanoutstop.go
+	}
 	for _, r := range o.steps {
 		if inFlight(r) {
 			if !explicit {

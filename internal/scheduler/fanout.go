@@ -72,8 +72,10 @@ func (s *Service) dispatchFanOut(ctx context.Context, u *outbox.Unit, o order, d
 		return s.startFanOut(ctx, u, o, def, r)
 	case r.ProcessState == sas.Compensating && r.ForEachCount == 0:
 		return s.settleStep(ctx, u, o, def, r, sas.AgentReply{Outcome: sas.OutcomeDone, Compensation: true})
+	case r.ProcessState == sas.Compensating:
+		return s.undoElements(ctx, u, o, def, r) // fanoutstop.go
 	}
-	return drop(nil, "order %s step %d: the undo of a fan-out's elements is not built yet", o.id(), r.Step)
+	return drop(nil, "order %s step %d: a fan-out is dispatched to start or to be undone, not %s", o.id(), r.Step, r.ProcessState)
 }
 
 // startFanOut starts claimed fan-out step r.
@@ -150,12 +152,16 @@ func (s *Service) elementReply(ctx context.Context, u *outbox.Unit, o order, rep
 		return drop(nil, "reply for order %s: element %d of step %d of workflow %q, which is not the fan-out %q", rep.OrderID, index, step, o.wf.Name, rep.StepName)
 	}
 	def := o.wf.Steps[step]
-	if rep.Compensation || rep.Outcome != sas.OutcomeDone {
-		// Not built yet (see above): recorded nowhere, so the element's
-		// deadline stands.
-		s.log.ErrorContext(ctx, "element outcome not handled yet: only a forward success is", "order", rep.OrderID, "step", step,
-			"element", index, "outcome", rep.Outcome, "compensation", rep.Compensation)
-		return drop(nil, "reply for order %s element %d of step %d: a fan-out element's %s outcome is not handled yet", rep.OrderID, index, step, rep.Outcome)
+	now := s.cfg.Clock.Now()
+	switch {
+	case rep.Outcome == sas.OutcomeStarted:
+		return s.started(ctx, o, rep, now) // a step's (started.go)
+	case rep.Outcome == sas.OutcomeTransient:
+		return s.transient(ctx, u, o, rep, now) // a step's (transient.go)
+	case rep.Compensation:
+		return s.elementUndoReply(ctx, u, o, rep, now) // fanoutstop.go
+	case rep.Outcome == sas.OutcomeFailed:
+		return s.elementFailed(ctx, u, o, rep, now)
 	}
 	fs, err := s.fanOutStore()
 	if err != nil {
@@ -163,7 +169,14 @@ func (s *Service) elementReply(ctx context.Context, u *outbox.Unit, o order, rep
 	}
 	result, err := sas.CompactResult(rep.Result)
 	if err != nil || len(result) > sas.MaxResultBytes {
-		return drop(err, "reply for order %s element %d of step %d: a result that is not JSON or over %d bytes is not handled yet", rep.OrderID, index, step, sas.MaxResultBytes)
+		// Its effect happened: the element fails, named, and is undone
+		// with the rest (as a step's result over its bound).
+		why := fmt.Sprintf("%s: element %d's result is not JSON or over %d bytes", sas.ErrorResultTooLarge, index, sas.MaxResultBytes)
+		if err != nil {
+			why = fmt.Sprintf("%s: element %d's result is not JSON: %v", sas.ErrorResultTooLarge, index, err)
+		}
+		rep.Outcome, rep.Reason, rep.ErrorType, rep.Result, rep.Rejected = sas.OutcomeFailed, why, sas.ErrorResultTooLarge, nil, false
+		return s.elementFailed(ctx, u, o, rep, now)
 	}
 	items, why, err := s.forEachItems(ctx, &o, step, def)
 	if err != nil {
@@ -174,7 +187,6 @@ func (s *Service) elementReply(ctx context.Context, u *outbox.Unit, o order, rep
 		// give the same list.
 		return drop(nil, "reply for order %s element %d of step %d: its list no longer has it (%s)", rep.OrderID, index, step, why)
 	}
-	now := s.cfg.Clock.Now()
 	p := sas.CompleteElementParams{Key: sas.StepKey{OrderID: rep.OrderID, Step: rep.Step}, Owner: rep.LockedBy, Attempt: rep.Attempt,
 		Now: now, Result: result, Run: rep.Timing(), StepName: def.Name, Generation: rep.Generation}
 	if next := index + def.ForEach.Window(); next < len(items) {
@@ -182,7 +194,7 @@ func (s *Service) elementReply(ctx context.Context, u *outbox.Unit, o order, rep
 	}
 	recs, err := fs.CompleteElement(ctx, p)
 	if err != nil {
-		return s.elementRefused(ctx, u, o, def, rep, p, err)
+		return s.elementRefused(ctx, u, o, def, rep, p, result, err)
 	}
 	s.log.InfoContext(ctx, "element done", "order", rep.OrderID, "step", step, "element", index, "done", recs[1].ForEachDone, "of", recs[1].ForEachCount)
 	if p.Next != nil {
@@ -199,13 +211,19 @@ func (s *Service) elementReply(ctx context.Context, u *outbox.Unit, o order, rep
 // next element's request, the step's completion); anything else is stale.
 // The next element was claimed at p.Now if this very write made it (an
 // ambiguous commit whose retry was refused), which resend recognises.
-func (s *Service) elementRefused(ctx context.Context, u *outbox.Unit, o order, def sas.StepDef, rep sas.AgentReply, p sas.CompleteElementParams, err error) error {
+func (s *Service) elementRefused(ctx context.Context, u *outbox.Unit, o order, def sas.StepDef, rep sas.AgentReply, p sas.CompleteElementParams, result sas.Item, err error) error {
 	var re *sas.RaceError
 	switch {
 	case errors.Is(err, sas.ErrNotFound):
 		return drop(err, "reply for order %s element %d", rep.OrderID, rep.Step)
 	case !errors.As(err, &re):
 		return fmt.Errorf("recording the reply of element %s attempt %d: %w", p.Key, rep.Attempt, err)
+	case re.Current != nil && re.Key == p.Key && re.Current.Cancelled && heldFor(*re.Current, rep),
+		re.Current != nil && re.Key.Step == sas.StepOf(p.Key.Step) && (re.Current.ProcessState != sas.Processing || re.Current.Cancelled):
+		// Refused by the element's mark, or by its fan-out no longer
+		// running (stopped, cancelled): the element settles alone
+		// (fanoutstop.go).
+		return s.elementDoneStopped(ctx, u, o, rep, result, s.cfg.Clock.Now())
 	case re.Current == nil || re.Key != p.Key || classify(*re.Current, rep) != replyDoneAgain:
 		s.log.InfoContext(ctx, "stale element reply ignored", "order", rep.OrderID, "element", rep.Step, "attempt", rep.Attempt)
 		return nil
@@ -227,12 +245,16 @@ func (s *Service) elementRefused(ctx context.Context, u *outbox.Unit, o order, d
 	switch {
 	case step.ProcessState == sas.Processing && step.ForEachCount > 0 && step.ForEachDone == step.ForEachCount:
 		return s.finishFanOut(ctx, u, o, def, step)
-	case step.ProcessState == sas.Processed && step.ForEachCount > 0:
+	case step.ProcessState == sas.Processed && step.ForEachCount > 0 && !step.Cancelled:
 		// The last element's first delivery completed the step, claimed
 		// its successors and may have died before their requests (or the
 		// order's status): a duplicate of the step's own success repeats
 		// them, as any step's (the simulator's seeds 241 and 657).
 		return s.fanOutDoneAgain(ctx, u, o, step)
+	}
+	if step.ProcessState != sas.Processing || step.Cancelled {
+		// Stopped or cancelled since: what its settling called for.
+		return s.fanOutSettled(ctx, u, o, step.Key(), s.cfg.Clock.Now())
 	}
 	return nil
 }

@@ -481,7 +481,7 @@ func (s *Service) lateSuccess(ctx context.Context, u *outbox.Unit, o order, rep 
 func (s *Service) claimParams(o order, r sas.StepRecord, from sas.ProcessState, now time.Time) *sas.ClaimParams {
 	return &sas.ClaimParams{
 		Key: r.Key(), From: from, Attempt: r.Attempt, Owner: s.cfg.Owner, Now: now,
-		CompleteBy: s.leaseEnd(o.wf.Steps[r.Step], from != sas.Pending, 0, now),
+		CompleteBy: s.leaseEnd(o.def(r.Step), from != sas.Pending, 0, now),
 	}
 }
 

@@ -44,6 +44,13 @@ func (s *Service) retry(ctx context.Context, u *outbox.Unit, m sas.Retry, queueA
 	o.ord.Trace = sas.OrderTrace(o.ord.Trace, m.Trace)
 	ctx = msgctx.WithTrace(ctx, o.ord.Trace)
 	rec, ok := o.step(m.Step)
+	if sas.IsElement(m.Step) {
+		// An element of a fan-out, rescued by the supervisor or handed
+		// back by its agent, as a step (fanoutstop.go).
+		if rec, ok, err = s.elementOf(ctx, o, m.Step); err != nil {
+			return err
+		}
+	}
 	if !ok {
 		return drop(nil, "order %s has no step %d", m.OrderID, m.Step)
 	}
@@ -60,14 +67,14 @@ func (s *Service) retry(ctx context.Context, u *outbox.Unit, m sas.Retry, queueA
 		if rec.ProcessState.Leased() && rec.LockedBy != "" && rec.Attempt == m.Attempt {
 			s.log.InfoContext(ctx, "agent gave up without an outcome: re-sending the request", "order", m.OrderID, "step", m.Step,
 				"attempt", rec.Attempt, "reason", m.Reason)
-			s.dispatch(ctx, u, o, o.wf.Steps[m.Step], rec)
+			s.dispatch(ctx, u, o, o.def(m.Step), rec)
 			return nil
 		}
 		s.log.InfoContext(ctx, "requeue for an attempt no longer current: dropped", "order", m.OrderID, "step", m.Step,
 			"attempt", m.Attempt, "state", rec.ProcessState, "currentAttempt", rec.Attempt)
 		return nil
 	}
-	if o.wf.Steps[m.Step].Timer != nil && rec.ProcessState != sas.Pending {
+	if o.def(m.Step).Timer != nil && rec.ProcessState != sas.Pending {
 		// A wait step's due time (timer.go): the supervisor's sweep or
 		// this scheduler's delayed message asks to end it.
 		return s.retryTimer(ctx, u, o, rec, m)
@@ -82,7 +89,8 @@ func (s *Service) retry(ctx context.Context, u *outbox.Unit, m sas.Retry, queueA
 		// The supervisor only hands back steps that were ready; a retry for
 		// a step still waiting on its predecessor would run the workflow out
 		// of order, whoever sent it.
-		if prev, ok := o.waitsOn(m.Step); ok {
+		// (An element waits on nothing: its fan-out claimed it.)
+		if prev, ok := o.waitsOn(sas.StepOf(m.Step)); !sas.IsElement(m.Step) && ok {
 			return drop(nil, "step %d of order %s waits for step %d, which is %s", m.Step, m.OrderID, prev.Step, prev.ProcessState)
 		}
 		if notYet(rec, now) {
@@ -110,7 +118,7 @@ func (s *Service) retry(ctx context.Context, u *outbox.Unit, m sas.Retry, queueA
 		return fmt.Errorf("claiming step %s for a retry: %w", rec.Key(), err)
 	}
 	s.log.InfoContext(ctx, "step re-claimed", "order", m.OrderID, "step", m.Step, "attempt", claimed.Attempt, "compensation", from == sas.Compensating)
-	s.dispatch(ctx, u, o, o.wf.Steps[m.Step], claimed)
+	s.dispatch(ctx, u, o, o.def(m.Step), claimed)
 	return nil
 }
 
@@ -125,7 +133,7 @@ func (s *Service) retry(ctx context.Context, u *outbox.Unit, m sas.Retry, queueA
 func (s *Service) retryLost(ctx context.Context, u *outbox.Unit, o order, cur sas.StepRecord, m sas.Retry, now time.Time) error {
 	if cur.Attempt == m.Attempt+1 && s.resend(ctx, cur, now) {
 		s.log.InfoContext(ctx, "redelivered retry: re-sending the request", "order", m.OrderID, "step", m.Step, "attempt", cur.Attempt, "holder", cur.LockedBy)
-		s.dispatch(ctx, u, o, o.wf.Steps[m.Step], cur)
+		s.dispatch(ctx, u, o, o.def(m.Step), cur)
 		return nil
 	}
 	if cur.Cancelled && cur.ProcessState == sas.Error && cur.Attempt == m.Attempt {
@@ -135,6 +143,9 @@ func (s *Service) retryLost(ctx context.Context, u *outbox.Unit, o order, cur sa
 		// on from here (idempotent: a claim made already is re-sent or
 		// lost to, an order undone already is told again).
 		s.log.InfoContext(ctx, "redelivered retry of a turned-away step: the cancellation goes on", "order", m.OrderID, "step", m.Step, "attempt", m.Attempt)
+		if sas.IsElement(cur.Step) {
+			return s.fanOutSettled(ctx, u, o, fanOutKey(cur.OrderID, cur.Step), now) // fanoutstop.go
+		}
 		return s.afterCancel(ctx, u, o, now)
 	}
 	s.log.InfoContext(ctx, "retry lost the race", "order", m.OrderID, "step", m.Step, "attempt", m.Attempt,

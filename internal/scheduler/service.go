@@ -133,6 +133,12 @@ func (o order) step(i int) (sas.StepRecord, bool) {
 
 func (o order) n() int { return len(o.wf.Steps) }
 
+// def is the definition of the step a record's key belongs to: its own, or
+// for a fan-out's element its fan-out step's (an element's attempts,
+// retries and deadlines are its step's: docs/decisions.md, "Fan-out
+// elements are records of their own").
+func (o order) def(key int) sas.StepDef { return o.wf.Steps[sas.StepOf(key)] }
+
 // load reads an order and finds its workflow. An order this deployment
 // cannot run (unknown, or its workflow changed shape since it was
 // submitted) is a DropError: retrying would not change the answer.
@@ -270,10 +276,13 @@ func (s *Service) dispatchAfter(ctx context.Context, u *outbox.Unit, oo order, d
 		return
 	}
 	step, undo := r.Step, r.ProcessState == sas.Compensating
+	ownResult := undo // an undo sees its own step's result
 	if sas.IsElement(r.Step) {
-		step = sas.StepOf(r.Step) // an element sees what its step sees
+		// An element sees what its step sees; its undo, its own result
+		// under its step's name (fanoutstop.go).
+		step, ownResult = sas.StepOf(r.Step), false
 	}
-	results, err := s.resultsFor(ctx, &oo, step, undo)
+	results, err := s.resultsFor(ctx, &oo, step, ownResult)
 	if err != nil {
 		s.log.ErrorContext(ctx, "request not sent: the results it carries could not be read; the message is left for redelivery, which sends it",
 			"order", oo.id(), "step", r.Step, "attempt", r.Attempt, "err", err)
@@ -289,6 +298,14 @@ func (s *Service) dispatchAfter(ctx context.Context, u *outbox.Unit, oo order, d
 		// (docs/agents.md, "Priority lanes"). The request still echoes the
 		// order's own priority, which the next forward step keeps.
 		lane = max(lane, sas.HighPriority)
+	}
+	if undo && sas.IsElement(r.Step) && len(r.Result) > 0 {
+		own := make(sas.Results, len(results)+1)
+		for k, v := range results {
+			own[k] = v
+		}
+		own[def.Name] = r.Result
+		results = own
 	}
 	req.Results = results // not signed: read from the records, never echoed
 	req.Item = r.Item     // an element's (fanout.go); not echoed either

@@ -24,7 +24,7 @@ func (s *Service) started(ctx context.Context, o order, rep sas.AgentReply, now 
 	key := sas.StepKey{OrderID: rep.OrderID, Step: rep.Step}
 	got, err := s.cfg.Store.Start(ctx, sas.StartParams{
 		Key: key, From: running, Owner: rep.LockedBy, Attempt: rep.Attempt, Now: now,
-		CompleteBy: s.leaseEnd(o.wf.Steps[rep.Step], rep.Compensation, 0, now),
+		CompleteBy: s.leaseEnd(o.def(rep.Step), rep.Compensation, 0, now),
 	})
 	switch {
 	case errors.Is(err, sas.ErrNotFound):

@@ -54,7 +54,7 @@ func (s *Service) transient(ctx context.Context, u *outbox.Unit, o order, rep sa
 func (s *Service) transientOn(ctx context.Context, u *outbox.Unit, o order, rep sas.AgentReply, cur sas.StepRecord, now time.Time) (*sas.StepRecord, error) {
 	undo := rep.Compensation
 	running, _, failed := sas.Leg(undo)
-	def := o.wf.Steps[rep.Step]
+	def := o.def(rep.Step)
 	switch {
 	case !undo && cur.Cancelled && heldFor(cur, rep):
 		return s.cancelledTransient(ctx, u, o, rep, cur, now) // no next attempt (cancel.go)
@@ -135,8 +135,8 @@ func (s *Service) lateUnknown(ctx context.Context, u *outbox.Unit, o order, rep 
 	if err != nil {
 		return fmt.Errorf("noting the possible effect of step %s: %w", cur.Key(), err)
 	}
-	if noted.ProcessState != sas.Error {
-		return nil
+	if noted.ProcessState != sas.Error || sas.IsElement(cur.Step) {
+		return nil // an element in Error is undone with its fan-out anyway (fanoutstop.go)
 	}
 	s.log.WarnContext(ctx, "a failed attempt's effect may exist on a failed step: compensating", "order", rep.OrderID, "step", rep.Step, "attempt", rep.Attempt)
 	if err := s.read(ctx, &o); err != nil {
@@ -149,7 +149,7 @@ func (s *Service) lateUnknown(ctx context.Context, u *outbox.Unit, o order, rep 
 // attemptFailed counts the failure of the attempt cur holds and hands the
 // step to its next attempt, or gives it up after the last.
 func (s *Service) attemptFailed(ctx context.Context, u *outbox.Unit, o order, rep sas.AgentReply, cur sas.StepRecord, now time.Time) (*sas.StepRecord, error) {
-	def := o.wf.Steps[rep.Step]
+	def := o.def(rep.Step)
 	// An undo has its own policy, which rides out an outage where the
 	// step fails fast (docs/workflows.md, "Undo retry policy").
 	pol := def.RetryFor(rep.Compensation, s.cfg.Retry, s.cfg.UndoRetry)
@@ -252,6 +252,9 @@ func (s *Service) reattempt(ctx context.Context, u *outbox.Unit, o order, r sas.
 // owed effects sends them (docs/decisions.md, "A give-up's effects are owed
 // until sent").
 func (s *Service) gaveUp(ctx context.Context, u *outbox.Unit, o order, rec sas.StepRecord, now time.Time) error {
+	if sas.IsElement(rec.Step) {
+		return s.elementGaveUp(ctx, u, o, rec, now) // its fan-out stops (fanoutstop.go)
+	}
 	if rec.ProcessState == sas.CompensationFailed {
 		if err := s.cfg.Alerter.Alert(ctx, rec.OwedAlert("scheduler")); err != nil {
 			return fmt.Errorf("alerting about step %s: %w", rec.Key(), err)

@@ -211,10 +211,10 @@ func (s *Service) requeueAuthentic(o order, rec sas.StepRecord, m sas.Retry, que
 	if !rec.ProcessState.Leased() || rec.LockedBy == "" || rec.Attempt != m.Attempt {
 		return nil // not the current attempt: the handler drops it as stale
 	}
-	if rec.Step >= o.n() {
+	if sas.StepOf(rec.Step) >= o.n() {
 		return drop(nil, "requeue for order %s: no step %d", m.OrderID, m.Step)
 	}
-	want := s.request(o.ord, o.wf.Steps[rec.Step], rec)
+	want := s.request(o.ord, o.def(rec.Step), rec)
 	if err := s.signer.Verify(want.Signed(), m.Sig); err != nil {
 		return drop(err, "requeue for order %s step %d attempt %d is not a request the scheduler sent", m.OrderID, m.Step, m.Attempt)
 	}

@@ -175,8 +175,10 @@ func (r *sweep) stepLimits(rec sas.StepRecord) (lim sas.StepLimits, ok bool) {
 		}
 		r.limits[rec.OrderID] = steps
 	}
-	if rec.Step < len(steps) {
-		return p.limits(rec.StepName, steps[rec.Step], true), true
+	if k := sas.StepOf(rec.Step); k < len(steps) {
+		// An element of a fan-out has its step's limits (docs/decisions.md,
+		// "Fan-out elements are records of their own").
+		return p.limits(rec.StepName, steps[k], true), true
 	}
 	return p.limits(rec.StepName, sas.StepLimits{}, false), true
 }

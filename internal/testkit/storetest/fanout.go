@@ -146,3 +146,105 @@ func testFanOutCountsNoMoreThanItsElements(t *testing.T, h Harness) {
 	require.NoError(t, err)
 	require.Equal(t, sas.Processing, e.ProcessState, "and the element's completion is not made without it")
 }
+
+// testFanOutStopAndUndo: a fan-out that fails is stopped and undone by the
+// writes a step's failure and undo make, on its elements' records
+// (docs/decisions.md, "Fan-out elements are records of their own"): a
+// marked element (CancelStep) is refused its counted completion, even while
+// its step runs, and settles alone (Complete with Cancelled, its result
+// kept); one handed back is turned away; elements fail, are claimed for
+// their undo from Processed or Error, and complete or fail it; none of it
+// is ever in the order's view.
+func testFanOutStopAndUndo(t *testing.T, h Harness) {
+	s := h.New(t).Store
+	fs, ok := s.(sas.FanOutStore)
+	if !ok {
+		t.Skipf("%T keeps no fan-out elements", s)
+	}
+	submit(t, s, "o-stop", 1)
+	k := key("o-stop", 0)
+	claim(t, s, k, 0, "a", T0, at(time.Minute))
+	var window []sas.ElementClaim
+	for i := range 3 {
+		window = append(window, sas.ElementClaim{Index: i, Item: json.RawMessage(fmt.Sprint(i)), CompleteBy: at(time.Minute)})
+	}
+	_, err := fs.StartFanOut(ctx, sas.StartFanOutParams{Key: k, Owner: "a", Attempt: 1, Now: at(time.Second), Count: 4, StepName: "step0", Claims: window})
+	require.NoError(t, err)
+	e0, e1, e2 := key("o-stop", sas.ElementStep(0, 0)), key("o-stop", sas.ElementStep(0, 1)), key("o-stop", sas.ElementStep(0, 2))
+
+	// Element 1 is marked while its step runs: its counted completion is
+	// refused, and nothing of that write is made.
+	marked, err := s.Cancel(ctx, sas.CancelParams{Key: e1, From: sas.Processing, Attempt: 1, Now: at(2 * time.Second), Actor: "a", Reason: "its fan-out stopped"})
+	require.NoError(t, err)
+	require.True(t, marked.Cancelled)
+	require.Equal(t, sas.Processing, marked.ProcessState)
+	_, err = fs.CompleteElement(ctx, sas.CompleteElementParams{Key: e1, Owner: "a", Attempt: 1, Now: at(3 * time.Second), StepName: "step0",
+		Next: &sas.ElementClaim{Index: 3, Item: json.RawMessage(`3`), CompleteBy: at(time.Minute)}})
+	require.ErrorIs(t, err, sas.ErrLostRace, "a marked element counts nothing")
+	st, err := s.GetStep(ctx, k)
+	require.NoError(t, err)
+	require.Equal(t, 0, st.ForEachDone)
+	_, err = s.GetStep(ctx, key("o-stop", sas.ElementStep(0, 3)))
+	require.ErrorIs(t, err, sas.ErrNotFound, "and claims nothing")
+
+	// Element 0 is refused; the step fails (its window stops).
+	failed, err := s.Fail(ctx, sas.FailParams{Key: e0, Owner: "a", Attempt: 1, Now: at(3 * time.Second), Reason: "out of stock"})
+	require.NoError(t, err)
+	require.Equal(t, sas.Error, failed.ProcessState)
+	stopped, err := s.Fail(ctx, sas.FailParams{Key: k, Owner: "a", Attempt: 1, Now: at(3 * time.Second), Reason: "element 0 failed", Effect: true})
+	require.NoError(t, err)
+	require.Equal(t, 4, stopped.ForEachCount, "the step keeps its count")
+	require.True(t, stopped.UndoOwed)
+
+	// Element 1 settles alone, its result kept for its undo.
+	recs, err := s.Complete(ctx, sas.CompleteParams{Key: e1, Owner: "a", Attempt: 1, Now: at(4 * time.Second), Result: json.RawMessage(`"r1"`), Cancelled: true})
+	require.NoError(t, err)
+	require.Equal(t, sas.Processed, recs[0].ProcessState)
+	require.Equal(t, `"r1"`, string(recs[0].Result))
+
+	// Element 2 was lost: rescued, then turned away.
+	rescued, err := s.Rescue(ctx, sas.RescueParams{Key: e2, From: sas.Processing, Attempt: 1, Now: at(2 * time.Minute), PickupBy: at(3 * time.Minute),
+		Actor: "sup", Reason: "deadline passed"})
+	require.NoError(t, err)
+	require.Equal(t, sas.Pending, rescued.ProcessState)
+	away, err := s.Cancel(ctx, sas.CancelParams{Key: e2, From: sas.Pending, Attempt: rescued.Attempt, Now: at(2 * time.Minute), Actor: "a", Reason: "its fan-out stopped"})
+	require.NoError(t, err)
+	require.Equal(t, sas.Error, away.ProcessState)
+	require.True(t, away.Cancelled)
+
+	// The undo: the step's, then each element's, highest first.
+	_, err = s.Claim(ctx, sas.ClaimParams{Key: k, From: sas.Error, Attempt: 1, Owner: "a", Now: at(3 * time.Minute), CompleteBy: at(4 * time.Minute)})
+	require.NoError(t, err)
+	for _, c := range []struct {
+		k    sas.StepKey
+		from sas.ProcessState
+		ok   bool
+	}{{e2, sas.Error, true}, {e1, sas.Processed, true}, {e0, sas.Error, false}} {
+		cur, err := s.GetStep(ctx, c.k)
+		require.NoError(t, err)
+		got, err := s.Claim(ctx, sas.ClaimParams{Key: c.k, From: c.from, Attempt: cur.Attempt, Owner: "a", Now: at(3 * time.Minute), CompleteBy: at(4 * time.Minute)})
+		require.NoError(t, err)
+		require.Equal(t, sas.Compensating, got.ProcessState)
+		if c.k == e1 {
+			require.Equal(t, `"r1"`, string(got.Result), "an undo keeps its element's result")
+		}
+		if c.ok {
+			recs, err := s.Complete(ctx, sas.CompleteParams{Key: c.k, Owner: "a", Attempt: got.Attempt, Now: at(3 * time.Minute), Compensation: true})
+			require.NoError(t, err)
+			require.Equal(t, sas.Compensated, recs[0].ProcessState)
+			continue
+		}
+		bad, err := s.Fail(ctx, sas.FailParams{Key: c.k, Owner: "a", Attempt: got.Attempt, Now: at(3 * time.Minute), Compensation: true, Reason: "refund refused"})
+		require.NoError(t, err)
+		require.Equal(t, sas.CompensationFailed, bad.ProcessState)
+	}
+	v := get(t, s, "o-stop")
+	require.Len(t, v.Steps, 1, "the order's view holds its step alone")
+	page, err := fs.ListElements(ctx, sas.ListElementsParams{Key: k})
+	require.NoError(t, err)
+	var states []sas.ProcessState
+	for _, r := range page.Records {
+		states = append(states, r.ProcessState)
+	}
+	require.Equal(t, []sas.ProcessState{sas.CompensationFailed, sas.Compensated, sas.Compensated}, states)
+}

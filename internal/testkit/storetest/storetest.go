@@ -128,6 +128,7 @@ func Run(t *testing.T, h Harness) {
 		// fan-out over a list (fanout.go)
 		{"FanOutWindow", testFanOutWindow},
 		{"FanOutCountsNoMoreThanItsElements", testFanOutCountsNoMoreThanItsElements},
+		{"FanOutStopAndUndo", testFanOutStopAndUndo},
 
 		// choices: the steps an order passes over (skip.go)
 		{"CompleteSkipsInItsWrite", testCompleteSkips},

@@ -1,0 +1,382 @@
+package scheduler_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/sas-go/sas/internal/sas"
+)
+
+// elementIndex is the index of an element's request; -1 for a step's.
+func elementIndex(r sas.AgentRequest) int {
+	if !sas.IsElement(r.Step) {
+		return -1
+	}
+	_, i := sas.ElementOf(r.Step)
+	return i
+}
+
+// element reads the record of element i of step 1 (reserve).
+func (f *fixture) element(id string, i int) sas.StepRecord {
+	f.t.Helper()
+	e, err := f.mem.GetStep(f.ctx, sas.StepKey{OrderID: id, Step: sas.ElementStep(1, i)})
+	require.NoError(f.t, err)
+	return e
+}
+
+// runUntil runs the fan-out of order id, answering each element below
+// stop done with its SKU, until every element below stop is done and the
+// elements requested from stop on are held: it returns them by index.
+func runUntil(t *testing.T, f *fixture, stop int) map[int]sas.AgentRequest {
+	t.Helper()
+	held := map[int]sas.AgentRequest{}
+	for {
+		reqs := f.requests()
+		if len(reqs) == 0 {
+			return held
+		}
+		for _, r := range reqs {
+			i := elementIndex(r)
+			require.GreaterOrEqual(t, i, 0, "only elements run: %s", r.StepName)
+			require.False(t, r.Compensation)
+			if i >= stop {
+				_, dup := held[i]
+				require.False(t, dup, "element %d requested twice", i)
+				held[i] = r
+				continue
+			}
+			f.deliver(doneWith(r, fmt.Sprintf(`{"held":"SKU-%d"}`, i)))
+		}
+	}
+}
+
+// undoAll answers every undo request in turn, one at a time as they come,
+// and returns the order they came in (element indices; -1 for quote's).
+func undoAll(t *testing.T, f *fixture, id string) ([]int, []sas.AgentRequest) {
+	t.Helper()
+	var order []int
+	var reqs []sas.AgentRequest
+	for {
+		rs := f.requests()
+		if len(rs) == 0 {
+			return order, reqs
+		}
+		require.Len(t, rs, 1, "one undo at a time")
+		r := rs[0]
+		require.True(t, r.Compensation, "only undos after the failure: %s %d", r.StepName, r.Step)
+		order = append(order, elementIndex(r))
+		reqs = append(reqs, r)
+		f.deliver(done(r))
+	}
+}
+
+// A fan-out of 25 under a window of 4 whose element 13 is refused: no
+// element past the window starts, the ones in flight settle (a success, a
+// refusal, a transient failure: no next attempt) before any undo, then
+// every element that took effect or may have is undone, highest index
+// first, each once, under its own undo key and seeing its element and its
+// own result; then quote. The order is compensated, one alert.
+func TestAFanOutWhoseElementIsRefusedUndoesItsElementsHighestFirst(t *testing.T) {
+	t.Parallel()
+	f := fanOutFixture(t, 4)
+	const id = "o-refused"
+	f.deliver(linesIntake(id, 25, f.replyURL))
+	f.deliver(doneWith(f.request(), `{"quote":"Q-1"}`))
+	held := runUntil(t, f, 13)
+	require.Len(t, held, 4, "13 and the three after it are in flight")
+	for i := 13; i < 17; i++ {
+		require.Contains(t, held, i)
+	}
+
+	f.deliver(reply(held[13], sas.OutcomeFailed, "out of stock"))
+	require.Empty(t, f.requests(), "nothing starts, and nothing is undone while elements are in flight")
+	step := f.view(id).Steps[1]
+	require.Equal(t, 1, transitions(step, sas.Error), "the fan-out failed")
+	require.Contains(t, step.LastError, "element 13 failed: out of stock")
+	require.Equal(t, sas.Compensating, step.ProcessState, "its undo is claimed, and waits for its elements")
+	for i := 14; i < 17; i++ {
+		e := f.element(id, i)
+		require.Equal(t, sas.Processing, e.ProcessState)
+		require.True(t, e.Cancelled, "element %d in flight is marked", i)
+	}
+
+	f.deliver(doneWith(held[14], `{"held":"SKU-14"}`))
+	require.Empty(t, f.requests(), "a success in flight settles: nothing claimed after it, nothing undone yet")
+	require.Equal(t, sas.Processed, f.element(id, 14).ProcessState)
+	f.deliver(reply(held[15], sas.OutcomeTransient, "timeout"))
+	require.Empty(t, f.requests(), "a transient failure in flight gets no next attempt")
+	require.Equal(t, sas.Error, f.element(id, 15).ProcessState)
+	f.deliver(reply(held[16], sas.OutcomeFailed, "no such sku"))
+
+	order, undos := undoAll(t, f, id)
+	want := []int{}
+	for i := 16; i >= 0; i-- {
+		want = append(want, i)
+	}
+	want = append(want, -1) // quote
+	require.Equal(t, want, order, "every element undone once, highest first, then quote")
+	for _, u := range undos[:len(undos)-1] {
+		i := elementIndex(u)
+		require.Equal(t, fmt.Sprintf("%s:1:i%d:undo", id, i), u.IdempotencyKey)
+		var line struct {
+			SKU string `json:"sku"`
+		}
+		require.NoError(t, json.Unmarshal(u.Item, &line))
+		require.Equal(t, fmt.Sprintf("SKU-%d", i), line.SKU, "the undo sees its element")
+		if i < 13 || i == 14 {
+			require.JSONEq(t, fmt.Sprintf(`{"held":"SKU-%d"}`, i), string(u.Results["reserve"]), "the undo sees its own result")
+		} else {
+			require.NotContains(t, u.Results, "reserve", "an element that failed has no result")
+		}
+		require.JSONEq(t, `{"quote":"Q-1"}`, string(u.Results["quote"]))
+	}
+	for i := 17; i < 25; i++ {
+		_, err := f.mem.GetStep(f.ctx, sas.StepKey{OrderID: id, Step: sas.ElementStep(1, i)})
+		require.ErrorIs(t, err, sas.ErrNotFound, "element %d never started", i)
+	}
+	for i := 0; i < 17; i++ {
+		require.Equal(t, sas.Compensated, f.element(id, i).ProcessState, "element %d", i)
+	}
+	require.Equal(t, []sas.ProcessState{sas.Compensated, sas.Compensated, sas.Pending}, f.states(id))
+	ss := f.statuses()
+	require.Equal(t, sas.StatusCompensated, ss[len(ss)-1].Status)
+	require.Len(t, f.alerts.all(), 1, "the refusal pages once: %v", f.alerts.all())
+}
+
+// An element rejected (agent.Reject) ends the order Rejected, unpaged,
+// its effects undone as for a refusal.
+func TestAFanOutWhoseElementIsRejectedEndsRejected(t *testing.T) {
+	t.Parallel()
+	f := fanOutFixture(t, 2)
+	const id = "o-rejected"
+	f.deliver(linesIntake(id, 3, f.replyURL))
+	f.deliver(doneWith(f.request(), `{"quote":"Q-1"}`))
+	held := runUntil(t, f, 1)
+	require.Len(t, held, 2)
+	rej := signedReply(held[1], sas.OutcomeFailed, "over the customer's limit")
+	rej.Rejected = true
+	f.deliver(sas.Encode(rej))
+	f.deliver(doneWith(held[2], `{"held":"SKU-2"}`))
+	order, _ := undoAll(t, f, id)
+	require.Equal(t, []int{2, 1, 0, -1}, order)
+	require.Equal(t, sas.Rejected, f.view(id).State())
+	ss := f.statuses()
+	require.Equal(t, sas.StatusRejected, ss[len(ss)-1].Status)
+	require.Empty(t, f.alerts.all(), "a rejection pages nobody")
+}
+
+// A transient failure of an element is retried as a step's (its retry
+// policy: the next attempt under the same key), and the fan-out goes on.
+func TestAnElementsTransientFailureIsRetried(t *testing.T) {
+	t.Parallel()
+	f := fanOutFixture(t, 2)
+	const id = "o-transient"
+	f.deliver(linesIntake(id, 3, f.replyURL))
+	f.deliver(doneWith(f.request(), `{"quote":"Q-1"}`))
+	reqs := f.requests()
+	require.Len(t, reqs, 2)
+	f.deliver(reply(reqs[0], sas.OutcomeTransient, "timeout"))
+	f.clock.Advance(time.Hour)
+	again := f.requests()
+	require.Len(t, again, 1, "the next attempt")
+	require.Equal(t, reqs[0].Step, again[0].Step)
+	require.Equal(t, 2, again[0].Attempt)
+	require.Equal(t, reqs[0].IdempotencyKey, again[0].IdempotencyKey)
+	require.JSONEq(t, string(reqs[0].Item), string(again[0].Item), "the next attempt carries its element")
+	e := f.element(id, 0)
+	require.Equal(t, 1, e.FailureCount)
+	f.deliver(doneWith(again[0], `"a"`), doneWith(reqs[1], `"b"`))
+	third := f.request()
+	f.deliver(doneWith(third, `"c"`))
+	ship := f.request()
+	require.Equal(t, "ship", ship.StepName)
+	require.JSONEq(t, `["a","b","c"]`, string(ship.Results["reserve"]))
+}
+
+// An element that fails transiently at its last attempt is given up: the
+// fan-out fails, and what took effect is undone.
+func TestAnElementGivenUpAfterItsLastAttemptStopsTheFanOut(t *testing.T) {
+	t.Parallel()
+	f := fanOutFixture(t, 1)
+	const id = "o-lastattempt"
+	f.deliver(linesIntake(id, 3, f.replyURL))
+	f.deliver(doneWith(f.request(), `{"quote":"Q-1"}`))
+	f.deliver(doneWith(f.request(), `"a"`))
+	r := f.request()
+	require.Equal(t, 1, elementIndex(r))
+	for {
+		f.deliver(reply(r, sas.OutcomeTransient, "timeout"))
+		f.clock.Advance(time.Hour)
+		rs := f.requests()
+		require.Len(t, rs, 1)
+		if rs[0].Compensation {
+			require.Equal(t, 1, elementIndex(rs[0]), "the given-up element is undone first: it may have taken effect")
+			f.deliver(done(rs[0]))
+			break
+		}
+		r = rs[0]
+	}
+	order, _ := undoAll(t, f, id)
+	require.Equal(t, []int{0, -1}, order)
+	require.Equal(t, sas.Compensated, f.element(id, 1).ProcessState)
+	require.Equal(t, sas.Compensated, f.view(id).Steps[1].ProcessState)
+}
+
+// elementKey is the key of element i of step 1 of order id.
+func elementKey(id string, i int) sas.StepKey {
+	return sas.StepKey{OrderID: id, Step: sas.ElementStep(1, i)}
+}
+
+// An element held past its deadline is rescued as a step is: the
+// supervisor's retry re-claims it and its request is sent again with its
+// element and key. At its last chance it is given up: the supervisor's
+// compensate names it, the fan-out stops, its element in flight settles,
+// and every element is undone, the given-up one included (it may have
+// taken effect), highest first.
+func TestAnElementPastItsDeadlineIsRescuedThenGivenUp(t *testing.T) {
+	t.Parallel()
+	f := fanOutFixture(t, 2)
+	const id = "o-rescue"
+	f.deliver(linesIntake(id, 4, f.replyURL))
+	f.deliver(doneWith(f.request(), `{"quote":"Q-1"}`))
+	reqs := f.requests()
+	require.Len(t, reqs, 2)
+	f.deliver(doneWith(reqs[0], `"a"`))
+	third := f.request()
+	require.Equal(t, 2, elementIndex(third))
+
+	// Element 1 is lost: past its deadline the supervisor rescues it.
+	f.clock.Advance(leaseTime + time.Second)
+	e := f.element(id, 1)
+	_, indexed := e.Indexed()
+	require.True(t, indexed, "an element carries its deadline in the index")
+	rescued, err := f.mem.Rescue(f.ctx, sas.RescueParams{Key: e.Key(), From: e.ProcessState, Attempt: e.Attempt, Now: f.clock.Now(),
+		PickupBy: f.clock.Now().Add(time.Minute), Actor: "supervisor-1", Reason: "deadline passed"})
+	require.NoError(t, err)
+	f.deliver(retryMsg(id, rescued.Step, rescued.Attempt))
+	again := f.request()
+	require.Equal(t, reqs[1].Step, again.Step)
+	require.Equal(t, 2, again.Attempt)
+	require.Equal(t, reqs[1].IdempotencyKey, again.IdempotencyKey)
+	require.JSONEq(t, string(reqs[1].Item), string(again.Item), "the rescued request carries its element")
+	require.Equal(t, 1, elementIndex(again), "and its element's index")
+
+	// Lost again, and given up.
+	f.clock.Advance(leaseTime + time.Second)
+	e = f.element(id, 1)
+	gu, err := f.mem.GiveUp(f.ctx, sas.GiveUpParams{Key: e.Key(), From: e.ProcessState, Attempt: e.Attempt, Now: f.clock.Now(),
+		Actor: "supervisor-1", Reason: "too many failures", OwedAt: f.clock.Now().Add(time.Minute)})
+	require.NoError(t, err)
+	f.deliver(sas.Encode(sas.Compensate{V: sas.MessageVersion, Kind: sas.KindCompensate, OrderID: id, Reason: "gave up",
+		Actor: "supervisor-1", GivenUp: &sas.GivenUp{Step: gu.Step, Attempt: gu.Attempt}}))
+	require.Empty(t, f.requests(), "element 2 is in flight: nothing is undone yet")
+	require.True(t, f.element(id, 2).Cancelled)
+	require.Equal(t, sas.Compensating, f.view(id).Steps[1].ProcessState)
+	require.Contains(t, f.view(id).Steps[1].LastError, "element 1 given up")
+
+	f.deliver(doneWith(third, `"c"`))
+	order, _ := undoAll(t, f, id)
+	require.Equal(t, []int{2, 1, 0, -1}, order, "element 3 never started")
+	_, err = f.mem.GetStep(f.ctx, elementKey(id, 3))
+	require.ErrorIs(t, err, sas.ErrNotFound)
+	ss := f.statuses()
+	require.Equal(t, sas.StatusCompensated, ss[len(ss)-1].Status)
+}
+
+// A duplicate or late reply of an element, or of an element's undo,
+// changes nothing: no request, no write, no undo twice.
+func TestDuplicateElementFailuresAndUndoRepliesChangeNothing(t *testing.T) {
+	t.Parallel()
+	f := fanOutFixture(t, 2)
+	const id = "o-dupfail"
+	f.deliver(linesIntake(id, 3, f.replyURL))
+	f.deliver(doneWith(f.request(), `{"quote":"Q-1"}`))
+	reqs := f.requests()
+	require.Len(t, reqs, 2)
+	refusal := reply(reqs[0], sas.OutcomeFailed, "out of stock")
+	f.deliver(refusal)
+	require.Empty(t, f.requests())
+	f.deliver(doneWith(reqs[1], `"b"`))
+	u1 := f.request()
+	require.Equal(t, 1, elementIndex(u1))
+	require.True(t, u1.Compensation)
+
+	// The refusal and the success again, late: nothing moves.
+	alerts := len(f.alerts.all())
+	before := []sas.StepRecord{f.view(id).Steps[1], f.element(id, 0), f.element(id, 1)}
+	require.Empty(t, f.handle(f.duplicate(refusal)))
+	require.Empty(t, f.handle(f.duplicate(doneWith(reqs[1], `"b"`))))
+	for _, r := range f.requests() {
+		// A redelivery may send the undo in flight again (no pick-up
+		// reported): the same attempt, the same key; never another.
+		require.Equal(t, u1.Step, r.Step)
+		require.Equal(t, u1.Attempt, r.Attempt)
+		require.Equal(t, u1.IdempotencyKey, r.IdempotencyKey)
+	}
+	require.Equal(t, before, []sas.StepRecord{f.view(id).Steps[1], f.element(id, 0), f.element(id, 1)}, "no record moved")
+	require.Len(t, f.alerts.all(), alerts, "the same alert id at most: %v", f.alerts.all())
+
+	undone := done(u1)
+	f.deliver(undone)
+	u0 := f.request()
+	require.Equal(t, 0, elementIndex(u0), "the refused element is undone too")
+	f.calls.take()
+	require.Empty(t, f.handle(f.duplicate(undone)))
+	for _, r := range f.requests() {
+		require.Equal(t, u0.IdempotencyKey, r.IdempotencyKey, "at most element 0's undo in flight again")
+		require.Equal(t, u0.Attempt, r.Attempt)
+	}
+	calls, _ := f.calls.take()
+	require.Zero(t, calls["Claim"], "and claims nothing: %v", calls)
+	// A forged undo reply of another attempt changes nothing either.
+	stale := u0
+	stale.Attempt++
+	require.Empty(t, f.handle(f.duplicate(done(stale))))
+	require.Equal(t, sas.Compensating, f.element(id, 0).ProcessState)
+
+	f.deliver(done(u0))
+	q := f.request()
+	require.Equal(t, "quote", q.StepName)
+	f.deliver(done(q))
+	require.Empty(t, f.requests())
+	for i := 0; i < 2; i++ {
+		require.Equal(t, 1, transitions(f.element(id, i), sas.Compensated), "element %d undone once", i)
+	}
+	_, err := f.mem.GetStep(f.ctx, elementKey(id, 2))
+	require.ErrorIs(t, err, sas.ErrNotFound, "element 2 never started")
+}
+
+// A cancel mid-fan-out marks the fan-out and its elements in flight: none
+// starts after it, those in flight settle, then what took effect is undone
+// highest first; the order ends Cancelled, nobody is paged.
+func TestACancelMidFanOut(t *testing.T) {
+	t.Parallel()
+	f := fanOutFixture(t, 3)
+	const id = "o-cxfan"
+	f.deliver(linesIntake(id, 10, f.replyURL))
+	f.deliver(doneWith(f.request(), `{"quote":"Q-1"}`))
+	held := runUntil(t, f, 4)
+	require.Len(t, held, 3, "4, 5 and 6 in flight")
+	f.operatorCancel(id)
+	require.Empty(t, f.requests(), "nothing starts, nothing is undone while elements are in flight")
+	require.True(t, f.view(id).Steps[1].Cancelled)
+	for i := 4; i < 7; i++ {
+		require.True(t, f.element(id, i).Cancelled, "element %d is marked", i)
+	}
+	f.deliver(doneWith(held[4], `{"held":"SKU-4"}`))
+	f.deliver(reply(held[5], sas.OutcomeTransient, "timeout"))
+	require.Empty(t, f.requests(), "no next attempt, no element after the cancel, no undo yet")
+	f.deliver(doneWith(held[6], `{"held":"SKU-6"}`))
+	order, _ := undoAll(t, f, id)
+	require.Equal(t, []int{6, 5, 4, 3, 2, 1, 0, -1}, order)
+	require.Equal(t, sas.Cancelled, f.view(id).State())
+	ss := f.statuses()
+	require.Equal(t, sas.StatusCancelled, ss[len(ss)-1].Status)
+	require.Empty(t, f.alerts.all(), "a cancel pages nobody")
+	_, err := f.mem.GetStep(f.ctx, elementKey(id, 7))
+	require.ErrorIs(t, err, sas.ErrNotFound)
+}
