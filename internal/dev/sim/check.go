@@ -76,7 +76,7 @@ func (w *World) unsettled() {
 		case err != nil:
 			parts = append(parts, fmt.Sprintf("%s: %v", id, err))
 		case !final(v):
-			parts = append(parts, fmt.Sprintf("%s is %s: %s", id, v.State(), steps(v)))
+			parts = append(parts, fmt.Sprintf("%s is %s: %s%s", id, v.State(), steps(v), w.elementStates(v)))
 		}
 	}
 	for _, q := range w.queues {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/sas-go/sas/agent"
@@ -34,12 +35,13 @@ import (
 //     step is not running (failed, cancelled or being undone);
 //   - "undo before settled" (branches.go) counts elements in flight too.
 
-// fanOutFailures says whether fan-out's failure path (an element's
-// failure, the undo of elements, their rescue and cancel) is in this
-// build. Until it is, the simulator keeps fan-out seeds on what runs: no
-// remote fault for an element, no undo of the fan-out step, no cancel of
-// such an order (docs/simulation.md says so).
-const fanOutFailures = false
+// fanOutFailures says whether fan-out seeds run the whole fault mix
+// (Config.FanOutFailures, sassim -fanout-failures): elements fail, are
+// undone, rescued and cancelled. Otherwise, the default while the
+// engine holes the whole mix finds are open (docs/simulation.md, "Open"),
+// fan-out seeds are kept on the happy path: no remote fault, no clock
+// jump, no cancel, no burst, no undo of the fan-out step.
+func (c Config) fanOutFailures() bool { return c.FanOutFailures }
 
 // Planted bugs of these rules (TestChecksCatchPlantedBugs).
 const (
@@ -64,7 +66,7 @@ const maxLines = 30
 // says so, for the sabotages of its rules, and in a quarter of the seeds
 // besides (drawn from the seed apart from ForSeed's draws).
 func (c Config) fanning() bool {
-	if !fanOutFailures && c.Burst > 0 {
+	if !c.fanOutFailures() && c.Burst > 0 {
 		// A burst's agents time out on what they picked up late: an
 		// element's transient outcome is the failure path.
 		return false
@@ -79,7 +81,7 @@ func (c Config) fanning() bool {
 // withFanOut makes the trip's shipment a fan-out over the order's lines,
 // with a window drawn from the seed, and adds an invoice after it, which
 // sees its results.
-func withFanOut(w sas.Workflow, seed int64) sas.Workflow {
+func withFanOut(w sas.Workflow, seed int64, failures bool) sas.Workflow {
 	steps := append([]sas.StepDef(nil), w.Steps...)
 	at := slices.IndexFunc(steps, func(s sas.StepDef) bool { return s.Name == "ship" })
 	if at < 0 {
@@ -87,7 +89,7 @@ func withFanOut(w sas.Workflow, seed int64) sas.Workflow {
 	}
 	ship := steps[at]
 	ship.ForEach = &sas.ForEach{Items: "payload.items", Concurrency: 1 + int(splitmix(uint64(seed)^0xbb67ae85)%8)}
-	if fanOutFailures {
+	if failures {
 		ship.Undo = "unship"
 	}
 	steps[at] = ship
@@ -187,6 +189,26 @@ func (w *World) elements(k sas.StepKey) []sas.StepRecord {
 	}
 }
 
+// elementStates lists the elements of an order's fan-outs, for "no
+// progress".
+func (w *World) elementStates(v sas.OrderView) string {
+	var b strings.Builder
+	for _, r := range v.Steps {
+		if r.ForEachCount == 0 {
+			continue
+		}
+		fmt.Fprintf(&b, "; step %d's elements (%d of %d done):", r.Step, r.ForEachDone, r.ForEachCount)
+		for _, e := range w.elements(r.Key()) {
+			_, i := sas.ElementOf(e.Step)
+			fmt.Fprintf(&b, " %d:%s a%d", i, e.ProcessState, e.Attempt)
+			if e.Cancelled {
+				b.WriteString(" marked")
+			}
+		}
+	}
+	return b.String()
+}
+
 // checkFanOutCall is "fan-out results" at a call: an element carries its
 // own item; a step that follows a fan-out sees its elements' results, in
 // index order.
@@ -232,6 +254,22 @@ func sameJSON(a, b []byte) bool {
 	xa, _ := json.Marshal(x)
 	ya, _ := json.Marshal(y)
 	return bytes.Equal(xa, ya)
+}
+
+// elementUndoResults is what an element's undo sees: what its step sees,
+// and under its step's name its own element's result (not the fan-out's
+// list).
+func (w *World) elementUndoResults(v sas.OrderView, req agent.Request) sas.Results {
+	want := v.ResultsFor(req.StepIndex, false)
+	e, err := w.mem.GetStep(context.Background(), sas.StepKey{OrderID: req.OrderID, Step: sas.ElementStep(req.StepIndex, req.Index)})
+	if err == nil && len(e.Result) > 0 {
+		out := sas.Results{req.Step: e.Result}
+		for k, r := range want {
+			out[k] = r
+		}
+		want = out
+	}
+	return want
 }
 
 // checkElementWrite holds a committed write that claimed element a (b

@@ -79,6 +79,10 @@ type Config struct {
 	// (fanout.go). Also on in a quarter of the seeds whatever ForSeed drew
 	// (Config.fanning).
 	FanOut bool
+	// FanOutFailures: fan-out seeds run the whole mix (remote faults,
+	// clock jumps, cancels, bursts, an undo on the fan-out); otherwise
+	// they are kept on its happy path (fanout.go).
+	FanOutFailures bool
 	// Faults is the run's fault mix (faults.go): Swarm's draw for the
 	// seed, or DefaultFaults.
 	Faults Faults
@@ -171,6 +175,9 @@ func (r Result) Replay() string {
 		cmd += " -swarm=false"
 	default:
 		cmd += " -swarm=false -faults " + r.Config.Faults.String()
+	}
+	if r.Config.FanOutFailures {
+		cmd += " -fanout-failures"
 	}
 	return cmd
 }

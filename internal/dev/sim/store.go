@@ -321,6 +321,10 @@ func (w *World) wrote(ctx context.Context, name string, before, after []sas.Step
 			t.owes = append(t.owes, obligation{kind: owesRetry, key: a.Key(), attempt: a.Attempt, what: name})
 		case name == "Fail" && a.ProcessState != b.ProcessState && a.Rejected:
 			// A business rejection: no operator is told (results.go).
+		case name == "Fail" && sas.IsElement(a.Step):
+			// An element's failure fails its fan-out step, whose alert
+			// (that step's, recorded at its own Fail) names the element
+			// (fanout.go).
 		case (name == "Fail" || name == "Cancel") && a.ProcessState != b.ProcessState && a.Cancelled && a.ProcessState == sas.Error:
 			// A cancelled order's step: no operator is told (cancel.go).
 		case name == "GiveUp" || (name == "Fail" && a.ProcessState != b.ProcessState) ||

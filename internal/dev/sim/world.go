@@ -212,8 +212,8 @@ func newWorld(cfg Config) *World {
 		w.v1 = withWait(w.v1, cfg.Seed)
 	}
 	if cfg.fanning() {
-		w.v1 = withFanOut(w.v1, cfg.Seed) // fanout.go
-		if !fanOutFailures {
+		w.v1 = withFanOut(w.v1, cfg.Seed, cfg.fanOutFailures()) // fanout.go
+		if !cfg.fanOutFailures() {
 			// A cancel of elements is not built yet, nor any element's
 			// outcome but done: no remote fault in the run (an element's
 			// call fails fast, transient, once its agent's circuit opened
