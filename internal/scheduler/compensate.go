@@ -158,6 +158,15 @@ func (s *Service) compensateFrom(ctx context.Context, u *outbox.Unit, o order, e
 			compensated = true
 		}
 	}
+	if held, err := s.fanOutHeld(ctx, o); err != nil || held != nil {
+		// A stopped fan-out's elements in flight settle before anything is
+		// undone; the last to settle starts this again (fanoutstop.go).
+		if err == nil && explicit {
+			err = drop(nil, "cannot compensate order %s: element %d of step %d is in flight and could still take effect; compensate it once it has settled",
+				ord.OrderID, held.Step, sas.StepOf(held.Step))
+		}
+		return sas.StepKey{}, err
+	}
 	var cand *sas.StepRecord
 	for _, i := range undoOrder(o) {
 		if r, ok := o.step(i); ok && undoable(r, o.wf.Steps[i], explicit) {

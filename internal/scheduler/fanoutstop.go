@@ -155,6 +155,14 @@ func (s *Service) stopFanOut(ctx context.Context, u *outbox.Unit, o order, key s
 		return fmt.Errorf("reading fan-out %s to stop it: %w", key, err)
 	}
 	switch {
+	case st.ProcessState == sas.Error && st.ForEachCount > 0:
+		// Stopped, its compensation waiting for its elements
+		// (fanOutHeld): it may go on once none is held.
+		if err := s.read(ctx, &o); err != nil {
+			return err
+		}
+		_, err := s.startCompensation(ctx, u, o, false, now)
+		return err
 	case st.ProcessState == sas.Processing && st.ForEachCount > 0 && st.Cancelled:
 		// Its order was cancelled: the cancel's rule settles it.
 		return s.fanOutSettled(ctx, u, o, key, now)
@@ -256,6 +264,14 @@ func (s *Service) fanOutSettled(ctx context.Context, u *outbox.Unit, o order, ke
 	switch {
 	case st.ProcessState == sas.Compensating && st.ForEachCount > 0 && st.LockedBy != "":
 		return s.undoElements(ctx, u, o, def, st)
+	case st.ProcessState == sas.Error && st.ForEachCount > 0:
+		// Stopped, its compensation waiting for its elements
+		// (fanOutHeld): it may go on once none is held.
+		if err := s.read(ctx, &o); err != nil {
+			return err
+		}
+		_, err := s.startCompensation(ctx, u, o, false, now)
+		return err
 	case st.ProcessState == sas.Processing && st.ForEachCount > 0 && st.Cancelled:
 		held, err := s.markElements(ctx, key, "its order was cancelled", now)
 		if err != nil || held {
@@ -423,4 +439,28 @@ func (s *Service) elementGivenUp(ctx context.Context, u *outbox.Unit, o order, g
 		s.settle(ctx, rec)
 	}
 	return nil
+}
+
+// fanOutHeld is an element still in flight of a fan-out of o stopped in
+// Error, nil if none: no undo of the order is sent before it settles (the
+// branches' settle-then-undo rule). It reads elements only for a stopped
+// fan-out, off the happy path.
+func (s *Service) fanOutHeld(ctx context.Context, o order) (*sas.StepRecord, error) {
+	for _, r := range o.steps {
+		if r.ProcessState != sas.Error || r.ForEachCount == 0 {
+			continue
+		}
+		els, err := s.elements(ctx, r.Key())
+		if err != nil {
+			return nil, err
+		}
+		for _, e := range els {
+			if e.ProcessState == sas.Processing || e.ProcessState == sas.Pending {
+				s.log.InfoContext(ctx, "a stopped fan-out's element in flight settles before anything is undone", "order", o.id(),
+					"step", r.Step, "element", e.Step, "state", e.ProcessState)
+				return &e, nil
+			}
+		}
+	}
+	return nil, nil
 }

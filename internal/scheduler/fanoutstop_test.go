@@ -97,7 +97,7 @@ func TestAFanOutWhoseElementIsRefusedUndoesItsElementsHighestFirst(t *testing.T)
 	step := f.view(id).Steps[1]
 	require.Equal(t, 1, transitions(step, sas.Error), "the fan-out failed")
 	require.Contains(t, step.LastError, "element 13 failed: out of stock")
-	require.Equal(t, sas.Compensating, step.ProcessState, "its undo is claimed, and waits for its elements")
+	require.Equal(t, sas.Error, step.ProcessState, "its undo waits for its elements")
 	for i := 14; i < 17; i++ {
 		e := f.element(id, i)
 		require.Equal(t, sas.Processing, e.ProcessState)
@@ -144,7 +144,11 @@ func TestAFanOutWhoseElementIsRefusedUndoesItsElementsHighestFirst(t *testing.T)
 	require.Equal(t, []sas.ProcessState{sas.Compensated, sas.Compensated, sas.Pending}, f.states(id))
 	ss := f.statuses()
 	require.Equal(t, sas.StatusCompensated, ss[len(ss)-1].Status)
-	require.Len(t, f.alerts.all(), 1, "the refusal pages once: %v", f.alerts.all())
+	ids := map[string]bool{}
+	for _, a := range f.alerts.all() {
+		ids[a.ID] = true
+	}
+	require.Len(t, ids, 1, "the refusal pages once (a repeat carries its id): %v", f.alerts.all())
 }
 
 // An element rejected (agent.Reject) ends the order Rejected, unpaged,
@@ -275,7 +279,7 @@ func TestAnElementPastItsDeadlineIsRescuedThenGivenUp(t *testing.T) {
 		Actor: "supervisor-1", GivenUp: &sas.GivenUp{Step: gu.Step, Attempt: gu.Attempt}}))
 	require.Empty(t, f.requests(), "element 2 is in flight: nothing is undone yet")
 	require.True(t, f.element(id, 2).Cancelled)
-	require.Equal(t, sas.Compensating, f.view(id).Steps[1].ProcessState)
+	require.Equal(t, sas.Error, f.view(id).Steps[1].ProcessState)
 	require.Contains(t, f.view(id).Steps[1].LastError, "element 1 given up")
 
 	f.deliver(doneWith(third, `"c"`))
@@ -379,4 +383,67 @@ func TestACancelMidFanOut(t *testing.T) {
 	require.Empty(t, f.alerts.all(), "a cancel pages nobody")
 	_, err := f.mem.GetStep(f.ctx, elementKey(id, 7))
 	require.ErrorIs(t, err, sas.ErrNotFound)
+}
+
+// In a graph, a branch that fails while a fan-out runs in another stops
+// its window as an element's failure would: no element starts after it,
+// those in flight settle, then everything is undone, the fan-out's
+// elements highest first.
+func TestABranchsFailureStopsAFanOutBesideIt(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	step := func(name string, after ...int) sas.StepDef {
+		return sas.StepDef{Name: name, Agent: "x", Action: "POST /" + name, Undo: "POST /" + name + "/cancel", Timeout: stepTimeout, After: after}
+	}
+	reserve := step("reserve", 0)
+	reserve.ForEach = &sas.ForEach{Items: "payload.lines", Concurrency: 2}
+	reg, err := sas.NewRegistry(sas.Workflow{Name: "lines", Steps: []sas.StepDef{step("quote"), reserve, step("charge", 0), step("ship", 1, 2)}})
+	require.NoError(t, err)
+	f.svc = f.newServiceWith(owner, reg, sas.AgentQueues{Default: f.agentURL})
+	f.h = schedulerHandler(f.svc)
+	const id = "o-branch"
+	f.deliver(linesIntake(id, 5, f.replyURL))
+	f.deliver(doneWith(f.request(), `{"quote":"Q-1"}`))
+	var charge sas.AgentRequest
+	elems := map[int]sas.AgentRequest{}
+	for _, r := range f.requests() {
+		if r.StepName == "charge" {
+			charge = r
+			continue
+		}
+		elems[elementIndex(r)] = r
+	}
+	require.Equal(t, "charge", charge.StepName)
+	require.Len(t, elems, 2)
+	f.deliver(doneWith(elems[0], `"a"`))
+	e2 := f.request()
+	require.Equal(t, 2, elementIndex(e2))
+
+	f.deliver(reply(charge, sas.OutcomeFailed, "card declined"))
+	require.Empty(t, f.requests(), "nothing starts, nothing is undone while elements 1 and 2 are in flight")
+	require.True(t, f.element(id, 1).Cancelled)
+	require.True(t, f.element(id, 2).Cancelled)
+	f.deliver(doneWith(elems[1], `"b"`))
+	require.Empty(t, f.requests())
+	f.deliver(doneWith(e2, `"c"`))
+	var undone []string
+	for rs := f.requests(); len(rs) > 0; rs = f.requests() {
+		require.Len(t, rs, 1, "one undo at a time")
+		r := rs[0]
+		require.True(t, r.Compensation)
+		name := r.StepName
+		if i := elementIndex(r); i >= 0 {
+			name = fmt.Sprintf("%s[%d]", name, i)
+		}
+		undone = append(undone, name)
+		f.deliver(done(r))
+	}
+	require.Contains(t, [][]string{
+		{"charge", "reserve[2]", "reserve[1]", "reserve[0]", "quote"},
+		{"reserve[2]", "reserve[1]", "reserve[0]", "charge", "quote"},
+	}, undone, "every effect undone once, the fan-out's highest first")
+	_, err = f.mem.GetStep(f.ctx, elementKey(id, 3))
+	require.ErrorIs(t, err, sas.ErrNotFound, "no element started after the failure")
+	ss := f.statuses()
+	require.Equal(t, sas.StatusCompensated, ss[len(ss)-1].Status)
 }
