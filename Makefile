@@ -190,10 +190,12 @@ test-infra: ## CDK assertion tests (the app and the sascdk construct) and cfn-li
 
 # The multi-agent template lint-infra checks besides the default one: the
 # built-in HTTP agent three times (two with a priority lane) and the
-# workflow file naming them, through the app's own context keys.
+# workflow file naming them, schedules and a tenant, through the app's own
+# context keys.
 MULTI_AGENT_ARGS := -c workflowsFile=../workflow/testdata/travel.json \
 	-c agents='{"airline":{"url":"https://airline.example.com","concurrency":5,"priorityConcurrency":2},"hotels":{"url":"https://hotels.example.com"},"payments":{"url":"https://payments.example.com","priorityConcurrency":2}}' \
-	-c schedules='[{"name":"nightly","expression":"cron(0 2 * * ? *)","timeZone":"Europe/Paris","flexibleWindowMinutes":15,"workflow":"trip","payload":{"amount":1},"overlap":"skip"},{"name":"hourly","expression":"rate(1 hour)","workflow":"trip"}]'
+	-c schedules='[{"name":"nightly","expression":"cron(0 2 * * ? *)","timeZone":"Europe/Paris","flexibleWindowMinutes":15,"workflow":"trip","payload":{"amount":1},"overlap":"skip"},{"name":"hourly","expression":"rate(1 hour)","workflow":"trip"}]' \
+	-c tenants='[{"name":"acme","senderIds":["AROAACMESUBMIT1"],"replyQueueArns":["arn:aws:sqs:eu-west-1:123456789012:acme-status"]}]'
 
 lint-infra: synth ## go vet the CDK app and construct, and cfn-lint the default, a multi-agent (with schedules) and a nested-agent-stacks template (pinned, own venv)
 	cd infra && $(GO) vet ./... && out=$$(gofmt -l *.go sascdk) && if [ -n "$$out" ]; then echo "gofmt needed: $$out"; exit 1; fi

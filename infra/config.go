@@ -61,6 +61,9 @@ const (
 	// ctxSchedules lists the deployment's schedules as JSON (see
 	// contextSchedule; docs/schedules.md).
 	ctxSchedules = "schedules"
+	// ctxTenants lists the deployment's tenants as JSON (see
+	// contextTenant; docs/trust.md, "Tenants").
+	ctxTenants = "tenants"
 )
 
 // defaultDistDir is where `make build` puts the bootstraps, seen from infra/.
@@ -178,6 +181,9 @@ func propsFrom(node constructs.Node, getenv func(string) string) (sascdk.Props, 
 	if p.Schedules, err = schedulesFromContext(raw(ctxSchedules)); err != nil {
 		return sascdk.Props{}, err
 	}
+	if p.Tenants, err = tenantsFromContext(raw(ctxTenants)); err != nil {
+		return sascdk.Props{}, err
+	}
 	paymentsAuth := auth(get(ctxPaymentsAuthSecret), get(ctxPaymentsAuthHeader), get(ctxPaymentsAuthKMSKey))
 	switch payments := get(ctxPaymentsURL); {
 	case agents != nil && (payments != "" || paymentsAuth != nil):
@@ -264,27 +270,12 @@ type contextSchedule struct {
 // a list (from cdk.json). Nil when unset; checked with the rest by
 // Validate.
 func schedulesFromContext(v any) ([]sascdk.Schedule, error) {
-	var text []byte
-	switch v := v.(type) {
-	case nil:
-		return nil, nil
-	case string:
-		if strings.TrimSpace(v) == "" {
-			return nil, nil
-		}
-		text = []byte(v)
-	default:
-		b, err := json.Marshal(v)
-		if err != nil {
-			return nil, fmt.Errorf("context %s: %w", ctxSchedules, err)
-		}
-		text = b
-	}
 	var list []contextSchedule
-	dec := json.NewDecoder(bytes.NewReader(text))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&list); err != nil {
-		return nil, fmt.Errorf(`context %s: want [{"name": "nightly", "expression": "cron(0 2 * * ? *)", "workflow": "…"}]: %w`, ctxSchedules, err)
+	if err := contextList(ctxSchedules, v, `[{"name": "nightly", "expression": "cron(0 2 * * ? *)", "workflow": "…"}]`, &list); err != nil {
+		return nil, err
+	}
+	if list == nil {
+		return nil, nil
 	}
 	out := make([]sascdk.Schedule, 0, len(list))
 	for _, c := range list {
@@ -293,4 +284,54 @@ func schedulesFromContext(v any) ([]sascdk.Schedule, error) {
 			Overlap: c.Overlap, Disabled: c.Disabled})
 	}
 	return out, nil
+}
+
+// contextTenant is one tenant of the tenants context value, the fields of
+// sascdk.Tenant a context can give (no roles: their unique ids):
+// [{"name": "acme", "senderIds": ["AROA…"], "replyQueueArns": ["arn:aws:sqs:…:acme-status"]}].
+type contextTenant struct {
+	Name           string   `json:"name"`
+	SenderIDs      []string `json:"senderIds"`
+	ReplyQueueARNs []string `json:"replyQueueArns"`
+}
+
+// tenantsFromContext reads the tenants key, as schedulesFromContext its.
+func tenantsFromContext(v any) ([]sascdk.Tenant, error) {
+	var list []contextTenant
+	if err := contextList(ctxTenants, v, `[{"name": "acme", "senderIds": ["AROA…"], "replyQueueArns": ["arn:aws:sqs:…"]}]`, &list); err != nil {
+		return nil, err
+	}
+	var out []sascdk.Tenant
+	for _, c := range list {
+		out = append(out, sascdk.Tenant{Name: c.Name, SenderIDs: c.SenderIDs, ReplyQueueARNs: c.ReplyQueueARNs})
+	}
+	return out, nil
+}
+
+// contextList decodes the context key's value v, a JSON string (from -c)
+// or a list (from cdk.json), into out, refusing unknown fields; it leaves
+// out nil when v is unset or blank.
+func contextList(key string, v any, example string, out any) error {
+	var text []byte
+	switch v := v.(type) {
+	case nil:
+		return nil
+	case string:
+		if strings.TrimSpace(v) == "" {
+			return nil
+		}
+		text = []byte(v)
+	default:
+		b, err := json.Marshal(v)
+		if err != nil {
+			return fmt.Errorf("context %s: %w", key, err)
+		}
+		text = b
+	}
+	dec := json.NewDecoder(bytes.NewReader(text))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(out); err != nil {
+		return fmt.Errorf("context %s: want %s: %w", key, example, err)
+	}
+	return nil
 }

@@ -192,3 +192,33 @@ func TestSchedulesFromContext(t *testing.T) {
 		t.Errorf("a schedule of no workflow: %v", err)
 	}
 }
+
+// The tenants key: a JSON string from -c, or a list from cdk.json, each a
+// sascdk.Tenant by its sender ids, checked with the rest.
+func TestTenantsFromContext(t *testing.T) {
+	list := `[{"name": "acme", "senderIds": ["AROAACME1"], "replyQueueArns": ["arn:aws:sqs:eu-west-1:123456789012:acme-status"]}]`
+	var fromJSON []any
+	if err := json.Unmarshal([]byte(list), &fromJSON); err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range []any{list, fromJSON} {
+		app := awscdk.NewApp(&awscdk.AppProps{Context: &map[string]any{"paymentsUrl": "https://p.example.test", "tenants": v}})
+		p, err := propsFrom(app.Node(), func(string) string { return "" })
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(p.Tenants) != 1 || p.Tenants[0].Name != "acme" || !reflect.DeepEqual(p.Tenants[0].SenderIDs, []string{"AROAACME1"}) ||
+			!reflect.DeepEqual(p.Tenants[0].ReplyQueueARNs, []string{"arn:aws:sqs:eu-west-1:123456789012:acme-status"}) {
+			t.Errorf("%T: tenants %+v", v, p.Tenants)
+		}
+	}
+	for v, want := range map[string]string{
+		`[{"name": "Acme", "senderIds": ["AROAACME1"]}]`: "a name is 1-32 characters",
+		`[{"name": "acme", "roles": []}]`:                `unknown field "roles"`,
+	} {
+		app := awscdk.NewApp(&awscdk.AppProps{Context: &map[string]any{"paymentsUrl": "https://p.example.test", "tenants": v}})
+		if _, err := propsFrom(app.Node(), func(string) string { return "" }); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("tenants %s: %v, want %q", v, err, want)
+		}
+	}
+}

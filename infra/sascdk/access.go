@@ -74,8 +74,8 @@ func (s *SAS) permissions() {
 	// its last receives before the DLQ is renewed by a fresh copy sent to
 	// the queue it came from (internal/scheduler/renew.go).
 	allow(s.scheduler.role, []string{"sqs:SendMessage"}, append(s.everyAgentQueueARN(), s.schedulerQ.QueueArn(), s.intake.QueueArn(), s.controlQ.QueueArn())...)
-	if len(s.p.AllowedReplyQueueARNs) > 0 {
-		allow(s.scheduler.role, []string{"sqs:SendMessage"}, *jsii.Strings(s.p.AllowedReplyQueueARNs...)...)
+	if replies := append(append([]string(nil), s.p.AllowedReplyQueueARNs...), s.tenantReplyQueueARNs()...); len(replies) > 0 {
+		allow(s.scheduler.role, []string{"sqs:SendMessage"}, *jsii.Strings(replies...)...)
 	}
 	allow(s.scheduler.role, []string{"sns:Publish"}, s.topic.TopicArn())
 	allow(s.scheduler.role, []string{"events:PutEvents"}, s.eventBusARN)
@@ -233,18 +233,11 @@ func (s *SAS) resourcePolicies() {
 	// The intake queue: the submitters the deployer grants; the scheduler
 	// consumes it.
 	fence(s.intake, "", nil, scheduler)
-	if len(s.p.CompleterRoleARNs) > 0 {
-		// Who may complete a waiting callback step, named in the queue's
-		// own policy (docs/trust.md, "Completion tokens").
-		s.intake.AddToResourcePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
-			Sid:        jsii.String("CompletersSend"),
-			Effect:     awsiam.Effect_ALLOW,
-			Principals: &[]awsiam.IPrincipal{awsiam.NewAnyPrincipal()},
-			Actions:    jsii.Strings("sqs:SendMessage"),
-			Resources:  &[]*string{s.intake.QueueArn()},
-			Conditions: &map[string]any{"ArnEquals": map[string]any{"aws:PrincipalArn": *jsii.Strings(s.p.CompleterRoleARNs...)}},
-		}))
-	}
+	// Who may complete a waiting callback step (docs/trust.md, "Completion
+	// tokens"), and each tenant's roles, whose orders the scheduler tells
+	// by who sent them (docs/trust.md, "Tenants").
+	s.allowIntakeSenders("CompletersSend", *jsii.Strings(s.p.CompleterRoleARNs...))
+	s.allowIntakeSenders("TenantsSend", s.tenantRoleARNs())
 	// The control queue: the supervisor and the operators, and the
 	// scheduler's renewed copies of their messages.
 	control := append(roleARNs(s.super.role, s.scheduler.role), operators...)
@@ -292,5 +285,22 @@ func allow(role awsiam.Role, actions []string, resources ...*string) {
 	role.AddToPrincipalPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 		Actions:   jsii.Strings(actions...),
 		Resources: &resources,
+	}))
+}
+
+// allowIntakeSenders names principals the intake queue's own policy lets
+// send, under its own Sid: the completers, the schedules' roles, the
+// tenants' roles. None: no statement.
+func (s *SAS) allowIntakeSenders(sid string, principals []*string) {
+	if len(principals) == 0 {
+		return
+	}
+	s.intake.AddToResourcePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Sid:        jsii.String(sid),
+		Effect:     awsiam.Effect_ALLOW,
+		Principals: &[]awsiam.IPrincipal{awsiam.NewAnyPrincipal()},
+		Actions:    jsii.Strings("sqs:SendMessage"),
+		Resources:  &[]*string{s.intake.QueueArn()},
+		Conditions: &map[string]any{"ArnEquals": map[string]any{"aws:PrincipalArn": principals}},
 	}))
 }

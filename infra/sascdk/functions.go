@@ -167,7 +167,7 @@ func (s *SAS) functions() {
 		"SAS_ALLOWED_REPLY_QUEUES": strings.Join(replyURLs, ","),
 		// Stated either way, so that the template says which it is.
 		"SAS_REQUIRE_SIGNED_REPLIES": strconv.FormatBool(!p.AllowUnsignedReplies),
-	}, s.schedulesEnv())
+	}, s.schedulesEnv(), s.tenantsEnv())
 	s.checkEnvSize("scheduler", schedulerEnv)
 	s.scheduler = s.function(fnSpec{
 		scope: s, id: "Scheduler", prefix: "Scheduler", name: "scheduler", description: "SAS scheduler: intake, step dispatch and agent replies",

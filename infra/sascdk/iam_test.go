@@ -92,8 +92,8 @@ func checkStatement(t *testing.T, where string, st map[string]any) {
 			t.Errorf("%s: wildcard action %q", where, a)
 		}
 	}
-	if isCompleterGrant(st) || isScheduleGrant(st) {
-		return // the intake queue's grants to the named completers (Props.CompleterRoleARNs) and to the schedules' roles
+	if isCompleterGrant(st) || isScheduleGrant(st) || isTenantGrant(st) {
+		return // the intake queue's grants to the named completers (Props.CompleterRoleARNs), to the schedules' roles and to the tenants' roles
 	}
 	if _, isTrust := st["Principal"]; isTrust {
 		// A trust policy: who may assume the role, no resources: Lambda,
@@ -272,9 +272,9 @@ func TestLeastPrivilegePerFunction(t *testing.T) {
 	}
 
 	// Reply queues: the variant's scheduler may post to exactly the listed
-	// ARNs (prefix included) besides its own two queues.
+	// ARNs (prefix included) and its tenant's, besides its own queues.
 	got := variant.grants(t, "SchedulerRole")["sqs:SendMessage"]
-	wantSend := append([]string{"AgentpaymentsQueue", "AgentpaymentsReplies", "ControlQueue", "IntakeQueue", "SchedulerQueue"}, replyQueueARNs...)
+	wantSend := append([]string{"AgentpaymentsQueue", "AgentpaymentsReplies", "ControlQueue", "IntakeQueue", "SchedulerQueue", tenantQueueARN}, replyQueueARNs...)
 	sort.Strings(wantSend)
 	if !reflect.DeepEqual(got, wantSend) {
 		t.Errorf("variant scheduler SendMessage on %v, want %v", got, wantSend)

@@ -86,6 +86,11 @@ type Props struct {
 	// an EventBridge Scheduler schedule whose runs are orders sent to the
 	// intake queue by a role of the schedule's own.
 	Schedules []Schedule
+	// Tenants are groups of submitters that must not reach each other's
+	// orders (docs/trust.md, "Tenants"): each with its order ids, its
+	// roles and its replyTo queues. Empty: every submitter shares one
+	// namespace of ids and AllowedReplyQueueARNs, as before.
+	Tenants []Tenant
 	// RemovalPolicy applies to the tables, queues, topic and log groups.
 	// Default RETAIN (with table deletion protection) so that deleting the
 	// stack never deletes orders; test stacks set DESTROY.

@@ -194,14 +194,7 @@ func (s *SAS) schedules() {
 	}
 	// The queue's own policy names the schedules' roles (besides each
 	// role's identity policy), as it names the completers.
-	s.intake.AddToResourcePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
-		Sid:        jsii.String(sidSchedulesSend),
-		Effect:     awsiam.Effect_ALLOW,
-		Principals: &[]awsiam.IPrincipal{awsiam.NewAnyPrincipal()},
-		Actions:    jsii.Strings("sqs:SendMessage"),
-		Resources:  &[]*string{s.intake.QueueArn()},
-		Conditions: &map[string]any{"ArnEquals": map[string]any{"aws:PrincipalArn": roles}},
-	}))
+	s.allowIntakeSenders(sidSchedulesSend, roles)
 	b, _ := json.Marshal(declared)
 	awscdk.NewCfnOutput(s, jsii.String("Schedules"), &awscdk.CfnOutputProps{Value: jsii.String(string(b)),
 		Description: jsii.String("the deployment's schedules (sasctl schedules -file reads this list)")})

@@ -130,8 +130,11 @@ func synthesizeApp() fixtures {
 		// must see the same ones as `cdk synth`.
 		Context: cdkJSONContext(),
 	})
-	build := func(name string, p Props) *synthesized {
+	build := func(name string, p Props, more ...func(awscdk.Stack, *Props)) *synthesized {
 		stack := awscdk.NewStack(app, jsii.String(name), nil)
+		for _, m := range more {
+			m(stack, &p)
+		}
 		sas, err := New(stack, "Default", &p)
 		if err != nil {
 			panic(err)
@@ -157,7 +160,7 @@ func synthesizeApp() fixtures {
 		AllowUnsignedReplies: true,
 		XRayTracing:          true,
 		Schedules:            variantSchedules,
-	})
+	}, variantTenants)
 	f.two = build("SasStackTwo", twoAgentProps(fixtureDist))
 	f.five = build("SasStackFive", fiveAgentProps(fixtureDist))
 	for _, s := range []*synthesized{f.def, f.variant, f.two, f.five} {

@@ -83,6 +83,8 @@ func (p Props) resolve() (resolved, error) {
 		}
 	}
 
+	errs = append(errs, p.validateTenants()...)
+
 	r := resolved{Props: p}
 	wfErr := error(nil)
 	r.workflows, wfErr = p.loadWorkflows()

@@ -116,13 +116,15 @@ func (s System) scheduler(owner string, key []byte, signer *sas.Signer) (*schedu
 		StepTimeout:          s.Config.StepTimeout,
 		PickupTimeout:        s.Config.PickupTimeout,
 		// The supervisor's failure threshold and backoff.
-		Retry:          sas.RetryPolicy{MaxAttempts: s.Config.MaxFailures, InitialInterval: s.BaseBackoff, MaxInterval: s.MaxBackoff},
-		UndoRetry:      s.UndoRetry,
-		OwedRetry:      s.OwedRetry,
-		ReplyToAllowed: s.Config.ReplyToAllowed,
-		Schedules:      s.Config.Schedules,
-		Logger:         s.Logger,
-		Metrics:        s.Metrics,
+		Retry:            sas.RetryPolicy{MaxAttempts: s.Config.MaxFailures, InitialInterval: s.BaseBackoff, MaxInterval: s.MaxBackoff},
+		UndoRetry:        s.UndoRetry,
+		OwedRetry:        s.OwedRetry,
+		ReplyToAllowed:   s.Config.ReplyToAllowed,
+		SubmitterReplyTo: s.Config.SubmitterReplyTo,
+		Tenants:          s.Config.Tenants,
+		Schedules:        s.Config.Schedules,
+		Logger:           s.Logger,
+		Metrics:          s.Metrics,
 	})
 }
 

@@ -77,6 +77,12 @@ type Config struct {
 	// "senders": ["AROA…"]}}: the deployment's schedules, whose runs the
 	// intake takes (docs/schedules.md). The CDK construct writes it.
 	Schedules map[string]sas.ScheduleConfig
+	// Tenants is SAS_TENANTS, a JSON object from tenant name to its
+	// senders and replyTo queues, {"acme": {"senders": ["AROA…"],
+	// "replyTo": ["https://…/acme-status"]}}: submitters that must not reach
+	// each other's orders (docs/trust.md, "Tenants"). The CDK construct
+	// writes it from Props.Tenants.
+	Tenants sas.Tenants
 }
 
 // Getenv is os.Getenv; tests pass a map's lookup.
@@ -130,6 +136,9 @@ func Load(getenv Getenv) (Config, error) {
 		}
 	}
 	if err := c.readSchedules(getenv("SAS_SCHEDULES")); err != nil {
+		return c, err
+	}
+	if err := c.readTenants(getenv("SAS_TENANTS")); err != nil {
 		return c, err
 	}
 	switch v := strings.TrimSpace(getenv("SAS_REQUIRE_SIGNED_REPLIES")); v {
@@ -208,10 +217,39 @@ func Require(getenv Getenv, names ...string) error {
 // An account-wide entry (AccountWide) allows nothing, so that a Config
 // built in code, which Load has not checked, keeps the rule too.
 func (c Config) ReplyToAllowed(url string) bool {
+	if c.allowedIn(c.AllowedReplyQueues, url) {
+		return true
+	}
+	for _, t := range c.Tenants {
+		if c.allowedIn(t.ReplyTo, url) {
+			return true
+		}
+	}
+	return false
+}
+
+// SubmitterReplyTo reports whether submitter may name url as its replyTo:
+// a tenant's submitter a queue of its tenant's list; any other a queue of
+// the deployment's list that no tenant's list names, so that no submitter
+// aims statuses at a tenant's queue (docs/trust.md, "Tenants").
+func (c Config) SubmitterReplyTo(submitter, url string) bool {
+	if _, t, ok := c.Tenants.Of(submitter); ok {
+		return c.allowedIn(t.ReplyTo, url)
+	}
+	for _, t := range c.Tenants {
+		if c.allowedIn(t.ReplyTo, url) {
+			return false
+		}
+	}
+	return c.allowedIn(c.AllowedReplyQueues, url)
+}
+
+// allowedIn is ReplyToAllowed's rule for one allow-list.
+func (c Config) allowedIn(list []string, url string) bool {
 	if c.ownQueue(url) {
 		return false
 	}
-	for _, a := range c.AllowedReplyQueues {
+	for _, a := range list {
 		if AccountWide(a) {
 			continue
 		}
@@ -226,7 +264,7 @@ func (c Config) ReplyToAllowed(url string) bool {
 	if !ok || !sameOrigin(origin, c.SQSEndpoint) {
 		return false
 	}
-	for _, a := range c.AllowedReplyQueues {
+	for _, a := range list {
 		if AccountWide(a) {
 			continue
 		}
@@ -348,6 +386,29 @@ func durVar(getenv Getenv, name string, def time.Duration) (time.Duration, error
 }
 
 // readSchedules reads SAS_SCHEDULES.
+// readTenants reads SAS_TENANTS (Config.Tenants).
+func (c *Config) readTenants(v string) error {
+	if v = strings.TrimSpace(v); v == "" {
+		return nil
+	}
+	dec := json.NewDecoder(strings.NewReader(v))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&c.Tenants); err != nil {
+		return fmt.Errorf("SAS_TENANTS: want a JSON object such as {\"acme\": {\"senders\": [\"AROA…\"], \"replyTo\": [\"https://…\"]}}: %w", err)
+	}
+	if err := c.Tenants.Check(); err != nil {
+		return fmt.Errorf("SAS_TENANTS: %w", err)
+	}
+	for _, name := range c.Tenants.Names() {
+		for _, q := range c.Tenants[name].ReplyTo {
+			if AccountWide(q) {
+				return fmt.Errorf("SAS_TENANTS: tenant %s: replyTo %q allows every queue of the account: name a queue, or a name prefix before the *", name, q)
+			}
+		}
+	}
+	return nil
+}
+
 func (c *Config) readSchedules(v string) error {
 	if v = strings.TrimSpace(v); v == "" {
 		return nil

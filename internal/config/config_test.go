@@ -185,3 +185,32 @@ func TestLoadSchedules(t *testing.T) {
 		require.ErrorContains(t, err, want, v)
 	}
 }
+
+func TestLoadTenants(t *testing.T) {
+	t.Parallel()
+	const acmeQ, globalQ = "https://sqs.eu-west-1.amazonaws.com/123456789012/acme-status", "https://sqs.eu-west-1.amazonaws.com/123456789012/callers"
+	c, err := Load(env(map[string]string{
+		"SAS_ALLOWED_REPLY_QUEUES": globalQ + "," + acmeQ,
+		"SAS_TENANTS":              `{"acme": {"senders": ["AROAACME"], "replyTo": ["` + acmeQ + `"]}, "globex": {"senders": ["AIDAGLOBEX"]}}`,
+	}))
+	require.NoError(t, err)
+	require.Equal(t, sas.Tenants{"acme": {Senders: []string{"AROAACME"}, ReplyTo: []string{acmeQ}}, "globex": {Senders: []string{"AIDAGLOBEX"}}}, c.Tenants)
+	require.True(t, c.SubmitterReplyTo("AROAACME", acmeQ))
+	require.False(t, c.SubmitterReplyTo("AROAACME", globalQ), "a tenant names its own queues, not the deployment's")
+	require.False(t, c.SubmitterReplyTo("AIDAGLOBEX", acmeQ), "nor another tenant's")
+	require.False(t, c.SubmitterReplyTo("AROAOTHER", acmeQ), "and no outsider names a tenant's, though the deployment's list does")
+	require.True(t, c.SubmitterReplyTo("AROAOTHER", globalQ))
+	require.True(t, c.ReplyToAllowed(acmeQ), "statuses may be posted to a tenant's queue")
+	for v, want := range map[string]string{
+		`{"Acme": {"senders": ["AROAA"]}}`:                           `tenant "Acme": a name is`,
+		`{"acme": {}}`:                                               "names no sender",
+		`{"acme": {"senders": ["AROAA:session"]}}`:                   "is not a principal's unique id",
+		`{"a": {"senders": ["AROAA"]}, "b": {"senders": ["AROAA"]}}`: "is tenant a's already",
+		`{"acme": {"senders": ["AROAA"], "replyTo": ["*"]}}`:         "allows every queue of the account",
+		`{"acme": {"senders": ["AROAA"], "queues": []}}`:             `unknown field "queues"`,
+	} {
+		_, err := Load(env(map[string]string{"SAS_TENANTS": v}))
+		require.ErrorContains(t, err, "SAS_TENANTS", v)
+		require.ErrorContains(t, err, want, v)
+	}
+}

@@ -78,7 +78,16 @@ type Config struct {
 	// ReplyToAllowed tells the queues a submitter may name as replyTo; nil
 	// allows none.
 	ReplyToAllowed func(url string) bool
-	Logger         *slog.Logger // default slog.Default()
+	// Tenants are the deployment's tenants (docs/trust.md, "Tenants"): a
+	// tenant's submitter uses its own order ids only, any other submitter
+	// none of them.
+	Tenants sas.Tenants
+	// SubmitterReplyTo tells the queues one submitter may name as replyTo
+	// (config.Config.SubmitterReplyTo: a tenant's its own); nil is
+	// ReplyToAllowed for every submitter. The deployment's own queues are
+	// refused whatever it says.
+	SubmitterReplyTo func(submitter, url string) bool
+	Logger           *slog.Logger // default slog.Default()
 	// Metrics receives the scheduler's EMF lines (internal/metrics); nil
 	// publishes none, since tests and the simulator build schedulers by the
 	// hundred.
@@ -104,6 +113,10 @@ func (c Config) withDefaults() Config {
 	c.UndoRetry = c.UndoRetry.Or(sas.DefaultUndoRetry).WithDefaults()
 	if c.ReplyToAllowed == nil {
 		c.ReplyToAllowed = func(string) bool { return false }
+	}
+	if c.SubmitterReplyTo == nil {
+		allowed := c.ReplyToAllowed
+		c.SubmitterReplyTo = func(_, url string) bool { return allowed(url) }
 	}
 	return c
 }
@@ -202,4 +215,11 @@ func replyToAllowed(allowed func(string) bool, own []string) func(string) bool {
 		names[sas.QueueName(q)] = true
 	}
 	return func(url string) bool { return !names[sas.QueueName(url)] && allowed(url) }
+}
+
+// submitterReplyTo is SubmitterReplyTo within ReplyToAllowed (already
+// without the deployment's own queues): what no submitter may name, none
+// may.
+func submitterReplyTo(allowed func(string, string) bool, anyone func(string) bool) func(string, string) bool {
+	return func(submitter, url string) bool { return anyone(url) && allowed(submitter, url) }
 }

@@ -26,15 +26,21 @@ func (s *Service) Intake(ctx context.Context, body []byte) error {
 // sender, whose order it is (sas.Order.Submitter).
 func (s *Service) intake(ctx context.Context, u *outbox.Unit, body []byte, from Origin) error {
 	messageID, submitter := from.MessageID, sas.SubmitterOf(from.SenderID)
-	in, err := sas.ParseIntake(body, sas.IntakeRules{Workflows: s.cfg.Workflows.Has, ReplyToAllowed: s.cfg.ReplyToAllowed})
+	replyTo := func(url string) bool { return s.cfg.SubmitterReplyTo(submitter, url) }
+	in, err := sas.ParseIntake(body, sas.IntakeRules{Workflows: s.cfg.Workflows.Has, ReplyToAllowed: replyTo})
 	if err != nil {
-		return s.reject(ctx, u, in, messageID, err)
+		return s.reject(ctx, u, in, messageID, submitter, err)
+	}
+	// The id alone says whose it may be, before any read: a sender learns
+	// nothing of another tenant's orders (docs/trust.md, "Tenants").
+	if err := s.cfg.Tenants.CheckOrderID(submitter, in.OrderID); err != nil {
+		return s.reject(ctx, u, in, messageID, submitter, err)
 	}
 	for decisions := 1; ; decisions++ {
 		run, err := s.decideRun(ctx, in, submitter)
 		switch {
 		case errors.Is(err, sas.ErrInvalid):
-			return s.reject(ctx, u, in, messageID, err)
+			return s.reject(ctx, u, in, messageID, submitter, err)
 		case err != nil:
 			return err
 		case run.skip != "":
@@ -77,7 +83,7 @@ func (s *Service) submit(ctx context.Context, u *outbox.Unit, in sas.Intake, mes
 		// Starting later (startat.go): the first step to run stays
 		// unclaimed, its pick-up deadline the start time.
 		if in.StartAt.After(now.Add(sas.MaxWait)) {
-			return s.reject(ctx, u, in, messageID, &sas.ValidationError{Field: "startAt",
+			return s.reject(ctx, u, in, messageID, submitter, &sas.ValidationError{Field: "startAt",
 				Reason: fmt.Sprintf("%s is more than %s ahead", in.StartAt.UTC().Format(time.RFC3339), sas.MaxWait)})
 		}
 		sp.PickupBy = in.StartAt.UTC()
@@ -92,7 +98,7 @@ func (s *Service) submit(ctx context.Context, u *outbox.Unit, in sas.Intake, mes
 	case errors.Is(err, sas.ErrOrderConflict):
 		return s.conflict(ctx, u, in, messageID, submitter, err)
 	case errors.Is(err, sas.ErrInvalid):
-		return s.reject(ctx, u, in, messageID, err)
+		return s.reject(ctx, u, in, messageID, submitter, err)
 	case err != nil:
 		// Includes a lost race with a concurrent submission of the same
 		// order: the redelivery finds the order and takes the duplicate branch.
@@ -202,12 +208,12 @@ func (s *Service) conflict(ctx context.Context, u *outbox.Unit, in sas.Intake, m
 			"order", in.OrderID, "submitter", submitter, "ownedBy", v.Order.Submitter)
 		return drop(cause, "intake rejected")
 	}
-	return s.reject(ctx, u, in, messageID, cause)
+	return s.reject(ctx, u, in, messageID, submitter, cause)
 }
 
 // reject tells the submitter (when it named a queue the deployment allows)
 // and drops the message: a poison message is never retried.
-func (s *Service) reject(ctx context.Context, u *outbox.Unit, in sas.Intake, messageID string, cause error) error {
+func (s *Service) reject(ctx context.Context, u *outbox.Unit, in sas.Intake, messageID, submitter string, cause error) error {
 	reason := cause.Error()
 	if errors.Is(cause, sas.ErrOrderConflict) {
 		reason = "order id " + in.OrderID + " is already used by an order with different content"
@@ -216,7 +222,7 @@ func (s *Service) reject(ctx context.Context, u *outbox.Unit, in sas.Intake, mes
 	// failed an earlier check): never post to a queue the deployment does
 	// not allow.
 	in.ReplyTo = sas.ReplyQueueURL(in.ReplyTo) // an ARN, in a message that failed before its check
-	if in.ReplyTo != "" && s.cfg.ReplyToAllowed(in.ReplyTo) {
+	if in.ReplyTo != "" && s.cfg.SubmitterReplyTo(submitter, in.ReplyTo) {
 		st := sas.Status{Status: sas.StatusRejected, Sequence: SeqRejected, Reason: reason, MessageID: messageID}
 		o := sas.Order{OrderID: in.OrderID, ReplyTo: in.ReplyTo}
 		s.post(ctx, u, o, st, s.cfg.Clock.Now())

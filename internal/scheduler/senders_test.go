@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/sas-go/sas/internal/config"
 	"github.com/sas-go/sas/internal/registry"
 	"github.com/sas-go/sas/internal/sas"
 	"github.com/sas-go/sas/internal/scheduler"
@@ -128,4 +129,73 @@ func TestAnOrderIDIsItsSubmitters(t *testing.T) {
 	st = f.statuses()
 	require.Len(t, st, 1, "the owner is told of its own conflict")
 	require.Equal(t, sas.StatusRejected, st[0].Status)
+}
+
+// A tenant's submitters use its order ids and its replyTo queues only, and
+// no other submitter uses either: an id is refused on its prefix alone,
+// before any read, so an outsider is told the same whether the tenant's
+// order exists or not (docs/trust.md, "Tenants"; issue 29, F-4).
+func TestTenantsKeepTheirIDsAndQueues(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	const acme, outsider = "AROAACME:i-0abc", "AROAEVIL:mallory"
+	cfg := config.Config{
+		AllowedReplyQueues: []string{f.replyURL, f.otherURL},
+		Tenants:            sas.Tenants{"acme": {Senders: []string{"AROAACME"}, ReplyTo: []string{f.otherURL}}},
+	}
+	reg, err := registry.Default(stepTimeout)
+	require.NoError(t, err)
+	svc := f.newServiceConfig("s-tenants", reg, sas.AgentQueues{Default: f.agentURL}, func(c *scheduler.Config) {
+		c.ReplyToAllowed, c.SubmitterReplyTo, c.Tenants = cfg.ReplyToAllowed, cfg.SubmitterReplyTo, cfg.Tenants
+	})
+	h := scheduler.NewHandler(svc)
+	from := func(sender, body string) {
+		t.Helper()
+		ev := f.event(body)
+		if sender != "" {
+			ev.Records[0].Attributes = map[string]string{"SenderId": sender}
+		}
+		f.handleWith(h, ev)
+	}
+	rejected := func(url string) string {
+		t.Helper()
+		st := f.statusesAt(url)
+		require.Len(t, st, 1)
+		require.Equal(t, sas.StatusRejected, st[0].Status)
+		return st[0].Reason
+	}
+
+	from(acme, intake("acme:o-1", "payment", f.otherURL))
+	require.Equal(t, "AROAACME", f.view("acme:o-1").Order.Submitter)
+	require.Equal(t, []string{"received#1000"}, statusList(f.statusesAt(f.otherURL)))
+	require.Len(t, f.requests(), 1)
+
+	from(acme, intake("o-2", "payment", f.otherURL))
+	f.requireNoOrder("o-2")
+	require.Contains(t, rejected(f.otherURL), `start with "acme:"`)
+
+	from(acme, intake("acme:o-3", "payment", f.replyURL))
+	f.requireNoOrder("acme:o-3")
+	require.Empty(t, f.statuses(), "a tenant's submitter names its own queues only, and hears nothing on another")
+
+	from(outsider, intake("acme:o-1", "payment", f.replyURL))
+	taken := rejected(f.replyURL)
+	from(outsider, intake("acme:o-9", "payment", f.replyURL))
+	free := rejected(f.replyURL)
+	f.requireNoOrder("acme:o-9")
+	require.Equal(t, strings.ReplaceAll(taken, "o-1", "o-9"), free, "an outsider learns nothing of which of the tenant's ids exist")
+	require.Empty(t, f.statusesAt(f.otherURL), "the tenant's queue hears nothing of an outsider")
+	require.Empty(t, f.requests(), "nothing is re-sent for the tenant's order")
+
+	from(outsider, intake("o-5", "payment", f.otherURL))
+	f.requireNoOrder("o-5")
+	require.Empty(t, f.statusesAt(f.otherURL), "a tenant's queue is no outsider's replyTo, though the deployment's list names it")
+
+	from(outsider, intake("o-6", "payment", f.replyURL))
+	require.Equal(t, []string{"received#1000"}, statusList(f.statusesAt(f.replyURL)), "an outsider submits as before, outside the tenants' ids")
+	f.requests()
+
+	from("", intake("acme:o-7", "payment", f.replyURL))
+	f.requireNoOrder("acme:o-7")
+	require.Contains(t, rejected(f.replyURL), "tenant acme's", "where SQS names no sender, no sender is a tenant's")
 }

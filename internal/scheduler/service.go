@@ -44,6 +44,7 @@ func New(cfg Config) (*Service, error) {
 		return nil, err
 	}
 	cfg.ReplyToAllowed = replyToAllowed(cfg.ReplyToAllowed, cfg.ownQueues())
+	cfg.SubmitterReplyTo = submitterReplyTo(cfg.SubmitterReplyTo, cfg.ReplyToAllowed)
 	signer := cfg.Signer
 	if signer == nil {
 		var err error

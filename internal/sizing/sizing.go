@@ -115,3 +115,14 @@ var scheduleNamePattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 // characters of A-Z a-z 0-9 _ -, which is also a legal EventBridge Scheduler
 // schedule name, and leaves a run's order id under 128 characters.
 func ValidScheduleName(name string) bool { return scheduleNamePattern.MatchString(name) }
+
+// TenantSeparator ends a tenant's name at the start of each of its order
+// ids (acme:o-1; docs/trust.md, "Tenants").
+const TenantSeparator = ":"
+
+var tenantNamePattern = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,31}$`)
+
+// ValidTenantName reports whether name may name a tenant: 1-32 characters
+// of a-z 0-9 and -, not starting with -. The scheduler's configuration
+// (sas.Tenants) and the CDK construct both check it.
+func ValidTenantName(name string) bool { return tenantNamePattern.MatchString(name) }
