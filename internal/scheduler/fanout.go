@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/sas-go/sas/internal/condition"
@@ -270,19 +271,26 @@ func (s *Service) fanOutDoneAgain(ctx context.Context, u *outbox.Unit, o order, 
 }
 
 // emptyFanOutsAgain is the rest of a duplicate of step's success: a fan-out
-// after it over an empty list completed in the same handling (startFanOut),
-// claiming its own successors, whose requests that handling may have died
-// before (the simulator's seed 121): its success is repeated too.
+// after it (directly, or after steps its completion skipped) over an empty
+// list completed in the same handling (startFanOut), claiming its own
+// successors, whose requests that handling may have died before (the
+// simulator's seeds 121 and, behind a skipped step, 8789): its success is
+// repeated too. A workflow without a fan-out reads nothing.
 func (s *Service) emptyFanOutsAgain(ctx context.Context, u *outbox.Unit, o order, step int) error {
+	if !slices.ContainsFunc(o.wf.Steps, func(d sas.StepDef) bool { return d.ForEach != nil }) {
+		return nil
+	}
 	for _, j := range o.wf.Succs(step) {
-		if o.wf.Steps[j].ForEach == nil {
-			continue
-		}
 		r, err := s.cfg.Store.GetStep(ctx, sas.StepKey{OrderID: o.id(), Step: j})
 		if err != nil {
-			return fmt.Errorf("reading fan-out step %s/%d after step %d: %w", o.id(), j, step, err)
+			return fmt.Errorf("reading step %s/%d after step %d: %w", o.id(), j, step, err)
 		}
-		if r.ProcessState == sas.Processed && r.ForEachCount == 0 {
+		switch {
+		case r.ProcessState == sas.Skipped:
+			if err := s.emptyFanOutsAgain(ctx, u, o, j); err != nil {
+				return err
+			}
+		case o.wf.Steps[j].ForEach != nil && r.ProcessState == sas.Processed && r.ForEachCount == 0:
 			if err := s.fanOutDoneAgain(ctx, u, o, r); err != nil {
 				return err
 			}
