@@ -189,6 +189,16 @@ func (w *World) elements(k sas.StepKey) []sas.StepRecord {
 	}
 }
 
+// stoppedBeside reports whether fan-out record r was failed because
+// another step of its order failed (a branch beside it): that failure is
+// the one alerted and told, not the fan-out's.
+func stoppedBeside(r sas.StepRecord) bool {
+	if r.ForEachCount == 0 || r.ProcessState != sas.Error || len(r.History) == 0 {
+		return false
+	}
+	return strings.HasPrefix(r.History[len(r.History)-1].Reason, "stopped: another step of the order failed")
+}
+
 // elementStates lists the elements of an order's fan-outs, for "no
 // progress".
 func (w *World) elementStates(v sas.OrderView) string {

@@ -321,6 +321,9 @@ func (w *World) wrote(ctx context.Context, name string, before, after []sas.Step
 			t.owes = append(t.owes, obligation{kind: owesRetry, key: a.Key(), attempt: a.Attempt, what: name})
 		case name == "Fail" && a.ProcessState != b.ProcessState && a.Rejected:
 			// A business rejection: no operator is told (results.go).
+		case name == "Fail" && stoppedBeside(a):
+			// A fan-out stopped by another step's failure, which is the
+			// failure told (fanout.go).
 		case name == "Fail" && sas.IsElement(a.Step):
 			// An element's failure fails its fan-out step, whose alert
 			// (that step's, recorded at its own Fail) names the element
