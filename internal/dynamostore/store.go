@@ -374,6 +374,9 @@ func (st *Store) Wait(ctx context.Context, p sas.WaitParams) (sas.StepRecord, er
 	u := newUpdate()
 	held(&u, p.From, p.Owner, p.Attempt)
 	leaseSeen(&u, p.DueAt, p.WaitingSince)
+	if p.From == sas.Processing {
+		fanOutNotStarted(&u) // a running fan-out has no deadline: its elements do (sas.Wait)
+	}
 	u.set(attrCompleteBy, ms(p.Until))
 	u.set(attrIdxSK, ms(p.Until))
 	if p.WaitingSince.IsZero() {

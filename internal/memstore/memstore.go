@@ -213,6 +213,11 @@ func (s *Store) Heartbeat(_ context.Context, p sas.HeartbeatParams) (sas.StepRec
 }
 
 func (s *Store) Resubmit(_ context.Context, p sas.ResubmitParams) (sas.StepRecord, error) {
+	if sas.IsElement(p.Key.Step) {
+		// An operator resubmits a step, never one element of a fan-out:
+		// not among the order's steps, as DynamoDB's read of them finds.
+		return sas.StepRecord{}, fmt.Errorf("resubmitting step %s: %w", p.Key, sas.ErrNotFound)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.updateLocked("resubmitting", p.Key, func(r sas.StepRecord) (sas.StepRecord, error) {
@@ -429,6 +434,7 @@ func projected(r sas.StepRecord) sas.StepRecord {
 	r.History = nil
 	r.FailedBy, r.Refused, r.UndoOwed, r.Generation = "", false, false, 0
 	r.Rejected, r.Result, r.Cancelled = false, nil, false
+	r.Item, r.ForEachCount, r.ForEachDone = nil, 0, 0 // a fan-out's (fanout.go): read from the record
 	return r
 }
 

@@ -84,9 +84,9 @@ func FromDefinitions(defs []workflow.Workflow) (sas.Registry, error) {
 				def.Timer = &sas.Timer{For: w.For.D(), Until: w.Until}
 			}
 			if f := s.ForEach; f != nil {
-				// Not run as one plain request, nor half run: refused until
-				// the scheduler runs every part of a fan-out.
-				return nil, fmt.Errorf("registering the workflows: %s step %s: %w", d.Name, s.Name, sas.ErrForEachNotRun)
+				// Run an element at a time by the scheduler (docs/decisions.md,
+				// "Fan-out elements are records of their own").
+				def.ForEach = &sas.ForEach{Items: f.Items, Concurrency: f.Concurrency}
 			}
 			ws[i].Steps[j] = def
 		}

@@ -118,11 +118,13 @@ func TestForEachLimitsAgree(t *testing.T) {
 	require.Less(t, workflow.MaxForEach, sas.ElementBase)
 }
 
-// A fan-out reaches the registry, which refuses it while no scheduler of
-// this build runs elements (sas.ErrForEachNotRun): a deployment never runs
-// a fan-out step as one plain request.
-func TestAFanOutIsNotRunAsOnePlainStep(t *testing.T) {
-	_, err := registry.FromDefinitions([]workflow.Workflow{{Name: "order", Steps: []workflow.Step{{Name: "reserve", Agent: "stock",
-		Action: "POST /holds", Timeout: workflow.Duration(time.Second), ForEach: &workflow.ForEach{Items: "payload.lines"}}}}})
-	require.ErrorContains(t, err, "order step reserve: fan-out (forEach) is checked but not run by this build")
+// A fan-out reaches the registry as one: its list and window, which the
+// scheduler runs an element at a time, never as one plain request.
+func TestAFanOutIsRegisteredAsOne(t *testing.T) {
+	reg, err := registry.FromDefinitions([]workflow.Workflow{{Name: "order", Steps: []workflow.Step{{Name: "reserve", Agent: "stock",
+		Action: "POST /holds", Timeout: workflow.Duration(time.Second), ForEach: &workflow.ForEach{Items: "payload.lines", Concurrency: 4}}}}})
+	require.NoError(t, err)
+	w, ok := reg["order"]
+	require.True(t, ok)
+	require.Equal(t, &sas.ForEach{Items: "payload.lines", Concurrency: 4}, w.Steps[0].ForEach)
 }

@@ -263,7 +263,9 @@ func Heartbeat(r StepRecord, p HeartbeatParams) (StepRecord, error) {
 		return r, err
 	}
 	// Compared as stored: a store keeps times to the millisecond.
-	fenced := p.Until.Truncate(time.Millisecond).After(r.CompleteBy)
+	// A record with no lease (a running fan-out step: its elements hold
+	// the deadlines) compares false, as a missing attribute does.
+	fenced := !r.CompleteBy.IsZero() && p.Until.Truncate(time.Millisecond).After(r.CompleteBy)
 	if !p.Seen.IsZero() {
 		fenced = r.CompleteBy.Equal(p.Seen.Truncate(time.Millisecond))
 	}

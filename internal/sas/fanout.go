@@ -141,14 +141,6 @@ func ElementResults(results []json.RawMessage) (json.RawMessage, string) {
 	return append(out, ']'), ""
 }
 
-// ErrForEachNotRun is what a deployment's registry (internal/registry)
-// says of a fan-out step until the scheduler runs every part of one: the
-// definition is checked (package workflow, the schema, sasctl), both stores
-// keep elements, and the scheduler runs a fan-out's happy path, but not yet
-// an element's failure, the undo of elements, their rescue by the
-// supervisor or cancellation.
-var ErrForEachNotRun = fmt.Errorf("fan-out (forEach) is checked but not run by this build: its scheduler part is not built yet (docs/workflows.md, \"Fan-out over a list\")")
-
 // checkForEach rejects a fan-out no scheduler could run: one on a step no
 // agent runs, a list that does not compile, a window out of bounds.
 func (s StepDef) checkForEach() error {

@@ -276,7 +276,7 @@ func Leg(compensation bool) (running, done, failed ProcessState) {
 // step away: the work is done and the attempt is still the current one.
 func Complete(r StepRecord, p CompleteParams) (StepRecord, error) {
 	running, done, _ := Leg(p.Compensation)
-	if !heldBy(r, running, p.Owner, p.Attempt) || (p.Elapsed && DueOf(r).After(p.Now)) || (!p.Compensation && r.Cancelled && !p.Cancelled) {
+	if !heldBy(r, running, p.Owner, p.Attempt) || (p.Elapsed && (DueOf(r).IsZero() || DueOf(r).After(p.Now))) || (!p.Compensation && r.Cancelled && !p.Cancelled) {
 		return r, race("complete", r)
 	}
 	r = unlease(r)
@@ -553,7 +553,8 @@ func Wait(r StepRecord, p WaitParams) (StepRecord, error) {
 		return r, &ValidationError{Field: "dueAt", Reason: "the deadline seen has not passed"}
 	}
 	if r.ProcessState != p.From || r.LockedBy != p.Owner || r.Attempt != p.Attempt ||
-		!r.DueAt.Equal(p.DueAt) || !r.WaitingSince.Equal(p.WaitingSince) {
+		!r.DueAt.Equal(p.DueAt) || !r.WaitingSince.Equal(p.WaitingSince) ||
+		(r.ProcessState == Processing && r.ForEachCount > 0) { // a running fan-out has no deadline: its elements do
 		return r, race("wait", r)
 	}
 	first := r.WaitingSince.IsZero()

@@ -24,12 +24,10 @@ import (
 // in index order, as the agent's reply of a plain step would
 // (finishFanOut), so its successors are claimed as any completion's.
 //
-// Built so far: that happy path, an empty list, a list that cannot be
-// evaluated (a permanent failure of the step, as a condition's), and
-// duplicate or stale element replies. Not built yet: an element's failure,
-// transient outcome or late pick-up, the undo of elements, their rescue by
-// the supervisor, cancellation. Until they are, a deployment refuses a
-// fan-out (sas.ErrForEachNotRun).
+// An empty list completes the step at once with []; a list that cannot be
+// evaluated fails it for good, as a condition's. An element's failure,
+// the undo of elements, their rescue and cancellation are in
+// fanoutstop.go.
 
 // fanOutStore is the store's fan-out port, or an error naming its absence.
 func (s *Service) fanOutStore() (sas.FanOutStore, error) {

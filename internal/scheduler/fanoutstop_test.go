@@ -447,3 +447,65 @@ func TestABranchsFailureStopsAFanOutBesideIt(t *testing.T) {
 	ss := f.statuses()
 	require.Equal(t, sas.StatusCompensated, ss[len(ss)-1].Status)
 }
+
+// An element's undo that fails transiently is retried under its undo's
+// policy; one that fails for good fails the fan-out's undo: the chain
+// stops there (CompensationFailed), an operator is paged, nothing after
+// it is undone.
+func TestAnElementsUndoRetriesThenFailsTheFanOutsUndo(t *testing.T) {
+	t.Parallel()
+	f := fanOutFixture(t, 3)
+	const id = "o-undofail"
+	f.deliver(linesIntake(id, 3, f.replyURL))
+	f.deliver(doneWith(f.request(), `{"quote":"Q-1"}`))
+	reqs := f.requests()
+	require.Len(t, reqs, 3)
+	f.deliver(doneWith(reqs[0], `"a"`), doneWith(reqs[1], `"b"`))
+	f.deliver(reply(reqs[2], sas.OutcomeFailed, "out of stock"))
+	u2 := f.request()
+	require.Equal(t, 2, elementIndex(u2))
+	f.deliver(done(u2))
+	u1 := f.request()
+	require.Equal(t, 1, elementIndex(u1))
+	f.deliver(reply(u1, sas.OutcomeTransient, "refund service down"))
+	f.clock.Advance(time.Hour)
+	again := f.request()
+	require.True(t, again.Compensation)
+	require.Equal(t, u1.IdempotencyKey, again.IdempotencyKey, "the same undo again")
+	require.Equal(t, u1.Attempt+1, again.Attempt)
+	require.JSONEq(t, `"b"`, string(again.Results["reserve"]), "still seeing its own result")
+	f.deliver(reply(again, sas.OutcomeFailed, "refund refused"))
+	require.Empty(t, f.requests(), "the chain stops: neither element 0 nor quote is undone")
+	require.Equal(t, sas.CompensationFailed, f.element(id, 1).ProcessState)
+	require.Equal(t, sas.Processed, f.element(id, 0).ProcessState)
+	st := f.view(id).Steps[1]
+	require.Equal(t, sas.CompensationFailed, st.ProcessState)
+	require.Contains(t, st.LastError, "the undo of element 1 failed: refund refused")
+	var undoAlert bool
+	for _, a := range f.alerts.all() {
+		undoAlert = undoAlert || a.State == sas.CompensationFailed
+	}
+	require.True(t, undoAlert, "an operator is paged: %v", f.alerts.all())
+}
+
+// An element's late pick-up is recorded as a step's: its deadline counts
+// from the pick-up, and the fan-out goes on.
+func TestAnElementsLatePickUpIsRecorded(t *testing.T) {
+	t.Parallel()
+	f := fanOutFixture(t, 1)
+	const id = "o-started"
+	f.deliver(linesIntake(id, 2, f.replyURL))
+	f.deliver(doneWith(f.request(), `{"quote":"Q-1"}`))
+	r := f.request()
+	before := f.element(id, 0)
+	require.True(t, before.StartedAt.IsZero())
+	f.clock.Advance(time.Minute)
+	f.deliver(reply(r, sas.OutcomeStarted, ""))
+	after := f.element(id, 0)
+	require.Equal(t, f.clock.Now(), after.StartedAt, "the pick-up is recorded on the element")
+	require.True(t, after.CompleteBy.After(before.CompleteBy), "its deadline counts from the pick-up")
+	require.Empty(t, f.requests())
+	f.deliver(doneWith(r, `"a"`))
+	f.deliver(doneWith(f.request(), `"b"`))
+	require.Equal(t, "ship", f.request().StepName)
+}

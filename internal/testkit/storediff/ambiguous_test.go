@@ -86,3 +86,15 @@ func (a Ambiguous) Cancel(ctx context.Context, p sas.CancelParams) (sas.StepReco
 func (a Ambiguous) SkipRun(ctx context.Context, p sas.SkipRunParams) (sas.ScheduleState, error) {
 	return again(func() (sas.ScheduleState, error) { return a.StateStore.SkipRun(ctx, p) })
 }
+
+func (a Ambiguous) StartFanOut(ctx context.Context, p sas.StartFanOutParams) ([]sas.StepRecord, error) {
+	return again(func() ([]sas.StepRecord, error) { return a.StateStore.(sas.FanOutStore).StartFanOut(ctx, p) })
+}
+
+func (a Ambiguous) CompleteElement(ctx context.Context, p sas.CompleteElementParams) ([]sas.StepRecord, error) {
+	return again(func() ([]sas.StepRecord, error) { return a.StateStore.(sas.FanOutStore).CompleteElement(ctx, p) })
+}
+
+func (a Ambiguous) ListElements(ctx context.Context, p sas.ListElementsParams) (sas.ListElementsResult, error) {
+	return a.StateStore.(sas.FanOutStore).ListElements(ctx, p)
+}

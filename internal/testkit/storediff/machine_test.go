@@ -185,6 +185,7 @@ func (m *machine) check(t *rapid.T) {
 				m.snaps[r.Key()] = append(s, r)
 			}
 		}
+		m.checkElements(t, id) // fanout_test.go
 	}
 	m.touched = nil
 }
@@ -231,6 +232,12 @@ func (m *machine) key(t *rapid.T, want ...sas.ProcessState) sas.StepKey {
 			if slices.Contains(want, m.cur(k).ProcessState) {
 				fit = append(fit, k)
 			}
+		}
+	}
+	for _, k := range m.elementKeys() { // fanout_test.go
+		all = append(all, k)
+		if slices.Contains(want, m.cur(k).ProcessState) {
+			fit = append(fit, k)
 		}
 	}
 	switch kind := rapid.IntRange(0, 9).Draw(t, "keyKind"); {
@@ -288,6 +295,9 @@ func one(f func() (sas.StepRecord, error)) (any, error) { return f() }
 func (m *machine) writes() map[string]func(*rapid.T) op {
 	w := m.baseWrites()
 	for name, build := range m.scheduleWrites() { // schedule_test.go
+		w[name] = build
+	}
+	for name, build := range m.fanOutWrites() { // fanout_test.go
 		w[name] = build
 	}
 	return w
