@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"time"
 
 	"github.com/sas-go/sas/internal/condition"
 	"github.com/sas-go/sas/internal/outbox"
@@ -103,8 +105,10 @@ func (s *Service) startFanOut(ctx context.Context, u *outbox.Unit, o order, def 
 	case errors.As(err, &re) && re.Current != nil && re.Current.Key() == r.Key() && re.Current.ForEachCount > 0 &&
 		re.Current.Attempt == r.Attempt && re.Current.ProcessState == sas.Processing:
 		// Started by this claim's earlier delivery, which may have died
-		// before its requests: those of the elements not picked up go again.
-		return s.resendElements(ctx, u, o, def, r.Key())
+		// before its requests, or by this very write (an ambiguous commit
+		// whose retry was refused: its elements' history shows p.Now):
+		// those of the elements not picked up go again.
+		return s.resendElements(ctx, u, o, def, r.Key(), p.Now)
 	case err != nil:
 		return fmt.Errorf("starting the fan-out of step %s: %w", r.Key(), err)
 	}
@@ -116,13 +120,13 @@ func (s *Service) startFanOut(ctx context.Context, u *outbox.Unit, o order, def 
 }
 
 // resendElements sends again the requests of step key's elements held and
-// not picked up.
-func (s *Service) resendElements(ctx context.Context, u *outbox.Unit, o order, def sas.StepDef, key sas.StepKey) error {
+// not picked up: all of them on a redelivery, those this handler's own
+// write at now claimed otherwise (sas.OwnWrite, as resend judges a step's).
+func (s *Service) resendElements(ctx context.Context, u *outbox.Unit, o order, def sas.StepDef, key sas.StepKey, now time.Time) error {
 	fs, err := s.fanOutStore()
 	if err != nil {
 		return err
 	}
-	now := s.cfg.Clock.Now()
 	cursor := ""
 	for {
 		page, err := fs.ListElements(ctx, sas.ListElementsParams{Key: key, Cursor: cursor})
@@ -204,6 +208,8 @@ func (s *Service) elementReply(ctx context.Context, u *outbox.Unit, o order, rep
 // elementRefused sorts out an element's done reply whose write was refused:
 // a duplicate repeats what its first delivery may not have finished (the
 // next element's request, the step's completion); anything else is stale.
+// The next element was claimed at p.Now if this very write made it (an
+// ambiguous commit whose retry was refused), which resend recognises.
 func (s *Service) elementRefused(ctx context.Context, u *outbox.Unit, o order, def sas.StepDef, rep sas.AgentReply, p sas.CompleteElementParams, result sas.Item, err error) error {
 	var re *sas.RaceError
 	switch {
@@ -225,7 +231,7 @@ func (s *Service) elementRefused(ctx context.Context, u *outbox.Unit, o order, d
 	if n := p.Next; n != nil {
 		next, err := s.cfg.Store.GetStep(ctx, sas.StepKey{OrderID: rep.OrderID, Step: sas.ElementStep(sas.StepOf(rep.Step), n.Index)})
 		switch {
-		case err == nil && next.ProcessState == sas.Processing && s.resend(ctx, next, s.cfg.Clock.Now()):
+		case err == nil && next.ProcessState == sas.Processing && (s.resend(ctx, next, p.Now) || claimedBy(next, p)):
 			s.dispatch(ctx, u, o, def, next)
 		case err != nil && !errors.Is(err, sas.ErrNotFound):
 			return fmt.Errorf("reading the element after %s: %w", p.Key, err)
@@ -235,14 +241,69 @@ func (s *Service) elementRefused(ctx context.Context, u *outbox.Unit, o order, d
 	if err != nil {
 		return fmt.Errorf("reading the fan-out of element %s: %w", p.Key, err)
 	}
-	if step.ProcessState == sas.Processing && step.ForEachCount > 0 && step.ForEachDone == step.ForEachCount {
+	switch {
+	case step.ProcessState == sas.Processing && step.ForEachCount > 0 && step.ForEachDone == step.ForEachCount:
 		return s.finishFanOut(ctx, u, o, def, step)
+	case step.ProcessState == sas.Processed && step.ForEachCount > 0 && !step.Cancelled:
+		// The last element's first delivery completed the step, claimed
+		// its successors and may have died before their requests (or the
+		// order's status): a duplicate of the step's own success repeats
+		// them, as any step's (the simulator's seeds 241 and 657).
+		return s.fanOutDoneAgain(ctx, u, o, step)
 	}
 	if step.ProcessState != sas.Processing || step.Cancelled {
 		// Stopped or cancelled since: what its settling called for.
 		return s.fanOutSettled(ctx, u, o, step.Key(), s.cfg.Clock.Now())
 	}
 	return nil
+}
+
+// fanOutDoneAgain handles a duplicate of completed fan-out step r's success,
+// as duplicateDone handles any step's: its successors' requests sent again
+// when this delivery may owe them (resend), its status posted again.
+func (s *Service) fanOutDoneAgain(ctx context.Context, u *outbox.Unit, o order, r sas.StepRecord) error {
+	rep := sas.AgentReply{V: sas.MessageVersion, Kind: sas.KindAgentReply, OrderID: o.id(), Step: r.Step, StepName: r.StepName,
+		Attempt: r.Attempt, Generation: r.Generation, Outcome: sas.OutcomeDone}
+	o.steps = nil // read before the fan-out's result was written: a request re-sent carries it (the simulator's seed 462)
+	return s.duplicateDone(ctx, u, o, rep, s.cfg.Clock.Now())
+}
+
+// emptyFanOutsAgain is the rest of a duplicate of step's success: a fan-out
+// after it (directly, or after steps its completion skipped) over an empty
+// list completed in the same handling (startFanOut), claiming its own
+// successors, whose requests that handling may have died before (the
+// simulator's seeds 121 and, behind a skipped step, 8789): its success is
+// repeated too. A workflow without a fan-out reads nothing.
+func (s *Service) emptyFanOutsAgain(ctx context.Context, u *outbox.Unit, o order, step int) error {
+	if !slices.ContainsFunc(o.wf.Steps, func(d sas.StepDef) bool { return d.ForEach != nil }) {
+		return nil
+	}
+	for _, j := range o.wf.Succs(step) {
+		r, err := s.cfg.Store.GetStep(ctx, sas.StepKey{OrderID: o.id(), Step: j})
+		if err != nil {
+			return fmt.Errorf("reading step %s/%d after step %d: %w", o.id(), j, step, err)
+		}
+		switch {
+		case r.ProcessState == sas.Skipped:
+			if err := s.emptyFanOutsAgain(ctx, u, o, j); err != nil {
+				return err
+			}
+		case o.wf.Steps[j].ForEach != nil && r.ProcessState == sas.Processed && r.ForEachCount == 0:
+			if err := s.fanOutDoneAgain(ctx, u, o, r); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// claimedBy reports whether element next was claimed by the very write p
+// (an ambiguous commit whose retry was refused) and not picked up since.
+// resend alone cannot tell: an element is held by its fan-out's holder,
+// whichever scheduler completed the element before it.
+func claimedBy(next sas.StepRecord, p sas.CompleteElementParams) bool {
+	_, own := sas.OwnWrite(&sas.RaceError{Current: &next}, p.Owner, p.Now, sas.Processing, next.Attempt)
+	return own && next.StartedAt.IsZero()
 }
 
 // finishFanOut completes fan-out step r, all of whose elements are done,

@@ -262,9 +262,48 @@ func TestADuplicateElementReplyChangesNothing(t *testing.T) {
 	f.deliver(doneWith(elems[1], `"b"`), doneWith(third, `"c"`))
 	ship := f.request()
 	require.JSONEq(t, `["a","b","c"]`, string(ship.Results["reserve"]))
-	// The last element's reply again: the step is done, its successor
-	// already claimed; nothing moves.
+	// The last element's reply again, later: the step is done, its
+	// successor already claimed; nothing moves. (At the very instant of
+	// the claim, the twin would take the claim for its own write, made by
+	// an ambiguous commit, and send its request again: sas.OwnWrite.)
+	f.clock.Advance(time.Second)
 	require.Empty(t, f.handle(f.duplicate(doneWith(third, `"c"`))))
 	require.Empty(t, f.requests())
 	require.Equal(t, sas.Processed, f.view("o-dup").Steps[1].ProcessState)
+}
+
+// The redelivery of the reply that completed a fan-out sends the request
+// of the step after it when the first delivery's send failed (or it died
+// before): the last element's reply, and, for an empty list, the reply of
+// the step before it, whose handling completed the fan-out at once
+// (the simulator's seeds 241, 657 and 121: that request was never sent).
+func TestARedeliveryAfterAFanOutsCompletionSendsTheNextRequest(t *testing.T) {
+	t.Parallel()
+	for _, n := range []int{2, 0} {
+		f := fanOutFixture(t, 2)
+		id := fmt.Sprintf("o-next-%d", n)
+		f.deliver(linesIntake(id, n, f.replyURL))
+		last := done(f.request())
+		if n > 0 {
+			f.deliver(last)
+		}
+		for i, e := range f.requests() {
+			b := doneWith(e, fmt.Sprintf("%d", i))
+			if i < n-1 {
+				f.deliver(b)
+			} else {
+				last = b
+			}
+		}
+		f.failNextSends(f.agentURL, 1)
+		require.NotEmpty(t, f.handle(f.event(last)), "n=%d: the send failed, the message comes back", n)
+		require.Empty(t, f.requests())
+		require.Equal(t, sas.Processing, f.step(id, 2).ProcessState, "n=%d: ship claimed", n)
+		f.clock.Advance(time.Second)
+		require.Empty(t, f.handle(f.event(last)))
+		ship := f.request()
+		require.Equal(t, 2, ship.Step, "n=%d: its redelivery sends ship's request", n)
+		want := map[int]string{0: `[]`, 2: `[0,1]`}[n]
+		require.JSONEq(t, want, string(ship.Results["reserve"]), "n=%d: with the fan-out's results (the simulator's seed 462)", n)
+	}
 }

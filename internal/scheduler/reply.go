@@ -550,6 +550,9 @@ func (s *Service) duplicateDone(ctx context.Context, u *outbox.Unit, o order, re
 		}
 		return s.afterUndone(ctx, u, o, rep, nil, now)
 	}
+	if err := s.emptyFanOutsAgain(ctx, u, o, rep.Step); err != nil { // fanout.go
+		return err
+	}
 	if o.wf.Graph() {
 		return s.duplicateDoneInGraph(ctx, u, o, rep, now)
 	}

@@ -90,6 +90,10 @@ func (w *World) checkSettledBeforeUndo(req agent.Request) {
 				req.OrderID, req.StepIndex, req.Step, r.Step, r.StepName, r.CompleteBy.Sub(now))
 		}
 	}
+	for _, e := range w.elementsInFlight(v) { // fanout.go
+		w.violate("undo before settled", "order %s step %d (%s) was undone (an element's undo: %v) while element %v is in flight until %s",
+			req.OrderID, req.StepIndex, req.Step, isElement(req), e.Key(), e.CompleteBy.Sub(now))
+	}
 }
 
 // inFlightShownDone is the sabotages' view: a graph's steps in flight

@@ -350,7 +350,7 @@ func splice(s, order string) string {
 // take it.
 func (w *World) delivered(m *message) string {
 	if w.cfg.Sabotage != SabotageTokenAnyOrder || m.sender != "outside" {
-		return m.body
+		return w.rekeyed(m.body, m.receives) // fanout.go
 	}
 	var c sas.Completion
 	if json.Unmarshal([]byte(m.body), &c) != nil || !w.cbs().spliced[c.Token] {

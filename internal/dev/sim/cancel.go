@@ -37,6 +37,12 @@ func (s *store) Cancel(ctx context.Context, p sas.CancelParams) (sas.StepRecord,
 	default:
 		r, err = write(ctx, s, "Cancel", []sas.StepKey{p.Key}, func() (sas.StepRecord, error) { return s.mem.Cancel(ctx, p) })
 	}
+	if sas.IsElement(p.Key.Step) {
+		// The mark of an element in flight, by its fan-out's failure or
+		// by the cancel of its order (whose steps' marks are the cancel's
+		// landing): fanout.go.
+		return r, err
+	}
 	if cur, gerr := s.mem.GetStep(context.Background(), p.Key); (gerr == nil && cur.Cancelled) || (err == nil && r.Cancelled) {
 		if !s.w.cancelAccepted[p.Key.OrderID] {
 			s.w.landed(p.Key.OrderID)

@@ -76,7 +76,7 @@ func (w *World) unsettled() {
 		case err != nil:
 			parts = append(parts, fmt.Sprintf("%s: %v", id, err))
 		case !final(v):
-			parts = append(parts, fmt.Sprintf("%s is %s: %s", id, v.State(), steps(v)))
+			parts = append(parts, fmt.Sprintf("%s is %s: %s%s", id, v.State(), steps(v), w.elementStates(v)))
 		}
 	}
 	for _, q := range w.queues {
@@ -173,6 +173,10 @@ func (w *World) checkEffects(v sas.OrderView) {
 				w.violate("effect not undone", "order %s is %s but step %d (%s) still has the effect of %v (%s)", id, state, step, rec.StepName, keys, steps(v))
 			}
 		case sas.Processed:
+			if step < len(def.Steps) && def.Steps[step].ForEach != nil {
+				w.checkFanOutEffects(v, step, rec, keys) // fanout.go
+				continue
+			}
 			for _, k := range keys {
 				if k != own && !w.alerted(id, step) {
 					w.violate("effect twice", "order %s is Processed and step %d has effects under %v; only %s is its own, and nobody was told (%s)", id, step, keys, own, steps(v))
@@ -194,6 +198,12 @@ func (w *World) checkEffects(v sas.OrderView) {
 					w.violate("skipped called", "order %s step %d (%s) was skipped and has effects %v", id, i, r.StepName, live[i])
 				}
 				continue // never called: no effect is its own
+			}
+			if def.Steps[i].ForEach != nil {
+				if len(orderItems(v.Order.Payload)) > 0 && len(live[i]) == 0 {
+					w.violate("effect missing", "order %s is Processed but fan-out step %d has no element's effect at the remote (%s)", id, i, steps(v))
+				}
+				continue // its elements' effects (checkFanOutEffects)
 			}
 			own := sas.IdempotencyKey(id, i, r.Generation, false)
 			if !slices.Contains(live[i], own) {

@@ -51,6 +51,7 @@ func (r *remote) call(ctx context.Context, service string, req agent.Request) (a
 		r.w.checkSettledBeforeUndo(req)
 	}
 	r.w.checkCalledCondition(req)
+	r.w.checkFanOutCall(req) // fanout.go
 	if ctx.Err() != nil {
 		return nil, ctx.Err()
 	}
@@ -99,6 +100,9 @@ func (r *remote) call(ctx context.Context, service string, req agent.Request) (a
 	}
 	if c.fault == faultLost {
 		return nil, errors.New("the answer was lost (injected)")
+	}
+	if isElement(req) {
+		return elementResult(doKey, req.Item), nil
 	}
 	return resultOf(req, doKey), nil
 }

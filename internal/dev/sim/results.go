@@ -91,6 +91,9 @@ func (w *World) checkResults(req agent.Request) {
 		return // "unknown order" says so
 	}
 	want := v.ResultsFor(req.StepIndex, req.Undo) // in a graph, the steps it follows transitively
+	if isElement(req) && req.Undo {
+		want = w.elementUndoResults(v, req) // fanout.go
+	}
 	if !sameResults(want, req.Results) {
 		w.violate("results seen", "order %s step %d (%s, undo %v) was called with results %s; the store records %s for the steps it follows",
 			req.OrderID, req.StepIndex, req.Step, req.Undo, showResults(req.Results), showResults(want))

@@ -97,6 +97,9 @@ func (w *World) trigger() {
 	if !ok {
 		w.orders = append(w.orders, id)
 		payload = json.RawMessage(fmt.Sprintf(`{"amount":%d,"run":%q}`, 10+len(w.orders), at.Format(time.RFC3339)))
+		if w.cfg.fanning() {
+			payload = w.runPayload(len(w.orders), at) // fanout.go
+		}
 		w.sch.runs[id] = payload
 	}
 	copies := 1 + w.rng.IntN(2)

@@ -75,6 +75,14 @@ type Config struct {
 	// Waits: the trip waits between two steps (waits.go). Also on in a
 	// third of the seeds whatever ForSeed drew (Config.waiting).
 	Waits bool
+	// FanOut: the trip's shipment runs once per line of the order
+	// (fanout.go). Also on in a quarter of the seeds whatever ForSeed drew
+	// (Config.fanning).
+	FanOut bool
+	// FanOutFailures: fan-out seeds run the whole mix (remote faults,
+	// clock jumps, cancels, bursts, an undo on the fan-out); otherwise
+	// they are kept on its happy path (fanout.go).
+	FanOutFailures bool
 	// Faults is the run's fault mix (faults.go): Swarm's draw for the
 	// seed, or DefaultFaults.
 	Faults Faults
@@ -167,6 +175,9 @@ func (r Result) Replay() string {
 		cmd += " -swarm=false"
 	default:
 		cmd += " -swarm=false -faults " + r.Config.Faults.String()
+	}
+	if r.Config.FanOutFailures {
+		cmd += " -fanout-failures"
 	}
 	return cmd
 }

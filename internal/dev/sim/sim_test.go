@@ -100,6 +100,12 @@ var plantedBugs = map[string]string{
 	// order that starts later whose pick-up deadline is shorter.
 	sim.SabotageTimerEarly: "timer fired early",
 	sim.SabotageStartEarly: "started early",
+	// Issue 27 §4, §6: an element keyed by its delivery; a fan-out's
+	// results read back out of index order; a window one wider than the
+	// concurrency.
+	sim.SabotageRekeyElement:   "element twice",
+	sim.SabotageShuffleResults: "fan-out results",
+	sim.SabotageWideWindow:     "window exceeded",
 }
 
 // The checks catch what they are for: with a bug planted in the world, the
@@ -234,6 +240,43 @@ func TestBranchesAreExercised(t *testing.T) {
 	require.Positive(t, parallel, "no completion of 60 seeds started two branches in one write")
 	require.Positive(t, undone, "no seed of 60 undid a second branch")
 }
+
+// Fan-outs are exercised, not only allowed: among the first seeds that fan
+// out, elements run in windows (more of them than the window), over lists
+// of more than 20, elements' requests are delivered twice,
+// and the step after a fan-out is called with its results.
+func TestFanOutsAreExercised(t *testing.T) {
+	t.Parallel()
+	var windowed, long, twice, after int
+	for seed := int64(1); seed <= 40; seed++ {
+		cfg := sim.ForSeed(seed)
+		cfg.FanOut = true
+		res := sim.Run(cfg)
+		require.False(t, res.Failed(), res.Summary(40))
+		for _, l := range res.Trace {
+			switch {
+			case fanOutOver.MatchString(l):
+				windowed++
+				long++
+			case strings.Contains(l, "CompleteElement: ") && strings.Contains(l, "- a0 -> Processing a1"):
+				windowed++ // an element claimed by another's completion
+			case strings.Contains(l, "deliver ") && elementRedelivered.MatchString(l):
+				twice++
+			case strings.Contains(l, " invoice step-done"):
+				after++ // its status: called, and done
+			}
+		}
+	}
+	require.Positive(t, windowed, "no element of 40 seeds was claimed by the completion of another")
+	require.Positive(t, long, "no fan-out of 40 seeds had more than 20 elements")
+	require.Positive(t, twice, "no element's request of 40 seeds was delivered twice")
+	require.Positive(t, after, "no step after a fan-out of 40 seeds was done")
+}
+
+var (
+	fanOutOver         = regexp.MustCompile(`Element: o\d+/\d000(2\d|30) - a0`)
+	elementRedelivered = regexp.MustCompile(`\(r[2-9] agent\.request o\d+/\d000\d\d a\d+\)`)
+)
 
 // Choices are exercised, not only allowed: among the first seeds, steps are
 // skipped (at submission and after a step) and steps fail by a condition

@@ -274,7 +274,7 @@ func (w *World) wrote(ctx context.Context, name string, before, after []sas.Step
 	for i := range after {
 		b, a := before[i], after[i]
 		if a.ProcessState != b.ProcessState || a.Attempt != b.Attempt {
-			if b.ProcessState == sas.Pending && a.ProcessState == sas.Processing {
+			if b.ProcessState == sas.Pending && a.ProcessState == sas.Processing && !sas.IsElement(a.Step) {
 				w.checkJoin(a)
 			}
 			if b.ProcessState != a.ProcessState && !sas.Legal(b.ProcessState, a.ProcessState) {
@@ -289,8 +289,9 @@ func (w *World) wrote(ctx context.Context, name string, before, after []sas.Step
 		}
 		w.checkWaited(name, b, a) // issue 31: goodput.go
 		w.checkCallbackWrite(ctx, name, i == 0, b, a)
-		w.checkTimer(name, b, a) // issue 28 §2: waits.go
-		w.checkStart(name, b, a) // issue 28 §2: waits.go
+		w.checkTimer(name, b, a)        // issue 28 §2: waits.go
+		w.checkStart(name, b, a)        // issue 28 §2: waits.go
+		w.checkElementWrite(name, b, a) // issue 27 §4: fanout.go
 		// A step that became held at a new attempt owes its request; a
 		// rescue owes its retry message.
 		t := taskOf(ctx)
@@ -300,6 +301,10 @@ func (w *World) wrote(ctx context.Context, name string, before, after []sas.Step
 		switch {
 		case a.ProcessState.Leased() && a.LockedBy != "" && a.Attempt > b.Attempt && w.agentless(a.Key()):
 			// A wait step's claim owes no request: its due time ends it.
+		case a.ProcessState.Leased() && a.LockedBy != "" && a.Attempt > b.Attempt && w.fanOutStep(a.Key()):
+			// Nor a fan-out's: its elements' claims owe theirs (fanout.go);
+			// a start never written leaves it held, which "no progress"
+			// finds.
 		case a.ProcessState.Leased() && a.LockedBy != "" && a.Attempt > b.Attempt:
 			t.owes = append(t.owes, obligation{kind: owesRequest, key: a.Key(), attempt: a.Attempt, what: name, since: w.nextMsg})
 		case name == rescueByHolder:
@@ -316,6 +321,13 @@ func (w *World) wrote(ctx context.Context, name string, before, after []sas.Step
 			t.owes = append(t.owes, obligation{kind: owesRetry, key: a.Key(), attempt: a.Attempt, what: name})
 		case name == "Fail" && a.ProcessState != b.ProcessState && a.Rejected:
 			// A business rejection: no operator is told (results.go).
+		case name == "Fail" && stoppedBeside(a):
+			// A fan-out stopped by another step's failure, which is the
+			// failure told (fanout.go).
+		case name == "Fail" && sas.IsElement(a.Step):
+			// An element's failure fails its fan-out step, whose alert
+			// (that step's, recorded at its own Fail) names the element
+			// (fanout.go).
 		case (name == "Fail" || name == "Cancel") && a.ProcessState != b.ProcessState && a.Cancelled && a.ProcessState == sas.Error:
 			// A cancelled order's step: no operator is told (cancel.go).
 		case name == "GiveUp" || (name == "Fail" && a.ProcessState != b.ProcessState) ||

