@@ -9,6 +9,9 @@ import "fmt"
 //
 //   - the step is not in Error (nothing to resubmit);
 //   - its give-up still owes its alert or compensate request;
+//   - the step is a fan-out that started (ForEachCount): its elements ran
+//     under their own keys, and a fan-out does not start twice, so the
+//     step would wait for ever; compensate the order instead;
 //   - the order is being or has been compensated (a step is Compensating,
 //     Compensated or CompensationFailed): a retry would be dropped by the
 //     scheduler, the supervisor would give up on it, and a step that never
@@ -29,6 +32,9 @@ func CanResubmit(v OrderView, step int) error {
 	}
 	if err := resubmitOwing(*rec); err != nil {
 		return err
+	}
+	if rec.ForEachCount > 0 {
+		return &ValidationError{Field: "step", Reason: fmt.Sprintf("step %s is a fan-out whose %d elements started: it does not run again; compensate the order", k, rec.ForEachCount)}
 	}
 	if v.Cancelled() {
 		return &ValidationError{Field: "step", Reason: fmt.Sprintf("step %s cannot be resubmitted: order %s was cancelled", k, k.OrderID)}
