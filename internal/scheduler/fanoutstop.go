@@ -147,8 +147,10 @@ func (s *Service) elementGaveUp(ctx context.Context, u *outbox.Unit, o order, re
 // stopFanOut stops the fan-out step key after one of its elements failed
 // for good (why): the step fails (Rejected with rejected), so that no
 // element counts or starts after it, its elements in flight are marked, and
-// the failure has its effects. A step already stopped is marked again
-// (idempotent) and its failure's effects repeated, as for a duplicate.
+// the failure has its effects. A step already stopped only goes on with its
+// order's compensation (resumeStopped): its elements are not marked again,
+// so a stop whose handler died between the failure and the marks leaves
+// them unmarked (docs/simulation.md, "Open").
 func (s *Service) stopFanOut(ctx context.Context, u *outbox.Unit, o order, key sas.StepKey, why string, rejected bool, now time.Time) error {
 	st, err := s.cfg.Store.GetStep(ctx, key)
 	if err != nil {
@@ -156,13 +158,7 @@ func (s *Service) stopFanOut(ctx context.Context, u *outbox.Unit, o order, key s
 	}
 	switch {
 	case st.ProcessState == sas.Error && st.ForEachCount > 0:
-		// Stopped, its compensation waiting for its elements
-		// (fanOutHeld): it may go on once none is held.
-		if err := s.read(ctx, &o); err != nil {
-			return err
-		}
-		_, err := s.startCompensation(ctx, u, o, false, now)
-		return err
+		return s.resumeStopped(ctx, u, o, now)
 	case st.ProcessState == sas.Processing && st.ForEachCount > 0 && st.Cancelled:
 		// Its order was cancelled: the cancel's rule settles it.
 		return s.fanOutSettled(ctx, u, o, key, now)
@@ -189,8 +185,6 @@ func (s *Service) stopFanOut(ctx context.Context, u *outbox.Unit, o order, key s
 		s.log.WarnContext(ctx, "fan-out stopped: no element starts after this", "order", key.OrderID, "step", key.Step,
 			"done", st.ForEachDone, "of", st.ForEachCount, "reason", why)
 		s.emitStep(ctx, o, key.Step, false, now, metrics.StepsFailed)
-	case st.ProcessState == sas.Error && st.ForEachCount > 0:
-		// Stopped already: a duplicate, or a second element's failure.
 	default:
 		// Completed, or undone already: nothing of its window runs.
 		return s.fanOutSettled(ctx, u, o, key, now)
@@ -265,13 +259,7 @@ func (s *Service) fanOutSettled(ctx context.Context, u *outbox.Unit, o order, ke
 	case st.ProcessState == sas.Compensating && st.ForEachCount > 0 && st.LockedBy != "":
 		return s.undoElements(ctx, u, o, def, st)
 	case st.ProcessState == sas.Error && st.ForEachCount > 0:
-		// Stopped, its compensation waiting for its elements
-		// (fanOutHeld): it may go on once none is held.
-		if err := s.read(ctx, &o); err != nil {
-			return err
-		}
-		_, err := s.startCompensation(ctx, u, o, false, now)
-		return err
+		return s.resumeStopped(ctx, u, o, now)
 	case st.ProcessState == sas.Processing && st.ForEachCount > 0 && st.Cancelled:
 		held, err := s.markElements(ctx, key, "its order was cancelled", now)
 		if err != nil || held {
@@ -463,4 +451,15 @@ func (s *Service) fanOutHeld(ctx context.Context, o order) (*sas.StepRecord, err
 		}
 	}
 	return nil, nil
+}
+
+// resumeStopped goes on with the order of a stopped fan-out, whose
+// compensation waits for its elements (fanOutHeld): it may start once none
+// is held.
+func (s *Service) resumeStopped(ctx context.Context, u *outbox.Unit, o order, now time.Time) error {
+	if err := s.read(ctx, &o); err != nil {
+		return err
+	}
+	_, err := s.startCompensation(ctx, u, o, false, now)
+	return err
 }
