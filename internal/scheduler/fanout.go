@@ -123,25 +123,16 @@ func (s *Service) startFanOut(ctx context.Context, u *outbox.Unit, o order, def 
 // not picked up: all of them on a redelivery, those this handler's own
 // write at now claimed otherwise (sas.OwnWrite, as resend judges a step's).
 func (s *Service) resendElements(ctx context.Context, u *outbox.Unit, o order, def sas.StepDef, key sas.StepKey, now time.Time) error {
-	fs, err := s.fanOutStore()
+	els, err := s.elements(ctx, key)
 	if err != nil {
 		return err
 	}
-	cursor := ""
-	for {
-		page, err := fs.ListElements(ctx, sas.ListElementsParams{Key: key, Cursor: cursor})
-		if err != nil {
-			return fmt.Errorf("reading the elements of step %s: %w", key, err)
-		}
-		for _, e := range page.Records {
-			if e.ProcessState == sas.Processing && s.resend(ctx, e, now) {
-				s.dispatch(ctx, u, o, def, e)
-			}
-		}
-		if cursor = page.NextCursor; cursor == "" {
-			return nil
+	for _, e := range els {
+		if e.ProcessState == sas.Processing && s.resend(ctx, e, now) {
+			s.dispatch(ctx, u, o, def, e)
 		}
 	}
+	return nil
 }
 
 // elementReply handles a trusted reply for an element of a fan-out.
@@ -310,26 +301,16 @@ func claimedBy(next sas.StepRecord, p sas.CompleteElementParams) bool {
 // with their results in index order, as its agent's reply would: a list
 // over its bound fails it (ResultTooLarge: its elements took effect).
 func (s *Service) finishFanOut(ctx context.Context, u *outbox.Unit, o order, def sas.StepDef, r sas.StepRecord) error {
-	fs, err := s.fanOutStore()
+	els, err := s.elements(ctx, r.Key())
 	if err != nil {
 		return err
 	}
 	results := make([]sas.Item, 0, r.ForEachCount)
-	cursor := ""
-	for {
-		page, err := fs.ListElements(ctx, sas.ListElementsParams{Key: r.Key(), Cursor: cursor})
-		if err != nil {
-			return fmt.Errorf("reading the elements of step %s: %w", r.Key(), err)
+	for _, e := range els {
+		if _, i := sas.ElementOf(e.Step); i != len(results) || e.ProcessState != sas.Processed {
+			return fmt.Errorf("fan-out %s counted done has element %d %s at position %d", r.Key(), i, e.ProcessState, len(results))
 		}
-		for _, e := range page.Records {
-			if _, i := sas.ElementOf(e.Step); i != len(results) || e.ProcessState != sas.Processed {
-				return fmt.Errorf("fan-out %s counted done has element %d %s at position %d", r.Key(), i, e.ProcessState, len(results))
-			}
-			results = append(results, e.Result)
-		}
-		if cursor = page.NextCursor; cursor == "" {
-			break
-		}
+		results = append(results, e.Result)
 	}
 	if len(results) != r.ForEachCount {
 		return fmt.Errorf("fan-out %s counted done has %d elements of %d", r.Key(), len(results), r.ForEachCount)

@@ -67,18 +67,7 @@ func (s *Service) elements(ctx context.Context, key sas.StepKey) ([]sas.StepReco
 	if err != nil {
 		return nil, err
 	}
-	var all []sas.StepRecord
-	cursor := ""
-	for {
-		page, err := fs.ListElements(ctx, sas.ListElementsParams{Key: key, Cursor: cursor})
-		if err != nil {
-			return nil, fmt.Errorf("reading the elements of step %s: %w", key, err)
-		}
-		all = append(all, page.Records...)
-		if cursor = page.NextCursor; cursor == "" {
-			return all, nil
-		}
-	}
+	return sas.AllElements(ctx, fs, key)
 }
 
 // fanOutKey is the key of the fan-out step an element's key belongs to.
