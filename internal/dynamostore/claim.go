@@ -12,14 +12,17 @@ import (
 )
 
 // claimWithSiblings makes a claim fenced on the order's other steps too
-// (sas.ClaimParams.Siblings): one transaction, the claim's update and a
+// (sas.ClaimParams.Fences): one transaction, the claim's update and a
 // ConditionCheck per sibling that it is still in the state read. A
 // compensation's undo claim uses it (off the hot path), so a resubmit made
-// since the compensation read the order makes the claim lose.
+// since the compensation read the order makes the claim lose; and so does
+// an element's claim of its next attempt, fenced on its fan-out running
+// (off the hot path too: an element's first attempt is claimed by
+// StartFanOut or CompleteElement).
 func (st *Store) claimWithSiblings(ctx context.Context, p sas.ClaimParams) (sas.StepRecord, error) {
 	items := []types.TransactWriteItem{{Update: asTransactUpdate(st.claimExpr(p).input(st.cfg.StateTable, p.Key))}}
 	keys := []sas.StepKey{p.Key}
-	for _, sib := range p.Siblings {
+	for _, sib := range p.Fences() {
 		k := sas.StepKey{OrderID: p.Key.OrderID, Step: sib.Step}
 		items = append(items, st.stillAsSeen(k, sib))
 		keys = append(keys, k)

@@ -176,7 +176,7 @@ func (st *Store) Claim(ctx context.Context, p sas.ClaimParams) (sas.StepRecord, 
 	if err := p.Check(); err != nil {
 		return sas.StepRecord{}, fmt.Errorf("claiming step %s: %w", p.Key, err)
 	}
-	if len(p.Siblings) == 0 {
+	if len(p.Fences()) == 0 {
 		return st.update(ctx, "claiming", p.Key, st.claimExpr(p))
 	}
 	return st.claimWithSiblings(ctx, p)

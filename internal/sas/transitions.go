@@ -3,6 +3,7 @@ package sas
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -98,13 +99,40 @@ func (p ClaimParams) validate() error {
 	return nil
 }
 
-// CheckSiblings is the siblings' fence of a claim: each still in the state
-// its claimer read, with or without a cancel's mark as read. steps are the order's records by step number.
+// Fences are the other records of its order a claim is fenced on: its
+// Siblings and, for an element's claim of its next attempt (from Pending:
+// after a transient outcome, a rescue, a hand-back), its fan-out step as a
+// running fan-out, Processing and unmarked. So no element starts once its
+// fan-out stopped, was cancelled or is being undone, whoever claims it and
+// whatever it read (docs/decisions.md, "Fan-out elements are records of
+// their own"). Every store checks them in the claim's write
+// (CheckSiblings; DynamoDB's, a ConditionCheck each).
+func (p ClaimParams) Fences() []StepSeen {
+	from, _, err := p.Target()
+	if err != nil || from != Pending || !IsElement(p.Key.Step) {
+		return p.Siblings
+	}
+	step := StepOf(p.Key.Step)
+	if slices.ContainsFunc(p.Siblings, func(s StepSeen) bool { return s.Step == step }) {
+		return p.Siblings
+	}
+	return append(slices.Clip(p.Siblings), StepSeen{Step: step, State: Processing})
+}
+
+// CheckSiblings is the fence of a claim on the other records of its order
+// (Fences): each still in the state its claimer read, with or without a
+// cancel's mark as read. steps are the order's records by step number.
 func CheckSiblings(p ClaimParams, steps func(step int) (StepRecord, bool)) error {
-	for _, sib := range p.Siblings {
+	return checkSeen(p.Key.OrderID, p.Fences(), steps)
+}
+
+// checkSeen refuses, as a race lost to the first that moved, unless each
+// step of seen is as seen.
+func checkSeen(orderID string, seen []StepSeen, steps func(step int) (StepRecord, bool)) error {
+	for _, sib := range seen {
 		r, ok := steps(sib.Step)
 		if !ok {
-			return fmt.Errorf("step %d of order %s: %w", sib.Step, p.Key.OrderID, ErrNotFound)
+			return fmt.Errorf("step %d of order %s: %w", sib.Step, orderID, ErrNotFound)
 		}
 		if r.ProcessState != sib.State || r.Cancelled != sib.Cancelled {
 			return race("claim", r)
@@ -259,7 +287,7 @@ func (p CompleteParams) Check() error {
 // CheckSiblingsOf is a completion's fence on the order's other steps
 // (CompleteParams.Siblings), as CheckSiblings is a claim's.
 func CheckSiblingsOf(p CompleteParams, steps func(step int) (StepRecord, bool)) error {
-	return CheckSiblings(ClaimParams{Key: p.Key, Siblings: p.Siblings}, steps)
+	return checkSeen(p.Key.OrderID, p.Siblings, steps)
 }
 
 // Leg returns the leased state a completion or failure requires, and the

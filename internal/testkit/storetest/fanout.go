@@ -248,3 +248,79 @@ func testFanOutStopAndUndo(t *testing.T, h Harness) {
 	}
 	require.Equal(t, []sas.ProcessState{sas.CompensationFailed, sas.Compensated, sas.Compensated}, states)
 }
+
+// testElementClaimFencedOnItsFanOut: an element's claim of its next attempt
+// (from Pending: handed back after a transient outcome, or rescued) is
+// fenced on its fan-out step running, Processing and unmarked
+// (sas.ClaimParams.Fences). Once the step is failed (stopped) or marked
+// (cancelled), the claim loses the race to the step, whatever the element
+// looks like, and nothing is written; its undo's claim is not fenced so.
+func testElementClaimFencedOnItsFanOut(t *testing.T, h Harness) {
+	s := h.New(t).Store
+	fs, ok := s.(sas.FanOutStore)
+	if !ok {
+		t.Skipf("%T keeps no fan-out elements", s)
+	}
+	start := func(id string) (sas.StepKey, []sas.StepKey) {
+		submit(t, s, id, 1)
+		k := key(id, 0)
+		claim(t, s, k, 0, "a", T0, at(time.Minute))
+		var window []sas.ElementClaim
+		var els []sas.StepKey
+		for i := range 2 {
+			window = append(window, sas.ElementClaim{Index: i, Item: json.RawMessage(fmt.Sprint(i)), CompleteBy: at(time.Minute)})
+			els = append(els, key(id, sas.ElementStep(0, i)))
+		}
+		_, err := fs.StartFanOut(ctx, sas.StartFanOutParams{Key: k, Owner: "a", Attempt: 1, Now: at(time.Second), Count: 2, StepName: "step0", Claims: window})
+		require.NoError(t, err)
+		// Each element's first attempt failed transiently: handed back.
+		for _, e := range els {
+			r, err := s.Rescue(ctx, sas.RescueParams{Key: e, From: sas.Processing, Attempt: 1, Now: at(2 * time.Second), PickupBy: at(time.Minute),
+				Actor: "a", Reason: "attempt 1 failed: timeout", Holder: "a"})
+			require.NoError(t, err)
+			require.Equal(t, sas.Pending, r.ProcessState)
+		}
+		return k, els
+	}
+	next := func(e sas.StepKey) (sas.StepRecord, error) {
+		return s.Claim(ctx, sas.ClaimParams{Key: e, Attempt: 1, Owner: "b", Now: at(3 * time.Second), CompleteBy: at(2 * time.Minute)})
+	}
+	refused := func(e, step sas.StepKey, state sas.ProcessState, why string) {
+		t.Helper()
+		_, err := next(e)
+		require.ErrorIs(t, err, sas.ErrLostRace, why)
+		var re *sas.RaceError
+		require.ErrorAs(t, err, &re)
+		require.Equal(t, step, re.Key, "lost to the fan-out step")
+		require.NotNil(t, re.Current)
+		require.Equal(t, state, re.Current.ProcessState)
+		r, err := s.GetStep(ctx, e)
+		require.NoError(t, err)
+		require.Equal(t, sas.Pending, r.ProcessState, "nothing of the refused claim is made")
+		require.Equal(t, 1, r.Attempt)
+		require.Empty(t, r.LockedBy)
+	}
+
+	k, els := start("o-fenced")
+	got, err := next(els[0])
+	require.NoError(t, err, "a running fan-out's element takes its next attempt")
+	require.Equal(t, sas.Processing, got.ProcessState)
+	require.Equal(t, 2, got.Attempt)
+	_, err = s.Fail(ctx, sas.FailParams{Key: k, Owner: "a", Attempt: 1, Now: at(4 * time.Second), Reason: "element 0 failed", Effect: true})
+	require.NoError(t, err)
+	refused(els[1], k, sas.Error, "no element starts after its fan-out stopped")
+	// The undo of an element is claimed from Error once its fan-out is
+	// being undone: not fenced on the step running.
+	away, err := s.Cancel(ctx, sas.CancelParams{Key: els[1], From: sas.Pending, Attempt: 1, Now: at(5 * time.Second), Actor: "a", Reason: "its fan-out stopped"})
+	require.NoError(t, err)
+	_, err = s.Claim(ctx, sas.ClaimParams{Key: k, From: sas.Error, Attempt: 1, Owner: "a", Now: at(6 * time.Second), CompleteBy: at(time.Minute)})
+	require.NoError(t, err)
+	undo, err := s.Claim(ctx, sas.ClaimParams{Key: els[1], From: sas.Error, Attempt: away.Attempt, Owner: "a", Now: at(6 * time.Second), CompleteBy: at(time.Minute)})
+	require.NoError(t, err)
+	require.Equal(t, sas.Compensating, undo.ProcessState)
+
+	k, els = start("o-marked")
+	_, err = s.Cancel(ctx, sas.CancelParams{Key: k, From: sas.Processing, Attempt: 1, Now: at(4 * time.Second), Actor: "op", Reason: "cancel"})
+	require.NoError(t, err)
+	refused(els[0], k, sas.Processing, "no element starts after its order was cancelled")
+}

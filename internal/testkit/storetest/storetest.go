@@ -129,6 +129,7 @@ func Run(t *testing.T, h Harness) {
 		{"FanOutWindow", testFanOutWindow},
 		{"FanOutCountsNoMoreThanItsElements", testFanOutCountsNoMoreThanItsElements},
 		{"FanOutStopAndUndo", testFanOutStopAndUndo},
+		{"ElementClaimFencedOnItsFanOut", testElementClaimFencedOnItsFanOut},
 
 		// choices: the steps an order passes over (skip.go)
 		{"CompleteSkipsInItsWrite", testCompleteSkips},
