@@ -135,6 +135,22 @@ func (s *Service) resendElements(ctx context.Context, u *outbox.Unit, o order, d
 	return nil
 }
 
+// resendStopped sends again, on a redelivery of the message whose handling
+// claimed fan-out step r, the requests of its elements held and not picked
+// up when the fan-out has stopped since (Error): that handling may have died
+// after the start's write, before they went out, and nothing else sends
+// them (the supervisor waits for a request that may still be queued until
+// its delivery horizon, days), while the order's compensation waits for
+// them to settle (the simulator's seed 607). They are marked: each settles
+// alone, and what took effect is undone with the rest. A running fan-out's
+// are sent again by its dispatch (startFanOut).
+func (s *Service) resendStopped(ctx context.Context, u *outbox.Unit, o order, r sas.StepRecord, now time.Time) error {
+	if r.ProcessState != sas.Error || r.ForEachCount == 0 || !redelivered(ctx) || r.Step >= o.n() || o.wf.Steps[r.Step].ForEach == nil {
+		return nil
+	}
+	return s.resendElements(ctx, u, o, o.wf.Steps[r.Step], r.Key(), now)
+}
+
 // elementReply handles a trusted reply for an element of a fan-out.
 func (s *Service) elementReply(ctx context.Context, u *outbox.Unit, o order, rep sas.AgentReply) error {
 	step, index := sas.ElementOf(rep.Step)

@@ -3,6 +3,7 @@ package scheduler_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -21,7 +22,23 @@ func (s *faultyStore) CompleteElement(ctx context.Context, p sas.CompleteElement
 	return s.StateStore.(sas.FanOutStore).CompleteElement(ctx, p)
 }
 func (s *faultyStore) ListElements(ctx context.Context, p sas.ListElementsParams) (sas.ListElementsResult, error) {
+	s.mu.Lock()
+	fail := s.listFails > 0
+	if fail {
+		s.listFails--
+	}
+	s.mu.Unlock()
+	if fail {
+		return sas.ListElementsResult{}, errors.New("injected: the store is unreachable")
+	}
 	return s.StateStore.(sas.FanOutStore).ListElements(ctx, p)
+}
+
+// failLists fails the next n reads of a fan-out's elements.
+func (f *fixture) failLists(n int) {
+	f.store.mu.Lock()
+	defer f.store.mu.Unlock()
+	f.store.listFails = n
 }
 func (s *countingStore) StartFanOut(ctx context.Context, p sas.StartFanOutParams) ([]sas.StepRecord, error) {
 	s.count("StartFanOut")

@@ -98,6 +98,13 @@ func (s *Service) elementFailed(ctx context.Context, u *outbox.Unit, o order, re
 			failed = cur
 		case cur.Cancelled && heldFor(cur, rep):
 			failed = cur // unreachable: a marked element's failure is written above
+		case cur.ProcessState == sas.Compensating && cur.Attempt == rep.Attempt+1:
+			// Its undo was claimed since, by this failure's first delivery
+			// perhaps, which may have died before sending it: the fan-out's
+			// undo goes on from here (a redelivery sends it again; the
+			// simulator's seed 136 with -fanout-failures).
+			s.log.InfoContext(ctx, "element failure after its undo was claimed: the fan-out's undo goes on", "order", rep.OrderID, "element", rep.Step)
+			return s.fanOutSettled(ctx, u, o, fanOutKey(rep.OrderID, rep.Step), now)
 		default:
 			s.log.InfoContext(ctx, "stale element failure ignored", "order", rep.OrderID, "element", rep.Step, "attempt", rep.Attempt,
 				"state", cur.ProcessState, "currentAttempt", cur.Attempt)
@@ -135,11 +142,13 @@ func (s *Service) elementGaveUp(ctx context.Context, u *outbox.Unit, o order, re
 
 // stopFanOut stops the fan-out step key after one of its elements failed
 // for good (why): the step fails (Rejected with rejected), so that no
-// element counts or starts after it, its elements in flight are marked, and
-// the failure has its effects. A step already stopped only goes on with its
-// order's compensation (resumeStopped): its elements are not marked again,
-// so a stop whose handler died between the failure and the marks leaves
-// them unmarked (docs/simulation.md, "Open").
+// element counts or starts after it (its elements' claims are fenced on
+// it: sas.ClaimParams.Fences), its elements in flight are marked, and the
+// failure has its effects. A step stopped already (a redelivery of the
+// failure whose handler died between the step's failure and the marks, or
+// another element's failure meanwhile) is driven again from its marks: they
+// are idempotent, and so are the failure's effects (its alert under the
+// same id, its status under the same sequence, the compensation's claims).
 func (s *Service) stopFanOut(ctx context.Context, u *outbox.Unit, o order, key sas.StepKey, why string, rejected bool, now time.Time) error {
 	st, err := s.cfg.Store.GetStep(ctx, key)
 	if err != nil {
@@ -147,7 +156,7 @@ func (s *Service) stopFanOut(ctx context.Context, u *outbox.Unit, o order, key s
 	}
 	switch {
 	case st.ProcessState == sas.Error && st.ForEachCount > 0:
-		return s.resumeStopped(ctx, u, o, now)
+		s.log.InfoContext(ctx, "fan-out stopped already: its marks and its failure's effects again", "order", key.OrderID, "step", key.Step)
 	case st.ProcessState == sas.Processing && st.ForEachCount > 0 && st.Cancelled:
 		// Its order was cancelled: the cancel's rule settles it.
 		return s.fanOutSettled(ctx, u, o, key, now)
@@ -189,7 +198,9 @@ func (s *Service) stopFanOut(ctx context.Context, u *outbox.Unit, o order, key s
 // cancel marks a step (sas.CancelStep): one held settles without a next
 // attempt, one handed back for its next attempt is turned away (Error:
 // its earlier attempt may have taken effect). It reports whether an element
-// is still held after the marks.
+// is still held after the marks. Marking is idempotent: a second pass (a
+// stop redelivered after its handler died between the step's failure and
+// the marks) marks what the first did not reach and writes nothing else.
 func (s *Service) markElements(ctx context.Context, key sas.StepKey, why string, now time.Time) (bool, error) {
 	els, err := s.elements(ctx, key)
 	if err != nil {
@@ -197,40 +208,72 @@ func (s *Service) markElements(ctx context.Context, key sas.StepKey, why string,
 	}
 	held := false
 	for _, e := range els {
-		for tries := 0; tries < 3; tries++ {
-			var from sas.ProcessState
-			switch {
-			case e.ProcessState == sas.Processing && !e.Cancelled:
-				from = sas.Processing
-			case e.ProcessState == sas.Pending && e.LockedBy == "":
-				from = sas.Pending
-			}
-			if from == "" {
-				break
-			}
-			to := sas.Processing
-			if from == sas.Pending {
-				to = sas.Error
-			}
-			got, err := s.cfg.Store.Cancel(ctx, sas.CancelParams{Key: e.Key(), From: from, Attempt: e.Attempt, Now: now, Actor: s.cfg.Owner, Reason: why})
-			if own, ok := sas.OwnWrite(err, s.cfg.Owner, now, to, e.Attempt); ok {
-				got, err = own, nil
-			}
-			if re := (*sas.RaceError)(nil); errors.As(err, &re) && re.Current != nil {
-				e = *re.Current // moved meanwhile (settled, claimed again): look again
-				continue
-			}
-			if err != nil {
-				return false, fmt.Errorf("marking element %s: %w", e.Key(), err)
-			}
-			e = got
-			break
+		if e, err = s.markElement(ctx, e, why, now); err != nil {
+			return false, err
 		}
 		if e.ProcessState == sas.Processing {
 			held = true
 		}
 	}
 	return held, nil
+}
+
+// markElement marks element e, as read, if it is in flight (markElements),
+// looking again when it moved meanwhile; it returns the element as it
+// leaves it.
+func (s *Service) markElement(ctx context.Context, e sas.StepRecord, why string, now time.Time) (sas.StepRecord, error) {
+	for tries := 0; tries < 3; tries++ {
+		var from sas.ProcessState
+		switch {
+		case e.ProcessState == sas.Processing && !e.Cancelled:
+			from = sas.Processing
+		case e.ProcessState == sas.Pending && e.LockedBy == "":
+			from = sas.Pending
+		}
+		if from == "" {
+			return e, nil
+		}
+		to := sas.Processing
+		if from == sas.Pending {
+			to = sas.Error
+		}
+		got, err := s.cfg.Store.Cancel(ctx, sas.CancelParams{Key: e.Key(), From: from, Attempt: e.Attempt, Now: now, Actor: s.cfg.Owner, Reason: why})
+		if own, ok := sas.OwnWrite(err, s.cfg.Owner, now, to, e.Attempt); ok {
+			got, err = own, nil
+		}
+		if re := (*sas.RaceError)(nil); errors.As(err, &re) && re.Current != nil {
+			e = *re.Current // moved meanwhile (settled, claimed again): look again
+			continue
+		}
+		if err != nil {
+			return e, fmt.Errorf("marking element %s: %w", e.Key(), err)
+		}
+		return got, nil
+	}
+	return e, nil
+}
+
+// fencedOut handles the claim of element r's next attempt refused by its
+// fan-out's fence (sas.ClaimParams.Fences: the fan-out stopped, was
+// cancelled or is being undone since the element was handed back): the
+// element never starts again. It is turned away as the stop's marks turn
+// one away (Pending → Error, marked: its earlier attempt may have taken
+// effect, so it is undone with the rest), and its fan-out moves on.
+func (s *Service) fencedOut(ctx context.Context, u *outbox.Unit, o order, r sas.StepRecord, now time.Time) error {
+	_, index := sas.ElementOf(r.Step)
+	s.log.InfoContext(ctx, "element's next attempt refused: its fan-out no longer runs", "order", r.OrderID,
+		"step", sas.StepOf(r.Step), "element", index, "attempt", r.Attempt)
+	if _, err := s.markElement(ctx, r, "its fan-out no longer runs", now); err != nil {
+		return err
+	}
+	return s.fanOutSettled(ctx, u, o, fanOutKey(r.OrderID, r.Step), now)
+}
+
+// refusedByFanOut reports whether err is a claim of element key refused by
+// its fan-out's fence rather than by the element itself.
+func refusedByFanOut(err error, key sas.StepKey) bool {
+	var re *sas.RaceError
+	return sas.IsElement(key.Step) && errors.As(err, &re) && re.Key == fanOutKey(key.OrderID, key.Step)
 }
 
 // fanOutSettled moves fan-out step key on after one of its elements
@@ -261,6 +304,25 @@ func (s *Service) fanOutSettled(ctx context.Context, u *outbox.Unit, o order, ke
 			Reason: fmt.Sprintf("cancelled while its elements ran (%d of %d done); they have settled", st.ForEachDone, st.ForEachCount)})
 	}
 	return nil
+}
+
+// fanOutUndoneAgain moves fan-out step key on after a duplicate of an
+// element's undo reply. The first delivery may have been the one whose
+// handling completed the fan-out's undo (its last element's), claimed the
+// order's next undo and died before its request: if the fan-out is
+// undone, the duplicate repeats that success, as a duplicate of any undo's
+// does (duplicateDone: the next undo's request sent again on a
+// redelivery; the simulator's seed 817 with -fanout-failures).
+func (s *Service) fanOutUndoneAgain(ctx context.Context, u *outbox.Unit, o order, key sas.StepKey, now time.Time) error {
+	st, err := s.cfg.Store.GetStep(ctx, key)
+	if err != nil {
+		return fmt.Errorf("reading fan-out %s: %w", key, err)
+	}
+	if st.ProcessState != sas.Compensated || st.ForEachCount == 0 {
+		return s.fanOutSettled(ctx, u, o, key, now)
+	}
+	return s.duplicateDone(ctx, u, o, sas.AgentReply{V: sas.MessageVersion, Kind: sas.KindAgentReply, OrderID: o.id(), Step: st.Step,
+		StepName: st.StepName, Attempt: st.Attempt, Generation: st.Generation, Outcome: sas.OutcomeDone, Compensation: true}, now)
 }
 
 // undoElements is the dispatch of fan-out step st's undo, claimed: nothing
@@ -351,6 +413,7 @@ func (s *Service) elementUndoReply(ctx context.Context, u *outbox.Unit, o order,
 		switch classify(*re.Current, rep) {
 		case replyDoneAgain, replyFailedAgain:
 			s.log.InfoContext(ctx, "duplicate element undo reply", "order", rep.OrderID, "element", rep.Step, "attempt", rep.Attempt)
+			return s.fanOutUndoneAgain(ctx, u, o, fanOutKey(rep.OrderID, rep.Step), now)
 		default:
 			s.log.InfoContext(ctx, "stale element undo reply ignored", "order", rep.OrderID, "element", rep.Step, "attempt", rep.Attempt)
 			return nil

@@ -509,3 +509,178 @@ func TestAnElementsLatePickUpIsRecorded(t *testing.T) {
 	f.deliver(doneWith(f.request(), `"b"`))
 	require.Equal(t, "ship", f.request().StepName)
 }
+
+// claimedAgain reports whether element e was ever claimed past its first
+// attempt for its forward leg.
+func claimedAgain(e sas.StepRecord) bool {
+	for _, h := range e.History {
+		if h.To == sas.Processing && h.Attempt > 1 {
+			return true
+		}
+	}
+	return false
+}
+
+// A stop whose handler died between the step's failure and its marks (its
+// read of the elements failed) is driven again by the failure's
+// redelivery: the elements in flight are marked then, the refusal is paged
+// once, and the order is undone as after a stop that ran whole.
+func TestAStopWhoseHandlerDiedBeforeTheMarksIsDrivenAgain(t *testing.T) {
+	t.Parallel()
+	f := fanOutFixture(t, 3)
+	const id = "o-stopdied"
+	f.deliver(linesIntake(id, 5, f.replyURL))
+	f.deliver(doneWith(f.request(), `{"quote":"Q-1"}`))
+	held := runUntil(t, f, 0)
+	require.Len(t, held, 3)
+
+	f.failLists(1)
+	ev := f.event(reply(held[0], sas.OutcomeFailed, "out of stock"))
+	require.Len(t, f.handle(ev), 1, "the stop's handler dies after the step's failure, before the marks")
+	require.Equal(t, sas.Error, f.view(id).Steps[1].ProcessState, "the fan-out stopped")
+	for i := 1; i < 3; i++ {
+		require.False(t, f.element(id, i).Cancelled, "element %d is not marked yet", i)
+	}
+	require.Empty(t, f.alerts.all())
+
+	require.Empty(t, f.handle(ev), "the failure's redelivery")
+	for i := 1; i < 3; i++ {
+		e := f.element(id, i)
+		require.Equal(t, sas.Processing, e.ProcessState)
+		require.True(t, e.Cancelled, "element %d in flight is marked by the stop driven again", i)
+	}
+	require.Len(t, f.alerts.all(), 1, "the refusal is paged")
+	require.Empty(t, f.requests(), "nothing starts, nothing is undone while elements are in flight")
+
+	f.deliver(doneWith(held[1], `{"held":"SKU-1"}`))
+	f.deliver(reply(held[2], sas.OutcomeTransient, "timeout"))
+	require.False(t, claimedAgain(f.element(id, 2)), "a marked element gets no next attempt")
+	order, _ := undoAll(t, f, id)
+	require.Equal(t, []int{2, 1, 0, -1}, order)
+	ss := f.statuses()
+	require.Equal(t, sas.StatusCompensated, ss[len(ss)-1].Status)
+	ids := map[string]bool{}
+	for _, a := range f.alerts.all() {
+		ids[a.ID] = true
+	}
+	require.Len(t, ids, 1, "paged once (a repeat carries its id)")
+}
+
+// An element handed back for its next attempt after its fan-out stopped,
+// before the stop's marks reached it (here the stop's handler died first),
+// is not claimed again: its claim is fenced on its fan-out running
+// (sas.ClaimParams.Fences). It is turned away instead, and undone with the
+// rest (its first attempt may have taken effect).
+func TestNoElementIsClaimedAfterItsFanOutStopped(t *testing.T) {
+	t.Parallel()
+	f := fanOutFixture(t, 2)
+	const id = "o-fenced"
+	f.deliver(linesIntake(id, 4, f.replyURL))
+	f.deliver(doneWith(f.request(), `{"quote":"Q-1"}`))
+	held := runUntil(t, f, 0)
+	require.Len(t, held, 2)
+
+	f.failLists(1)
+	require.Len(t, f.handle(f.event(reply(held[0], sas.OutcomeFailed, "out of stock"))), 1, "the stop's handler dies before the marks")
+	require.False(t, f.element(id, 1).Cancelled)
+
+	f.deliver(reply(held[1], sas.OutcomeTransient, "timeout"))
+	e := f.element(id, 1)
+	require.True(t, e.Cancelled, "turned away")
+	require.Equal(t, 1, transitions(e, sas.Error), "turned away")
+	require.False(t, claimedAgain(e), "no next attempt claimed")
+	order, _ := undoAll(t, f, id)
+	require.Equal(t, []int{1, 0, -1}, order, "no element's request but undos, each undone once")
+	require.Equal(t, sas.Compensated, f.view(id).Steps[1].ProcessState)
+}
+
+// The handling that started a fan-out died before its elements' requests
+// went out; one element was refused meanwhile (its request had gone), so
+// the fan-out stopped with the others held and unsent. The redelivery of
+// the message that started it sends them again (the simulator's seed 607):
+// nothing else would before their delivery horizon, and the order's
+// compensation waits for them.
+func TestARedeliveryAfterTheStopSendsTheElementsNeverSent(t *testing.T) {
+	t.Parallel()
+	f := fanOutFixture(t, 3)
+	const id = "o-unsent"
+	f.deliver(linesIntake(id, 5, f.replyURL))
+	quote := f.request()
+	f.failEntries(func(url, body string) bool {
+		var r sas.AgentRequest
+		return url == f.agentURL && json.Unmarshal([]byte(body), &r) == nil && elementIndex(r) > 0
+	})
+	ev := f.event(doneWith(quote, `{"quote":"Q-1"}`))
+	require.Len(t, f.handle(ev), 1, "elements 1 and 2's requests are not sent")
+	f.failEntries(nil)
+	reqs := f.requests()
+	require.Len(t, reqs, 1)
+	require.Equal(t, 0, elementIndex(reqs[0]))
+	f.deliver(reply(reqs[0], sas.OutcomeFailed, "out of stock"))
+	require.Equal(t, sas.Error, f.view(id).Steps[1].ProcessState)
+	require.Empty(t, f.requests())
+
+	require.Empty(t, f.handle(ev), "the redelivery of quote's success")
+	again := map[int]sas.AgentRequest{}
+	for _, r := range f.requests() {
+		require.False(t, r.Compensation)
+		again[elementIndex(r)] = r
+	}
+	require.Len(t, again, 2, "elements 1 and 2 are requested again")
+	f.deliver(doneWith(again[1], `{"held":"SKU-1"}`))
+	f.deliver(reply(again[2], sas.OutcomeFailed, "no such sku"))
+	order, _ := undoAll(t, f, id)
+	require.Equal(t, []int{2, 1, 0, -1}, order)
+	ss := f.statuses()
+	require.Equal(t, sas.StatusCompensated, ss[len(ss)-1].Status)
+}
+
+// The handling of an element's undo reply that completed its fan-out's
+// undo claimed the order's next undo (quote's) and died before its
+// request; the reply's redelivery sends it (the simulator's seed 817).
+func TestARedeliveredElementUndoSendsTheNextUndo(t *testing.T) {
+	t.Parallel()
+	f := fanOutFixture(t, 1)
+	const id = "o-nextundo"
+	f.deliver(linesIntake(id, 1, f.replyURL))
+	f.deliver(doneWith(f.request(), `{"quote":"Q-1"}`))
+	f.deliver(reply(f.request(), sas.OutcomeFailed, "out of stock"))
+	undo := f.request()
+	require.True(t, undo.Compensation)
+	require.Equal(t, 0, elementIndex(undo))
+
+	f.failNextSends(f.agentURL, 1)
+	ev := f.event(done(undo))
+	require.Len(t, f.handle(ev), 1, "quote's undo request is not sent")
+	require.Equal(t, sas.Compensated, f.view(id).Steps[1].ProcessState)
+	require.Equal(t, sas.Compensating, f.view(id).Steps[0].ProcessState)
+	require.Empty(t, f.handle(ev), "the redelivery")
+	next := f.request()
+	require.True(t, next.Compensation)
+	require.Equal(t, "quote", next.StepName)
+	f.deliver(done(next))
+	ss := f.statuses()
+	require.Equal(t, sas.StatusCompensated, ss[len(ss)-1].Status)
+}
+
+// The handling of an element's failure claimed its undo (its fan-out's
+// compensation) and died before the undo's request; the failure's
+// redelivery, finding the element being undone, sends it (the simulator's
+// seed 136).
+func TestARedeliveredElementFailureSendsItsUndo(t *testing.T) {
+	t.Parallel()
+	f := fanOutFixture(t, 1)
+	const id = "o-elemundo"
+	f.deliver(linesIntake(id, 1, f.replyURL))
+	f.deliver(doneWith(f.request(), `{"quote":"Q-1"}`))
+	el := f.request()
+	f.failNextSends(f.agentURL, 1)
+	ev := f.event(reply(el, sas.OutcomeFailed, "out of stock"))
+	require.Len(t, f.handle(ev), 1, "the element's undo request is not sent")
+	require.Equal(t, sas.Compensating, f.element(id, 0).ProcessState)
+	require.Empty(t, f.requests())
+
+	require.Empty(t, f.handle(ev), "the redelivery")
+	order, _ := undoAll(t, f, id)
+	require.Equal(t, []int{0, -1}, order)
+}

@@ -166,6 +166,9 @@ func (s *Service) duplicateDoneInGraph(ctx context.Context, u *outbox.Unit, o or
 		if s.resend(ctx, r, now) {
 			s.dispatch(ctx, u, o, o.wf.Steps[r.Step], r)
 		}
+		if err := s.resendStopped(ctx, u, o, r, now); err != nil { // fanout.go
+			return err
+		}
 	}
 	s.stepDone(ctx, u, o, rep, now)
 	for _, j := range startedBy(o, rep.Step) {
@@ -184,9 +187,10 @@ func (s *Service) duplicateDoneInGraph(ctx context.Context, u *outbox.Unit, o or
 }
 
 // claimedWith are the steps the write that completed step claimed, as the
-// order's records show them: held at their first attempt, claimed at the
-// moment of that completion (one write, one time). Not only its successors:
-// a completion claims every step ready (sas.Ready).
+// order's records show them: held at their first attempt (or a fan-out
+// stopped since its start: resendStopped), claimed at the moment of that
+// completion (one write, one time). Not only its successors: a completion
+// claims every step ready (sas.Ready).
 func claimedWith(o order, step int) []sas.StepRecord {
 	done, ok := o.step(step)
 	if !ok || done.ProcessState != sas.Processed {
@@ -195,7 +199,8 @@ func claimedWith(o order, step int) []sas.StepRecord {
 	at := sas.CompletedAt(done)
 	var out []sas.StepRecord
 	for _, r := range o.steps {
-		if r.ProcessState != sas.Processing || r.Attempt != 1 {
+		stopped := r.ProcessState == sas.Error && r.ForEachCount > 0
+		if (r.ProcessState != sas.Processing && !stopped) || r.Attempt != 1 {
 			continue
 		}
 		for _, h := range r.History {

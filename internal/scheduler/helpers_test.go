@@ -84,6 +84,9 @@ type faultyStore struct {
 	beforeSubmit func(sas.SubmitParams)
 	// beforeGetSchedule, when set, runs before each read of a schedule.
 	beforeGetSchedule func()
+	// listFails fails the next reads of a fan-out's elements
+	// (fanoutstop_test.go): a handler that dies at that read.
+	listFails int
 }
 
 func (s *faultyStore) fault(id string) error {

@@ -566,6 +566,11 @@ func (s *Service) duplicateDone(ctx context.Context, u *outbox.Unit, o order, re
 		if ok && s.resend(ctx, succ, now) && succ.ProcessState == sas.Processing {
 			s.dispatch(ctx, u, o, o.wf.Steps[succ.Step], succ)
 		}
+		if ok {
+			if err := s.resendStopped(ctx, u, o, succ, now); err != nil { // fanout.go
+				return err
+			}
+		}
 		s.stepDone(ctx, u, o, rep, now)
 		if ok && succ.ProcessState == sas.Error && succ.FailedBy == sas.ByCondition {
 			return s.conditionFailed(ctx, u, o, succ, now)
@@ -579,6 +584,9 @@ func (s *Service) duplicateDone(ctx context.Context, u *outbox.Unit, o order, re
 		}
 		if s.resend(ctx, succ, now) && succ.ProcessState == sas.Processing {
 			s.dispatch(ctx, u, o, o.wf.Steps[succ.Step], succ)
+		}
+		if err := s.resendStopped(ctx, u, o, succ, now); err != nil { // fanout.go
+			return err
 		}
 	}
 	s.stepDone(ctx, u, o, rep, now)

@@ -107,6 +107,9 @@ func (s *Service) retry(ctx context.Context, u *outbox.Unit, m sas.Retry, queueA
 	p := s.claimParams(o, rec, from, now)
 	p.Attempt = m.Attempt // the fence is what the supervisor saw, not what we read
 	claimed, err := s.cfg.Store.Claim(ctx, *p)
+	if refusedByFanOut(err, rec.Key()) {
+		return s.fencedOut(ctx, u, o, rec, now) // fanoutstop.go
+	}
 	if err != nil {
 		var re *sas.RaceError
 		if errors.As(err, &re) && re.Current != nil {

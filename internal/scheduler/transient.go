@@ -224,6 +224,9 @@ func (s *Service) reattempt(ctx context.Context, u *outbox.Unit, o order, r sas.
 	if own, ok := sas.OwnClaim(err, cp); ok {
 		claimed, err = own, nil
 	}
+	if refusedByFanOut(err, r.Key()) {
+		return s.fencedOut(ctx, u, o, r, now) // fanoutstop.go
+	}
 	if errors.Is(err, sas.ErrLostRace) {
 		// A retry (the supervisor's, after a crash of ours), or an earlier
 		// delivery of this very reply, claimed it: that one sends the
