@@ -18,7 +18,7 @@ func (s *store) Cancel(ctx context.Context, p sas.CancelParams) (sas.StepRecord,
 	var r sas.StepRecord
 	var err error
 	switch {
-	case p.From == sas.Processing && s.w.cfg.Sabotage == SabotageForgetCancel:
+	case p.From == sas.Processing && (s.w.cfg.Sabotage == SabotageForgetCancel || s.w.cfg.Sabotage == SabotageUnfencedElement && sas.IsElement(p.Key.Step)):
 		stop(ctx, opWrite, "Cancel %v (sabotaged: forgotten)", p.Key)
 		r, err = s.mem.GetStep(context.Background(), p.Key)
 		if err == nil && (r.ProcessState != p.From || r.Attempt != p.Attempt) {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -41,7 +42,7 @@ import (
 // engine holes the whole mix finds are open (docs/simulation.md, "Open"),
 // fan-out seeds are kept on the happy path: no remote fault, no clock
 // jump, no cancel, no burst, no undo of the fan-out step.
-func (c Config) fanOutFailures() bool { return c.FanOutFailures }
+func (c Config) fanOutFailures() bool { return c.FanOutFailures || c.failureSabotage() }
 
 // Planted bugs of these rules (TestChecksCatchPlantedBugs).
 const (
@@ -57,7 +58,23 @@ const (
 	// more than the window, as a scheduler that read the concurrency off
 	// by one would.
 	SabotageWideWindow = "wide-window"
+	// SabotageUnfencedElement: the store's claim of an element's next
+	// attempt is not fenced on its fan-out running, and a mark of an
+	// element in flight is answered as made and forgotten, as a store
+	// without the fan-out's fence whose stop missed an element would: an
+	// element handed back after its fan-out stopped is claimed again.
+	SabotageUnfencedElement = "unfenced-element"
+	// SabotageSkipElementUndo: the store's reads of a fan-out being undone
+	// leave out its elements that completed, as a read filtered on the
+	// wrong state would: the fan-out's undo passes over them.
+	SabotageSkipElementUndo = "skip-element-undo"
 )
+
+// failureSabotage reports whether the run plants a bug of fan-out's
+// failure path, which needs its whole mix.
+func (c Config) failureSabotage() bool {
+	return c.Sabotage == SabotageUnfencedElement || c.Sabotage == SabotageSkipElementUndo
+}
 
 // maxLines bounds the lines of one order.
 const maxLines = 30
@@ -72,7 +89,7 @@ func (c Config) fanning() bool {
 		return false
 	}
 	switch {
-	case c.FanOut, c.Sabotage == SabotageRekeyElement, c.Sabotage == SabotageShuffleResults, c.Sabotage == SabotageWideWindow:
+	case c.FanOut, c.Sabotage == SabotageRekeyElement, c.Sabotage == SabotageShuffleResults, c.Sabotage == SabotageWideWindow, c.failureSabotage():
 		return true
 	}
 	return splitmix(uint64(c.Seed)^0x6a09e667f3bcc909)%4 == 0
@@ -430,7 +447,35 @@ func (s *store) ListElements(ctx context.Context, p sas.ListElementsParams) (sas
 		recs[0].Result, recs[1].Result = recs[1].Result, recs[0].Result
 		res.Records = recs
 	}
+	if err == nil && s.w.cfg.Sabotage == SabotageSkipElementUndo {
+		if st, gerr := s.mem.GetStep(ctx, p.Key); gerr == nil && st.ProcessState == sas.Compensating {
+			res.Records = slices.DeleteFunc(slices.Clone(res.Records), func(r sas.StepRecord) bool { return r.ProcessState == sas.Processed })
+		}
+	}
 	return res, err
+}
+
+// unfencedElementClaim is SabotageUnfencedElement's claim: a claim of an
+// element's next attempt that its fan-out's fence refused (err) is forced
+// onto the element's record as if unfenced.
+func (s *store) unfencedElementClaim(p sas.ClaimParams, err error) (sas.StepRecord, error) {
+	var re *sas.RaceError
+	if s.w.cfg.Sabotage != SabotageUnfencedElement || !sas.IsElement(p.Key.Step) || !errors.As(err, &re) ||
+		re.Key != (sas.StepKey{OrderID: p.Key.OrderID, Step: sas.StepOf(p.Key.Step)}) {
+		return sas.StepRecord{}, err
+	}
+	cur, gerr := s.mem.GetStep(context.Background(), p.Key)
+	if gerr != nil {
+		return sas.StepRecord{}, err
+	}
+	p.Siblings = nil
+	claimed, cerr := sas.Claim(cur, p)
+	if cerr != nil {
+		return sas.StepRecord{}, cerr
+	}
+	s.w.tracef("  sabotaged: the claim of element %v is made although its fan-out is %s", p.Key, re.Current.ProcessState)
+	s.mem.Force(claimed)
+	return claimed, nil
 }
 
 var _ sas.FanOutStore = (*store)(nil)

@@ -106,6 +106,10 @@ var plantedBugs = map[string]string{
 	sim.SabotageRekeyElement:   "element twice",
 	sim.SabotageShuffleResults: "fan-out results",
 	sim.SabotageWideWindow:     "window exceeded",
+	// Issue 27 §4: an element claimed after its fan-out stopped; a
+	// fan-out's undo that passes over its elements that took effect.
+	sim.SabotageUnfencedElement: "element after failure",
+	sim.SabotageSkipElementUndo: "effect not undone",
 }
 
 // The checks catch what they are for: with a bug planted in the world, the

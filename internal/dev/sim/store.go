@@ -95,7 +95,13 @@ func (s *store) Claim(ctx context.Context, p sas.ClaimParams) (sas.StepRecord, e
 	if s.w.cfg.Sabotage == SabotageUndoEarly {
 		p.Siblings = nil // the fence believes the sabotaged read (branches.go)
 	}
-	return write(ctx, s, "Claim", []sas.StepKey{p.Key}, func() (sas.StepRecord, error) { return s.mem.Claim(ctx, p) })
+	return write(ctx, s, "Claim", []sas.StepKey{p.Key}, func() (sas.StepRecord, error) {
+		r, err := s.mem.Claim(ctx, p)
+		if err != nil {
+			return s.unfencedElementClaim(p, err) // fanout.go
+		}
+		return r, nil
+	})
 }
 
 func (s *store) Complete(ctx context.Context, p sas.CompleteParams) ([]sas.StepRecord, error) {
