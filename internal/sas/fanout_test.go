@@ -134,3 +134,28 @@ func TestRegistryRefusesAFanOutItCannotRun(t *testing.T) {
 	_, err = sas.NewRegistry(sas.Workflow{Name: "order", Steps: []sas.StepDef{s}})
 	require.ErrorContains(t, err, "only a step an agent runs may fan out")
 }
+
+// An element's claim of its next attempt is fenced on its fan-out step
+// running; its undo's claim, and a step's, are not; naming the fan-out step
+// among such a claim's siblings is refused (it is fenced already).
+func TestAnElementsNextAttemptIsFencedOnItsFanOut(t *testing.T) {
+	t.Parallel()
+	now := time.Unix(0, 0)
+	el := sas.StepKey{OrderID: "o-1", Step: sas.ElementStep(2, 7)}
+	p := sas.ClaimParams{Key: el, Attempt: 1, Owner: "a", Now: now, CompleteBy: now.Add(time.Minute), Siblings: []sas.StepSeen{{Step: 0, State: sas.Processed}}}
+	require.Equal(t, []sas.StepSeen{{Step: 0, State: sas.Processed}, {Step: 2, State: sas.Processing}}, p.Fences())
+	require.NoError(t, p.Check())
+	require.Len(t, p.Siblings, 1, "Fences leaves the siblings as they were")
+
+	undo := p
+	undo.From = sas.Error
+	require.Equal(t, p.Siblings, undo.Fences(), "an element's undo is claimed once its fan-out is being undone")
+	step := p
+	step.Key = sas.StepKey{OrderID: "o-1", Step: 2}
+	step.Siblings = nil
+	require.Empty(t, step.Fences())
+
+	named := p
+	named.Siblings = []sas.StepSeen{{Step: 2, State: sas.Error}}
+	require.ErrorIs(t, named.Check(), sas.ErrInvalid)
+}

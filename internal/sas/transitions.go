@@ -90,6 +90,9 @@ func (p ClaimParams) validate() error {
 		return &ValidationError{Field: "completeBy", Reason: "the deadline must be after now"}
 	}
 	seen := map[int]bool{p.Key.Step: true}
+	if len(p.Fences()) > len(p.Siblings) {
+		seen[StepOf(p.Key.Step)] = true // an element's fan-out: fenced already (Fences)
+	}
 	for _, sib := range p.Siblings {
 		if seen[sib.Step] || sib.State == "" {
 			return &ValidationError{Field: "siblings", Reason: fmt.Sprintf("step %d is the claimed step, repeated, or has no state", sib.Step)}
@@ -106,17 +109,14 @@ func (p ClaimParams) validate() error {
 // fan-out stopped, was cancelled or is being undone, whoever claims it and
 // whatever it read (docs/decisions.md, "Fan-out elements are records of
 // their own"). Every store checks them in the claim's write
-// (CheckSiblings; DynamoDB's, a ConditionCheck each).
+// (CheckSiblings; DynamoDB's, a ConditionCheck each). Such a claim names
+// no sibling of its own for its fan-out step (Check refuses it).
 func (p ClaimParams) Fences() []StepSeen {
 	from, _, err := p.Target()
 	if err != nil || from != Pending || !IsElement(p.Key.Step) {
 		return p.Siblings
 	}
-	step := StepOf(p.Key.Step)
-	if slices.ContainsFunc(p.Siblings, func(s StepSeen) bool { return s.Step == step }) {
-		return p.Siblings
-	}
-	return append(slices.Clip(p.Siblings), StepSeen{Step: step, State: Processing})
+	return append(slices.Clip(p.Siblings), StepSeen{Step: StepOf(p.Key.Step), State: Processing})
 }
 
 // CheckSiblings is the fence of a claim on the other records of its order
