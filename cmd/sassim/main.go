@@ -25,7 +25,7 @@ func main() {
 	keep := flag.Int("keep", 5, "failing seeds reported in full in a sweep")
 	swarm := flag.Bool("swarm", true, "draw each seed's fault mix from the seed (swarm testing); false: every seed on the default mix")
 	faults := flag.String("faults", "", "fault rates set on every seed's mix, KIND=RATE,... (kinds: death, ambiguous, send, alert, transient, refusal, lost: a probability; duplicate, jump: a weight)")
-	fanOutFailures := flag.Bool("fanout-failures", false, "fan-out seeds run the whole fault mix: elements fail, are undone, rescued and cancelled (docs/simulation.md)")
+	fanOutFailures := flag.Bool("fanout-failures", true, "fan-out seeds run the whole fault mix: elements fail, are undone, rescued and cancelled; false keeps them on the happy path (docs/simulation.md)")
 	flag.Parse()
 
 	// Checked before anything runs: a bad list is an error, not a sweep

@@ -37,11 +37,11 @@ import (
 //   - "undo before settled" (branches.go) counts elements in flight too.
 
 // fanOutFailures says whether fan-out seeds run the whole fault mix
-// (Config.FanOutFailures, sassim -fanout-failures): elements fail, are
-// undone, rescued and cancelled. Otherwise, the default while the
-// engine holes the whole mix finds are open (docs/simulation.md, "Open"),
+// (Config.FanOutFailures, on in every seed ForSeed draws): elements fail,
+// are undone, rescued and cancelled. Off (sassim -fanout-failures=false),
 // fan-out seeds are kept on the happy path: no remote fault, no clock
-// jump, no cancel, no burst, no undo of the fan-out step.
+// jump, no cancel, no burst, no undo of the fan-out step. The planted bugs
+// of its failure path turn it on whatever the configuration says.
 func (c Config) fanOutFailures() bool { return c.FanOutFailures || c.failureSabotage() }
 
 // Planted bugs of these rules (TestChecksCatchPlantedBugs).

@@ -80,8 +80,9 @@ type Config struct {
 	// (Config.fanning).
 	FanOut bool
 	// FanOutFailures: fan-out seeds run the whole mix (remote faults,
-	// clock jumps, cancels, bursts, an undo on the fan-out); otherwise
-	// they are kept on its happy path (fanout.go).
+	// clock jumps, cancels, bursts, an undo on the fan-out), as every
+	// seed ForSeed draws does; off, they are kept on its happy path
+	// (fanout.go; sassim -fanout-failures=false).
 	FanOutFailures bool
 	// Faults is the run's fault mix (faults.go): Swarm's draw for the
 	// seed, or DefaultFaults.
@@ -136,6 +137,8 @@ func ForSeed(seed int64) Config {
 		MaxEvents:     20000,
 		Forge:         r.IntN(4) == 0,
 		Faults:        Swarm(seed),
+		// Not a draw: every seed's other draws are as they were.
+		FanOutFailures: true,
 	}
 	cfg.Burst, cfg.ServiceTime = drawBurst(r) // the draws above are as before bursts
 	// Drawn last, so that every draw before it is the one a seed made
@@ -176,8 +179,8 @@ func (r Result) Replay() string {
 	default:
 		cmd += " -swarm=false -faults " + r.Config.Faults.String()
 	}
-	if r.Config.FanOutFailures {
-		cmd += " -fanout-failures"
+	if !r.Config.FanOutFailures {
+		cmd += " -fanout-failures=false"
 	}
 	return cmd
 }
