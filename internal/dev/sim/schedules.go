@@ -20,7 +20,8 @@ import (
 //     (the payload's "run" says which), checked once settled;
 //   - "skip not respected": under skip, a run's order is created only
 //     while every other run of the schedule has settled, checked at the
-//     write that creates it.
+//     write that creates it; a run an operator resubmitted or compensated
+//     is not counted (it acts beside the schedule: docs/schedules.md).
 
 const (
 	// SabotageRunTwice: the store makes a new order for each submission of
@@ -43,7 +44,7 @@ type schedWorld struct {
 	left    int                        // scheduled times still to fire
 	ticks   []time.Time                // the times fired, in order
 	runs    map[string]json.RawMessage // run order id → its payload
-	touched map[string]bool            // run orders an operator resubmitted
+	touched map[string]bool            // run orders an operator resubmitted or compensated
 	submits int                        // SabotageRunTwice's count
 }
 
