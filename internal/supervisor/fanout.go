@@ -1,0 +1,62 @@
+package supervisor
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/sas-go/sas/internal/sas"
+)
+
+// decideFanOutUndo is the decision on the due undo of a fan-out step (its
+// own record, lim.FanOut, Compensating and held). That undo is its
+// elements' undos, one at a time, each an agent request held to its own
+// deadline and rescued by itself (docs/decisions.md, "Fan-out elements are
+// records of their own"), so:
+//   - while an element is held (its undo running, or a marked element
+//     settling before any is undone), the step's undo is waited on until
+//     the latest of their deadlines, at least a pick-up timeout on: a chain
+//     of a thousand undos outlives the step's own deadline with nothing
+//     stalled, and no failure is counted;
+//   - otherwise the chain stopped between two elements (the handler that
+//     would claim the next died, and the message that would carry it on
+//     is gone): the step's undo is judged as a picked-up step's, since no
+//     request of its own can still be queued, and re-driven at its
+//     deadline (its dispatch claims the next element's undo), not at a
+//     delivery horizon days away.
+//
+// Whether the step is a fan-out comes from its limits: the index the sweep
+// pages through does not project the record's element count. A failed
+// read leaves the step to a later sweep (ok false).
+func (r *sweep) decideFanOutUndo(rec sas.StepRecord, lim sas.StepLimits, now time.Time) (d decision, ok bool) {
+	r.rep.Reads.Requests++ // the first page; a fan-out of more pages reads more
+	els, err := sas.AllElements(r.ctx, r.s.cfg.Store, rec.Key())
+	if err != nil {
+		r.s.cfg.Logger.LogAttrs(r.ctx, slog.LevelWarn, "reading a fan-out's elements; its undo is left to a later sweep",
+			stepAttrs(rec, slog.String("err", err.Error()))...)
+		return decision{}, false
+	}
+	until, held := now.Add(r.s.policy.PickupTimeout), -1
+	for _, e := range els {
+		if e.LockedBy == "" || (e.ProcessState != sas.Processing && e.ProcessState != sas.Compensating) {
+			continue
+		}
+		if _, held = sas.ElementOf(e.Step); e.DueAt.After(until) {
+			until = e.DueAt
+		}
+	}
+	if held >= 0 {
+		return decision{Action: wait, Failures: rec.FailureCount, Until: until,
+			Reason: fmt.Sprintf("its elements are undone one at a time, each held to its own deadline (element %d is held)", held)}, true
+	}
+	if rec.StartedAt.IsZero() {
+		rec.StartedAt = rec.UpdatedAt // no request of its own to wait for
+	}
+	return r.s.policy.decide(rec, lim, now), true
+}
+
+// fanOutUndo reports whether rec is the held undo of a fan-out step
+// (decideFanOutUndo), not one of its elements.
+func fanOutUndo(rec sas.StepRecord, lim sas.StepLimits) bool {
+	return lim.FanOut && rec.ProcessState == sas.Compensating && rec.LockedBy != "" && !sas.IsElement(rec.Step)
+}
