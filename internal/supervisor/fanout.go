@@ -27,8 +27,12 @@ import (
 //
 // Whether the step is a fan-out comes from its limits: the index the sweep
 // pages through does not project the record's element count. A failed
-// read leaves the step to a later sweep (ok false).
-func (r *sweep) decideFanOutUndo(rec sas.StepRecord, lim sas.StepLimits, now time.Time) (d decision, ok bool) {
+// read leaves the step to a later sweep (ok false); a store that keeps no
+// elements (no fan-out ran on it) leaves decided, the policy's decision.
+func (r *sweep) decideFanOutUndo(rec sas.StepRecord, lim sas.StepLimits, now time.Time, decided decision) (d decision, ok bool) {
+	if _, keeps := r.s.cfg.Store.(sas.FanOutStore); !keeps {
+		return decided, true
+	}
 	r.rep.Reads.Requests++ // the first page; a fan-out of more pages reads more
 	els, err := sas.AllElements(r.ctx, r.s.cfg.Store, rec.Key())
 	if err != nil {

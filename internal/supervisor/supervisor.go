@@ -372,7 +372,7 @@ func (r *sweep) act(rec sas.StepRecord, out *effects) {
 	}
 	d := r.s.policy.decide(seen, lim, now)
 	if d.Action != skip && fanOutUndo(seen, lim) {
-		if d, ok = r.decideFanOutUndo(seen, lim, now); !ok { // fanout.go
+		if d, ok = r.decideFanOutUndo(seen, lim, now, d); !ok { // fanout.go
 			return
 		}
 	}
