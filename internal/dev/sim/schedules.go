@@ -141,7 +141,7 @@ func (s *store) submitRun(ctx context.Context, p sas.SubmitParams) (sas.SubmitRe
 			if other == p.Order.OrderID || w.sch.touched[other] {
 				continue
 			}
-			if v, gerr := w.mem.GetOrder(context.Background(), other); gerr == nil && !v.Settled() {
+			if v, gerr := w.view(other); gerr == nil && !v.Settled() {
 				w.violate("skip not respected", "run %s of schedule %s started while run %s was in flight (%s)",
 					p.Order.OrderID, scheduleName, other, steps(v))
 			}
@@ -158,7 +158,7 @@ func (w *World) checkRuns() {
 		if _, ok := w.sch.runs[id]; !ok {
 			continue
 		}
-		v, err := w.mem.GetOrder(context.Background(), id)
+		v, err := w.view(id)
 		if err != nil {
 			continue
 		}

@@ -205,7 +205,7 @@ func newWorld(cfg Config) *World {
 	if cfg.callbacking() {
 		w.v1 = withCallback(w.v1, cfg.Seed) // callbacks.go
 		if cfg.agentToken() {
-			w.v1 = withAgentToken(w.v1, !cfg.waiting() && !cfg.branching()) // agenttoken.go
+			w.v1 = withAgentToken(w.v1) // agenttoken.go
 		}
 	}
 	if cfg.waiting() {
