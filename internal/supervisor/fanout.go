@@ -19,11 +19,13 @@ import (
 //     of a thousand undos outlives the step's own deadline with nothing
 //     stalled, and no failure is counted;
 //   - otherwise the chain stopped between two elements (the handler that
-//     would claim the next died, and the message that would carry it on
-//     is gone): the step's undo is judged as a picked-up step's, since no
-//     request of its own can still be queued, and re-driven at its
+//     would claim the next died or failed, and the message that would
+//     carry it on may be gone): the step's undo is re-driven at its
 //     deadline (its dispatch claims the next element's undo), not at a
-//     delivery horizon days away.
+//     delivery horizon days away, since it has no request of its own that
+//     could still be queued; and as a lost request's re-drive, with no
+//     failure counted: nothing of it ran that could fail (its elements
+//     count their own failures and are given up by their own policy).
 //
 // Whether the step is a fan-out comes from its limits: the index the sweep
 // pages through does not project the record's element count. A failed
@@ -53,10 +55,9 @@ func (r *sweep) decideFanOutUndo(rec sas.StepRecord, lim sas.StepLimits, now tim
 		return decision{Action: wait, Failures: rec.FailureCount, Until: until,
 			Reason: fmt.Sprintf("its elements are undone one at a time, each held to its own deadline (element %d is held)", held)}, true
 	}
-	if rec.StartedAt.IsZero() {
-		rec.StartedAt = rec.UpdatedAt // no request of its own to wait for
-	}
-	return r.s.policy.decide(rec, lim, now), true
+	return decision{Action: rescue, Lost: true, Failures: rec.FailureCount,
+		Reason: fmt.Sprintf("undo attempt %d holds none of its elements by its deadline %s: the chain of element undos stopped between two of them; re-driven, not a failure",
+			rec.Attempt, rec.DueAt.UTC().Format(time.RFC3339))}, true
 }
 
 // fanOutUndo reports whether rec is the held undo of a fan-out step

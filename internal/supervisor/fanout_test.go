@@ -71,8 +71,8 @@ func TestAnElementPastItsDeadlineIsRescuedThenGivenUp(t *testing.T) {
 // deadline, so the step's own undo claim outlives its deadline while the
 // chain runs (a thousand elements take a thousand undos). While an element
 // is held, the step's undo is waited on, not rescued: no failure counted,
-// no retry sent, never given up. Once nothing holds it, its deadline
-// counts again.
+// no retry sent, never given up. Once nothing holds it, it is re-driven
+// at its deadline, not at the delivery horizon, with no failure counted.
 func TestAFanOutsUndoIsNotRescuedWhileAnElementsUndoRuns(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -129,4 +129,7 @@ func TestAFanOutsUndoIsNotRescuedWhileAnElementsUndoRuns(t *testing.T) {
 		retried = retried || (m.Kind == sas.KindRetry && m.Retry.Step == 0)
 	}
 	require.True(t, retried, "the step's undo, held by no element, is rescued")
+	r := e.step(t, id, 0)
+	require.Empty(t, r.LockedBy, "handed back for a scheduler to claim again")
+	require.Zero(t, r.FailureCount, "as a lost request's re-drive: nothing of the step's own undo ran that could fail")
 }
