@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-lambda-go/events"
 	"github.com/stretchr/testify/require"
 
 	"github.com/sas-go/sas/internal/sas"
@@ -510,6 +511,24 @@ func TestAnElementsLatePickUpIsRecorded(t *testing.T) {
 	require.Equal(t, "ship", f.request().StepName)
 }
 
+// quoted runs order id of "lines" over n lines (window concurrency) past
+// quote: its fan-out started.
+func quoted(t *testing.T, window int, id string, lines int) *fixture {
+	t.Helper()
+	f := fanOutFixture(t, window)
+	f.deliver(linesIntake(id, lines, f.replyURL))
+	f.deliver(doneWith(f.request(), `{"quote":"Q-1"}`))
+	return f
+}
+
+// requireEnded requires that the last status posted is status.
+func requireEnded(t *testing.T, f *fixture, status string) {
+	t.Helper()
+	ss := f.statuses()
+	require.NotEmpty(t, ss)
+	require.Equal(t, status, ss[len(ss)-1].Status)
+}
+
 // claimedAgain reports whether element e was ever claimed past its first
 // attempt for its forward leg.
 func claimedAgain(e sas.StepRecord) bool {
@@ -521,26 +540,33 @@ func claimedAgain(e sas.StepRecord) bool {
 	return false
 }
 
+// stopDies runs order id of "lines" over n lines until its first window
+// (of window elements) is held, then refuses element 0 in a delivery whose
+// handler dies after the fan-out's stop, before its marks (its read of the
+// elements fails). It returns the held requests by index and that event.
+func stopDies(t *testing.T, window int, id string, n int) (*fixture, map[int]sas.AgentRequest, events.SQSEvent) {
+	t.Helper()
+	f := quoted(t, window, id, n)
+	held := runUntil(t, f, 0)
+	require.Len(t, held, window)
+	f.failLists(1)
+	ev := f.event(reply(held[0], sas.OutcomeFailed, "out of stock"))
+	require.Len(t, f.handle(ev), 1, "the stop's handler dies after the step's failure, before the marks")
+	require.Equal(t, sas.Error, f.view(id).Steps[1].ProcessState, "the fan-out stopped")
+	for i := 1; i < window; i++ {
+		require.False(t, f.element(id, i).Cancelled, "element %d is not marked yet", i)
+	}
+	return f, held, ev
+}
+
 // A stop whose handler died between the step's failure and its marks (its
 // read of the elements failed) is driven again by the failure's
 // redelivery: the elements in flight are marked then, the refusal is paged
 // once, and the order is undone as after a stop that ran whole.
 func TestAStopWhoseHandlerDiedBeforeTheMarksIsDrivenAgain(t *testing.T) {
 	t.Parallel()
-	f := fanOutFixture(t, 3)
 	const id = "o-stopdied"
-	f.deliver(linesIntake(id, 5, f.replyURL))
-	f.deliver(doneWith(f.request(), `{"quote":"Q-1"}`))
-	held := runUntil(t, f, 0)
-	require.Len(t, held, 3)
-
-	f.failLists(1)
-	ev := f.event(reply(held[0], sas.OutcomeFailed, "out of stock"))
-	require.Len(t, f.handle(ev), 1, "the stop's handler dies after the step's failure, before the marks")
-	require.Equal(t, sas.Error, f.view(id).Steps[1].ProcessState, "the fan-out stopped")
-	for i := 1; i < 3; i++ {
-		require.False(t, f.element(id, i).Cancelled, "element %d is not marked yet", i)
-	}
+	f, held, ev := stopDies(t, 3, id, 5)
 	require.Empty(t, f.alerts.all())
 
 	require.Empty(t, f.handle(ev), "the failure's redelivery")
@@ -557,8 +583,7 @@ func TestAStopWhoseHandlerDiedBeforeTheMarksIsDrivenAgain(t *testing.T) {
 	require.False(t, claimedAgain(f.element(id, 2)), "a marked element gets no next attempt")
 	order, _ := undoAll(t, f, id)
 	require.Equal(t, []int{2, 1, 0, -1}, order)
-	ss := f.statuses()
-	require.Equal(t, sas.StatusCompensated, ss[len(ss)-1].Status)
+	requireEnded(t, f, sas.StatusCompensated)
 	ids := map[string]bool{}
 	for _, a := range f.alerts.all() {
 		ids[a.ID] = true
@@ -573,16 +598,8 @@ func TestAStopWhoseHandlerDiedBeforeTheMarksIsDrivenAgain(t *testing.T) {
 // rest (its first attempt may have taken effect).
 func TestNoElementIsClaimedAfterItsFanOutStopped(t *testing.T) {
 	t.Parallel()
-	f := fanOutFixture(t, 2)
 	const id = "o-fenced"
-	f.deliver(linesIntake(id, 4, f.replyURL))
-	f.deliver(doneWith(f.request(), `{"quote":"Q-1"}`))
-	held := runUntil(t, f, 0)
-	require.Len(t, held, 2)
-
-	f.failLists(1)
-	require.Len(t, f.handle(f.event(reply(held[0], sas.OutcomeFailed, "out of stock"))), 1, "the stop's handler dies before the marks")
-	require.False(t, f.element(id, 1).Cancelled)
+	f, held, _ := stopDies(t, 2, id, 4)
 
 	f.deliver(reply(held[1], sas.OutcomeTransient, "timeout"))
 	e := f.element(id, 1)
@@ -631,8 +648,7 @@ func TestARedeliveryAfterTheStopSendsTheElementsNeverSent(t *testing.T) {
 	f.deliver(reply(again[2], sas.OutcomeFailed, "no such sku"))
 	order, _ := undoAll(t, f, id)
 	require.Equal(t, []int{2, 1, 0, -1}, order)
-	ss := f.statuses()
-	require.Equal(t, sas.StatusCompensated, ss[len(ss)-1].Status)
+	requireEnded(t, f, sas.StatusCompensated)
 }
 
 // The handling of an element's undo reply that completed its fan-out's
@@ -640,10 +656,8 @@ func TestARedeliveryAfterTheStopSendsTheElementsNeverSent(t *testing.T) {
 // request; the reply's redelivery sends it (the simulator's seed 817).
 func TestARedeliveredElementUndoSendsTheNextUndo(t *testing.T) {
 	t.Parallel()
-	f := fanOutFixture(t, 1)
 	const id = "o-nextundo"
-	f.deliver(linesIntake(id, 1, f.replyURL))
-	f.deliver(doneWith(f.request(), `{"quote":"Q-1"}`))
+	f := quoted(t, 1, id, 1)
 	f.deliver(reply(f.request(), sas.OutcomeFailed, "out of stock"))
 	undo := f.request()
 	require.True(t, undo.Compensation)
@@ -659,8 +673,7 @@ func TestARedeliveredElementUndoSendsTheNextUndo(t *testing.T) {
 	require.True(t, next.Compensation)
 	require.Equal(t, "quote", next.StepName)
 	f.deliver(done(next))
-	ss := f.statuses()
-	require.Equal(t, sas.StatusCompensated, ss[len(ss)-1].Status)
+	requireEnded(t, f, sas.StatusCompensated)
 }
 
 // The handling of an element's failure claimed its undo (its fan-out's
@@ -669,10 +682,8 @@ func TestARedeliveredElementUndoSendsTheNextUndo(t *testing.T) {
 // seed 136).
 func TestARedeliveredElementFailureSendsItsUndo(t *testing.T) {
 	t.Parallel()
-	f := fanOutFixture(t, 1)
 	const id = "o-elemundo"
-	f.deliver(linesIntake(id, 1, f.replyURL))
-	f.deliver(doneWith(f.request(), `{"quote":"Q-1"}`))
+	f := quoted(t, 1, id, 1)
 	el := f.request()
 	f.failNextSends(f.agentURL, 1)
 	ev := f.event(reply(el, sas.OutcomeFailed, "out of stock"))
