@@ -230,6 +230,8 @@ func (s *Service) elementRefused(ctx context.Context, u *outbox.Unit, o order, d
 		// running (stopped, cancelled): the element settles alone
 		// (fanoutstop.go).
 		return s.elementDoneStopped(ctx, u, o, rep, result, s.cfg.Clock.Now())
+	case re.Current != nil && re.Key == p.Key && undoClaimedSince(*re.Current, rep):
+		return s.undoGoesOn(ctx, u, o, rep, s.cfg.Clock.Now()) // fanoutstop.go
 	case re.Current == nil || re.Key != p.Key || classify(*re.Current, rep) != replyDoneAgain:
 		s.log.InfoContext(ctx, "stale element reply ignored", "order", rep.OrderID, "element", rep.Step, "attempt", rep.Attempt)
 		return nil

@@ -98,13 +98,8 @@ func (s *Service) elementFailed(ctx context.Context, u *outbox.Unit, o order, re
 			failed = cur
 		case cur.Cancelled && heldFor(cur, rep):
 			failed = cur // unreachable: a marked element's failure is written above
-		case cur.ProcessState == sas.Compensating && cur.Attempt == rep.Attempt+1:
-			// Its undo was claimed since, by this failure's first delivery
-			// perhaps, which may have died before sending it: the fan-out's
-			// undo goes on from here (a redelivery sends it again; the
-			// simulator's seed 136 with -fanout-failures).
-			s.log.InfoContext(ctx, "element failure after its undo was claimed: the fan-out's undo goes on", "order", rep.OrderID, "element", rep.Step)
-			return s.fanOutSettled(ctx, u, o, fanOutKey(rep.OrderID, rep.Step), now)
+		case undoClaimedSince(cur, rep):
+			return s.undoGoesOn(ctx, u, o, rep, now)
 		default:
 			s.log.InfoContext(ctx, "stale element failure ignored", "order", rep.OrderID, "element", rep.Step, "attempt", rep.Attempt,
 				"state", cur.ProcessState, "currentAttempt", cur.Attempt)
@@ -120,6 +115,23 @@ func (s *Service) elementFailed(ctx context.Context, u *outbox.Unit, o order, re
 	}
 	return s.stopFanOut(ctx, u, o, fanOutKey(rep.OrderID, rep.Step),
 		fmt.Sprintf("element %d failed: %s", index, failed.LastError), failed.Rejected, now)
+}
+
+// undoClaimedSince reports whether element cur, as a write refused to
+// reply rep found it, has had its undo claimed since rep's attempt.
+func undoClaimedSince(cur sas.StepRecord, rep sas.AgentReply) bool {
+	return cur.ProcessState == sas.Compensating && cur.Attempt == rep.Attempt+1 && !rep.Compensation
+}
+
+// undoGoesOn handles an element's reply (its failure, its success) that
+// finds the element's undo claimed since (undoClaimedSince): this reply's
+// first delivery may have claimed it, through its fan-out's compensation,
+// and died before sending it, so the fan-out's undo goes on from here (a
+// redelivery sends it again: the simulator's seeds 136 and 3310).
+func (s *Service) undoGoesOn(ctx context.Context, u *outbox.Unit, o order, rep sas.AgentReply, now time.Time) error {
+	s.log.InfoContext(ctx, "element reply after its undo was claimed: the fan-out's undo goes on", "order", rep.OrderID, "element", rep.Step,
+		"attempt", rep.Attempt, "outcome", rep.Outcome)
+	return s.fanOutSettled(ctx, u, o, fanOutKey(rep.OrderID, rep.Step), now)
 }
 
 // elementGaveUp makes the effects of the give-up of element rec (by the

@@ -695,3 +695,27 @@ func TestARedeliveredElementFailureSendsItsUndo(t *testing.T) {
 	order, _ := undoAll(t, f, id)
 	require.Equal(t, []int{0, -1}, order)
 }
+
+// An element's success after its fan-out stopped completes it alone; the
+// last to settle starts the compensation, whose first claim is that
+// element's undo: the handling died before the undo's request. The
+// success's redelivery, finding the element being undone, sends it (the
+// simulator's seed 3310).
+func TestARedeliveredElementSuccessSendsItsUndo(t *testing.T) {
+	t.Parallel()
+	const id = "o-doneundo"
+	f := quoted(t, 2, id, 3)
+	held := runUntil(t, f, 0)
+	f.deliver(reply(held[0], sas.OutcomeFailed, "out of stock"))
+	require.True(t, f.element(id, 1).Cancelled)
+	f.failNextSends(f.agentURL, 1)
+	ev := f.event(doneWith(held[1], `{"held":"SKU-1"}`))
+	require.Len(t, f.handle(ev), 1, "element 1's undo request is not sent")
+	require.Equal(t, sas.Compensating, f.element(id, 1).ProcessState)
+	require.Empty(t, f.requests())
+
+	require.Empty(t, f.handle(ev), "the redelivery")
+	order, _ := undoAll(t, f, id)
+	require.Equal(t, []int{1, 0, -1}, order)
+	requireEnded(t, f, sas.StatusCompensated)
+}
