@@ -41,6 +41,7 @@ func (st *Store) StartFanOut(ctx context.Context, p sas.StartFanOutParams) ([]sa
 	u := newUpdate()
 	held(&u, sas.Processing, p.Owner, p.Attempt)
 	fanOutNotStarted(&u)
+	notCancelled(&u) // a marked step starts no element (sas.StartFanOut)
 	u.set(attrForEachCount, ni(p.Count))
 	u.set(attrForEachDone, ni(0))
 	u.remove(attrCompleteBy, attrWaitingSince, attrStartedAt, attrIdxPK, attrIdxSK)

@@ -68,11 +68,13 @@ func (p StartFanOutParams) Check() error {
 }
 
 // StartFanOut is the fan-out step's part of StartFanOutParams: fenced on
-// its holder and attempt, it takes the count and leaves the index (its
-// elements carry the deadlines); it keeps its holder, whose completion of
-// the step, when the last element is done, is fenced on it.
+// its holder and attempt, and on no cancel's mark (a step its order's
+// cancel marked before its fan-out started starts no element), it takes
+// the count and leaves the index (its elements carry the deadlines); it
+// keeps its holder, whose completion of the step, when the last element is
+// done, is fenced on it.
 func StartFanOut(r StepRecord, p StartFanOutParams) (StepRecord, error) {
-	if !heldBy(r, Processing, p.Owner, p.Attempt) || r.ForEachCount != 0 {
+	if !heldBy(r, Processing, p.Owner, p.Attempt) || r.ForEachCount != 0 || r.Cancelled {
 		return r, race("start fan-out", r)
 	}
 	r.ForEachCount, r.ForEachDone = p.Count, 0

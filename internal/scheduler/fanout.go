@@ -88,6 +88,8 @@ func (s *Service) startFanOut(ctx context.Context, u *outbox.Unit, o order, def 
 		return err
 	}
 	switch {
+	case r.Cancelled:
+		return s.cancelledBeforeStart(ctx, u, o, def, r)
 	case why != "":
 		// As a condition that cannot be evaluated: for good, nothing ran.
 		return s.settleStep(ctx, u, o, def, r, sas.AgentReply{Outcome: sas.OutcomeFailed, Reason: why, ErrorType: sas.ErrorForEachItems})
@@ -109,6 +111,9 @@ func (s *Service) startFanOut(ctx context.Context, u *outbox.Unit, o order, def 
 		// whose retry was refused: its elements' history shows p.Now):
 		// those of the elements not picked up go again.
 		return s.resendElements(ctx, u, o, def, r.Key(), p.Now)
+	case errors.As(err, &re) && re.Current != nil && re.Current.Key() == r.Key() && re.Current.ForEachCount == 0 &&
+		re.Current.Cancelled && heldAs(*re.Current, r):
+		return s.cancelledBeforeStart(ctx, u, o, def, *re.Current)
 	case err != nil:
 		return fmt.Errorf("starting the fan-out of step %s: %w", r.Key(), err)
 	}
@@ -117,6 +122,23 @@ func (s *Service) startFanOut(ctx context.Context, u *outbox.Unit, o order, def 
 		s.dispatch(ctx, u, o, def, e)
 	}
 	return nil
+}
+
+// heldAs reports whether cur is still held as r was: the same attempt,
+// Processing, by the same holder.
+func heldAs(cur, r sas.StepRecord) bool {
+	return cur.ProcessState == sas.Processing && cur.Attempt == r.Attempt && cur.LockedBy == r.LockedBy
+}
+
+// cancelledBeforeStart settles claimed fan-out step r, which its order's
+// cancel marked before its fan-out started (sas.StartFanOut refuses a
+// marked step): no element ran, and none starts; the step fails as a
+// cancelled step whose attempt failed (no page; its order's compensation,
+// in which its undo has no element to undo).
+func (s *Service) cancelledBeforeStart(ctx context.Context, u *outbox.Unit, o order, def sas.StepDef, r sas.StepRecord) error {
+	s.log.InfoContext(ctx, "fan-out cancelled before it started: no element runs", "order", o.id(), "step", r.Step)
+	return s.settleStep(ctx, u, o, def, r, sas.AgentReply{Outcome: sas.OutcomeFailed,
+		Reason: "cancelled before its fan-out started: no element ran"})
 }
 
 // resendElements sends again the requests of step key's elements held and

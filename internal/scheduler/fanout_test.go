@@ -16,6 +16,13 @@ import (
 
 // The test stores pass the fan-out port through to the in-memory store.
 func (s *faultyStore) StartFanOut(ctx context.Context, p sas.StartFanOutParams) ([]sas.StepRecord, error) {
+	s.mu.Lock()
+	before := s.beforeStart
+	s.beforeStart = nil
+	s.mu.Unlock()
+	if before != nil {
+		before()
+	}
 	return s.StateStore.(sas.FanOutStore).StartFanOut(ctx, p)
 }
 func (s *faultyStore) CompleteElement(ctx context.Context, p sas.CompleteElementParams) ([]sas.StepRecord, error) {

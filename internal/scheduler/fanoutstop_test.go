@@ -719,3 +719,31 @@ func TestARedeliveredElementSuccessSendsItsUndo(t *testing.T) {
 	require.Equal(t, []int{1, 0, -1}, order)
 	requireEnded(t, f, sas.StatusCompensated)
 }
+
+// A cancel that marks the fan-out step between its claim and its start
+// (here, just before the start's write): no element starts, the step fails
+// as cancelled with nothing of it to undo, and the order is undone and
+// ends Cancelled, unpaged.
+func TestAFanOutMarkedBeforeItStartsStartsNoElement(t *testing.T) {
+	t.Parallel()
+	const id = "o-markedstart"
+	f := fanOutFixture(t, 2)
+	f.deliver(linesIntake(id, 3, f.replyURL))
+	quote := f.request()
+	f.store.mu.Lock()
+	f.store.beforeStart = func() {
+		now := f.clock.Now()
+		_, err := f.mem.Cancel(f.ctx, sas.CancelParams{Key: sas.StepKey{OrderID: id, Step: 1}, From: sas.Processing, Attempt: 1, Now: now,
+			Actor: "operator", Reason: "changed my mind"})
+		require.NoError(t, err)
+	}
+	f.store.mu.Unlock()
+	f.deliver(doneWith(quote, `{"quote":"Q-1"}`))
+	_, err := f.mem.GetStep(f.ctx, elementKey(id, 0))
+	require.ErrorIs(t, err, sas.ErrNotFound, "no element started")
+	order, _ := undoAll(t, f, id)
+	require.Equal(t, []int{-1}, order, "quote's undo alone")
+	require.Equal(t, sas.Cancelled, f.view(id).State())
+	requireEnded(t, f, sas.StatusCancelled)
+	require.Empty(t, f.alerts.all())
+}

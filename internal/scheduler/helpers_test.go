@@ -87,6 +87,9 @@ type faultyStore struct {
 	// listFails fails the next reads of a fan-out's elements
 	// (fanoutstop_test.go): a handler that dies at that read.
 	listFails int
+	// beforeStart, when set, runs once before the next start of a
+	// fan-out (fanoutstop_test.go).
+	beforeStart func()
 }
 
 func (s *faultyStore) fault(id string) error {

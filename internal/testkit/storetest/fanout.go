@@ -324,3 +324,28 @@ func testElementClaimFencedOnItsFanOut(t *testing.T, h Harness) {
 	require.NoError(t, err)
 	refused(els[0], k, sas.Processing, "no element starts after its order was cancelled")
 }
+
+// testFanOutOfAMarkedStepDoesNotStart: a claimed fan-out step that its
+// order's cancel marked before its start starts no element: StartFanOut
+// loses the race to the mark, and nothing of it is written.
+func testFanOutOfAMarkedStepDoesNotStart(t *testing.T, h Harness) {
+	s := h.New(t).Store
+	fs, ok := s.(sas.FanOutStore)
+	if !ok {
+		t.Skipf("%T keeps no fan-out elements", s)
+	}
+	submit(t, s, "o-markedfan", 1)
+	k := key("o-markedfan", 0)
+	claim(t, s, k, 0, "a", T0, at(time.Minute))
+	_, err := s.Cancel(ctx, sas.CancelParams{Key: k, From: sas.Processing, Attempt: 1, Now: at(time.Second), Actor: "op", Reason: "cancel"})
+	require.NoError(t, err)
+	_, err = fs.StartFanOut(ctx, sas.StartFanOutParams{Key: k, Owner: "a", Attempt: 1, Now: at(2 * time.Second), Count: 2, StepName: "step0",
+		Claims: []sas.ElementClaim{{Index: 0, Item: json.RawMessage(`0`), CompleteBy: at(time.Minute)}, {Index: 1, Item: json.RawMessage(`1`), CompleteBy: at(time.Minute)}}})
+	require.ErrorIs(t, err, sas.ErrLostRace, "a marked step starts no element")
+	st, err := s.GetStep(ctx, k)
+	require.NoError(t, err)
+	require.Zero(t, st.ForEachCount)
+	page, err := fs.ListElements(ctx, sas.ListElementsParams{Key: k})
+	require.NoError(t, err)
+	require.Empty(t, page.Records)
+}

@@ -130,6 +130,7 @@ func Run(t *testing.T, h Harness) {
 		{"FanOutCountsNoMoreThanItsElements", testFanOutCountsNoMoreThanItsElements},
 		{"FanOutStopAndUndo", testFanOutStopAndUndo},
 		{"ElementClaimFencedOnItsFanOut", testElementClaimFencedOnItsFanOut},
+		{"FanOutOfAMarkedStepDoesNotStart", testFanOutOfAMarkedStepDoesNotStart},
 
 		// choices: the steps an order passes over (skip.go)
 		{"CompleteSkipsInItsWrite", testCompleteSkips},
