@@ -88,7 +88,7 @@ func (s *Service) startFanOut(ctx context.Context, u *outbox.Unit, o order, def 
 		return err
 	}
 	switch {
-	case r.Cancelled:
+	case r.Cancelled && r.ForEachCount == 0:
 		return s.cancelledBeforeStart(ctx, u, o, def, r)
 	case why != "":
 		// As a condition that cannot be evaluated: for good, nothing ran.

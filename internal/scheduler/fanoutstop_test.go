@@ -747,3 +747,27 @@ func TestAFanOutMarkedBeforeItStartsStartsNoElement(t *testing.T) {
 	requireEnded(t, f, sas.StatusCancelled)
 	require.Empty(t, f.alerts.all())
 }
+
+// A fan-out that started, whose start's handling died before its
+// elements' requests, and that its order's cancel marked since: the
+// redelivery sends its elements' requests again (they are in flight, to
+// settle as the cancel's rule says), and does not take the step for one
+// that never started (the simulator's seed 5246).
+func TestAStartedFanOutMarkedSinceResendsItsElements(t *testing.T) {
+	t.Parallel()
+	const id = "o-markedlater"
+	f := fanOutFixture(t, 2)
+	f.deliver(linesIntake(id, 3, f.replyURL))
+	quote := f.request()
+	f.failNextSends(f.agentURL, 1)
+	ev := f.event(doneWith(quote, `{"quote":"Q-1"}`))
+	require.Len(t, f.handle(ev), 1, "the elements' requests are not sent")
+	require.Empty(t, f.requests())
+	_, err := f.mem.Cancel(f.ctx, sas.CancelParams{Key: sas.StepKey{OrderID: id, Step: 1}, From: sas.Processing, Attempt: 1, Now: f.clock.Now(),
+		Actor: "operator", Reason: "changed my mind"})
+	require.NoError(t, err)
+
+	require.Empty(t, f.handle(ev), "the redelivery")
+	require.Len(t, f.requests(), 2, "both elements of the window are requested again")
+	require.Equal(t, sas.Processing, f.view(id).Steps[1].ProcessState, "the fan-out runs until its elements settle")
+}
