@@ -2,8 +2,10 @@ package agenthost_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -11,8 +13,10 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sas-go/sas/internal/agenthost"
 	"github.com/sas-go/sas/internal/config"
 	"github.com/sas-go/sas/internal/sas"
+	"github.com/sas-go/sas/internal/sizing"
 )
 
 // A request on its receive past MaxDeliveries, one before its queue's
@@ -79,6 +83,138 @@ func TestALateRequestIsHandedBackBeforeTheBatchRuns(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, left, 1, "order-late's message deleted at once; order-run's comes back")
 	require.Contains(t, left[0].Body, "order-run")
+
+	unblock()
+	<-done
+}
+
+// Issue 31: a request's instances die on every receive, and most of its
+// receives never reach a handler at all (an invocation gone, or throttled,
+// after its poller received the batch); SQS counts them all the same. Of
+// the seven receives from the one past MaxDeliveries on (the fourth to the
+// queue's tenth, sizing.MaxReceiveCount), whichever single one reaches a
+// handler hands the request back to the scheduler and deletes it, so it is
+// sent again rather than dead-lettered (docs/decisions.md, "Ten receives
+// before a dead letter").
+func TestALateRequestIsHandedBackWhateverReceivesDied(t *testing.T) {
+	t.Parallel()
+	const chances = 7 // receives on which a late request can be handed back
+	first := agenthost.DefaultMaxDeliveries + 1
+	for reached := first; reached < first+chances; reached++ {
+		t.Run(fmt.Sprintf("receive %d reaches a handler", reached), func(t *testing.T) {
+			t.Parallel()
+			r := newRig(t, rigOptions{})
+			q, err := r.queue.CreateQueue(t.Context(), sas.CreateQueueParams{
+				Name: "agent", MaxReceiveCount: sizing.MaxReceiveCount, Attributes: map[string]string{"VisibilityTimeout": "270"},
+			})
+			require.NoError(t, err)
+			svc, err := r.deployed(config.Config{SchedulerQueueURL: r.replyURL, PaymentsURL: r.simURL, AgentQueueURL: q.URL, StepTimeout: 30 * time.Second})
+			require.NoError(t, err)
+			_, err = r.queue.Send(t.Context(), sas.SendParams{QueueURL: q.URL, Messages: []sas.OutboundMessage{
+				{ID: "1", Body: sas.Encode(request("order-dying"))},
+			}})
+			require.NoError(t, err)
+
+			for {
+				got, err := r.queue.Receive(t.Context(), sas.ReceiveParams{QueueURL: q.URL, Max: 1})
+				require.NoError(t, err)
+				if len(got) == 0 {
+					break // handed back and deleted, or dead-lettered
+				}
+				if m := got[0]; m.ReceiveCount == reached {
+					_, err := svc.Handle(t.Context(), events.SQSEvent{Records: []events.SQSMessage{{
+						MessageId: m.MessageID, ReceiptHandle: m.Receipt, Body: m.Body, EventSource: "aws:sqs",
+						Attributes: map[string]string{"ApproximateReceiveCount": strconv.Itoa(m.ReceiveCount)}}}})
+					require.NoError(t, err) // and its instance dies: the event source acknowledges nothing
+				} // otherwise the receive never reaches a handler
+				r.fake.Advance(time.Hour) // past its visibility
+			}
+
+			dead, err := r.queue.Receive(t.Context(), sas.ReceiveParams{QueueURL: q.DLQURL, Max: 10})
+			require.NoError(t, err)
+			require.Empty(t, dead, "nothing dead-lettered")
+			msgs, err := r.queue.Receive(t.Context(), sas.ReceiveParams{QueueURL: r.replyURL, Max: 10})
+			require.NoError(t, err)
+			require.Len(t, msgs, 1)
+			var rt sas.Retry
+			require.NoError(t, json.Unmarshal([]byte(msgs[0].Body), &rt))
+			require.True(t, rt.Kind == sas.KindRetry && rt.Requeue && rt.OrderID == "order-dying", "handed back: %s", msgs[0].Body)
+		})
+	}
+}
+
+// Issue 31: a redelivered request answered while another request of its
+// batch is still at work (a call that hangs runs to its deadline) has its
+// message deleted as soon as its reply is out, not when the batch ends: an
+// instance killed meanwhile would leave it for redelivery with the slow
+// one, and the batch was received together, and cut together, until every
+// request of it was dead-lettered. A first delivery is left to the event
+// source (the happy path's requests are unchanged).
+func TestAnAnsweredRedeliveryIsDeletedBeforeItsBatchEnds(t *testing.T) {
+	t.Parallel()
+	entered, release := make(chan struct{}, 1), make(chan struct{})
+	r := newRig(t, rigOptions{remote: http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if strings.HasPrefix(req.Header.Get("Idempotency-Key"), "order-held") {
+			entered <- struct{}{}
+			<-release
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"ok":true}`))
+	})})
+	var once sync.Once
+	unblock := func() { once.Do(func() { close(release) }) }
+	t.Cleanup(unblock)
+	q, err := r.queue.CreateQueue(t.Context(), sas.CreateQueueParams{
+		Name: "agent", MaxReceiveCount: sizing.MaxReceiveCount, Attributes: map[string]string{"VisibilityTimeout": "270"},
+	})
+	require.NoError(t, err)
+	svc, err := r.deployed(config.Config{SchedulerQueueURL: r.replyURL, PaymentsURL: r.simURL, AgentQueueURL: q.URL, StepTimeout: 30 * time.Second})
+	require.NoError(t, err)
+	_, err = r.queue.Send(t.Context(), sas.SendParams{QueueURL: q.URL, Messages: []sas.OutboundMessage{
+		{ID: "1", Body: sas.Encode(request("order-done"))}, {ID: "2", Body: sas.Encode(request("order-first"))},
+		{ID: "3", Body: sas.Encode(request("order-held"))},
+	}})
+	require.NoError(t, err)
+	got, err := r.queue.Receive(t.Context(), sas.ReceiveParams{QueueURL: q.URL, Max: 10})
+	require.NoError(t, err)
+	require.Len(t, got, 3)
+	ev := events.SQSEvent{}
+	for _, m := range got {
+		receives := 2 // redeliveries
+		if strings.Contains(m.Body, "order-first") {
+			receives = 1
+		}
+		ev.Records = append(ev.Records, events.SQSMessage{MessageId: m.MessageID, ReceiptHandle: m.Receipt, Body: m.Body,
+			EventSource: "aws:sqs", Attributes: map[string]string{"ApproximateReceiveCount": strconv.Itoa(receives)}})
+	}
+
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_, _ = svc.Handle(t.Context(), ev)
+	}()
+	<-entered // order-held's call hangs
+	require.Eventually(t, func() bool {
+		d, err := r.queue.Depth(t.Context(), q.URL)
+		require.NoError(t, err)
+		replies, err := r.queue.Depth(t.Context(), r.replyURL)
+		require.NoError(t, err)
+		return d.Total() == 2 && replies.Total() == 2
+	}, 10*time.Second, 10*time.Millisecond, "both replies out, and one message deleted") // waits on the linger, not on time passing
+	// The instance is killed here: nothing else of the batch happens.
+	r.fake.Advance(time.Hour) // past every visibility timeout
+	left, err := r.queue.Receive(t.Context(), sas.ReceiveParams{QueueURL: q.URL, Max: 10})
+	require.NoError(t, err)
+	var orders []string
+	for _, m := range left {
+		var req sas.AgentRequest
+		require.NoError(t, json.Unmarshal([]byte(m.Body), &req))
+		orders = append(orders, req.OrderID)
+	}
+	require.ElementsMatch(t, []string{"order-first", "order-held"}, orders,
+		"order-done's message deleted once answered; a first delivery's and the unanswered one's come back")
 
 	unblock()
 	<-done

@@ -63,7 +63,7 @@ func (w *World) fates(m *message) string {
 // of a request received more often than their MaxDeliveries).
 func renewFrom(q *queue) int {
 	if q.consumer == "scheduler" {
-		return max(q.maxReceives-2, 1)
+		return scheduler.RenewFrom(q.maxReceives)
 	}
 	return agentMaxDeliveries
 }
