@@ -285,3 +285,23 @@ func TestJudgeCompensationWithBranchesIsNewestCompletionFirst(t *testing.T) {
 	require.Len(t, got, 1)
 	require.Contains(t, got[0], "step 0 was undone before step 1")
 }
+
+// MissingAlerts is Judge's alert rule alone: what the settled orders owe and
+// the alerts do not hold, as Judge words it; an order not settled owes
+// nothing yet.
+func TestMissingAlertsIsJudgesRule(t *testing.T) {
+	t.Parallel()
+	reg, err := registry.Default(8 * time.Second)
+	require.NoError(t, err)
+	running := refusedPayment("o-run")
+	running.Steps[0].ProcessState, running.Steps[0].History = sas.Processing, running.Steps[0].History[:1]
+	views := map[string]sas.OrderView{"o-1": refusedPayment("o-1"), "o-2": refusedPayment("o-2"), "o-run": running}
+	alerts := []sas.Alert{{OrderID: "o-2", Step: 0, State: sas.Error, Attempts: 1}}
+	missing := judge.MissingAlerts(views, alerts)
+	require.Equal(t, []string{"o-1 step 0 entered Error at attempt 1: no alert"}, missing)
+	got := judge.Judge(judge.Evidence{IDs: []string{"o-1", "o-2"}, Views: views, Registry: reg, Alerts: alerts,
+		Calls: map[string][]remotesim.Call{"o-1:0": {{Key: "o-1:0", Fault: remotesim.FaultPermanent}}, "o-2:0": {{Key: "o-2:0", Fault: remotesim.FaultPermanent}}}},
+		judge.JudgeRules{})
+	require.Equal(t, missing, got.Alerts)
+	require.Empty(t, judge.MissingAlerts(views, append(alerts, sas.Alert{OrderID: "o-1", Step: 0, State: sas.Error, Attempts: 1})))
+}
