@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sas-go/sas/agent"
 	"github.com/sas-go/sas/internal/agenthost"
 	"github.com/sas-go/sas/internal/config"
 	"github.com/sas-go/sas/internal/sas"
@@ -20,7 +21,7 @@ import (
 )
 
 // A request on its receive past MaxDeliveries, one before its queue's
-// maxReceiveCount (the construct's 5), is handed back and its message
+// maxReceiveCount (5 in this test's queue), is handed back and its message
 // deleted before the batch runs anything: an instance killed while it runs
 // another request of the batch (here held at the remote) has handed it
 // back already, so the request is not lost to the dead-letter queue, where
@@ -37,28 +38,16 @@ func TestALateRequestIsHandedBackBeforeTheBatchRuns(t *testing.T) {
 	var once sync.Once
 	unblock := func() { once.Do(func() { close(release) }) }
 	t.Cleanup(unblock) // before the remote's server closes (cleanups run last first)
-	q, err := r.queue.CreateQueue(t.Context(), sas.CreateQueueParams{
-		Name: "agent", MaxReceiveCount: 5, Attributes: map[string]string{"VisibilityTimeout": "270"},
-	})
-	require.NoError(t, err)
-	svc, err := r.deployed(config.Config{SchedulerQueueURL: r.replyURL, PaymentsURL: r.simURL, AgentQueueURL: q.URL, StepTimeout: 30 * time.Second})
-	require.NoError(t, err)
-	_, err = r.queue.Send(t.Context(), sas.SendParams{QueueURL: q.URL, Messages: []sas.OutboundMessage{
-		{ID: "1", Body: sas.Encode(request("order-run"))}, {ID: "2", Body: sas.Encode(request("order-late"))},
-	}})
-	require.NoError(t, err)
+	q, svc := r.queued(t, 5, "order-run", "order-late")
 	got, err := r.queue.Receive(t.Context(), sas.ReceiveParams{QueueURL: q.URL, Max: 10})
 	require.NoError(t, err)
 	require.Len(t, got, 2)
-	ev := events.SQSEvent{}
-	for i, m := range got {
-		receives := 1 // order-run's first delivery
-		if i == 1 {
-			receives = 4 // order-late's fourth: one before maxReceiveCount
+	ev := received(got, func(m sas.InboundMessage) int {
+		if strings.Contains(m.Body, "order-late") {
+			return 4 // order-late's fourth: one before maxReceiveCount
 		}
-		ev.Records = append(ev.Records, events.SQSMessage{MessageId: m.MessageID, ReceiptHandle: m.Receipt, Body: m.Body,
-			EventSource: "aws:sqs", Attributes: map[string]string{"ApproximateReceiveCount": strconv.Itoa(receives)}})
-	}
+		return 1 // order-run's first delivery
+	})
 
 	done := make(chan struct{})
 	go func() {
@@ -104,16 +93,7 @@ func TestALateRequestIsHandedBackWhateverReceivesDied(t *testing.T) {
 		t.Run(fmt.Sprintf("receive %d reaches a handler", reached), func(t *testing.T) {
 			t.Parallel()
 			r := newRig(t, rigOptions{})
-			q, err := r.queue.CreateQueue(t.Context(), sas.CreateQueueParams{
-				Name: "agent", MaxReceiveCount: sizing.MaxReceiveCount, Attributes: map[string]string{"VisibilityTimeout": "270"},
-			})
-			require.NoError(t, err)
-			svc, err := r.deployed(config.Config{SchedulerQueueURL: r.replyURL, PaymentsURL: r.simURL, AgentQueueURL: q.URL, StepTimeout: 30 * time.Second})
-			require.NoError(t, err)
-			_, err = r.queue.Send(t.Context(), sas.SendParams{QueueURL: q.URL, Messages: []sas.OutboundMessage{
-				{ID: "1", Body: sas.Encode(request("order-dying"))},
-			}})
-			require.NoError(t, err)
+			q, svc := r.queued(t, sizing.MaxReceiveCount, "order-dying")
 
 			for {
 				got, err := r.queue.Receive(t.Context(), sas.ReceiveParams{QueueURL: q.URL, Max: 1})
@@ -121,10 +101,8 @@ func TestALateRequestIsHandedBackWhateverReceivesDied(t *testing.T) {
 				if len(got) == 0 {
 					break // handed back and deleted, or dead-lettered
 				}
-				if m := got[0]; m.ReceiveCount == reached {
-					_, err := svc.Handle(t.Context(), events.SQSEvent{Records: []events.SQSMessage{{
-						MessageId: m.MessageID, ReceiptHandle: m.Receipt, Body: m.Body, EventSource: "aws:sqs",
-						Attributes: map[string]string{"ApproximateReceiveCount": strconv.Itoa(m.ReceiveCount)}}}})
+				if got[0].ReceiveCount == reached {
+					_, err := svc.Handle(t.Context(), received(got, func(m sas.InboundMessage) int { return m.ReceiveCount }))
 					require.NoError(t, err) // and its instance dies: the event source acknowledges nothing
 				} // otherwise the receive never reaches a handler
 				r.fake.Advance(time.Hour) // past its visibility
@@ -166,29 +144,16 @@ func TestAnAnsweredRedeliveryIsDeletedBeforeItsBatchEnds(t *testing.T) {
 	var once sync.Once
 	unblock := func() { once.Do(func() { close(release) }) }
 	t.Cleanup(unblock)
-	q, err := r.queue.CreateQueue(t.Context(), sas.CreateQueueParams{
-		Name: "agent", MaxReceiveCount: sizing.MaxReceiveCount, Attributes: map[string]string{"VisibilityTimeout": "270"},
-	})
-	require.NoError(t, err)
-	svc, err := r.deployed(config.Config{SchedulerQueueURL: r.replyURL, PaymentsURL: r.simURL, AgentQueueURL: q.URL, StepTimeout: 30 * time.Second})
-	require.NoError(t, err)
-	_, err = r.queue.Send(t.Context(), sas.SendParams{QueueURL: q.URL, Messages: []sas.OutboundMessage{
-		{ID: "1", Body: sas.Encode(request("order-done"))}, {ID: "2", Body: sas.Encode(request("order-first"))},
-		{ID: "3", Body: sas.Encode(request("order-held"))},
-	}})
-	require.NoError(t, err)
+	q, svc := r.queued(t, sizing.MaxReceiveCount, "order-done", "order-first", "order-held")
 	got, err := r.queue.Receive(t.Context(), sas.ReceiveParams{QueueURL: q.URL, Max: 10})
 	require.NoError(t, err)
 	require.Len(t, got, 3)
-	ev := events.SQSEvent{}
-	for _, m := range got {
-		receives := 2 // redeliveries
+	ev := received(got, func(m sas.InboundMessage) int {
 		if strings.Contains(m.Body, "order-first") {
-			receives = 1
+			return 1
 		}
-		ev.Records = append(ev.Records, events.SQSMessage{MessageId: m.MessageID, ReceiptHandle: m.Receipt, Body: m.Body,
-			EventSource: "aws:sqs", Attributes: map[string]string{"ApproximateReceiveCount": strconv.Itoa(receives)}})
-	}
+		return 2 // redeliveries
+	})
 
 	done := make(chan struct{})
 	go func() {
@@ -207,15 +172,51 @@ func TestAnAnsweredRedeliveryIsDeletedBeforeItsBatchEnds(t *testing.T) {
 	r.fake.Advance(time.Hour) // past every visibility timeout
 	left, err := r.queue.Receive(t.Context(), sas.ReceiveParams{QueueURL: q.URL, Max: 10})
 	require.NoError(t, err)
-	var orders []string
-	for _, m := range left {
-		var req sas.AgentRequest
-		require.NoError(t, json.Unmarshal([]byte(m.Body), &req))
-		orders = append(orders, req.OrderID)
-	}
-	require.ElementsMatch(t, []string{"order-first", "order-held"}, orders,
+	require.ElementsMatch(t, []string{"order-first", "order-held"}, ordersOf(t, left),
 		"order-done's message deleted once answered; a first delivery's and the unanswered one's come back")
 
 	unblock()
 	<-done
+}
+
+// received is the event an event source hands the agent for messages it
+// received, each with the receive count receives gives it.
+func received(msgs []sas.InboundMessage, receives func(sas.InboundMessage) int) events.SQSEvent {
+	ev := events.SQSEvent{}
+	for _, m := range msgs {
+		ev.Records = append(ev.Records, events.SQSMessage{MessageId: m.MessageID, ReceiptHandle: m.Receipt, Body: m.Body,
+			EventSource: "aws:sqs", Attributes: map[string]string{"ApproximateReceiveCount": strconv.Itoa(receives(m))}})
+	}
+	return ev
+}
+
+// ordersOf names the orders of the requests msgs carry.
+func ordersOf(t *testing.T, msgs []sas.InboundMessage) []string {
+	t.Helper()
+	var ids []string
+	for _, m := range msgs {
+		var req sas.AgentRequest
+		require.NoError(t, json.Unmarshal([]byte(m.Body), &req))
+		ids = append(ids, req.OrderID)
+	}
+	return ids
+}
+
+// queued deploys the built-in agent on an agent queue that allows
+// maxReceives receives, with a request of each order in it.
+func (r *rig) queued(t *testing.T, maxReceives int, orders ...string) (sas.CreatedQueue, *agent.Handler) {
+	t.Helper()
+	q, err := r.queue.CreateQueue(t.Context(), sas.CreateQueueParams{
+		Name: "agent", MaxReceiveCount: maxReceives, Attributes: map[string]string{"VisibilityTimeout": "270"},
+	})
+	require.NoError(t, err)
+	svc, err := r.deployed(config.Config{SchedulerQueueURL: r.replyURL, PaymentsURL: r.simURL, AgentQueueURL: q.URL, StepTimeout: 30 * time.Second})
+	require.NoError(t, err)
+	var msgs []sas.OutboundMessage
+	for i, o := range orders {
+		msgs = append(msgs, sas.OutboundMessage{ID: strconv.Itoa(i), Body: sas.Encode(request(o))})
+	}
+	_, err = r.queue.Send(t.Context(), sas.SendParams{QueueURL: q.URL, Messages: msgs})
+	require.NoError(t, err)
+	return q, svc
 }
