@@ -37,6 +37,7 @@ const (
 type tracker struct {
 	con   *console
 	store sas.StateStore
+	defs  *sas.Definitions // each view's definition, so Settled knows which steps owe an undo
 	rules sas.IntakeRules
 
 	mu       sync.Mutex
@@ -45,7 +46,7 @@ type tracker struct {
 }
 
 func newTracker(con *console, store sas.StateStore, rules sas.IntakeRules) *tracker {
-	return &tracker{con: con, store: store, rules: rules, active: map[string]time.Time{}, reported: map[string]string{}}
+	return &tracker{con: con, store: store, defs: sas.NewDefinitions(nil, store), rules: rules, active: map[string]time.Time{}, reported: map[string]string{}}
 }
 
 // observe wraps the scheduler's handler: it runs the handler unchanged and
@@ -116,7 +117,8 @@ func (t *tracker) sweep(ctx context.Context) {
 			continue
 		case err != nil:
 			continue // the next sweep reads it again
-		case !v.Settled():
+		}
+		if v = t.defs.Attach(ctx, v); !v.Settled() {
 			continue
 		}
 		t.forget(id, at)

@@ -192,6 +192,10 @@ type StepLimits struct {
 	// Timer: a wait step, whose deadline is its due time: ended at it,
 	// never given up, rescued or waited on (timer.go).
 	Timer bool
+	// FanOut: a fan-out step (ForEach), whose undo is its elements' undos,
+	// each held to its own deadline: the step's undo is waited on while one
+	// of them is held.
+	FanOut bool
 }
 
 // Limits returns the step's limits and retry policy.
@@ -205,7 +209,8 @@ func (s StepDef) Limits() StepLimits {
 	}
 	return StepLimits{Timeout: timeout, WaitLimit: s.WaitLimit, TotalLimit: s.TotalLimit,
 		MaxFailures: s.MaxFailures, BaseBackoff: s.BaseBackoff, MaxBackoff: s.MaxBackoff,
-		BackoffCoefficient: s.BackoffCoefficient, Undo: s.UndoRetry, Outside: s.Outside(), Timer: s.Timer != nil}
+		BackoffCoefficient: s.BackoffCoefficient, Undo: s.UndoRetry, Outside: s.Outside(), Timer: s.Timer != nil,
+		FanOut: s.ForEach != nil}
 }
 
 // Limits returns the limits of every step name in the registry. A step name

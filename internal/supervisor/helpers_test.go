@@ -31,10 +31,11 @@ const stepTimeout = 30 * time.Second
 // a completion against the supervisor, or count queries.
 type hookStore struct {
 	sas.StateStore
-	afterFindDue func(sas.FindDueParams, sas.FindDueResult)
-	afterRescue  func(sas.RescueParams)
-	findDues     atomic.Int32
-	getOrders    atomic.Int32
+	sas.FanOutStore // the supervisor reads a fan-out's elements
+	afterFindDue    func(sas.FindDueParams, sas.FindDueResult)
+	afterRescue     func(sas.RescueParams)
+	findDues        atomic.Int32
+	getOrders       atomic.Int32
 }
 
 func (h *hookStore) GetOrder(ctx context.Context, id string) (sas.OrderView, error) {
@@ -161,7 +162,7 @@ type env struct {
 func newEnv(t *testing.T, tweak ...func(*Config)) *env {
 	t.Helper()
 	e := &env{clock: clocktest.New(T0), mem: memstore.New(memstore.Config{}), alerts: alerts.NewRecorder(), logs: &logtest.Buffer{}}
-	e.store = &hookStore{StateStore: e.mem}
+	e.store = &hookStore{StateStore: e.mem, FanOutStore: e.mem}
 	e.mq = memqueue.New(memqueue.Options{
 		Clock: e.clock,
 		Fault: func(op memqueue.Op, _ string) error {

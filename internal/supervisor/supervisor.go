@@ -371,6 +371,11 @@ func (r *sweep) act(rec sas.StepRecord, out *effects) {
 		r.queueBacklog()
 	}
 	d := r.s.policy.decide(seen, lim, now)
+	if d.Action != skip && fanOutUndo(seen, lim) {
+		if d, ok = r.decideFanOutUndo(seen, lim, now, d); !ok { // fanout.go
+			return
+		}
+	}
 	if d.Action == skip {
 		return
 	}

@@ -85,6 +85,7 @@ func (s *System) WaitTerminal(ctx context.Context, ids []string, every time.Dura
 				return views, err
 			}
 			if err == nil {
+				v = s.definitions.Attach(ctx, v)
 				views[id] = v
 				if v.Settled() {
 					continue
@@ -142,7 +143,7 @@ func (s *System) Views(ctx context.Context, ids []string) (map[string]sas.OrderV
 				mu.Lock()
 				switch {
 				case err == nil:
-					views[id] = v
+					views[id] = s.definitions.Attach(ctx, v)
 				case !errors.Is(err, sas.ErrNotFound) && firstErr == nil:
 					firstErr = fmt.Errorf("reading order %s: %w", id, err)
 				}

@@ -61,6 +61,10 @@ func (s *System) provision(ctx context.Context) error {
 			return fmt.Errorf("building the harness's store: %w", err)
 		}
 	}
+	// Every version is stored before its first order (the scheduler's
+	// storeDefinition), so the store alone serves the views' definitions,
+	// whatever Deploy registers later: one read per version, cached.
+	s.definitions = sas.NewDefinitions(nil, s.observerStore)
 	// Every work queue has the same short visibility (Options.Visibility),
 	// so that what a killed instance held comes back in seconds.
 	vis := fmt.Sprint(int(opts.Visibility.Seconds()))

@@ -64,6 +64,10 @@ type System struct {
 	// through these, uncounted, so requests per order count the system only.
 	observer      sas.Queue
 	observerStore *dynamostore.Store
+	// definitions gives the views read through observerStore their
+	// definition (sas.Definitions.Attach), so that Settled knows which
+	// steps still owe an undo.
+	definitions *sas.Definitions
 
 	// assembly is the system the actors are built from (assemble), and
 	// schedQueue the schedulers' queue: its own, decorated with the chaos

@@ -64,24 +64,20 @@ func (c Config) agentToken() bool {
 }
 
 // withAgentToken gives the approve step an agent: the pay agent confirms
-// the trip with the remote, and, with undo, voids the confirmation as its
-// undo.
+// the trip with the remote, and voids the confirmation as its undo.
 //
-// Without undo in seeds with a wait step or branches: there a step with no
-// undo (the wait, a branch's) may complete before approve fails, and an
-// order whose failed step's own undo ran while such a step stays Processed
-// reads Processing forever (sas.OrderView.State counts a Processed step
-// before the earliest Compensated one as owed its undo, not knowing it has
-// none): a bug of the order's view found by these seeds (284, 776, 1092),
-// not yet fixed (docs/simulation.md, "Bugs found").
-func withAgentToken(w sas.Workflow, undo bool) sas.Workflow {
+// Seeds with a wait step or branches once gave it no undo: there a step
+// with no undo (the wait, a branch's) may complete before approve fails,
+// and an order whose failed step's own undo ran while such a step stays
+// Processed read Processing forever from its records alone (seeds 284,
+// 776, 1092). The checks read each order with its definition now
+// (World.view), as the console and the test kit do, which says which
+// steps have an undo (docs/simulation.md, "Bugs found").
+func withAgentToken(w sas.Workflow) sas.Workflow {
 	steps := append([]sas.StepDef(nil), w.Steps...)
 	for i, s := range steps {
 		if s.Name == "approve" {
-			s.Agent, s.Action, s.Timeout = "pay", "confirm", stepTimeout
-			if undo {
-				s.Undo = "void"
-			}
+			s.Agent, s.Action, s.Undo, s.Timeout = "pay", "confirm", "void", stepTimeout
 			steps[i] = s
 		}
 	}

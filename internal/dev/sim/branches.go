@@ -1,7 +1,6 @@
 package sim
 
 import (
-	"context"
 	"slices"
 
 	"github.com/sas-go/sas/agent"
@@ -64,7 +63,7 @@ func tripBranches() sas.Workflow {
 // checkJoin is the rule "join passed early", for a record a write just
 // claimed forward (Pending to Processing).
 func (w *World) checkJoin(r sas.StepRecord) {
-	v, err := w.mem.GetOrder(context.Background(), r.OrderID)
+	v, err := w.view(r.OrderID)
 	if err != nil {
 		return
 	}
@@ -79,7 +78,7 @@ func (w *World) checkJoin(r sas.StepRecord) {
 // checkSettledBeforeUndo is the rule "undo before settled", at an undo's
 // call.
 func (w *World) checkSettledBeforeUndo(req agent.Request) {
-	v, err := w.mem.GetOrder(context.Background(), req.OrderID)
+	v, err := w.view(req.OrderID)
 	if err != nil {
 		return
 	}

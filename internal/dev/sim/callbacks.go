@@ -147,7 +147,7 @@ func (w *World) isCallback(k sas.StepKey) bool {
 	if !w.cfg.callbacking() {
 		return false
 	}
-	v, err := w.mem.GetOrder(context.Background(), k.OrderID)
+	v, err := w.view(k.OrderID)
 	if err != nil {
 		return false
 	}

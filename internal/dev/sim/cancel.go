@@ -56,7 +56,7 @@ func (s *store) Cancel(ctx context.Context, p sas.CancelParams) (sas.StepRecord,
 // the order writes commit, not by their writers' clocks), the steps that
 // had never been claimed: none of them may start after (checkCancelled).
 func (w *World) landed(id string) {
-	v, err := w.mem.GetOrder(context.Background(), id)
+	v, err := w.view(id)
 	if err != nil {
 		return
 	}
@@ -85,7 +85,7 @@ func (w *World) cancelEvent() {
 	id := w.orders[w.rng.IntN(len(w.orders))]
 	var running []string
 	for _, o := range w.orders {
-		if v, err := w.mem.GetOrder(context.Background(), o); err == nil && !final(v) {
+		if v, err := w.view(o); err == nil && !final(v) {
 			running = append(running, o)
 		}
 	}
@@ -114,7 +114,7 @@ func (w *World) checkCancelled() {
 		if !w.cancelAccepted[id] {
 			continue
 		}
-		v, err := w.mem.GetOrder(context.Background(), id)
+		v, err := w.view(id)
 		if err != nil {
 			continue // "order lost" says so
 		}

@@ -28,7 +28,7 @@ func (w *World) settled() bool {
 		q.compact()
 	}
 	for _, id := range w.orders {
-		v, err := w.mem.GetOrder(context.Background(), id)
+		v, err := w.view(id)
 		if w.poisonedAway(id, err) {
 			continue
 		}
@@ -67,7 +67,7 @@ func final(v sas.OrderView) bool {
 func (w *World) unsettled() {
 	var parts []string
 	for _, id := range w.orders {
-		v, err := w.mem.GetOrder(context.Background(), id)
+		v, err := w.view(id)
 		switch {
 		case w.poisonedAway(id, err):
 		case err == nil && w.waitsOnItsRedrive(id, v): // goodput.go
@@ -114,7 +114,7 @@ func steps(v sas.OrderView) string {
 func (w *World) final() {
 	w.tracef("settled; checking")
 	for _, id := range w.orders {
-		v, err := w.mem.GetOrder(context.Background(), id)
+		v, err := w.view(id)
 		if w.poisonedAway(id, err) {
 			continue
 		}
@@ -283,4 +283,15 @@ func (w *World) checkAlerts() {
 		}
 		ids[event] = a.ID
 	}
+}
+
+// view reads an order as the console and the test kit do: with the
+// definition its version runs on (sas.OrderView.Def), so that its State and
+// Settled know which steps have an undo.
+func (w *World) view(id string) (sas.OrderView, error) {
+	v, err := w.mem.GetOrder(context.Background(), id)
+	if def, ok := w.defs[v.Order.Version]; err == nil && ok && len(def.Steps) == len(v.Order.Steps) {
+		v.Def = &def
+	}
+	return v, err
 }

@@ -1,7 +1,6 @@
 package sim
 
 import (
-	"context"
 	"fmt"
 	"strings"
 
@@ -85,7 +84,7 @@ func (w *World) checkCalledCondition(req agent.Request) {
 	if req.Undo {
 		return
 	}
-	o, err := w.mem.GetOrder(context.Background(), req.OrderID)
+	o, err := w.view(req.OrderID)
 	if err != nil {
 		return // "unknown order" says so
 	}

@@ -223,7 +223,7 @@ func (w *World) elementStates(v sas.OrderView) string {
 // own item; a step that follows a fan-out sees its elements' results, in
 // index order.
 func (w *World) checkFanOutCall(req agent.Request) {
-	v, err := w.mem.GetOrder(context.Background(), req.OrderID)
+	v, err := w.view(req.OrderID)
 	if err != nil {
 		return
 	}
@@ -296,7 +296,7 @@ func (w *World) checkElementWrite(name string, b, a sas.StepRecord) {
 	if step.ProcessState != sas.Processing || step.Cancelled {
 		w.violate("element after failure", "%s claimed element %v while its fan-out %v is %s (cancelled %v)", name, a.Key(), stepKey, step.ProcessState, step.Cancelled)
 	}
-	v, err := w.mem.GetOrder(context.Background(), a.OrderID)
+	v, err := w.view(a.OrderID)
 	if err != nil {
 		return
 	}

@@ -125,7 +125,7 @@ func (r *remote) live(order string) map[int][]string {
 // checkAction holds every call to the definition its order was submitted
 // with: the action (or undo) of that version's step.
 func (w *World) checkAction(req agent.Request) {
-	o, err := w.mem.GetOrder(context.Background(), req.OrderID)
+	o, err := w.view(req.OrderID)
 	if err != nil {
 		w.violate("unknown order", "a call for order %s, which the store does not hold", req.OrderID)
 		return

@@ -86,7 +86,7 @@ func resultOf(req agent.Request, doKey string) any {
 // completes, and those steps completed before the request was sent, so
 // the store as it stands at the call is what the request had to carry.
 func (w *World) checkResults(req agent.Request) {
-	v, err := w.mem.GetOrder(context.Background(), req.OrderID)
+	v, err := w.view(req.OrderID)
 	if err != nil {
 		return // "unknown order" says so
 	}

@@ -7,7 +7,6 @@
 package sim
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -418,7 +417,7 @@ func (w *World) operatorEvent() {
 	// An operator mostly acts on what needs one: an order with a failed step.
 	var failed []string
 	for _, o := range w.orders {
-		if v, err := w.mem.GetOrder(context.Background(), o); err == nil && slices.ContainsFunc(v.Steps, func(r sas.StepRecord) bool { return r.ProcessState == sas.Error }) {
+		if v, err := w.view(o); err == nil && slices.ContainsFunc(v.Steps, func(r sas.StepRecord) bool { return r.ProcessState == sas.Error }) {
 			failed = append(failed, o)
 		}
 	}

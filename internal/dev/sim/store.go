@@ -346,7 +346,7 @@ func (w *World) wrote(ctx context.Context, name string, before, after []sas.Step
 // limit passed (within the supervisors' clock skew). A deploy that changes
 // a limit must not change it for orders in flight.
 func (w *World) checkGiveUp(before, after sas.StepRecord) {
-	o, err := w.mem.GetOrder(context.Background(), after.OrderID)
+	o, err := w.view(after.OrderID)
 	if err != nil {
 		return // "order lost" says so
 	}

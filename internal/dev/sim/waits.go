@@ -1,7 +1,6 @@
 package sim
 
 import (
-	"context"
 	"time"
 
 	"github.com/sas-go/sas/internal/sas"
@@ -122,7 +121,7 @@ func withWait(w sas.Workflow, seed int64) sas.Workflow {
 
 // stepDef is the definition of k's step in the version its order runs on.
 func (w *World) stepDef(k sas.StepKey) (sas.StepDef, bool) {
-	v, err := w.mem.GetOrder(context.Background(), k.OrderID)
+	v, err := w.view(k.OrderID)
 	if err != nil {
 		return sas.StepDef{}, false
 	}

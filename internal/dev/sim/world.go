@@ -205,7 +205,7 @@ func newWorld(cfg Config) *World {
 	if cfg.callbacking() {
 		w.v1 = withCallback(w.v1, cfg.Seed) // callbacks.go
 		if cfg.agentToken() {
-			w.v1 = withAgentToken(w.v1, !cfg.waiting() && !cfg.branching()) // agenttoken.go
+			w.v1 = withAgentToken(w.v1) // agenttoken.go
 		}
 	}
 	if cfg.waiting() {
@@ -607,10 +607,13 @@ func (w *World) operate(args ...string) {
 	if args[0] == "compensate" {
 		w.compensateAsked[args[1]] = true
 	}
-	if args[0] == "resubmit" {
+	if args[0] == "resubmit" || args[0] == "compensate" {
+		// A run an operator resubmits or compensates may run again beside a
+		// later run: skip holds a run back for the previous run only
+		// (docs/schedules.md, "Overlap: allow or skip"; seed 53016).
 		for id := range w.sch.runs {
 			if args[1] == id || args[1] == "-all" {
-				w.sch.touched[id] = true // it may run again beside a later run
+				w.sch.touched[id] = true
 			}
 		}
 	}
