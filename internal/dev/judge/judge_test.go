@@ -305,3 +305,23 @@ func TestMissingAlertsIsJudgesRule(t *testing.T) {
 	require.Equal(t, missing, got.Alerts)
 	require.Empty(t, judge.MissingAlerts(views, append(alerts, sas.Alert{OrderID: "o-1", Step: 0, State: sas.Error, Attempts: 1})))
 }
+
+// A failure's window passes over the waits before it: a request killed
+// three times while it ran, whose pick-up was recorded late, is waited on
+// once (no failure), then fails at its moved deadline; the kills explain
+// that failure (issue 31's local run judged it "it waited").
+func TestAFailureWindowPassesOverWaits(t *testing.T) {
+	t.Parallel()
+	v := givenUpPayment("o-w")
+	h := v.Steps[0].History
+	wait := sas.HistoryEntry{At: at(5), From: sas.Processing, To: sas.Processing, Attempt: 1, Actor: "supervisor-0"}
+	v.Steps[0].History = append(append(append([]sas.HistoryEntry{}, h[:2]...), wait), h[2:]...)
+	v.History = v.Steps[0].History
+	harness := []judge.HarnessFault{
+		{OrderID: "o-w", Step: 0, Attempt: 1, Kind: judge.FaultKilled, At: at(2)}, // before the wait
+		{OrderID: "o-w", Step: 0, Attempt: 2, Kind: judge.FaultKilled, At: at(15)},
+		{OrderID: "o-w", Step: 0, Attempt: 3, Kind: judge.FaultKilled, At: at(25)},
+	}
+	got := judgeOne(t, v, nil, harness)
+	require.Empty(t, got.Defects, "the kill before the wait explains failure 1")
+}
