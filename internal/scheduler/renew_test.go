@@ -57,16 +57,27 @@ func TestRenewalKeepsGoodMessagesOutOfTheDLQ(t *testing.T) {
 // visibility 30 s) is f's queue "sas-scheduler".
 func renewer(t *testing.T, f *fixture) (*scheduler.Handler, sas.CreatedQueue) {
 	t.Helper()
-	own, err := f.q.CreateQueue(f.ctx, sas.CreateQueueParams{Name: "sas-scheduler", Attributes: map[string]string{"VisibilityTimeout": "30"}})
+	return renewerOn(t, f, "sas-scheduler", 0, func(c *scheduler.Config, url string) { c.SchedulerQueueURL = url })
+}
+
+// renewerOn is a scheduler handler whose own queue, of the given name and
+// redrive policy (maxReceives; 0: none), is the one set names in its
+// configuration; its MaxReceives is the construct's, as deployed.
+func renewerOn(t *testing.T, f *fixture, name string, maxReceives int, set func(*scheduler.Config, string)) (*scheduler.Handler, sas.CreatedQueue) {
+	t.Helper()
+	own, err := f.q.CreateQueue(f.ctx, sas.CreateQueueParams{Name: name, MaxReceiveCount: maxReceives,
+		Attributes: map[string]string{"VisibilityTimeout": "30"}})
 	require.NoError(t, err)
 	reg, err := registry.Default(stepTimeout)
 	require.NoError(t, err)
-	svc, err := scheduler.New(scheduler.Config{
+	cfg := scheduler.Config{
 		Store: f.calls, Queue: f.q, Clock: f.clock, Alerter: f.alerts, Workflows: reg, Owner: "renewer",
 		AgentQueues: sas.AgentQueues{Default: f.agentURL}, PickupTimeout: time.Minute,
-		SchedulerQueueURL: own.URL, ReplyToAllowed: func(u string) bool { return u == f.replyURL },
-		SigningKey: sas.NewSigningKey(),
-	})
+		ReplyToAllowed: func(u string) bool { return u == f.replyURL },
+		SigningKey:     sas.NewSigningKey(),
+	}
+	set(&cfg, own.URL)
+	svc, err := scheduler.New(cfg)
 	require.NoError(t, err)
 	return scheduler.NewHandler(svc), own
 }
@@ -188,21 +199,9 @@ func TestAGoodMessageIsRenewedWhicheverReceivesDie(t *testing.T) {
 		t.Run(fmt.Sprintf("receive %d reaches a handler", reached), func(t *testing.T) {
 			t.Parallel()
 			f := newFixture(t)
-			own, err := f.q.CreateQueue(f.ctx, sas.CreateQueueParams{Name: "sas-control", MaxReceiveCount: sizing.MaxReceiveCount,
-				Attributes: map[string]string{"VisibilityTimeout": "30"}})
-			require.NoError(t, err)
-			reg, err := registry.Default(stepTimeout)
-			require.NoError(t, err)
-			svc, err := scheduler.New(scheduler.Config{
-				Store: f.calls, Queue: f.q, Clock: f.clock, Alerter: f.alerts, Workflows: reg, Owner: "renewer",
-				AgentQueues: sas.AgentQueues{Default: f.agentURL}, PickupTimeout: time.Minute,
-				ControlQueueURL: own.URL, ReplyToAllowed: func(u string) bool { return u == f.replyURL },
-				SigningKey: sas.NewSigningKey(), // MaxReceives: the construct's, as deployed
-			})
-			require.NoError(t, err)
-			h := scheduler.NewHandler(svc)
+			h, own := renewerOn(t, f, "sas-control", sizing.MaxReceiveCount, func(c *scheduler.Config, url string) { c.ControlQueueURL = url })
 			body := sas.Encode(sas.Compensate{V: sas.MessageVersion, Kind: sas.KindCompensate, OrderID: "o-dying"})
-			_, err = f.q.Send(f.ctx, sas.SendParams{QueueURL: own.URL, Messages: []sas.OutboundMessage{{ID: "0", Body: body}}})
+			_, err := f.q.Send(f.ctx, sas.SendParams{QueueURL: own.URL, Messages: []sas.OutboundMessage{{ID: "0", Body: body}}})
 			require.NoError(t, err)
 
 			f.store.mu.Lock()
