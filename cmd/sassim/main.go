@@ -24,7 +24,7 @@ func main() {
 	lines := flag.Int("trace", 60, "events of a failing seed's trace printed in a sweep")
 	keep := flag.Int("keep", 5, "failing seeds reported in full in a sweep")
 	swarm := flag.Bool("swarm", true, "draw each seed's fault mix from the seed (swarm testing); false: every seed on the default mix")
-	faults := flag.String("faults", "", "fault rates set on every seed's mix, KIND=RATE,... (kinds: death, ambiguous, send, alert, transient, refusal, lost: a probability; duplicate, jump: a weight)")
+	faults := flag.String("faults", "", "fault rates set on every seed's mix, KIND=RATE,... (kinds: death, ambiguous, send, alert, transient, refusal, lost, store, unhandled: a probability; duplicate, jump, outage: a weight)")
 	fanOutFailures := flag.Bool("fanout-failures", true, "fan-out seeds run the whole fault mix: elements fail, are undone, rescued and cancelled; false keeps them on the happy path (docs/simulation.md)")
 	flag.Parse()
 

@@ -95,7 +95,7 @@ type SAS struct {
 type AgentResources struct {
 	Name string
 	// Queue takes the agent's requests; DLQ gets those that failed
-	// maxReceiveCount (5) times.
+	// maxReceiveCount (10) times.
 	Queue, DLQ awssqs.Queue
 	// PriorityQueue is the priority lane and PriorityDLQ its dead-letter
 	// queue; both nil without PriorityConcurrency.

@@ -52,7 +52,7 @@ const (
 	// many deliveries in a row is handed back to the scheduler (a
 	// retry{requeue}: it sends the request again while its attempt is
 	// current) and its message acknowledged (requeue). Keep it below the
-	// queue's maxReceiveCount (5 in infra/), so the DLQ holds only messages
+	// queue's maxReceiveCount (10 in infra/), so the DLQ holds only messages
 	// nothing can serve.
 	DefaultMaxDeliveries = 3
 	// DefaultMaxReceives is the agent queues' maxReceiveCount in the CDK

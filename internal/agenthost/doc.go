@@ -32,6 +32,11 @@
 //	                                      answer under the same key)
 //	malformed message                  → logged, acknowledged
 //
+// A request whose reply went out is acknowledged: a first delivery by the
+// event source when the invocation returns, a redelivery at once, its
+// message deleted as soon as the reply is out, so that a slow request of
+// its batch does not hold it (docs/protocol.md, "Dead letters").
+//
 // The agent's function may poll two queues, its own and its priority lane
 // (Config.RequestQueueURL, Config.PriorityQueueURL): a request's visibility
 // is changed on the queue it came from.

@@ -76,6 +76,7 @@ func (s *Service) handBack(ctx context.Context, records []events.SQSMessage, fai
 		return
 	}
 	errs := outbox.Send(ctx, s.queue, s.replyURL, msgs)
+	var handedBack []events.SQSMessage
 	for k, i := range idx {
 		if errs[k] != nil {
 			if receives(records[i]) >= s.maxReceives {
@@ -100,26 +101,38 @@ func (s *Service) handBack(ctx context.Context, records []events.SQSMessage, fai
 			"messageId", records[i].MessageId, "deliveries", receives(records[i]))
 		failed[i] = acknowledged
 		if only != nil {
-			s.retire(ctx, records[i])
+			handedBack = append(handedBack, records[i])
 		}
 	}
+	s.retire(ctx, handedBack...)
 }
 
-// retire deletes a handed-back request's message at once. A delete that
-// fails, or a message whose queue or receipt is not known, is left to the
-// event source, which deletes it when the batch ends.
-func (s *Service) retire(ctx context.Context, m events.SQSMessage) {
-	url := s.queueOf(m)
-	if url == "" || m.ReceiptHandle == "" {
-		return
+// retire deletes the messages of requests handed back or answered at once,
+// one Delete per queue (a DeleteMessageBatch for more than one). A delete
+// that fails, or a message whose queue or receipt is not known, is left to
+// the event source, which deletes it when the batch ends.
+func (s *Service) retire(ctx context.Context, msgs ...events.SQSMessage) {
+	byQueue := map[string][]string{}
+	var urls []string
+	for _, m := range msgs {
+		url := s.queueOf(m)
+		if url == "" || m.ReceiptHandle == "" {
+			continue
+		}
+		if _, ok := byQueue[url]; !ok {
+			urls = append(urls, url)
+		}
+		byQueue[url] = append(byQueue[url], m.ReceiptHandle)
 	}
-	res, err := s.queue.Delete(ctx, sas.DeleteParams{QueueURL: url, Receipts: []string{m.ReceiptHandle}})
-	if err == nil && len(res.Failed) > 0 {
-		err = fmt.Errorf("%s: %s", res.Failed[0].Code, res.Failed[0].Message)
-	}
-	if err != nil {
-		s.log.Warn("agent: could not delete a handed-back request; the event source deletes it when the batch ends",
-			"messageId", m.MessageId, "err", err.Error())
+	for _, url := range urls {
+		res, err := s.queue.Delete(ctx, sas.DeleteParams{QueueURL: url, Receipts: byQueue[url]})
+		if err == nil && len(res.Failed) > 0 {
+			err = fmt.Errorf("%d of %d: %s: %s", len(res.Failed), len(byQueue[url]), res.Failed[0].Code, res.Failed[0].Message)
+		}
+		if err != nil {
+			s.log.Warn("agent: could not delete requests handed back or answered; the event source deletes them when the batch ends",
+				"queue", url, "messages", len(byQueue[url]), "err", err.Error())
+		}
 	}
 }
 

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/aws/aws-lambda-go/events"
+
 	"github.com/sas-go/sas/internal/outbox"
 	"github.com/sas-go/sas/internal/sas"
 )
@@ -35,8 +37,9 @@ type outgoing struct {
 // collect takes the results of one invocation as they come and sends the
 // replies in batches: a ready reply waits at most the linger for others.
 // It returns when every request has ended and every reply was sent (or
-// marked in failed).
-func (s *Service) collect(ctx context.Context, results <-chan result, failed []fate) {
+// marked in failed). The messages of redelivered requests whose replies
+// went out are deleted at once (retireAnswered).
+func (s *Service) collect(ctx context.Context, records []events.SQSMessage, results <-chan result, failed []fate) {
 	var pending []outgoing
 	var timer *time.Timer
 	var linger <-chan time.Time
@@ -45,7 +48,7 @@ func (s *Service) collect(ctx context.Context, results <-chan result, failed []f
 			timer.Stop()
 			timer, linger = nil, nil
 		}
-		s.sendReplies(ctx, pending, failed)
+		s.retireAnswered(ctx, records, s.sendReplies(ctx, pending, failed))
 		pending = nil
 	}
 	for {
@@ -77,8 +80,9 @@ func (s *Service) collect(ctx context.Context, results <-chan result, failed []f
 
 // sendReplies sends ready replies in one Send (a SendMessageBatch for more
 // than one), holding back any whose deadline passed while it waited (their
-// messages are left for redelivery, as for no outcome).
-func (s *Service) sendReplies(ctx context.Context, pending []outgoing, failed []fate) {
+// messages are left for redelivery, as for no outcome). It returns the
+// indexes of the records whose replies went out.
+func (s *Service) sendReplies(ctx context.Context, pending []outgoing, failed []fate) (sent []int) {
 	var batch []outgoing
 	now := s.clock.Now()
 	for _, o := range pending {
@@ -89,7 +93,7 @@ func (s *Service) sendReplies(ctx context.Context, pending []outgoing, failed []
 		batch = append(batch, o)
 	}
 	if len(batch) == 0 {
-		return
+		return nil
 	}
 	// The one place per-entry send failures are mapped back (internal/outbox):
 	// the linger above decides when, outbox.Send how.
@@ -111,7 +115,32 @@ func (s *Service) sendReplies(ctx context.Context, pending []outgoing, failed []
 		default:
 			o.log.Info("agent: replied done", "outcome", o.reply.Outcome, "took", took)
 		}
+		if errs[i] == nil {
+			sent = append(sent, o.index)
+		}
 	}
+	return sent
+}
+
+// retireAnswered deletes at once the messages of the redelivered requests
+// (a receive count over 1) whose replies went out, one DeleteMessageBatch
+// per queue, rather than when the invocation returns: a batch waits for its
+// slowest request (a call that hangs runs to its deadline), and an
+// instance that dies meanwhile left its answered requests for redelivery,
+// together. Issue 31: six requests of one batch, five answered within a
+// tenth of a second and one hung, were received together five times, each
+// batch cut by a kill, and all six were dead-lettered. A first delivery is
+// left to the event source, so the happy path costs what it did
+// (TestCostPerOrder); a redelivery is already off it. A delete that fails
+// is left to the event source too.
+func (s *Service) retireAnswered(ctx context.Context, records []events.SQSMessage, sent []int) {
+	var answered []events.SQSMessage
+	for _, i := range sent {
+		if receives(records[i]) > 1 {
+			answered = append(answered, records[i])
+		}
+	}
+	s.retire(ctx, answered...)
 }
 
 // late reports (and logs) an outcome that came at or after the agent's

@@ -64,7 +64,7 @@ func (s *Service) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEve
 		}()
 	}
 	go func() { wg.Wait(); close(results) }()
-	s.collect(ctx, results, failed)
+	s.collect(ctx, ev.Records, results, failed)
 
 	s.requeue(ctx, ev.Records, failed)
 	resp := events.SQSEventResponse{BatchItemFailures: []events.SQSBatchItemFailure{}}

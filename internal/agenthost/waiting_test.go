@@ -197,13 +197,7 @@ func TestNoOutcomeIsLeftForRedeliveryWithBackoff(t *testing.T) {
 		r.clock.Advance(d)
 		msgs, err := r.queue.Receive(t.Context(), sas.ReceiveParams{QueueURL: url, Max: 10, Visibility: time.Hour})
 		require.NoError(t, err)
-		var ids []string
-		for _, m := range msgs {
-			var req sas.AgentRequest
-			require.NoError(t, json.Unmarshal([]byte(m.Body), &req))
-			ids = append(ids, req.OrderID)
-		}
-		return ids
+		return ordersOf(t, msgs)
 	}
 	require.ElementsMatch(t, []string{"o-r1", "o-rx"}, visibleAfter(time.Second))
 	require.Equal(t, []string{"o-r2"}, visibleAfter(time.Second))

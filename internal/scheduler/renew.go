@@ -17,11 +17,13 @@ import (
 // Renewal keeps good messages out of the dead-letter queue (docs/protocol.md,
 // "Dead letters"). SQS counts every receive against the queue's
 // maxReceiveCount, those of instances that died or timed out included, so a
-// good message can reach the DLQ through bad luck alone. A message on one
-// of its last two receives before that (MaxReceives-2 and after: two
-// chances, since the instance renewing it may die too), on any queue the
+// good message can reach the DLQ through bad luck alone. A message on its
+// third receive or any later one (RenewFrom: sizing.RenewFromReceive, or
+// MaxReceives-2 for a queue that allows fewer than five), on any queue the
 // scheduler reads (intake, scheduler, control), is sent again as a fresh
-// copy, whose count starts at 0, and the old one deleted at once (retire); the copy
+// copy, whose count starts at 0, and the old one deleted at once (retire):
+// with the construct's ten receives, eight chances, since the instance
+// renewing it may die too, and a receive may never reach a handler; the copy
 // says how often it was renewed, and after MaxRenewals it is handled as it
 // is, so a message that no handler can process still ends in the DLQ.
 //
@@ -89,6 +91,15 @@ func (s *Service) renewals(body string) (renewal, string) {
 	return r, string(b)
 }
 
+// RenewFrom is the first receive on which a message of a queue that allows
+// maxReceives receives is renewed: sizing.RenewFromReceive, so that a
+// message is handled twice before, and earlier on a queue whose redrive
+// policy leaves fewer than three receives after that (never before its
+// first).
+func RenewFrom(maxReceives int) int {
+	return max(min(sizing.RenewFromReceive, maxReceives-2), 1)
+}
+
 // renewalNote is what a renewal's signature covers: the count, the first
 // sender and the body it was made for (without the renewal fields).
 func renewalNote(r renewal, body []byte) []byte {
@@ -100,7 +111,7 @@ func renewalNote(r renewal, body []byte) []byte {
 // copy went out, in which case rec is acknowledged unhandled.
 func (h *Handler) renew(ctx context.Context, rec events.SQSMessage) bool {
 	n, _ := strconv.Atoi(rec.Attributes["ApproximateReceiveCount"])
-	if n < max(h.svc.cfg.MaxReceives-2, 1) {
+	if n < RenewFrom(h.svc.cfg.MaxReceives) {
 		return false
 	}
 	was, body := h.svc.renewals(rec.Body)
@@ -133,10 +144,10 @@ func (h *Handler) renew(ctx context.Context, rec events.SQSMessage) bool {
 		err = fmt.Errorf("%s: %s", res.Failed[0].Code, res.Failed[0].Message)
 	}
 	if err != nil {
-		h.log.WarnContext(ctx, "could not renew a message on its last receive; it is handled as it is", "err", err)
+		h.log.WarnContext(ctx, "could not renew a message before the dead-letter queue; it is handled as it is", "err", err)
 		return false
 	}
-	h.log.InfoContext(ctx, "message renewed on its last receive before the dead-letter queue",
+	h.log.InfoContext(ctx, "message renewed before the dead-letter queue",
 		"receives", n, "renewals", next.count)
 	h.retire(ctx, url, rec)
 	return true

@@ -3,6 +3,10 @@ package scheduler_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -12,6 +16,7 @@ import (
 	"github.com/sas-go/sas/internal/registry"
 	"github.com/sas-go/sas/internal/sas"
 	"github.com/sas-go/sas/internal/scheduler"
+	"github.com/sas-go/sas/internal/sizing"
 )
 
 // A message on its last receive before the dead-letter queue is sent again
@@ -52,16 +57,27 @@ func TestRenewalKeepsGoodMessagesOutOfTheDLQ(t *testing.T) {
 // visibility 30 s) is f's queue "sas-scheduler".
 func renewer(t *testing.T, f *fixture) (*scheduler.Handler, sas.CreatedQueue) {
 	t.Helper()
-	own, err := f.q.CreateQueue(f.ctx, sas.CreateQueueParams{Name: "sas-scheduler", Attributes: map[string]string{"VisibilityTimeout": "30"}})
+	return renewerOn(t, f, "sas-scheduler", 0, func(c *scheduler.Config, url string) { c.SchedulerQueueURL = url })
+}
+
+// renewerOn is a scheduler handler whose own queue, of the given name and
+// redrive policy (maxReceives; 0: none), is the one set names in its
+// configuration; its MaxReceives is the construct's, as deployed.
+func renewerOn(t *testing.T, f *fixture, name string, maxReceives int, set func(*scheduler.Config, string)) (*scheduler.Handler, sas.CreatedQueue) {
+	t.Helper()
+	own, err := f.q.CreateQueue(f.ctx, sas.CreateQueueParams{Name: name, MaxReceiveCount: maxReceives,
+		Attributes: map[string]string{"VisibilityTimeout": "30"}})
 	require.NoError(t, err)
 	reg, err := registry.Default(stepTimeout)
 	require.NoError(t, err)
-	svc, err := scheduler.New(scheduler.Config{
+	cfg := scheduler.Config{
 		Store: f.calls, Queue: f.q, Clock: f.clock, Alerter: f.alerts, Workflows: reg, Owner: "renewer",
 		AgentQueues: sas.AgentQueues{Default: f.agentURL}, PickupTimeout: time.Minute,
-		SchedulerQueueURL: own.URL, ReplyToAllowed: func(u string) bool { return u == f.replyURL },
-		SigningKey: sas.NewSigningKey(),
-	})
+		ReplyToAllowed: func(u string) bool { return u == f.replyURL },
+		SigningKey:     sas.NewSigningKey(),
+	}
+	set(&cfg, own.URL)
+	svc, err := scheduler.New(cfg)
 	require.NoError(t, err)
 	return scheduler.NewHandler(svc), own
 }
@@ -163,4 +179,65 @@ func TestRenewalComesBeforeTheBatchsWork(t *testing.T) {
 
 	close(store.release)
 	require.NoError(t, <-done)
+}
+
+// Issue 31: with an instance killed every 500 ms, good messages were
+// dead-lettered because SQS counts every receive, and a quarter of them never
+// reached a handler (the invocation was gone) or reached one that died at
+// its work. Here a control message's instances die on every receive: its
+// first two reach a handler that dies at its first store call, and of the
+// eight after, all but one never reach a handler at all; the one that does
+// dies at its work too. Whichever one it is, the message is renewed before
+// that work and its copy ends in a handler, never in the dead-letter queue
+// (docs/decisions.md, "Ten receives before a dead letter").
+func TestAGoodMessageIsRenewedWhicheverReceivesDie(t *testing.T) {
+	t.Parallel()
+	const chances = 8 // receives on which a message can be renewed
+	from := scheduler.RenewFrom(sizing.MaxReceiveCount)
+	require.Equal(t, sizing.RenewFromReceive, from, "handled twice, then renewed")
+	for reached := sizing.RenewFromReceive; reached < sizing.RenewFromReceive+chances; reached++ {
+		t.Run(fmt.Sprintf("receive %d reaches a handler", reached), func(t *testing.T) {
+			t.Parallel()
+			f := newFixture(t)
+			h, own := renewerOn(t, f, "sas-control", sizing.MaxReceiveCount, func(c *scheduler.Config, url string) { c.ControlQueueURL = url })
+			body := sas.Encode(sas.Compensate{V: sas.MessageVersion, Kind: sas.KindCompensate, OrderID: "o-dying"})
+			_, err := f.q.Send(f.ctx, sas.SendParams{QueueURL: own.URL, Messages: []sas.OutboundMessage{{ID: "0", Body: body}}})
+			require.NoError(t, err)
+
+			f.store.mu.Lock()
+			f.store.fail["o-dying"] = errors.New("injected: the instance died here")
+			f.store.mu.Unlock()
+			var copies []sas.InboundMessage
+			for len(copies) == 0 {
+				got, err := f.q.Receive(f.ctx, sas.ReceiveParams{QueueURL: own.URL, Max: 1})
+				require.NoError(t, err)
+				if len(got) == 0 {
+					break // dead-lettered: its next receive moved it
+				}
+				m := got[0]
+				switch {
+				case strings.Contains(m.Body, "sasRenewals"):
+					copies = append(copies, m)
+				case m.ReceiveCount < from || m.ReceiveCount == reached:
+					// A handler, which dies at its work: nothing of the
+					// batch is acknowledged by the event source.
+					_, err := h.Handle(f.ctx, events.SQSEvent{Records: []events.SQSMessage{{
+						MessageId: m.MessageID, ReceiptHandle: m.Receipt, Body: m.Body, EventSource: "aws:sqs",
+						EventSourceARN: "arn:aws:sqs:eu-west-1:123456789012:sas-control",
+						Attributes:     map[string]string{"ApproximateReceiveCount": strconv.Itoa(m.ReceiveCount)},
+					}}})
+					require.NoError(t, err)
+				} // otherwise the receive never reaches a handler
+				f.clock.Advance(time.Minute) // past its visibility
+			}
+
+			dead, err := f.q.Receive(f.ctx, sas.ReceiveParams{QueueURL: own.DLQURL, Max: 10})
+			require.NoError(t, err)
+			require.Empty(t, dead, "nothing dead-lettered")
+			require.Len(t, copies, 1, "the message was renewed")
+			got := copies
+			require.Contains(t, got[0].Body, `"sasRenewals":1`)
+			require.Equal(t, 1, got[0].ReceiveCount, "a fresh copy: its receives start again")
+		})
+	}
 }

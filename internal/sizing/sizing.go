@@ -61,9 +61,20 @@ const (
 	// MaxFunctionTimeout is Lambda's limit on a function's timeout.
 	MaxFunctionTimeout = 15 * time.Minute
 	// MaxReceiveCount is how often a message may be received before it
-	// goes to its dead-letter queue; 5 is AWS's advice for Lambda sources,
-	// so throttling alone rarely gets there.
-	MaxReceiveCount = 5
+	// goes to its dead-letter queue. AWS advises at least 5 for Lambda
+	// sources; it is 10 here so that a good message has eight receives
+	// (RenewFromReceive to MaxReceiveCount) on which a handler can renew it
+	// or hand it back, not three: a receive that dies, or never reaches a
+	// handler (a throttled or dying invocation), is counted all the same
+	// (docs/decisions.md, "Ten receives before a dead letter").
+	MaxReceiveCount = 10
+	// RenewFromReceive is the first receive on which the scheduler renews
+	// a message of its queues (a fresh copy, the old one deleted) instead
+	// of handling it: a message is handled on its first two receives, then
+	// renewed on any later one that reaches a handler (docs/protocol.md,
+	// "Dead letters"). The agents hand a request back from their
+	// MaxDeliveries-th delivery on (agenthost.DefaultMaxDeliveries).
+	RenewFromReceive = 3
 	// LambdaVisibilityFactor is Lambda's advice for a queue an event source
 	// mapping consumes: a visibility timeout of at least six times the
 	// function's timeout, so that a message is not handed out again while

@@ -45,7 +45,17 @@ func explainLeg(r sas.StepRecord, undo bool, calls []remotesim.Call, harness []H
 			continue // a wait (sas.Wait): the lease extended, no failure counted
 		}
 		windows++
-		from, to := r.History[i-1].At.Add(-rules.Slack), h.At.Add(rules.Slack)
+		// The window opens at the transition before, passing over waits:
+		// a wait extends the attempt's lease and starts nothing, so what
+		// stalled the attempt before it (an agent killed while it ran, its
+		// pick-up recorded late behind a busy queue) still closes this
+		// window (issue 31's local run: three kills of a request before
+		// the wait, the failure after it, judged "it waited").
+		start := i - 1
+		for start > 0 && isWait(r.History[start]) {
+			start--
+		}
+		from, to := r.History[start].At.Add(-rules.Slack), h.At.Add(rules.Slack)
 		stall, transients, any := 0, 0, 0
 		for _, c := range calls {
 			if c.At.Before(from) || c.At.After(to) || !c.Injected() {
@@ -260,4 +270,10 @@ func describeDefect(v sas.OrderView, ev Evidence, id string) string {
 		fmt.Fprintf(&b, "    %s step %d %s -> %s attempt %d by %s: %s\n", h.At.Format("15:04:05.000"), h.Step, h.From, h.To, h.Attempt, h.Actor, h.Reason)
 	}
 	return b.String()
+}
+
+// isWait reports whether h is a held step's wait (sas.Wait): its lease
+// moved on, its state, holder and attempt kept.
+func isWait(h sas.HistoryEntry) bool {
+	return h.From == h.To && (h.From == sas.Processing || h.From == sas.Compensating)
 }

@@ -285,3 +285,43 @@ func TestJudgeCompensationWithBranchesIsNewestCompletionFirst(t *testing.T) {
 	require.Len(t, got, 1)
 	require.Contains(t, got[0], "step 0 was undone before step 1")
 }
+
+// MissingAlerts is Judge's alert rule alone: what the settled orders owe and
+// the alerts do not hold, as Judge words it; an order not settled owes
+// nothing yet.
+func TestMissingAlertsIsJudgesRule(t *testing.T) {
+	t.Parallel()
+	reg, err := registry.Default(8 * time.Second)
+	require.NoError(t, err)
+	running := refusedPayment("o-run")
+	running.Steps[0].ProcessState, running.Steps[0].History = sas.Processing, running.Steps[0].History[:1]
+	views := map[string]sas.OrderView{"o-1": refusedPayment("o-1"), "o-2": refusedPayment("o-2"), "o-run": running}
+	alerts := []sas.Alert{{OrderID: "o-2", Step: 0, State: sas.Error, Attempts: 1}}
+	missing := judge.MissingAlerts(views, alerts)
+	require.Equal(t, []string{"o-1 step 0 entered Error at attempt 1: no alert"}, missing)
+	got := judge.Judge(judge.Evidence{IDs: []string{"o-1", "o-2"}, Views: views, Registry: reg, Alerts: alerts,
+		Calls: map[string][]remotesim.Call{"o-1:0": {{Key: "o-1:0", Fault: remotesim.FaultPermanent}}, "o-2:0": {{Key: "o-2:0", Fault: remotesim.FaultPermanent}}}},
+		judge.JudgeRules{})
+	require.Equal(t, missing, got.Alerts)
+	require.Empty(t, judge.MissingAlerts(views, append(alerts, sas.Alert{OrderID: "o-1", Step: 0, State: sas.Error, Attempts: 1})))
+}
+
+// A failure's window passes over the waits before it: a request killed
+// three times while it ran, whose pick-up was recorded late, is waited on
+// once (no failure), then fails at its moved deadline; the kills explain
+// that failure (issue 31's local run judged it "it waited").
+func TestAFailureWindowPassesOverWaits(t *testing.T) {
+	t.Parallel()
+	v := givenUpPayment("o-w")
+	h := v.Steps[0].History
+	wait := sas.HistoryEntry{At: at(5), From: sas.Processing, To: sas.Processing, Attempt: 1, Actor: "supervisor-0"}
+	v.Steps[0].History = append(append(append([]sas.HistoryEntry{}, h[:2]...), wait), h[2:]...)
+	v.History = v.Steps[0].History
+	harness := []judge.HarnessFault{
+		{OrderID: "o-w", Step: 0, Attempt: 1, Kind: judge.FaultKilled, At: at(2)}, // before the wait
+		{OrderID: "o-w", Step: 0, Attempt: 2, Kind: judge.FaultKilled, At: at(15)},
+		{OrderID: "o-w", Step: 0, Attempt: 3, Kind: judge.FaultKilled, At: at(25)},
+	}
+	got := judgeOne(t, v, nil, harness)
+	require.Empty(t, got.Defects, "the kill before the wait explains failure 1")
+}

@@ -81,6 +81,7 @@ func describeDeadLetter(m sas.InboundMessage) string {
 		Step         *int   `json:"step"`
 		Attempt      int    `json:"attempt"`
 		Compensation bool   `json:"compensation"`
+		Renewals     int    `json:"sasRenewals"` // the scheduler's renewals of it (docs/protocol.md, "Dead letters")
 	}
 	if err := json.Unmarshal([]byte(m.Body), &b); err != nil {
 		return fmt.Sprintf("%s: not JSON (%d bytes), received %d times", m.MessageID, len(m.Body), m.ReceiveCount)
@@ -95,6 +96,9 @@ func describeDeadLetter(m sas.InboundMessage) string {
 	}
 	if b.Compensation {
 		s += " (undo)"
+	}
+	if b.Renewals > 0 {
+		s += fmt.Sprintf(", renewed %d times", b.Renewals)
 	}
 	return s + fmt.Sprintf(", received %d times", m.ReceiveCount)
 }

@@ -27,7 +27,7 @@ type Options struct {
 	Supervisors     int
 	SupervisorEvery time.Duration // default 1s
 	BaseBackoff     time.Duration // supervisor's first retry delay; default 1s
-	MaxReceiveCount int           // before a message goes to its DLQ; default 5
+	MaxReceiveCount int           // before a message goes to its DLQ; default sizing.MaxReceiveCount (10)
 	// WaitLimit is passed on as SAS_WAIT_LIMIT would be, and no longer used
 	// (docs/protocol.md, "Deadlines start at pick-up"); default 2m.
 	WaitLimit  time.Duration

@@ -183,6 +183,14 @@ func (s *System) addPollers() {
 		f := &inflight{}
 		p.Handler = f.wrap(p.Handler)
 		s.inflight = append(s.inflight, f)
+		// A batch received for an instance killed meanwhile was held by
+		// it, as what its handler held: blame those orders too.
+		p.Abandoned = func(msgs []sas.InboundMessage) {
+			now := time.Now()
+			for _, m := range msgs {
+				s.Injected.note(judge.FaultKilled, m.Body, now)
+			}
+		}
 	}
 }
 

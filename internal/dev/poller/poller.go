@@ -42,6 +42,11 @@ type Poller struct {
 	// poller receives nothing, as a disabled event source mapping
 	// (an operator's pause of the queue's agent, docs/console.md).
 	Paused func(context.Context) bool
+	// Abandoned, when set, is told of a batch received for an instance
+	// that died meanwhile (its context ended while the receive was out):
+	// the batch is never handed to a handler, and SQS has counted its
+	// receives, as for a Lambda invocation throttled or cut before it ran.
+	Abandoned func([]sas.InboundMessage)
 
 	mu    sync.Mutex
 	stats PollerStats
@@ -52,6 +57,9 @@ type PollerStats struct {
 	Receives, Messages, Invocations, Deleted, Failed, HandlerErrors int
 	// Paused counts polls that received nothing because Paused said so.
 	Paused int
+	// Abandoned counts messages received for an instance that died
+	// before its handler got them (Poller.Abandoned).
+	Abandoned int
 }
 
 // Stats returns a snapshot of the counters.
@@ -132,13 +140,26 @@ func (p *Poller) PollOnce(ctx context.Context) (int, error) {
 		}
 		return 0, nil
 	}
-	msgs, err := p.Queue.Receive(ctx, sas.ReceiveParams{QueueURL: p.QueueURL, Max: p.BatchSize, Wait: p.Wait, Visibility: p.Visibility})
+	// The receive is the event source's, not the instance's: it ends even
+	// when the instance dies meanwhile, so that what it took is known.
+	// (Cancelled with the instance, it took messages that nobody saw:
+	// counted receives no handler had and no log named, issue 31.)
+	msgs, err := p.Queue.Receive(context.WithoutCancel(ctx), sas.ReceiveParams{QueueURL: p.QueueURL, Max: p.BatchSize, Wait: p.Wait, Visibility: p.Visibility})
 	p.count(func(s *PollerStats) { s.Receives++; s.Messages += len(msgs) })
 	if err != nil {
 		return 0, fmt.Errorf("receiving from %s: %w", p.Name, err)
 	}
 	if len(msgs) == 0 {
 		return 0, nil
+	}
+	if ctx.Err() != nil {
+		// The instance died while the receive was out: the batch is
+		// never handled, and comes back after its visibility timeout.
+		p.count(func(s *PollerStats) { s.Abandoned += len(msgs) })
+		if p.Abandoned != nil {
+			p.Abandoned(msgs)
+		}
+		return len(msgs), nil
 	}
 	ev := sqsevent.Event(p.QueueARN, msgs)
 	resp, err := p.invoke(ctx, ev)

@@ -92,3 +92,37 @@ func TestPollerHandlerErrorRetriesWholeBatch(t *testing.T) {
 	require.Equal(t, 3, p.Stats().HandlerErrors, "the panic and both nil lists")
 	require.Zero(t, p.Stats().Deleted)
 }
+
+// A batch received for an instance that died while the receive was out is
+// never handed to a handler: it is told to Abandoned (the local runs blame
+// its orders' failures on the kill) and comes back after its visibility
+// timeout, its receives counted.
+func TestABatchReceivedForADeadInstanceIsAbandoned(t *testing.T) {
+	t.Parallel()
+	handled := 0
+	p, q, url, c := setup(t, func(context.Context, events.SQSEvent) (events.SQSEventResponse, error) {
+		handled++
+		return ok(), nil
+	})
+	var abandoned []string
+	p.Abandoned = func(msgs []sas.InboundMessage) {
+		for _, m := range msgs {
+			abandoned = append(abandoned, m.Body)
+		}
+	}
+	send(t, q, url, "one", "two")
+	dead, kill := context.WithCancel(context.Background())
+	kill()
+	n, err := p.PollOnce(dead)
+	require.NoError(t, err)
+	require.Equal(t, 2, n)
+	require.Zero(t, handled, "no handler for a dead instance")
+	require.ElementsMatch(t, []string{"one", "two"}, abandoned)
+	require.Equal(t, 2, p.Stats().Abandoned)
+
+	c.Advance(31 * time.Second)
+	msgs, err := q.Receive(context.Background(), sas.ReceiveParams{QueueURL: url, Max: 10})
+	require.NoError(t, err)
+	require.Len(t, msgs, 2)
+	require.Equal(t, 2, msgs[0].ReceiveCount, "the abandoned receive counted")
+}

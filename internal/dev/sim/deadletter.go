@@ -12,6 +12,18 @@ import (
 // that reaches a dead-letter queue is a good message the product let go,
 // unless it went there as a poison message does.
 
+// SabotageShortWindow: every queue dead-letters a message past 5 receives,
+// the construct's setting before issue 31, while the handlers hand a good
+// message on from the receives they did (the scheduler's renewal from the
+// third, the agents' hand-back from the fourth): three chances and two,
+// not eight and seven. With receives that never reach a handler
+// (Faults.Unhandled) good messages are dead-lettered, and the rule
+// "dead-lettered" names them (TestTheHandOffWindowSurvivesUnhandledReceives).
+const SabotageShortWindow = "short-window"
+
+// shortWindowReceives is SabotageShortWindow's redrive policy.
+const shortWindowReceives = 5
+
 // deadLetter moves m, received past q's maxReceives, to q's dead-letter
 // queue, and holds it to the rule.
 func (w *World) deadLetter(q *queue, m *message) {
@@ -21,6 +33,13 @@ func (w *World) deadLetter(q *queue, m *message) {
 	if m.poison = w.lastHandlersCut(q, m) || renewedOut(m); !m.poison {
 		w.violate("dead-lettered", "message %s (%s), sent by %s, went to %s after %d receives (handlers: %s)",
 			m.id, describeBody(m.body), m.sender, q.dlq.name, m.receives-1, w.fates(m))
+		return
+	}
+	if chances, want := q.maxReceives-renewFrom(q)+1, handOffChances(q); !renewedOut(m) && chances < want {
+		// Cut on every receive it could have been handed on, but those
+		// were fewer than the design gives a good message (issue 31).
+		w.violate("dead-lettered", "message %s (%s), sent by %s, went to %s with every receive that could hand it on cut, but it had %d such receives, not %d (handlers: %s)",
+			m.id, describeBody(m.body), m.sender, q.dlq.name, chances, want, w.fates(m))
 		return
 	}
 	// The order's message is the operator's, in the DLQ to redrive, its
@@ -38,6 +57,10 @@ func (w *World) deadLetter(q *queue, m *message) {
 func (w *World) fates(m *message) string {
 	var parts []string
 	for i, r := range m.receipts {
+		if r.t == nil {
+			parts = append(parts, fmt.Sprintf("r%d never reached a handler", i+1))
+			continue
+		}
 		t, fate := r.t, "running"
 		switch {
 		case r.lingered():
@@ -63,9 +86,22 @@ func (w *World) fates(m *message) string {
 // of a request received more often than their MaxDeliveries).
 func renewFrom(q *queue) int {
 	if q.consumer == "scheduler" {
-		return max(q.maxReceives-2, 1)
+		return scheduler.RenewFrom(q.maxReceives)
 	}
 	return agentMaxDeliveries
+}
+
+// handOffChances is how many receives the design gives a good message of
+// q's on which a handler can hand it on before its dead-letter queue
+// (docs/decisions.md, "Ten receives before a dead letter"): the third to
+// the tenth for the scheduler's queues, the fourth to the tenth for an
+// agent's. Written here as the design states them, not derived from the
+// settings they hold, so that a setting that shrinks them is caught.
+func handOffChances(q *queue) int {
+	if q.consumer == "scheduler" {
+		return 8
+	}
+	return 7
 }
 
 // renewedOut reports whether m is a scheduler's copy renewed as often as
@@ -100,6 +136,9 @@ func (w *World) lastHandlersCut(q *queue, m *message) bool {
 	}
 	for _, r := range m.receipts[renewFrom(q)-1 : q.maxReceives] {
 		t := r.t
+		if t == nil {
+			continue // never reached a handler: cut before it began
+		}
 		if t.ended && !t.dead.Load() && !t.handOffFailed && !r.outrun || r.lingered() {
 			return false
 		}
@@ -114,5 +153,5 @@ func (w *World) lastHandlersCut(q *queue, m *message) bool {
 // returns right after its reply), so the old message it left was its own
 // doing, unless a later receive had made its receipt stale (outrun).
 func (r *receive) lingered() bool {
-	return r.t.dead.Load() && r.handedOffAt > 0 && r.t.diedAt-r.handedOffAt > 1 && !r.outrun
+	return r.t != nil && r.t.dead.Load() && r.handedOffAt > 0 && r.t.diedAt-r.handedOffAt > 1 && !r.outrun
 }

@@ -32,7 +32,7 @@ type queue struct {
 // time the task ended, so its deletes deleted nothing), and the task's stop
 // at which it was handed on (handOff; 0: it was not).
 type receive struct {
-	t           *task
+	t           *task // nil: the receive never reached a handler (Faults.Unhandled)
 	receipt     string
 	outrun      bool
 	handedOffAt int

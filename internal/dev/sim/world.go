@@ -252,6 +252,9 @@ func (w *World) newQueue(name, consumer string, visibility time.Duration) *queue
 		visibility: visibility, consumer: consumer}
 	if consumer != "" {
 		q.maxReceives = maxReceives
+		if w.cfg.Sabotage == SabotageShortWindow {
+			q.maxReceives = shortWindowReceives
+		}
 		q.dlq = &queue{name: name + "-dlq", url: q.url + "-dlq", arn: q.arn + "-dlq"}
 		w.byURL[q.dlq.url] = q.dlq
 	}
@@ -497,6 +500,7 @@ func (w *World) outrun(t *task) {
 func (w *World) deliver(q *queue, msgs []*message) {
 	now := w.clock.Now()
 	var in []sas.InboundMessage
+	var handed []*message
 	for _, m := range msgs {
 		m.receives++
 		if q.maxReceives > 0 && m.receives > q.maxReceives {
@@ -505,6 +509,15 @@ func (w *World) deliver(q *queue, msgs []*message) {
 		}
 		m.visibleAt = now.Add(q.visibility)
 		m.receipt = fmt.Sprintf("%s#%d", m.id, m.receives)
+		if f := w.cfg.Faults.Unhandled; f > 0 && w.rng.Float64() < f {
+			// Received, hidden and counted, and never handed to a
+			// handler (issue 31). Drawn only when the fault is on, so
+			// that the other mixes' seeds draw what they did.
+			m.receipts = append(m.receipts, &receive{receipt: m.receipt})
+			w.tracef("receive %d of %s (%s) from %s never reaches a handler", m.receives, m.id, describeBody(m.body), q.name)
+			continue
+		}
+		handed = append(handed, m)
 		in = append(in, sas.InboundMessage{MessageID: m.id, Receipt: m.receipt, Body: w.delivered(m), ReceiveCount: m.receives, SentAt: m.sentAt})
 	}
 	if len(in) == 0 {
@@ -541,12 +554,10 @@ func (w *World) deliver(q *queue, msgs []*message) {
 			}
 		}
 	})
-	for _, m := range msgs {
-		if !m.gone { // received, not dead-lettered
-			r := &receive{t: t, receipt: m.receipt}
-			m.receipts = append(m.receipts, r)
-			t.received = append(t.received, received{m, r})
-		}
+	for _, m := range handed { // received, not dead-lettered, handed to t
+		r := &receive{t: t, receipt: m.receipt}
+		m.receipts = append(m.receipts, r)
+		t.received = append(t.received, received{m, r})
 	}
 }
 
