@@ -120,7 +120,7 @@ func ending(o order) sas.Status {
 	if end, ok := cancelEnding(o); ok {
 		return end
 	}
-	if v := (sas.OrderView{Steps: o.steps}); v.State() == sas.Rejected {
+	if o.view().State() == sas.Rejected {
 		for _, r := range o.steps {
 			if r.Rejected {
 				return sas.Status{Status: sas.StatusRejected, Step: o.wf.Steps[r.Step].Name, Reason: r.LastError, Sequence: SeqCompensated(o.n())}

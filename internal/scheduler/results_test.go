@@ -213,6 +213,44 @@ func TestARejectionWithNothingToUndoEndsAtOnce(t *testing.T) {
 	require.Equal(t, sas.Error, f.view("o-exp2").State())
 }
 
+// A rejection after a step with no undo: the rejected step is undone (a
+// refused step may have taken effect), the step before it stays Processed
+// for good, and the order ends Rejected, as the submitter hears. Read from
+// its records alone, [Processed, Compensated] looked owed its first undo,
+// and the scheduler posted "compensated" (the simulator's seed 12623, a
+// wait step before a rejected agent-token step): the end is read with the
+// definition.
+func TestARejectionAfterAStepWithNoUndoEndsRejected(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	steps := []sas.StepDef{
+		{Name: "notify", Agent: registry.PaymentsAgent, Action: "POST /notices", Timeout: stepTimeout},
+		{Name: "approve", Agent: registry.PaymentsAgent, Action: "POST /approvals", Undo: "POST /approvals/void", Timeout: stepTimeout},
+	}
+	wf := sas.Workflow{Name: "expense", Steps: steps}
+	reg, err := sas.NewRegistry(wf)
+	require.NoError(t, err)
+	f.svc = f.newServiceWith(owner, reg, sas.AgentQueues{Default: f.agentURL})
+	f.h = schedulerHandler(f.svc)
+
+	f.deliver(intake("o-exp", "expense", f.replyURL))
+	f.deliver(done(f.request()))
+	f.deliver(rejectedReply(f.request(), "over budget"))
+	undo := f.request()
+	require.True(t, undo.Compensation)
+	require.Equal(t, 1, undo.Step, "the rejected step is undone; notify has no undo")
+	f.deliver(done(undo))
+	require.Empty(t, f.requests())
+	require.Empty(t, f.alerts.all())
+	require.Equal(t, []sas.ProcessState{sas.Processed, sas.Compensated}, f.states("o-exp"))
+	v := f.view("o-exp")
+	v.Def = &wf // as the console and the test kit read it
+	require.Equal(t, sas.Rejected, v.State())
+	ss := f.statuses()
+	require.Equal(t, "rejected/approve#11000", statusList(ss)[len(ss)-1])
+	require.Equal(t, "over budget", ss[len(ss)-1].Reason)
+}
+
 // ordersUnreadable fails every GetOrder while down is set, as a throttled
 // store does; the step writes go through.
 type ordersUnreadable struct {

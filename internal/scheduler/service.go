@@ -109,6 +109,19 @@ func (s *Service) callTimeout(d sas.StepDef) time.Duration {
 // a read. The records are read (read) only where they decide what happens
 // next: to plan a compensation. Retry and compensate messages, which carry
 // only the order id, read it whole (load).
+// view is o's records as an order view with its definition
+// (sas.OrderView.Def), so that its State knows which steps have an undo:
+// read from the records alone, a step with none before the earliest undone
+// one looks owed its undo.
+func (o order) view() sas.OrderView {
+	v := sas.OrderView{Order: o.ord, Steps: o.steps}
+	if len(o.wf.Steps) == len(o.ord.Steps) {
+		w := o.wf
+		v.Def = &w
+	}
+	return v
+}
+
 type order struct {
 	ord   sas.Order
 	wf    sas.Workflow
