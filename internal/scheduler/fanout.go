@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/sas-go/sas/internal/condition"
@@ -323,9 +324,33 @@ func (s *Service) emptyFanOutsAgain(ctx context.Context, u *outbox.Unit, o order
 			if err := s.fanOutDoneAgain(ctx, u, o, r); err != nil {
 				return err
 			}
+		case listFailed(o.wf.Steps[j], r):
+			if err := s.listFailedAgain(ctx, u, o, r); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
+}
+
+// listFailed reports whether fan-out step r failed at its start because
+// its list could not be evaluated (startFanOut): nothing of it ran.
+func listFailed(def sas.StepDef, r sas.StepRecord) bool {
+	return def.ForEach != nil && r.ProcessState == sas.Error && r.ForEachCount == 0 && r.FailedBy != "" &&
+		strings.HasPrefix(r.LastError, sas.ErrorForEachItems)
+}
+
+// listFailedAgain repeats the failure of fan-out step r whose list could
+// not be evaluated, which the handling that claimed it wrote and may have
+// died after, before its alert, status and compensation (the simulator's
+// seed 71): no message of the step's own carries it, so the duplicate of
+// the success before it applies the failure again, as its holder, which
+// takes the path of a redelivered failure (one alert id, one status
+// sequence, the compensation once).
+func (s *Service) listFailedAgain(ctx context.Context, u *outbox.Unit, o order, r sas.StepRecord) error {
+	held := r
+	held.LockedBy = r.FailedBy
+	return s.settleStep(ctx, u, o, o.wf.Steps[r.Step], held, sas.AgentReply{Outcome: sas.OutcomeFailed, Reason: r.LastError, ErrorType: sas.ErrorForEachItems})
 }
 
 // claimedBy reports whether element next was claimed by the very write p

@@ -771,3 +771,39 @@ func TestAStartedFanOutMarkedSinceResendsItsElements(t *testing.T) {
 	require.Len(t, f.requests(), 2, "both elements of the window are requested again")
 	require.Equal(t, sas.Processing, f.view(id).Steps[1].ProcessState, "the fan-out runs until its elements settle")
 }
+
+// A fan-out whose list cannot be evaluated fails at its start, in the
+// handling of the reply that claimed it (the simulator's seed 71: a run's
+// payload without the list). When that handling stops after the step's
+// failure is written (here its alert fails; a death is the same), the
+// reply's redelivery is a duplicate of the step before's success: it tells
+// the failure again (the same alert id, the failed status) and compensates
+// the order, as a redelivered failure does.
+func TestAFanOutWhoseListFailedIsToldAgainByTheRedelivery(t *testing.T) {
+	t.Parallel()
+	f := fanOutFixture(t, 4)
+	const id = "o-no-lines"
+	f.deliver(fmt.Sprintf(`{"v":1,"orderId":%q,"workflow":"lines","replyTo":%q,"payload":{"amount":1}}`, id, f.replyURL))
+	ev := f.event(doneWith(f.request(), `{"quote":"Q-1"}`))
+	f.alerts.mu.Lock()
+	f.alerts.fail = 1
+	f.alerts.mu.Unlock()
+	require.Len(t, f.handle(ev), 1, "the alert failed: the reply is redelivered")
+	require.Equal(t, sas.Error, f.view(id).Steps[1].ProcessState, "the fan-out failed at its start")
+	require.Empty(t, f.alerts.all())
+
+	require.Empty(t, f.handle(ev))
+	al := f.alerts.all()
+	require.Len(t, al, 1, "the failure is told by the redelivery")
+	require.Equal(t, 1, al[0].Step)
+	require.Contains(t, al[0].Reason, sas.ErrorForEachItems)
+	require.Contains(t, statusList(f.statuses()), "failed/reserve#4001")
+	undo := f.request()
+	require.Equal(t, 0, undo.Step, "the order is compensated")
+	require.True(t, undo.Compensation)
+	f.deliver(done(undo))
+	require.Equal(t, []sas.ProcessState{sas.Compensated, sas.Compensated, sas.Pending}, f.states(id), "the fan-out had nothing to undo: its undo was done at once")
+
+	require.Empty(t, f.handle(ev), "a later duplicate changes nothing")
+	require.Empty(t, f.requests())
+}
