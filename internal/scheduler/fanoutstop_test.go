@@ -807,3 +807,46 @@ func TestAFanOutWhoseListFailedIsToldAgainByTheRedelivery(t *testing.T) {
 	require.Empty(t, f.handle(ev), "a later duplicate changes nothing")
 	require.Empty(t, f.requests())
 }
+
+// The same as TestARedeliveryAfterTheStopSendsTheElementsNeverSent for a
+// fan-out the intake starts (its first step): the intake's redelivery,
+// finding the fan-out stopped since, sends the elements it claimed and
+// never sent (the simulator's deep sweep seed 19083, a schedule's run whose
+// fan-out came first after skipped steps).
+func TestAnIntakeRedeliveredAfterTheStopSendsTheElementsNeverSent(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	reserve := sas.StepDef{Name: "reserve", Agent: "x", Action: "POST /reserve", Undo: "POST /reserve/cancel", Timeout: stepTimeout,
+		ForEach: &sas.ForEach{Items: "payload.lines", Concurrency: 3}}
+	ship := sas.StepDef{Name: "ship", Agent: "x", Action: "POST /ship", Timeout: stepTimeout}
+	reg, err := sas.NewRegistry(sas.Workflow{Name: "fan-first", Steps: []sas.StepDef{reserve, ship}})
+	require.NoError(t, err)
+	f.svc = f.newServiceWith(owner, reg, sas.AgentQueues{Default: f.agentURL})
+	f.h = schedulerHandler(f.svc)
+	const id = "o-unsent-first"
+	f.failEntries(func(url, body string) bool {
+		var r sas.AgentRequest
+		return url == f.agentURL && json.Unmarshal([]byte(body), &r) == nil && elementIndex(r) > 0
+	})
+	ev := f.event(fmt.Sprintf(`{"v":1,"orderId":%q,"workflow":"fan-first","replyTo":%q,"payload":{"lines":[{"sku":"A"},{"sku":"B"},{"sku":"C"},{"sku":"D"}]}}`, id, f.replyURL))
+	require.Len(t, f.handle(ev), 1, "elements 1 and 2's requests are not sent")
+	f.failEntries(nil)
+	reqs := f.requests()
+	require.Len(t, reqs, 1)
+	require.Equal(t, 0, elementIndex(reqs[0]))
+	f.deliver(reply(reqs[0], sas.OutcomeFailed, "out of stock"))
+	require.Equal(t, sas.Error, f.view(id).Steps[0].ProcessState)
+	require.Empty(t, f.requests())
+
+	require.Empty(t, f.handle(ev), "the intake's redelivery")
+	again := map[int]sas.AgentRequest{}
+	for _, r := range f.requests() {
+		require.False(t, r.Compensation)
+		again[elementIndex(r)] = r
+	}
+	require.Len(t, again, 2, "elements 1 and 2 are requested again")
+	f.deliver(doneWith(again[1], `{"held":"B"}`))
+	f.deliver(reply(again[2], sas.OutcomeFailed, "no such sku"))
+	order, _ := undoAll(t, f, id)
+	require.Equal(t, []int{2, 1, 0}, order)
+}

@@ -155,7 +155,9 @@ func (s *Service) submit(ctx context.Context, u *outbox.Unit, in sas.Intake, mes
 		ord.ord.Trace = o.Trace
 		ctx = msgctx.WithTrace(ctx, o.Trace)
 		s.log.InfoContext(ctx, "duplicate intake: order exists", "order", o.OrderID)
-		s.redispatchLive(ctx, u, ord, now)
+		if err := s.redispatchLive(ctx, u, ord, now); err != nil {
+			return err
+		}
 		if redelivered(ctx) && !later {
 			// The first delivery may have stopped before it claimed every
 			// step that starts with the order (graph.go). Not before the
@@ -180,9 +182,11 @@ func (s *Service) submit(ctx context.Context, u *outbox.Unit, in sas.Intake, mes
 
 // redispatchLive re-sends the request of the order's in-flight step on a
 // redelivery of its intake, while no pick-up was reported (resend): the
-// first delivery may have stopped between the write and the send. A
-// duplicate intake (another message for the same order) sends nothing.
-func (s *Service) redispatchLive(ctx context.Context, u *outbox.Unit, o order, now time.Time) {
+// first delivery may have stopped between the write and the send. So for
+// a fan-out it started that stopped since: the elements it claimed and
+// never sent (resendStopped; the simulator's seed 19083). A duplicate
+// intake (another message for the same order) sends nothing.
+func (s *Service) redispatchLive(ctx context.Context, u *outbox.Unit, o order, now time.Time) error {
 	for _, r := range o.steps {
 		if r.Step < o.n() && o.wf.Graph() && len(o.wf.Preds(r.Step)) > 0 {
 			continue // in a graph, only the steps that start with the order are the intake's (the others, their completions')
@@ -190,7 +194,11 @@ func (s *Service) redispatchLive(ctx context.Context, u *outbox.Unit, o order, n
 		if s.resend(ctx, r, now) && r.Step < o.n() {
 			s.dispatch(ctx, u, o, o.wf.Steps[r.Step], r)
 		}
+		if err := s.resendStopped(ctx, u, o, r, now); err != nil { // fanout.go
+			return err
+		}
 	}
+	return nil
 }
 
 // conflict rejects an intake that reuses an order id with other content.
