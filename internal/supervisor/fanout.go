@@ -14,9 +14,9 @@ import (
 // deadline and rescued by itself (docs/decisions.md, "Fan-out elements are
 // records of their own"), so:
 //   - while an element is held (its undo running, or a marked element
-//     settling before any is undone), the step's undo is waited on until
-//     the latest of their deadlines, at least a pick-up timeout on: a chain
-//     of a thousand undos outlives the step's own deadline with nothing
+//     settling before any is undone), the step's undo is waited on for a
+//     step timeout more (at least a pick-up timeout): a chain of a
+//     thousand undos outlives the step's own deadline with nothing
 //     stalled, and no failure is counted;
 //   - otherwise the chain stopped between two elements (the handler that
 //     would claim the next died or failed, and the message that would
@@ -42,15 +42,19 @@ func (r *sweep) decideFanOutUndo(rec sas.StepRecord, lim sas.StepLimits, now tim
 			stepAttrs(rec, slog.String("err", err.Error()))...)
 		return decision{}, false
 	}
-	until, held := now.Add(r.s.policy.PickupTimeout), -1
+	held := -1
 	for _, e := range els {
-		if e.LockedBy == "" || (e.ProcessState != sas.Processing && e.ProcessState != sas.Compensating) {
-			continue
-		}
-		if _, held = sas.ElementOf(e.Step); e.DueAt.After(until) {
-			until = e.DueAt
+		if e.LockedBy != "" && (e.ProcessState == sas.Processing || e.ProcessState == sas.Compensating) {
+			_, held = sas.ElementOf(e.Step)
+			break
 		}
 	}
+	// The next look is a step timeout on (at least a pick-up timeout), not
+	// the held element's deadline: that element may be given up long
+	// before it (an element never picked up is waited on to its delivery
+	// horizon), and the chain must then move on (the simulator's seed 11
+	// of TestARedriveFinishesWhatItsDeadLetterHeld).
+	until := now.Add(max(r.s.policy.PickupTimeout, lim.Timeout))
 	if held >= 0 {
 		return decision{Action: wait, Failures: rec.FailureCount, Until: until,
 			Reason: fmt.Sprintf("its elements are undone one at a time, each held to its own deadline (element %d is held)", held)}, true
