@@ -623,29 +623,7 @@ func TestARedeliveryAfterTheStopSendsTheElementsNeverSent(t *testing.T) {
 	const id = "o-unsent"
 	f.deliver(linesIntake(id, 5, f.replyURL))
 	quote := f.request()
-	f.failEntries(func(url, body string) bool {
-		var r sas.AgentRequest
-		return url == f.agentURL && json.Unmarshal([]byte(body), &r) == nil && elementIndex(r) > 0
-	})
-	ev := f.event(doneWith(quote, `{"quote":"Q-1"}`))
-	require.Len(t, f.handle(ev), 1, "elements 1 and 2's requests are not sent")
-	f.failEntries(nil)
-	reqs := f.requests()
-	require.Len(t, reqs, 1)
-	require.Equal(t, 0, elementIndex(reqs[0]))
-	f.deliver(reply(reqs[0], sas.OutcomeFailed, "out of stock"))
-	require.Equal(t, sas.Error, f.view(id).Steps[1].ProcessState)
-	require.Empty(t, f.requests())
-
-	require.Empty(t, f.handle(ev), "the redelivery of quote's success")
-	again := map[int]sas.AgentRequest{}
-	for _, r := range f.requests() {
-		require.False(t, r.Compensation)
-		again[elementIndex(r)] = r
-	}
-	require.Len(t, again, 2, "elements 1 and 2 are requested again")
-	f.deliver(doneWith(again[1], `{"held":"SKU-1"}`))
-	f.deliver(reply(again[2], sas.OutcomeFailed, "no such sku"))
+	unsentAfterStop(t, f, id, 1, doneWith(quote, `{"quote":"Q-1"}`))
 	order, _ := undoAll(t, f, id)
 	require.Equal(t, []int{2, 1, 0, -1}, order)
 	requireEnded(t, f, sas.StatusCompensated)
@@ -824,29 +802,38 @@ func TestAnIntakeRedeliveredAfterTheStopSendsTheElementsNeverSent(t *testing.T) 
 	f.svc = f.newServiceWith(owner, reg, sas.AgentQueues{Default: f.agentURL})
 	f.h = schedulerHandler(f.svc)
 	const id = "o-unsent-first"
+	unsentAfterStop(t, f, id, 0, fmt.Sprintf(`{"v":1,"orderId":%q,"workflow":"fan-first","replyTo":%q,"payload":{"lines":[{"sku":"A"},{"sku":"B"},{"sku":"C"},{"sku":"D"}]}}`, id, f.replyURL))
+	order, _ := undoAll(t, f, id)
+	require.Equal(t, []int{2, 1, 0}, order)
+}
+
+// unsentAfterStop delivers body, the message that starts fan-out step of
+// order id (a window of 3), with the requests of elements 1 and 2 failing
+// to send; element 0 then fails, stopping the fan-out; body's redelivery
+// must send elements 1 and 2 again, which then settle (1 done, 2 failed).
+func unsentAfterStop(t *testing.T, f *fixture, id string, step int, body string) {
+	t.Helper()
 	f.failEntries(func(url, body string) bool {
 		var r sas.AgentRequest
 		return url == f.agentURL && json.Unmarshal([]byte(body), &r) == nil && elementIndex(r) > 0
 	})
-	ev := f.event(fmt.Sprintf(`{"v":1,"orderId":%q,"workflow":"fan-first","replyTo":%q,"payload":{"lines":[{"sku":"A"},{"sku":"B"},{"sku":"C"},{"sku":"D"}]}}`, id, f.replyURL))
+	ev := f.event(body)
 	require.Len(t, f.handle(ev), 1, "elements 1 and 2's requests are not sent")
 	f.failEntries(nil)
 	reqs := f.requests()
 	require.Len(t, reqs, 1)
 	require.Equal(t, 0, elementIndex(reqs[0]))
 	f.deliver(reply(reqs[0], sas.OutcomeFailed, "out of stock"))
-	require.Equal(t, sas.Error, f.view(id).Steps[0].ProcessState)
+	require.Equal(t, sas.Error, f.view(id).Steps[step].ProcessState)
 	require.Empty(t, f.requests())
 
-	require.Empty(t, f.handle(ev), "the intake's redelivery")
+	require.Empty(t, f.handle(ev), "the redelivery of the message that started the fan-out")
 	again := map[int]sas.AgentRequest{}
 	for _, r := range f.requests() {
 		require.False(t, r.Compensation)
 		again[elementIndex(r)] = r
 	}
 	require.Len(t, again, 2, "elements 1 and 2 are requested again")
-	f.deliver(doneWith(again[1], `{"held":"B"}`))
+	f.deliver(doneWith(again[1], `{"held":"SKU-1"}`))
 	f.deliver(reply(again[2], sas.OutcomeFailed, "no such sku"))
-	order, _ := undoAll(t, f, id)
-	require.Equal(t, []int{2, 1, 0}, order)
 }
