@@ -76,6 +76,7 @@ type System struct {
 	schedQueue sas.Queue
 	simServer  *http.Server
 	killed     atomic.Int64
+	agentsHeld atomic.Bool // HoldAgents
 	mu         sync.Mutex
 	reports    []supervisor.Report
 }
@@ -176,7 +177,8 @@ func (s *System) addPollers() {
 	agentNames := agentsOf(s.Registry)
 	for _, p := range s.Pollers {
 		if strings.HasPrefix(p.Name, "agent-") {
-			p.Paused = poller.PausedBy(s.observerStore, agentNames...) // the platform's, not the system's: uncounted
+			paused := poller.PausedBy(s.observerStore, agentNames...) // the platform's, not the system's: uncounted
+			p.Paused = func(ctx context.Context) bool { return s.agentsHeld.Load() || paused(ctx) }
 		}
 	}
 	for _, p := range s.Pollers {
@@ -322,6 +324,13 @@ func (s *System) Run(ctx context.Context) {
 	}
 	wg.Wait()
 }
+
+// HoldAgents stops (true) or restarts (false) every agent poller's
+// receives, as a saturated or throttled agent would: the requests wait in
+// the agent queue, and nothing records a pause, so the supervisor judges
+// their steps as it judges any backlog's. A test makes an overload of a
+// known depth with it, whatever the speed of the machine.
+func (s *System) HoldAgents(hold bool) { s.agentsHeld.Store(hold) }
 
 // Killed is how many instances Run has killed (Options.KillEvery).
 func (s *System) Killed() int { return int(s.killed.Load()) }

@@ -27,19 +27,16 @@ import (
 // step timeout is retried, correctly), never because its request waited. On
 // an idle machine that is one call per step.
 //
-// The numbers fix how deep the overload is, not how fast anything runs, and
-// the depth comes from the remote's latency, which a busy machine does not
-// shorten, rather than from the number of orders, which costs the emulators
-// (400 orders of 300 ms calls took 33 s on a quiet machine, 111-188 s at a
-// load average of 25-30, and once ran out of its 5 minutes there): one agent
-// instance runs 10 calls at a time, each takes 1 s, so 120 orders of 1 or 3
-// steps are 240 calls, at least 24 s of agent work, against a deadline of a
-// claim's 5 s pick-up allowance plus a 6 s step timeout: half the requests
-// at least wait past their deadlines, and a slower machine only deepens the
-// overload. The allowances leave a busy machine room (a scheduler 5 s late
-// to claim, a 1 s call stretched by 5 s) where the 2 s of each it had did
-// not; a call stretched further still is counted against its attempts, not
-// failed.
+// The depth of the overload is made, not hoped for: the agents are held
+// (localrun.System.HoldAgents, a saturated agent) until every order's first
+// request is queued and a supervisor has found one past its deadline and
+// waited on it, so a slow scheduler, which a busy machine makes the
+// bottleneck, cannot drain the burst as it comes. Then one agent instance,
+// 10 calls at a time of 1 s each, drains 120 orders of 1 or 3 steps: 240
+// calls, at least 24 s of agent work, against a claim's 5 s pick-up
+// allowance plus a 6 s step timeout. The allowances leave a busy machine
+// room (a scheduler 5 s late to claim, a 1 s call stretched by 5 s); a call
+// stretched further still is counted against its attempts, not failed.
 func TestOverloadFailsNothingAndSendsEachRequestOnce(t *testing.T) {
 	emulator.Require(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute) // a bound, not a timing
@@ -52,6 +49,7 @@ func TestOverloadFailsNothingAndSendsEachRequestOnce(t *testing.T) {
 	})
 	require.NoError(t, err)
 	defer sys.Close()
+	sys.HoldAgents(true)
 	defer runInBackground(ctx, sys)()
 
 	const orders = 120
@@ -68,6 +66,8 @@ func TestOverloadFailsNothingAndSendsEachRequestOnce(t *testing.T) {
 		batch = append(batch, sas.Intake{OrderID: ids[i], Workflow: wf, Payload: []byte(`{"amount":10}`)})
 	}
 	require.NoError(t, sys.Submit(ctx, batch...)) // in batches of ten
+	waitedWhileHeld := awaitQueuedAndWaited(ctx, t, sys, ids)
+	sys.HoldAgents(false)
 	views, err := sys.WaitSettled(ctx, ids, time.Second, nil)
 	require.NoError(t, err, "the burst did not settle")
 
@@ -79,11 +79,8 @@ func TestOverloadFailsNothingAndSendsEachRequestOnce(t *testing.T) {
 	rescued, gaveUp, _ := sys.Totals()
 	require.Zero(t, rescued, "waiting is not a failure: nothing to rescue")
 	require.Zero(t, gaveUp)
-	waited := 0
-	for _, r := range sys.Reports() {
-		waited += r.Waited
-	}
-	require.Positive(t, waited, "the overload was deep enough that deadlines passed in the queue")
+	waited := totalWaited(sys)
+	require.GreaterOrEqual(t, waited, waitedWhileHeld)
 
 	calls := map[string]int{}
 	all, dropped := sys.Sim.Calls()
@@ -108,4 +105,43 @@ func TestOverloadFailsNothingAndSendsEachRequestOnce(t *testing.T) {
 		}
 	}
 	t.Logf("%d orders (%d calls, %d steps retried after a call that ran out), %d waits, 0 rescues", orders, len(all), retried, waited)
+}
+
+// awaitQueuedAndWaited returns, while the agents are held, once every
+// order's first step is claimed (its request queued) and the supervisors
+// have waited on at least one step past its deadline, with how many waits
+// they had made. It fails the test if ctx ends first: the supervisor never
+// found a request that waited past its deadline, or the scheduler never
+// dispatched the burst.
+func awaitQueuedAndWaited(ctx context.Context, t *testing.T, sys *localrun.System, ids []string) int {
+	t.Helper()
+	for {
+		views, err := sys.Views(ctx, ids)
+		require.NoError(t, err)
+		queued := 0
+		for _, id := range ids {
+			if st := views[id].Steps; len(st) > 0 && st[0].ProcessState == sas.Processing {
+				queued++
+			}
+		}
+		waited := totalWaited(sys)
+		if queued == len(ids) && waited > 0 {
+			return waited
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("agents held: %d of %d first requests queued, %d waits: the overload never formed", queued, len(ids), waited)
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+// totalWaited is how many held steps past their deadline the supervisors
+// have waited on so far.
+func totalWaited(sys *localrun.System) int {
+	n := 0
+	for _, r := range sys.Reports() {
+		n += r.Waited
+	}
+	return n
 }
