@@ -334,20 +334,40 @@ func (s *Service) emptyFanOutsAgain(ctx context.Context, u *outbox.Unit, o order
 }
 
 // listFailed reports whether fan-out step r failed at its start because
-// its list could not be evaluated (startFanOut): nothing of it ran.
+// its list could not be evaluated (startFanOut): nothing of it ran. Its
+// compensation may have begun since (Compensating, Compensated), from the
+// undo of the fan-out itself, which had no element to undo.
 func listFailed(def sas.StepDef, r sas.StepRecord) bool {
-	return def.ForEach != nil && r.ProcessState == sas.Error && r.ForEachCount == 0 && r.FailedBy != "" &&
+	switch r.ProcessState {
+	case sas.Error, sas.Compensating, sas.Compensated:
+	default:
+		return false
+	}
+	return def.ForEach != nil && r.ForEachCount == 0 && r.FailedBy != "" &&
 		strings.HasPrefix(r.LastError, sas.ErrorForEachItems)
 }
 
-// listFailedAgain repeats the failure of fan-out step r whose list could
-// not be evaluated, which the handling that claimed it wrote and may have
-// died after, before its alert, status and compensation (the simulator's
-// seed 71): no message of the step's own carries it, so the duplicate of
-// the success before it applies the failure again, as its holder, which
-// takes the path of a redelivered failure (one alert id, one status
-// sequence, the compensation once).
+// listFailedAgain repeats what the failure of fan-out step r, whose list
+// could not be evaluated, owes: the handling that claimed it wrote the
+// failure and may have died after (the simulator's seed 71), and no
+// message of the step's own carries it, so the redelivery of that handling's
+// message (a duplicate of the success before it, or the intake) repeats it.
+// In Error, the failure is applied again as its holder, which takes the
+// path of a redelivered failure (one alert id, one status sequence, the
+// compensation once). Once its compensation has begun (its own undo, with
+// no element to undo, claimed or done), its alert and status were told
+// before that claim (tellBeforeClaim), and the compensation is driven on:
+// it may have stopped before an undo's request went out, which
+// startCompensation re-sends (the simulator's seeds 234 and 1984, orders
+// drawn without a list).
 func (s *Service) listFailedAgain(ctx context.Context, u *outbox.Unit, o order, r sas.StepRecord) error {
+	if r.ProcessState != sas.Error {
+		if err := s.read(ctx, &o); err != nil {
+			return err
+		}
+		_, err := s.startCompensation(ctx, u, o, false, s.cfg.Clock.Now())
+		return err
+	}
 	held := r
 	held.LockedBy = r.FailedBy
 	return s.settleStep(ctx, u, o, o.wf.Steps[r.Step], held, sas.AgentReply{Outcome: sas.OutcomeFailed, Reason: r.LastError, ErrorType: sas.ErrorForEachItems})

@@ -786,6 +786,111 @@ func TestAFanOutWhoseListFailedIsToldAgainByTheRedelivery(t *testing.T) {
 	require.Empty(t, f.requests())
 }
 
+// The same, when the handling that failed the list got further: its alert
+// and status out, the fan-out's own undo done at once (it had no elements),
+// then the undo of the step before claimed and its request not sent. The
+// fan-out is no longer in Error, so the redelivery must find the failure
+// by its record all the same, and drive the compensation on: the undo
+// claimed and never sent is sent (the simulator's seed 234, once orders
+// without a list were drawn).
+func TestARedeliveryAfterAListFailureSendsTheUndoNeverSent(t *testing.T) {
+	t.Parallel()
+	f := fanOutFixture(t, 4)
+	const id = "o-no-lines-undo"
+	f.deliver(fmt.Sprintf(`{"v":1,"orderId":%q,"workflow":"lines","replyTo":%q,"payload":{"amount":1}}`, id, f.replyURL))
+	ev := f.event(doneWith(f.request(), `{"quote":"Q-1"}`))
+	f.failEntries(func(url, body string) bool {
+		var r sas.AgentRequest
+		return url == f.agentURL && json.Unmarshal([]byte(body), &r) == nil && r.Compensation
+	})
+	require.Len(t, f.handle(ev), 1, "the undo's request failed to send: the reply is redelivered")
+	f.failEntries(nil)
+	require.Equal(t, []sas.ProcessState{sas.Compensating, sas.Compensated, sas.Pending}, f.states(id),
+		"the fan-out failed at its start and was undone at once; the step before's undo is claimed")
+	require.Len(t, f.alerts.all(), 1)
+	require.Empty(t, f.requests())
+
+	require.Empty(t, f.handle(ev))
+	undo := f.request()
+	require.Equal(t, 0, undo.Step, "the undo claimed and never sent is sent")
+	require.True(t, undo.Compensation)
+	require.Len(t, f.alerts.all(), 1, "the failure was told once")
+	f.deliver(done(undo))
+	require.Equal(t, []sas.ProcessState{sas.Compensated, sas.Compensated, sas.Pending}, f.states(id))
+	require.Contains(t, statusList(f.statuses()), "compensated#15000")
+}
+
+// The same when the step before the fan-out has no undo: the undo claimed
+// and never sent is an earlier step's, and the redelivered success is of
+// a step that stays Processed (the simulator's seed 234 itself: a callback
+// step's completion, redelivered).
+func TestARedeliveryAfterAListFailureSendsAnEarlierUndoNeverSent(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	quote := sas.StepDef{Name: "quote", Agent: "x", Action: "POST /quote", Undo: "POST /quote/cancel", Timeout: stepTimeout}
+	check := sas.StepDef{Name: "check", Agent: "x", Action: "POST /check", Timeout: stepTimeout}
+	reserve := sas.StepDef{Name: "reserve", Agent: "x", Action: "POST /reserve", Undo: "POST /reserve/cancel", Timeout: stepTimeout,
+		ForEach: &sas.ForEach{Items: "payload.lines", Concurrency: 2}}
+	reg, err := sas.NewRegistry(sas.Workflow{Name: "checked", Steps: []sas.StepDef{quote, check, reserve}})
+	require.NoError(t, err)
+	f.svc = f.newServiceWith(owner, reg, sas.AgentQueues{Default: f.agentURL})
+	f.h = schedulerHandler(f.svc)
+	const id = "o-no-lines-earlier"
+	f.deliver(fmt.Sprintf(`{"v":1,"orderId":%q,"workflow":"checked","replyTo":%q,"payload":{"amount":1}}`, id, f.replyURL))
+	f.deliver(done(f.request()))
+	ev := f.event(done(f.request()))
+	f.failEntries(func(url, body string) bool {
+		var r sas.AgentRequest
+		return url == f.agentURL && json.Unmarshal([]byte(body), &r) == nil && r.Compensation
+	})
+	require.Len(t, f.handle(ev), 1, "the undo's request failed to send: check's reply is redelivered")
+	f.failEntries(nil)
+	require.Equal(t, []sas.ProcessState{sas.Compensating, sas.Processed, sas.Compensated}, f.states(id))
+	require.Empty(t, f.requests())
+
+	require.Empty(t, f.handle(ev))
+	undo := f.request()
+	require.Equal(t, 0, undo.Step, "quote's undo, claimed and never sent, is sent")
+	require.True(t, undo.Compensation)
+	require.Len(t, f.alerts.all(), 1, "the failure was told once")
+	f.deliver(done(undo))
+	require.Equal(t, []sas.ProcessState{sas.Compensated, sas.Processed, sas.Compensated}, f.states(id))
+}
+
+// The same for a fan-out the intake starts (its first step): the intake's
+// redelivery tells the failure its first delivery wrote and did not tell
+// (the simulator's seed 1984, a schedule's run with no list whose first
+// step to run was its fan-out).
+func TestAnIntakeRedeliveredTellsItsFanOutsListFailure(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	reserve := sas.StepDef{Name: "reserve", Agent: "x", Action: "POST /reserve", Undo: "POST /reserve/cancel", Timeout: stepTimeout,
+		ForEach: &sas.ForEach{Items: "payload.lines", Concurrency: 3}}
+	ship := sas.StepDef{Name: "ship", Agent: "x", Action: "POST /ship", Timeout: stepTimeout}
+	reg, err := sas.NewRegistry(sas.Workflow{Name: "fan-first", Steps: []sas.StepDef{reserve, ship}})
+	require.NoError(t, err)
+	f.svc = f.newServiceWith(owner, reg, sas.AgentQueues{Default: f.agentURL})
+	f.h = schedulerHandler(f.svc)
+	const id = "o-no-lines-first"
+	ev := f.event(fmt.Sprintf(`{"v":1,"orderId":%q,"workflow":"fan-first","replyTo":%q,"payload":{"amount":1}}`, id, f.replyURL))
+	f.alerts.mu.Lock()
+	f.alerts.fail = 1
+	f.alerts.mu.Unlock()
+	require.Len(t, f.handle(ev), 1, "the alert failed: the intake is redelivered")
+	require.Empty(t, f.alerts.all())
+
+	require.Empty(t, f.handle(ev))
+	al := f.alerts.all()
+	require.Len(t, al, 1, "the failure is told by the redelivery")
+	require.Contains(t, al[0].Reason, sas.ErrorForEachItems)
+	require.Contains(t, statusList(f.statuses()), "failed/reserve#2001")
+	require.Empty(t, f.handle(f.event(fmt.Sprintf(`{"v":1,"orderId":%q,"workflow":"fan-first","replyTo":%q,"payload":{"amount":1}}`, id, f.replyURL))),
+		"a later redelivery, the order compensated by now")
+	require.Len(t, f.alerts.all(), 1, "told once its compensation began: not again")
+	require.Empty(t, f.requests(), "nothing to undo, nothing called")
+	require.Equal(t, []sas.ProcessState{sas.Compensated, sas.Pending}, f.states(id))
+}
+
 // The same as TestARedeliveryAfterTheStopSendsTheElementsNeverSent for a
 // fan-out the intake starts (its first step): the intake's redelivery,
 // finding the fan-out stopped since, sends the elements it claimed and

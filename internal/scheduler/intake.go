@@ -184,9 +184,12 @@ func (s *Service) submit(ctx context.Context, u *outbox.Unit, in sas.Intake, mes
 // redelivery of its intake, while no pick-up was reported (resend): the
 // first delivery may have stopped between the write and the send. So for
 // a fan-out it started that stopped since: the elements it claimed and
-// never sent (resendStopped; the simulator's seed 19083). A duplicate
-// intake (another message for the same order) sends nothing.
+// never sent (resendStopped; the simulator's seed 19083), and for a
+// fan-out it started whose list could not be evaluated: what that failure
+// owes (listFailedAgain; seed 1984). A duplicate intake (another message
+// for the same order) sends nothing.
 func (s *Service) redispatchLive(ctx context.Context, u *outbox.Unit, o order, now time.Time) error {
+	first := ranAfter(o, -1) // in a line, the step the intake started
 	for _, r := range o.steps {
 		if r.Step < o.n() && o.wf.Graph() && len(o.wf.Preds(r.Step)) > 0 {
 			continue // in a graph, only the steps that start with the order are the intake's (the others, their completions')
@@ -196,6 +199,11 @@ func (s *Service) redispatchLive(ctx context.Context, u *outbox.Unit, o order, n
 		}
 		if err := s.resendStopped(ctx, u, o, r, now); err != nil { // fanout.go
 			return err
+		}
+		if redelivered(ctx) && r.Step < o.n() && (o.wf.Graph() || r.Step == first) && listFailed(o.wf.Steps[r.Step], r) {
+			if err := s.listFailedAgain(ctx, u, o, r); err != nil { // fanout.go
+				return err
+			}
 		}
 	}
 	return nil

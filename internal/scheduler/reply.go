@@ -403,14 +403,20 @@ func (s *Service) doneFailedItsSuccessor(ctx context.Context, o *order, rep sas.
 		// again.
 		return true, nil
 	}
-	if rep.Outcome != sas.OutcomeDone || rep.Step+1 >= o.n() || o.wf.Steps[rep.Step+1].When == "" {
+	if rep.Outcome != sas.OutcomeDone || rep.Step+1 >= o.n() {
+		return false, nil
+	}
+	if next := o.wf.Steps[rep.Step+1]; next.When == "" && next.ForEach == nil {
 		return false, nil
 	}
 	if err := s.read(ctx, o); err != nil {
 		return false, err
 	}
+	// So does a fan-out after it whose list could not be evaluated
+	// (fanout.go's listFailed): it failed at its start, in the same handling.
 	succ, ok := o.step(ranAfter(*o, rep.Step))
-	return ok && succ.ProcessState == sas.Error && succ.FailedBy == sas.ByCondition, nil
+	return ok && ((succ.ProcessState == sas.Error && succ.FailedBy == sas.ByCondition) ||
+		listFailed(o.wf.Steps[succ.Step], succ)), nil
 }
 
 // lateFor reports whether a stale reply is for an attempt the step really
