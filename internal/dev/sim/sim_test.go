@@ -257,7 +257,7 @@ func TestBranchesAreExercised(t *testing.T) {
 // and the step after a fan-out is called with its results.
 func TestFanOutsAreExercised(t *testing.T) {
 	t.Parallel()
-	var windowed, long, twice, after int
+	var windowed, long, twice, after, noList int
 	for seed := int64(1); seed <= 40; seed++ {
 		cfg := sim.ForSeed(seed)
 		cfg.FanOut = true
@@ -274,6 +274,8 @@ func TestFanOutsAreExercised(t *testing.T) {
 				twice++
 			case strings.Contains(l, " invoice step-done"):
 				after++ // its status: called, and done
+			case strings.Contains(l, "alert out: ") && strings.Contains(l, `the list "payload.items" no such key`):
+				noList++ // an order drawn without a list: its fan-out failed at its start, and was told
 			}
 		}
 	}
@@ -281,6 +283,7 @@ func TestFanOutsAreExercised(t *testing.T) {
 	require.Positive(t, long, "no fan-out of 40 seeds had more than 20 elements")
 	require.Positive(t, twice, "no element's request of 40 seeds was delivered twice")
 	require.Positive(t, after, "no step after a fan-out of 40 seeds was done")
+	require.Positive(t, noList, "no fan-out of 40 seeds failed by its list, told by an alert")
 }
 
 var (
