@@ -799,23 +799,9 @@ func TestARedeliveryAfterAListFailureSendsTheUndoNeverSent(t *testing.T) {
 	const id = "o-no-lines-undo"
 	f.deliver(fmt.Sprintf(`{"v":1,"orderId":%q,"workflow":"lines","replyTo":%q,"payload":{"amount":1}}`, id, f.replyURL))
 	ev := f.event(doneWith(f.request(), `{"quote":"Q-1"}`))
-	f.failEntries(func(url, body string) bool {
-		var r sas.AgentRequest
-		return url == f.agentURL && json.Unmarshal([]byte(body), &r) == nil && r.Compensation
-	})
-	require.Len(t, f.handle(ev), 1, "the undo's request failed to send: the reply is redelivered")
-	f.failEntries(nil)
-	require.Equal(t, []sas.ProcessState{sas.Compensating, sas.Compensated, sas.Pending}, f.states(id),
-		"the fan-out failed at its start and was undone at once; the step before's undo is claimed")
-	require.Len(t, f.alerts.all(), 1)
-	require.Empty(t, f.requests())
-
-	require.Empty(t, f.handle(ev))
-	undo := f.request()
-	require.Equal(t, 0, undo.Step, "the undo claimed and never sent is sent")
-	require.True(t, undo.Compensation)
-	require.Len(t, f.alerts.all(), 1, "the failure was told once")
-	f.deliver(done(undo))
+	// The fan-out failed at its start and was undone at once; the step
+	// before's undo is claimed.
+	undoSentByTheRedelivery(t, f, ev, id, []sas.ProcessState{sas.Compensating, sas.Compensated, sas.Pending})
 	require.Equal(t, []sas.ProcessState{sas.Compensated, sas.Compensated, sas.Pending}, f.states(id))
 	require.Contains(t, statusList(f.statuses()), "compensated#15000")
 }
@@ -839,21 +825,7 @@ func TestARedeliveryAfterAListFailureSendsAnEarlierUndoNeverSent(t *testing.T) {
 	f.deliver(fmt.Sprintf(`{"v":1,"orderId":%q,"workflow":"checked","replyTo":%q,"payload":{"amount":1}}`, id, f.replyURL))
 	f.deliver(done(f.request()))
 	ev := f.event(done(f.request()))
-	f.failEntries(func(url, body string) bool {
-		var r sas.AgentRequest
-		return url == f.agentURL && json.Unmarshal([]byte(body), &r) == nil && r.Compensation
-	})
-	require.Len(t, f.handle(ev), 1, "the undo's request failed to send: check's reply is redelivered")
-	f.failEntries(nil)
-	require.Equal(t, []sas.ProcessState{sas.Compensating, sas.Processed, sas.Compensated}, f.states(id))
-	require.Empty(t, f.requests())
-
-	require.Empty(t, f.handle(ev))
-	undo := f.request()
-	require.Equal(t, 0, undo.Step, "quote's undo, claimed and never sent, is sent")
-	require.True(t, undo.Compensation)
-	require.Len(t, f.alerts.all(), 1, "the failure was told once")
-	f.deliver(done(undo))
+	undoSentByTheRedelivery(t, f, ev, id, []sas.ProcessState{sas.Compensating, sas.Processed, sas.Compensated})
 	require.Equal(t, []sas.ProcessState{sas.Compensated, sas.Processed, sas.Compensated}, f.states(id))
 }
 
@@ -863,16 +835,10 @@ func TestARedeliveryAfterAListFailureSendsAnEarlierUndoNeverSent(t *testing.T) {
 // step to run was its fan-out).
 func TestAnIntakeRedeliveredTellsItsFanOutsListFailure(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t)
-	reserve := sas.StepDef{Name: "reserve", Agent: "x", Action: "POST /reserve", Undo: "POST /reserve/cancel", Timeout: stepTimeout,
-		ForEach: &sas.ForEach{Items: "payload.lines", Concurrency: 3}}
-	ship := sas.StepDef{Name: "ship", Agent: "x", Action: "POST /ship", Timeout: stepTimeout}
-	reg, err := sas.NewRegistry(sas.Workflow{Name: "fan-first", Steps: []sas.StepDef{reserve, ship}})
-	require.NoError(t, err)
-	f.svc = f.newServiceWith(owner, reg, sas.AgentQueues{Default: f.agentURL})
-	f.h = schedulerHandler(f.svc)
+	f := fanFirstFixture(t)
 	const id = "o-no-lines-first"
-	ev := f.event(fmt.Sprintf(`{"v":1,"orderId":%q,"workflow":"fan-first","replyTo":%q,"payload":{"amount":1}}`, id, f.replyURL))
+	body := fmt.Sprintf(`{"v":1,"orderId":%q,"workflow":"fan-first","replyTo":%q,"payload":{"amount":1}}`, id, f.replyURL)
+	ev := f.event(body)
 	f.alerts.mu.Lock()
 	f.alerts.fail = 1
 	f.alerts.mu.Unlock()
@@ -884,7 +850,7 @@ func TestAnIntakeRedeliveredTellsItsFanOutsListFailure(t *testing.T) {
 	require.Len(t, al, 1, "the failure is told by the redelivery")
 	require.Contains(t, al[0].Reason, sas.ErrorForEachItems)
 	require.Contains(t, statusList(f.statuses()), "failed/reserve#2001")
-	require.Empty(t, f.handle(f.event(fmt.Sprintf(`{"v":1,"orderId":%q,"workflow":"fan-first","replyTo":%q,"payload":{"amount":1}}`, id, f.replyURL))),
+	require.Empty(t, f.handle(f.event(body)),
 		"a later redelivery, the order compensated by now")
 	require.Len(t, f.alerts.all(), 1, "told once its compensation began: not again")
 	require.Empty(t, f.requests(), "nothing to undo, nothing called")
@@ -898,14 +864,7 @@ func TestAnIntakeRedeliveredTellsItsFanOutsListFailure(t *testing.T) {
 // fan-out came first after skipped steps).
 func TestAnIntakeRedeliveredAfterTheStopSendsTheElementsNeverSent(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t)
-	reserve := sas.StepDef{Name: "reserve", Agent: "x", Action: "POST /reserve", Undo: "POST /reserve/cancel", Timeout: stepTimeout,
-		ForEach: &sas.ForEach{Items: "payload.lines", Concurrency: 3}}
-	ship := sas.StepDef{Name: "ship", Agent: "x", Action: "POST /ship", Timeout: stepTimeout}
-	reg, err := sas.NewRegistry(sas.Workflow{Name: "fan-first", Steps: []sas.StepDef{reserve, ship}})
-	require.NoError(t, err)
-	f.svc = f.newServiceWith(owner, reg, sas.AgentQueues{Default: f.agentURL})
-	f.h = schedulerHandler(f.svc)
+	f := fanFirstFixture(t)
 	const id = "o-unsent-first"
 	unsentAfterStop(t, f, id, 0, fmt.Sprintf(`{"v":1,"orderId":%q,"workflow":"fan-first","replyTo":%q,"payload":{"lines":[{"sku":"A"},{"sku":"B"},{"sku":"C"},{"sku":"D"}]}}`, id, f.replyURL))
 	order, _ := undoAll(t, f, id)
@@ -941,4 +900,43 @@ func unsentAfterStop(t *testing.T, f *fixture, id string, step int, body string)
 	require.Len(t, again, 2, "elements 1 and 2 are requested again")
 	f.deliver(doneWith(again[1], `{"held":"SKU-1"}`))
 	f.deliver(reply(again[2], sas.OutcomeFailed, "no such sku"))
+}
+
+// fanFirstFixture runs workflow "fan-first": a fan-out over payload.lines
+// (a window of 3, undoable) as its first step, then ship.
+func fanFirstFixture(t *testing.T) *fixture {
+	t.Helper()
+	f := newFixture(t)
+	reserve := sas.StepDef{Name: "reserve", Agent: "x", Action: "POST /reserve", Undo: "POST /reserve/cancel", Timeout: stepTimeout,
+		ForEach: &sas.ForEach{Items: "payload.lines", Concurrency: 3}}
+	ship := sas.StepDef{Name: "ship", Agent: "x", Action: "POST /ship", Timeout: stepTimeout}
+	reg, err := sas.NewRegistry(sas.Workflow{Name: "fan-first", Steps: []sas.StepDef{reserve, ship}})
+	require.NoError(t, err)
+	f.svc = f.newServiceWith(owner, reg, sas.AgentQueues{Default: f.agentURL})
+	f.h = schedulerHandler(f.svc)
+	return f
+}
+
+// undoSentByTheRedelivery handles ev with every undo's request failing to
+// send, requires order id's states to be claimed, then handles ev again:
+// step 0's undo, claimed and never sent, must be sent by the redelivery,
+// the failure told once. It answers the undo done.
+func undoSentByTheRedelivery(t *testing.T, f *fixture, ev events.SQSEvent, id string, claimed []sas.ProcessState) {
+	t.Helper()
+	f.failEntries(func(url, body string) bool {
+		var r sas.AgentRequest
+		return url == f.agentURL && json.Unmarshal([]byte(body), &r) == nil && r.Compensation
+	})
+	require.Len(t, f.handle(ev), 1, "the undo's request failed to send: the message is redelivered")
+	f.failEntries(nil)
+	require.Equal(t, claimed, f.states(id))
+	require.Len(t, f.alerts.all(), 1)
+	require.Empty(t, f.requests())
+
+	require.Empty(t, f.handle(ev))
+	undo := f.request()
+	require.Equal(t, 0, undo.Step, "the undo claimed and never sent is sent")
+	require.True(t, undo.Compensation)
+	require.Len(t, f.alerts.all(), 1, "the failure was told once")
+	f.deliver(done(undo))
 }
