@@ -194,6 +194,7 @@ func (st *Store) claimExpr(p sas.ClaimParams) updateExpr {
 	u.set(attrLockedBy, s(p.Owner))
 	u.set(attrCompleteBy, ms(p.CompleteBy))
 	u.set(attrAttempt, ni(p.Attempt+1))
+	u.remove(attrWaitingSince) // sas.Claim: how long it waited unclaimed is over
 	st.index(&u, p.Key, to, ms(p.CompleteBy))
 	u.touch(p.Now, sas.HistoryEntry{At: p.Now, Step: p.Key.Step, Actor: p.Owner, From: from, To: to, Attempt: p.Attempt + 1, Reason: reason})
 	return u
@@ -344,7 +345,8 @@ func (st *Store) Rescue(ctx context.Context, p sas.RescueParams) (sas.StepRecord
 		return sas.StepRecord{}, fmt.Errorf("rescuing step %s: %w", p.Key, err)
 	}
 	return st.settleDue(ctx, "rescuing", dueWrite{Key: p.Key, From: p.From, Attempt: p.Attempt, Now: p.Now,
-		To: sas.RescueTarget(p.From), IndexAt: p.PickupBy, Actor: p.Actor, Reason: p.Reason, Holder: p.Holder, Run: p.Run, Lost: p.Lost})
+		To: sas.RescueTarget(p.From), IndexAt: p.PickupBy, Actor: p.Actor, Reason: p.Reason, Holder: p.Holder, Run: p.Run, Lost: p.Lost,
+		WaitingSince: p.WaitingSince})
 }
 
 func (st *Store) GiveUp(ctx context.Context, p sas.GiveUpParams) (sas.StepRecord, error) {
@@ -455,6 +457,9 @@ type dueWrite struct {
 	// Lost: a rescue of a request lost before pick-up counts no failure
 	// (sas.RescueParams.Lost).
 	Lost bool
+	// WaitingSince: how long a step never claimed has waited, kept
+	// (sas.RescueParams.WaitingSince); zero removes it.
+	WaitingSince time.Time
 }
 
 // settleDue moves a due record to w.To, fenced by dueCondition: the lease
@@ -475,7 +480,12 @@ func (st *Store) settleDue(ctx context.Context, op string, w dueWrite) (sas.Step
 		u.set(attrFailedBy, s(w.Actor))
 		u.set(attrRefused, boolean(false))
 	}
-	u.remove(attrLockedBy, attrCompleteBy, attrWaitingSince, attrStartedAt)
+	if w.WaitingSince.IsZero() {
+		u.remove(attrLockedBy, attrCompleteBy, attrWaitingSince, attrStartedAt)
+	} else {
+		u.remove(attrLockedBy, attrCompleteBy, attrStartedAt)
+		u.set(attrWaitingSince, ms(w.WaitingSince))
+	}
 	if w.OwedAt.IsZero() {
 		st.index(&u, w.Key, w.To, ms(w.IndexAt))
 	} else {

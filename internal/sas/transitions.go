@@ -171,6 +171,7 @@ func Claim(r StepRecord, p ClaimParams) (StepRecord, error) {
 	}
 	r.Attempt++
 	r.LockedBy, r.CompleteBy, r.DueAt = p.Owner, p.CompleteBy, p.CompleteBy
+	r.WaitingSince = time.Time{} // how long it waited unclaimed (Rescue): a new attempt's wait starts afresh
 	r = claimSettles(r, from)
 	return move(r, to, p.Owner, reason, p.Now), nil
 }
@@ -380,8 +381,16 @@ type RescueParams struct {
 	// Lost re-drives a held attempt whose request was never reported
 	// picked up and can no longer be delivered (its delivery horizon
 	// passed): the request was lost, the attempt did not fail, so no
-	// failure is counted (docs/protocol.md, "Deadlines start at pick-up").
+	// failure is counted (docs/protocol.md, "Deadlines start at pick-up");
+	// so does the re-drive of a step handed back and never claimed by its
+	// pick-up deadline: nothing of it ran ("A step never claimed has not
+	// failed").
 	Lost bool
+	// WaitingSince, set only with Lost for a step not held (never claimed),
+	// is when it first went unclaimed past its pick-up deadline: the record
+	// keeps it (StepRecord.WaitingSince) until a claim, so that each
+	// re-drive waits longer than the one before.
+	WaitingSince time.Time
 }
 
 // Rescue moves an expired Processing (or stranded Pending) step to Pending,
@@ -393,6 +402,9 @@ func Rescue(r StepRecord, p RescueParams) (StepRecord, error) {
 	if !p.PickupBy.After(p.Now) {
 		return r, &ValidationError{Field: "pickupBy", Reason: "the pick-up deadline must be after now"}
 	}
+	if !p.WaitingSince.IsZero() && (!p.Lost || p.Holder != "") {
+		return r, &ValidationError{Field: "waitingSince", Reason: "only the re-drive of a step never claimed keeps how long it has waited"}
+	}
 	if err := checkEnd("rescue", r, p.From, p.Attempt, p.Holder, p.Now); err != nil {
 		return r, err
 	}
@@ -400,6 +412,7 @@ func Rescue(r StepRecord, p RescueParams) (StepRecord, error) {
 	if !p.Lost {
 		r.FailureCount++
 	}
+	r.WaitingSince = p.WaitingSince
 	r.DueAt = p.PickupBy
 	r.LastError = p.Reason
 	return timed(move(r, RescueTarget(p.From), p.Actor, p.Reason, p.Now), p.Run), nil

@@ -39,8 +39,11 @@ type decision struct {
 	Failures int           // the FailureCount the write leaves
 	Backoff  time.Duration // rescue only: the retry message's delay
 	Until    time.Time     // wait only: the lease's new deadline
-	Lost     bool          // rescue only: a request lost before pick-up, no failure counted
-	Reason   string        // for the history, LastError, the retry message and the alert
+	Lost     bool          // rescue only: a request lost before pick-up, or a step never claimed: no failure counted
+	// Since is, for the re-drive of a step never claimed, when it first
+	// went unclaimed past its pick-up deadline (sas.RescueParams.WaitingSince).
+	Since  time.Time
+	Reason string // for the history, LastError, the retry message and the alert
 }
 
 // policy is the part of Config the decision reads.
@@ -204,6 +207,9 @@ func (p policy) decide(rec sas.StepRecord, lim sas.StepLimits, now time.Time) de
 	// An undo (Compensating) has its own retry policy, which rides out an
 	// outage where the step fails fast (docs/workflows.md).
 	pol := retry(lim, rec.ProcessState == sas.Compensating)
+	if rec.LockedBy == "" {
+		return unclaimed(rec, pol, why, now)
+	}
 	if failures >= pol.MaxAttempts {
 		return decision{
 			Action:   giveUp,
@@ -220,6 +226,37 @@ func (p policy) decide(rec sas.StepRecord, lim sas.StepLimits, now time.Time) de
 		Failures: failures,
 		Backoff:  b,
 		Reason:   fmt.Sprintf("%s (failure %d of %d: retry in %s)", why, failures, pol.MaxAttempts, b),
+	}
+}
+
+// unclaimed is the decision on a step handed back (a rescue, an undo's
+// retry) or stranded, and not claimed by its pick-up deadline: no attempt
+// of it ran, so none failed (docs/protocol.md, "A step never claimed has
+// not failed"). Its re-drive message waited in a busy queue, died with a
+// scheduler that held it, or was lost: it is sent again with no failure
+// counted, after as long as the step has waited unclaimed already (since
+// its first pick-up deadline passed, kept in WaitingSince), at most the
+// leg's longest retry interval. So a message truly lost is sent again at
+// once, and a queue backlogged for an hour costs each of its steps a few
+// messages, not one per pick-up timeout.
+func unclaimed(rec sas.StepRecord, pol sas.RetryPolicy, why string, now time.Time) decision {
+	since := rec.WaitingSince
+	if since.IsZero() {
+		since = rec.DueAt
+	}
+	b := min(max(now.Sub(since), 0), MaxDelay)
+	if pol.MaxInterval > 0 {
+		b = min(b, pol.MaxInterval)
+	}
+	b = b.Truncate(time.Second) // an SQS delay
+	return decision{
+		Action:   rescue,
+		Lost:     true,
+		Failures: rec.FailureCount,
+		Backoff:  b,
+		Since:    since,
+		Reason: fmt.Sprintf("%s, unclaimed since %s: nothing ran, not a failure; sent again in %s",
+			why, since.UTC().Format(time.RFC3339), b),
 	}
 }
 

@@ -38,20 +38,23 @@ func TestDecide(t *testing.T) {
 		{"second failure backs off longer", p, rec(sas.Processing, "s1", 1, past), rescue, 2, 10 * time.Second, "failure 2 of 3: retry in "},
 		{"at the threshold: give up", p, rec(sas.Processing, "s1", 2, past), giveUp, 3, 0, "attempt 2 not finished by its deadline 2026-11-05T09:59:59Z (failure 3 of 3: giving up)"},
 		{"past the threshold (lowered since): give up", p, rec(sas.Processing, "s1", 7, past), giveUp, 8, 0, "failure 8 of 3: giving up"},
-		{"stranded pending", p, rec(sas.Pending, "", 0, past), rescue, 1, 5 * time.Second, "not claimed by its pick-up deadline 2026-11-05T09:59:59Z"},
-		{"stranded pending at the threshold", p, rec(sas.Pending, "", 2, past), giveUp, 3, 0, "not claimed by its pick-up deadline"},
+		// A step never claimed by its pick-up deadline has not failed: sent
+		// again, no failure counted, after as long as it has waited
+		// unclaimed (here the second since its deadline).
+		{"stranded pending", p, rec(sas.Pending, "", 0, past), rescue, 0, time.Second, "not claimed by its pick-up deadline 2026-11-05T09:59:59Z, unclaimed since 2026-11-05T09:59:59Z: nothing ran, not a failure"},
+		{"stranded pending at the threshold: not given up", p, rec(sas.Pending, "", 2, past), rescue, 2, time.Second, "not claimed by its pick-up deadline"},
 		{"pending that waits on an earlier step", p, rec(sas.Pending, "", 0, time.Time{}), skip, 0, 0, ""},
 		{"pending, pick-up deadline ahead", p, rec(sas.Pending, "", 0, future), skip, 0, 0, ""},
 		// An undo has its own retry policy (the default: 20 attempts, 10s
 		// doubling to 5m), whatever the forward one says.
 		{"undo expired", p, rec(sas.Compensating, "s1", 0, past), rescue, 1, 10 * time.Second, "undo attempt 2 not finished by its deadline"},
-		{"undo handed back, not re-claimed", p, rec(sas.Compensating, "", 1, past), rescue, 2, 20 * time.Second, "undo not re-claimed by its pick-up deadline"},
-		{"undo past the forward threshold", p, rec(sas.Compensating, "", 2, past), rescue, 3, 40 * time.Second, "(failure 3 of 20: retry in "},
-		{"undo, its wait capped", p, rec(sas.Compensating, "", 12, past), rescue, 13, 5 * time.Minute, "(failure 13 of 20: retry in "},
-		{"undo at its threshold", p, rec(sas.Compensating, "", 19, past), giveUp, 20, 0, "undo not re-claimed by its pick-up deadline 2026-11-05T09:59:59Z (failure 20 of 20: giving up)"},
-		{"the step's own undo policy", stepPolicy(p, sas.StepLimits{Undo: sas.RetryPolicy{MaxAttempts: 4, InitialInterval: time.Second}}), rec(sas.Compensating, "", 2, past), rescue, 3, 4 * time.Second, "(failure 3 of 4: retry in "},
-		{"the step's own undo threshold", stepPolicy(p, sas.StepLimits{Undo: sas.RetryPolicy{MaxAttempts: 4}}), rec(sas.Compensating, "", 3, past), giveUp, 4, 0, "(failure 4 of 4: giving up)"},
-		{"a forward threshold does not apply to the undo", stepPolicy(p, sas.StepLimits{MaxFailures: 1}), rec(sas.Compensating, "", 0, past), rescue, 1, 10 * time.Second, "(failure 1 of 20: retry in "},
+		{"undo handed back, not re-claimed: not a failure", p, rec(sas.Compensating, "", 19, past), rescue, 19, time.Second, "undo not re-claimed by its pick-up deadline"},
+		{"undo past the forward threshold", p, rec(sas.Compensating, "s1", 2, past), rescue, 3, 40 * time.Second, "(failure 3 of 20: retry in "},
+		{"undo, its wait capped", p, rec(sas.Compensating, "s1", 12, past), rescue, 13, 5 * time.Minute, "(failure 13 of 20: retry in "},
+		{"undo at its threshold", p, rec(sas.Compensating, "s1", 19, past), giveUp, 20, 0, "undo attempt 2 not finished by its deadline 2026-11-05T09:59:59Z (failure 20 of 20: giving up)"},
+		{"the step's own undo policy", stepPolicy(p, sas.StepLimits{Undo: sas.RetryPolicy{MaxAttempts: 4, InitialInterval: time.Second}}), rec(sas.Compensating, "s1", 2, past), rescue, 3, 4 * time.Second, "(failure 3 of 4: retry in "},
+		{"the step's own undo threshold", stepPolicy(p, sas.StepLimits{Undo: sas.RetryPolicy{MaxAttempts: 4}}), rec(sas.Compensating, "s1", 3, past), giveUp, 4, 0, "(failure 4 of 4: giving up)"},
+		{"a forward threshold does not apply to the undo", stepPolicy(p, sas.StepLimits{MaxFailures: 1}), rec(sas.Compensating, "s1", 0, past), rescue, 1, 10 * time.Second, "(failure 1 of 20: retry in "},
 		{"processed is never due", p, rec(sas.Processed, "", 0, past), skip, 0, 0, ""},
 		{"error waits for an operator", p, rec(sas.Error, "", 3, past), skip, 0, 0, ""},
 		{"compensation failed waits for an operator", p, rec(sas.CompensationFailed, "", 3, past), skip, 0, 0, ""},
@@ -76,10 +79,15 @@ func TestDecide(t *testing.T) {
 			require.GreaterOrEqual(t, d.Backoff, tc.backoff/2, "backoff")
 			require.Zero(t, d.Backoff%time.Second, "whole seconds (an SQS delay)")
 			require.Contains(t, d.Reason, tc.reason)
-			if d.Action == rescue {
+			switch {
+			case d.Action == rescue && tc.rec.LockedBy == "":
+				require.True(t, d.Lost, "a step never claimed: no failure")
+				require.Contains(t, d.Reason, "sent again in "+d.Backoff.String())
+				require.Equal(t, tc.rec.FailureCount, d.Failures, "the write counts no failure")
+			case d.Action == rescue:
 				require.Contains(t, d.Reason, "retry in "+d.Backoff.String()+")")
-			}
-			if d.Action != skip {
+				fallthrough
+			case d.Action != skip:
 				require.Equal(t, tc.rec.FailureCount+1, d.Failures, "the write bumps FailureCount once")
 			}
 		})
@@ -128,7 +136,7 @@ func TestDecideWaitsForAnUnstartedRequest(t *testing.T) {
 		{"an undo waits too", rec("charge", sas.Compensating, "s1", past, time.Time{}), wait, 1, past.Add(horizon), "undo attempt 1"},
 		{"pick-up reported: a failure", started(rec("charge", sas.Processing, "s1", past, time.Time{})), rescue, 2, time.Time{}, "failure 2 of 3"},
 		{"pick-up reported after a wait: a failure", started(rec("charge", sas.Processing, "s1", past, now.Add(-time.Hour))), rescue, 2, time.Time{}, "failure 2 of 3"},
-		{"an unheld step never waits", rec("charge", sas.Pending, "", past, time.Time{}), rescue, 2, time.Time{}, "not claimed by its pick-up deadline"},
+		{"an unheld step never waits: it is sent again, not counted", rec("charge", sas.Pending, "", past, time.Time{}), rescue, 1, time.Time{}, "not claimed by its pick-up deadline"},
 		{"the overall limit caps a wait", func() sas.StepRecord {
 			r := rec("ship", sas.Processing, "s1", past, time.Time{})
 			r.CreatedAt = now.Add(-time.Hour + 10*time.Second)
@@ -151,8 +159,8 @@ func TestDecideWaitsForAnUnstartedRequest(t *testing.T) {
 			if tc.action != skip {
 				require.Equal(t, tc.failures, d.Failures, "failures")
 			}
-			require.Equal(t, tc.action == rescue && tc.rec.StartedAt.IsZero() && tc.rec.LockedBy != "", d.Lost, "lost")
-			if d.Lost {
+			require.Equal(t, tc.action == rescue && tc.rec.StartedAt.IsZero(), d.Lost, "lost")
+			if d.Lost && tc.rec.LockedBy != "" {
 				require.Zero(t, d.Backoff, "a lost request is re-driven at once")
 			}
 		})
@@ -189,5 +197,48 @@ func TestRescueBackoffIsJittered(t *testing.T) {
 		if ceiling >= 10*time.Second {
 			require.Greater(t, len(seen), 3, "failure %d: 100 stalled steps spread over the range, not re-driven at once", failures+1)
 		}
+	}
+}
+
+// TestAStepNeverClaimedIsSentAgainLaterEachTime: a step handed back and not
+// claimed by its pick-up deadline (its re-drive waited in a busy queue, or
+// died with a scheduler) counts no failure however often it is re-driven,
+// and each re-drive waits as long as the step has waited unclaimed already
+// (WaitingSince, from its first pick-up deadline passed), at most the
+// leg's longest retry interval: a backlog of an hour costs each step a few
+// messages, not one per pick-up timeout (docs/protocol.md, "A step never
+// claimed has not failed").
+func TestAStepNeverClaimedIsSentAgainLaterEachTime(t *testing.T) {
+	t.Parallel()
+	first := time.Date(2026, 11, 5, 10, 0, 0, 0, time.UTC)
+	const pickup = 10 * time.Second
+	p := policy{MaxFailures: 3, BaseBackoff: 5 * time.Second, MaxBackoff: 15 * time.Minute, PickupTimeout: pickup}
+	for _, undo := range []bool{false, true} {
+		state, limit := sas.Pending, 15*time.Minute // the step's MaxBackoff
+		if undo {
+			state, limit = sas.Compensating, 5*time.Minute // the undo's default MaxInterval
+		}
+		rec := sas.StepRecord{OrderID: "o-1", Step: 1, ProcessState: state, Attempt: 2, FailureCount: 2, DueAt: first}
+		now, prev, redrives := first, time.Duration(-1), 0
+		for now.Before(first.Add(time.Hour)) {
+			d := p.decide(rec, p.limits("", sas.StepLimits{}, false), now)
+			require.Equal(t, rescue, d.Action, "%s", d.Reason)
+			require.True(t, d.Lost)
+			require.Equal(t, 2, d.Failures, "never counted, however often re-driven")
+			require.True(t, d.Since.Equal(first), "unclaimed since its first deadline passed")
+			require.Greater(t, d.Backoff, prev, "each re-drive waits longer")
+			require.LessOrEqual(t, d.Backoff, limit, "at most the leg's longest interval")
+			redrives++
+			prev = d.Backoff
+			// The rescue's write: Pending (or the undo unheld) again, due
+			// at its next pick-up deadline, keeping how long it has waited.
+			rec.WaitingSince, rec.DueAt = d.Since, now.Add(d.Backoff+pickup)
+			now = rec.DueAt
+			if prev == limit {
+				break
+			}
+		}
+		require.Less(t, redrives, 9, "re-drives before the interval's cap: a handful, not one per pick-up timeout")
+		require.Equal(t, limit, prev, "the cap is reached within the hour")
 	}
 }

@@ -4,7 +4,9 @@
 // CompleteBy, Pending past its pick-up deadline), and for each one either
 // hands it back to the schedulers after a growing delay or, at the failure
 // threshold, gives up on it, alerts an operator and, for a forward step, asks
-// the scheduler to compensate the order.
+// the scheduler to compensate the order. Only what ran can fail: a step
+// whose request may still be queued is waited on, and one no scheduler
+// claimed is handed back with no failure counted (decide.go).
 //
 // Several supervisors may run at once: every write is fenced on the record
 // as the index showed it, so exactly one of them acts on a stuck step and
@@ -406,6 +408,7 @@ func (r *sweep) act(rec sas.StepRecord, out *effects) {
 		got, err := cfg.Store.Rescue(r.ctx, sas.RescueParams{
 			Key: key, From: state, Attempt: rec.Attempt, Now: now,
 			PickupBy: now.Add(d.Backoff + cfg.PickupTimeout), Actor: cfg.Actor, Reason: d.Reason, Lost: d.Lost,
+			WaitingSince: d.Since,
 		})
 		if own, ok := sas.OwnWrite(err, cfg.Actor, now, sas.RescueTarget(state), rec.Attempt); ok {
 			got, err = own, nil // committed; its retry lost to it (docs/protocol.md, "Ambiguous commits")

@@ -130,18 +130,24 @@ func TestStrandedPendingIsRedriven(t *testing.T) {
 	require.Len(t, fired, 1)
 	require.Equal(t, 0, fired[0].Retry.Attempt)
 
-	// That retry lost too, a pick-up timeout later it is a stall.
+	// That retry lost too: a pick-up timeout later it is sent again, still
+	// no failure (nothing ran), after as long as it has waited unclaimed
+	// (docs/protocol.md, "A step never claimed has not failed").
 	e.clock.Set(T0.Add(time.Minute + 2*s.Config().PickupTimeout))
 	rep = runOnce(t, s)
 	require.Equal(t, StateCounts{Due: 1, Rescued: 1}, rep.ByState[sas.Pending])
 	r := e.step(t, "o-strand", 0)
 	require.Equal(t, sas.Pending, r.ProcessState)
-	require.Equal(t, 1, r.FailureCount)
+	require.Zero(t, r.FailureCount)
 	require.Contains(t, r.LastError, "not claimed by its pick-up deadline")
+	require.Contains(t, r.LastError, "not a failure")
+	require.Equal(t, T0.Add(time.Minute), r.WaitingSince, "unclaimed since its first pick-up deadline")
 	msgs := e.queue.take(t)
 	require.Len(t, msgs, 1)
 	require.Equal(t, sas.Retry{V: 1, Kind: sas.KindRetry, OrderID: "o-strand", Step: 0, Attempt: 0, Reason: r.LastError}, msgs[0].Retry)
-	e.claim(t, key("o-strand", 0), "", 0)
+	require.Equal(t, 2*s.Config().PickupTimeout, msgs[0].Delay, "sent again after as long as it has waited")
+	got := e.claim(t, key("o-strand", 0), "", 0)
+	require.Zero(t, got.WaitingSince, "a claim ends the wait")
 }
 
 func TestThresholdGivesUpAlertsAndCompensates(t *testing.T) {
@@ -166,13 +172,15 @@ func TestThresholdGivesUpAlertsAndCompensates(t *testing.T) {
 	require.Equal(t, jittered(2, key("o-t", 0), 2), msgs[0].Delay)
 	require.Equal(t, 2, msgs[0].Retry.Attempt)
 
-	// Failure 3: nobody claims the retry. At the threshold: give up.
-	r := e.step(t, "o-t", 0)
-	e.clock.Set(r.DueAt)
+	// Failure 3: attempt 3 hangs too. At the threshold: give up.
+	e.clock.Advance(msgs[0].Delay)
+	e.claim(t, key("o-t", 0), "", 2)
+	e.clock.Advance(stepTimeout)
 	rep := runOnce(t, s)
 	require.Equal(t, 1, rep.GaveUp)
 	require.Zero(t, rep.Rescued)
-	require.Equal(t, StateCounts{Due: 1, GaveUp: 1}, rep.ByState[sas.Pending])
+	require.Equal(t, StateCounts{Due: 1, GaveUp: 1}, rep.ByState[sas.Processing])
+	r := e.step(t, "o-t", 0)
 
 	r = e.step(t, "o-t", 0)
 	require.Equal(t, sas.Error, r.ProcessState)
@@ -183,7 +191,7 @@ func TestThresholdGivesUpAlertsAndCompensates(t *testing.T) {
 	require.Len(t, al, 1)
 	require.Equal(t, sas.Alert{
 		OrderID: "o-t", Step: 0, StepName: "step0", State: sas.Error, Reason: r.LastError,
-		Attempts: 2, Failures: 3, At: e.clock.Now(), Source: "supervisor", ID: "o-t/0/Error/2",
+		Attempts: 3, Failures: 3, At: e.clock.Now(), Source: "supervisor", ID: "o-t/0/Error/3",
 	}, al[0])
 	require.Equal(t, 1, rep.Awaiting, "both went out: the compensate request waits for the compensation it asks for")
 	require.Zero(t, rep.Settled)
@@ -237,16 +245,18 @@ func TestStuckUndoIsRescuedThenGivenUpWithoutCompensation(t *testing.T) {
 	require.Contains(t, r.LastError, "failure 1 of 20", "an undo's own retry policy: it rides out an outage")
 	require.Equal(t, sas.DefaultUndoRetry.Interval(1, sas.JitterSeed(key("o-undo", 0), 1)), msgs[0].Delay)
 
-	// Nobody re-claims the undo: failures 2 to 19, each handed back after
-	// the undo policy's interval (10s doubling to 5m, jittered), far past
-	// the forward policy's 3.
+	// Each undo attempt is re-claimed and hangs: failures 2 to 19, each
+	// handed back after the undo policy's interval (10s doubling to 5m,
+	// jittered), far past the forward policy's 3.
 	for failures := 2; failures < sas.DefaultUndoMaxAttempts; failures++ {
 		e.clock.Set(r.DueAt)
+		e.claim(t, key("o-undo", 0), sas.Compensating, r.Attempt)
+		e.clock.Advance(stepTimeout)
 		runOnce(t, s)
 		r = e.step(t, "o-undo", 0)
 		require.Equal(t, sas.Compensating, r.ProcessState)
 		require.Equal(t, failures, r.FailureCount)
-		require.Contains(t, r.LastError, "undo not re-claimed")
+		require.Contains(t, r.LastError, "not finished by its deadline")
 		msgs = e.queue.take(t)
 		require.Len(t, msgs, 1)
 		ceiling := sas.DefaultUndoRetry.Backoff(failures)
@@ -256,6 +266,8 @@ func TestStuckUndoIsRescuedThenGivenUpWithoutCompensation(t *testing.T) {
 	}
 
 	e.clock.Set(r.DueAt)
+	e.claim(t, key("o-undo", 0), sas.Compensating, r.Attempt)
+	e.clock.Advance(stepTimeout)
 	rep = runOnce(t, s)
 	require.Equal(t, StateCounts{Due: 1, GaveUp: 1}, rep.ByState[sas.Compensating])
 	r = e.step(t, "o-undo", 0)
@@ -282,6 +294,8 @@ func TestUndoRetryPolicyIsTheUndos(t *testing.T) {
 	require.Equal(t, sas.RetryPolicy{MaxAttempts: 2}.Or(sas.DefaultUndoRetry).Interval(1, sas.JitterSeed(key("o-undo2", 0), 1)),
 		e.queue.take(t)[0].Delay, "the fields it leaves zero are the default's")
 	e.clock.Set(r.DueAt)
+	e.claim(t, key("o-undo2", 0), sas.Compensating, r.Attempt)
+	e.clock.Advance(stepTimeout)
 	rep := runOnce(t, s)
 	require.Equal(t, StateCounts{Due: 1, GaveUp: 1}, rep.ByState[sas.Compensating])
 	require.Equal(t, sas.CompensationFailed, e.step(t, "o-undo2", 0).ProcessState)
@@ -346,7 +360,8 @@ func TestRetryNotSentIsRedrivenByALaterSweep(t *testing.T) {
 	msgs := e.queue.take(t)
 	require.Len(t, msgs, 1)
 	require.Equal(t, sas.Retry{V: 1, Kind: sas.KindRetry, OrderID: "o-send", Step: 0, Attempt: 1, Reason: e.step(t, "o-send", 0).LastError}, msgs[0].Retry)
-	require.Equal(t, jittered(2, key("o-send", 0), 1), msgs[0].Delay)
+	require.Zero(t, msgs[0].Delay, "never claimed: sent again at once, as it has not waited yet")
+	require.Equal(t, 1, e.step(t, "o-send", 0).FailureCount, "the failure of the attempt that hung, and no other")
 	e.claim(t, key("o-send", 0), "", 1)
 }
 

@@ -62,9 +62,21 @@ func (w *World) serve(q *queue, in []sas.InboundMessage) {
 }
 
 // checkWaited is the rule: a write that counts a failure of a held
-// attempt no agent picked up failed a step by waiting.
+// attempt no agent picked up, or of a step no scheduler claimed (handed
+// back or stranded, Pending or an undo, and past its pick-up deadline:
+// its re-drive waited in a queue, died with its handler, or was lost:
+// docs/protocol.md, "A step never claimed has not failed"), failed a step
+// by waiting.
 func (w *World) checkWaited(name string, b, a sas.StepRecord) {
-	if !b.ProcessState.Leased() || b.LockedBy == "" || a.FailureCount <= b.FailureCount || a.Attempt != b.Attempt {
+	if a.FailureCount <= b.FailureCount || a.Attempt != b.Attempt || strings.Contains(a.LastError, "overall limit") {
+		return // the step's TotalLimit, which its definition sets: given up by rule, not for waiting
+	}
+	if b.LockedBy == "" && (b.ProcessState == sas.Pending || b.ProcessState == sas.Compensating) {
+		w.violate("failed by waiting", "%s counted failure %d of %v, which no scheduler had claimed since attempt %d: it waited, nothing of it ran",
+			name, a.FailureCount, b.Key(), b.Attempt)
+		return
+	}
+	if !b.ProcessState.Leased() || b.LockedBy == "" {
 		return
 	}
 	if w.picked[pickedAttempt{b.Key(), b.Attempt}] {
@@ -72,9 +84,6 @@ func (w *World) checkWaited(name string, b, a sas.StepRecord) {
 	}
 	if w.isCallback(b.Key()) {
 		return // no request: a callback step waits for the outside world, and its deadline is its timeout (callbacks.go)
-	}
-	if strings.Contains(a.LastError, "overall limit") {
-		return // the step's TotalLimit, which its definition sets: given up by rule, not for waiting
 	}
 	w.violate("failed by waiting", "%s counted failure %d of %v attempt %d, whose request no agent had picked up: it waited, it did not fail",
 		name, a.FailureCount, b.Key(), b.Attempt)
@@ -85,6 +94,21 @@ func (w *World) checkWaited(name string, b, a sas.StepRecord) {
 // whose request is still queued and sends a second one: the fix of
 // issue 31 reverted.
 const SabotageRescueUnstarted = "rescue-unstarted"
+
+// SabotageCountUnclaimed: the store's re-drive of a step no scheduler
+// claimed counts a failure, as the supervisor did before issue 31 held that
+// a step never claimed has not failed: a re-drive that waited in a busy
+// queue, or died with the scheduler holding it, brings its order nearer a
+// give-up.
+const SabotageCountUnclaimed = "count-unclaimed"
+
+// sabotageUnclaimed is SabotageCountUnclaimed applied to a Rescue.
+func (w *World) sabotageUnclaimed(p sas.RescueParams) sas.RescueParams {
+	if w.cfg.Sabotage == SabotageCountUnclaimed && p.Lost && !p.WaitingSince.IsZero() {
+		p.Lost, p.WaitingSince = false, time.Time{}
+	}
+	return p
+}
 
 // sabotageStarted is SabotageRescueUnstarted applied to what FindDue shows.
 func (w *World) sabotageStarted(res sas.FindDueResult) sas.FindDueResult {

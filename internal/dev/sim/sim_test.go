@@ -65,6 +65,8 @@ var plantedBugs = map[string]string{
 	// Issue 31: a step whose request is still queued rescued at its
 	// deadline (a second request into the backlog, a failure counted).
 	sim.SabotageRescueUnstarted: "failed by waiting",
+	// Issue 31: a step no scheduler claimed counted as failed.
+	sim.SabotageCountUnclaimed: "failed by waiting",
 	// Issue 27: a read that misses the newest result; a store that
 	// forgets a failure was a business rejection.
 	sim.SabotageStaleResults:   "results seen",

@@ -155,6 +155,7 @@ func (s *store) Rescue(ctx context.Context, p sas.RescueParams) (sas.StepRecord,
 			return s.dropReported(ctx, name, p.Key)
 		}
 	}
+	p = s.w.sabotageUnclaimed(p) // goodput.go
 	return write(ctx, s, name, []sas.StepKey{p.Key}, func() (sas.StepRecord, error) { return s.mem.Rescue(ctx, p) })
 }
 

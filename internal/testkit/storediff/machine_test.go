@@ -461,7 +461,13 @@ func (m *machine) baseWrites() map[string]func(*rapid.T) op {
 			r := m.seen(t, k)
 			p := sas.RescueParams{Key: k, From: r.ProcessState, Attempt: r.Attempt, Now: m.now, PickupBy: m.deadline(t, "pickupBy"), Actor: "sup", Reason: "deadline passed",
 				Lost: rapid.IntRange(0, 3).Draw(t, "lost") == 0}
-			return op{name: "Rescue", desc: fmt.Sprintf("%s from=%s attempt=%d lost=%v", k, p.From, p.Attempt, p.Lost), orders: []string{k.OrderID},
+			if p.Lost && r.LockedBy == "" && rapid.Bool().Draw(t, "unclaimed") {
+				p.WaitingSince = r.WaitingSince // a step never claimed keeps how long it has waited
+				if p.WaitingSince.IsZero() {
+					p.WaitingSince = m.now
+				}
+			}
+			return op{name: "Rescue", desc: fmt.Sprintf("%s from=%s attempt=%d lost=%v waitingSince=%s", k, p.From, p.Attempt, p.Lost, p.WaitingSince.Format(time.RFC3339)), orders: []string{k.OrderID},
 				apply: func(s sas.StateStore, _ int) (any, error) {
 					return one(func() (sas.StepRecord, error) { return s.Rescue(ctx, p) })
 				}}

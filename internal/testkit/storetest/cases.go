@@ -475,6 +475,39 @@ func testStranded(t *testing.T, h Harness) {
 	claim(t, s, k, 0, "a", now.Add(time.Second), now.Add(time.Minute))
 }
 
+// testUnclaimedRedrive: the re-drive of a step no scheduler claimed by its
+// pick-up deadline (sas.RescueParams.Lost with WaitingSince) counts no
+// failure and keeps how long it has waited, in the record and in the index
+// the supervisor decides from, across re-drives, until a claim ends it; a
+// WaitingSince without Lost, or with a holder, is refused
+// (docs/protocol.md, "A step never claimed has not failed").
+func testUnclaimedRedrive(t *testing.T, h Harness) {
+	s := h.New(t).Store
+	submit(t, s, "o-unclaimed", 1) // Pending, due for pick-up at T0+1m, never claimed
+	k := key("o-unclaimed", 0)
+	first := at(time.Minute)
+	_, err := s.Rescue(ctx, sas.RescueParams{Key: k, From: sas.Pending, Attempt: 0, Now: first, PickupBy: first.Add(time.Minute),
+		Actor: "sup", Reason: "never claimed", WaitingSince: first})
+	require.ErrorIs(t, err, sas.ErrInvalid, "only a lost re-drive keeps how long it waited")
+	for i, now := range []time.Time{first, first.Add(time.Minute)} {
+		_, err = s.Rescue(ctx, sas.RescueParams{Key: k, From: sas.Pending, Attempt: 0, Now: now, PickupBy: now.Add(time.Minute),
+			Actor: "sup", Reason: "never claimed", Lost: true, WaitingSince: first})
+		require.NoError(t, err, "re-drive %d", i+1)
+		got := get(t, s, "o-unclaimed").Steps[0]
+		require.Equal(t, sas.Pending, got.ProcessState)
+		require.Zero(t, got.FailureCount, "nothing ran: not a failure")
+		require.Equal(t, first, got.WaitingSince)
+		require.Equal(t, now.Add(time.Minute), got.DueAt)
+	}
+	due, err := s.FindDue(ctx, sas.FindDueParams{State: sas.Pending, Now: first.Add(2 * time.Minute)})
+	require.NoError(t, err)
+	require.Len(t, due.Records, 1)
+	require.Equal(t, first, due.Records[0].WaitingSince, "projected: the supervisor decides from the index alone")
+	r := claim(t, s, k, 0, "a", first.Add(2*time.Minute), first.Add(3*time.Minute))
+	require.Zero(t, r.WaitingSince, "a claim ends the wait")
+	require.Zero(t, get(t, s, "o-unclaimed").Steps[0].WaitingSince)
+}
+
 func testGiveUpResubmit(t *testing.T, h Harness) {
 	s := h.New(t).Store
 	submit(t, s, "o-gu", 1)

@@ -81,6 +81,7 @@ func Run(t *testing.T, h Harness) {
 		{"WaitStepEndsAtItsDueTimeNeverBefore", testCompleteElapsed},
 		{"RacingSupervisors", testRacingSupervisors},
 		{"StrandedPendingRedriven", testStranded},
+		{"UnclaimedRedriveCountsNoFailure", testUnclaimedRedrive},
 		{"GiveUpAndResubmit", testGiveUpResubmit},
 		{"FindDueExactness", testFindDueExact},
 		{"SweepCostIndependentOfTable", testSweepCost},
