@@ -857,6 +857,43 @@ func TestAnIntakeRedeliveredTellsItsFanOutsListFailure(t *testing.T) {
 	require.Equal(t, []sas.ProcessState{sas.Compensated, sas.Pending}, f.states(id))
 }
 
+// The same for a fan-out a retry claims (an operator's resubmit, a
+// supervisor's re-drive, an order that starts later): the retry's
+// redelivery tells the failure its first delivery wrote and did not tell
+// (the simulator's deep sweep seed 13852, a resubmitted fan-out whose
+// order still had no list).
+func TestARetryRedeliveredTellsItsFanOutsListFailure(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	check := sas.StepDef{Name: "check", Agent: "x", Action: "POST /check", Timeout: stepTimeout}
+	reserve := sas.StepDef{Name: "reserve", Agent: "x", Action: "POST /reserve", Timeout: stepTimeout,
+		ForEach: &sas.ForEach{Items: "payload.lines", Concurrency: 2}}
+	reg, err := sas.NewRegistry(sas.Workflow{Name: "checked", Steps: []sas.StepDef{check, reserve}})
+	require.NoError(t, err)
+	f.svc = f.newServiceWith(owner, reg, sas.AgentQueues{Default: f.agentURL})
+	f.h = schedulerHandler(f.svc)
+	const id = "o-no-lines-retry"
+	f.deliver(fmt.Sprintf(`{"v":1,"orderId":%q,"workflow":"checked","replyTo":%q,"payload":{"amount":1}}`, id, f.replyURL))
+	f.deliver(done(f.request()))
+	require.Equal(t, sas.Error, f.step(id, 1).ProcessState, "the fan-out failed at its start: nothing to undo")
+	require.Len(t, f.alerts.all(), 1)
+
+	again := f.resubmit(id, 1) // an operator, the list still missing
+	ev := f.event(retryMsg(id, 1, again.Attempt))
+	f.alerts.mu.Lock()
+	f.alerts.fail = 1
+	f.alerts.mu.Unlock()
+	require.Len(t, f.handle(ev), 1, "the alert failed: the retry is redelivered")
+	require.Equal(t, sas.Error, f.step(id, 1).ProcessState)
+	require.Len(t, f.alerts.all(), 1, "not told yet")
+
+	require.Empty(t, f.handle(ev))
+	al := f.alerts.all()
+	require.Len(t, al, 2, "the redelivery tells the failure of the resubmitted attempt")
+	require.Equal(t, fmt.Sprintf("%s/1/Error/%d", id, again.Attempt+1), al[1].ID)
+	require.Contains(t, al[1].Reason, sas.ErrorForEachItems)
+}
+
 // The same as TestARedeliveryAfterTheStopSendsTheElementsNeverSent for a
 // fan-out the intake starts (its first step): the intake's redelivery,
 // finding the fan-out stopped since, sends the elements it claimed and
