@@ -10,6 +10,9 @@ import (
 	"github.com/sas-go/sas/internal/sas"
 )
 
+// ruleRefused explains a leg its remote refused for good.
+const ruleRefused = "refused for good (a permanent fault on its key)"
+
 // explainLeg applies the rules to one failed leg of a step. It returns the
 // rule that explains it, or why nothing does (and whether a failure window
 // saw no fault at all).
@@ -28,7 +31,7 @@ func explainLeg(r sas.StepRecord, undo bool, calls []remotesim.Call, harness []H
 	if !counted(fail) {
 		for _, c := range calls {
 			if c.Fault == remotesim.FaultPermanent {
-				return "refused for good (a permanent fault on its key)", "", false
+				return ruleRefused, "", false
 			}
 		}
 		return "", fmt.Sprintf("failed by a reply at attempt %d (%s), but no permanent refusal was injected into it", fail.Attempt, fail.Reason), false

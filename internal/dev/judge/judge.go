@@ -118,6 +118,11 @@ type Verdict struct {
 	// (agent.Reject), whatever took effect undone: apart from the failed,
 	// with no alert owed, and not held to the processed share.
 	Rejected int
+	// RefusedForGood counts the orders that failed because their remote
+	// refused a step for good (a permanent fault injected on its key): the
+	// remote's final answer, which no system could turn into Processed, so
+	// not held to the processed share either.
+	RefusedForGood int
 	// Explained counts the failed orders per rule that explained them.
 	Explained map[string]int
 	// The invariants; each entry names the order.
@@ -127,12 +132,15 @@ type Verdict struct {
 	MinProcessed                                       float64 // the share of orders that must be Processed
 }
 
-// ProcessedShare is the fraction of orders Processed.
+// ProcessedShare is the fraction of orders Processed of those that could
+// be: a business rejection is the business's answer, and a permanent
+// refusal the remote's, not a failure of the system to make progress.
 func (v Verdict) ProcessedShare() float64 {
-	if v.Orders-v.Rejected <= 0 {
+	could := v.Orders - v.Rejected - v.RefusedForGood
+	if could <= 0 {
 		return 1
 	}
-	return float64(v.Processed) / float64(v.Orders-v.Rejected) // a rejection is the business's answer, not a failure
+	return float64(v.Processed) / float64(could)
 }
 
 // Problems lists every way the run fell short; none means it passed.
@@ -222,7 +230,7 @@ func Judge(ev Evidence, rules JudgeRules) Verdict {
 			v.Failed++
 		}
 		d := Defect{OrderID: id, State: state}
-		failedSteps := 0
+		failedSteps, refused := 0, false
 		for _, r := range view.Steps {
 			for _, leg := range []bool{false, true} {
 				final := leg2failed(leg)
@@ -237,11 +245,15 @@ func Judge(ev Evidence, rules JudgeRules) Verdict {
 					d.Waited = d.Waited || waited
 				} else {
 					v.Explained[rule]++
+					refused = refused || (!leg && rule == ruleRefused)
 				}
 			}
 		}
 		if failedSteps == 0 {
 			d.Why = append(d.Why, "not processed, yet no step failed")
+		}
+		if len(d.Why) == 0 && refused {
+			v.RefusedForGood++
 		}
 		if len(d.Why) > 0 {
 			d.Detail = describeDefect(view, ev, id)

@@ -68,9 +68,14 @@ func TestJudgeRefusalNeedsAPermanentFault(t *testing.T) {
 	require.Empty(t, v.Defects)
 	require.True(t, v.OK(), v.Problems())
 
+	require.Equal(t, 1, v.RefusedForGood)
+	require.Equal(t, 1.0, v.ProcessedShare(), "an order its remote refused for good could not be processed: not held to the share")
+
 	v = judgeOne(t, refusedPayment("o-1"), []remotesim.Call{{Key: "o-1:0", At: at(0.5), Outcome: "effect"}}, nil)
 	require.Len(t, v.Defects, 1, "a failed reply without an injected refusal is a defect")
 	require.False(t, v.Defects[0].Waited)
+	require.Zero(t, v.RefusedForGood)
+	require.Zero(t, v.ProcessedShare(), "an unexplained failure counts against the share")
 }
 
 func TestJudgeGiveUpNeedsAStallInEveryWindow(t *testing.T) {

@@ -12,7 +12,8 @@ import (
 func PrintVerdict(out io.Writer, v Verdict) {
 	const maxDetailed, maxListed = 30, 30
 	fmt.Fprintf(out, "\n== verdict ==\n")
-	fmt.Fprintf(out, "processed               %d of %d (%.1f%%; required %.1f%%)\n", v.Processed, v.Orders, 100*v.ProcessedShare(), 100*v.MinProcessed)
+	fmt.Fprintf(out, "processed               %d of %d (%.1f%% of the %d neither rejected nor refused for good by their remote; required %.1f%%)\n",
+		v.Processed, v.Orders, 100*v.ProcessedShare(), v.Orders-v.Rejected-v.RefusedForGood, 100*v.MinProcessed)
 	rules := make([]string, 0, len(v.Explained))
 	for r := range v.Explained {
 		rules = append(rules, r)
