@@ -394,7 +394,7 @@ type RescueParams struct {
 }
 
 // Rescue moves an expired Processing (or stranded Pending) step to Pending,
-// bumps FailureCount and sets a pick-up deadline. It re-checks state, attempt
+// bumps FailureCount (not for a Lost re-drive) and sets a pick-up deadline. It re-checks state, attempt
 // and expiry, so it can never overwrite a step that completed meanwhile.
 func Rescue(r StepRecord, p RescueParams) (StepRecord, error) {
 	// Parameters first, the guard second: a bad call is invalid whatever
