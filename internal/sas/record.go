@@ -309,6 +309,12 @@ func (v OrderView) owedByDef(withErrors bool) (owed, known bool) {
 	return owed, true
 }
 
+// undoFailed reports whether an undo of the order failed: its compensation
+// stops there, and what is left waits for an operator.
+func (v OrderView) undoFailed() bool {
+	return slices.ContainsFunc(v.Steps, func(r StepRecord) bool { return r.ProcessState == CompensationFailed })
+}
+
 // Settled reports whether nothing will move an order on its own any more:
 // no step in flight or ready, no claim or undo on its way. A failed undo
 // settles it: what is below waits for an operator.
@@ -319,9 +325,17 @@ func (v OrderView) Settled() bool {
 	if v.Cancelled() {
 		// No successor is claimed after a cancelled step, and what is
 		// undone is claimed by the write that settles the step: with the
-		// definition, a step still owed its undo is that claim to come.
+		// definition, a step still owed its undo is that claim to come,
+		// unless an undo failed, which stops the compensation where it is
+		// (as below).
+		if !v.cancelSettled() {
+			return false
+		}
+		if v.undoFailed() {
+			return true
+		}
 		owed, _ := v.owedByDef(true)
-		return v.cancelSettled() && !owed
+		return !owed
 	}
 	for _, r := range v.Steps {
 		switch r.ProcessState {
@@ -353,20 +367,18 @@ func (v OrderView) Settled() bool {
 		// With the definition, a compensation is over when no step that
 		// has an undo is left Processed, or when an undo failed (the rest
 		// waits for an operator).
-		if slices.ContainsFunc(v.Steps, func(r StepRecord) bool { return r.ProcessState == CompensationFailed }) {
+		if v.undoFailed() {
 			return true
 		}
 		return !owed
 	}
 	if failed {
-		for _, r := range v.Steps {
-			// A failed undo stops the compensation where it is: the
-			// Processed steps below it wait for an operator, not for an
-			// undo on its way (without this, WaitTerminal never returned
-			// for such an order and the demo counted it as never settled).
-			if r.ProcessState == CompensationFailed {
-				return true
-			}
+		// A failed undo stops the compensation where it is: the
+		// Processed steps below it wait for an operator, not for an
+		// undo on its way (without this, WaitTerminal never returned
+		// for such an order and the demo counted it as never settled).
+		if v.undoFailed() {
+			return true
 		}
 		for _, r := range v.Steps {
 			if r.ProcessState == Processed {

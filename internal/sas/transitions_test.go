@@ -296,6 +296,11 @@ func TestOrderStateWithItsDefinition(t *testing.T) {
 		{"cancelled, an undo to come", def("DELETE /y", "DELETE /x"), true, []ProcessState{Processed, Processed}, Processing, false},
 		{"cancelled, nothing to undo", def("", ""), true, []ProcessState{Processed, Processed}, Cancelled, true},
 		{"cancelled, undone", def("", "DELETE /x"), true, []ProcessState{Processed, Compensated}, Cancelled, true},
+		// A failed undo stops the compensation where it is, cancelled or
+		// not: what is below waits for an operator (the simulator's deep
+		// sweep seed 25435: a skip schedule's next run started, rightly,
+		// beside a cancelled run whose undo was refused).
+		{"cancelled, an undo failed", def("DELETE /y", "DELETE /x"), true, []ProcessState{Processed, CompensationFailed}, CompensationFailed, true},
 		// Without a definition the records alone are read, as before (and
 		// disagree: settled, yet Processing).
 		{"no definition", nil, false, []ProcessState{Processed, Compensated}, Processing, true},
