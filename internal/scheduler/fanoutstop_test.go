@@ -386,6 +386,33 @@ func TestACancelMidFanOut(t *testing.T) {
 	require.ErrorIs(t, err, sas.ErrNotFound)
 }
 
+// The same when the handler of the transient outcome that failed a marked
+// element dies reading the fan-out's elements (after the element's
+// failure is written): the outcome's redelivery goes on from there, and
+// the cancellation ends (the simulator's deep sweep seed 32446).
+func TestACancelledElementsTransientRedeliveredDrivesTheCancelOn(t *testing.T) {
+	t.Parallel()
+	f := fanOutFixture(t, 3)
+	const id = "o-cxfan-died"
+	f.deliver(linesIntake(id, 10, f.replyURL))
+	f.deliver(doneWith(f.request(), `{"quote":"Q-1"}`))
+	held := runUntil(t, f, 4)
+	f.operatorCancel(id)
+	f.deliver(doneWith(held[4], `{"held":"SKU-4"}`))
+	f.deliver(doneWith(held[6], `{"held":"SKU-6"}`))
+	ev := f.event(reply(held[5], sas.OutcomeTransient, "timeout"))
+	f.failLists(1)
+	require.Len(t, f.handle(ev), 1, "its handler dies after the element's failure, reading the elements")
+	require.Equal(t, sas.Error, f.element(id, 5).ProcessState)
+	require.Empty(t, f.requests(), "no undo yet")
+
+	require.Empty(t, f.handle(ev), "the outcome's redelivery")
+	order, _ := undoAll(t, f, id)
+	require.Equal(t, []int{6, 5, 4, 3, 2, 1, 0, -1}, order)
+	require.Equal(t, sas.Cancelled, f.view(id).State())
+	require.Empty(t, f.alerts.all(), "a cancel pages nobody")
+}
+
 // In a graph, a branch that fails while a fan-out runs in another stops
 // its window as an element's failure would: no element starts after it,
 // those in flight settle, then everything is undone, the fan-out's

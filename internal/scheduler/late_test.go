@@ -1,6 +1,7 @@
 package scheduler_test
 
 import (
+	"encoding/json"
 	"testing"
 	"time"
 
@@ -41,6 +42,38 @@ func TestSuccessAfterRefusalIsUndone(t *testing.T) {
 	require.Empty(t, f.requests())
 	require.Equal(t, []sas.ProcessState{sas.Compensated, sas.Compensated, sas.Pending}, f.states("o-late"))
 	require.Contains(t, statusList(f.statuses()), "compensated#15000")
+}
+
+// When the refusal's delivery stopped after its write (before its
+// compensation), the late success starts the compensation itself (it notes
+// the effect and claims the step's undo); if that delivery stops before the
+// undo's request goes out, its redelivery sends it: nothing else would, the
+// supervisor waiting for a request that may be queued until its delivery
+// horizon (the simulator's deep sweep seed 30880).
+func TestARedeliveredLateSuccessSendsTheUndoItClaimed(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	charge := f.runForward("o-late-undo", "order", 1)
+	_, err := f.mem.Fail(f.ctx, sas.FailParams{Key: sas.StepKey{OrderID: "o-late-undo", Step: 1}, Owner: charge.LockedBy,
+		Attempt: charge.Attempt, Now: f.clock.Now(), Reason: "declined (not stored)"}) // its delivery then died
+	require.NoError(t, err)
+	ev := f.event(done(charge)) // the twin request's success
+	f.failEntries(func(url, body string) bool {
+		var r sas.AgentRequest
+		return url == f.agentURL && json.Unmarshal([]byte(body), &r) == nil && r.Compensation
+	})
+	require.Len(t, f.handle(ev), 1, "the undo's request failed to send: the success is redelivered")
+	f.failEntries(nil)
+	r := f.step("o-late-undo", 1)
+	require.Equal(t, sas.Compensating, r.ProcessState, "the late success claimed the step's undo")
+	require.True(t, r.UndoOwed)
+	require.Empty(t, f.requests())
+
+	require.Empty(t, f.handle(ev))
+	undo := f.request()
+	require.Equal(t, 1, undo.Step, "the undo claimed and never sent is sent")
+	require.True(t, undo.Compensation)
+	require.Equal(t, "o-late-undo:1:undo", undo.IdempotencyKey)
 }
 
 // The same for a first step: nothing else to undo, its own undo still goes.

@@ -348,14 +348,17 @@ func (s *Service) refused(ctx context.Context, u *outbox.Unit, o order, rep sas.
 		"state", cur.ProcessState, "currentAttempt", cur.Attempt, "currentHolder", cur.LockedBy)
 	if cur.ProcessState == sas.Compensating && cur.Attempt == rep.Attempt+1 && s.resend(ctx, cur, now) {
 		// This success's own delivery may have failed the next step by its
-		// condition and claimed this step's undo (conditionFailed), and
+		// condition and claimed this step's undo (conditionFailed), or,
+		// arriving after the step's failure (a late success, whose effect
+		// it noted: UndoOwed), started the compensation with this step's
+		// undo (lateSuccess; the simulator's deep sweep seed 30880), and
 		// died before sending it: its redelivery sends it again, as for a
 		// failure below.
 		failedNext, err := s.doneFailedItsSuccessor(ctx, &o, rep)
 		if err != nil {
 			return err // redelivered: the read is tried again
 		}
-		if failedNext {
+		if failedNext || (rep.Outcome == sas.OutcomeDone && !rep.Compensation && cur.UndoOwed) {
 			s.dispatch(ctx, u, o, o.wf.Steps[cur.Step], cur)
 			return nil
 		}

@@ -98,6 +98,18 @@ func (s *Service) transientOn(ctx context.Context, u *outbox.Unit, o order, rep 
 		// the same id; the compensation is idempotent).
 		return nil, s.gaveUp(ctx, u, o, cur, now)
 
+	case !undo && cur.Cancelled && cur.Attempt == rep.Attempt && cur.ProcessState == sas.Error && cur.FailedBy == rep.LockedBy:
+		// A redelivery of the transient outcome that failed its cancelled
+		// step (cancelledTransient), whose handler stopped before what
+		// follows: the cancellation goes on from here, as for a retry that
+		// turned a step away (idempotent; the simulator's deep sweep seed
+		// 32446, an element whose handler died reading its fan-out's
+		// elements, the fan-out then waiting for it for good).
+		if sas.IsElement(cur.Step) {
+			return nil, s.fanOutSettled(ctx, u, o, fanOutKey(cur.OrderID, cur.Step), now) // fanoutstop.go
+		}
+		return nil, s.afterFailed(ctx, u, o, cur, false, now)
+
 	case !undo && cur.Attempt == rep.Attempt+1 && cur.ProcessState == sas.Compensating && s.resend(ctx, cur, now):
 		// A redelivery after the give-up's compensation claimed the step's
 		// own undo: its first delivery may have died before sending it
