@@ -324,8 +324,8 @@ func (s *Service) emptyFanOutsAgain(ctx context.Context, u *outbox.Unit, o order
 			if err := s.fanOutDoneAgain(ctx, u, o, r); err != nil {
 				return err
 			}
-		case listFailed(o.wf.Steps[j], r):
-			if err := s.listFailedAgain(ctx, u, o, r); err != nil {
+		case startFailed(o.wf.Steps[j], r):
+			if err := s.startFailedAgain(ctx, u, o, r); err != nil {
 				return err
 			}
 		}
@@ -333,34 +333,36 @@ func (s *Service) emptyFanOutsAgain(ctx context.Context, u *outbox.Unit, o order
 	return nil
 }
 
-// listFailed reports whether fan-out step r failed at its start because
-// its list could not be evaluated (startFanOut): nothing of it ran. Its
-// compensation may have begun since (Compensating, Compensated), from the
-// undo of the fan-out itself, which had no element to undo.
-func listFailed(def sas.StepDef, r sas.StepRecord) bool {
+// startFailed reports whether fan-out step r failed at its start, in the
+// handling that claimed it: its list could not be evaluated (startFanOut),
+// or its order's cancel had marked it (cancelledBeforeStart). Nothing of it
+// ran. Its compensation may have begun since (Compensating, Compensated),
+// from the undo of the fan-out itself, which had no element to undo.
+func startFailed(def sas.StepDef, r sas.StepRecord) bool {
 	switch r.ProcessState {
 	case sas.Error, sas.Compensating, sas.Compensated:
 	default:
 		return false
 	}
 	return def.ForEach != nil && r.ForEachCount == 0 && r.FailedBy != "" &&
-		strings.HasPrefix(r.LastError, sas.ErrorForEachItems)
+		(strings.HasPrefix(r.LastError, sas.ErrorForEachItems) || r.Cancelled)
 }
 
-// listFailedAgain repeats what the failure of fan-out step r, whose list
-// could not be evaluated, owes: the handling that claimed it wrote the
-// failure and may have died after (the simulator's seed 71), and no
-// message of the step's own carries it, so the redelivery of that handling's
-// message (a duplicate of the success before it, or the intake) repeats it.
-// In Error, the failure is applied again as its holder, which takes the
-// path of a redelivered failure (one alert id, one status sequence, the
-// compensation once). Once its compensation has begun (its own undo, with
-// no element to undo, claimed or done), its alert and status were told
-// before that claim (tellBeforeClaim), and the compensation is driven on:
-// it may have stopped before an undo's request went out, which
-// startCompensation re-sends (the simulator's seeds 234 and 1984, orders
-// drawn without a list).
-func (s *Service) listFailedAgain(ctx context.Context, u *outbox.Unit, o order, r sas.StepRecord) error {
+// startFailedAgain repeats what the failure of fan-out step r at its start
+// (startFailed) owes: the handling that claimed it wrote the failure and
+// may have died after (the simulator's seed 71), and no message of the
+// step's own carries it, so the redelivery of that handling's message (a
+// duplicate of the success before it, the intake, a retry) repeats it. In
+// Error, the failure is applied again as its holder, which takes the path
+// of a redelivered failure (one alert id, one status sequence, the
+// compensation once; for a cancelled one, no page, the cancellation's
+// undos: the simulator's deep sweep seed 48481). Once its compensation has
+// begun (its own undo, with no element to undo, claimed or done), its
+// alert and status were told before that claim (tellBeforeClaim), and the
+// compensation is driven on: it may have stopped before an undo's request
+// went out, which startCompensation re-sends (the simulator's seeds 234
+// and 1984, orders drawn without a list).
+func (s *Service) startFailedAgain(ctx context.Context, u *outbox.Unit, o order, r sas.StepRecord) error {
 	if r.ProcessState != sas.Error {
 		if err := s.read(ctx, &o); err != nil {
 			return err
@@ -370,7 +372,11 @@ func (s *Service) listFailedAgain(ctx context.Context, u *outbox.Unit, o order, 
 	}
 	held := r
 	held.LockedBy = r.FailedBy
-	return s.settleStep(ctx, u, o, o.wf.Steps[r.Step], held, sas.AgentReply{Outcome: sas.OutcomeFailed, Reason: r.LastError, ErrorType: sas.ErrorForEachItems})
+	rep := sas.AgentReply{Outcome: sas.OutcomeFailed, Reason: r.LastError}
+	if strings.HasPrefix(r.LastError, sas.ErrorForEachItems) {
+		rep.ErrorType = sas.ErrorForEachItems
+	}
+	return s.settleStep(ctx, u, o, o.wf.Steps[r.Step], held, rep)
 }
 
 // claimedBy reports whether element next was claimed by the very write p

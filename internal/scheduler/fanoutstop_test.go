@@ -413,6 +413,39 @@ func TestACancelledElementsTransientRedeliveredDrivesTheCancelOn(t *testing.T) {
 	require.Empty(t, f.alerts.all(), "a cancel pages nobody")
 }
 
+// A fan-out claimed by the step before's success, whose handler died
+// before the start, then marked by a cancel: the success's redelivery
+// finds the mark (sas.StartFanOut refuses it) and fails the step as
+// cancelled before its start, which the cancellation's undos follow. When
+// that handler stops before an undo's request goes out, the next
+// redelivery finds the fan-out failed at its start all the same, cancelled
+// and undone since, and drives the cancellation on (the simulator's deep
+// sweep seed 48481, the order otherwise left with its quote never undone).
+func TestAFanOutCancelledBeforeItsStartIsDrivenOnByTheRedelivery(t *testing.T) {
+	t.Parallel()
+	f := fanOutFixture(t, 3)
+	const id = "o-cx-unstarted"
+	f.deliver(linesIntake(id, 4, f.replyURL))
+	quote := f.request()
+	now := f.clock.Now()
+	_, err := f.mem.Complete(f.ctx, sas.CompleteParams{Key: sas.StepKey{OrderID: id, Step: 0}, Owner: quote.LockedBy, Attempt: quote.Attempt, Now: now,
+		Result: []byte(`{"quote":"Q-1"}`),
+		Next:   &sas.ClaimParams{Key: sas.StepKey{OrderID: id, Step: 1}, Owner: owner, Now: now, CompleteBy: now.Add(stepTimeout)}})
+	require.NoError(t, err, "the success's handler claimed the fan-out, then died before its start")
+	f.operatorCancel(id)
+	require.True(t, f.step(id, 1).Cancelled)
+	f.clock.Advance(time.Second)
+
+	ev := f.event(doneWith(quote, `{"quote":"Q-1"}`))
+	require.Empty(t, f.handle(ev), "its first copy here: a duplicate, which sends nothing")
+	// The redelivery: the fan-out fails as cancelled, its own undo (no
+	// element) is done at once, the quote's undo is claimed, and its send
+	// fails.
+	undoSentByTheRedelivery(t, f, ev, id, []sas.ProcessState{sas.Compensating, sas.Compensated, sas.Pending}, 0)
+	require.Equal(t, sas.Cancelled, f.view(id).State())
+	require.Zero(t, f.step(id, 1).ForEachCount, "no element started")
+}
+
 // In a graph, a branch that fails while a fan-out runs in another stops
 // its window as an element's failure would: no element starts after it,
 // those in flight settle, then everything is undone, the fan-out's
@@ -828,7 +861,7 @@ func TestARedeliveryAfterAListFailureSendsTheUndoNeverSent(t *testing.T) {
 	ev := f.event(doneWith(f.request(), `{"quote":"Q-1"}`))
 	// The fan-out failed at its start and was undone at once; the step
 	// before's undo is claimed.
-	undoSentByTheRedelivery(t, f, ev, id, []sas.ProcessState{sas.Compensating, sas.Compensated, sas.Pending})
+	undoSentByTheRedelivery(t, f, ev, id, []sas.ProcessState{sas.Compensating, sas.Compensated, sas.Pending}, 1)
 	require.Equal(t, []sas.ProcessState{sas.Compensated, sas.Compensated, sas.Pending}, f.states(id))
 	require.Contains(t, statusList(f.statuses()), "compensated#15000")
 }
@@ -852,7 +885,7 @@ func TestARedeliveryAfterAListFailureSendsAnEarlierUndoNeverSent(t *testing.T) {
 	f.deliver(fmt.Sprintf(`{"v":1,"orderId":%q,"workflow":"checked","replyTo":%q,"payload":{"amount":1}}`, id, f.replyURL))
 	f.deliver(done(f.request()))
 	ev := f.event(done(f.request()))
-	undoSentByTheRedelivery(t, f, ev, id, []sas.ProcessState{sas.Compensating, sas.Processed, sas.Compensated})
+	undoSentByTheRedelivery(t, f, ev, id, []sas.ProcessState{sas.Compensating, sas.Processed, sas.Compensated}, 1)
 	require.Equal(t, []sas.ProcessState{sas.Compensated, sas.Processed, sas.Compensated}, f.states(id))
 }
 
@@ -984,8 +1017,9 @@ func fanFirstFixture(t *testing.T) *fixture {
 // undoSentByTheRedelivery handles ev with every undo's request failing to
 // send, requires order id's states to be claimed, then handles ev again:
 // step 0's undo, claimed and never sent, must be sent by the redelivery,
-// the failure told once. It answers the undo done.
-func undoSentByTheRedelivery(t *testing.T, f *fixture, ev events.SQSEvent, id string, claimed []sas.ProcessState) {
+// and alerts alerts out (the failure told once, or a cancel's none). It
+// answers the undo done.
+func undoSentByTheRedelivery(t *testing.T, f *fixture, ev events.SQSEvent, id string, claimed []sas.ProcessState, alerts int) {
 	t.Helper()
 	f.failEntries(func(url, body string) bool {
 		var r sas.AgentRequest
@@ -994,13 +1028,13 @@ func undoSentByTheRedelivery(t *testing.T, f *fixture, ev events.SQSEvent, id st
 	require.Len(t, f.handle(ev), 1, "the undo's request failed to send: the message is redelivered")
 	f.failEntries(nil)
 	require.Equal(t, claimed, f.states(id))
-	require.Len(t, f.alerts.all(), 1)
+	require.Len(t, f.alerts.all(), alerts)
 	require.Empty(t, f.requests())
 
 	require.Empty(t, f.handle(ev))
 	undo := f.request()
 	require.Equal(t, 0, undo.Step, "the undo claimed and never sent is sent")
 	require.True(t, undo.Compensation)
-	require.Len(t, f.alerts.all(), 1, "the failure was told once")
+	require.Len(t, f.alerts.all(), alerts, "the failure was told once (a cancel pages nobody)")
 	f.deliver(done(undo))
 }

@@ -186,7 +186,7 @@ func (s *Service) submit(ctx context.Context, u *outbox.Unit, in sas.Intake, mes
 // a fan-out it started that stopped since: the elements it claimed and
 // never sent (resendStopped; the simulator's seed 19083), and for a
 // fan-out it started whose list could not be evaluated: what that failure
-// owes (listFailedAgain; seed 1984). A duplicate intake (another message
+// owes (startFailedAgain; seed 1984). A duplicate intake (another message
 // for the same order) sends nothing.
 func (s *Service) redispatchLive(ctx context.Context, u *outbox.Unit, o order, now time.Time) error {
 	first := ranAfter(o, -1) // in a line, the step the intake started
@@ -200,8 +200,8 @@ func (s *Service) redispatchLive(ctx context.Context, u *outbox.Unit, o order, n
 		if err := s.resendStopped(ctx, u, o, r, now); err != nil { // fanout.go
 			return err
 		}
-		if redelivered(ctx) && r.Step < o.n() && (o.wf.Graph() || r.Step == first) && listFailed(o.wf.Steps[r.Step], r) {
-			if err := s.listFailedAgain(ctx, u, o, r); err != nil { // fanout.go
+		if redelivered(ctx) && r.Step < o.n() && (o.wf.Graph() || r.Step == first) && startFailed(o.wf.Steps[r.Step], r) {
+			if err := s.startFailedAgain(ctx, u, o, r); err != nil { // fanout.go
 				return err
 			}
 		}

@@ -416,10 +416,10 @@ func (s *Service) doneFailedItsSuccessor(ctx context.Context, o *order, rep sas.
 		return false, err
 	}
 	// So does a fan-out after it whose list could not be evaluated
-	// (fanout.go's listFailed): it failed at its start, in the same handling.
+	// (fanout.go's startFailed): it failed at its start, in the same handling.
 	succ, ok := o.step(ranAfter(*o, rep.Step))
 	return ok && ((succ.ProcessState == sas.Error && succ.FailedBy == sas.ByCondition) ||
-		listFailed(o.wf.Steps[succ.Step], succ)), nil
+		startFailed(o.wf.Steps[succ.Step], succ)), nil
 }
 
 // lateFor reports whether a stale reply is for an attempt the step really

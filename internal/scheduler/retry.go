@@ -139,12 +139,12 @@ func (s *Service) retryLost(ctx context.Context, u *outbox.Unit, o order, cur sa
 		s.dispatch(ctx, u, o, o.def(m.Step), cur)
 		return nil
 	}
-	if cur.Attempt == m.Attempt+1 && !sas.IsElement(cur.Step) && listFailed(o.def(m.Step), cur) {
+	if cur.Attempt == m.Attempt+1 && !sas.IsElement(cur.Step) && startFailed(o.def(m.Step), cur) {
 		// The claim this retry asked for started a fan-out whose list could
 		// not be evaluated, which failed in the same handling: that
 		// handling may have stopped before telling it (fanout.go; the
 		// simulator's seed 13852, a resubmitted fan-out).
-		return s.listFailedAgain(ctx, u, o, cur)
+		return s.startFailedAgain(ctx, u, o, cur)
 	}
 	if cur.Cancelled && cur.ProcessState == sas.Error && cur.Attempt == m.Attempt {
 		// A redelivery of the retry that turned the step away, whose
