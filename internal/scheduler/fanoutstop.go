@@ -330,6 +330,13 @@ func (s *Service) fanOutUndoneAgain(ctx context.Context, u *outbox.Unit, o order
 	if err != nil {
 		return fmt.Errorf("reading fan-out %s: %w", key, err)
 	}
+	if st.ProcessState == sas.CompensationFailed && st.ForEachCount > 0 && st.FailedBy != "" {
+		// The fan-out's undo failed with this element's (undoElements):
+		// that handling may have stopped before the alert and the status,
+		// which its redelivery tells again, under the same id (the
+		// simulator's deep sweep seed 53430).
+		return s.afterFailed(ctx, u, o, st, true, now)
+	}
 	if st.ProcessState != sas.Compensated || st.ForEachCount == 0 {
 		return s.fanOutSettled(ctx, u, o, key, now)
 	}

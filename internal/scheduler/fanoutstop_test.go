@@ -714,6 +714,34 @@ func TestARedeliveredElementUndoSendsTheNextUndo(t *testing.T) {
 	requireEnded(t, f, sas.StatusCompensated)
 }
 
+// An element's undo that fails fails its fan-out's undo; when that
+// handling's alert fails, the undo reply's redelivery tells the fan-out's
+// failed undo again, under the same id (the simulator's deep sweep seed
+// 53430).
+func TestARedeliveredElementUndoFailureTellsTheFanOutsFailedUndo(t *testing.T) {
+	t.Parallel()
+	const id = "o-undofailed"
+	f := quoted(t, 1, id, 1)
+	f.deliver(reply(f.request(), sas.OutcomeFailed, "out of stock"))
+	undo := f.request()
+	require.True(t, undo.Compensation)
+	alerted := len(f.alerts.all())
+
+	ev := f.event(reply(undo, sas.OutcomeFailed, "cannot unreserve"))
+	f.alerts.mu.Lock()
+	f.alerts.fail = 1
+	f.alerts.mu.Unlock()
+	require.Len(t, f.handle(ev), 1, "the alert failed: the undo reply is redelivered")
+	require.Equal(t, sas.CompensationFailed, f.view(id).Steps[1].ProcessState)
+	require.Len(t, f.alerts.all(), alerted)
+
+	require.Empty(t, f.handle(ev), "the redelivery")
+	al := f.alerts.all()
+	require.Len(t, al, alerted+1, "the fan-out's failed undo is told")
+	require.Equal(t, sas.CompensationFailed, al[len(al)-1].State)
+	require.Equal(t, 1, al[len(al)-1].Step)
+}
+
 // The handling of an element's failure claimed its undo (its fan-out's
 // compensation) and died before the undo's request; the failure's
 // redelivery, finding the element being undone, sends it (the simulator's
