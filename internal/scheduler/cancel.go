@@ -116,30 +116,10 @@ func (s *Service) cancel(ctx context.Context, u *outbox.Unit, from Origin, m sas
 			}
 		}
 	}
-	if fanOuts || leftInFlight(o) {
-		// Read again after the marks: a fan-out settled may have moved the
-		// order on, and a step that settled meanwhile, whose own handler
-		// read the order before a mark here (a handed-back step's turning
-		// away, above all) and so left the undos to this handler, is seen
-		// settled (the simulator's deep sweep seed 53403: each of the two
-		// left them to the other). Each handler reads after its own write,
-		// so one of them sees the other's; the undos' claims are fenced,
-		// so two that both start them start them once.
-		o.steps = nil
+	if fanOuts {
+		o.steps = nil // read again: a fan-out settled may have moved the order on
 	}
 	return s.afterCancel(ctx, u, o, now)
-}
-
-// leftInFlight reports whether the cancellation, as o shows it, leaves a
-// step in flight for another handler to settle (its reply, the supervisor):
-// not a wait the cancel ends itself (afterCancel).
-func leftInFlight(o order) bool {
-	for _, r := range o.steps {
-		if r.InFlight() && !(r.ProcessState == sas.Processing && r.Step < o.n() && o.wf.Steps[r.Step].Agentless()) {
-			return true
-		}
-	}
-	return false
 }
 
 // mark marks each of the order's steps in flight that a cancel lands on
