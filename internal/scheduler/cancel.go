@@ -306,10 +306,17 @@ func (s *Service) cancelledTransient(ctx context.Context, u *outbox.Unit, o orde
 		return nil, fmt.Errorf("failing cancelled step %s: %w", cur.Key(), err)
 	}
 	s.emitStep(ctx, o, rep.Step, false, now, metrics.StepsFailed)
+	return nil, s.cancelledFailed(ctx, u, o, failed, now)
+}
+
+// cancelledFailed goes on with the cancellation after cancelled step (or
+// element) failed was failed by its attempt's outcome: its fan-out
+// settles, or the order's undos follow (no page: the step is marked).
+func (s *Service) cancelledFailed(ctx context.Context, u *outbox.Unit, o order, failed sas.StepRecord, now time.Time) error {
 	if sas.IsElement(failed.Step) {
-		return nil, s.fanOutSettled(ctx, u, o, fanOutKey(failed.OrderID, failed.Step), now) // fanoutstop.go
+		return s.fanOutSettled(ctx, u, o, fanOutKey(failed.OrderID, failed.Step), now) // fanoutstop.go
 	}
-	return nil, s.afterFailed(ctx, u, o, failed, false, now)
+	return s.afterFailed(ctx, u, o, failed, false, now)
 }
 
 // cancelEnding is the final status of a cancelled order: "cancelled",

@@ -415,8 +415,9 @@ func (s *Service) doneFailedItsSuccessor(ctx context.Context, o *order, rep sas.
 	if err := s.read(ctx, o); err != nil {
 		return false, err
 	}
-	// So does a fan-out after it whose list could not be evaluated
-	// (fanout.go's startFailed): it failed at its start, in the same handling.
+	// So does a fan-out after it that failed at its start, in the same
+	// handling: its list could not be evaluated, or a cancel had marked it
+	// (fanout.go's startFailed).
 	succ, ok := o.step(ranAfter(*o, rep.Step))
 	return ok && ((succ.ProcessState == sas.Error && succ.FailedBy == sas.ByCondition) ||
 		startFailed(o.wf.Steps[succ.Step], succ)), nil

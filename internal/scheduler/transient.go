@@ -105,10 +105,7 @@ func (s *Service) transientOn(ctx context.Context, u *outbox.Unit, o order, rep 
 		// turned a step away (idempotent; the simulator's deep sweep seed
 		// 32446, an element whose handler died reading its fan-out's
 		// elements, the fan-out then waiting for it for good).
-		if sas.IsElement(cur.Step) {
-			return nil, s.fanOutSettled(ctx, u, o, fanOutKey(cur.OrderID, cur.Step), now) // fanoutstop.go
-		}
-		return nil, s.afterFailed(ctx, u, o, cur, false, now)
+		return nil, s.cancelledFailed(ctx, u, o, cur, now) // cancel.go
 
 	case !undo && cur.Attempt == rep.Attempt+1 && cur.ProcessState == sas.Compensating && s.resend(ctx, cur, now):
 		// A redelivery after the give-up's compensation claimed the step's
