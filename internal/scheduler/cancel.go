@@ -174,13 +174,19 @@ func (s *Service) afterCancel(ctx context.Context, u *outbox.Unit, o order, now 
 		}
 	}
 	// What the cancel ends at once first (each goes on here when done):
-	// a marked callback or wait step's wait, a marked step handed back
-	// ready.
+	// a marked callback or wait step's wait, a step handed back ready,
+	// marked or not. An unmarked one is a branch the cancel's handler has
+	// yet to reach (it marks one step at a time): this handler, which read
+	// it ready, turns it away itself rather than leave the undos to that
+	// handler, whose read may show this handler's own step still in flight
+	// (the deep sweep's seed 53403: each left them to the other, and
+	// nothing was undone). Of the two turn-away writes one wins; the other
+	// reads again and goes on, and the undos' claims are fenced.
 	for _, r := range o.steps {
 		switch {
 		case r.ProcessState == sas.Processing && r.Cancelled && o.wf.Steps[r.Step].Agentless():
 			return s.endCancelledWait(ctx, u, o, r, now)
-		case r.ProcessState == sas.Pending && r.Cancelled && r.LockedBy == "":
+		case r.ProcessState == sas.Pending && r.LockedBy == "" && (r.Cancelled || r.InFlight()):
 			return s.turnAway(ctx, u, o, r, now)
 		}
 	}
@@ -315,6 +321,12 @@ func (s *Service) cancelledTransient(ctx context.Context, u *outbox.Unit, o orde
 func (s *Service) cancelledFailed(ctx context.Context, u *outbox.Unit, o order, failed sas.StepRecord, now time.Time) error {
 	if sas.IsElement(failed.Step) {
 		return s.fanOutSettled(ctx, u, o, fanOutKey(failed.OrderID, failed.Step), now) // fanoutstop.go
+	}
+	if o.wf.Graph() {
+		// Branches: a sibling's wait, or a sibling handed back ready, is
+		// the cancel's to end, and this handler ends it if it reads it so
+		// (afterCancel), as a branch's success does (cancelledDone).
+		return s.afterCancel(ctx, u, o, now)
 	}
 	return s.afterFailed(ctx, u, o, failed, false, now)
 }

@@ -178,3 +178,57 @@ func TestACancelledWaitEndedByAnotherHandlerStillStartsTheUndos(t *testing.T) {
 		require.Contains(t, a.ID, "/waiting/", "a cancel pages nobody: only people told that c waits")
 	}
 }
+
+// A cancel that turns away a branch handed back (rescued, Pending), while
+// another branch, marked, settles between the cancel's read and that
+// turning away: the settling branch's handler reads the handed-back branch
+// ready and unmarked, and the cancel, judging from its own read, sees the
+// settling branch still in flight. Each would leave the undos to the other
+// (the simulator's deep sweep seed 53403, where the order stood for good),
+// so the settling branch's handler turns the ready one away itself
+// (afterCancel), whether its branch succeeded or failed. The cancel's own
+// turn-away then loses, and it reads again; the undos start once.
+func TestACancelledBranchSettlingWhileTheCancelMarksTurnsAwayTheReadyOne(t *testing.T) {
+	t.Parallel()
+	for name, settle := range map[string]func(sas.AgentRequest) string{
+		"done":      done,
+		"transient": func(req sas.AgentRequest) string { return transient(req, "Timeout", "no answer") },
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			f := graphFixture(t)
+			const id = "o-bx-race"
+			f.deliver(intake(id, "trip", f.replyURL))
+			f.deliver(done(f.request()))
+			reqs := byStep(f.requests())
+			require.Len(t, reqs, 3)
+			f.deliver(done(reqs["flight"]))
+			f.clock.Advance(time.Hour) // car's deadline passes: the supervisor hands it back
+			require.Equal(t, sas.Pending, f.rescue(id, 3).ProcessState)
+
+			raced := false
+			f.store.beforeCancel = func(p sas.CancelParams) bool {
+				if p.Key.Step != 3 || raced {
+					return false // the settling handler's own turn-away, inside the race
+				}
+				raced = true
+				f.clock.Advance(time.Second)     // another handling, later
+				f.deliver(settle(reqs["hotel"])) // hotel, marked, settles before the cancel turns car away
+				return true
+			}
+			f.operatorCancel(id)
+			require.Nil(t, f.store.beforeCancel, "the race happened")
+			require.NotEqual(t, sas.Processing, f.step(id, 2).ProcessState, "hotel settled")
+			car := f.step(id, 3)
+			require.True(t, car.Cancelled, "car turned away")
+			require.NotEqual(t, sas.Pending, car.ProcessState, "car turned away")
+
+			undone := f.undoAll() // one undo request at a time: the two handlers sent the first once
+			require.Contains(t, undone, 0, "the undos start: quote among them")
+			require.Contains(t, undone, 1, "flight took effect and is undone")
+			require.Contains(t, undone, 2, "hotel took effect, or may have, and is undone")
+			require.Equal(t, sas.Cancelled, f.view(id).State())
+			require.Empty(t, f.alerts.all(), "a cancel pages nobody")
+		})
+	}
+}

@@ -90,6 +90,21 @@ type faultyStore struct {
 	// beforeStart, when set, runs once before the next start of a
 	// fan-out (fanoutstop_test.go).
 	beforeStart func()
+	// beforeCancel, when set, runs once before the next cancel write of
+	// a step it names (cancelgraph_test.go).
+	beforeCancel func(sas.CancelParams) bool
+}
+
+func (s *faultyStore) Cancel(ctx context.Context, p sas.CancelParams) (sas.StepRecord, error) {
+	s.mu.Lock()
+	hook := s.beforeCancel
+	s.mu.Unlock()
+	if hook != nil && hook(p) {
+		s.mu.Lock()
+		s.beforeCancel = nil
+		s.mu.Unlock()
+	}
+	return s.StateStore.Cancel(ctx, p)
 }
 
 func (s *faultyStore) fault(id string) error {
