@@ -47,6 +47,12 @@ type Report struct {
 	Waited  int `json:"waited"`
 	Backlog int `json:"backlog"`
 	Rescued int `json:"rescued"`
+	// NothingRan counts, of Rescued, the re-drives of steps of which no
+	// attempt ran: a step handed back that no scheduler claimed by its
+	// pick-up deadline, a request lost before its pick-up. They count no
+	// failure (docs/protocol.md, "A step never claimed has not failed");
+	// the rest of Rescued are attempts that ran and went quiet.
+	NothingRan int `json:"nothingRan"`
 	// Fired counts wait steps found due, whose end the run asked of the
 	// scheduler (docs/protocol.md, "Wait steps").
 	Fired int `json:"fired,omitempty"`
@@ -127,6 +133,7 @@ func (r Report) log(ctx context.Context, logger *slog.Logger) {
 		slog.Int("waited", r.Waited),
 		slog.Int("backlog", r.Backlog),
 		slog.Int("rescued", r.Rescued),
+		slog.Int("nothingRan", r.NothingRan),
 		slog.Int("gaveUp", r.GaveUp),
 		slog.Int("lostRaces", r.LostRaces),
 		slog.Int("errors", r.Errors),

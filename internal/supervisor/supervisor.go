@@ -418,6 +418,9 @@ func (r *sweep) act(rec sas.StepRecord, out *effects) {
 			return
 		}
 		r.rep.Rescued++
+		if d.Lost {
+			r.rep.NothingRan++
+		}
 		r.rep.count(state, func(c *StateCounts) { c.Rescued++ })
 		cfg.Logger.LogAttrs(r.ctx, slog.LevelDebug, "rescued step", stepAttrs(got, slog.String("from", string(state)),
 			slog.Duration("backoff", d.Backoff), slog.String("reason", d.Reason))...)

@@ -76,6 +76,7 @@ func TestExpiredProcessingIsHandedBack(t *testing.T) {
 	rep = runOnce(t, s)
 	require.Equal(t, 1, rep.DueFound)
 	require.Equal(t, 1, rep.Rescued)
+	require.Zero(t, rep.NothingRan, "its attempt ran (claimed, never answered)")
 	require.Equal(t, StateCounts{Due: 1, Rescued: 1}, rep.ByState[sas.Processing])
 	require.Equal(t, StopDrained, rep.Stopped)
 
@@ -136,6 +137,7 @@ func TestStrandedPendingIsRedriven(t *testing.T) {
 	e.clock.Set(T0.Add(time.Minute + 2*s.Config().PickupTimeout))
 	rep = runOnce(t, s)
 	require.Equal(t, StateCounts{Due: 1, Rescued: 1}, rep.ByState[sas.Pending])
+	require.Equal(t, 1, rep.NothingRan, "a re-drive of a step none of whose attempts ran")
 	r := e.step(t, "o-strand", 0)
 	require.Equal(t, sas.Pending, r.ProcessState)
 	require.Zero(t, r.FailureCount)

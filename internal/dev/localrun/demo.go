@@ -65,6 +65,7 @@ type Summary struct {
 	Processed, Failed, Compensated      int
 	CompensationFailed, NotSettled      int
 	Rescues, GaveUp, Alerts, Killed     int
+	NothingRan                          int // of Rescues, re-drives of steps none of whose attempts ran
 	TransientErrors, Hangs, LostReplies int
 	Permanent                           int
 	HarnessFaults                       map[string]int // kills, kills before a send, duplicates
@@ -294,6 +295,7 @@ func Demo(ctx context.Context, o DemoOptions, out io.Writer) (Summary, error) {
 	sum.Verdict.MinProcessed = o.MinProcessed
 	sum.Processed, sum.Failed, sum.Compensated, sum.CompensationFailed = sum.Verdict.Processed, sum.Verdict.Failed, sum.Verdict.Compensated, sum.Verdict.CompensationFailed
 	sum.Rescues, sum.GaveUp, _ = sys.Totals()
+	sum.NothingRan = sys.NothingRan()
 	sum.Alerts = len(sys.Alerts.Alerts())
 	sum.Killed = sys.Killed()
 	sum.HarnessFaults = sys.Injected.Counts()
@@ -332,7 +334,7 @@ orders submitted        %d
 bad messages rejected   %d told to their replyTo (of 6 sent; the rest are rejected in the log only: no valid replyTo)
 remote faults injected  %d transient, %d permanent, %d hangs, %d lost responses
 harness faults          %d instances killed (%d messages abandoned), %d schedulers killed before a send, %d duplicate deliveries
-supervisor              %d rescues of stuck or stranded steps (%.2f per order), %d gave up
+supervisor              %d rescues of stuck or stranded steps (%.2f per order: %d of attempts that ran, %.2f per order; %d of steps none of whose attempts ran, no failure counted), %d gave up
 operator alerts         %d
 effects at the remote   %d, done twice: %d
 AWS requests            %d (%.1f per order, idle polls included)
@@ -341,7 +343,7 @@ latency to a final state: p50 %s, p99 %s, max %s
 `, s.Elapsed.Seconds(), float64(s.Submitted)/max(s.Elapsed.Seconds(), 0.001), s.Submitted, s.Processed, s.Failed, s.Compensated, s.CompensationFailed, s.NotSettled,
 		s.Rejected, s.TransientErrors, s.Permanent, s.Hangs, s.LostReplies,
 		s.Killed, s.HarnessFaults[judge.FaultKilled], s.HarnessFaults[judge.FaultKilledBeforeSend], s.HarnessFaults[judge.FaultDuplicate],
-		s.Rescues, perOrder(s.Rescues), s.GaveUp, s.Alerts, s.Effects, s.DuplicateEffects,
+		s.Rescues, perOrder(s.Rescues), s.Rescues-s.NothingRan, perOrder(s.Rescues-s.NothingRan), s.NothingRan, s.GaveUp, s.Alerts, s.Effects, s.DuplicateEffects,
 		s.Requests, perOrder(s.Requests), s.DeadLetters, s.P50.Round(time.Millisecond), s.P99.Round(time.Millisecond), s.Max.Round(time.Millisecond))
 	if s.Healthy > 0 {
 		fmt.Fprintf(out, "goodput                 %.1f orders/s to a final state over the run, %.0f%% of the healthy rate (%.1f orders/s, the warm-up's in the same run)\n",

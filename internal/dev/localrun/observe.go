@@ -45,6 +45,18 @@ func (s *System) Totals() (rescued, gaveUp, lostRaces int) {
 	return
 }
 
+// NothingRan adds up, of the supervisors' rescues so far, the re-drives of
+// steps of which no attempt ran (supervisor.Report.NothingRan).
+func (s *System) NothingRan() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, r := range s.reports {
+		n += r.NothingRan
+	}
+	return n
+}
+
 // Statuses drains the status queue.
 func (s *System) Statuses(ctx context.Context) ([]sas.Status, error) {
 	var out []sas.Status
