@@ -334,7 +334,9 @@ orders submitted        %d
 bad messages rejected   %d told to their replyTo (of 6 sent; the rest are rejected in the log only: no valid replyTo)
 remote faults injected  %d transient, %d permanent, %d hangs, %d lost responses
 harness faults          %d instances killed (%d messages abandoned), %d schedulers killed before a send, %d duplicate deliveries
-supervisor              %d rescues of stuck or stranded steps (%.2f per order: %d of attempts that ran, %.2f per order; %d of steps none of whose attempts ran, no failure counted), %d gave up
+supervisor              %d rescues of stuck or stranded steps (%.2f per order), %d gave up
+  of attempts that ran  %d (%.2f per order): their agent went quiet
+  of steps none ran     %d (%.2f per order): never claimed, or a request lost; no failure counted
 operator alerts         %d
 effects at the remote   %d, done twice: %d
 AWS requests            %d (%.1f per order, idle polls included)
@@ -343,7 +345,7 @@ latency to a final state: p50 %s, p99 %s, max %s
 `, s.Elapsed.Seconds(), float64(s.Submitted)/max(s.Elapsed.Seconds(), 0.001), s.Submitted, s.Processed, s.Failed, s.Compensated, s.CompensationFailed, s.NotSettled,
 		s.Rejected, s.TransientErrors, s.Permanent, s.Hangs, s.LostReplies,
 		s.Killed, s.HarnessFaults[judge.FaultKilled], s.HarnessFaults[judge.FaultKilledBeforeSend], s.HarnessFaults[judge.FaultDuplicate],
-		s.Rescues, perOrder(s.Rescues), s.Rescues-s.NothingRan, perOrder(s.Rescues-s.NothingRan), s.NothingRan, s.GaveUp, s.Alerts, s.Effects, s.DuplicateEffects,
+		s.Rescues, perOrder(s.Rescues), s.GaveUp, s.Rescues-s.NothingRan, perOrder(s.Rescues-s.NothingRan), s.NothingRan, perOrder(s.NothingRan), s.Alerts, s.Effects, s.DuplicateEffects,
 		s.Requests, perOrder(s.Requests), s.DeadLetters, s.P50.Round(time.Millisecond), s.P99.Round(time.Millisecond), s.Max.Round(time.Millisecond))
 	if s.Healthy > 0 {
 		fmt.Fprintf(out, "goodput                 %.1f orders/s to a final state over the run, %.0f%% of the healthy rate (%.1f orders/s, the warm-up's in the same run)\n",
