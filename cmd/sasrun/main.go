@@ -46,6 +46,8 @@ func main() {
 	flag.Float64Var(&opts.MinProcessed, "min-processed", 0.97, "fail unless at least this share of orders is processed")
 	flag.DurationVar(&opts.PickupTimeout, "pickup-timeout", 10*time.Second, "a claim's allowance for its request to be picked up before the agent reports a late pick-up")
 	flag.IntVar(&opts.Warmup, "warmup", 0, "orders run and settled first, on their own: the healthy rate the run's goodput is measured against")
+	flag.DurationVar(&opts.OutageFor, "outage-for", 0, "take the remote service down (every call answered 503) for this long (chaos)")
+	flag.DurationVar(&opts.OutageAt, "outage-at", time.Minute, "with -outage-for: when the outage starts, after the orders are submitted")
 	flag.Parse()
 	if err := run(ctx, opts, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "sasrun:", err)

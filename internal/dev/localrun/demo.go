@@ -57,6 +57,10 @@ type DemoOptions struct {
 	// burst is submitted: the healthy rate the burst's goodput is
 	// measured against, in the same run (docs/cost.md, "Bursts").
 	Warmup int
+	// OutageFor takes the remote service down (every call answered 503,
+	// remotesim.Sim.Down) for this long, OutageAt after the burst is
+	// submitted: a remote outage in the middle of a run. Zero: none.
+	OutageAt, OutageFor time.Duration
 }
 
 // Summary is what a demo run ends with.
@@ -83,6 +87,10 @@ type Summary struct {
 	// without a warm-up; Goodput the run's, orders settled per second
 	// from submission to the last.
 	Healthy, Goodput float64
+	// OutageFrom and OutageTo are when the remote was down (DemoOptions'
+	// OutageFor), from submission; zero without an outage. OutageTo is
+	// zero when the run ended before the service was up again.
+	OutageFrom, OutageTo time.Duration
 }
 
 // describe says where an unsettled order stands, for the summary.
@@ -177,6 +185,9 @@ func Demo(ctx context.Context, o DemoOptions, out io.Writer) (Summary, error) {
 		100*o.TransientRate, 100*o.PermanentRate, 100*o.HangRate, 100*o.LostRate, o.LostMode, sys.Opts.StepTimeout, sys.Opts.SupervisorEvery)
 	fmt.Fprintf(out, "harness faults: kill an instance every %s, %.0f%% duplicate deliveries, %.0f%% schedulers killed before a send; %d supervisors, clocks skewed by up to ±%s\n",
 		o.KillEvery, 100*o.DuplicateRate, 100*o.KillBeforeSendRate, o.Supervisors, o.ClockSkew)
+	if o.OutageFor > 0 {
+		fmt.Fprintf(out, "remote outage: every call answered 503 for %s, from %s after submission\n", o.OutageFor, o.OutageAt)
+	}
 
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan struct{})
@@ -215,6 +226,8 @@ func Demo(ctx context.Context, o DemoOptions, out io.Writer) (Summary, error) {
 		}
 	}
 	sum.Submitted = len(ids)
+	down := scheduleOutage(sys.Sim, submittedAt, o.OutageAt, o.OutageFor)
+	defer down.end()
 	fmt.Fprintf(out, "submitted %d orders (%.0f%% on the three-step workflow, %.0f%% on its split form with two branches) and %d bad messages in batches of 10\n\n",
 		len(ids), 100*o.MultiStep, 100*o.Branches, len(badInputs("")))
 
@@ -252,9 +265,9 @@ func Demo(ctx context.Context, o DemoOptions, out io.Writer) (Summary, error) {
 			counts[s]++
 		}
 		rescued, gaveUp, _ := sys.Totals()
-		fmt.Fprintf(out, "%5.1fs  processed %d  failed %d  compensated %d  no final status yet %d  steps in flight %d | rescues %d, gave up %d, alerts %d, killed %d%s\n",
+		fmt.Fprintf(out, "%5.1fs  processed %d  failed %d  compensated %d  no final status yet %d  steps in flight %d | rescues %d, gave up %d, alerts %d, killed %d%s%s\n",
 			time.Since(start).Seconds(), counts[sas.StatusProcessed], counts[sas.StatusFailed], counts[sas.StatusCompensated],
-			len(ids)-len(final), inFlight, rescued, gaveUp, len(sys.Alerts.Alerts()), sys.Killed(), window.tick(time.Now(), len(final)))
+			len(ids)-len(final), inFlight, rescued, gaveUp, len(sys.Alerts.Alerts()), sys.Killed(), window.tick(time.Now(), len(final)), down.mark())
 	})
 	cancelWait()
 	elapsed := time.Since(submittedAt)
@@ -279,6 +292,7 @@ func Demo(ctx context.Context, o DemoOptions, out io.Writer) (Summary, error) {
 	}
 	stop() // nothing moves while the evidence is gathered
 	<-done
+	sum.OutageFrom, sum.OutageTo = down.window()
 	var lat []time.Duration
 	for _, id := range ids {
 		v, ok := views[id]
@@ -347,6 +361,13 @@ latency to a final state: p50 %s, p99 %s, max %s
 		s.Killed, s.HarnessFaults[judge.FaultKilled], s.HarnessFaults[judge.FaultKilledBeforeSend], s.HarnessFaults[judge.FaultDuplicate],
 		s.Rescues, perOrder(s.Rescues), s.GaveUp, s.Rescues-s.NothingRan, perOrder(s.Rescues-s.NothingRan), s.NothingRan, perOrder(s.NothingRan), s.Alerts, s.Effects, s.DuplicateEffects,
 		s.Requests, perOrder(s.Requests), s.DeadLetters, s.P50.Round(time.Millisecond), s.P99.Round(time.Millisecond), s.Max.Round(time.Millisecond))
+	if s.OutageFrom > 0 {
+		to := "the end of the run (it was still down)"
+		if s.OutageTo > 0 {
+			to = fmt.Sprintf("%.1fs", s.OutageTo.Seconds())
+		}
+		fmt.Fprintf(out, "remote outage           every call answered 503 from %.1fs to %s after submission\n", s.OutageFrom.Seconds(), to)
+	}
 	if s.Healthy > 0 {
 		fmt.Fprintf(out, "goodput                 %.1f orders/s to a final state over the run, %.0f%% of the healthy rate (%.1f orders/s, the warm-up's in the same run)\n",
 			s.Goodput, 100*s.Goodput/s.Healthy, s.Healthy)

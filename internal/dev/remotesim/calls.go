@@ -2,6 +2,7 @@ package remotesim
 
 import (
 	"sort"
+	"sync"
 	"time"
 )
 
@@ -93,6 +94,34 @@ func (s *Sim) SlowDown(factor float64) {
 		scale(&p)
 		s.faults.Paths[k] = p
 	}
+}
+
+// Down takes the whole service down from now until up is called: every
+// business call is answered as a transient fault (503, or the profile's
+// TransientStatus, with its Retry-After), scripted calls included, and is
+// logged as one, so a harness explains what failed meanwhile. It is the
+// runtime knob for a remote outage in the middle of a run. Outages nest:
+// the service is up again when every Down's up has been called; calling
+// one up twice does nothing more.
+func (s *Sim) Down() (up func()) {
+	s.mu.Lock()
+	s.down++
+	s.mu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			s.mu.Lock()
+			s.down--
+			s.mu.Unlock()
+		})
+	}
+}
+
+// IsDown reports whether an outage (Down) is in force.
+func (s *Sim) IsDown() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.down > 0
 }
 
 // callOf is the log record of a call decided as d.

@@ -56,3 +56,36 @@ func TestSlowDownScalesLatency(t *testing.T) {
 	require.Equal(t, 20*time.Millisecond, f.LatencyJitter)
 	require.Equal(t, 10*time.Millisecond, f.Paths["/refunds"].LatencyBase)
 }
+
+// Down refuses every call, scripted ones too, logs each as a transient
+// fault, and takes effect nowhere; once up, the calls succeed again and a
+// script resumes where it was.
+func TestDownRefusesEveryCallUntilUp(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, remotesim.Config{Faults: remotesim.Faults{Scripts: []remotesim.Script{
+		{Key: "o-2:0", Plan: []remotesim.ScriptStep{{Fault: remotesim.FaultPermanent}}},
+	}}})
+	up := h.sim.Down()
+	second := h.sim.Down()
+	require.True(t, h.sim.IsDown())
+	require.Equal(t, 503, h.mustCall(t, "/payments", "o-1:0", payment("o-1", 5)).status)
+	require.Equal(t, 503, h.mustCall(t, "/payments", "o-2:0", payment("o-2", 5)).status)
+	up()
+	up() // twice does nothing more: the second outage still holds
+	require.True(t, h.sim.IsDown())
+	require.Equal(t, 503, h.mustCall(t, "/payments", "o-1:0", payment("o-1", 5)).status)
+	second()
+	require.False(t, h.sim.IsDown())
+	require.Empty(t, h.sim.Effects(), "nothing takes effect during an outage")
+
+	require.Equal(t, 201, h.mustCall(t, "/payments", "o-1:0", payment("o-1", 5)).status)
+	require.Equal(t, 402, h.mustCall(t, "/payments", "o-2:0", payment("o-2", 5)).status, "the script resumes at its first step")
+	by := h.sim.CallsByKey()
+	require.Len(t, by["o-1:0"], 3)
+	for _, c := range by["o-1:0"][:2] {
+		require.Equal(t, remotesim.FaultTransient, c.Fault)
+		require.True(t, c.Injected())
+	}
+	require.Equal(t, remotesim.FaultTransient, by["o-2:0"][0].Fault)
+	require.Len(t, h.sim.Effects(), 1)
+}

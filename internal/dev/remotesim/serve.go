@@ -45,6 +45,12 @@ func (s *Sim) decide(key, orderID, path string) decision {
 	if uSlow < p.SlowRate {
 		d.latency += p.SlowExtra
 	}
+	if s.down > 0 {
+		// An outage refuses every call, scripted or not, and consumes no
+		// script step: a plan resumes where it was once the service is up.
+		d.fault, d.status = FaultTransient, p.TransientStatus
+		return d
+	}
 
 	for i, sc := range s.faults.Scripts {
 		if !sc.matches(key, orderID, path) {

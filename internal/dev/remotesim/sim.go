@@ -112,6 +112,7 @@ type Sim struct {
 	active      atomic.Int64 // business requests being served (calls.go)
 	holds       []*hold      // calls that wait for a release (hold.go)
 	held        atomic.Int64 // calls waiting in a hold
+	down        int          // outages in force (Down): every call is refused 503
 }
 
 // New returns a simulator, or an error when the knobs are out of range.
