@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
+	"strconv"
+	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 
@@ -29,6 +31,7 @@ func (s *Service) HandleMessage(ctx context.Context, from Origin, body []byte) e
 func (s *Service) handleMessage(ctx context.Context, u *outbox.Unit, from Origin, body []byte) error {
 	ctx = msgctx.WithMessage(ctx, from.MessageID) // every line below names it
 	ctx = withRedelivery(ctx, from.Redelivered)
+	ctx = withSentAt(ctx, from.SentAt)
 	if err := s.signer.Refresh(ctx); err != nil {
 		// The keys read before are kept: a rotation waits, nothing stops.
 		s.log.WarnContext(ctx, "signing keys not re-read", "err", err)
@@ -144,6 +147,9 @@ func NewHandler(svc *Service) *Handler {
 // who sent it by its SenderId attribute.
 func (h *Handler) origin(rec events.SQSMessage) Origin {
 	o := Origin{Source: FromAgents, SenderID: rec.Attributes["SenderId"], MessageID: rec.MessageId}
+	if ms, err := strconv.ParseInt(rec.Attributes["SentTimestamp"], 10, 64); err == nil && ms > 0 {
+		o.SentAt = time.UnixMilli(ms)
+	}
 	switch name := sas.QueueName(rec.EventSourceARN); {
 	case name == "":
 	case name == h.intake:

@@ -16,6 +16,7 @@ import (
 	"github.com/sas-go/sas/internal/msgctx"
 	"github.com/sas-go/sas/internal/outbox"
 	"github.com/sas-go/sas/internal/sas"
+	"github.com/sas-go/sas/internal/sizing"
 )
 
 // Service handles the scheduler's messages. It holds no state of its own
@@ -219,6 +220,31 @@ func withRedelivery(ctx context.Context, yes bool) context.Context {
 	}
 	return context.WithValue(ctx, redeliveryKey{}, true)
 }
+
+type sentAtKey struct{}
+
+// withSentAt marks ctx as handling a message sent at t (zero: unknown).
+func withSentAt(ctx context.Context, t time.Time) context.Context {
+	if t.IsZero() {
+		return ctx
+	}
+	return context.WithValue(ctx, sentAtKey{}, t)
+}
+
+// queued is how long the message ctx handles waited between its send and
+// now (SQS's SentTimestamp; zero when unknown or in the future, a clock's
+// skew), at most maxQueued.
+func queued(ctx context.Context, now time.Time) time.Duration {
+	t, _ := ctx.Value(sentAtKey{}).(time.Time)
+	if t.IsZero() || !now.After(t) {
+		return 0
+	}
+	return min(now.Sub(t), maxQueued)
+}
+
+// maxQueued bounds what queued reports: the queues' retention, past which
+// no message waits.
+const maxQueued = sizing.QueueRetention
 
 // redelivered reports whether ctx handles a redelivered message.
 func redelivered(ctx context.Context) bool {

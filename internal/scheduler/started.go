@@ -15,6 +15,11 @@ import (
 // write: the attempt is marked started, and its deadline becomes now plus
 // the step's timeout and the reply's grace (the pick-up timeout: how long
 // a message may wait for its consumer, here the reply for a scheduler).
+// The grace is widened by as long as the report itself waited in the
+// scheduler queue: the answer, sent after the report, is in the same
+// backlog and waits about as long (docs/protocol.md, "Deadlines start at
+// pick-up": a burst kept the scheduler queue 110,000 messages deep, and
+// answers counted failed at a fixed grace were sent again into it).
 // From then on a passed deadline is a failure of the attempt, which the
 // supervisor counts; before, it was a wait. A report for an attempt no
 // longer current (finished, rescued, given up) changes nothing, and the
@@ -24,7 +29,7 @@ func (s *Service) started(ctx context.Context, o order, rep sas.AgentReply, now 
 	key := sas.StepKey{OrderID: rep.OrderID, Step: rep.Step}
 	got, err := s.cfg.Store.Start(ctx, sas.StartParams{
 		Key: key, From: running, Owner: rep.LockedBy, Attempt: rep.Attempt, Now: now,
-		CompleteBy: s.leaseEnd(o.def(rep.Step), rep.Compensation, 0, now),
+		CompleteBy: s.leaseEnd(o.def(rep.Step), rep.Compensation, queued(ctx, now), now),
 	})
 	switch {
 	case errors.Is(err, sas.ErrNotFound):

@@ -2,9 +2,11 @@ package scheduler_test
 
 import (
 	"encoding/json"
+	"strconv"
 	"testing"
 	"time"
 
+	"github.com/aws/aws-lambda-go/events"
 	"github.com/stretchr/testify/require"
 
 	"github.com/sas-go/sas/internal/sas"
@@ -96,4 +98,52 @@ func TestUndosGoToThePriorityLane(t *testing.T) {
 	require.True(t, undo.Compensation)
 	require.Zero(t, undo.Priority, "the order's own priority, echoed")
 	require.Empty(t, f.requestsAt(qs.ByAgent["flights"].URL), "not behind the forward work")
+}
+
+// TestAStartedReportThatWaitedWidensTheGraceByItsWait: a report that
+// waited in the scheduler queue (its SentTimestamp minutes old) comes with
+// its answer in the same backlog, sent after it; the deadline allows the
+// answer as long again. A report whose send time is unknown, or in the
+// future (a clock's skew), gets the fixed grace.
+func TestAStartedReportThatWaitedWidensTheGraceByItsWait(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.deliver(intake("o-backlog", "payment", f.replyURL))
+	req := f.request()
+	f.statuses()
+
+	f.clock.Advance(time.Hour)
+	report := reply(req, sas.OutcomeStarted, "")
+	sent := func(at time.Time) events.SQSEvent {
+		ev := f.event(report)
+		ev.Records[0].Attributes = map[string]string{"SentTimestamp": strconv.FormatInt(at.UnixMilli(), 10)}
+		return ev
+	}
+	require.Empty(t, f.handle(sent(f.clock.Now().Add(-7*time.Minute))))
+	r := f.step("o-backlog", 0)
+	require.Equal(t, f.clock.Now(), r.StartedAt)
+	require.Equal(t, f.clock.Now().Add(7*time.Minute+leaseTime), r.CompleteBy, "the fixed grace, and the report's seven minutes in the queue")
+
+	// Its redelivery: the wait counted from the same send, so longer.
+	f.clock.Advance(time.Minute)
+	require.Empty(t, f.handle(sent(f.clock.Now().Add(-8*time.Minute))))
+	require.Equal(t, f.clock.Now().Add(8*time.Minute+leaseTime), f.step("o-backlog", 0).CompleteBy)
+
+	// A report never moves the deadline earlier.
+	before := f.step("o-backlog", 0).CompleteBy
+	f.clock.Advance(time.Second)
+	require.Empty(t, f.handle(sent(f.clock.Now())))
+	require.Equal(t, before, f.step("o-backlog", 0).CompleteBy)
+
+	f.deliver(done(req))
+	require.Equal(t, []sas.ProcessState{sas.Processed}, f.states("o-backlog"))
+
+	// A send time in the future is a skewed clock: no wait.
+	f.deliver(intake("o-skew", "payment", f.replyURL))
+	skewed := f.request()
+	f.clock.Advance(time.Hour)
+	ev := f.event(reply(skewed, sas.OutcomeStarted, ""))
+	ev.Records[0].Attributes = map[string]string{"SentTimestamp": strconv.FormatInt(f.clock.Now().Add(time.Minute).UnixMilli(), 10)}
+	require.Empty(t, f.handle(ev))
+	require.Equal(t, f.clock.Now().Add(leaseTime), f.step("o-skew", 0).CompleteBy)
 }

@@ -3,6 +3,7 @@ package scheduler
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/sas-go/sas/internal/sas"
 )
@@ -57,6 +58,10 @@ type Origin struct {
 	// reported (resend). A different message about the same order (a
 	// duplicate intake, a second reply) is not a redelivery.
 	Redelivered bool
+	// SentAt is when the message was sent (SQS's SentTimestamp), zero
+	// when unknown: how long it waited in its queue, for a late pick-up's
+	// report (started.go).
+	SentAt time.Time
 }
 
 // accepts reports whether a message of kind k may come from src: intake
