@@ -25,6 +25,8 @@ func scheduleOutage(sim *remotesim.Sim, origin time.Time, at, dur time.Duration)
 	if dur <= 0 {
 		return o
 	}
+	o.mu.Lock() // the first timer may fire before it is kept
+	defer o.mu.Unlock()
 	o.timers = append(o.timers, time.AfterFunc(time.Until(origin.Add(at)), func() {
 		o.mu.Lock()
 		defer o.mu.Unlock()
