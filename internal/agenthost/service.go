@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"runtime/debug"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -18,6 +17,7 @@ import (
 	"github.com/sas-go/sas/internal/metrics"
 	"github.com/sas-go/sas/internal/msgctx"
 	"github.com/sas-go/sas/internal/sas"
+	"github.com/sas-go/sas/internal/sqsevent"
 	"github.com/sas-go/sas/internal/sqslimits"
 )
 
@@ -111,7 +111,7 @@ func (s *Service) parse(records []events.SQSMessage) (groups [][]inbound, late [
 			s.log.Error("agent: malformed request acknowledged without a reply", attrs...)
 			continue
 		}
-		m := inbound{index: i, messageID: rec.MessageId, req: req, sentAt: sentAt(rec), receives: receives(rec)}
+		m := inbound{index: i, messageID: rec.MessageId, req: req, sentAt: sqsevent.SentAt(rec), receives: receives(rec)}
 		if g, ok := byKey[req.IdempotencyKey]; ok {
 			groups[g] = append(groups[g], m)
 			continue
@@ -168,15 +168,6 @@ func (r run) timing(sentAt time.Time) (queued, ran sas.Millis) {
 		queued = sas.MillisOf(r.start.Sub(sentAt))
 	}
 	return queued, sas.MillisOf(r.took)
-}
-
-// sentAt is when a request was sent, from SQS's SentTimestamp attribute.
-func sentAt(rec events.SQSMessage) time.Time {
-	ms, err := strconv.ParseInt(rec.Attributes["SentTimestamp"], 10, 64)
-	if err != nil || ms <= 0 {
-		return time.Time{}
-	}
-	return time.UnixMilli(ms).UTC()
 }
 
 // emit publishes one request's metrics (internal/metrics,

@@ -7,14 +7,13 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
-	"strconv"
-	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/sas-go/sas/internal/msgctx"
 	"github.com/sas-go/sas/internal/outbox"
 	"github.com/sas-go/sas/internal/sas"
+	"github.com/sas-go/sas/internal/sqsevent"
 )
 
 // HandleMessage routes one message body by its kind, as it would a
@@ -146,10 +145,7 @@ func NewHandler(svc *Service) *Handler {
 // origin tells which queue a record came from by its eventSourceARN, and
 // who sent it by its SenderId attribute.
 func (h *Handler) origin(rec events.SQSMessage) Origin {
-	o := Origin{Source: FromAgents, SenderID: rec.Attributes["SenderId"], MessageID: rec.MessageId}
-	if ms, err := strconv.ParseInt(rec.Attributes["SentTimestamp"], 10, 64); err == nil && ms > 0 {
-		o.SentAt = time.UnixMilli(ms)
-	}
+	o := Origin{Source: FromAgents, SenderID: rec.Attributes["SenderId"], MessageID: rec.MessageId, SentAt: sqsevent.SentAt(rec)}
 	switch name := sas.QueueName(rec.EventSourceARN); {
 	case name == "":
 	case name == h.intake:

@@ -7,6 +7,7 @@ package sqsevent
 
 import (
 	"strconv"
+	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 
@@ -52,4 +53,14 @@ func Done(msgs []sas.InboundMessage, resp events.SQSEventResponse) []string {
 		}
 	}
 	return receipts
+}
+
+// SentAt is when rec was sent, from SQS's SentTimestamp attribute (the one
+// Event sets); zero when the attribute is missing or not a time.
+func SentAt(rec events.SQSMessage) time.Time {
+	ms, err := strconv.ParseInt(rec.Attributes["SentTimestamp"], 10, 64)
+	if err != nil || ms <= 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(ms).UTC()
 }
