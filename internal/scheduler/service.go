@@ -233,18 +233,14 @@ func withSentAt(ctx context.Context, t time.Time) context.Context {
 
 // queued is how long the message ctx handles waited between its send and
 // now (SQS's SentTimestamp; zero when unknown or in the future, a clock's
-// skew), at most maxQueued.
+// skew), at most the queues' retention, past which no message waits.
 func queued(ctx context.Context, now time.Time) time.Duration {
 	t, _ := ctx.Value(sentAtKey{}).(time.Time)
 	if t.IsZero() || !now.After(t) {
 		return 0
 	}
-	return min(now.Sub(t), maxQueued)
+	return min(now.Sub(t), sizing.QueueRetention)
 }
-
-// maxQueued bounds what queued reports: the queues' retention, past which
-// no message waits.
-const maxQueued = sizing.QueueRetention
 
 // redelivered reports whether ctx handles a redelivered message.
 func redelivered(ctx context.Context) bool {

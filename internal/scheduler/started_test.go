@@ -114,25 +114,26 @@ func TestAStartedReportThatWaitedWidensTheGraceByItsWait(t *testing.T) {
 
 	f.clock.Advance(time.Hour)
 	report := reply(req, sas.OutcomeStarted, "")
-	sent := func(at time.Time) events.SQSEvent {
-		ev := f.event(report)
+	// sent is body's delivery with SQS's SentTimestamp at.
+	sent := func(body string, at time.Time) events.SQSEvent {
+		ev := f.event(body)
 		ev.Records[0].Attributes = map[string]string{"SentTimestamp": strconv.FormatInt(at.UnixMilli(), 10)}
 		return ev
 	}
-	require.Empty(t, f.handle(sent(f.clock.Now().Add(-7*time.Minute))))
+	require.Empty(t, f.handle(sent(report, f.clock.Now().Add(-7*time.Minute))))
 	r := f.step("o-backlog", 0)
 	require.Equal(t, f.clock.Now(), r.StartedAt)
 	require.Equal(t, f.clock.Now().Add(7*time.Minute+leaseTime), r.CompleteBy, "the fixed grace, and the report's seven minutes in the queue")
 
 	// Its redelivery: the wait counted from the same send, so longer.
 	f.clock.Advance(time.Minute)
-	require.Empty(t, f.handle(sent(f.clock.Now().Add(-8*time.Minute))))
+	require.Empty(t, f.handle(sent(report, f.clock.Now().Add(-8*time.Minute))))
 	require.Equal(t, f.clock.Now().Add(8*time.Minute+leaseTime), f.step("o-backlog", 0).CompleteBy)
 
 	// A report never moves the deadline earlier.
 	before := f.step("o-backlog", 0).CompleteBy
 	f.clock.Advance(time.Second)
-	require.Empty(t, f.handle(sent(f.clock.Now())))
+	require.Empty(t, f.handle(sent(report, f.clock.Now())))
 	require.Equal(t, before, f.step("o-backlog", 0).CompleteBy)
 
 	f.deliver(done(req))
@@ -142,8 +143,6 @@ func TestAStartedReportThatWaitedWidensTheGraceByItsWait(t *testing.T) {
 	f.deliver(intake("o-skew", "payment", f.replyURL))
 	skewed := f.request()
 	f.clock.Advance(time.Hour)
-	ev := f.event(reply(skewed, sas.OutcomeStarted, ""))
-	ev.Records[0].Attributes = map[string]string{"SentTimestamp": strconv.FormatInt(f.clock.Now().Add(time.Minute).UnixMilli(), 10)}
-	require.Empty(t, f.handle(ev))
+	require.Empty(t, f.handle(sent(reply(skewed, sas.OutcomeStarted, ""), f.clock.Now().Add(time.Minute))))
 	require.Equal(t, f.clock.Now().Add(leaseTime), f.step("o-skew", 0).CompleteBy)
 }
